@@ -1,0 +1,42 @@
+# vgpud — see README.md. `make demo` and `make test` are the two entry points.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+PKGS := ./...
+
+.PHONY: all build unit test lint vet fmt-check fuzz demo bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/vgpud .
+
+# Fast tests: no cluster, no root.
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+lint: vet fmt-check
+
+# A short run of every fuzz target, so regressions in the decoders show up in CI.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./protocol
+
+# Everything the project has.
+test: lint unit fuzz
+
+demo: build
+	./bin/vgpud --help
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,39 @@
+package cluster
+
+import "time"
+
+// Config is the cluster role's settings.
+type Config struct {
+	LeaseName      string
+	LeaseNamespace string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	ListenAddr     string // HTTPS: webhook and extender
+	MetricsAddr    string // plain HTTP: Prometheus
+	SchedulerName  string
+	NodePolicy     string // binpack | spread
+	GPUPolicy      string // spread | binpack
+}
+
+// Policies.
+const (
+	PolicyBinpack = "binpack"
+	PolicySpread  = "spread"
+)
+
+// DefaultConfig returns the settings vgpud runs with when no flag is given.
+func DefaultConfig() Config {
+	return Config{
+		LeaseName:      "vgpud-leader",
+		LeaseNamespace: "vgpud-system",
+		LeaseDuration:  4 * time.Second,
+		RenewDeadline:  3 * time.Second,
+		RetryPeriod:    500 * time.Millisecond,
+		ListenAddr:     ":9443",
+		MetricsAddr:    ":9090",
+		SchedulerName:  "vgpud-scheduler",
+		NodePolicy:     PolicyBinpack,
+		GPUPolicy:      PolicySpread,
+	}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vgpud/vgpud/cluster"
+	"github.com/vgpud/vgpud/node"
+)
+
+// Roles a replica can run. A DaemonSet replica runs both; one role alone is
+// for benchmarks and debugging.
+const (
+	roleNode    = "node"
+	roleCluster = "cluster"
+)
+
+// config is every setting of `vgpud run`, filled from flags and env, and
+// validated as a whole before anything starts.
+type config struct {
+	LogLevel     string
+	LogFormat    string
+	Kubeconfig   string
+	NodeName     string
+	PodName      string
+	PodNamespace string
+	Roles        []string
+
+	Node    node.Config
+	Cluster cluster.Config
+}
+
+func defaultConfig() config {
+	return config{
+		LogLevel:  "info",
+		LogFormat: "auto",
+		Roles:     []string{roleNode, roleCluster},
+		Node:      node.DefaultConfig(),
+		Cluster:   cluster.DefaultConfig(),
+	}
+}
+
+func (c config) runs(role string) bool { return slices.Contains(c.Roles, role) }
+
+// flagError names the flag, the value it got and what it accepts.
+func flagError(flag string, value any, allowed string) error {
+	return fmt.Errorf("--%s=%v is invalid: %s", flag, value, allowed)
+}
+
+// validate reports every invalid setting, one per line.
+func (c config) validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(validateLogging(c.LogLevel, c.LogFormat))
+	if len(c.Roles) == 0 {
+		add(flagError("roles", "", "want node, cluster or node,cluster"))
+	}
+	for _, r := range c.Roles {
+		if r != roleNode && r != roleCluster {
+			add(flagError("roles", strings.Join(c.Roles, ","), "want node, cluster or node,cluster"))
+			break
+		}
+	}
+	if c.NodeName == "" && c.runs(roleNode) {
+		add(flagError("node-name", `""`, "the node role needs the node's name; set NODE_NAME from the downward API (spec.nodeName)"))
+	}
+	if c.PodName == "" && c.runs(roleCluster) {
+		add(flagError("pod-name", `""`, "leader election needs this replica's pod name; set POD_NAME from the downward API (metadata.name)"))
+	}
+	if c.PodNamespace == "" && c.runs(roleCluster) {
+		add(flagError("pod-namespace", `""`, "set POD_NAMESPACE from the downward API (metadata.namespace)"))
+	}
+	if c.runs(roleNode) {
+		add(validateNode(c.Node))
+	}
+	if c.runs(roleCluster) {
+		add(validateCluster(c.Cluster))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// validEnv is the minimum a DaemonSet replica gets from the downward API.
+var validArgs = []string{"--node-name=n1", "--pod-name=vgpud-abc", "--pod-namespace=vgpud-system"}
+
+func TestRunRejectsInvalidSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string // every fragment must be in the one line for the flag
+	}{
+		{[]string{"--gpu-backend=nonsense"}, []string{"--gpu-backend=nonsense", "nvml", "mock:dgxa100", "fake:"}},
+		{[]string{"--split=0"}, []string{"--split=0", "1..1000"}},
+		{[]string{"--memory-scaling=-1"}, []string{"--memory-scaling=-1", "above 0"}},
+		{[]string{"--core-scaling=0"}, []string{"--core-scaling=0"}},
+		{[]string{"--log-level=loud"}, []string{"--log-level=loud", "debug, info, warn or error"}},
+		{[]string{"--log-format=xml"}, []string{"--log-format=xml", "json"}},
+		{[]string{"--roles=node,cook"}, []string{"--roles=node,cook", "node, cluster"}},
+		{[]string{"--node-policy=random"}, []string{"--node-policy=random", "binpack or spread"}},
+		{[]string{"--gpu-policy=x"}, []string{"--gpu-policy=x", "spread or binpack"}},
+		{[]string{"--lease-duration=1s", "--lease-renew-deadline=2s"}, []string{"--lease-duration=1s", "--lease-renew-deadline"}},
+		{[]string{"--device-plugin-dir="}, []string{"--device-plugin-dir"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append(append([]string{"vgpud", "run"}, validArgs...), tc.args...)
+			code := runMain(args, &out, &errOut)
+			if code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, errOut.String())
+			}
+			lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("want one line naming the flag, got %d:\n%s", len(lines), errOut.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(lines[0], w) {
+					t.Errorf("message %q does not mention %q", lines[0], w)
+				}
+			}
+		})
+	}
+}
+
+func TestMissingDownwardAPINamesTheVariable(t *testing.T) {
+	cfg := defaultConfig()
+	err := cfg.validate()
+	if err == nil {
+		t.Fatal("want an error without NODE_NAME/POD_NAME/POD_NAMESPACE")
+	}
+	for _, w := range []string{"NODE_NAME", "POD_NAME", "POD_NAMESPACE"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not name %s: %v", w, err)
+		}
+	}
+	// A node-only replica needs no pod identity.
+	cfg.Roles = []string{roleNode}
+	cfg.NodeName = "n1"
+	if err := cfg.validate(); err != nil {
+		t.Errorf("node-only config: %v", err)
+	}
+}
+
+func TestEnvironmentSetsFlags(t *testing.T) {
+	t.Setenv("VGPUD_SPLIT", "0")
+	var out, errOut bytes.Buffer
+	code := runMain(append([]string{"vgpud", "run"}, validArgs...), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--split=0") {
+		t.Fatalf("VGPUD_SPLIT=0 not honoured: code %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.NodeName, cfg.PodName, cfg.PodNamespace = "n1", "p", "ns"
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("defaults must validate: %v", err)
+	}
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runMain([]string{"vgpud", "--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, cmd := range []string{"run", "inspect", "version"} {
+		if !strings.Contains(out.String(), "\n   "+cmd+" ") {
+			t.Errorf("help does not list %q:\n%s", cmd, out.String())
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runMain([]string{"vgpud", "version"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.HasPrefix(out.String(), "vgpud "+version+" (commit "+commit) {
+		t.Errorf("version output %q", out.String())
+	}
+}
+
+func TestSplitList(t *testing.T) {
+	got := splitList([]string{"a, b,", " c"})
+	if strings.Join(got, "|") != "a|b|c" {
+		t.Errorf("splitList = %q", got)
+	}
+}

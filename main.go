@@ -1,0 +1,180 @@
+// Command vgpud shares GPUs between Kubernetes pods. Every replica of its
+// DaemonSet runs the node role (device plugin); the elected leader also runs
+// the cluster role (admission webhook and scheduler extender).
+//
+// This file is the only place that wires components together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// shutdownGrace bounds how long the roles may take to stop after a signal.
+const shutdownGrace = 10 * time.Second
+
+func main() {
+	os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
+}
+
+// runMain returns the process exit code: 0 for a clean run or shutdown, 1 for
+// an error, 2 for invalid settings.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	if err := app.Run(args); err != nil {
+		fmt.Fprintln(stderr, "vgpud:", err)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return ec.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	cfg := defaultConfig()
+	runFlags := append(commonFlags(&cfg), nodeFlags(&cfg.Node)...)
+	runFlags = append(runFlags, clusterFlags(&cfg.Cluster)...)
+	return &cli.App{
+		Name:      "vgpud",
+		Usage:     "share GPUs between Kubernetes pods",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// runMain prints errors and picks the exit code; urfave/cli would
+		// otherwise call os.Exit from inside Run.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{
+			{
+				Name:  "run",
+				Usage: "run the daemon: the node role on every replica, the cluster role while leading",
+				Flags: runFlags,
+				Action: func(c *cli.Context) error {
+					readSliceFlags(c, &cfg)
+					if err := cfg.validate(); err != nil {
+						return cli.Exit(err.Error(), 2)
+					}
+					log, err := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+					if err != nil {
+						return cli.Exit(err.Error(), 2)
+					}
+					return runWithSignals(c.Context, log, func(ctx context.Context) error {
+						return runDaemon(ctx, cfg, log)
+					})
+				},
+			},
+			{
+				Name:  "inspect",
+				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "inspect-socket", EnvVars: envVar("inspect-socket"), Value: cfg.Node.InspectSocket, Usage: "the daemon's inspect socket"},
+					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
+				},
+				Action: func(c *cli.Context) error {
+					return errors.New("inspect: not built yet")
+				},
+			},
+			{
+				Name:  "version",
+				Usage: "print the version and commit",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintf(stdout, "vgpud %s (commit %s, %s)\n", version, commit, runtime.Version())
+					return nil
+				},
+			},
+		},
+	}
+}
+
+// runWithSignals runs fn under a context that SIGINT or SIGTERM cancels. fn
+// then has shutdownGrace to return; a second signal gives up at once.
+func runWithSignals(parent context.Context, log *slog.Logger, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+
+	select {
+	case err := <-done:
+		return err
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+		cancel()
+	}
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		log.Info("stopped cleanly")
+		return nil
+	case sig := <-sigs:
+		return cli.Exit(fmt.Sprintf("second %s: exiting without waiting for the roles to stop", sig), 130)
+	case <-time.After(shutdownGrace):
+		return cli.Exit(fmt.Sprintf("roles did not stop within %s of the signal", shutdownGrace), 1)
+	}
+}
+
+// runDaemon runs the roles this replica was given until ctx ends or one fails.
+func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
+	kube, err := newKubeClient(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.runs(roleNode) {
+		g.Go(func() error { return runNodeRole(ctx, cfg, kube, log.With("role", roleNode)) })
+	}
+	if cfg.runs(roleCluster) {
+		g.Go(func() error { return runClusterRole(ctx, cfg, kube, log.With("role", roleCluster)) })
+	}
+	return g.Wait()
+}
+
+func runNodeRole(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
+	return errors.New("node role: not built yet")
+}
+
+func runClusterRole(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
+	return errors.New("cluster role: not built yet")
+}
+
+func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig == "" {
+		rc, err = rest.InClusterConfig()
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config (set --kubeconfig outside a cluster): %w", err)
+	}
+	// The leader issues many small writes in a burst of binds; client-go's
+	// default 5 QPS would throttle them.
+	rc.QPS, rc.Burst = 200, 400
+	rc.UserAgent = "vgpud/" + version
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return kube, nil
+}

@@ -1,0 +1,97 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Assignment is the value of AnnotationAssignment on a pod: which GPUs, and
+// how much of each, every GPU-using container gets. Containers that use no
+// GPU are absent.
+type Assignment struct {
+	Version    int                   `json:"version"`
+	Node       string                `json:"node"`
+	Containers []ContainerAssignment `json:"containers"`
+}
+
+// ContainerAssignment is one container's share.
+type ContainerAssignment struct {
+	Name string     `json:"name"`
+	GPUs []GPUSlice `json:"gpus"`
+}
+
+// GPUSlice is the part of one physical GPU a container gets.
+type GPUSlice struct {
+	UUID      string `json:"uuid"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	Cores     int    `json:"cores"`
+}
+
+// Container returns the named container's assignment.
+func (a Assignment) Container(name string) (ContainerAssignment, bool) {
+	for _, c := range a.Containers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ContainerAssignment{}, false
+}
+
+// EncodeAssignment validates a and renders it as the annotation value.
+func EncodeAssignment(a Assignment) (string, error) {
+	a.Version = Version
+	if err := a.Validate(); err != nil {
+		return "", err
+	}
+	return marshal(a, "assignment")
+}
+
+// DecodeAssignment parses and validates an AnnotationAssignment value.
+func DecodeAssignment(s string) (Assignment, error) {
+	var a Assignment
+	if err := decodeStrict(s, &a); err != nil {
+		return Assignment{}, fmt.Errorf("decode %s: %w", AnnotationAssignment, err)
+	}
+	if err := a.Validate(); err != nil {
+		return Assignment{}, fmt.Errorf("decode %s: %w", AnnotationAssignment, err)
+	}
+	return a, nil
+}
+
+// Validate reports the first thing that makes a unusable.
+func (a Assignment) Validate() error {
+	if a.Version != Version {
+		return fmt.Errorf("version %d is not supported (want %d)", a.Version, Version)
+	}
+	if strings.TrimSpace(a.Node) == "" {
+		return fmt.Errorf("node is empty")
+	}
+	names := make(map[string]bool, len(a.Containers))
+	for i, c := range a.Containers {
+		if c.Name == "" {
+			return fmt.Errorf("containers[%d]: name is empty", i)
+		}
+		if names[c.Name] {
+			return fmt.Errorf("containers[%d]: container %q appears twice", i, c.Name)
+		}
+		names[c.Name] = true
+		if len(c.GPUs) == 0 {
+			return fmt.Errorf("container %q: no gpus", c.Name)
+		}
+		uuids := make(map[string]bool, len(c.GPUs))
+		for j, g := range c.GPUs {
+			switch {
+			case g.UUID == "":
+				return fmt.Errorf("container %q gpus[%d]: uuid is empty", c.Name, j)
+			case uuids[g.UUID]:
+				return fmt.Errorf("container %q: gpu %s appears twice", c.Name, g.UUID)
+			case g.MemoryMiB <= 0:
+				return fmt.Errorf("container %q gpu %s: memoryMiB %d must be positive", c.Name, g.UUID, g.MemoryMiB)
+			case g.Cores < 0 || g.Cores > 100:
+				return fmt.Errorf("container %q gpu %s: cores %d must be within 0..100", c.Name, g.UUID, g.Cores)
+			}
+			uuids[g.UUID] = true
+		}
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package protocol
+
+import "fmt"
+
+// Version is the only wire version this build reads and writes.
+const Version = 1
+
+// Inventory is the value of AnnotationGPUs on a node.
+type Inventory struct {
+	Version int   `json:"version"`
+	GPUs    []GPU `json:"gpus"`
+}
+
+// GPU is one physical GPU as the scheduler sees it, after the node's memory
+// and core scaling were applied.
+type GPU struct {
+	UUID      string `json:"uuid"`
+	Index     int    `json:"index"`
+	Model     string `json:"model"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	Cores     int    `json:"cores"`
+	Split     int    `json:"split"`
+	NUMA      int    `json:"numa"`
+	Healthy   bool   `json:"healthy"`
+}
+
+// EncodeInventory validates inv and renders it as the annotation value.
+func EncodeInventory(inv Inventory) (string, error) {
+	inv.Version = Version
+	if err := inv.Validate(); err != nil {
+		return "", err
+	}
+	return marshal(inv, "inventory")
+}
+
+// DecodeInventory parses and validates an AnnotationGPUs value.
+func DecodeInventory(s string) (Inventory, error) {
+	var inv Inventory
+	if err := decodeStrict(s, &inv); err != nil {
+		return Inventory{}, fmt.Errorf("decode %s: %w", AnnotationGPUs, err)
+	}
+	if err := inv.Validate(); err != nil {
+		return Inventory{}, fmt.Errorf("decode %s: %w", AnnotationGPUs, err)
+	}
+	return inv, nil
+}
+
+// Validate reports the first thing that makes inv unusable.
+func (inv Inventory) Validate() error {
+	if inv.Version != Version {
+		return fmt.Errorf("version %d is not supported (want %d)", inv.Version, Version)
+	}
+	seenUUID := make(map[string]bool, len(inv.GPUs))
+	seenIndex := make(map[int]bool, len(inv.GPUs))
+	for i, g := range inv.GPUs {
+		switch {
+		case g.UUID == "":
+			return fmt.Errorf("gpus[%d]: uuid is empty", i)
+		case seenUUID[g.UUID]:
+			return fmt.Errorf("gpus[%d]: uuid %s appears twice", i, g.UUID)
+		case seenIndex[g.Index]:
+			return fmt.Errorf("gpus[%d]: index %d appears twice", i, g.Index)
+		case g.Index < 0:
+			return fmt.Errorf("gpus[%d]: index %d is negative", i, g.Index)
+		case g.MemoryMiB <= 0:
+			return fmt.Errorf("gpus[%d] %s: memoryMiB %d must be positive", i, g.UUID, g.MemoryMiB)
+		case g.Cores <= 0:
+			return fmt.Errorf("gpus[%d] %s: cores %d must be positive", i, g.UUID, g.Cores)
+		case g.Split <= 0:
+			return fmt.Errorf("gpus[%d] %s: split %d must be positive", i, g.UUID, g.Split)
+		}
+		seenUUID[g.UUID] = true
+		seenIndex[g.Index] = true
+	}
+	return nil
+}

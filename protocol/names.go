@@ -1,0 +1,62 @@
+package protocol
+
+// Annotations and labels vgpud writes or reads.
+const (
+	// AnnotationGPUs is the node's GPU inventory, written by the node role.
+	AnnotationGPUs = "vgpud.io/gpus"
+	// AnnotationAssignment is the GPUs chosen for a pod, written by the leader in bind.
+	AnnotationAssignment = "vgpud.io/assignment"
+	// AnnotationPhase tracks a pod from bind to Allocate; see Phase.
+	AnnotationPhase = "vgpud.io/phase"
+
+	// LabelRole marks the replica that leads; the Service selects on it.
+	LabelRole = "vgpud.io/role"
+	// RoleLeader is the value of LabelRole on the leader's pod.
+	RoleLeader = "leader"
+
+	// LabelWebhook set to WebhookIgnore on a pod or namespace opts it out of admission.
+	LabelWebhook = "vgpud.io/webhook"
+	// LabelWebhookHAMi is HAMi's opt-out label, honoured so workloads move over unchanged.
+	LabelWebhookHAMi = "hami.io/webhook"
+	// WebhookIgnore is the opt-out value.
+	WebhookIgnore = "ignore"
+)
+
+// Annotations a user may set on a pod.
+const (
+	AnnotationUseGPUType   = "nvidia.com/use-gputype"
+	AnnotationNoUseGPUType = "nvidia.com/nouse-gputype"
+	AnnotationUseGPUUUID   = "nvidia.com/use-gpuuuid"
+	AnnotationNoUseGPUUUID = "nvidia.com/nouse-gpuuuid"
+
+	AnnotationNodePolicy     = "vgpud.io/node-policy"
+	AnnotationGPUPolicy      = "vgpud.io/gpu-policy"
+	AnnotationNodePolicyHAMi = "hami.io/node-scheduler-policy"
+	AnnotationGPUPolicyHAMi  = "hami.io/gpu-scheduler-policy"
+)
+
+// ResourceNames are the extended resources vgpud serves. They are
+// configurable so vgpud can run beside another plugin; the defaults match HAMi.
+type ResourceNames struct {
+	GPU              string // count of vGPUs (distinct physical GPUs)
+	GPUMem           string // MiB per vGPU
+	GPUMemPercentage string // percent of each GPU's memory
+	GPUCores         string // percent of each GPU's SMs
+	Priority         string // task priority, passed to the container as env
+}
+
+// DefaultResourceNames returns HAMi-compatible names.
+func DefaultResourceNames() ResourceNames {
+	return ResourceNames{
+		GPU:              "nvidia.com/gpu",
+		GPUMem:           "nvidia.com/gpumem",
+		GPUMemPercentage: "nvidia.com/gpumem-percentage",
+		GPUCores:         "nvidia.com/gpucores",
+		Priority:         "nvidia.com/priority",
+	}
+}
+
+// All lists the names in a fixed order.
+func (r ResourceNames) All() []string {
+	return []string{r.GPU, r.GPUMem, r.GPUMemPercentage, r.GPUCores, r.Priority}
+}

@@ -1,0 +1,151 @@
+package protocol
+
+import (
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Bounds past which a quantity is a typo, not a request.
+const (
+	MaxGPUsPerContainer = 64
+	MaxMemoryMiB        = 16 << 20 // 16 TiB per GPU
+	MaxPriority         = 100
+)
+
+// ContainerRequest is what one container asks of vgpud, read from its
+// limits (or its requests where a limit is absent). Zero means absent.
+type ContainerRequest struct {
+	Name          string
+	Init          bool
+	GPUs          int   // distinct physical GPUs
+	HasGPUs       bool  // the GPU resource was written, even as 0
+	MemoryMiB     int64 // per GPU
+	MemoryPercent int   // per GPU, 1..100
+	Cores         int   // percent of each GPU's SMs, 0..100
+	Priority      int
+	HasPriority   bool
+}
+
+// Wants reports whether the container asks for any vGPU resource.
+func (c ContainerRequest) Wants() bool {
+	return c.GPUs > 0 || c.MemoryMiB > 0 || c.MemoryPercent > 0 || c.Cores > 0 || c.HasGPUs
+}
+
+// PodRequests reads every container of pod in the order kubelet admits them:
+// init containers first, then app containers. An error names the container,
+// the resource and the value.
+func PodRequests(pod *corev1.Pod, names ResourceNames) ([]ContainerRequest, error) {
+	out := make([]ContainerRequest, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		r, err := ContainerRequestOf(&pod.Spec.InitContainers[i], names)
+		if err != nil {
+			return nil, err
+		}
+		r.Init = true
+		out = append(out, r)
+	}
+	for i := range pod.Spec.Containers {
+		r, err := ContainerRequestOf(&pod.Spec.Containers[i], names)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// PodWants reports whether any container of pod asks for a vGPU resource.
+// It looks only at which names are present, so it never fails.
+func PodWants(pod *corev1.Pod, names ResourceNames) bool {
+	has := func(c *corev1.Container) bool {
+		for _, n := range []string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores} {
+			if _, ok := c.Resources.Limits[corev1.ResourceName(n)]; ok {
+				return true
+			}
+			if _, ok := c.Resources.Requests[corev1.ResourceName(n)]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range pod.Spec.InitContainers {
+		if has(&pod.Spec.InitContainers[i]) {
+			return true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if has(&pod.Spec.Containers[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// ContainerRequestOf reads one container and checks each value's range.
+func ContainerRequestOf(c *corev1.Container, names ResourceNames) (ContainerRequest, error) {
+	r := ContainerRequest{Name: c.Name}
+	var err error
+	var ok bool
+	var v int64
+	if v, r.HasGPUs, err = quantity(c, names.GPU, 0, MaxGPUsPerContainer); err != nil {
+		return r, err
+	}
+	r.GPUs = int(v)
+	if r.MemoryMiB, _, err = quantity(c, names.GPUMem, 1, MaxMemoryMiB); err != nil {
+		return r, err
+	}
+	if v, _, err = quantity(c, names.GPUMemPercentage, 1, 100); err != nil {
+		return r, err
+	}
+	r.MemoryPercent = int(v)
+	if v, _, err = quantity(c, names.GPUCores, 0, 100); err != nil {
+		return r, err
+	}
+	r.Cores = int(v)
+	if v, ok, err = quantity(c, names.Priority, 0, MaxPriority); err != nil {
+		return r, err
+	}
+	r.Priority, r.HasPriority = int(v), ok
+	if r.MemoryMiB > 0 && r.MemoryPercent > 0 {
+		return r, fmt.Errorf("container %q: set either %s or %s, not both", c.Name, names.GPUMem, names.GPUMemPercentage)
+	}
+	if r.HasGPUs && r.GPUs == 0 && (r.MemoryMiB > 0 || r.MemoryPercent > 0 || r.Cores > 0) {
+		return r, fmt.Errorf("container %q: %s is 0 but it asks for GPU memory or cores; set %s to 1 or more, or drop the other GPU resources", c.Name, names.GPU, names.GPU)
+	}
+	return r, nil
+}
+
+// quantity reads name from limits, else requests, and checks lo..hi.
+func quantity(c *corev1.Container, name string, lo, hi int64) (int64, bool, error) {
+	q, ok := c.Resources.Limits[corev1.ResourceName(name)]
+	if !ok {
+		q, ok = c.Resources.Requests[corev1.ResourceName(name)]
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	v, err := integer(q)
+	if err != nil {
+		return 0, true, fmt.Errorf("container %q: %s %q: %w", c.Name, name, q.String(), err)
+	}
+	if v < lo || v > hi {
+		return 0, true, fmt.Errorf("container %q: %s is %d; it must be within %d..%d", c.Name, name, v, lo, hi)
+	}
+	return v, true, nil
+}
+
+func integer(q resource.Quantity) (int64, error) {
+	if v, ok := q.AsInt64(); ok {
+		return v, nil
+	}
+	// AsInt64 refuses some whole values written with binary suffixes (100Ti);
+	// below 2^53 a float64 holds them exactly.
+	f := q.AsApproximateFloat64()
+	if f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+		return 0, fmt.Errorf("not a whole number within range")
+	}
+	return int64(f), nil
+}

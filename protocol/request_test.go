@@ -1,0 +1,77 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func ctr(name string, limits map[string]string) corev1.Container {
+	c := corev1.Container{Name: name, Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
+	for k, v := range limits {
+		c.Resources.Limits[corev1.ResourceName(k)] = resource.MustParse(v)
+	}
+	return c
+}
+
+func TestPodRequestsOrderAndValues(t *testing.T) {
+	names := DefaultResourceNames()
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{ctr("init", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})},
+		Containers: []corev1.Container{
+			ctr("main", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "50", "nvidia.com/gpucores": "30", "nvidia.com/priority": "1"}),
+			ctr("sidecar", nil),
+		},
+	}}
+	// A request without a limit is read too.
+	pod.Spec.Containers[1].Resources.Requests = corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("512")}
+	got, err := PodRequests(pod, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ContainerRequest{
+		{Name: "init", Init: true, GPUs: 1, HasGPUs: true, MemoryMiB: 1000},
+		{Name: "main", GPUs: 2, HasGPUs: true, MemoryPercent: 50, Cores: 30, Priority: 1, HasPriority: true},
+		{Name: "sidecar", MemoryMiB: 512},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d requests", len(got))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("[%d] got %+v want %+v", i, got[i], want[i])
+		}
+	}
+	if !PodWants(pod, names) {
+		t.Error("PodWants = false")
+	}
+	if PodWants(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("x", map[string]string{"cpu": "1"})}}}, names) {
+		t.Error("PodWants = true for a CPU pod")
+	}
+}
+
+func TestContainerRequestRejects(t *testing.T) {
+	names := DefaultResourceNames()
+	for _, tc := range []struct {
+		limits map[string]string
+		want   string
+	}{
+		{map[string]string{"nvidia.com/gpu": "-1"}, "within 0..64"},
+		{map[string]string{"nvidia.com/gpu": "65"}, "within 0..64"},
+		{map[string]string{"nvidia.com/gpu": "500m"}, "whole number"},
+		{map[string]string{"nvidia.com/gpumem-percentage": "101"}, "within 1..100"},
+		{map[string]string{"nvidia.com/gpucores": "150"}, "within 0..100"},
+		{map[string]string{"nvidia.com/gpumem": "0"}, "within 1.."},
+		{map[string]string{"nvidia.com/gpumem": "100Ti"}, "within 1.."},
+		{map[string]string{"nvidia.com/gpu": "0", "nvidia.com/gpumem": "100"}, "is 0 but it asks"},
+		{map[string]string{"nvidia.com/gpumem": "100", "nvidia.com/gpumem-percentage": "10"}, "not both"},
+	} {
+		c := ctr("c", tc.limits)
+		_, err := ContainerRequestOf(&c, names)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `container "c"`) {
+			t.Errorf("%v: error %v, want one containing %q and the container name", tc.limits, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,7 @@
+package main
+
+// Set at build time: -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
