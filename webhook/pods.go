@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Handler decides one admission request. The transport (NewHTTPHandler)
+// decodes the review and encodes the answer around it.
+type Handler interface {
+	Handle(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
+}
+
+// Pods is the Handler for pod CREATE.
+type Pods struct {
+	cfg    Config
+	quotas Quotas
+}
+
+// NewPods returns the pod Handler. quotas may be nil: no quota is checked.
+func NewPods(cfg Config, quotas Quotas) *Pods {
+	return &Pods{cfg: cfg, quotas: quotas}
+}
+
+// Verdict is the outcome of Decide.
+type Verdict struct {
+	// Deny, when set, is the message the user sees; the pod is refused.
+	Deny string
+	// Skip, when set, says why the pod is admitted untouched.
+	Skip string
+}
+
+// Handle decodes the pod, decides, and answers with a patch.
+func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.SubResource != "" {
+		r := allowed("not a pod")
+		r.Warnings = []string{fmt.Sprintf("vgpud webhook was sent %s %s; it handles only pods: check the rules of its MutatingWebhookConfiguration", req.Kind.String(), req.SubResource)}
+		return r
+	}
+	if req.Operation != admissionv1.Create {
+		return allowed("only CREATE is mutated")
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("decode pod %s/%s: %w", req.Namespace, req.Name, err))
+	}
+	original := pod.DeepCopy()
+	if pod.Namespace == "" {
+		// Objects under create may carry no namespace; the request does.
+		// Decide needs it for the quota; the patch must not add it.
+		pod.Namespace = req.Namespace
+	}
+	v := p.Decide(&pod)
+	switch {
+	case v.Deny != "":
+		return denied(v.Deny)
+	case v.Skip != "":
+		return allowed(v.Skip)
+	}
+	pod.Namespace = original.Namespace
+	resp, err := patchResponse(req.Object.Raw, original, &pod)
+	if err != nil {
+		return errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
+	}
+	return resp
+}
+
+// Decide applies the rules to pod in place. It reads pod.Namespace for the
+// quota and writes nothing outside pod.
+func (p *Pods) Decide(pod *corev1.Pod) Verdict {
+	names := p.cfg.Resources
+	if len(pod.Spec.Containers) == 0 {
+		return Verdict{Deny: "pod has no containers; add at least one under spec.containers"}
+	}
+	if l := pod.Labels; l[protocol.LabelWebhook] == protocol.WebhookIgnore || l[protocol.LabelWebhookHAMi] == protocol.WebhookIgnore {
+		return Verdict{Skip: "opted out by label " + protocol.LabelWebhook + "=" + protocol.WebhookIgnore}
+	}
+	if !protocol.PodWants(pod, names) {
+		return Verdict{Skip: "asks for no vGPU resources"}
+	}
+	if s := pod.Spec.SchedulerName; s != "" && s != p.cfg.SchedulerName && (s != defaultSchedulerName || !p.cfg.OverrideDefaultScheduler) {
+		return Verdict{Skip: "scheduled by " + s}
+	}
+	if pod.Spec.NodeName != "" {
+		return Verdict{Deny: fmt.Sprintf("pod asks for vGPU resources but spec.nodeName is already %q, which skips the scheduler that assigns GPUs; remove spec.nodeName and pin the node with a nodeSelector on kubernetes.io/hostname instead", pod.Spec.NodeName)}
+	}
+
+	var problems []string
+	reqs := make([]protocol.ContainerRequest, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	visit := func(c *corev1.Container, init bool) {
+		if privileged(c) && len(vgpuNames(c, names)) == 0 {
+			return // sees every device anyway; not ours to judge
+		}
+		if len(vgpuNames(c, names)) == 0 {
+			if p.cfg.VisibleDevicesNone {
+				setEnv(c, EnvVisibleDevices, VisibleDevicesNone)
+			}
+			return
+		}
+		r, bad := checkContainer(c, names)
+		if len(bad) > 0 {
+			problems = append(problems, bad...)
+			return
+		}
+		p.mutateContainer(c, r)
+		// Read again: the defaults just added count against quota.
+		if r, err := protocol.ContainerRequestOf(c, names); err == nil {
+			r.Init = init
+			reqs = append(reqs, r)
+		} else {
+			problems = append(problems, err.Error())
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		visit(&pod.Spec.InitContainers[i], true)
+	}
+	for i := range pod.Spec.Containers {
+		visit(&pod.Spec.Containers[i], false)
+	}
+	if len(problems) > 0 {
+		return Verdict{Deny: strings.Join(problems, "; ")}
+	}
+
+	pod.Spec.SchedulerName = p.cfg.SchedulerName
+	if p.cfg.RuntimeClassName != "" && pod.Spec.RuntimeClassName == nil {
+		rc := p.cfg.RuntimeClassName
+		pod.Spec.RuntimeClassName = &rc
+	}
+	if p.quotas != nil {
+		if msg := checkQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), reqs, names); msg != "" {
+			return Verdict{Deny: msg}
+		}
+	}
+	return Verdict{}
+}
