@@ -28,6 +28,7 @@ lint: vet fmt-check
 # A short run of every fuzz target, so regressions in the decoders show up in CI.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./protocol
+	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 10s ./webhook
 
 # Everything the project has.
 test: lint unit fuzz
