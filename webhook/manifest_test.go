@@ -1,0 +1,148 @@
+package webhook
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// The manifest's MutatingWebhookConfiguration is copied from this file;
+// these tests keep it from drifting away from what the handler expects.
+func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "mutatingwebhookconfiguration.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(data, &mwc); err != nil {
+		t.Fatalf("mutatingwebhookconfiguration.yaml: %v", err)
+	}
+	return &mwc
+}
+
+func TestWebhookConfigShape(t *testing.T) {
+	mwc := readWebhookConfig(t)
+	def := DefaultConfig()
+	if mwc.Name != def.WebhookConfigName || len(mwc.Webhooks) != 1 {
+		t.Fatalf("name %q with %d webhooks; want %q with 1", mwc.Name, len(mwc.Webhooks), def.WebhookConfigName)
+	}
+	w := mwc.Webhooks[0]
+	svc := w.ClientConfig.Service
+	if svc == nil || svc.Name != def.ServiceName || svc.Namespace != "vgpud-system" || svc.Path == nil || *svc.Path != "/webhook" || svc.Port == nil || *svc.Port != 443 {
+		t.Fatalf("clientConfig.service = %+v", svc)
+	}
+	if w.ClientConfig.URL != nil || len(w.ClientConfig.CABundle) != 0 {
+		t.Fatal("clientConfig must name the Service and leave caBundle to the leader")
+	}
+	if !slices.Equal(w.AdmissionReviewVersions, []string{"v1", "v1beta1"}) {
+		t.Fatalf("admissionReviewVersions = %v", w.AdmissionReviewVersions)
+	}
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail ||
+		w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+		w.TimeoutSeconds == nil || *w.TimeoutSeconds != 5 ||
+		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
+		t.Fatalf("policies: failure %v sideEffects %v timeout %v reinvocation %v", w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.ReinvocationPolicy)
+	}
+	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
+		t.Fatalf("rules = %+v", w.Rules)
+	}
+	for what, sel := range map[string]any{"namespaceSelector": w.NamespaceSelector, "objectSelector": w.ObjectSelector} {
+		b, _ := json.Marshal(sel)
+		for _, label := range []string{protocol.LabelWebhook, protocol.LabelWebhookHAMi} {
+			want := `{"key":"` + label + `","operator":"NotIn","values":["` + protocol.WebhookIgnore + `"]}`
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s %s lacks %s", what, b, want)
+			}
+		}
+	}
+	if len(w.MatchConditions) != 1 {
+		t.Fatalf("want one matchCondition, got %d", len(w.MatchConditions))
+	}
+}
+
+// The matchCondition decides which pods reach the handler; with
+// failurePolicy Fail a pod it wrongly skips goes to the default scheduler
+// and hangs Pending. It must agree with protocol.PodWants on every pod.
+func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
+	expr := readWebhookConfig(t).Webhooks[0].MatchConditions[0].Expression
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("compile matchCondition: %v", iss.Err())
+	}
+	if ast.OutputType() != cel.BoolType {
+		t.Fatalf("matchCondition yields %s, want bool", ast.OutputType())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pods := map[string][]byte{
+		"init requests only": []byte(`{"spec":{"initContainers":[{"name":"i","resources":{"requests":{"nvidia.com/gpucores":"10"}}}],"containers":[{"name":"c"}]}}`),
+		"priority only":      []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/priority":"1"}}}]}}`),
+		"no resources key":   []byte(`{"spec":{"containers":[{"name":"c"}]}}`),
+		"other resource":     []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"amd.com/gpu":"1"}}}]}}`),
+		"second container":   []byte(`{"spec":{"containers":[{"name":"a"},{"name":"b","resources":{"limits":{"nvidia.com/gpumem-percentage":"50"}}}]}}`),
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
+	for _, f := range files {
+		if strings.HasSuffix(f, ".want.json") || strings.Contains(f, "undecodable") {
+			continue
+		}
+		var r struct {
+			Request struct{ Object json.RawMessage } `json:"request"`
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		pods[filepath.Base(f)] = r.Request.Object
+	}
+	names := protocol.DefaultResourceNames()
+	matched := 0
+	for name, raw := range pods {
+		var obj map[string]any
+		var pod corev1.Pod
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &pod); err != nil {
+			t.Fatal(err)
+		}
+		if len(pod.Spec.Containers) == 0 {
+			continue // no container asks for anything; validation rejects it after admission
+		}
+		out, _, err := prg.Eval(map[string]any{"object": obj})
+		if err != nil {
+			t.Fatalf("%s: eval: %v", name, err)
+		}
+		if got, want := out.Value() == true, protocol.PodWants(&pod, names); got != want {
+			t.Errorf("%s: matchCondition says %v, PodWants says %v", name, got, want)
+		}
+		if out.Value() == true {
+			matched++
+		}
+	}
+	if matched < 10 {
+		t.Fatalf("only %d pods matched; the test data should exercise the condition", matched)
+	}
+}
