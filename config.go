@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/webhook"
 )
 
 // Roles a replica can run. A DaemonSet replica runs both; one role alone is
@@ -30,6 +31,7 @@ type config struct {
 
 	Node    node.Config
 	Cluster cluster.Config
+	Webhook webhook.Config
 }
 
 func defaultConfig() config {
@@ -39,6 +41,7 @@ func defaultConfig() config {
 		Roles:     []string{roleNode, roleCluster},
 		Node:      node.DefaultConfig(),
 		Cluster:   cluster.DefaultConfig(),
+		Webhook:   webhook.DefaultConfig(),
 	}
 }
 
@@ -81,6 +84,7 @@ func (c config) validate() error {
 	}
 	if c.runs(roleCluster) {
 		add(validateCluster(c.Cluster))
+		add(validateWebhook(c.Webhook))
 	}
 	return errors.Join(errs...)
 }

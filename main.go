@@ -50,6 +50,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	cfg := defaultConfig()
 	runFlags := append(commonFlags(&cfg), nodeFlags(&cfg.Node)...)
 	runFlags = append(runFlags, clusterFlags(&cfg.Cluster)...)
+	runFlags = append(runFlags, webhookFlags(&cfg.Webhook)...)
 	return &cli.App{
 		Name:      "vgpud",
 		Usage:     "share GPUs between Kubernetes pods",
