@@ -94,8 +94,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	}
 
 	var problems []string
-	reqs := make([]protocol.ContainerRequest, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	visit := func(c *corev1.Container, init bool) {
+	visit := func(c *corev1.Container) {
 		if privileged(c) && len(vgpuNames(c, names)) == 0 {
 			return // sees every device anyway; not ours to judge
 		}
@@ -111,19 +110,12 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 			return
 		}
 		p.mutateContainer(c, r)
-		// Read again: the defaults just added count against quota.
-		if r, err := protocol.ContainerRequestOf(c, names); err == nil {
-			r.Init = init
-			reqs = append(reqs, r)
-		} else {
-			problems = append(problems, err.Error())
-		}
 	}
 	for i := range pod.Spec.InitContainers {
-		visit(&pod.Spec.InitContainers[i], true)
+		visit(&pod.Spec.InitContainers[i])
 	}
 	for i := range pod.Spec.Containers {
-		visit(&pod.Spec.Containers[i], false)
+		visit(&pod.Spec.Containers[i])
 	}
 	if len(problems) > 0 {
 		return Verdict{Deny: strings.Join(problems, "; ")}
@@ -135,7 +127,12 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		pod.Spec.RuntimeClassName = &rc
 	}
 	if p.quotas != nil {
-		if msg := checkQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), reqs, names); msg != "" {
+		// After mutation: the GPU count just defaulted counts too.
+		ask, err := PodUsage(pod, names)
+		if err != nil {
+			return Verdict{Deny: err.Error()}
+		}
+		if msg := checkQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
 			return Verdict{Deny: msg}
 		}
 	}

@@ -3,34 +3,65 @@ package webhook
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/vgpud/vgpud/protocol"
 )
 
-func TestPodAskCountsPerGPUAndInitMax(t *testing.T) {
+// gpuContainer asks for gpus × (mem MiB, cores %); sidecar marks an init
+// container that keeps running (restartPolicy Always).
+func gpuContainer(gpus, mem, cores int64, sidecar bool) corev1.Container {
+	names := protocol.DefaultResourceNames()
+	l := corev1.ResourceList{corev1.ResourceName(names.GPU): *resource.NewQuantity(gpus, resource.DecimalSI)}
+	if mem > 0 {
+		l[corev1.ResourceName(names.GPUMem)] = *resource.NewQuantity(mem, resource.DecimalSI)
+	}
+	if cores > 0 {
+		l[corev1.ResourceName(names.GPUCores)] = *resource.NewQuantity(cores, resource.DecimalSI)
+	}
+	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: l}}
+	if sidecar {
+		always := corev1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+	}
+	return c
+}
+
+func TestPodUsage(t *testing.T) {
 	tests := []struct {
-		name       string
-		reqs       []protocol.ContainerRequest
-		mem, cores int64
+		name string
+		init []corev1.Container
+		apps []corev1.Container
+		want Usage
 	}{
-		{"none", nil, 0, 0},
-		// Native quota would count 4000 here: the ResourceQuota sees one
-		// gpumem value, not one per GPU.
-		{"multi-GPU", []protocol.ContainerRequest{{GPUs: 2, MemoryMiB: 4000, Cores: 30}}, 8000, 60},
-		{"apps add up", []protocol.ContainerRequest{{GPUs: 1, MemoryMiB: 1000}, {GPUs: 3, MemoryMiB: 1000, Cores: 10}}, 4000, 30},
-		{"init larger", []protocol.ContainerRequest{{Init: true, GPUs: 1, MemoryMiB: 9000}, {GPUs: 1, MemoryMiB: 1000, Cores: 50}}, 9000, 50},
-		{"percentage not counted", []protocol.ContainerRequest{{GPUs: 1, MemoryPercent: 50}}, 0, 0},
+		{"none", nil, []corev1.Container{{Name: "web"}}, Usage{}},
+		// Native quota would count 4000 here: one gpumem value, not one per GPU.
+		{"multi-GPU", nil, []corev1.Container{gpuContainer(2, 4000, 30, false)}, Usage{8000, 60}},
+		{"apps add up", nil, []corev1.Container{gpuContainer(1, 1000, 0, false), gpuContainer(3, 1000, 10, false)}, Usage{4000, 30}},
+		{"init larger than apps", []corev1.Container{gpuContainer(1, 9000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 50, false)}, Usage{9000, 50}},
+		{"init one at a time", []corev1.Container{gpuContainer(1, 3000, 0, false), gpuContainer(1, 3000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{3000, 0}},
+		{"sidecar runs beside apps", []corev1.Container{gpuContainer(1, 2000, 0, true)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{3000, 0}},
+		{"sidecar beside later init", []corev1.Container{gpuContainer(1, 2000, 0, true), gpuContainer(1, 5000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{7000, 0}},
+		{"percentage not counted", nil, []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}}}}, Usage{}},
 	}
 	for _, tt := range tests {
-		mem, cores := podAsk(tt.reqs)
-		if mem != tt.mem || cores != tt.cores {
-			t.Errorf("%s: podAsk = %d MiB, %d cores; want %d, %d", tt.name, mem, cores, tt.mem, tt.cores)
+		pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tt.init, Containers: tt.apps}}
+		got, err := PodUsage(pod, protocol.DefaultResourceNames())
+		if err != nil || got != tt.want {
+			t.Errorf("%s: PodUsage = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
+	}
+	bad := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{gpuContainer(1, 0, 200, false)}}}
+	if _, err := PodUsage(bad, protocol.DefaultResourceNames()); err == nil {
+		t.Error("cores 200: want an error")
 	}
 }
 
 func TestCheckQuota(t *testing.T) {
 	names := protocol.DefaultResourceNames()
-	reqs := []protocol.ContainerRequest{{GPUs: 2, MemoryMiB: 2000, Cores: 25}}
+	ask := Usage{MemoryMiB: 4000, Cores: 50}
 	tests := []struct {
 		name string
 		q    Quota
@@ -45,7 +76,7 @@ func TestCheckQuota(t *testing.T) {
 		{"unset limit ignores usage", Quota{Memory: Limit{Used: 1 << 40}}, ""},
 	}
 	for _, tt := range tests {
-		if got := checkQuota("ai-team", tt.q, reqs, names); got != tt.want {
+		if got := checkQuota("ai-team", tt.q, ask, names); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}
