@@ -95,11 +95,10 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 
 	var problems []string
 	visit := func(c *corev1.Container) {
-		if privileged(c) && len(vgpuNames(c, names)) == 0 {
-			return // sees every device anyway; not ours to judge
-		}
 		if len(vgpuNames(c, names)) == 0 {
-			if p.cfg.VisibleDevicesNone {
+			// A privileged container sees every device whatever its env
+			// says; it is not ours to judge.
+			if p.cfg.VisibleDevicesNone && !privileged(c) {
 				setEnv(c, EnvVisibleDevices, VisibleDevicesNone)
 			}
 			return
