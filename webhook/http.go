@@ -11,7 +11,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // MaxBodyBytes bounds a review. The apiserver caps a request at 3 MiB; an
@@ -76,17 +75,14 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // same JSON shape as v1, so both decode into the v1 type and the TypeMeta
 // says which version to answer in.
 func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	var tm metav1.TypeMeta
-	if err := json.Unmarshal(body, &tm); err != nil {
-		return nil, fmt.Errorf("decode admission review: %w", err)
-	}
-	if tm.Kind != "AdmissionReview" || (tm.APIVersion != admissionv1.SchemeGroupVersion.String() && tm.APIVersion != admissionv1beta1.SchemeGroupVersion.String()) {
-		return nil, fmt.Errorf("got apiVersion %q kind %q: want kind AdmissionReview in %s or %s",
-			tm.APIVersion, tm.Kind, admissionv1.SchemeGroupVersion, admissionv1beta1.SchemeGroupVersion)
-	}
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &review); err != nil {
 		return nil, fmt.Errorf("decode admission review: %w", err)
+	}
+	tm := review.TypeMeta
+	if tm.Kind != "AdmissionReview" || (tm.APIVersion != admissionv1.SchemeGroupVersion.String() && tm.APIVersion != admissionv1beta1.SchemeGroupVersion.String()) {
+		return nil, fmt.Errorf("got apiVersion %q kind %q: want kind AdmissionReview in %s or %s",
+			tm.APIVersion, tm.Kind, admissionv1.SchemeGroupVersion, admissionv1beta1.SchemeGroupVersion)
 	}
 	if review.Request == nil {
 		return nil, errors.New("admission review has no request")
