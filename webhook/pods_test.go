@@ -206,3 +206,39 @@ func assertMinimal(t *testing.T, patch []byte) {
 		}
 	}
 }
+
+func TestPodsHandleOtherKindsWithWarning(t *testing.T) {
+	review, _ := readReview(t, "mem_only_adds_gpu")
+	req := review.Request.DeepCopy()
+	req.Kind.Group, req.Kind.Kind = "apps", "Deployment"
+	resp := NewPods(testConfig(), nil).Handle(context.Background(), req)
+	if !resp.Allowed || len(resp.Patch) > 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "handles only pods") {
+		t.Fatalf("Deployment: %+v", resp)
+	}
+	req = review.Request.DeepCopy()
+	req.SubResource = "ephemeralcontainers"
+	if resp := NewPods(testConfig(), nil).Handle(context.Background(), req); !resp.Allowed || len(resp.Patch) > 0 {
+		t.Fatalf("subresource: %+v", resp)
+	}
+}
+
+// A pod created with generateName and no namespace in the object: the
+// quota is looked up in the request's namespace and the patch adds none.
+func TestPodsHandleNamespaceFromRequest(t *testing.T) {
+	review, _ := readReview(t, "quota_memory_exceeded")
+	req := review.Request.DeepCopy()
+	var obj map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	delete(obj["metadata"].(map[string]any), "namespace")
+	req.Object.Raw, _ = json.Marshal(obj)
+	q := quotas{"ai-team": {Memory: Limit{Set: true, Hard: 40000, Used: 38000}}}
+	if resp := NewPods(testConfig(), q).Handle(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, "namespace ai-team") {
+		t.Fatalf("quota not checked in the request's namespace: %+v", resp.Result)
+	}
+	resp := NewPods(testConfig(), nil).Handle(context.Background(), req)
+	if strings.Contains(string(resp.Patch), "namespace") || len(resp.Patch) == 0 {
+		t.Fatalf("patch %s", resp.Patch)
+	}
+}
