@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,6 +29,11 @@ func validateCluster(c cluster.Config) error {
 	add := func(flag string, value any, allowed string) { errs = append(errs, flagError(flag, value, allowed)) }
 	if c.LeaseName == "" {
 		add("lease-name", `""`, "want a Lease name such as vgpud-leader")
+	}
+	if c.LeaseDuration < time.Second || c.LeaseDuration%time.Second != 0 {
+		// The Lease object stores its duration in whole seconds; 0 would
+		// make every follower see the lease as expired at once.
+		add("lease-duration", c.LeaseDuration, "want whole seconds, at least 1s")
 	}
 	if c.LeaseDuration <= c.RenewDeadline {
 		add("lease-duration", c.LeaseDuration, "must be longer than --lease-renew-deadline ("+c.RenewDeadline.String()+")")

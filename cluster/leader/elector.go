@@ -1,0 +1,177 @@
+// Package leader elects the replica that runs the cluster role, on a
+// coordination.k8s.io Lease, and marks that replica's pod with
+// vgpud.io/role=leader so the vgpud Service routes only to it.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Config says which Lease to campaign for and how fast.
+type Config struct {
+	LeaseName      string
+	LeaseNamespace string
+	Identity       string // this replica's pod name
+	PodNamespace   string // where this replica's pod lives (for the label)
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+}
+
+// Elector campaigns for the Lease and runs the leader's work while it holds it.
+type Elector struct {
+	cfg   Config
+	kube  kubernetes.Interface
+	log   *slog.Logger
+	label *podLabel
+
+	mu       sync.Mutex
+	leader   string
+	isLeader bool
+}
+
+// New returns an Elector; nothing happens until Run.
+func New(cfg Config, kube kubernetes.Interface, log *slog.Logger) *Elector {
+	return &Elector{
+		cfg:   cfg,
+		kube:  kube,
+		log:   log,
+		label: &podLabel{kube: kube, namespace: cfg.PodNamespace, name: cfg.Identity},
+	}
+}
+
+// Leader is the identity of the current leader as last observed, "" if unknown.
+func (e *Elector) Leader() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
+
+// IsLeader reports whether this replica leads now.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.isLeader
+}
+
+func (e *Elector) set(leader string, self bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leader, e.isLeader = leader, self
+}
+
+// Run campaigns until ctx ends. Each time this replica wins it labels its
+// pod and calls lead with a context that ends when leadership is lost;
+// losing, or lead returning, releases the Lease and campaigns again. Only
+// lead's context is cancelled on loss: the caller's work (the node role)
+// runs on.
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
+	// A previous process of this pod may have died leading: its label would
+	// route traffic here before we have won anything.
+	if err := e.label.remove(ctx); err != nil {
+		e.log.Warn("clear stale leader label", "err", err)
+	}
+	for ctx.Err() == nil {
+		if err := e.campaign(ctx, lead); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(e.cfg.RetryPeriod):
+		}
+	}
+	return nil
+}
+
+func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context) error) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metaFor(e.cfg.LeaseNamespace, e.cfg.LeaseName),
+		Client:     e.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
+	}
+	// The round outlives ctx for a moment: on shutdown the label must go
+	// before the Lease is released, or for an instant two pods carry it.
+	round, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-round.Done():
+			return
+		case <-ctx.Done():
+		}
+		e.dropLabel()
+		cancel()
+	}()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            e.cfg.LeaseName,
+		LeaseDuration:   e.cfg.LeaseDuration,
+		RenewDeadline:   e.cfg.RenewDeadline,
+		RetryPeriod:     e.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leadCtx context.Context) {
+				e.set(e.cfg.Identity, true)
+				e.log.Info("became leader", "lease", e.cfg.LeaseNamespace+"/"+e.cfg.LeaseName)
+				e.runLeading(leadCtx, lead)
+				// Whatever ended the work, give the Lease up so another
+				// replica (or this one, fresh) takes over at once.
+				e.dropLabel()
+				cancel()
+			},
+			OnStoppedLeading: func() {
+				e.set("", false)
+				e.dropLabel()
+				e.log.Info("stopped leading")
+			},
+			OnNewLeader: func(id string) {
+				e.set(id, id == e.cfg.Identity)
+				if id != e.cfg.Identity {
+					e.log.Info("leader observed", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election for lease %s/%s: %w", e.cfg.LeaseNamespace, e.cfg.LeaseName, err)
+	}
+	le.Run(round)
+	return nil
+}
+
+// dropLabel removes the leader label with its own deadline: the caller's
+// context may be done, and a stale label routes traffic to a replica that
+// no longer serves.
+func (e *Elector) dropLabel() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.label.remove(ctx); err != nil {
+		e.log.Warn("remove leader label", "err", err)
+	}
+}
+
+func (e *Elector) runLeading(ctx context.Context, lead func(ctx context.Context) error) {
+	if err := e.label.set(ctx); err != nil {
+		if !apierrors.IsNotFound(err) {
+			// Without the label no traffic reaches us; leading on is pointless.
+			e.log.Error("label own pod as leader; stepping down", "err", err)
+			return
+		}
+		// No such pod: a process run outside Kubernetes (a benchmark, a
+		// debug session) that no Service routes to anyway.
+		e.log.Warn("own pod not found; leading without the leader label", "err", err)
+	}
+	if err := lead(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		e.log.Error("cluster role failed; stepping down", "err", err)
+	}
+}

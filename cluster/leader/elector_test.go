@@ -1,0 +1,230 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+const ns = "vgpud-system"
+
+func testConfig(id string) Config {
+	return Config{
+		LeaseName: "vgpud-leader", LeaseNamespace: ns, Identity: id, PodNamespace: ns,
+		// Whole seconds: the Lease stores its duration in seconds.
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	}
+}
+
+// withLeaseConcurrency makes the fake clientset reject a Lease update
+// whose resourceVersion is stale, as the apiserver does; without it two
+// electors can both "win" and the test proves nothing.
+func withLeaseConcurrency(kube *fake.Clientset) {
+	var mu sync.Mutex
+	kube.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var lease *coordinationv1.Lease
+		switch act := a.(type) {
+		case k8stesting.CreateAction:
+			lease = act.GetObject().(*coordinationv1.Lease)
+			lease.ResourceVersion = "1"
+			return false, nil, nil
+		case k8stesting.UpdateAction:
+			lease = act.GetObject().(*coordinationv1.Lease)
+		default:
+			return false, nil, nil
+		}
+		cur, err := kube.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), lease.Namespace, lease.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		have := cur.(*coordinationv1.Lease).ResourceVersion
+		if lease.ResourceVersion != have {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), lease.Name, errors.New("stale resourceVersion"))
+		}
+		n, _ := strconv.Atoi(have)
+		lease.ResourceVersion = strconv.Itoa(n + 1)
+		return false, nil, nil
+	})
+}
+
+func labelled(t *testing.T, kube *fake.Clientset) []string {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Labels[protocol.LabelRole] == protocol.RoleLeader {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// TestThreeElectorsOneLeaderAndHandover runs three replicas on one Lease:
+// at every sample at most one pod carries the leader label; the leader
+// is the one running the work; cancelling it hands over to another.
+func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
+	ids := []string{"vgpud-a", "vgpud-b", "vgpud-c"}
+	kube := fake.NewClientset()
+	withLeaseConcurrency(kube)
+	for _, id := range ids {
+		// One pod starts with a stale label from a previous life.
+		labels := map[string]string{}
+		if id == "vgpud-c" {
+			labels[protocol.LabelRole] = protocol.RoleLeader
+		}
+		if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	var mu sync.Mutex
+	leading := map[string]bool{}
+	electors := map[string]*Elector{}
+	cancels := map[string]context.CancelFunc{}
+	done := map[string]chan struct{}{}
+	for _, id := range ids {
+		ctx, cancel := context.WithCancel(context.Background())
+		e := New(testConfig(id), kube, log)
+		electors[id], cancels[id], done[id] = e, cancel, make(chan struct{})
+		go func() {
+			defer close(done[id])
+			_ = e.Run(ctx, func(ctx context.Context) error {
+				mu.Lock()
+				leading[id] = true
+				t.Logf("%s starts leading at %v", id, time.Now().Format("05.000"))
+				mu.Unlock()
+				<-ctx.Done()
+				mu.Lock()
+				leading[id] = false
+				t.Logf("%s stops leading at %v", id, time.Now().Format("05.000"))
+				mu.Unlock()
+				return nil
+			})
+		}()
+	}
+	t.Cleanup(func() {
+		for _, c := range cancels {
+			c()
+		}
+	})
+
+	waitLeader := func(exclude string) string {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			got := labelled(t, kube)
+			if len(got) > 1 {
+				t.Fatalf("two leader labels at once: %v", got)
+			}
+			if len(got) == 1 && got[0] != exclude {
+				mu.Lock()
+				ok := leading[got[0]]
+				mu.Unlock()
+				if ok && electors[got[0]].IsLeader() {
+					return got[0]
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no leader (other than %q) within 5s; labelled %v", exclude, labelled(t, kube))
+		return ""
+	}
+
+	first := waitLeader("")
+	// Everyone agrees who leads, and exactly one runs the work.
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	n := 0
+	for _, v := range leading {
+		if v {
+			n++
+		}
+	}
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d replicas run the leader's work", n)
+	}
+	for id, e := range electors {
+		if e.Leader() != first {
+			t.Errorf("%s sees leader %q, want %q", id, e.Leader(), first)
+		}
+	}
+
+	start := time.Now()
+	cancels[first]()
+	second := waitLeader(first)
+	t.Logf("handover %s -> %s in %v", first, second, time.Since(start))
+	<-done[first]
+	if electors[first].IsLeader() {
+		t.Error("old leader still says it leads")
+	}
+	// With the Lease released on cancel, the handover must not wait out
+	// the lease duration.
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("handover took %v", d)
+	}
+}
+
+func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
+	e := New(testConfig("solo"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	runs := 0
+	go func() {
+		_ = e.Run(ctx, func(ctx context.Context) error {
+			mu.Lock()
+			runs++
+			mu.Unlock()
+			return context.DeadlineExceeded // the work failed
+		})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		r := runs
+		mu.Unlock()
+		if r >= 2 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("lead ran %d times; after failing it must campaign again", runs)
+}
+
+func TestRunWithoutOwnPodStillLeads(t *testing.T) {
+	kube := fake.NewClientset()
+	e := New(testConfig("outside"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	led := make(chan struct{})
+	go func() {
+		_ = e.Run(ctx, func(ctx context.Context) error { close(led); <-ctx.Done(); return nil })
+	}()
+	select {
+	case <-led:
+	case <-ctx.Done():
+		t.Fatal("a replica without a pod object never led")
+	}
+}

@@ -1,0 +1,45 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// podLabel sets and removes vgpud.io/role=leader on this replica's own pod.
+type podLabel struct {
+	kube      kubernetes.Interface
+	namespace string
+	name      string
+}
+
+func (p *podLabel) set(ctx context.Context) error {
+	return p.patch(ctx, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, protocol.LabelRole, protocol.RoleLeader))
+}
+
+// remove is idempotent, and a pod that is gone has no label to remove.
+func (p *podLabel) remove(ctx context.Context) error {
+	err := p.patch(ctx, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, protocol.LabelRole))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (p *podLabel) patch(ctx context.Context, body string) error {
+	_, err := p.kube.CoreV1().Pods(p.namespace).Patch(ctx, p.name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("patch pod %s/%s label %s: %w", p.namespace, p.name, protocol.LabelRole, err)
+	}
+	return nil
+}
+
+func metaFor(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}
