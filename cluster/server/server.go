@@ -1,0 +1,102 @@
+// Package server is the leader's one HTTPS listener: the admission webhook,
+// the scheduler extender, and the /healthz and /readyz probes.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Check is one readiness condition; nil means ready.
+type Check struct {
+	Name string
+	Func func() error
+}
+
+// Server serves registered handlers over TLS with a certificate that can
+// change under it (GetCertificate is asked on every handshake).
+type Server struct {
+	addr    string
+	getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	mux     *http.ServeMux
+	checks  []Check
+	log     *slog.Logger
+}
+
+// New returns a Server for addr. Register handlers and checks before Run.
+func New(addr string, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), log *slog.Logger) *Server {
+	s := &Server{addr: addr, getCert: getCert, mux: http.NewServeMux(), log: log}
+	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	s.mux.HandleFunc("/readyz", s.readyz)
+	return s
+}
+
+// Handle registers h for path.
+func (s *Server) Handle(path string, h http.Handler) { s.mux.Handle(path, h) }
+
+// AddCheck adds a readiness condition to /readyz.
+func (s *Server) AddCheck(c Check) { s.checks = append(s.checks, c) }
+
+// Handler is the server's routes, for tests and for callers that bring
+// their own listener.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var failed []string
+	for _, c := range s.checks {
+		if err := c.Func(); err != nil {
+			failed = append(failed, c.Name+": "+err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		http.Error(w, "not ready: "+strings.Join(failed, "; "), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Run listens until ctx ends, then drains in-flight requests for up to 3 s.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is Run on a listener the caller opened.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		// kube-scheduler and kube-apiserver reuse connections; idle ones
+		// are cheap, but not forever.
+		IdleTimeout: 2 * time.Minute,
+		TLSConfig:   &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12},
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	s.log.Info("serving HTTPS", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve HTTPS on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("shut down HTTPS server: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve HTTPS on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}

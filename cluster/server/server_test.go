@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vgpud/vgpud/webhook/certs"
+)
+
+func TestServesTLSProbesAndHandlers(t *testing.T) {
+	now := time.Now()
+	ca, err := certs.GenerateCA(now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := certs.GenerateServing(ca, []string{"vgpud.vgpud-system.svc"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var haveCert atomic.Bool
+	getCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if !haveCert.Load() {
+			return nil, errors.New("no certificate yet")
+		}
+		return &pair, nil
+	}
+	s := New("127.0.0.1:0", getCert, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Handle("/filter", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "filtered") }))
+	var synced atomic.Bool
+	s.AddCheck(Check{Name: "cache", Func: func() error {
+		if !synced.Load() {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.Cert)
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "vgpud.vgpud-system.svc"}}}
+	get := func(path string) (int, string, error) {
+		resp, err := client.Get("https://" + ln.Addr().String() + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+
+	if _, _, err := get("/healthz"); err == nil {
+		t.Fatal("handshake succeeded without a certificate")
+	}
+	haveCert.Store(true)
+	if code, _, err := get("/healthz"); err != nil || code != 200 {
+		t.Fatalf("/healthz: %d %v", code, err)
+	}
+	code, body, err := get("/readyz")
+	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "cache: informers not synced") {
+		t.Fatalf("/readyz before sync: %d %q %v", code, body, err)
+	}
+	synced.Store(true)
+	if code, _, err := get("/readyz"); err != nil || code != 200 {
+		t.Fatalf("/readyz after sync: %d %v", code, err)
+	}
+	if code, body, err := get("/filter"); err != nil || code != 200 || body != "filtered" {
+		t.Fatalf("/filter: %d %q %v", code, body, err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("clean shutdown returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not stop")
+	}
+}
+
+func TestRunReportsBadAddress(t *testing.T) {
+	s := New("256.0.0.1:bad", nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := s.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "listen on 256.0.0.1:bad") {
+		t.Fatalf("want a listen error naming the address, got %v", err)
+	}
+}
