@@ -1,0 +1,87 @@
+// Package quota answers the webhook's question "how much vGPU quota does
+// this namespace have, and how much is used" from informer caches, so an
+// admission never lists pods from the API.
+package quota
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/webhook"
+)
+
+// Source implements webhook.Quotas over shared informers.
+type Source struct {
+	pods   corelisters.PodLister
+	quotas corelisters.ResourceQuotaLister
+	names  protocol.ResourceNames
+}
+
+// New registers the pod and ResourceQuota informers on factory; start the
+// factory and wait for its sync before trusting the answers.
+func New(factory informers.SharedInformerFactory, names protocol.ResourceNames) *Source {
+	return &Source{
+		pods:   factory.Core().V1().Pods().Lister(),
+		quotas: factory.Core().V1().ResourceQuotas().Lister(),
+		names:  names,
+	}
+}
+
+// NamespaceQuota sums the namespace's live pods against its hard limits.
+// A pod whose resources cannot be read counts as nothing: the webhook
+// would have denied it, so it can only be one admitted before vgpud was.
+func (s *Source) NamespaceQuota(namespace string) webhook.Quota {
+	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
+	if err != nil || len(quotas) == 0 {
+		return webhook.Quota{}
+	}
+	pods, err := s.pods.Pods(namespace).List(labels.Everything())
+	if err != nil {
+		return webhook.Quota{}
+	}
+	return Compute(pods, quotas, s.names)
+}
+
+// Compute is the pure part: the tightest hard limit over all quotas, and
+// the usage of the pods that are not terminated.
+func Compute(pods []*corev1.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) webhook.Quota {
+	var q webhook.Quota
+	q.Memory = hardLimit(quotas, names.GPUMem)
+	q.Cores = hardLimit(quotas, names.GPUCores)
+	if !q.Memory.Set && !q.Cores.Set {
+		return q
+	}
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !protocol.PodWants(p, names) {
+			continue
+		}
+		u, err := webhook.PodUsage(p, names)
+		if err != nil {
+			continue
+		}
+		q.Memory.Used += u.MemoryMiB
+		q.Cores.Used += u.Cores
+	}
+	return q
+}
+
+// hardLimit reads name in any form ResourceQuota accepts for an extended
+// resource (bare, requests., limits.) and keeps the smallest.
+func hardLimit(quotas []*corev1.ResourceQuota, name string) webhook.Limit {
+	var l webhook.Limit
+	for _, rq := range quotas {
+		for _, key := range []string{name, "requests." + name, "limits." + name} {
+			v, ok := rq.Spec.Hard[corev1.ResourceName(key)]
+			if !ok {
+				continue
+			}
+			if n := v.Value(); !l.Set || n < l.Hard {
+				l = webhook.Limit{Set: true, Hard: n}
+			}
+		}
+	}
+	return l
+}
