@@ -17,11 +17,20 @@ import (
 	"syscall"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vgpud/vgpud/cluster/leader"
+	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/cluster/server"
+	"github.com/vgpud/vgpud/webhook"
+	"github.com/vgpud/vgpud/webhook/certs"
 )
 
 // shutdownGrace bounds how long the roles may take to stop after a signal.
@@ -154,8 +163,65 @@ func runNodeRole(ctx context.Context, cfg config, kube kubernetes.Interface, log
 	return errors.New("node role: not built yet")
 }
 
+// runClusterRole campaigns for the Lease and, while leading, serves the
+// webhook (and, as they land, the extender) on one HTTPS listener.
 func runClusterRole(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
-	return errors.New("cluster role: not built yet")
+	leaseNS := cfg.Cluster.LeaseNamespace
+	if leaseNS == "" {
+		leaseNS = cfg.PodNamespace
+	}
+	elector := leader.New(leader.Config{
+		LeaseName:      cfg.Cluster.LeaseName,
+		LeaseNamespace: leaseNS,
+		Identity:       cfg.PodName,
+		PodNamespace:   cfg.PodNamespace,
+		LeaseDuration:  cfg.Cluster.LeaseDuration,
+		RenewDeadline:  cfg.Cluster.RenewDeadline,
+		RetryPeriod:    cfg.Cluster.RetryPeriod,
+	}, kube, log.With("component", "leader"))
+	return elector.Run(ctx, func(ctx context.Context) error {
+		return lead(ctx, cfg, kube, log)
+	})
+}
+
+// lead is the cluster role's work while this replica holds the Lease; its
+// context ends when leadership does.
+func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	quotas := quota.New(factory, cfg.Webhook.Resources)
+
+	whCfg := cfg.Webhook
+	whCfg.SchedulerName = cfg.Cluster.SchedulerName
+	certMgr := certs.NewManager(whCfg.Certs(cfg.PodNamespace), kube, log.With("component", "webhook-certs"), time.Now)
+
+	srv := server.New(cfg.Cluster.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
+	srv.Handle("/webhook", webhook.NewHTTPHandler(webhook.NewPods(whCfg, quotas), log.With("component", "webhook")))
+	var synced atomic.Bool
+	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
+		if !synced.Load() {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}})
+	srv.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return certMgr.Run(ctx) })
+	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error {
+		factory.Start(ctx.Done())
+		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
+			}
+		}
+		synced.Store(true)
+		log.Info("caches synced")
+		<-ctx.Done()
+		factory.Shutdown()
+		return nil
+	})
+	return g.Wait()
 }
 
 func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
