@@ -161,6 +161,9 @@ func (e *Elector) dropLabel() {
 }
 
 func (e *Elector) runLeading(ctx context.Context, lead func(ctx context.Context) error) {
+	if err := e.label.clearOthers(ctx); err != nil {
+		e.log.Warn("clear the leader label of other replicas", "err", err)
+	}
 	if err := e.label.set(ctx); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// Without the label no traffic reaches us; leading on is pointless.

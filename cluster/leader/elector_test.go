@@ -185,6 +185,31 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	}
 }
 
+// TestNewLeaderClearsLabelOfKilledLeader: a leader killed with SIGKILL
+// leaves its label behind; the next leader removes it.
+func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
+	leaderLabel := map[string]string{protocol.LabelRole: protocol.RoleLeader}
+	kube := fake.NewClientset(
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: ns, Labels: leaderLabel}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "next", Namespace: ns}},
+	)
+	e := New(testConfig("next"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	led := make(chan struct{})
+	go func() {
+		_ = e.Run(ctx, func(ctx context.Context) error { close(led); <-ctx.Done(); return nil })
+	}()
+	select {
+	case <-led:
+	case <-ctx.Done():
+		t.Fatal("never led")
+	}
+	if got := labelled(t, kube); len(got) != 1 || got[0] != "next" {
+		t.Fatalf("labelled pods %v, want [next]", got)
+	}
+}
+
 func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
 	e := New(testConfig("solo"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -43,3 +43,24 @@ func (p *podLabel) patch(ctx context.Context, body string) error {
 func metaFor(namespace, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name}
 }
+
+// clearOthers removes the leader label from every other pod in the
+// namespace: a leader killed with SIGKILL never removed its own, and the
+// Service must route to exactly one replica.
+func (p *podLabel) clearOthers(ctx context.Context) error {
+	sel := protocol.LabelRole + "=" + protocol.RoleLeader
+	pods, err := p.kube.CoreV1().Pods(p.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list pods %s in %s: %w", sel, p.namespace, err)
+	}
+	for _, pod := range pods.Items {
+		if pod.Name == p.name {
+			continue
+		}
+		other := podLabel{kube: p.kube, namespace: p.namespace, name: pod.Name}
+		if err := other.remove(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
