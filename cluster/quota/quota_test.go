@@ -39,7 +39,7 @@ func TestCompute(t *testing.T) {
 	names := protocol.DefaultResourceNames()
 	pods := []*corev1.Pod{
 		gpuPod("a", "ai", "2", "10000", "20", corev1.PodRunning), // 20000 MiB, 40 cores
-		gpuPod("b", "ai", "1", "8000", "", corev1.PodPending),     // 8000 MiB
+		gpuPod("b", "ai", "1", "8000", "", corev1.PodPending),    // 8000 MiB
 		gpuPod("done", "ai", "1", "30000", "", corev1.PodSucceeded),
 		{ObjectMeta: metav1.ObjectMeta{Name: "cpu", Namespace: "ai"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
 	}
