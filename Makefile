@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS := ./...
 
-.PHONY: all build unit test lint vet fmt-check fuzz demo bench clean
+.PHONY: all build unit test lint vet fmt-check fuzz e2e demo bench clean
 
 all: build
 
@@ -30,8 +30,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 10s ./webhook
 
+# The real-apiserver suite (root): etcd + kube-apiserver built from source,
+# vgpud's cluster role and webhook as real processes.
+e2e:
+	bash scripts/e2e.sh
+
 # Everything the project has.
-test: lint unit fuzz
+test: lint unit fuzz e2e
 
 demo: build
 	./bin/vgpud --help

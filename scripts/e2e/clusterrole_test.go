@@ -1,0 +1,250 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// webhookHost resolves to 127.0.0.1 (scripts/e2e.sh adds it to /etc/hosts)
+// and is one of the DNS names on vgpud's serving certificate, so the
+// apiserver verifies TLS exactly as it does through the Service.
+const webhookHost = "vgpud.vgpud-system.svc"
+const listen = "127.0.0.1:9443"
+
+func (e env) applyWebhookConfig(t *testing.T) {
+	t.Helper()
+	raw, err := os.ReadFile("../../webhook/testdata/mutatingwebhookconfiguration.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(raw, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	// No Service routing without kube-proxy: the same host name by URL.
+	for i := range mwc.Webhooks {
+		mwc.Webhooks[i].ClientConfig.Service = nil
+		mwc.Webhooks[i].ClientConfig.URL = ptr.To("https://" + webhookHost + ":9443/webhook")
+	}
+	ctx := context.Background()
+	_ = e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
+	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gpuPod(name string, limits map[string]string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	l := corev1.ResourceList{}
+	for k, v := range limits {
+		l[corev1.ResourceName(k)] = resource.MustParse(v)
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: l},
+		}}},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func (e env) readyz(caPEM []byte) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: webhookHost}}}
+	resp, err := c.Get("https://" + listen + "/readyz")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return errorf("readyz %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func TestClusterRole(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.applyWebhookConfig(t)
+	a := e.start(t, "vgpud-a", listen)
+
+	var caPEM []byte
+	t.Run("leader labelled, Secret made, caBundle set, ready", func(t *testing.T) {
+		eventually(t, 20*time.Second, "one leader label on vgpud-a", func() error {
+			if l := e.leaders(t); len(l) != 1 || l[0] != "vgpud-a" {
+				return errorf("leaders %v", l)
+			}
+			return nil
+		})
+		eventually(t, 20*time.Second, "caBundle equals the Secret's ca.crt", func() error {
+			s, err := e.kube.CoreV1().Secrets(ns).Get(ctx, "vgpud-tls", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			m, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "vgpud", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(s.Data["ca.crt"]) == 0 || string(m.Webhooks[0].ClientConfig.CABundle) != string(s.Data["ca.crt"]) {
+				return errorf("caBundle not the Secret's CA yet")
+			}
+			caPEM = s.Data["ca.crt"]
+			return nil
+		})
+		eventually(t, 20*time.Second, "/readyz over TLS", func() error { return e.readyz(caPEM) })
+	})
+
+	e.ensureNamespace(t, "team-a", nil)
+	pods := e.kube.CoreV1().Pods("team-a")
+
+	t.Run("GPU pod mutated by the apiserver's call", func(t *testing.T) {
+		p, err := pods.Create(ctx, gpuPod("mem-only", map[string]string{"nvidia.com/gpumem": "3000"}), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.SchedulerName != "vgpud-scheduler" {
+			t.Errorf("schedulerName %q", p.Spec.SchedulerName)
+		}
+		got := p.Spec.Containers[0].Resources
+		if q := got.Limits["nvidia.com/gpu"]; q.Value() != 1 {
+			t.Errorf("nvidia.com/gpu limit %v, want 1 added", q.String())
+		}
+		if q := got.Requests["nvidia.com/gpumem"]; q.Value() != 3000 {
+			t.Errorf("gpumem request %v, want limits copied to requests", q.String())
+		}
+		plain, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain.Spec.SchedulerName != "default-scheduler" {
+			t.Errorf("a pod without GPU resources was touched: schedulerName %q", plain.Spec.SchedulerName)
+		}
+	})
+
+	t.Run("denials reach the user with our message", func(t *testing.T) {
+		for _, tc := range []struct {
+			pod  *corev1.Pod
+			want []string
+		}{
+			{gpuPod("priv", map[string]string{"nvidia.com/gpu": "1"}, func(p *corev1.Pod) {
+				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			}), []string{"pods.vgpud.io", "privileged", "drop securityContext.privileged"}},
+			{gpuPod("pinned", map[string]string{"nvidia.com/gpu": "1"}, func(p *corev1.Pod) { p.Spec.NodeName = "n1" }), []string{"nodeName"}},
+			{gpuPod("pct", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "150"}), []string{"gpumem-percentage", "1..100"}},
+		} {
+			_, err := pods.Create(ctx, tc.pod, metav1.CreateOptions{})
+			if err == nil {
+				t.Errorf("%s admitted", tc.pod.Name)
+				continue
+			}
+			if err := contains(err.Error(), tc.want...); err != nil {
+				t.Errorf("%s: %v", tc.pod.Name, err)
+			}
+		}
+		e.ensureNamespace(t, "ai-team", nil)
+		_, err := e.kube.CoreV1().ResourceQuotas("ai-team").Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("40000")}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 2 GPUs × 19000 MiB: native quota sees 19000, vgpud counts 38000.
+		if _, err := e.kube.CoreV1().Pods("ai-team").Create(ctx, gpuPod("big", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "19000"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "quota denial", func() error {
+			_, err := e.kube.CoreV1().Pods("ai-team").Create(ctx, gpuPod("over", map[string]string{"nvidia.com/gpumem": "4000"}), metav1.CreateOptions{})
+			if err == nil {
+				return errorf("admitted over quota")
+			}
+			return contains(err.Error(), "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod asks 4000")
+		})
+	})
+
+	t.Run("opt-out namespace is left alone", func(t *testing.T) {
+		e.ensureNamespace(t, "opted-out", map[string]string{"vgpud.io/webhook": "ignore"})
+		p, err := e.kube.CoreV1().Pods("opted-out").Create(ctx, gpuPod("x", map[string]string{"nvidia.com/gpumem": "1000"}), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.SchedulerName != "default-scheduler" {
+			t.Errorf("schedulerName %q in an opted-out namespace", p.Spec.SchedulerName)
+		}
+		if _, ok := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; ok {
+			t.Error("nvidia.com/gpu added in an opted-out namespace")
+		}
+	})
+
+	t.Run("failover after SIGKILL and after SIGTERM", func(t *testing.T) {
+		b := e.start(t, "vgpud-b", listen)
+		time.Sleep(2 * time.Second) // b is campaigning
+		if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		n := 0
+		eventually(t, 30*time.Second, "first admission served by the new leader", func() error {
+			n++
+			p, err := pods.Create(ctx, gpuPod("during-failover-"+strconv.Itoa(n), map[string]string{"nvidia.com/gpumem": "1000"}), metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Spec.SchedulerName != "vgpud-scheduler" {
+				t.Fatalf("a GPU pod created during failover escaped to %q", p.Spec.SchedulerName)
+			}
+			return nil
+		})
+		t.Logf("SIGKILL of the leader -> first admission by the new leader: %.2f s (%d create attempts refused before)", time.Since(killed).Seconds(), n-1)
+		if l := e.leaders(t); len(l) != 1 || l[0] != "vgpud-b" {
+			t.Fatalf("leaders after failover %v, want [vgpud-b]", l)
+		}
+		// Every GPU pod in the namespace went to our scheduler, none escaped.
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Items {
+			if strings.HasPrefix(p.Name, "during-failover") && p.Spec.SchedulerName != "vgpud-scheduler" {
+				t.Errorf("%s has schedulerName %q", p.Name, p.Spec.SchedulerName)
+			}
+		}
+
+		e.start(t, "vgpud-a", listen)
+		time.Sleep(2 * time.Second)
+		if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		termed := time.Now()
+		if err := b.cmd.Wait(); err != nil {
+			t.Errorf("SIGTERM: vgpud exited with %v, want a clean exit", err)
+		}
+		eventually(t, 15*time.Second, "vgpud-a leads again", func() error {
+			if l := e.leaders(t); len(l) != 1 || l[0] != "vgpud-a" {
+				return errorf("leaders %v", l)
+			}
+			return e.readyz(caPEM)
+		})
+		t.Logf("SIGTERM of the leader -> new leader labelled and ready: %.2f s", time.Since(termed).Seconds())
+	})
+}
