@@ -38,8 +38,9 @@ e2e:
 # Everything the project has.
 test: lint unit fuzz e2e
 
-demo: build
-	./bin/vgpud --help
+# The main job, as far as it goes today: see scripts/demo.sh.
+demo:
+	bash scripts/demo.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
