@@ -1,0 +1,211 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Result is a pod placed on one node.
+type Result struct {
+	Placement Placement
+	Footprint []Usage // index-aligned with Node.GPUs
+}
+
+// Fit places req on n, or says why it cannot. It does not change n.
+// App containers are placed first, cumulatively; each init container
+// then fits against the pod's peak (see footprint.go). The placement is
+// returned in kubelet's order: init containers first.
+func Fit(n Node, req Request, opts Options) (Result, *Reason) {
+	pk := newPeak(len(n.GPUs))
+	placed := make([]ContainerPlacement, len(req.Containers))
+	for pass := 0; pass < 2; pass++ {
+		initPass := pass == 1
+		for ci, c := range req.Containers {
+			if c.Init != initPass || c.GPUs == 0 {
+				continue
+			}
+			cp, reason := placeContainer(n, req, opts, c, pk)
+			if reason != nil {
+				return Result{}, reason
+			}
+			placed[ci] = cp
+		}
+	}
+	var out Placement
+	for ci, c := range req.Containers {
+		if c.GPUs > 0 {
+			out = append(out, placed[ci])
+		}
+	}
+	fp := make([]Usage, len(n.GPUs))
+	for i := range fp {
+		fp[i] = pk.at(i)
+	}
+	return Result{Placement: out, Footprint: fp}, nil
+}
+
+// memFor is the MiB container c gets on GPU g.
+func memFor(c protocol.ContainerRequest, g GPU, opts Options) int64 {
+	switch {
+	case c.MemoryMiB > 0:
+		return c.MemoryMiB
+	case c.MemoryPercent > 0:
+		return g.MemoryMiB * int64(c.MemoryPercent) / 100
+	default:
+		return g.MemoryMiB * int64(opts.DefaultMemPercent) / 100
+	}
+}
+
+// rejections counts why GPUs were passed over, for one container.
+type rejections struct {
+	unhealthy, selector, exclusive, slot, mem, cores int
+	largestFreeMem                                   int64
+	largestFreeCores                                 int
+	wantMem                                          int64
+}
+
+func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk peak) (ContainerPlacement, *Reason) {
+	exclusive := c.Cores >= 100
+	var rej rejections
+	var cands []candidate
+	for i, g := range n.GPUs {
+		switch {
+		case !g.Healthy:
+			rej.unhealthy++
+			continue
+		case !selected(g, req):
+			rej.selector++
+			continue
+		}
+		cur := pk.at(i)
+		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.idle() && cur.idle())) {
+			rej.exclusive++
+			continue
+		}
+		u := Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
+		total := g.Used.plus(pk.with(i, u, c.Init))
+		freeMem := g.MemoryMiB - g.Used.MemMiB - cur.MemMiB
+		freeCores := g.GPU.Cores - g.Used.Cores - cur.Cores
+		switch {
+		case total.Slots > g.Split:
+			rej.slot++
+		case total.MemMiB > g.MemoryMiB:
+			rej.mem++
+			rej.wantMem = u.MemMiB
+			if freeMem > rej.largestFreeMem {
+				rej.largestFreeMem = freeMem
+			}
+		case total.Cores > g.GPU.Cores:
+			rej.cores++
+			if freeCores > rej.largestFreeCores {
+				rej.largestFreeCores = freeCores
+			}
+		default:
+			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
+			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA})
+			continue
+		}
+	}
+	pick, numaShort := choose(cands, c.GPUs, req)
+	if pick == nil {
+		return ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
+	}
+	cp := ContainerPlacement{Name: c.Name, Init: c.Init}
+	for _, k := range pick {
+		pk.add(k.idx, k.usage, c.Init)
+		cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
+	}
+	return cp, nil
+}
+
+type candidate struct {
+	idx   int
+	usage Usage
+	load  float64
+	numa  int
+}
+
+// choose takes count candidates by GPU policy: spread prefers the least
+// loaded GPUs, binpack the most loaded; ties go to the lower index. With
+// SingleNUMA all come from one NUMA node, the first in that order with
+// enough; numaShort reports that only the NUMA rule failed.
+func choose(cands []candidate, count int, req Request) (pick []candidate, numaShort bool) {
+	if len(cands) < count {
+		return nil, false
+	}
+	binpack := req.GPUPolicy == Binpack
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].load != cands[b].load {
+			return (cands[a].load > cands[b].load) == binpack
+		}
+		return cands[a].idx < cands[b].idx
+	})
+	if !req.SingleNUMA {
+		return cands[:count], false
+	}
+	for _, c := range cands {
+		var group []candidate
+		for _, o := range cands {
+			if o.numa == c.numa {
+				group = append(group, o)
+			}
+		}
+		if len(group) >= count {
+			return group[:count], false
+		}
+	}
+	return nil, true
+}
+
+func (r rejections) reason(c protocol.ContainerRequest, fitting int, numaShort bool) *Reason {
+	need := fmt.Sprintf("container %q needs %d GPU(s)", c.Name, c.GPUs)
+	switch {
+	case numaShort:
+		return &Reason{Kind: "no single NUMA node", Text: fmt.Sprintf("%s on one NUMA node; %d fit but are spread across NUMA nodes", need, fitting)}
+	case r.mem > 0:
+		return &Reason{Kind: "insufficient gpumem", Text: fmt.Sprintf("%s with %d MiB; largest free %d MiB < %d", need, r.wantMem, r.largestFreeMem, r.wantMem)}
+	case r.cores > 0:
+		return &Reason{Kind: "insufficient gpucores", Text: fmt.Sprintf("%s with %d cores; largest free %d < %d", need, c.Cores, r.largestFreeCores, c.Cores)}
+	case r.slot > 0:
+		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
+	case r.exclusive > 0:
+		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core request, not idle", need, r.exclusive)}
+	case r.selector > 0:
+		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
+	case r.unhealthy > 0:
+		return &Reason{Kind: "no healthy gpu", Text: fmt.Sprintf("%s; %d GPU(s) unhealthy", need, r.unhealthy)}
+	default:
+		return &Reason{Kind: "not enough gpus", Text: fmt.Sprintf("%s; the node has %d fitting", need, fitting)}
+	}
+}
+
+// selected applies the type and UUID selectors.
+func selected(g GPU, req Request) bool {
+	model := strings.ToLower(g.Model)
+	matchType := func(list []string) bool {
+		for _, t := range list {
+			if t = strings.ToLower(strings.TrimSpace(t)); t != "" && strings.Contains(model, t) {
+				return true
+			}
+		}
+		return false
+	}
+	matchUUID := func(list []string) bool {
+		for _, u := range list {
+			if strings.EqualFold(strings.TrimSpace(u), g.UUID) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(req.UseTypes) > 0 && !matchType(req.UseTypes) {
+		return false
+	}
+	if matchType(req.NoUseTypes) || matchUUID(req.NoUseUUIDs) {
+		return false
+	}
+	return len(req.UseUUIDs) == 0 || matchUUID(req.UseUUIDs)
+}

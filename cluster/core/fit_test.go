@@ -1,0 +1,186 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func gpu(i int, model string, mem int64, numa int) GPU {
+	return GPU{GPU: protocol.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, Model: model, MemoryMiB: mem, Cores: 100, Split: 10, NUMA: numa, Healthy: true}}
+}
+
+func node(gpus ...GPU) Node { return Node{Name: "n1", GPUs: gpus} }
+
+func app(name string, gpus int, mem int64, cores int) protocol.ContainerRequest {
+	return protocol.ContainerRequest{Name: name, GPUs: gpus, HasGPUs: true, MemoryMiB: mem, Cores: cores}
+}
+
+func uuids(c ContainerPlacement) string {
+	var s []string
+	for _, g := range c.GPUs {
+		s = append(s, fmt.Sprintf("%s:%d:%d", g.UUID, g.MemoryMiB, g.Cores))
+	}
+	return strings.Join(s, ",")
+}
+
+var opts = Options{DefaultMemPercent: 100}
+
+func TestFit(t *testing.T) {
+	used := func(g GPU, mem int64, cores, slots int) GPU {
+		g.Used = Usage{MemMiB: mem, Cores: cores, Slots: slots}
+		return g
+	}
+	a100 := func(i, numa int) GPU { return gpu(i, "NVIDIA A100-SXM4-40GB", 40000, numa) }
+	unhealthy := a100(1, 0)
+	unhealthy.Healthy = false
+	excl := a100(0, 0)
+	excl.Used = Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}
+	init := app("init", 1, 30000, 0)
+	init.Init = true
+
+	for _, tc := range []struct {
+		name       string
+		n          Node
+		req        Request
+		want       []string // per container, "uuid:mem:cores,..."
+		wantReason string   // Kind, when it must not fit
+		wantText   string
+	}{
+		{name: "spread picks the emptier gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 10000, 20)}}, want: []string{"GPU-1:10000:20"}},
+		{name: "binpack picks the fuller gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 10000, 20)}, GPUPolicy: Binpack}, want: []string{"GPU-0:10000:20"}},
+		{name: "memory percentage of that gpu", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1, MemoryPercent: 25}}}, want: []string{"GPU-0:10000:0"}},
+		{name: "default memory is the whole card", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1}}}, want: []string{"GPU-0:40000:0"}},
+		{name: "two gpus are distinct", n: node(a100(0, 0), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 2, 1000, 0)}}, want: []string{"GPU-0:1000:0,GPU-1:1000:0"}},
+		{name: "insufficient memory names the largest free", n: node(used(a100(0, 0), 34000, 0, 1), used(a100(1, 0), 38000, 0, 1)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem", wantText: "largest free 6000 MiB < 10000"},
+		{name: "insufficient cores", n: node(used(a100(0, 0), 0, 90, 1)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 20)}}, wantReason: "insufficient gpucores", wantText: "largest free 10 < 20"},
+		{name: "split slots run out", n: node(used(a100(0, 0), 1000, 0, 10)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no free slot"},
+		{name: "unhealthy gpus are skipped", n: node(unhealthy),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no healthy gpu"},
+		{name: "100 cores needs an idle gpu", n: node(used(a100(0, 0), 1000, 0, 1), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 100)}}, want: []string{"GPU-1:1000:100"}},
+		{name: "nobody joins an exclusive gpu", n: node(excl),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1, 0)}}, wantReason: "gpu in exclusive use"},
+		{name: "a 100-core container is exclusive within its pod too", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("a", 1, 1000, 100), app("b", 1, 1000, 0)}}, wantReason: "gpu in exclusive use"},
+		{name: "use-gputype", n: node(gpu(0, "Tesla T4", 16000, 0), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{"a100"}}, want: []string{"GPU-1:1000:0"}},
+		{name: "nouse-gputype", n: node(gpu(0, "Tesla T4", 16000, 0), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, NoUseTypes: []string{"A100"}}, want: []string{"GPU-0:1000:0"}},
+		{name: "use-gpuuuid", n: node(a100(0, 0), a100(1, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, UseUUIDs: []string{"gpu-1"}}, want: []string{"GPU-1:1000:0"}},
+		{name: "selectors exclude everything", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, NoUseUUIDs: []string{"GPU-0"}}, wantReason: "no matching gpu"},
+		{name: "single NUMA keeps a container on one node", n: node(a100(0, 0), a100(1, 1), a100(2, 1)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, want: []string{"GPU-1:1000:0,GPU-2:1000:0"}},
+		{name: "single NUMA impossible", n: node(a100(0, 0), a100(1, 1)),
+			req: Request{Containers: []protocol.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, wantReason: "no single NUMA node"},
+		{name: "app containers add up", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{app("a", 1, 25000, 0), app("b", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
+		{name: "init container counts at peak, not on top", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 20000, 0), app("b", 1, 15000, 0)}},
+			want: []string{"GPU-0:30000:0", "GPU-0:20000:0", "GPU-0:15000:0"}},
+		{name: "an init container larger than what is free does not fit", n: node(used(a100(0, 0), 15000, 0, 1)),
+			req: Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
+		{name: "containers without gpus are skipped", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{{Name: "sidecar"}, app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := fmt.Sprint(tc.n)
+			res, reason := Fit(tc.n, tc.req, opts)
+			if fmt.Sprint(tc.n) != before {
+				t.Fatal("Fit changed the node")
+			}
+			if tc.wantReason != "" {
+				if reason == nil {
+					t.Fatalf("fits with %+v, want %q", res.Placement, tc.wantReason)
+				}
+				if reason.Kind != tc.wantReason || !strings.Contains(reason.Text, tc.wantText) {
+					t.Fatalf("reason %+v, want kind %q containing %q", reason, tc.wantReason, tc.wantText)
+				}
+				return
+			}
+			if reason != nil {
+				t.Fatalf("does not fit: %+v", reason)
+			}
+			if len(res.Placement) != len(tc.want) {
+				t.Fatalf("placement %+v", res.Placement)
+			}
+			for i, w := range tc.want {
+				if got := uuids(res.Placement[i]); got != w {
+					t.Errorf("container %d: %s, want %s", i, got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFootprintApplyReleaseRoundTrip(t *testing.T) {
+	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
+	init := app("init", 1, 30000, 0)
+	init.Init = true
+	req := Request{Containers: []protocol.ContainerRequest{init, app("a", 2, 20000, 10), app("b", 1, 5000, 0)}}
+	res, reason := Fit(n, req, opts)
+	if reason != nil {
+		t.Fatal(reason)
+	}
+	// The cache rebuilds from the assignment alone; it must agree with Fit.
+	fp := Footprint(n, res.Placement)
+	if fmt.Sprint(fp) != fmt.Sprint(res.Footprint) {
+		t.Fatalf("footprint from placement %v != from fit %v", fp, res.Footprint)
+	}
+	// a: 20000 on both; b joins GPU-0 (spread tie goes to the lower index);
+	// init (30000) goes to the less loaded GPU-1, where it is the peak.
+	if fp[0] != (Usage{MemMiB: 25000, Cores: 10, Slots: 2}) || fp[1] != (Usage{MemMiB: 30000, Cores: 10, Slots: 1}) {
+		t.Fatalf("peak footprint %+v", fp)
+	}
+	Apply(&n, fp)
+	if _, r := Fit(n, Request{Containers: []protocol.ContainerRequest{app("x", 1, 15001, 0)}}, opts); r == nil {
+		t.Error("fits above what is left after Apply")
+	}
+	Release(&n, fp)
+	for _, g := range n.GPUs {
+		if g.Used != (Usage{}) {
+			t.Fatalf("usage leaked after Release: %+v", g.Used)
+		}
+	}
+}
+
+func TestScore(t *testing.T) {
+	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
+	n.GPUs[0].Used.MemMiB = 30000
+	fp := []Usage{{MemMiB: 10000}, {}}
+	if got := Score(n, fp, Binpack); got != 5 {
+		t.Errorf("binpack %d, want 5", got)
+	}
+	if got := Score(n, fp, Spread); got != 5 {
+		t.Errorf("spread %d, want 5", got)
+	}
+	empty := node(gpu(0, "A100", 40000, 0))
+	if Score(empty, []Usage{{MemMiB: 4000}}, Spread) <= Score(n, fp, Spread) {
+		t.Error("spread must prefer the emptier node")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	reasons := map[string]Reason{
+		"n3": {Kind: "no matching gpu", Text: "x; 8 GPU(s) excluded"},
+		"n1": {Kind: "insufficient gpumem", Text: "container \"c\" needs 1 GPU(s) with 10000 MiB; largest free 6000 MiB < 10000"},
+		"n2": {Kind: "insufficient gpumem", Text: "y; largest free 2000 MiB < 10000"},
+	}
+	got := Summarize(12, 0, reasons)
+	want := "0/12 nodes fit: 2 insufficient gpumem (largest free 6000 MiB < 10000), 1 no matching gpu (8 GPU(s) excluded)"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
