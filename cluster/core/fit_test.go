@@ -88,7 +88,7 @@ func TestFit(t *testing.T) {
 		{name: "app containers add up", n: node(a100(0, 0)),
 			req: Request{Containers: []protocol.ContainerRequest{app("a", 1, 25000, 0), app("b", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "init container counts at peak, not on top", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 20000, 0), app("b", 1, 15000, 0)}},
+			req:  Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 20000, 0), app("b", 1, 15000, 0)}},
 			want: []string{"GPU-0:30000:0", "GPU-0:20000:0", "GPU-0:15000:0"}},
 		{name: "an init container larger than what is free does not fit", n: node(used(a100(0, 0), 15000, 0, 1)),
 			req: Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
