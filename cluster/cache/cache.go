@@ -1,0 +1,205 @@
+// Package cache is the leader's picture of GPU usage, rebuilt only from
+// the API: GPU inventories from the vgpud.io/gpus node annotation and
+// placements from the vgpud.io/assignment annotation of pods that are not
+// terminated. A restarted or new leader therefore rebuilds the same books.
+package cache
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Cache maps node names to their GPUs and committed usage.
+type Cache struct {
+	names protocol.ResourceNames
+
+	mu    sync.RWMutex
+	nodes map[string]*nodeState
+	pods  map[types.UID]podState
+}
+
+type nodeState struct {
+	gpus    []protocol.GPU
+	usable  bool // the device plugin is registered: allocatable GPUs > 0
+	invErr  error
+	pods    map[types.UID]bool
+	current core.Node // gpus with the usage of pods, kept up to date
+}
+
+type podState struct {
+	node      string
+	namespace string
+	name      string
+	placement core.Placement
+}
+
+// New returns an empty cache for the given resource names.
+func New(names protocol.ResourceNames) *Cache {
+	return &Cache{names: names, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
+}
+
+// SetNode records a node's inventory and whether its plugin is up. A node
+// with a corrupt inventory is kept, unusable, with the error for reasons.
+func (c *Cache) SetNode(n *corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.node(n.Name)
+	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
+	st.usable = q.Value() > 0
+	st.gpus, st.invErr = nil, nil
+	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
+		inv, err := protocol.DecodeInventory(raw)
+		if err != nil {
+			st.invErr = err
+		} else {
+			st.gpus = inv.GPUs
+		}
+	}
+	c.recompute(n.Name)
+}
+
+// DeleteNode forgets a node; its pods stay booked until they go too.
+func (c *Cache) DeleteNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.nodes[name]; ok {
+		st.gpus, st.usable = nil, false
+		c.recompute(name)
+	}
+}
+
+// SetPod books or unbooks a pod from its assignment annotation. It returns
+// an error only for an annotation that cannot be read; the pod is then
+// not booked, and the caller should say so loudly.
+func (c *Cache) SetPod(p *corev1.Pod) error {
+	raw, ok := p.Annotations[protocol.AnnotationAssignment]
+	if !ok || terminated(p) {
+		c.DeletePod(p.UID)
+		return nil
+	}
+	a, err := protocol.DecodeAssignment(raw)
+	if err != nil {
+		c.DeletePod(p.UID)
+		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	c.Book(p, a)
+	return nil
+}
+
+// Book records a placement at once, before the informer sees it: bind
+// calls it so the next filter already counts the pod. The pod's spec says
+// which containers are init containers, which count at peak, not summed.
+func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) {
+	inits := make(map[string]bool, len(p.Spec.InitContainers))
+	for _, ic := range p.Spec.InitContainers {
+		inits[ic.Name] = true
+	}
+	pl := make(core.Placement, 0, len(a.Containers))
+	for _, ct := range a.Containers {
+		pl = append(pl, core.ContainerPlacement{Name: ct.Name, Init: inits[ct.Name], GPUs: ct.GPUs})
+	}
+	uid, namespace, name := p.UID, p.Namespace, p.Name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[uid]; ok && old.node != a.Node {
+		delete(c.node(old.node).pods, uid)
+		c.recompute(old.node)
+	}
+	c.pods[uid] = podState{node: a.Node, namespace: namespace, name: name, placement: pl}
+	c.node(a.Node).pods[uid] = true
+	c.recompute(a.Node)
+}
+
+// DeletePod unbooks a pod.
+func (c *Cache) DeletePod(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.pods[uid]
+	if !ok {
+		return
+	}
+	delete(c.pods, uid)
+	delete(c.node(old.node).pods, uid)
+	c.recompute(old.node)
+}
+
+// Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
+func (c *Cache) Node(name string) (core.Node, *core.Reason) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[name]
+	switch {
+	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
+		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
+	case st.invErr != nil:
+		return core.Node{}, &core.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+	case !st.usable:
+		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet"}
+	}
+	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.current.GPUs))}
+	copy(n.GPUs, st.current.GPUs)
+	return n, nil
+}
+
+// Pods lists the booked pods as namespace/name, sorted, for debugging and tests.
+func (c *Cache) Pods() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.pods))
+	for _, p := range c.pods {
+		out = append(out, p.namespace+"/"+p.name+"@"+p.node)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Usage is every node's per-GPU usage, keyed by node then GPU UUID, for
+// comparing two caches (a restart must rebuild the same books).
+func (c *Cache) Usage() map[string]map[string]core.Usage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]map[string]core.Usage, len(c.nodes))
+	for name, st := range c.nodes {
+		m := make(map[string]core.Usage, len(st.current.GPUs))
+		for _, g := range st.current.GPUs {
+			m[g.UUID] = g.Used
+		}
+		out[name] = m
+	}
+	return out
+}
+
+func (c *Cache) node(name string) *nodeState {
+	st, ok := c.nodes[name]
+	if !ok {
+		st = &nodeState{pods: map[types.UID]bool{}}
+		c.nodes[name] = st
+	}
+	return st
+}
+
+// recompute rebuilds one node's usage from its pods' placements, so no
+// sequence of events can leave usage that no pod explains.
+func (c *Cache) recompute(name string) {
+	st := c.node(name)
+	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.gpus))}
+	for i, g := range st.gpus {
+		n.GPUs[i] = core.GPU{GPU: g}
+	}
+	for uid := range st.pods {
+		core.Apply(&n, core.Footprint(n, c.pods[uid].placement))
+	}
+	st.current = n
+}
+
+// terminated pods hold no GPUs; a pod being deleted still does until it is gone.
+func terminated(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}

@@ -1,0 +1,147 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
+	inv := protocol.Inventory{}
+	for i := 0; i < gpus; i++ {
+		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: "A100", MemoryMiB: 40000, Cores: 100, Split: 10, Healthy: true})
+	}
+	raw, err := protocol.EncodeInventory(inv)
+	if err != nil {
+		panic(err)
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{protocol.AnnotationGPUs: raw}},
+		Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(allocatable)}},
+	}
+}
+
+func assigned(name, node string, initMem int64, appMem ...int64) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
+	a := protocol.Assignment{Node: node}
+	gpu := "GPU-" + node + "-0"
+	if initMem > 0 {
+		p.Spec.InitContainers = []corev1.Container{{Name: "init"}}
+		a.Containers = append(a.Containers, protocol.ContainerAssignment{Name: "init", GPUs: []protocol.GPUSlice{{UUID: gpu, MemoryMiB: initMem}}})
+	}
+	for i, m := range appMem {
+		n := fmt.Sprintf("c%d", i)
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: n})
+		a.Containers = append(a.Containers, protocol.ContainerAssignment{Name: n, GPUs: []protocol.GPUSlice{{UUID: gpu, MemoryMiB: m, Cores: 10}}})
+	}
+	raw, err := protocol.EncodeAssignment(a)
+	if err != nil {
+		panic(err)
+	}
+	p.Annotations = map[string]string{protocol.AnnotationAssignment: raw}
+	return p
+}
+
+func TestUsageFromAnnotations(t *testing.T) {
+	c := New(protocol.DefaultResourceNames())
+	c.SetNode(gpuNode("n1", 2, "20"))
+	for _, p := range []*corev1.Pod{assigned("a", "n1", 0, 1000, 2000), assigned("b", "n1", 30000, 5000)} {
+		if err := c.SetPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, r := c.Node("n1")
+	if r != nil {
+		t.Fatal(r)
+	}
+	// a: 3000 summed over its two app containers; b: peak of init 30000 and app 5000.
+	want := core.Usage{MemMiB: 33000, Cores: 30, Slots: 3}
+	if n.GPUs[0].Used != want {
+		t.Fatalf("GPU 0 usage %+v, want %+v", n.GPUs[0].Used, want)
+	}
+	done := assigned("b", "n1", 30000, 5000)
+	done.Status.Phase = corev1.PodSucceeded
+	_ = c.SetPod(done)
+	n, _ = c.Node("n1")
+	if n.GPUs[0].Used != (core.Usage{MemMiB: 3000, Cores: 20, Slots: 2}) {
+		t.Fatalf("a terminated pod still holds GPUs: %+v", n.GPUs[0].Used)
+	}
+	c.DeletePod("uid-a")
+	n, _ = c.Node("n1")
+	if n.GPUs[0].Used != (core.Usage{}) {
+		t.Fatalf("usage leaked: %+v", n.GPUs[0].Used)
+	}
+}
+
+func TestNodeUsability(t *testing.T) {
+	c := New(protocol.DefaultResourceNames())
+	c.SetNode(gpuNode("down", 1, "0"))
+	bad := gpuNode("bad", 1, "10")
+	bad.Annotations[protocol.AnnotationGPUs] = "0,GPU-1,10,40960,100,A100,true:"
+	c.SetNode(bad)
+	for name, kind := range map[string]string{"down": "device plugin not registered", "bad": "bad vgpud inventory", "absent": "no vgpud inventory"} {
+		if _, r := c.Node(name); r == nil || r.Kind != kind {
+			t.Errorf("%s: reason %+v, want %q", name, r, kind)
+		}
+	}
+	p := assigned("x", "n1", 0, 1000)
+	p.Annotations[protocol.AnnotationAssignment] = "{broken"
+	if err := c.SetPod(p); err == nil {
+		t.Error("an unreadable assignment must be reported")
+	}
+}
+
+// TestRebuildEqualsPrevious: a leader that starts over (restart, failover)
+// reads the same objects in another order and must hold the same books.
+func TestRebuildEqualsPrevious(t *testing.T) {
+	nodes := []*corev1.Node{gpuNode("n1", 2, "20"), gpuNode("n2", 2, "20")}
+	pods := []*corev1.Pod{assigned("a", "n1", 0, 1000), assigned("b", "n2", 8000, 3000, 4000), assigned("c", "n1", 0, 500)}
+	first := New(protocol.DefaultResourceNames())
+	for _, p := range pods { // pods before their nodes, as informers may deliver
+		_ = first.SetPod(p)
+	}
+	for _, n := range nodes {
+		first.SetNode(n)
+	}
+
+	kube := fake.NewClientset()
+	for _, n := range nodes {
+		_, _ = kube.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	}
+	for _, p := range pods {
+		_, _ = kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	}
+	rebuilt := New(protocol.DefaultResourceNames())
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	synced, err := rebuilt.Watch(factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		t.Fatal("cache never synced")
+	}
+	if !reflect.DeepEqual(first.Usage(), rebuilt.Usage()) {
+		t.Fatalf("rebuilt usage differs:\n first %v\n again %v", first.Usage(), rebuilt.Usage())
+	}
+	if !reflect.DeepEqual(first.Pods(), rebuilt.Pods()) {
+		t.Fatalf("rebuilt pods differ: %v vs %v", first.Pods(), rebuilt.Pods())
+	}
+}

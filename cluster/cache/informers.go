@@ -1,0 +1,59 @@
+package cache
+
+import (
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Watch feeds the cache from the factory's node and pod informers. Start
+// the factory afterwards. The returned func reports when the cache is
+// complete: the handlers, not only the informers' stores, have seen the
+// initial list.
+func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger) (func() bool, error) {
+	setPod := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			if err := c.SetPod(p); err != nil {
+				log.Error("pod not booked: unreadable assignment", "err", err)
+			}
+		}
+	}
+	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    setPod,
+		UpdateFunc: func(_, obj any) { setPod(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.DeletePod(p.UID)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	setNode := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok {
+			c.SetNode(n)
+		}
+	}
+	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    setNode,
+		UpdateFunc: func(_, obj any) { setNode(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				c.DeleteNode(n.Name)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() bool { return podReg.HasSynced() && nodeReg.HasSynced() }, nil
+}
