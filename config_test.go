@@ -25,6 +25,7 @@ func TestRunRejectsInvalidSettings(t *testing.T) {
 		{[]string{"--gpu-policy=x"}, []string{"--gpu-policy=x", "spread or binpack"}},
 		{[]string{"--lease-duration=1s", "--lease-renew-deadline=2s"}, []string{"--lease-duration=1s", "--lease-renew-deadline"}},
 		{[]string{"--lease-duration=4500ms"}, []string{"--lease-duration=4.5s", "whole seconds"}},
+		{[]string{"--default-gpumem-percentage=0"}, []string{"--default-gpumem-percentage=0", "1..100"}},
 		{[]string{"--device-plugin-dir="}, []string{"--device-plugin-dir"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -20,6 +20,7 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.StringFlag{Name: "metrics-listen", Usage: "HTTP address of /metrics; empty disables", EnvVars: envVar("metrics-listen"), Value: cfg.MetricsAddr, Destination: &cfg.MetricsAddr},
 		&cli.StringFlag{Name: "scheduler-name", Usage: "schedulerName of the kube-scheduler profile that calls the extender", EnvVars: envVar("scheduler-name"), Value: cfg.SchedulerName, Destination: &cfg.SchedulerName},
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: binpack or spread", EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
+		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
 		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: spread or binpack", EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
 	}
 }
@@ -52,6 +53,9 @@ func validateCluster(c cluster.Config) error {
 	}
 	if c.GPUPolicy != cluster.PolicyBinpack && c.GPUPolicy != cluster.PolicySpread {
 		add("gpu-policy", c.GPUPolicy, "want spread or binpack")
+	}
+	if c.DefaultMemPercent < 1 || c.DefaultMemPercent > 100 {
+		add("default-gpumem-percentage", c.DefaultMemPercent, "want 1..100")
 	}
 	return errors.Join(errs...)
 }

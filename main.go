@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -21,11 +22,19 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/extender"
 	"github.com/vgpud/vgpud/cluster/leader"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
@@ -189,6 +198,13 @@ func runClusterRole(ctx context.Context, cfg config, kube kubernetes.Interface, 
 func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	quotas := quota.New(factory, cfg.Webhook.Resources)
+	books := cache.New(cfg.Webhook.Resources)
+	booksSynced, err := books.Watch(factory, log.With("component", "cache"))
+	if err != nil {
+		return fmt.Errorf("watch nodes and pods: %w", err)
+	}
+	events := podEvents(kube)
+	defer events.shutdown()
 
 	whCfg := cfg.Webhook
 	whCfg.SchedulerName = cfg.Cluster.SchedulerName
@@ -196,6 +212,13 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 
 	srv := server.New(cfg.Cluster.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
 	srv.Handle("/webhook", webhook.NewHTTPHandler(webhook.NewPods(whCfg, quotas), log.With("component", "webhook")))
+	ext := extender.New(books, cfg.Webhook.Resources, extender.Defaults{
+		NodePolicy: cfg.Cluster.NodePolicy,
+		GPUPolicy:  cfg.Cluster.GPUPolicy,
+		Options:    core.Options{DefaultMemPercent: cfg.Cluster.DefaultMemPercent},
+	}, events.warn, log.With("component", "extender"))
+	srv.Handle("/filter", http.HandlerFunc(ext.Filter))
+	srv.Handle("/prioritize", http.HandlerFunc(ext.Prioritize))
 	var synced atomic.Bool
 	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !synced.Load() {
@@ -215,6 +238,9 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 				return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
 			}
 		}
+		if !toolscache.WaitForCacheSync(ctx.Done(), booksSynced) {
+			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
+		}
 		synced.Store(true)
 		log.Info("caches synced")
 		<-ctx.Done()
@@ -222,6 +248,23 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 		return nil
 	})
 	return g.Wait()
+}
+
+// eventSink records pod Events from component vgpud.
+type eventSink struct {
+	warn     func(pod *corev1.Pod, reason, message string)
+	shutdown func()
+}
+
+// podEvents starts the Event broadcaster; call shutdown to flush and stop it.
+func podEvents(kube kubernetes.Interface) eventSink {
+	bc := record.NewBroadcaster()
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpud"})
+	return eventSink{
+		warn:     func(p *corev1.Pod, reason, msg string) { rec.Event(p, corev1.EventTypeWarning, reason, msg) },
+		shutdown: bc.Shutdown,
+	}
 }
 
 func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {

@@ -14,6 +14,9 @@ type Config struct {
 	SchedulerName  string
 	NodePolicy     string // binpack | spread
 	GPUPolicy      string // spread | binpack
+	// DefaultMemPercent is the GPU memory share of a container that names
+	// neither gpumem nor gpumem-percentage; 100 = the whole card.
+	DefaultMemPercent int
 }
 
 // Policies.
@@ -35,5 +38,7 @@ func DefaultConfig() Config {
 		SchedulerName:  "vgpud-scheduler",
 		NodePolicy:     PolicyBinpack,
 		GPUPolicy:      PolicySpread,
+
+		DefaultMemPercent: 100,
 	}
 }

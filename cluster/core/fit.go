@@ -2,7 +2,7 @@ package core
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -70,7 +70,7 @@ type rejections struct {
 func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk peak) (ContainerPlacement, *Reason) {
 	exclusive := c.Cores >= 100
 	var rej rejections
-	var cands []candidate
+	cands := make([]candidate, 0, len(n.GPUs))
 	for i, g := range n.GPUs {
 		switch {
 		case !g.Healthy:
@@ -137,11 +137,14 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 		return nil, false
 	}
 	binpack := req.GPUPolicy == Binpack
-	sort.SliceStable(cands, func(a, b int) bool {
-		if cands[a].load != cands[b].load {
-			return (cands[a].load > cands[b].load) == binpack
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if a.load != b.load {
+			if (a.load > b.load) == binpack {
+				return -1
+			}
+			return 1
 		}
-		return cands[a].idx < cands[b].idx
+		return a.idx - b.idx
 	})
 	if !req.SingleNUMA {
 		return cands[:count], false

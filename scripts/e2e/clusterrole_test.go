@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -247,4 +249,79 @@ func TestClusterRole(t *testing.T) {
 		})
 		t.Logf("SIGTERM of the leader -> new leader labelled and ready: %.2f s", time.Since(termed).Seconds())
 	})
+}
+
+// TestExtenderFilterFromAPIState: a Node carrying an inventory annotation
+// and allocatable GPUs, and a pod holding most of one GPU, reach the
+// leader's cache through real informers; /filter answers from them.
+func TestExtenderFilterFromAPIState(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.applyWebhookConfig(t)
+	e.start(t, "vgpud-a", listen)
+	inv := `{"version":1,"gpus":[{"uuid":"GPU-e2e-0","index":0,"model":"NVIDIA A100","memoryMiB":40000,"cores":100,"split":10,"numa":0,"healthy":true}]}`
+	for _, name := range []string{"gpu-node", "no-plugin"} {
+		n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"vgpud.io/gpus": inv}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "gpu-node" {
+			n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}
+			n.Status.Capacity = n.Status.Allocatable
+			if _, err := e.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.ensureNamespace(t, "fill", nil)
+	holder := gpuPod("holder", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "30000"})
+	holder.Annotations = map[string]string{"vgpud.io/assignment": `{"version":1,"node":"gpu-node","containers":[{"name":"work","gpus":[{"uuid":"GPU-e2e-0","memoryMiB":30000,"cores":0}]}]}`}
+	// The previous test's leader was SIGKILLed: the Lease runs out first.
+	eventually(t, 30*time.Second, "holder pod admitted by the new leader", func() error {
+		_, err := e.kube.CoreV1().Pods("fill").Create(ctx, holder, metav1.CreateOptions{})
+		return err
+	})
+
+	s, err := e.kube.CoreV1().Secrets(ns).Get(ctx, "vgpud-tls", metav1.GetOptions{})
+	for i := 0; err != nil && i < 100; i++ {
+		time.Sleep(100 * time.Millisecond)
+		s, err = e.kube.CoreV1().Secrets(ns).Get(ctx, "vgpud-tls", metav1.GetOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.Data["ca.crt"])
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: webhookHost}}}
+	filter := func(mem string) (map[string]any, error) {
+		body := `{"Pod":{"metadata":{"name":"ask","namespace":"fill"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"` + mem + `"}}}]}},"NodeNames":["gpu-node","no-plugin"]}`
+		resp, err := client.Post("https://"+listen+"/filter", "application/json", strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		return out, json.NewDecoder(resp.Body).Decode(&out)
+	}
+	eventually(t, 20*time.Second, "a 10001 MiB pod fits nowhere: 30000 of 40000 MiB are held", func() error {
+		res, err := filter("10001")
+		if err != nil {
+			return err
+		}
+		failed, _ := res["FailedNodes"].(map[string]any)
+		if !strings.Contains(fmt.Sprint(failed["gpu-node"]), "largest free 10000 MiB < 10001") {
+			return errorf("gpu-node: %v", res)
+		}
+		if !strings.Contains(fmt.Sprint(failed["no-plugin"]), "device plugin is not registered") {
+			return errorf("no-plugin: %v", res)
+		}
+		return nil
+	})
+	res, err := filter("9000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res["NodeNames"]) != "[gpu-node]" {
+		t.Fatalf("a 9000 MiB pod must fit gpu-node: %v", res)
+	}
 }

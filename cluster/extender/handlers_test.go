@@ -1,0 +1,170 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// fakeNodes is a map-backed Nodes.
+type fakeNodes map[string]core.Node
+
+func (f fakeNodes) Node(name string) (core.Node, *core.Reason) {
+	n, ok := f[name]
+	if !ok {
+		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no vgpud.io/gpus annotation"}
+	}
+	g := make([]core.GPU, len(n.GPUs))
+	copy(g, n.GPUs)
+	n.GPUs = g
+	return n, nil
+}
+
+func gpuNode(name string, usedMem ...int64) core.Node {
+	n := core.Node{Name: name}
+	for i, m := range usedMem {
+		n.GPUs = append(n.GPUs, core.GPU{
+			GPU:  protocol.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: "NVIDIA A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true},
+			Used: core.Usage{MemMiB: m, Slots: btoi(m > 0)},
+		})
+	}
+	return n
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The pod JSON is what kube-scheduler sends, trimmed to what matters.
+const podJSON = `{"metadata":{"name":"train","namespace":"ai","annotations":{%s}},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"}}}]}}`
+
+func handlers(t *testing.T, events *[]string) *Handlers {
+	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
+	rec := func(p *corev1.Pod, reason, msg string) { *events = append(*events, p.Name+": "+msg) }
+	return New(nodes, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func post(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+	return w
+}
+
+func TestFilterNodeNames(t *testing.T) {
+	var events []string
+	h := handlers(t, &events)
+	body := `{"Pod":` + fmt.Sprintf(podJSON, "") + `,"NodeNames":["full","roomy","gone","empty"]}`
+	w := post(h.Filter, body)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var res extenderv1.ExtenderFilterResult
+	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.NodeNames == nil || strings.Join(*res.NodeNames, ",") != "roomy,empty" {
+		t.Fatalf("fitting nodes %v", res.NodeNames)
+	}
+	if !strings.Contains(res.FailedNodes["full"], "largest free 6000 MiB < 10000") || !strings.Contains(res.FailedNodes["gone"], "vgpud.io/gpus") {
+		t.Errorf("failed nodes %v", res.FailedNodes)
+	}
+	if len(events) != 1 || events[0] != "train: 2/4 nodes fit: 1 insufficient gpumem (largest free 6000 MiB < 10000), 1 no vgpud inventory" {
+		t.Errorf("events %q", events)
+	}
+}
+
+func TestFilterFullNodes(t *testing.T) {
+	var events []string
+	h := handlers(t, &events)
+	body := `{"Pod":` + fmt.Sprintf(podJSON, `"nvidia.com/nouse-gputype":"a100"`) + `,"Nodes":{"items":[{"metadata":{"name":"roomy"}}]}}`
+	var res extenderv1.ExtenderFilterResult
+	w := post(h.Filter, body)
+	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes == nil || len(res.Nodes.Items) != 0 || !strings.Contains(res.FailedNodes["roomy"], "use/nouse-gputype") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestPrioritizeByPolicy(t *testing.T) {
+	var events []string
+	h := handlers(t, &events)
+	scores := func(annotations string) map[string]int64 {
+		w := post(h.Prioritize, `{"Pod":`+fmt.Sprintf(podJSON, annotations)+`,"NodeNames":["empty","roomy","full"]}`)
+		var list extenderv1.HostPriorityList
+		if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
+			t.Fatalf("%s: %v", w.Body, err)
+		}
+		out := map[string]int64{}
+		for _, p := range list {
+			if p.Score < 0 || p.Score > 10 {
+				t.Fatalf("score %d out of 0..10", p.Score)
+			}
+			out[p.Host] = p.Score
+		}
+		return out
+	}
+	bin := scores("")
+	if !(bin["roomy"] > bin["empty"]) || bin["full"] != 0 {
+		t.Errorf("binpack scores %v", bin)
+	}
+	spread := scores(`"hami.io/node-scheduler-policy":"spread"`)
+	if !(spread["empty"] > spread["roomy"]) {
+		t.Errorf("spread scores %v", spread)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	var events []string
+	h := handlers(t, &events)
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"Pod":`, 400, "malformed ExtenderArgs JSON"},
+		{`{"NodeNames":["a"]}`, 400, "no pod"},
+		{`[1,2]`, 400, "malformed"},
+	} {
+		w := post(h.Filter, tc.body)
+		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("%s: %d %q", tc.body, w.Code, w.Body)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.Filter(w, httptest.NewRequest(http.MethodGet, "/filter", nil))
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %d", w.Code)
+	}
+	// A pod with an impossible value is answered with Error, not a crash.
+	bad := `{"Pod":{"metadata":{"name":"p","namespace":"n"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpucores":"150"}}}]}},"NodeNames":["roomy"]}`
+	var res extenderv1.ExtenderFilterResult
+	_ = json.Unmarshal(post(h.Filter, bad).Body.Bytes(), &res)
+	if !strings.Contains(res.Error, "nvidia.com/gpucores is 150") {
+		t.Errorf("error %q", res.Error)
+	}
+	bad = `{"Pod":` + fmt.Sprintf(podJSON, `"vgpud.io/gpu-policy":"random"`) + `,"NodeNames":["roomy"]}`
+	_ = json.Unmarshal(post(h.Filter, bad).Body.Bytes(), &res)
+	if !strings.Contains(res.Error, `vgpud.io/gpu-policy="random"`) {
+		t.Errorf("error %q", res.Error)
+	}
+	if w := post(h.Filter, string(bytes.Repeat([]byte(" "), maxBody+1))); w.Code != 400 {
+		t.Errorf("oversized body: %d", w.Code)
+	}
+}
