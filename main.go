@@ -38,6 +38,8 @@ import (
 	"github.com/vgpud/vgpud/cluster/leader"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
+	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/node/inventory"
 	"github.com/vgpud/vgpud/webhook"
 	"github.com/vgpud/vgpud/webhook/certs"
 )
@@ -168,8 +170,38 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	return g.Wait()
 }
 
+// runNodeRole discovers this node's GPUs and publishes their inventory.
+// The device plugin (registration, Allocate) and health watching are not
+// built yet: issue 3.
 func runNodeRole(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
-	return errors.New("node role: not built yet")
+	lib, err := gpu.Open(cfg.Node.Backend, cfg.NodeName)
+	if err != nil {
+		return err
+	}
+	pub := inventory.NewPublisher(kube, cfg.NodeName)
+	scaling := inventory.Scaling{Split: cfg.Node.Split, Memory: cfg.Node.MemoryScaling, Cores: cfg.Node.CoreScaling}
+	// Without a driver the node role keeps retrying rather than exiting, so
+	// the pod stays up, its log says what is missing, and a driver installed
+	// later is picked up.
+	for {
+		devs, err := gpu.Discover(lib)
+		if err == nil {
+			inv := inventory.Build(devs, scaling, nil)
+			wrote, perr := pub.Publish(ctx, inv)
+			if perr == nil {
+				log.Info("GPU inventory published", "node", cfg.NodeName, "gpus", len(inv.GPUs), "changed", wrote, "backend", cfg.Node.Backend)
+				<-ctx.Done()
+				return nil
+			}
+			err = perr
+		}
+		log.Error("GPU discovery failed; retrying in 30s", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(30 * time.Second):
+		}
+	}
 }
 
 // runClusterRole campaigns for the Lease and, while leading, serves the

@@ -1,0 +1,121 @@
+// Package gpu discovers a node's GPUs through NVML: the real driver, or
+// go-nvml's mock machines when a flag asks for them (never as a fallback).
+package gpu
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// Device is one physical GPU as NVML reports it.
+type Device struct {
+	Index     int
+	UUID      string
+	Model     string
+	MemoryMiB int64
+	BusID     string
+	NUMA      int // from sysfs on a real node; 0 where unknown
+}
+
+// Open returns the NVML library for a --gpu-backend value: "nvml" for the
+// driver, "mock:<machine>" for a go-nvml mock whose UUIDs are derived from
+// nodeName so they survive restarts (the stock mocks draw random ones).
+func Open(backend, nodeName string) (nvml.Interface, error) {
+	if backend == "nvml" {
+		return nvml.New(), nil
+	}
+	machine, ok := strings.CutPrefix(backend, "mock:")
+	if !ok {
+		return nil, fmt.Errorf("gpu backend %q: want nvml or mock:<machine>", backend)
+	}
+	var s *server.Server
+	switch machine {
+	case "dgxa100":
+		s = dgxa100.New()
+	case "dgxh100":
+		s = dgxh100.New()
+	case "dgxh200":
+		s = dgxh200.New()
+	case "dgxb200":
+		s = dgxb200.New()
+	default:
+		return nil, fmt.Errorf("gpu backend %q: no such mock machine; want dgxa100, dgxh100, dgxh200 or dgxb200", backend)
+	}
+	for i, d := range s.Devices {
+		if md, ok := d.(*server.Device); ok {
+			md.UUID = stableUUID(nodeName, i)
+		}
+	}
+	return s, nil
+}
+
+// stableUUID is a GPU-<uuid>-shaped name that depends only on node and index.
+func stableUUID(node string, index int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("vgpud-mock/%s/%d", node, index)))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// Discover initialises lib and lists its GPUs in index order. The error
+// says what to fix when the driver library is missing.
+func Discover(lib nvml.Interface) ([]Device, error) {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("initialise NVML (looked for libnvidia-ml.so.1: install the NVIDIA driver on the node and run vgpud with the NVIDIA container runtime and NVIDIA_VISIBLE_DEVICES=all, or choose a mock with --gpu-backend=mock:dgxa100): %s", nvml.ErrorString(ret))
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))
+	}
+	out := make([]Device, 0, n)
+	for i := 0; i < n; i++ {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("GPU %d: get handle: %s", i, nvml.ErrorString(ret))
+		}
+		dev, err := describe(i, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dev)
+	}
+	return out, nil
+}
+
+func describe(i int, d nvml.Device) (Device, error) {
+	uuid, ret := d.GetUUID()
+	if ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("GPU %d: uuid: %s", i, nvml.ErrorString(ret))
+	}
+	name, ret := d.GetName()
+	if ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("GPU %d (%s): name: %s", i, uuid, nvml.ErrorString(ret))
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return Device{}, fmt.Errorf("GPU %d (%s): memory: %s", i, uuid, nvml.ErrorString(ret))
+	}
+	dev := Device{Index: i, UUID: uuid, Model: name, MemoryMiB: int64(mem.Total >> 20)}
+	if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+		dev.BusID = busID(pci.BusId)
+	}
+	return dev, nil
+}
+
+// busID reads NVML's NUL-terminated C string.
+func busID(raw [32]int8) string {
+	b := make([]byte, 0, len(raw))
+	for _, c := range raw {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}

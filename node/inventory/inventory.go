@@ -1,0 +1,75 @@
+// Package inventory turns discovered GPUs into the vgpud.io/gpus node
+// annotation and keeps it current, writing only when it changed.
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Scaling is what the scheduler is told each GPU offers.
+type Scaling struct {
+	Split  int
+	Memory float64 // > 1 oversubscribes memory
+	Cores  float64
+}
+
+// Build is the inventory the scheduler sees: memory and cores after
+// scaling, split, and health (healthy unless listed in unhealthy).
+func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inventory {
+	inv := protocol.Inventory{Version: protocol.Version, GPUs: make([]protocol.GPU, 0, len(devs))}
+	for _, d := range devs {
+		inv.GPUs = append(inv.GPUs, protocol.GPU{
+			UUID:      d.UUID,
+			Index:     d.Index,
+			Model:     d.Model,
+			MemoryMiB: int64(float64(d.MemoryMiB) * s.Memory),
+			Cores:     int(100 * s.Cores),
+			Split:     s.Split,
+			NUMA:      d.NUMA,
+			Healthy:   !unhealthy[d.UUID],
+		})
+	}
+	return inv
+}
+
+// Publisher writes the annotation on one node.
+type Publisher struct {
+	kube kubernetes.Interface
+	node string
+	last string
+}
+
+// NewPublisher returns a Publisher for node.
+func NewPublisher(kube kubernetes.Interface, node string) *Publisher {
+	return &Publisher{kube: kube, node: node}
+}
+
+// Publish patches the annotation unless it already holds inv; it reports
+// whether it wrote.
+func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, error) {
+	raw, err := protocol.EncodeInventory(inv)
+	if err != nil {
+		return false, fmt.Errorf("encode inventory of node %s: %w", p.node, err)
+	}
+	if raw == p.last {
+		return false, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationGPUs: raw}}})
+	if err != nil {
+		return false, err
+	}
+	if _, err := p.kube.CoreV1().Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationGPUs, err)
+	}
+	p.last = raw
+	return true, nil
+}
