@@ -9,7 +9,13 @@ run=${VGPUD_APISERVER_DIR:-/var/lib/vgpud-e2e/apiserver}
 port=${VGPUD_APISERVER_PORT:-6443}
 
 up() {
-	command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server openssl >/dev/null; }
+	local missing=()
+	for tool in etcd:etcd-server openssl:openssl curl:curl; do
+		command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
 	bin=$("$here/k8s-binaries.sh")
 	mkdir -p "$run/pki" "$run/etcd" "$run/log"
 	if [ -f "$run/apiserver.pid" ] && kill -0 "$(cat "$run/apiserver.pid")" 2>/dev/null; then

@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD/scripts
-[ "$(id -u)" = 0 ] || { echo "demo: run as root (it installs packages and starts etcd/kube-apiserver)" >&2; exit 2; }
-grep -qE '^127\.0\.0\.1[[:space:]]+vgpud\.vgpud-system\.svc$' /etc/hosts || echo "127.0.0.1 vgpud.vgpud-system.svc" >>/etc/hosts
+. "$here/common.sh"
+need_root demo
+hosts_entry
 
 "$here/apiserver.sh" down
 kubeconfig=$("$here/apiserver.sh" up)

@@ -5,17 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD/scripts
-[ "$(id -u)" = 0 ] || { echo "e2e: run as root (it installs packages and starts etcd/kube-apiserver)" >&2; exit 2; }
+. "$here/common.sh"
+need_root e2e
 
-# The webhook's serving certificate names the Service; this name leads the
-# apiserver's call to the leader on loopback, with TLS verified as usual.
-grep -qE '^127\.0\.0\.1[[:space:]]+vgpud\.vgpud-system\.svc$' /etc/hosts || echo "127.0.0.1 vgpud.vgpud-system.svc" >>/etc/hosts
-
+hosts_entry
 "$here/apiserver.sh" down
 trap '"$here/apiserver.sh" down' EXIT
-start=$(date +%s.%N)
+start=$(date +%s%N)
 kubeconfig=$("$here/apiserver.sh" up)
-echo "e2e: etcd + kube-apiserver ready in $(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)") s"
+echo "e2e: etcd + kube-apiserver ready in $((($(date +%s%N) - start) / 1000000)) ms"
 
 go build -o bin/vgpud .
 KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud go test -tags e2e -count=1 -v -timeout 10m ./scripts/e2e/ 2>&1 |
