@@ -26,6 +26,7 @@ func TestRunRejectsInvalidSettings(t *testing.T) {
 		{[]string{"--lease-duration=1s", "--lease-renew-deadline=2s"}, []string{"--lease-duration=1s", "--lease-renew-deadline"}},
 		{[]string{"--lease-duration=4500ms"}, []string{"--lease-duration=4.5s", "whole seconds"}},
 		{[]string{"--default-gpumem-percentage=0"}, []string{"--default-gpumem-percentage=0", "1..100"}},
+		{[]string{"--bind-wait=0s"}, []string{"--bind-wait=0s", "above 0"}},
 		{[]string{"--device-plugin-dir="}, []string{"--device-plugin-dir"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

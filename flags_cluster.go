@@ -21,6 +21,7 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.StringFlag{Name: "scheduler-name", Usage: "schedulerName of the kube-scheduler profile that calls the extender", EnvVars: envVar("scheduler-name"), Value: cfg.SchedulerName, Destination: &cfg.SchedulerName},
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: binpack or spread", EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
 		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
+		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
 		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: spread or binpack", EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
 	}
 }
@@ -53,6 +54,9 @@ func validateCluster(c cluster.Config) error {
 	}
 	if c.GPUPolicy != cluster.PolicyBinpack && c.GPUPolicy != cluster.PolicySpread {
 		add("gpu-policy", c.GPUPolicy, "want spread or binpack")
+	}
+	if c.BindWait <= 0 || c.BindWait > 5*time.Minute {
+		add("bind-wait", c.BindWait, "want a duration above 0 and at most 5m, e.g. 10s")
 	}
 	if c.DefaultMemPercent < 1 || c.DefaultMemPercent > 100 {
 		add("default-gpumem-percentage", c.DefaultMemPercent, "want 1..100")

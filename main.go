@@ -244,13 +244,16 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 
 	srv := server.New(cfg.Cluster.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
 	srv.Handle("/webhook", webhook.NewHTTPHandler(webhook.NewPods(whCfg, quotas), log.With("component", "webhook")))
-	ext := extender.New(books, cfg.Webhook.Resources, extender.Defaults{
+	defaults := extender.Defaults{
 		NodePolicy: cfg.Cluster.NodePolicy,
 		GPUPolicy:  cfg.Cluster.GPUPolicy,
 		Options:    core.Options{DefaultMemPercent: cfg.Cluster.DefaultMemPercent},
-	}, events.warn, log.With("component", "extender"))
+	}
+	ext := extender.New(books, cfg.Webhook.Resources, defaults, events.warn, log.With("component", "extender"))
+	binder := extender.NewBinder(kube, books, cfg.Webhook.Resources, defaults, cfg.Cluster.BindWait, events.normal, log.With("component", "bind"))
 	srv.Handle("/filter", http.HandlerFunc(ext.Filter))
 	srv.Handle("/prioritize", http.HandlerFunc(ext.Prioritize))
+	srv.Handle("/bind", http.HandlerFunc(binder.Bind))
 	var synced atomic.Bool
 	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !synced.Load() {
@@ -285,6 +288,7 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 // eventSink records pod Events from component vgpud.
 type eventSink struct {
 	warn     func(pod *corev1.Pod, reason, message string)
+	normal   func(pod *corev1.Pod, reason, message string)
 	shutdown func()
 }
 
@@ -295,6 +299,7 @@ func podEvents(kube kubernetes.Interface) eventSink {
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpud"})
 	return eventSink{
 		warn:     func(p *corev1.Pod, reason, msg string) { rec.Event(p, corev1.EventTypeWarning, reason, msg) },
+		normal:   func(p *corev1.Pod, reason, msg string) { rec.Event(p, corev1.EventTypeNormal, reason, msg) },
 		shutdown: bc.Shutdown,
 	}
 }

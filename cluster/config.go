@@ -17,6 +17,9 @@ type Config struct {
 	// DefaultMemPercent is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultMemPercent int
+	// BindWait bounds how long a bind waits for the node's previous pod to
+	// be allocated by kubelet before giving up (the scheduler retries).
+	BindWait time.Duration
 }
 
 // Policies.
@@ -40,5 +43,6 @@ func DefaultConfig() Config {
 		GPUPolicy:      PolicySpread,
 
 		DefaultMemPercent: 100,
+		BindWait:          10 * time.Second,
 	}
 }

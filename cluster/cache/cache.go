@@ -38,6 +38,10 @@ type podState struct {
 	namespace string
 	name      string
 	placement core.Placement
+	// inFlight: bound by the leader, not yet allocated by kubelet. While
+	// one pod on a node is in flight no other may be bound there, since
+	// Allocate carries only device counts.
+	inFlight bool
 }
 
 // New returns an empty cache for the given resource names.
@@ -89,14 +93,21 @@ func (c *Cache) SetPod(p *corev1.Pod) error {
 		c.DeletePod(p.UID)
 		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	c.Book(p, a)
+	phase, err := protocol.ParsePhase(p.Annotations[protocol.AnnotationPhase])
+	if err != nil {
+		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
+	}
+	c.book(p, a, phase == protocol.PhaseBound && p.Status.Phase == corev1.PodPending)
 	return nil
 }
 
 // Book records a placement at once, before the informer sees it: bind
-// calls it so the next filter already counts the pod. The pod's spec says
-// which containers are init containers, which count at peak, not summed.
-func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) {
+// calls it so the next filter already counts the pod, and the pod is in
+// flight until kubelet allocates it. The pod's spec says which containers
+// are init containers, which count at peak, not summed.
+func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) { c.book(p, a, true) }
+
+func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
 	inits := make(map[string]bool, len(p.Spec.InitContainers))
 	for _, ic := range p.Spec.InitContainers {
 		inits[ic.Name] = true
@@ -112,7 +123,7 @@ func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) {
 		delete(c.node(old.node).pods, uid)
 		c.recompute(old.node)
 	}
-	c.pods[uid] = podState{node: a.Node, namespace: namespace, name: name, placement: pl}
+	c.pods[uid] = podState{node: a.Node, namespace: namespace, name: name, placement: pl, inFlight: inFlight}
 	c.node(a.Node).pods[uid] = true
 	c.recompute(a.Node)
 }
@@ -146,6 +157,28 @@ func (c *Cache) Node(name string) (core.Node, *core.Reason) {
 	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.current.GPUs))}
 	copy(n.GPUs, st.current.GPUs)
 	return n, nil
+}
+
+// InFlight names a pod on node, other than except, that is bound but not
+// yet allocated; "" if there is none.
+func (c *Cache) InFlight(node string, except types.UID) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[node]
+	if !ok {
+		return ""
+	}
+	var names []string
+	for uid := range st.pods {
+		if p := c.pods[uid]; uid != except && p.inFlight {
+			names = append(names, p.namespace+"/"+p.name)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }
 
 // Pods lists the booked pods as namespace/name, sorted, for debugging and tests.

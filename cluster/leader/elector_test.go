@@ -106,9 +106,10 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	for _, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())
 		e := New(testConfig(id), kube, log)
-		electors[id], cancels[id], done[id] = e, cancel, make(chan struct{})
+		finished := make(chan struct{})
+		electors[id], cancels[id], done[id] = e, cancel, finished
 		go func() {
-			defer close(done[id])
+			defer close(finished)
 			_ = e.Run(ctx, func(ctx context.Context) error {
 				mu.Lock()
 				leading[id] = true

@@ -328,6 +328,39 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 	if fmt.Sprint(res["NodeNames"]) != "[gpu-node]" {
 		t.Fatalf("a 9000 MiB pod must fit gpu-node: %v", res)
 	}
+
+	// /bind writes the assignment and creates a real Binding.
+	ask, err := e.kube.CoreV1().Pods("fill").Create(ctx, gpuPod("ask", map[string]string{"nvidia.com/gpumem": "9000"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`{"PodName":"ask","PodNamespace":"fill","PodUID":%q,"Node":"gpu-node"}`, ask.UID)
+	resp, err := client.Post("https://"+listen+"/bind", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bound map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&bound)
+	resp.Body.Close()
+	if bound["Error"] != "" {
+		t.Fatalf("bind: %s", bound["Error"])
+	}
+	got, err := e.kube.CoreV1().Pods("fill").Get(ctx, "ask", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
+	if err != nil || got.Spec.NodeName != "gpu-node" || a.Containers[0].GPUs[0].UUID != "GPU-e2e-0" || a.Containers[0].GPUs[0].MemoryMiB != 9000 || got.Annotations[protocol.AnnotationPhase] != "bound" {
+		t.Fatalf("after bind: nodeName %q, annotations %v (%v)", got.Spec.NodeName, got.Annotations, err)
+	}
+	// The GPU now has 1000 MiB left: the next 9000 MiB pod fits nowhere.
+	res, err = filter("9000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res["NodeNames"]) != "[]" {
+		t.Fatalf("after bind the GPU is full, yet: %v", res)
+	}
 }
 
 // TestNodeRolePublishesInventory: `vgpud run --roles=node` with the mock

@@ -1,0 +1,226 @@
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func bindPod(name string, mem string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ai", UID: types.UID("uid-" + name), ResourceVersion: "1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse(mem)},
+		}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+}
+
+type bindEnv struct {
+	kube     *fake.Clientset
+	books    *cache.Cache
+	binder   *Binder
+	bindings chan string
+}
+
+// newBindEnv: one node "n1" with one 16000 MiB GPU shared by split.
+func newBindEnv(t *testing.T, split int, wait time.Duration, pods ...*corev1.Pod) *bindEnv {
+	t.Helper()
+	objs := []runtime.Object{}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	kube := fake.NewClientset(objs...)
+	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames()), bindings: make(chan string, 10)}
+	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
+	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		b := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		e.bindings <- b.Name + "@" + b.Target.Name
+		return true, b, nil
+	})
+	e.binder = NewBinder(kube, e.books, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, wait, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return e
+}
+
+func (e *bindEnv) bind(name string) string {
+	body := fmt.Sprintf(`{"PodName":%q,"PodNamespace":"ai","PodUID":"uid-%s","Node":"n1"}`, name, name)
+	w := httptest.NewRecorder()
+	e.binder.Bind(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+	var res extenderv1.ExtenderBindingResult
+	if w.Code != 200 {
+		return fmt.Sprintf("HTTP %d: %s", w.Code, w.Body)
+	}
+	_ = json.Unmarshal(w.Body.Bytes(), &res)
+	return res.Error
+}
+
+// allocated plays the node role: kubelet allocated the pod.
+func (e *bindEnv) allocated(t *testing.T, name string) {
+	t.Helper()
+	p, err := e.kube.CoreV1().Pods("ai").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	if err := e.books.SetPod(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *bindEnv) usedMiB() int64 {
+	n, _ := e.books.Node("n1")
+	return n.GPUs[0].Used.MemMiB
+}
+
+func TestBindWritesAssignmentBooksAndBinds(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	if got := <-e.bindings; got != "p1@n1" {
+		t.Fatalf("binding %s", got)
+	}
+	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	if err != nil || a.Node != "n1" || a.Containers[0].GPUs[0].MemoryMiB != 4000 || p.Annotations[protocol.AnnotationPhase] != "bound" {
+		t.Fatalf("annotations %v: %v", p.Annotations, err)
+	}
+	if e.usedMiB() != 4000 {
+		t.Fatalf("cache not updated at once: %d MiB", e.usedMiB())
+	}
+}
+
+func TestBindWaitsWhileAnotherPodIsInFlight(t *testing.T) {
+	e := newBindEnv(t, 10, 200*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "3000"))
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	start := time.Now()
+	msg := e.bind("p2")
+	if !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("second bind while p1 in flight: %q after %v", msg, time.Since(start))
+	}
+	// Once kubelet has allocated p1, the next bind goes through at once.
+	go func() { time.Sleep(50 * time.Millisecond); e.allocated(t, "p1") }()
+	if msg := e.bind("p2"); msg != "" {
+		t.Fatal(msg)
+	}
+	if e.usedMiB() != 7000 {
+		t.Fatalf("usage %d", e.usedMiB())
+	}
+}
+
+func TestBindConflictLeaksNothing(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	e.kube.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "p1", errors.New("the object has been modified"))
+	})
+	if msg := e.bind("p1"); !strings.Contains(msg, "write assignment on pod ai/p1") || !strings.Contains(msg, "modified") {
+		t.Fatalf("conflict: %q", msg)
+	}
+	if e.usedMiB() != 0 || len(e.books.Pods()) != 0 {
+		t.Fatalf("leaked usage %d, pods %v", e.usedMiB(), e.books.Pods())
+	}
+}
+
+func TestBindDeletedPod(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second)
+	if msg := e.bind("gone"); msg != "pod ai/gone no longer exists" {
+		t.Fatalf("%q", msg)
+	}
+}
+
+func TestFailedBindingIsUndone(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "binding" {
+			return true, nil, errors.New("node n1 is gone")
+		}
+		return false, nil, nil
+	})
+	if msg := e.bind("p1"); !strings.Contains(msg, "bind pod ai/p1 to n1: node n1 is gone") {
+		t.Fatalf("%q", msg)
+	}
+	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok || e.usedMiB() != 0 {
+		t.Fatalf("not undone: annotations %v, usage %d", p.Annotations, e.usedMiB())
+	}
+}
+
+// TestRaceForTheLastSlot: two binds race for a GPU with one slot left;
+// exactly one wins, the other gets a clear error, the books hold one.
+func TestRaceForTheLastSlot(t *testing.T) {
+	e := newBindEnv(t, 1, 300*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
+	var wg sync.WaitGroup
+	msgs := make([]string, 2)
+	for i, name := range []string{"p1", "p2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msgs[i] = e.bind(name)
+		}()
+	}
+	// Whoever wins is allocated by kubelet while the loser waits, so the
+	// loser re-fits on current state and finds the slot taken.
+	go func() {
+		for len(e.books.Pods()) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		p := strings.TrimPrefix(strings.SplitN(e.books.Pods()[0], "@", 2)[0], "ai/")
+		e.allocated(t, p)
+	}()
+	wg.Wait()
+	wins, losses := 0, 0
+	for _, m := range msgs {
+		switch {
+		case m == "":
+			wins++
+		case strings.Contains(m, "no longer fits") && strings.Contains(m, "split limit"):
+			losses++
+		default:
+			t.Errorf("unexpected answer %q", m)
+		}
+	}
+	if wins != 1 || losses != 1 || len(e.books.Pods()) != 1 || e.usedMiB() != 4000 {
+		t.Fatalf("wins %d losses %d books %v usage %d (%q)", wins, losses, e.books.Pods(), e.usedMiB(), msgs)
+	}
+}
+
+func TestBindBadInput(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second)
+	for body, want := range map[string]string{`{`: "malformed", `{"PodName":"x"}`: "needs PodName, PodNamespace and Node"} {
+		w := httptest.NewRecorder()
+		e.binder.Bind(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+		if w.Code != 400 || !strings.Contains(w.Body.String(), want) {
+			t.Errorf("%s: %d %s", body, w.Code, w.Body)
+		}
+	}
+}
