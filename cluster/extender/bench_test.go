@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/cluster/core"
@@ -93,4 +95,37 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "cache-heap-MiB")
 		})
 	}
+}
+
+// BenchmarkBindDistinctNodes binds pods one after another, each to a node
+// no other pod is in flight on, through the handler and client-go's fake
+// clientset (no apiserver round trips: this is vgpud's own cost).
+func BenchmarkBindDistinctNodes(b *testing.B) {
+	c, names := syntheticCache(b, 1000, 0)
+	kube := fake.NewClientset()
+	binder := NewBinder(kube, c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, time.Second, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
+	pods := make([]string, b.N)
+	for i := range pods {
+		pods[i] = fmt.Sprintf("b%d", i)
+		_, err := kube.CoreV1().Pods("bench").Create(context.Background(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: pods[i], Namespace: "bench", UID: types.UID("uid-" + pods[i])},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: limits}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		body := fmt.Sprintf(`{"PodName":%q,"PodNamespace":"bench","PodUID":"uid-%s","Node":%q}`, pods[i], pods[i], names[i%len(names)])
+		w := httptest.NewRecorder()
+		binder.Bind(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+		if !strings.Contains(w.Body.String(), `"Error":""`) {
+			b.Fatal(w.Body.String())
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "binds/s")
 }
