@@ -36,6 +36,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/cluster/extender"
 	"github.com/vgpud/vgpud/cluster/leader"
+	"github.com/vgpud/vgpud/cluster/metrics"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
 	"github.com/vgpud/vgpud/node/gpu"
@@ -243,7 +244,7 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 	certMgr := certs.NewManager(whCfg.Certs(cfg.PodNamespace), kube, log.With("component", "webhook-certs"), time.Now)
 
 	srv := server.New(cfg.Cluster.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
-	srv.Handle("/webhook", webhook.NewHTTPHandler(webhook.NewPods(whCfg, quotas), log.With("component", "webhook")))
+	admission := webhook.NewHTTPHandler(webhook.NewPods(whCfg, quotas), log.With("component", "webhook"))
 	defaults := extender.Defaults{
 		NodePolicy: cfg.Cluster.NodePolicy,
 		GPUPolicy:  cfg.Cluster.GPUPolicy,
@@ -251,9 +252,14 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 	}
 	ext := extender.New(books, cfg.Webhook.Resources, defaults, events.warn, log.With("component", "extender"))
 	binder := extender.NewBinder(kube, books, cfg.Webhook.Resources, defaults, cfg.Cluster.BindWait, events.normal, log.With("component", "bind"))
-	srv.Handle("/filter", http.HandlerFunc(ext.Filter))
-	srv.Handle("/prioritize", http.HandlerFunc(ext.Prioritize))
-	srv.Handle("/bind", http.HandlerFunc(binder.Bind))
+	prom := metrics.New(books)
+	prom.SetLeader(true)
+	defer prom.SetLeader(false)
+	binder.Observe(prom.Bind)
+	srv.Handle("/filter", prom.Instrument("filter", http.HandlerFunc(ext.Filter)))
+	srv.Handle("/prioritize", prom.Instrument("prioritize", http.HandlerFunc(ext.Prioritize)))
+	srv.Handle("/bind", prom.Instrument("bind", http.HandlerFunc(binder.Bind)))
+	srv.Handle("/webhook", prom.Instrument("webhook", admission))
 	var synced atomic.Bool
 	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !synced.Load() {
@@ -266,6 +272,9 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return certMgr.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
+	if cfg.Cluster.MetricsAddr != "" {
+		g.Go(func() error { return serveMetrics(ctx, cfg.Cluster.MetricsAddr, prom.Handler(), log) })
+	}
 	g.Go(func() error {
 		factory.Start(ctx.Done())
 		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -283,6 +292,24 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 		return nil
 	})
 	return g.Wait()
+}
+
+// serveMetrics serves /metrics over plain HTTP until ctx ends.
+func serveMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("serving metrics", "addr", addr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve metrics on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
 }
 
 // eventSink records pod Events from component vgpud.

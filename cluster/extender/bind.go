@@ -42,7 +42,13 @@ type Binder struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+
+	observe func(ok bool, waited time.Duration)
 }
+
+// Observe sets a function told of every bind's outcome and how long it
+// waited for the node's in-flight pod (metrics).
+func (b *Binder) Observe(f func(ok bool, waited time.Duration)) { b.observe = f }
 
 // NewBinder returns a Binder; events may be nil.
 func NewBinder(kube kubernetes.Interface, books Books, names protocol.ResourceNames, d Defaults, wait time.Duration, events func(*corev1.Pod, string, string), log *slog.Logger) *Binder {
@@ -68,7 +74,11 @@ func (b *Binder) Bind(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := extenderv1.ExtenderBindingResult{}
-	if err := b.bind(r.Context(), args); err != nil {
+	waited, err := b.bind(r.Context(), args)
+	if b.observe != nil {
+		b.observe(err == nil, waited)
+	}
+	if err != nil {
 		b.log.Warn("bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
 		res.Error = err.Error()
 	}
@@ -86,13 +96,20 @@ func (b *Binder) nodeLock(node string) *sync.Mutex {
 	return l
 }
 
-func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
+func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) (time.Duration, error) {
+	start := time.Now()
 	lock := b.nodeLock(args.Node)
 	lock.Lock()
 	defer lock.Unlock()
-	if err := b.waitForNode(ctx, args.Node, args.PodUID); err != nil {
-		return err
+	err := b.waitForNode(ctx, args.Node, args.PodUID)
+	waited := time.Since(start)
+	if err != nil {
+		return waited, err
 	}
+	return waited, b.place(ctx, args)
+}
+
+func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
 	pods := b.kube.CoreV1().Pods(args.PodNamespace)
 	pod, err := pods.Get(ctx, args.PodName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

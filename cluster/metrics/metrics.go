@@ -1,0 +1,130 @@
+// Package metrics is the leader's Prometheus view: extender latency and
+// bind outcomes, and per-GPU allocation read from the cache at scrape time.
+package metrics
+
+import (
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vgpud/vgpud/cluster/core"
+)
+
+// Source is what the GPU gauges read at scrape time.
+type Source interface {
+	Usage() map[string]map[string]core.Usage
+	Pods() []string
+}
+
+// Metrics owns a registry of its own (no global default registry).
+type Metrics struct {
+	reg      *prometheus.Registry
+	latency  *prometheus.HistogramVec
+	binds    *prometheus.CounterVec
+	leader   prometheus.Gauge
+	bindWait prometheus.Histogram
+}
+
+// New registers vgpud's metrics; src may be nil until the cache exists.
+func New(src Source) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vgpud_extender_request_seconds", Help: "Latency of scheduler-extender and webhook requests by verb.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5, 15},
+		}, []string{"verb"}),
+		binds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_binds_total", Help: "Bind attempts by outcome (bound, failed).",
+		}, []string{"outcome"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpud_leader", Help: "1 while this replica leads."}),
+		bindWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vgpud_bind_wait_seconds", Help: "Time a bind waited for the node's previous pod to be allocated by kubelet.",
+			Buckets: []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+	}
+	m.reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if src != nil {
+		m.reg.MustRegister(newGPUCollector(src))
+	}
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// Instrument times every request to h under verb.
+func (m *Metrics) Instrument(verb string, h http.Handler) http.Handler {
+	obs := m.latency.WithLabelValues(verb)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		obs.Observe(time.Since(start).Seconds())
+	})
+}
+
+// Bind counts one bind by outcome and how long it waited for the node.
+func (m *Metrics) Bind(ok bool, waited time.Duration) {
+	outcome := "bound"
+	if !ok {
+		outcome = "failed"
+	}
+	m.binds.WithLabelValues(outcome).Inc()
+	m.bindWait.Observe(waited.Seconds())
+}
+
+// SetLeader records leadership.
+func (m *Metrics) SetLeader(leading bool) {
+	if leading {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// gpuCollector reads the cache at scrape time, so the gauges never drift
+// from the books.
+type gpuCollector struct {
+	src                                 Source
+	mem, cores, slots, pods, cacheNodes *prometheus.Desc
+}
+
+func newGPUCollector(src Source) *gpuCollector {
+	gpu := []string{"node", "uuid"}
+	return &gpuCollector{
+		src:        src,
+		mem:        prometheus.NewDesc("vgpud_gpu_allocated_memory_mib", "GPU memory committed to pods.", gpu, nil),
+		cores:      prometheus.NewDesc("vgpud_gpu_allocated_cores", "GPU cores (percent) committed to pods.", gpu, nil),
+		slots:      prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
+		pods:       prometheus.NewDesc("vgpud_cache_pods", "Pods holding GPUs in the leader's cache.", nil, nil),
+		cacheNodes: prometheus.NewDesc("vgpud_cache_nodes", "Nodes in the leader's cache.", nil, nil),
+	}
+}
+
+func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.mem, c.cores, c.slots, c.pods, c.cacheNodes} {
+		ch <- d
+	}
+}
+
+func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
+	usage := c.src.Usage()
+	nodes := make([]string, 0, len(usage))
+	for n := range usage {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		for uuid, u := range usage[n] {
+			ch <- prometheus.MustNewConstMetric(c.mem, prometheus.GaugeValue, float64(u.MemMiB), n, uuid)
+			ch <- prometheus.MustNewConstMetric(c.cores, prometheus.GaugeValue, float64(u.Cores), n, uuid)
+			ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(u.Slots), n, uuid)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(len(c.src.Pods())))
+	ch <- prometheus.MustNewConstMetric(c.cacheNodes, prometheus.GaugeValue, float64(len(nodes)))
+}
