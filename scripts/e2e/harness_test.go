@@ -42,6 +42,9 @@ func setup(t *testing.T) env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The scale test creates thousands of objects; client-go's default 5 QPS
+	// would take an hour.
+	rc.QPS, rc.Burst = 500, 1000
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
