@@ -229,7 +229,7 @@ func runClusterRole(ctx context.Context, cfg config, kube kubernetes.Interface, 
 // lead is the cluster role's work while this replica holds the Lease; its
 // context ends when leadership does.
 func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
-	factory := informers.NewSharedInformerFactory(kube, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(cache.Trim))
 	quotas := quota.New(factory, cfg.Webhook.Resources)
 	books := cache.New(cfg.Webhook.Resources)
 	booksSynced, err := books.Watch(factory, log.With("component", "cache"))

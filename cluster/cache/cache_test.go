@@ -145,3 +145,34 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 		t.Fatalf("rebuilt pods differ: %v vs %v", first.Pods(), rebuilt.Pods())
 	}
 }
+
+func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
+	p := assigned("a", "n1", 8000, 1000)
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: "x"}}
+	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
+	out, err := Trim(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := out.(*corev1.Pod)
+	if tp.ManagedFields != nil || tp.Spec.Containers[0].Env != nil || tp.Status.Conditions != nil {
+		t.Errorf("not trimmed: %+v", tp)
+	}
+	if tp.Annotations[protocol.AnnotationAssignment] == "" || tp.Status.Phase != corev1.PodRunning || tp.Spec.InitContainers[0].Name != "init" ||
+		!tp.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"].Equal(resource.MustParse("1")) {
+		t.Errorf("trimmed too much: %+v", tp)
+	}
+	// The cache books a trimmed pod exactly as the full one.
+	full, trimmed := New(protocol.DefaultResourceNames()), New(protocol.DefaultResourceNames())
+	for _, c := range []*Cache{full, trimmed} {
+		c.SetNode(gpuNode("n1", 1, "10"))
+	}
+	_ = full.SetPod(p)
+	_ = trimmed.SetPod(tp)
+	if !reflect.DeepEqual(full.Usage(), trimmed.Usage()) {
+		t.Errorf("usage differs: %v vs %v", full.Usage(), trimmed.Usage())
+	}
+}
