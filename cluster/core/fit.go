@@ -19,20 +19,39 @@ type Result struct {
 // then fits against the pod's peak (see footprint.go). The placement is
 // returned in kubelet's order: init containers first.
 func Fit(n Node, req Request, opts Options) (Result, *Reason) {
+	return fit(n, req, opts, true)
+}
+
+// Fits is Fit without building the placement: /filter asks it of every
+// node, so it allocates as little as it can.
+func Fits(n Node, req Request, opts Options) *Reason {
+	_, r := fit(n, req, opts, false)
+	return r
+}
+
+func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
 	pk := newPeak(len(n.GPUs))
-	placed := make([]ContainerPlacement, len(req.Containers))
+	var placed []ContainerPlacement
+	if record {
+		placed = make([]ContainerPlacement, len(req.Containers))
+	}
 	for pass := 0; pass < 2; pass++ {
 		initPass := pass == 1
 		for ci, c := range req.Containers {
 			if c.Init != initPass || c.GPUs == 0 {
 				continue
 			}
-			cp, reason := placeContainer(n, req, opts, c, pk)
+			cp, reason := placeContainer(n, req, opts, c, pk, record)
 			if reason != nil {
 				return Result{}, reason
 			}
-			placed[ci] = cp
+			if record {
+				placed[ci] = cp
+			}
 		}
+	}
+	if !record {
+		return Result{}, nil
 	}
 	var out Placement
 	for ci, c := range req.Containers {
@@ -67,7 +86,7 @@ type rejections struct {
 	wantMem                                          int64
 }
 
-func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk peak) (ContainerPlacement, *Reason) {
+func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk peak, record bool) (ContainerPlacement, *Reason) {
 	exclusive := c.Cores >= 100
 	var rej rejections
 	cands := make([]candidate, 0, len(n.GPUs))
@@ -116,7 +135,9 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 	cp := ContainerPlacement{Name: c.Name, Init: c.Init}
 	for _, k := range pick {
 		pk.add(k.idx, k.usage, c.Init)
-		cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
+		if record {
+			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
+		}
 	}
 	return cp, nil
 }

@@ -98,6 +98,9 @@ func TestFit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprint(tc.n)
 			res, reason := Fit(tc.n, tc.req, opts)
+			if fr := Fits(tc.n, tc.req, opts); (fr == nil) != (reason == nil) || (fr != nil && *fr != *reason) {
+				t.Fatalf("Fits %+v disagrees with Fit %+v", fr, reason)
+			}
 			if fmt.Sprint(tc.n) != before {
 				t.Fatal("Fit changed the node")
 			}

@@ -34,7 +34,10 @@ type peak struct {
 	inits []Usage
 }
 
-func newPeak(n int) peak { return peak{apps: make([]Usage, n), inits: make([]Usage, n)} }
+func newPeak(n int) peak {
+	both := make([]Usage, 2*n) // one allocation: fit runs per node per filter
+	return peak{apps: both[:n:n], inits: both[n:]}
+}
 
 func (p peak) at(i int) Usage { return p.apps[i].max(p.inits[i]) }
 

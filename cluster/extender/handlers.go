@@ -92,7 +92,7 @@ func (h *Handlers) Filter(w http.ResponseWriter, r *http.Request) {
 	for _, name := range names {
 		n, reason := h.nodes.Node(name)
 		if reason == nil {
-			_, reason = core.Fit(n, req, h.defaults.Options)
+			reason = core.Fits(n, req, h.defaults.Options)
 		}
 		if reason != nil {
 			failed[name] = reason.Text
