@@ -23,7 +23,7 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 func validateNode(c node.Config) error {
 	var errs []error
 	if err := node.ValidateBackend(c.Backend); err != nil {
-		errs = append(errs, flagError("gpu-backend", c.Backend, "want "+node.BackendChoices()))
+		errs = append(errs, flagError("gpu-backend", c.Backend, err.Error()+"; want "+node.BackendChoices()))
 	}
 	if c.Split < 1 || c.Split > 1000 {
 		errs = append(errs, flagError("split", c.Split, "want 1..1000"))

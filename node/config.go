@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vgpud/vgpud/node/gpu"
 )
 
 // Backends that --gpu-backend accepts. "nvml" is the real driver; the rest
@@ -46,8 +48,9 @@ func ValidateBackend(s string) error {
 			return nil
 		}
 	}
-	if spec, ok := strings.CutPrefix(s, "fake:"); ok && spec != "" {
-		return nil
+	if spec, ok := strings.CutPrefix(s, "fake:"); ok {
+		_, err := gpu.ParseFake(spec)
+		return err
 	}
 	return fmt.Errorf("unknown GPU backend %q", s)
 }

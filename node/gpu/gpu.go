@@ -3,16 +3,9 @@
 package gpu
 
 import (
-	"crypto/sha256"
 	"fmt"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
 // Device is one physical GPU as NVML reports it.
@@ -23,44 +16,6 @@ type Device struct {
 	MemoryMiB int64
 	BusID     string
 	NUMA      int // from sysfs on a real node; 0 where unknown
-}
-
-// Open returns the NVML library for a --gpu-backend value: "nvml" for the
-// driver, "mock:<machine>" for a go-nvml mock whose UUIDs are derived from
-// nodeName so they survive restarts (the stock mocks draw random ones).
-func Open(backend, nodeName string) (nvml.Interface, error) {
-	if backend == "nvml" {
-		return nvml.New(), nil
-	}
-	machine, ok := strings.CutPrefix(backend, "mock:")
-	if !ok {
-		return nil, fmt.Errorf("gpu backend %q: want nvml or mock:<machine>", backend)
-	}
-	var s *server.Server
-	switch machine {
-	case "dgxa100":
-		s = dgxa100.New()
-	case "dgxh100":
-		s = dgxh100.New()
-	case "dgxh200":
-		s = dgxh200.New()
-	case "dgxb200":
-		s = dgxb200.New()
-	default:
-		return nil, fmt.Errorf("gpu backend %q: no such mock machine; want dgxa100, dgxh100, dgxh200 or dgxb200", backend)
-	}
-	for i, d := range s.Devices {
-		if md, ok := d.(*server.Device); ok {
-			md.UUID = stableUUID(nodeName, i)
-		}
-	}
-	return s, nil
-}
-
-// stableUUID is a GPU-<uuid>-shaped name that depends only on node and index.
-func stableUUID(node string, index int) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("vgpud-mock/%s/%d", node, index)))
-	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // Discover initialises lib and lists its GPUs in index order. The error
@@ -105,6 +60,7 @@ func describe(i int, d nvml.Device) (Device, error) {
 	if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
 		dev.BusID = busID(pci.BusId)
 	}
+	dev.NUMA = numaNode(d, dev.BusID)
 	return dev, nil
 }
 

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,81 @@ func TestOpenRejectsUnknownBackends(t *testing.T) {
 		if _, err := Open(b, "n1"); err == nil {
 			t.Errorf("%q accepted", b)
 		}
+	}
+}
+
+func TestFakeMachine(t *testing.T) {
+	lib, err := Open("fake:2xA100-80GB:81920:numa=0,1xT4:15360:numa=1", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := Discover(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		model string
+		mem   int64
+		numa  int
+	}{{"A100-80GB", 81920, 0}, {"A100-80GB", 81920, 0}, {"T4", 15360, 1}}
+	if len(devs) != len(want) {
+		t.Fatalf("got %d GPUs, want %d", len(devs), len(want))
+	}
+	for i, w := range want {
+		d := devs[i]
+		if d.Model != w.model || d.MemoryMiB != w.mem || d.NUMA != w.numa || d.Index != i || d.BusID == "" {
+			t.Errorf("GPU %d = %+v, want %+v", i, d, w)
+		}
+	}
+}
+
+func TestParseFakeRejects(t *testing.T) {
+	for _, spec := range []string{"", "4", "xA100:1", "0xA100:1", "4xA100:0", "4xA100:-1", "4xA100:12:numa=x", "4xA100:12:zone=1", "65xA:1", "40xA:1,40xB:1", "2xA:1:numa=0:extra"} {
+		if _, err := ParseFake(spec); err == nil {
+			t.Errorf("ParseFake(%q) accepted", spec)
+		} else if !strings.Contains(err.Error(), "want") {
+			t.Errorf("ParseFake(%q) error does not say what to write: %v", spec, err)
+		}
+	}
+}
+
+func TestMockNUMAAndXIDInjection(t *testing.T) {
+	lib, err := Open("mock:dgxa100", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := Discover(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs[0].NUMA != 0 || devs[7].NUMA != 1 {
+		t.Errorf("NUMA of GPU 0 and 7 = %d, %d; want 0, 1", devs[0].NUMA, devs[7].NUMA)
+	}
+	m := lib.(*Mock)
+	set, ret := lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := set.Wait(1); ret != nvml.ERROR_TIMEOUT {
+		t.Fatalf("Wait with nothing injected = %v, want timeout", ret)
+	}
+	if err := m.InjectXID(devs[3].UUID, 79); err != nil {
+		t.Fatal(err)
+	}
+	e, ret := set.Wait(1000)
+	if ret != nvml.SUCCESS || e.EventData != 79 || e.EventType != nvml.EventTypeXidCriticalError {
+		t.Fatalf("Wait = %+v, %v", e, ret)
+	}
+	if u, _ := e.Device.GetUUID(); u != devs[3].UUID {
+		t.Errorf("event names %s, want %s", u, devs[3].UUID)
+	}
+	if err := m.InjectXID("GPU-nope", 79); err == nil {
+		t.Error("InjectXID on an unknown GPU succeeded")
+	}
+	if err := m.SetFailing(devs[3].UUID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ret := e.Device.GetMemoryInfo(); ret == nvml.SUCCESS {
+		t.Error("a failing GPU answered its memory query")
 	}
 }

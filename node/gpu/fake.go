@@ -1,0 +1,88 @@
+package gpu
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// FakeGPU is one GPU of a fake machine.
+type FakeGPU struct {
+	Model     string
+	MemoryMiB uint64
+	NUMA      int
+}
+
+// Bounds of a fake machine, so a typo does not build a thousand GPUs.
+const (
+	maxFakeGPUs   = 64
+	maxFakeMemory = 16 << 20
+)
+
+// ParseFake reads a fake machine: comma-separated groups of
+// <count>x<model>:<MiB>[:numa=<n>], e.g. "4xA100-80GB:81920:numa=0,2xT4:15360:numa=1".
+func ParseFake(spec string) ([]FakeGPU, error) {
+	var out []FakeGPU
+	for _, group := range strings.Split(spec, ",") {
+		g, n, err := parseFakeGroup(strings.TrimSpace(group))
+		if err != nil {
+			return nil, fmt.Errorf("fake GPUs %q: %w; want <count>x<model>:<MiB>[:numa=<n>], comma-separated", group, err)
+		}
+		for range n {
+			out = append(out, g)
+		}
+		if len(out) > maxFakeGPUs {
+			return nil, fmt.Errorf("fake machine has more than %d GPUs; want at most %d in all", maxFakeGPUs, maxFakeGPUs)
+		}
+	}
+	return out, nil
+}
+
+func parseFakeGroup(s string) (FakeGPU, int, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return FakeGPU{}, 0, fmt.Errorf("want 2 or 3 colon-separated fields")
+	}
+	countS, model, ok := strings.Cut(parts[0], "x")
+	if !ok || model == "" {
+		return FakeGPU{}, 0, fmt.Errorf("%q: want <count>x<model>", parts[0])
+	}
+	count, err := strconv.Atoi(countS)
+	if err != nil || count < 1 || count > maxFakeGPUs {
+		return FakeGPU{}, 0, fmt.Errorf("count %q: want 1..%d", countS, maxFakeGPUs)
+	}
+	mem, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil || mem < 1 || mem > maxFakeMemory {
+		return FakeGPU{}, 0, fmt.Errorf("memory %q: want MiB in 1..%d", parts[1], maxFakeMemory)
+	}
+	g := FakeGPU{Model: model, MemoryMiB: mem}
+	if len(parts) == 3 {
+		v, ok := strings.CutPrefix(parts[2], "numa=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 || n > 255 {
+			return FakeGPU{}, 0, fmt.Errorf("%q: want numa=<0..255>", parts[2])
+		}
+		g.NUMA = n
+	}
+	return g, count, nil
+}
+
+func fakeServer(fs []FakeGPU) *server.Server {
+	cfgs := make([]gpus.Config, len(fs))
+	for i, f := range fs {
+		cfgs[i] = gpus.Config{Name: f.Model, Architecture: nvml.DEVICE_ARCH_AMPERE, Brand: nvml.BRAND_NVIDIA, MemoryMB: f.MemoryMiB, CudaMajor: 8}
+	}
+	return server.NewServerWithGPUs("550.54.15", "12.550.54.15", 12040, cfgs...)
+}
+
+func fakeNUMA(fs []FakeGPU) []int {
+	out := make([]int, len(fs))
+	for i, f := range fs {
+		out[i] = f.NUMA
+	}
+	return out
+}
