@@ -18,9 +18,9 @@ const (
 
 // Environment variables the webhook sets in containers.
 const (
-	EnvTaskPriority      = "CUDA_TASK_PRIORITY"
+	EnvTaskPriority      = protocol.EnvTaskPriority
 	EnvCorePolicy        = "GPU_CORE_UTILIZATION_POLICY"
-	EnvVisibleDevices    = "NVIDIA_VISIBLE_DEVICES"
+	EnvVisibleDevices    = protocol.EnvVisibleDevices
 	VisibleDevicesNone   = "none"
 	defaultSchedulerName = "default-scheduler"
 )

@@ -1,0 +1,142 @@
+// Package plugin is vgpud's kubelet device plugin (API v1beta1): it
+// advertises split virtual devices per healthy GPU and answers Allocate
+// from the assignment the leader wrote on the one pod bound to this node.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Pods is this node's pods, from an informer.
+type Pods interface {
+	List() []*corev1.Pod
+	// Changed returns a channel closed at the next change.
+	Changed() <-chan struct{}
+}
+
+// PhaseWriter records vgpud.io/phase on a pod.
+type PhaseWriter interface {
+	SetPhase(ctx context.Context, pod *corev1.Pod, phase protocol.Phase) error
+}
+
+// Options are the plugin's settings.
+type Options struct {
+	Node      string
+	Resources protocol.ResourceNames // Resources.GPU is the name registered with kubelet
+	Split     int
+	// Oversubscribe tells the interposer that memory is scaled above 1.
+	Oversubscribe bool
+	// Interposer is a host directory holding libvgpu.so; "" mounts nothing.
+	Interposer string
+	// ResolveWait bounds how long Allocate waits for the informer to show
+	// the bound pod, which kubelet may see a moment before this replica.
+	ResolveWait time.Duration
+}
+
+// Plugin serves the DevicePlugin gRPC service.
+type Plugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	opts   Options
+	gpus   []GPU
+	numa   map[string]int
+	pods   Pods
+	phases PhaseWriter
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	unhealthy map[string]bool
+	devices   []*pluginapi.Device
+	changed   chan struct{} // closed when devices change
+
+	// allocMu serialises Allocate and GetPreferredAllocation, as kubelet
+	// does, so progress is read and written by one call at a time.
+	allocMu  sync.Mutex
+	progress map[types.UID]*progress
+}
+
+// New returns a plugin for gpus, all healthy.
+func New(opts Options, gpus []GPU, pods Pods, phases PhaseWriter, log *slog.Logger) *Plugin {
+	p := &Plugin{
+		opts: opts, gpus: gpus, numa: make(map[string]int, len(gpus)),
+		pods: pods, phases: phases, log: log,
+		unhealthy: map[string]bool{}, changed: make(chan struct{}),
+		progress: map[types.UID]*progress{},
+	}
+	for _, g := range gpus {
+		p.numa[g.UUID] = g.NUMA
+	}
+	p.devices = virtualDevices(gpus, opts.Split, nil)
+	return p
+}
+
+// SetUnhealthy replaces the unhealthy set; ListAndWatch streams the change.
+func (p *Plugin) SetUnhealthy(unhealthy map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unhealthy = unhealthy
+	p.devices = virtualDevices(p.gpus, p.opts.Split, unhealthy)
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Devices returns the advertised devices and a channel closed when they change.
+func (p *Plugin) Devices() ([]*pluginapi.Device, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.devices, p.changed
+}
+
+// GetDevicePluginOptions tells kubelet to ask for preferred allocations.
+func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+}
+
+// ListAndWatch sends the device list, then again at every health change.
+func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
+	for {
+		devs, changed := p.Devices()
+		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+			return fmt.Errorf("send devices to kubelet: %w", err)
+		}
+		select {
+		case <-s.Context().Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// GetPreferredAllocation prefers slices of the GPUs the leader assigned to
+// the container being admitted, so the kubelet's own record (PodResources)
+// names the same GPUs; without an assignment it keeps a request on one
+// NUMA node where it can.
+func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	p.allocMu.Lock()
+	defer p.allocMu.Unlock()
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, cr := range req.ContainerRequests {
+		var want []string
+		if t, err := resolve(p.opts.Node, p.pods.List(), p.progress, nil); err == nil {
+			want = t.wantUUIDs()
+		}
+		ids := preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize), want, p.numa)
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return resp, nil
+}
+
+// PreStartContainer is not requested at registration; kubelet never calls it.
+func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}

@@ -1,0 +1,84 @@
+// Package pods is the node role's view of the pods on its own node: an
+// informer with a field selector, so Allocate reads memory, never the API,
+// and the phase annotation it writes back.
+package pods
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	vcache "github.com/vgpud/vgpud/cluster/cache"
+)
+
+// Cache holds the pods bound to one node.
+type Cache struct {
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+// New returns a cache of node's pods; call Start, then WaitForSync.
+func New(kube kubernetes.Interface, node string) (*Cache, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTransform(vcache.Trim),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		}))
+	c := &Cache{factory: factory, informer: factory.Core().V1().Pods().Informer(), changed: make(chan struct{})}
+	notify := func(any) { c.notify() }
+	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, n any) { notify(n) },
+		DeleteFunc: notify,
+	}); err != nil {
+		return nil, fmt.Errorf("watch pods of node %s: %w", node, err)
+	}
+	return c, nil
+}
+
+// Start runs the informer until ctx ends.
+func (c *Cache) Start(ctx context.Context) { c.factory.Start(ctx.Done()) }
+
+// WaitForSync blocks until the first list is in, or ctx ends.
+func (c *Cache) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced)
+}
+
+// Synced reports whether the first list is in.
+func (c *Cache) Synced() bool { return c.informer.HasSynced() }
+
+// List returns the node's pods. They are the cache's own: do not modify.
+func (c *Cache) List() []*corev1.Pod {
+	objs := c.informer.GetStore().List()
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Changed returns a channel closed at the next change to any pod.
+func (c *Cache) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+func (c *Cache) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
