@@ -45,11 +45,15 @@ func (e *resolveError) Error() string { return e.msg }
 // an error, not a pick.
 func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids []string) (target, error) {
 	var cands []target
-	var considered []string
+	type skipped struct {
+		pod *corev1.Pod
+		why string
+	}
+	var others []skipped // formatted only for an error: Allocate's fast path allocates little
 	for _, p := range pods {
 		t, why := candidate(node, p, prog[p.UID])
 		if why != "" {
-			considered = append(considered, fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, why))
+			others = append(others, skipped{p, why})
 			continue
 		}
 		cands = append(cands, t)
@@ -60,6 +64,10 @@ func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids 
 	}
 	switch len(cands) {
 	case 0:
+		considered := make([]string, len(others))
+		for i, o := range others {
+			considered[i] = fmt.Sprintf("%s/%s (%s)", o.pod.Namespace, o.pod.Name, o.why)
+		}
 		slices.Sort(considered)
 		return fail(true, nil, "no pod on this node is bound by vgpud and waiting for its GPUs; pods considered: %s", list(considered))
 	case 1:
