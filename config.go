@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"slices"
 	"strings"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/webhook"
 )
 
@@ -28,6 +31,7 @@ type config struct {
 	PodName      string
 	PodNamespace string
 	Roles        []string
+	Resources    protocol.ResourceNames
 
 	Node    node.Config
 	Cluster cluster.Config
@@ -39,6 +43,7 @@ func defaultConfig() config {
 		LogLevel:  "info",
 		LogFormat: "auto",
 		Roles:     []string{roleNode, roleCluster},
+		Resources: protocol.DefaultResourceNames(),
 		Node:      node.DefaultConfig(),
 		Cluster:   cluster.DefaultConfig(),
 		Webhook:   webhook.DefaultConfig(),
@@ -79,12 +84,32 @@ func (c config) validate() error {
 	if c.PodNamespace == "" && c.runs(roleCluster) {
 		add(flagError("pod-namespace", `""`, "set POD_NAMESPACE from the downward API (metadata.namespace)"))
 	}
+	add(validateResources(c.Resources))
 	if c.runs(roleNode) {
 		add(validateNode(c.Node))
 	}
 	if c.runs(roleCluster) {
 		add(validateCluster(c.Cluster))
 		add(validateWebhook(c.Webhook))
+	}
+	return errors.Join(errs...)
+}
+
+// validateResources checks the extended-resource names: each a qualified
+// name with a domain, as kubelet requires, and no two alike.
+func validateResources(r protocol.ResourceNames) error {
+	var errs []error
+	flags := []string{"resource-gpu", "resource-gpumem", "resource-gpumem-percentage", "resource-gpucores", "resource-priority"}
+	seen := map[string]string{}
+	for i, name := range r.All() {
+		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 || !strings.Contains(name, "/") {
+			errs = append(errs, flagError(flags[i], name, "want a domain-prefixed resource name such as nvidia.com/gpu"))
+			continue
+		}
+		if other, dup := seen[name]; dup {
+			errs = append(errs, flagError(flags[i], name, "already used by --"+other))
+		}
+		seen[name] = flags[i]
 	}
 	return errors.Join(errs...)
 }

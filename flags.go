@@ -21,6 +21,11 @@ func commonFlags(cfg *config) []cli.Flag {
 		&cli.StringFlag{Name: "node-name", Usage: "this node's name (downward API spec.nodeName)", EnvVars: []string{"NODE_NAME"}, Destination: &cfg.NodeName},
 		&cli.StringFlag{Name: "pod-name", Usage: "this replica's pod name (downward API metadata.name)", EnvVars: []string{"POD_NAME"}, Destination: &cfg.PodName},
 		&cli.StringFlag{Name: "pod-namespace", Usage: "this replica's namespace (downward API metadata.namespace)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.PodNamespace},
+		&cli.StringFlag{Name: "resource-gpu", Usage: "extended resource counting vGPUs; the device plugin registers it", EnvVars: envVar("resource-gpu"), Value: cfg.Resources.GPU, Destination: &cfg.Resources.GPU},
+		&cli.StringFlag{Name: "resource-gpumem", Usage: "extended resource for MiB per vGPU", EnvVars: envVar("resource-gpumem"), Value: cfg.Resources.GPUMem, Destination: &cfg.Resources.GPUMem},
+		&cli.StringFlag{Name: "resource-gpumem-percentage", Usage: "extended resource for percent of a GPU's memory", EnvVars: envVar("resource-gpumem-percentage"), Value: cfg.Resources.GPUMemPercentage, Destination: &cfg.Resources.GPUMemPercentage},
+		&cli.StringFlag{Name: "resource-gpucores", Usage: "extended resource for percent of a GPU's SMs", EnvVars: envVar("resource-gpucores"), Value: cfg.Resources.GPUCores, Destination: &cfg.Resources.GPUCores},
+		&cli.StringFlag{Name: "resource-priority", Usage: "extended resource for task priority", EnvVars: envVar("resource-priority"), Value: cfg.Resources.Priority, Destination: &cfg.Resources.Priority},
 		&cli.StringSliceFlag{Name: "roles", Usage: "roles to run: node, cluster (the cluster role runs only while this replica leads)", EnvVars: envVar("roles"), Value: cli.NewStringSlice(cfg.Roles...)},
 	}
 }
@@ -29,6 +34,10 @@ func commonFlags(cfg *config) []cli.Flag {
 // plain []string, into cfg.
 func readSliceFlags(c *cli.Context, cfg *config) {
 	cfg.Roles = splitList(c.StringSlice("roles"))
+	cfg.Node.Exclude = splitList(c.StringSlice("exclude-gpus"))
+	cfg.Node.IgnoredXIDs = c.Uint64Slice("health-ignore-xids")
+	// Both roles must agree on the names; the webhook reads its copy.
+	cfg.Webhook.Resources = cfg.Resources
 }
 
 // splitList trims entries and drops empty ones, so "a, b," reads as [a b].

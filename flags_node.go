@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,6 +19,13 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 		&cli.IntFlag{Name: "split", Usage: "virtual devices advertised per GPU (how many containers may share one)", EnvVars: envVar("split"), Value: cfg.Split, Destination: &cfg.Split},
 		&cli.Float64Flag{Name: "memory-scaling", Usage: "factor on each GPU's memory; above 1 oversubscribes", EnvVars: envVar("memory-scaling"), Value: cfg.MemoryScaling, Destination: &cfg.MemoryScaling},
 		&cli.Float64Flag{Name: "core-scaling", Usage: "factor on each GPU's cores", EnvVars: envVar("core-scaling"), Value: cfg.CoreScaling, Destination: &cfg.CoreScaling},
+		&cli.StringFlag{Name: "device-plugin-socket", Usage: "file name of vgpud's socket in the device-plugin directory", EnvVars: envVar("device-plugin-socket"), Value: cfg.PluginSocket, Destination: &cfg.PluginSocket},
+		&cli.StringSliceFlag{Name: "exclude-gpus", Usage: "GPUs vgpud leaves alone, by index or UUID (comma-separated)", EnvVars: envVar("exclude-gpus")},
+		&cli.StringFlag{Name: "node-overrides", Usage: "YAML file of per-node split, memoryScaling, coreScaling and exclude (usually a ConfigMap key); empty for none", EnvVars: envVar("node-overrides"), Value: cfg.OverridesFile, Destination: &cfg.OverridesFile},
+		&cli.Uint64SliceFlag{Name: "health-ignore-xids", Usage: "XIDs that do not make a GPU unhealthy (application faults)", EnvVars: envVar("health-ignore-xids"), Value: cli.NewUint64Slice(cfg.IgnoredXIDs...)},
+		&cli.DurationFlag{Name: "health-recovery", Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", EnvVars: envVar("health-recovery"), Value: cfg.HealthRecovery, Destination: &cfg.HealthRecovery},
+		&cli.StringFlag{Name: "interposer-dir", Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", EnvVars: envVar("interposer-dir"), Value: cfg.Interposer, Destination: &cfg.Interposer},
+		&cli.DurationFlag{Name: "allocate-wait", Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer", EnvVars: envVar("allocate-wait"), Value: cfg.ResolveWait, Destination: &cfg.ResolveWait},
 		&cli.StringFlag{Name: "inspect-socket", Usage: "unix socket that `vgpud inspect` reads", EnvVars: envVar("inspect-socket"), Value: cfg.InspectSocket, Destination: &cfg.InspectSocket},
 	}
 }
@@ -33,6 +43,18 @@ func validateNode(c node.Config) error {
 	}
 	if c.CoreScaling <= 0 || c.CoreScaling > 100 {
 		errs = append(errs, flagError("core-scaling", c.CoreScaling, "want a factor above 0 and at most 100"))
+	}
+	if c.PluginSocket == "" || strings.ContainsRune(c.PluginSocket, '/') || c.PluginSocket == "kubelet.sock" {
+		errs = append(errs, flagError("device-plugin-socket", c.PluginSocket, "want a plain file name other than kubelet.sock, such as vgpud.sock"))
+	}
+	if c.HealthRecovery < time.Second {
+		errs = append(errs, flagError("health-recovery", c.HealthRecovery, "want at least 1s"))
+	}
+	if c.ResolveWait <= 0 || c.ResolveWait > 2*time.Minute {
+		errs = append(errs, flagError("allocate-wait", c.ResolveWait, "want above 0 and at most 2m (kubelet's Allocate times out)"))
+	}
+	if c.Interposer != "" && !filepath.IsAbs(c.Interposer) {
+		errs = append(errs, flagError("interposer-dir", c.Interposer, "want an absolute host path, such as /usr/local/vgpu"))
 	}
 	if c.PluginDir == "" {
 		errs = append(errs, flagError("device-plugin-dir", `""`, "want kubelet's device-plugin directory, usually /var/lib/kubelet/device-plugins"))

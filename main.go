@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,8 +40,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/metrics"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
-	"github.com/vgpud/vgpud/node/gpu"
-	"github.com/vgpud/vgpud/node/inventory"
+	"github.com/vgpud/vgpud/node/agent"
 	"github.com/vgpud/vgpud/webhook"
 	"github.com/vgpud/vgpud/webhook/certs"
 )
@@ -105,9 +105,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "inspect-socket", EnvVars: envVar("inspect-socket"), Value: cfg.Node.InspectSocket, Usage: "the daemon's inspect socket"},
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
+					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 				},
 				Action: func(c *cli.Context) error {
-					return errors.New("inspect: not built yet")
+					return runInspect(c.Context, c.String("inspect-socket"), c.Bool("json"), c.Bool("ready"), stdout)
 				},
 			},
 			{
@@ -161,69 +162,37 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	if cfg.runs(roleNode) {
-		g.Go(func() error { return runNodeRole(ctx, cfg, kube, log.With("role", roleNode)) })
-	}
-	if cfg.runs(roleCluster) {
-		g.Go(func() error { return runClusterRole(ctx, cfg, kube, log.With("role", roleCluster)) })
-	}
-	return g.Wait()
-}
-
-// runNodeRole discovers this node's GPUs and publishes their inventory.
-// The device plugin (registration, Allocate) and health watching are not
-// built yet: issue 3.
-func runNodeRole(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
-	lib, err := gpu.Open(cfg.Node.Backend, cfg.NodeName)
-	if err != nil {
-		return err
-	}
-	pub := inventory.NewPublisher(kube, cfg.NodeName)
-	scaling := inventory.Scaling{Split: cfg.Node.Split, Memory: cfg.Node.MemoryScaling, Cores: cfg.Node.CoreScaling}
-	// Without a driver the node role keeps retrying rather than exiting, so
-	// the pod stays up, its log says what is missing, and a driver installed
-	// later is picked up.
-	for {
-		devs, err := gpu.Discover(lib)
-		if err == nil {
-			inv := inventory.Build(devs, scaling, nil)
-			wrote, perr := pub.Publish(ctx, inv)
-			if perr == nil {
-				log.Info("GPU inventory published", "node", cfg.NodeName, "gpus", len(inv.GPUs), "changed", wrote, "backend", cfg.Node.Backend)
-				<-ctx.Done()
-				return nil
-			}
-			err = perr
-		}
-		log.Error("GPU discovery failed; retrying in 30s", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(30 * time.Second):
-		}
-	}
-}
-
-// runClusterRole campaigns for the Lease and, while leading, serves the
-// webhook (and, as they land, the extender) on one HTTPS listener.
-func runClusterRole(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
 	leaseNS := cfg.Cluster.LeaseNamespace
 	if leaseNS == "" {
 		leaseNS = cfg.PodNamespace
 	}
-	elector := leader.New(leader.Config{
-		LeaseName:      cfg.Cluster.LeaseName,
-		LeaseNamespace: leaseNS,
-		Identity:       cfg.PodName,
-		PodNamespace:   cfg.PodNamespace,
-		LeaseDuration:  cfg.Cluster.LeaseDuration,
-		RenewDeadline:  cfg.Cluster.RenewDeadline,
-		RetryPeriod:    cfg.Cluster.RetryPeriod,
-	}, kube, log.With("component", "leader"))
-	return elector.Run(ctx, func(ctx context.Context) error {
-		return lead(ctx, cfg, kube, log)
-	})
+	var status agent.LeaderStatus = leader.NewLeaseHolder(kube, leaseNS, cfg.Cluster.LeaseName)
+	var elector *leader.Elector
+	if cfg.runs(roleCluster) {
+		elector = leader.New(leader.Config{
+			LeaseName:      cfg.Cluster.LeaseName,
+			LeaseNamespace: leaseNS,
+			Identity:       cfg.PodName,
+			PodNamespace:   cfg.PodNamespace,
+			LeaseDuration:  cfg.Cluster.LeaseDuration,
+			RenewDeadline:  cfg.Cluster.RenewDeadline,
+			RetryPeriod:    cfg.Cluster.RetryPeriod,
+		}, kube, log.With("role", roleCluster, "component", "leader"))
+		status = elector
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.runs(roleNode) {
+		a := agent.New(cfg.Node, cfg.NodeName, cfg.Resources, kube, status, strings.Join(cfg.Roles, "+"), log.With("role", roleNode))
+		g.Go(func() error { return a.Run(ctx) })
+	}
+	if elector != nil {
+		log := log.With("role", roleCluster)
+		// The cluster role works only while this replica holds the Lease.
+		g.Go(func() error {
+			return elector.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, kube, log) })
+		})
+	}
+	return g.Wait()
 }
 
 // lead is the cluster role's work while this replica holds the Lease; its

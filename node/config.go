@@ -3,8 +3,10 @@ package node
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/node/health"
 )
 
 // Backends that --gpu-backend accepts. "nvml" is the real driver; the rest
@@ -15,21 +17,39 @@ var mockBackends = []string{"mock:dgxa100", "mock:dgxh100", "mock:dgxh200", "moc
 type Config struct {
 	Backend       string  // "nvml", "mock:<machine>" or "fake:<spec>"
 	PluginDir     string  // kubelet's device-plugin directory
+	PluginSocket  string  // our socket's file name in PluginDir
 	Split         int     // virtual devices advertised per GPU
 	MemoryScaling float64 // > 1 oversubscribes memory
 	CoreScaling   float64
+	Exclude       []string // GPUs left alone, by UUID or index
+	// OverridesFile holds per-node settings (see Overrides); "" for none.
+	OverridesFile string
 	InspectSocket string // unix socket `vgpud inspect` talks to
+	IgnoredXIDs   []uint64
+	// HealthRecovery is how long a GPU must stay quiet after a critical
+	// XID before it is offered again.
+	HealthRecovery time.Duration
+	// Interposer is a host directory with HAMi-core's libvgpu.so to mount
+	// into GPU containers; "" mounts nothing.
+	Interposer string
+	// ResolveWait bounds how long Allocate waits for the bound pod to
+	// reach this replica's informer.
+	ResolveWait time.Duration
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
-		Backend:       "nvml",
-		PluginDir:     "/var/lib/kubelet/device-plugins",
-		Split:         10,
-		MemoryScaling: 1,
-		CoreScaling:   1,
-		InspectSocket: "/run/vgpud/inspect.sock",
+		Backend:        "nvml",
+		PluginDir:      "/var/lib/kubelet/device-plugins",
+		PluginSocket:   "vgpud.sock",
+		Split:          10,
+		MemoryScaling:  1,
+		CoreScaling:    1,
+		InspectSocket:  "/run/vgpud/inspect.sock",
+		IgnoredXIDs:    health.DefaultIgnoredXIDs,
+		HealthRecovery: 5 * time.Minute,
+		ResolveWait:    10 * time.Second,
 	}
 }
 

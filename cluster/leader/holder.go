@@ -1,0 +1,35 @@
+package leader
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// LeaseHolder reads who holds the Lease, for a replica that runs only the
+// node role and so never campaigns. Each call is one API read.
+type LeaseHolder struct {
+	kube            kubernetes.Interface
+	namespace, name string
+}
+
+// NewLeaseHolder reads the Lease namespace/name.
+func NewLeaseHolder(kube kubernetes.Interface, namespace, name string) LeaseHolder {
+	return LeaseHolder{kube: kube, namespace: namespace, name: name}
+}
+
+// Leader returns the holder's identity, or "" when it cannot be read.
+func (h LeaseHolder) Leader() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	l, err := h.kube.CoordinationV1().Leases(h.namespace).Get(ctx, h.name, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// IsLeader is false: this replica does not campaign.
+func (LeaseHolder) IsLeader() bool { return false }

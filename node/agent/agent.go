@@ -1,0 +1,225 @@
+// Package agent runs the node role: GPU discovery, the device plugin and
+// its registration, health, the inventory annotation and the inspect
+// socket. main wires it; this package sequences it.
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/node/health"
+	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/node/inventory"
+	"github.com/vgpud/vgpud/node/plugin"
+	"github.com/vgpud/vgpud/node/pods"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// LeaderStatus says who leads; the cluster role's elector satisfies it, or
+// a Lease reader when this replica runs the node role alone.
+type LeaderStatus interface {
+	Leader() string
+	IsLeader() bool
+}
+
+// Agent is the node role of one replica.
+type Agent struct {
+	cfg       node.Config
+	node      string
+	resources protocol.ResourceNames
+	kube      kubernetes.Interface
+	leader    LeaderStatus
+	role      string
+	log       *slog.Logger
+
+	mu        sync.Mutex
+	notReady  string
+	inv       protocol.Inventory
+	server    *plugin.Server
+	podCache  *pods.Cache
+	unhealthy map[string]bool
+}
+
+// New returns the node role for nodeName; role names what this replica
+// runs, for inspect.
+func New(cfg node.Config, nodeName string, resources protocol.ResourceNames, kube kubernetes.Interface, leader LeaderStatus, role string, log *slog.Logger) *Agent {
+	return &Agent{cfg: cfg, node: nodeName, resources: resources, kube: kube, leader: leader, role: role, log: log, notReady: "starting"}
+}
+
+// Ready reports whether the plugin is registered with kubelet, and why not.
+func (a *Agent) Ready() (bool, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.notReady != "" {
+		return false, a.notReady
+	}
+	if a.server == nil {
+		return false, "device plugin not started"
+	}
+	if r := a.server.Registration(); r.Count == 0 {
+		return false, "device plugin not registered with kubelet yet"
+	}
+	return true, ""
+}
+
+// Run runs the node role until ctx ends. Settings that cannot work (bad
+// overrides, a missing interposer, an exclusion matching no GPU) end it
+// with an error; a missing driver is retried, with the reason shown by
+// inspect and in the log.
+func (a *Agent) Run(ctx context.Context) error {
+	cfg, err := a.cfg.ForNode(a.node)
+	if err != nil {
+		return err
+	}
+	a.cfg = cfg
+	if cfg.Interposer != "" {
+		if err := plugin.PrepareInterposer(cfg.Interposer); err != nil {
+			return err
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return inspect.Serve(ctx, cfg.InspectSocket, a.snapshot, a.log.With("component", "inspect"))
+	})
+	g.Go(func() error { return a.serve(ctx, g) })
+	return g.Wait()
+}
+
+// serve discovers the GPUs (retrying without a driver), then starts the
+// parts that need them.
+func (a *Agent) serve(ctx context.Context, g *errgroup.Group) error {
+	lib, err := gpu.Open(a.cfg.Backend, a.node)
+	if err != nil {
+		return err
+	}
+	devs, err := a.discover(ctx, lib)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	devs, err = a.cfg.Excluded(devs)
+	if err != nil {
+		return err
+	}
+	a.setNotReady("waiting for this node's pods to sync")
+	cache, err := pods.New(a.kube, a.node)
+	if err != nil {
+		return err
+	}
+	cache.Start(ctx)
+	if !cache.WaitForSync(ctx) {
+		return nil
+	}
+	gpus := make([]plugin.GPU, len(devs))
+	uuids := make([]string, len(devs))
+	for i, d := range devs {
+		gpus[i], uuids[i] = plugin.GPU{UUID: d.UUID, NUMA: d.NUMA}, d.UUID
+	}
+	p := plugin.New(plugin.Options{
+		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
+		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.ResolveWait,
+	}, gpus, cache, pods.NewPhaseWriter(a.kube), a.log.With("component", "plugin"))
+	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, a.log.With("component", "plugin"))
+	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
+	a.mu.Lock()
+	a.server, a.podCache, a.notReady = server, cache, ""
+	a.inv = inventory.Build(devs, scaling, nil)
+	a.mu.Unlock()
+
+	healthChanged := make(chan map[string]bool, 1)
+	onHealth := func(unhealthy map[string]bool) {
+		p.SetUnhealthy(unhealthy)
+		a.mu.Lock()
+		a.unhealthy = unhealthy
+		a.inv = inventory.Build(devs, scaling, unhealthy)
+		a.mu.Unlock()
+		// Keep only the newest set for the publisher.
+		select {
+		case <-healthChanged:
+		default:
+		}
+		healthChanged <- unhealthy
+	}
+	watcher := health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.IgnoredXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
+	g.Go(func() error { return watcher.Run(ctx) })
+	g.Go(func() error { return server.Run(ctx) })
+	g.Go(func() error { return a.publish(ctx, devs, scaling, healthChanged) })
+	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
+	return nil
+}
+
+// discover retries every 30 s until NVML answers, so a pod started
+// before the driver picks it up later.
+func (a *Agent) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, error) {
+	for {
+		devs, err := gpu.Discover(lib)
+		if err == nil {
+			return devs, nil
+		}
+		a.setNotReady(err.Error())
+		a.log.Error("GPU discovery failed; retrying in 30s", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// publish writes the inventory annotation at start and on every health
+// change, retrying failed writes.
+func (a *Agent) publish(ctx context.Context, devs []gpu.Device, scaling inventory.Scaling, changed <-chan map[string]bool) error {
+	pub := inventory.NewPublisher(a.kube, a.node)
+	unhealthy := map[string]bool{}
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case unhealthy = <-changed:
+		case <-retry.C:
+		}
+		wrote, err := pub.Publish(ctx, inventory.Build(devs, scaling, unhealthy))
+		if err != nil {
+			a.log.Error("publish GPU inventory; retrying in 5s", "err", err)
+			retry.Reset(5 * time.Second)
+			continue
+		}
+		if wrote {
+			a.log.Info("GPU inventory published", "node", a.node, "gpus", len(devs), "unhealthy", len(unhealthy))
+		}
+	}
+}
+
+func (a *Agent) setNotReady(why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.notReady = why
+}
+
+func (a *Agent) snapshot() inspect.Snapshot {
+	ready, why := a.Ready()
+	a.mu.Lock()
+	inv, server, cache := a.inv, a.server, a.podCache
+	a.mu.Unlock()
+	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.Backend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPU{}, Allocations: []inspect.Allocation{}}
+	if a.leader != nil {
+		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
+	}
+	if cache != nil {
+		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List())
+	}
+	if server != nil {
+		r := server.Registration()
+		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
+	}
+	return s
+}

@@ -1,0 +1,67 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// Render prints s as the tables `vgpud inspect` shows.
+func Render(w io.Writer, s Snapshot) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	ready := "ready"
+	if !s.Ready {
+		ready = "NOT READY: " + s.NotReady
+	}
+	leader := s.Leader
+	switch {
+	case s.IsLeader:
+		leader += " (this replica)"
+	case leader == "":
+		leader = "unknown"
+	}
+	fmt.Fprintf(tw, "node\t%s\nbackend\t%s\nstate\t%s\nrole\t%s\nleader\t%s\n", s.Node, s.Backend, ready, s.Role, leader)
+	r := s.Registration
+	switch {
+	case r.Count == 0:
+		fmt.Fprintf(tw, "kubelet\tnot registered yet%s\n", errSuffix(r.Error))
+	default:
+		fmt.Fprintf(tw, "kubelet\tregistered %d time(s), last %s ago (%s, %.1f ms)%s\n", r.Count, time.Since(r.Last).Round(time.Second), r.Trigger, r.LatencyMs, errSuffix(r.Error))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "GPU\tUUID\tMODEL\tNUMA\tMEMORY MiB\tCORES %\tSLICES\tHEALTH")
+	for _, g := range s.GPUs {
+		health := "healthy"
+		if !g.Healthy {
+			health = "UNHEALTHY"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", g.Index, short(g.UUID), g.Model, g.NUMA, g.MemoryUsedMiB, g.MemoryMiB, g.CoresUsed, g.Cores, g.SlicesUsed, g.Slices, health)
+	}
+	fmt.Fprintln(tw)
+	if len(s.Allocations) == 0 {
+		fmt.Fprintln(tw, "no allocations")
+	} else {
+		fmt.Fprintln(tw, "POD\tCONTAINER\tGPU\tMiB\tCORES %\tPHASE")
+		for _, a := range s.Allocations {
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Pod, a.Container, short(a.GPU), a.MemoryMiB, a.Cores, a.Phase)
+		}
+	}
+	return tw.Flush()
+}
+
+// short keeps a UUID's "GPU-" and first 8 hex digits, enough to tell a
+// node's GPUs apart.
+func short(uuid string) string {
+	if len(uuid) > 12 {
+		return uuid[:12]
+	}
+	return uuid
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return "; last error: " + e
+}

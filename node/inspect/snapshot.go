@@ -1,0 +1,102 @@
+// Package inspect is the node-local debug view behind `vgpud inspect`: the
+// daemon serves a snapshot over a unix socket, the command prints it.
+package inspect
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Snapshot is everything `vgpud inspect` shows.
+type Snapshot struct {
+	Node         string       `json:"node"`
+	Backend      string       `json:"backend"`
+	Ready        bool         `json:"ready"`
+	NotReady     string       `json:"notReady,omitempty"` // why not, when not
+	Role         string       `json:"role"`               // "node" or "node+cluster"
+	Leader       string       `json:"leader"`             // the current leader's pod, "" if unknown
+	IsLeader     bool         `json:"isLeader"`
+	GPUs         []GPU        `json:"gpus"`
+	Allocations  []Allocation `json:"allocations"`
+	Registration Registration `json:"registration"`
+	Taken        time.Time    `json:"taken"`
+}
+
+// GPU is one GPU with what the pods on it hold.
+type GPU struct {
+	Index         int    `json:"index"`
+	UUID          string `json:"uuid"`
+	Model         string `json:"model"`
+	NUMA          int    `json:"numa"`
+	MemoryMiB     int64  `json:"memoryMiB"` // after memory scaling
+	MemoryUsedMiB int64  `json:"memoryUsedMiB"`
+	Cores         int    `json:"cores"`
+	CoresUsed     int    `json:"coresUsed"`
+	Slices        int    `json:"slices"`
+	SlicesUsed    int    `json:"slicesUsed"`
+	Healthy       bool   `json:"healthy"`
+}
+
+// Allocation is one container's share of one GPU.
+type Allocation struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	GPU       string `json:"gpu"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	Cores     int    `json:"cores"`
+	Phase     string `json:"phase"`
+}
+
+// Registration is the device plugin's record with kubelet.
+type Registration struct {
+	Count     int       `json:"count"`
+	Last      time.Time `json:"last,omitzero"`
+	LatencyMs float64   `json:"latencyMs"`
+	Trigger   string    `json:"trigger,omitempty"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// Usage fills the GPUs' used columns and lists the allocations from the
+// node's pods: every pod assigned here that has not finished or failed
+// holds its share, as the leader's books count it.
+func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Allocation) {
+	gpus := make([]GPU, len(inv.GPUs))
+	at := make(map[string]*GPU, len(inv.GPUs))
+	for i, g := range inv.GPUs {
+		gpus[i] = GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slices: g.Split, Healthy: g.Healthy}
+		at[g.UUID] = &gpus[i]
+	}
+	allocs := []Allocation{}
+	for _, p := range pods {
+		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		phase := p.Annotations[protocol.AnnotationPhase]
+		a, err := protocol.DecodeAssignment(raw)
+		if err != nil || a.Node != node {
+			continue
+		}
+		_, failed := protocol.Phase(phase).IsFailed()
+		for _, c := range a.Containers {
+			for _, s := range c.GPUs {
+				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: phase})
+				if g := at[s.UUID]; g != nil && !failed {
+					g.MemoryUsedMiB += s.MemoryMiB
+					g.CoresUsed += s.Cores
+					g.SlicesUsed++
+				}
+			}
+		}
+	}
+	slices.SortFunc(allocs, func(a, b Allocation) int {
+		return strings.Compare(a.Namespace+"/"+a.Pod+"/"+a.Container+"/"+a.GPU, b.Namespace+"/"+b.Pod+"/"+b.Container+"/"+b.GPU)
+	})
+	return gpus, allocs
+}
