@@ -106,8 +106,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					&cli.StringFlag{Name: "inspect-socket", EnvVars: envVar("inspect-socket"), Value: cfg.Node.InspectSocket, Usage: "the daemon's inspect socket"},
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
+					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
 				},
 				Action: func(c *cli.Context) error {
+					if spec := c.String("inject-xid"); spec != "" {
+						return runInjectXID(c.Context, c.String("inspect-socket"), spec, stdout)
+					}
 					return runInspect(c.Context, c.String("inspect-socket"), c.Bool("json"), c.Bool("ready"), stdout)
 				},
 			},

@@ -86,20 +86,24 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	lib, err := gpu.Open(a.cfg.Backend, a.node)
+	if err != nil {
+		return err
+	}
+	var inject inspect.Injector
+	if m, ok := lib.(*gpu.Mock); ok {
+		inject = m.InjectXIDByName
+	}
 	g.Go(func() error {
-		return inspect.Serve(ctx, cfg.InspectSocket, a.snapshot, a.log.With("component", "inspect"))
+		return inspect.Serve(ctx, cfg.InspectSocket, a.snapshot, inject, a.log.With("component", "inspect"))
 	})
-	g.Go(func() error { return a.serve(ctx, g) })
+	g.Go(func() error { return a.serve(ctx, g, lib) })
 	return g.Wait()
 }
 
 // serve discovers the GPUs (retrying without a driver), then starts the
 // parts that need them.
-func (a *Agent) serve(ctx context.Context, g *errgroup.Group) error {
-	lib, err := gpu.Open(a.cfg.Backend, a.node)
-	if err != nil {
-		return err
-	}
+func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface) error {
 	devs, err := a.discover(ctx, lib)
 	if err != nil || ctx.Err() != nil {
 		return err

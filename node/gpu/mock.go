@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -92,6 +93,14 @@ func (m *Mock) InjectXID(uuid string, xid uint64) error {
 	default:
 		return fmt.Errorf("inject XID %d on %s: event queue full", xid, uuid)
 	}
+}
+
+// InjectXIDByName is InjectXID for a GPU given by UUID or index.
+func (m *Mock) InjectXIDByName(gpu string, xid uint64) error {
+	if i, err := strconv.Atoi(gpu); err == nil && i >= 0 && i < len(m.Devices) {
+		gpu = m.Devices[i].(*server.Device).UUID
+	}
+	return m.InjectXID(gpu, xid)
 }
 
 // SetFailing makes NVML memory queries of the GPU uuid fail (as a lost GPU

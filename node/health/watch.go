@@ -29,7 +29,8 @@ func NewWatcher(lib nvml.Interface, uuids []string, t *Tracker, onChange func(ma
 // Run watches until ctx ends. A failing wait is logged and retried with
 // backoff; it never flips a GPU's health by itself.
 func (w *Watcher) Run(ctx context.Context) error {
-	poll := uint32(min(w.tracker.quiet/4, 5*time.Second).Milliseconds())
+	// Short waits keep shutdown prompt: an NVML wait cannot be interrupted.
+	poll := uint32(min(w.tracker.quiet/4, time.Second).Milliseconds())
 	poll = max(poll, 10)
 	backoff := time.Second
 	for ctx.Err() == nil {

@@ -5,19 +5,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"net/url"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
-const snapshotPath = "/v1/snapshot"
+const (
+	snapshotPath = "/v1/snapshot"
+	injectPath   = "/v1/inject-xid"
+)
 
-// Serve answers snapshots on the unix socket path until ctx ends. The
-// socket is owner-only: it shows which pods hold which GPUs.
-func Serve(ctx context.Context, path string, snapshot func() Snapshot, log *slog.Logger) error {
+// Injector delivers a fake XID to a mock GPU; nil on real hardware.
+type Injector func(gpu string, xid uint64) error
+
+// Serve answers snapshots on the unix socket path until ctx ends, and XID
+// injections when inject is set (mock backends only). The socket is
+// owner-only: it shows which pods hold which GPUs.
+func Serve(ctx context.Context, path string, snapshot func() Snapshot, inject Injector, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("inspect socket: %w", err)
 	}
@@ -39,6 +50,22 @@ func Serve(ctx context.Context, path string, snapshot func() Snapshot, log *slog
 			log.Warn("write inspect snapshot", "err", err)
 		}
 	})
+	mux.HandleFunc("POST "+injectPath, func(w http.ResponseWriter, r *http.Request) {
+		if inject == nil {
+			http.Error(w, "XID injection needs a mock or fake GPU backend", http.StatusNotImplemented)
+			return
+		}
+		xid, err := strconv.ParseUint(r.URL.Query().Get("xid"), 10, 64)
+		if err != nil {
+			http.Error(w, "xid: want a number", http.StatusBadRequest)
+			return
+		}
+		if err := inject(r.URL.Query().Get("gpu"), xid); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		log.Warn("XID injected by vgpud inspect", "gpu", r.URL.Query().Get("gpu"), "xid", xid)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -55,28 +82,47 @@ func Serve(ctx context.Context, path string, snapshot func() Snapshot, log *slog
 
 // Fetch reads a snapshot from the daemon on path.
 func Fetch(ctx context.Context, path string) (Snapshot, error) {
-	if _, err := os.Stat(path); err != nil {
-		return Snapshot{}, fmt.Errorf("no vgpud daemon on this node: %s does not exist (is the vgpud DaemonSet pod running here? from outside it: kubectl -n vgpud-system exec ds/vgpud -- vgpud inspect)", path)
-	}
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
-	}}, Timeout: 10 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://vgpud"+snapshotPath, nil)
+	resp, err := call(ctx, path, http.MethodGet, snapshotPath)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("no vgpud daemon answers on %s (a stale socket?): %w", path, err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Snapshot{}, fmt.Errorf("vgpud daemon on %s answered %s", path, resp.Status)
-	}
 	var s Snapshot
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return Snapshot{}, fmt.Errorf("read snapshot from %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// InjectXID asks the daemon on path to deliver xid to a mock GPU (UUID or index).
+func InjectXID(ctx context.Context, path, gpu string, xid uint64) error {
+	resp, err := call(ctx, path, http.MethodPost, injectPath+"?"+url.Values{"gpu": {gpu}, "xid": {strconv.FormatUint(xid, 10)}}.Encode())
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+func call(ctx context.Context, path, method, target string) (*http.Response, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no vgpud daemon on this node: %s does not exist (is the vgpud DaemonSet pod running here? from outside it: kubectl -n vgpud-system exec ds/vgpud -- vgpud inspect)", path)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}, Timeout: 10 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, method, "http://vgpud"+target, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no vgpud daemon answers on %s (a stale socket?): %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, fmt.Errorf("vgpud daemon on %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return resp, nil
 }

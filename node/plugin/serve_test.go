@@ -2,79 +2,18 @@ package plugin
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/node/health"
 	"github.com/vgpud/vgpud/protocol"
 )
-
-// fakeKubelet is kubelet's registration service on dir/kubelet.sock. Like
-// kubelet, it dials each plugin that registers and follows its ListAndWatch.
-type fakeKubelet struct {
-	pluginapi.UnimplementedRegistrationServer
-	dir     string
-	srv     *grpc.Server
-	started time.Time
-	regs    chan *pluginapi.RegisterRequest
-	lists   chan []*pluginapi.Device
-}
-
-func startKubelet(t *testing.T, dir string, lists chan []*pluginapi.Device) *fakeKubelet {
-	t.Helper()
-	k := &fakeKubelet{dir: dir, srv: grpc.NewServer(), regs: make(chan *pluginapi.RegisterRequest, 4), lists: lists}
-	pluginapi.RegisterRegistrationServer(k.srv, k)
-	l, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.started = time.Now()
-	go func() { _ = k.srv.Serve(l) }()
-	return k
-}
-
-func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
-	k.regs <- r
-	go k.follow(r.Endpoint)
-	return &pluginapi.Empty{}, nil
-}
-
-func (k *fakeKubelet) follow(endpoint string) {
-	conn, err := grpc.NewClient("unix://"+filepath.Join(k.dir, endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	stream, err := pluginapi.NewDevicePluginClient(conn).ListAndWatch(context.Background(), &pluginapi.Empty{})
-	if err != nil {
-		return
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return
-		}
-		k.lists <- resp.Devices
-	}
-}
-
-// restart stops kubelet the way a kubelet restart looks on disk: its
-// socket and every plugin socket are removed, then kubelet.sock returns.
-func (k *fakeKubelet) stop(t *testing.T) {
-	k.srv.Stop()
-	entries, _ := os.ReadDir(k.dir)
-	for _, e := range entries {
-		_ = os.Remove(filepath.Join(k.dir, e.Name()))
-	}
-}
 
 func TestServerAgainstFakeKubelet(t *testing.T) {
 	dir := t.TempDir()
@@ -102,7 +41,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	s := NewServer(p, dir, "vgpud.sock", quietLog())
 	go s.Run(ctx)
 
-	r := recv(t, kubelet.regs)
+	r := recv(t, kubelet.Registrations)
 	if r.Version != pluginapi.Version || r.Endpoint != "vgpud.sock" || r.ResourceName != "nvidia.com/gpu" || !r.Options.GetPreferredAllocationAvailable {
 		t.Fatalf("registration %+v", r)
 	}
@@ -131,11 +70,11 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	t.Logf("XID 79 -> GPU out of ListAndWatch in %v; back after %v (quiet period 300ms)", down.Round(time.Microsecond), time.Since(start).Round(time.Millisecond))
 
 	// Kubelet restarts: sockets wiped, kubelet.sock created again.
-	kubelet.stop(t)
+	kubelet.Stop()
 	time.Sleep(50 * time.Millisecond)
 	kubelet = startKubelet(t, dir, lists)
-	r = recv(t, kubelet.regs)
-	seen := time.Since(kubelet.started)
+	r = recv(t, kubelet.Registrations)
+	seen := time.Since(kubelet.Started)
 	if r.Endpoint != "vgpud.sock" {
 		t.Fatalf("re-registration %+v", r)
 	}
@@ -149,13 +88,13 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "vgpud.sock")); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, kubelet.regs)
+	recv(t, kubelet.Registrations)
 	if _, err := os.Stat(filepath.Join(dir, "vgpud.sock")); err != nil {
 		t.Fatalf("socket not recreated: %v", err)
 	}
 	// Nothing else follows: our own socket churn must not loop.
 	select {
-	case r := <-kubelet.regs:
+	case r := <-kubelet.Registrations:
 		t.Fatalf("unexpected registration %+v", r)
 	case <-time.After(300 * time.Millisecond):
 	}
@@ -174,4 +113,14 @@ func recv[T any](t *testing.T, c chan T) T {
 		var zero T
 		return zero
 	}
+}
+
+func startKubelet(t *testing.T, dir string, lists chan []*pluginapi.Device) *fakekubelet.Kubelet {
+	t.Helper()
+	k, err := fakekubelet.Start(dir, lists)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	return k
 }

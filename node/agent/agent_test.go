@@ -1,0 +1,136 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
+	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+type noLeader struct{}
+
+func (noLeader) Leader() string { return "vgpud-abc" }
+func (noLeader) IsLeader() bool { return false }
+
+// TestNodeRole runs the whole node role on the mock backend against a fake
+// clientset and a fake kubelet: registration, inventory, an Allocate for a
+// bound pod answered from the informer with its phase written back, the
+// inspect view, and an injected XID flagged in the annotation.
+func TestNodeRole(t *testing.T) {
+	dir := t.TempDir()
+	lists := make(chan []*pluginapi.Device, 64)
+	kubelet, err := fakekubelet.Start(dir, lists)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Stop()
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	cfg := node.DefaultConfig()
+	cfg.Backend, cfg.PluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
+	cfg.HealthRecovery, cfg.ResolveWait = time.Hour, 500*time.Millisecond
+	a := New(cfg, "n1", protocol.DefaultResourceNames(), kube, noLeader{}, "node", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+
+	select {
+	case r := <-kubelet.Registrations:
+		if r.ResourceName != "nvidia.com/gpu" {
+			t.Fatalf("registered %q", r.ResourceName)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no registration within 10s")
+	}
+	if devs := <-lists; len(devs) != 80 {
+		t.Fatalf("%d devices, want 80", len(devs))
+	}
+	inv := waitInventory(t, kube, func(inv protocol.Inventory) bool { return len(inv.GPUs) == 8 })
+
+	// The leader bound a pod here: kubelet admits it.
+	uuid := inv.GPUs[4].UUID
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: 5000, Cores: 30}}}}})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main"}}},
+	}
+	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := kubelet.Allocate(ctx, []string{uuid + "-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Envs["NVIDIA_VISIBLE_DEVICES"] != uuid || r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "5000m" || r.Envs["CUDA_DEVICE_SM_LIMIT"] != "30" {
+		t.Errorf("env %v", r.Envs)
+	}
+	got, _ := kube.CoreV1().Pods("default").Get(ctx, "job", metav1.GetOptions{})
+	if got.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
+		t.Errorf("phase %q, want allocated", got.Annotations[protocol.AnnotationPhase])
+	}
+	// A second Allocate with nothing bound fails and says why.
+	if _, err := kubelet.Allocate(ctx, []string{uuid + "-1"}); err == nil || !strings.Contains(err.Error(), "node n1") {
+		t.Errorf("Allocate with nothing bound: %v", err)
+	}
+
+	s := waitSnapshot(t, cfg.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated" })
+	if !s.Ready || s.Registration.Count != 1 || s.Leader != "vgpud-abc" || s.GPUs[4].MemoryUsedMiB != 5000 || s.GPUs[4].SlicesUsed != 1 {
+		t.Errorf("snapshot %+v", s)
+	}
+
+	// An XID injected through the inspect socket flags the GPU.
+	if err := inspect.InjectXID(ctx, cfg.InspectSocket, "2", 79); err != nil {
+		t.Fatal(err)
+	}
+	waitInventory(t, kube, func(inv protocol.Inventory) bool { return !inv.GPUs[2].Healthy })
+	if devs := <-lists; len(devs) != 70 {
+		t.Errorf("%d devices after XID, want 70", len(devs))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+func waitInventory(t *testing.T, kube *fake.Clientset, ok func(protocol.Inventory) bool) protocol.Inventory {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if err == nil {
+			if inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs]); err == nil && ok(inv) {
+				return inv
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("inventory annotation not as expected within 10s")
+	return protocol.Inventory{}
+}
+
+func waitSnapshot(t *testing.T, socket string, ok func(inspect.Snapshot) bool) inspect.Snapshot {
+	t.Helper()
+	var s inspect.Snapshot
+	for range 500 {
+		var err error
+		if s, err = inspect.Fetch(context.Background(), socket); err == nil && ok(s) {
+			return s
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("snapshot not as expected: %+v", s)
+	return s
+}

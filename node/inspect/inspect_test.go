@@ -1,0 +1,93 @@
+package inspect
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func pod(name, node string, phase protocol.Phase, slices ...protocol.GPUSlice) *corev1.Pod {
+	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: node, Containers: []protocol.ContainerAssignment{{Name: "c", GPUs: slices}}})
+	if err != nil {
+		panic(err)
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(phase)}}}
+}
+
+func TestUsageAndRender(t *testing.T) {
+	inv := protocol.Inventory{Version: 1, GPUs: []protocol.GPU{
+		{UUID: "GPU-aaaaaaaa-1111", Index: 0, Model: "A100", MemoryMiB: 40000, Cores: 100, Split: 10, Healthy: true},
+		{UUID: "GPU-bbbbbbbb-2222", Index: 1, Model: "A100", MemoryMiB: 40000, Cores: 100, Split: 10, Healthy: false},
+	}}
+	done := pod("done", "n1", protocol.PhaseAllocated, protocol.GPUSlice{UUID: "GPU-aaaaaaaa-1111", MemoryMiB: 9999, Cores: 1})
+	done.Status.Phase = corev1.PodSucceeded
+	pods := []*corev1.Pod{
+		pod("a", "n1", protocol.PhaseAllocated, protocol.GPUSlice{UUID: "GPU-aaaaaaaa-1111", MemoryMiB: 10000, Cores: 20}),
+		pod("b", "n1", protocol.PhaseBound, protocol.GPUSlice{UUID: "GPU-aaaaaaaa-1111", MemoryMiB: 5000, Cores: 0}, protocol.GPUSlice{UUID: "GPU-bbbbbbbb-2222", MemoryMiB: 5000}),
+		pod("c", "n1", protocol.Failed("no"), protocol.GPUSlice{UUID: "GPU-bbbbbbbb-2222", MemoryMiB: 7000}),
+		pod("other", "n2", protocol.PhaseAllocated, protocol.GPUSlice{UUID: "GPU-aaaaaaaa-1111", MemoryMiB: 7000}),
+		done,
+	}
+	gpus, allocs := Usage("n1", inv, pods)
+	if g := gpus[0]; g.MemoryUsedMiB != 15000 || g.CoresUsed != 20 || g.SlicesUsed != 2 {
+		t.Errorf("GPU 0 %+v", g)
+	}
+	if g := gpus[1]; g.MemoryUsedMiB != 5000 || g.SlicesUsed != 1 || g.Healthy {
+		t.Errorf("GPU 1 %+v (a failed pod holds nothing)", g)
+	}
+	if len(allocs) != 4 {
+		t.Fatalf("allocations %+v", allocs)
+	}
+	var out bytes.Buffer
+	s := Snapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs,
+		Registration: Registration{Count: 2, Last: time.Now(), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
+	if err := Render(&out, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"vgpud-x (this replica)", "registered 2 time(s)", "GPU-aaaaaaaa", "15000/40000", "2/10", "UNHEALTHY", "ns/a", "failed: no"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestServeFetchAndNoDaemon(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inspect.sock")
+	if _, err := Fetch(context.Background(), path); err == nil || !strings.Contains(err.Error(), "no vgpud daemon") {
+		t.Fatalf("Fetch without a daemon: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	injected := make(chan string, 1)
+	go Serve(ctx, path, func() Snapshot { return Snapshot{Node: "n1"} }, func(gpu string, xid uint64) error {
+		injected <- gpu
+		return nil
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var s Snapshot
+	var err error
+	for range 100 {
+		if s, err = Fetch(ctx, path); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || s.Node != "n1" {
+		t.Fatalf("Fetch = %+v, %v", s, err)
+	}
+	if err := InjectXID(ctx, path, "3", 79); err != nil {
+		t.Fatalf("InjectXID: %v", err)
+	}
+	if got := <-injected; got != "3" {
+		t.Fatalf("injected into GPU %q, want 3", got)
+	}
+}
