@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -360,48 +358,5 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 	}
 	if fmt.Sprint(res["NodeNames"]) != "[]" {
 		t.Fatalf("after bind the GPU is full, yet: %v", res)
-	}
-}
-
-// TestNodeRolePublishesInventory: `vgpud run --roles=node` with the mock
-// DGX A100 writes the vgpud.io/gpus annotation a leader's cache reads.
-func TestNodeRolePublishesInventory(t *testing.T) {
-	e := setup(t)
-	ctx := context.Background()
-	if _, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "mock-a100"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(e.vgpud, "run", "--roles=node", "--gpu-backend=mock:dgxa100", "--node-name=mock-a100", "--kubeconfig="+e.kubeconfig, "--log-format=text")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("SIGTERM: %v\n%s", err, out.String())
-		}
-	}()
-	eventually(t, 20*time.Second, "inventory annotation", func() error {
-		n, err := e.kube.CoreV1().Nodes().Get(ctx, "mock-a100", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
-		if err != nil {
-			return err
-		}
-		if len(inv.GPUs) != 8 || inv.GPUs[0].Split != 10 || inv.GPUs[0].MemoryMiB != 40960 {
-			return errorf("inventory %+v", inv)
-		}
-		return nil
-	})
-	if rss, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err == nil {
-		for _, l := range strings.Split(string(rss), "\n") {
-			if strings.HasPrefix(l, "VmRSS:") {
-				t.Logf("node-only daemon with the 8-GPU mock, after publishing: %s", strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")))
-			}
-		}
 	}
 }
