@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -229,5 +230,46 @@ func TestListAndWatchDevicesFollowHealth(t *testing.T) {
 		if strings.HasPrefix(d.ID, g[3].UUID) {
 			t.Errorf("unhealthy GPU still advertised: %s", d.ID)
 		}
+	}
+}
+
+// lawStream is ListAndWatch's server stream, for a direct call.
+type lawStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent chan []*pluginapi.Device
+}
+
+func (s *lawStream) Send(r *pluginapi.ListAndWatchResponse) error { s.sent <- r.Devices; return nil }
+func (s *lawStream) Context() context.Context                     { return s.ctx }
+
+func TestDirectRPCs(t *testing.T) {
+	g := testGPUs(8)
+	p := testPlugin(t, newFakePods(), newFakePhases(nil, 0))
+	opts, err := p.GetDevicePluginOptions(context.Background(), &pluginapi.Empty{})
+	if err != nil || !opts.GetPreferredAllocationAvailable || opts.PreStartRequired {
+		t.Errorf("options %+v, %v", opts, err)
+	}
+	if _, err := p.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{}); err != nil {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &lawStream{ctx: ctx, sent: make(chan []*pluginapi.Device, 4)}
+	done := make(chan error, 1)
+	go func() { done <- p.ListAndWatch(&pluginapi.Empty{}, s) }()
+	if got := <-s.sent; len(got) != 80 {
+		t.Fatalf("first list %d devices", len(got))
+	}
+	p.SetUnhealthy(map[string]bool{g[0].UUID: true, g[1].UUID: true})
+	if got := <-s.sent; len(got) != 60 {
+		t.Fatalf("after two GPUs turned unhealthy: %d devices", len(got))
+	}
+	p.SetUnhealthy(map[string]bool{})
+	if got := <-s.sent; len(got) != 80 {
+		t.Fatalf("after recovery: %d devices", len(got))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ListAndWatch ended with %v", err)
 	}
 }
