@@ -1,58 +1,80 @@
 #!/usr/bin/env bash
-# What vgpud can show today on one machine: a real kube-apiserver calling
-# vgpud's admission webhook over TLS (certificate made and kept by vgpud),
-# leader election with its label, and sample GPU pods as the API stores
-# them. Scheduling onto GPUs and the device plugin join as they land.
+# The main job: a real one-node cluster with mock GPUs (scripts/cluster.sh),
+# vgpud installed from manifests/ (mock overlay), and sample workloads
+# placed by vgpud: pods sharing one GPU with different memory, a whole-GPU
+# pod, a two-GPU pod, and one that cannot fit. Prints where each landed and
+# what its container sees, `vgpud inspect`, and why the last one waits.
+# The cluster stays up afterwards: eval "$(scripts/cluster.sh env)" to use
+# kubectl on it, scripts/cluster.sh down to stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD/scripts
 . "$here/common.sh"
 need_root demo
-hosts_entry
 
-"$here/apiserver.sh" down
-kubeconfig=$("$here/apiserver.sh" up)
+kubeconfig=$("$here/cluster.sh" up)
 export KUBECONFIG=$kubeconfig
-go build -o bin/vgpud .
-log=/var/lib/vgpud-e2e/demo-vgpud.log
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	"$here/apiserver.sh" down
-}
-trap cleanup EXIT
+"$here/install.sh"
 
-for ns in vgpud-system demo; do
-	kubectl create namespace $ns >/dev/null
-	kubectl -n $ns create serviceaccount default >/dev/null # no controller-manager here
+ns=vgpud-demo
+kubectl delete namespace $ns --ignore-not-found --wait >/dev/null
+kubectl create namespace $ns >/dev/null
+
+pod() { # pod NAME GPU-POLICY LIMITS-JSON
+	kubectl -n $ns apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations: {vgpud.io/gpu-policy: $2}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: vgpud.local/busybox:1
+      command: [sh, -c, "env | grep -E '^(NVIDIA_VISIBLE_DEVICES|CUDA_)' | sort; sleep 3600"]
+      resources: {limits: $3}
+YAML
+}
+echo "== sample workloads"
+# binpack puts the three sharing pods on one GPU; the rest spread.
+pod share-10g binpack '{nvidia.com/gpumem: "10000", nvidia.com/gpucores: "30"}'
+pod share-20g binpack '{nvidia.com/gpumem: "20000", nvidia.com/gpucores: "40"}'
+pod share-5g binpack '{nvidia.com/gpumem: "5000", nvidia.com/gpucores: "20"}'
+pod whole-gpu spread '{nvidia.com/gpu: "1"}'
+pod two-gpus spread '{nvidia.com/gpu: "2", nvidia.com/gpumem: "8000", nvidia.com/gpucores: "25"}'
+pod too-big spread '{nvidia.com/gpumem: "60000"}'
+for p in share-10g share-20g share-5g whole-gpu two-gpus; do
+	kubectl -n $ns wait --for=jsonpath='{.status.phase}'=Running pod/$p --timeout=120s >/dev/null
 done
-kubectl -n vgpud-system run vgpud-demo --image=vgpud --restart=Never >/dev/null # the replica's pod, for its leader label
-# The manifest's webhook, pointed at the leader on loopback by URL (no kube-proxy here).
-sed -e '/service:/,/port: 443/c\      url: https://vgpud.vgpud-system.svc:9443/webhook' webhook/testdata/mutatingwebhookconfiguration.yaml | kubectl apply -f - >/dev/null
 
-./bin/vgpud run --roles=cluster --pod-name=vgpud-demo --pod-namespace=vgpud-system --kubeconfig="$kubeconfig" --metrics-listen= --log-format=text >"$log" 2>&1 &
-pid=$!
-for _ in $(seq 1 100); do curl -sfk https://127.0.0.1:9443/readyz >/dev/null && break; sleep 0.2; done
-echo "== vgpud leader (label vgpud.io/role) and its webhook certificate"
-kubectl -n vgpud-system get pods -L vgpud.io/role
-kubectl -n vgpud-system get secret vgpud-tls
 echo
-kubectl -n demo create quota gpu --hard=requests.nvidia.com/gpumem=60000 >/dev/null
-pod() { # name, limits as "k: v" lines
-	printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: demo}\nspec:\n  containers:\n  - name: work\n    image: busybox\n    resources:\n      limits: {%s}\n%s' "$1" "$2" "${3:-}"
-}
-echo "== sample pods through kube-apiserver"
-pod share-3g 'nvidia.com/gpumem: "3000"' | kubectl apply -f -
-pod share-5g 'nvidia.com/gpumem: "5000", nvidia.com/gpucores: "30"' | kubectl apply -f -
-pod whole-gpu 'nvidia.com/gpu: "1"' | kubectl apply -f -
-pod two-gpus 'nvidia.com/gpu: "2", nvidia.com/gpumem: "20000"' | kubectl apply -f -
+echo "== where each pod landed (vgpud.io/assignment) and what its container sees"
+gpus=$(kubectl get node "$(kubectl -n $ns get pod share-10g -o jsonpath='{.spec.nodeName}')" -o jsonpath='{.metadata.annotations.vgpud\.io/gpus}')
+{
+	echo "POD SCHEDULER GPU MiB CORES CONTAINER-ENV"
+	for p in share-10g share-20g share-5g whole-gpu two-gpus; do
+		a=$(kubectl -n $ns get pod $p -o jsonpath='{.metadata.annotations.vgpud\.io/assignment}')
+		s=$(kubectl -n $ns get pod $p -o jsonpath='{.spec.schedulerName}')
+		env=$(kubectl -n $ns logs $p | grep -E 'MEMORY_LIMIT|SM_LIMIT' | tr '\n' ' ')
+		jq -r --arg p "$p" --arg s "$s" --arg env "$env" --argjson inv "$gpus" '.containers[] | .gpus[] as $g |
+			($inv.gpus[] | select(.uuid == $g.uuid) | .index) as $i |
+			"\($p) \($s) \($i):\($g.uuid[0:12]) \($g.memoryMiB) \($g.cores) \($env)"' <<<"$a"
+	done
+} | column -t
+
 echo
-echo "== what the webhook changed (schedulerName, defaults, exclusive cores, requests)"
-kubectl -n demo get pods -o custom-columns='POD:.metadata.name,SCHEDULER:.spec.schedulerName,GPU:.spec.containers[0].resources.limits.nvidia\.com/gpu,MEM-MiB:.spec.containers[0].resources.limits.nvidia\.com/gpumem,CORES:.spec.containers[0].resources.limits.nvidia\.com/gpucores'
+echo "== kubectl -n vgpud-system exec ds/vgpud -- vgpud inspect"
+kubectl -n vgpud-system exec ds/vgpud -- vgpud inspect
+
 echo
-echo "== pods the webhook refuses, with the reason kubectl shows"
-pod over-quota 'nvidia.com/gpu: "2", nvidia.com/gpumem: "15000"' | kubectl apply -f - 2>&1 | sed 's/^/  /' || true
-pod privileged 'nvidia.com/gpu: "1"' '    securityContext: {privileged: true}
-' | kubectl apply -f - 2>&1 | sed 's/^/  /' || true
+echo "== the pod that cannot fit stays Pending; its events say why, per node"
+for _ in $(seq 1 30); do
+	msg=$(kubectl -n $ns get events --field-selector involvedObject.name=too-big -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}')
+	[ -n "$msg" ] && break
+	sleep 1
+done
+kubectl -n $ns get pod too-big
+echo "$msg"
 echo
-echo "vgpud's log: $log"
+echo "The cluster is still up: eval \"\$($here/cluster.sh env)\"; kubectl -n $ns get pods. Stop it with $here/cluster.sh down."

@@ -16,19 +16,27 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// The manifest's MutatingWebhookConfiguration is copied from this file;
-// these tests keep it from drifting away from what the handler expects.
+// readWebhookConfig reads the MutatingWebhookConfiguration from the install
+// manifest; these tests keep it from drifting away from what the handler
+// expects.
 func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "mutatingwebhookconfiguration.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "manifests", "vgpud.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	if err := yaml.UnmarshalStrict(data, &mwc); err != nil {
-		t.Fatalf("mutatingwebhookconfiguration.yaml: %v", err)
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if !strings.Contains(doc, "\nkind: MutatingWebhookConfiguration\n") {
+			continue
+		}
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := yaml.UnmarshalStrict([]byte(doc), &mwc); err != nil {
+			t.Fatalf("manifests/vgpud.yaml: %v", err)
+		}
+		return &mwc
 	}
-	return &mwc
+	t.Fatal("manifests/vgpud.yaml has no MutatingWebhookConfiguration")
+	return nil
 }
 
 func TestWebhookConfigShape(t *testing.T) {

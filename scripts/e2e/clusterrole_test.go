@@ -34,13 +34,17 @@ const listen = "127.0.0.1:9443"
 
 func (e env) applyWebhookConfig(t *testing.T) {
 	t.Helper()
-	raw, err := os.ReadFile("../../webhook/testdata/mutatingwebhookconfiguration.yaml")
+	raw, err := os.ReadFile("../../manifests/vgpud.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	if err := yaml.UnmarshalStrict(raw, &mwc); err != nil {
-		t.Fatal(err)
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		if strings.Contains(doc, "\nkind: MutatingWebhookConfiguration\n") {
+			if err := yaml.UnmarshalStrict([]byte(doc), &mwc); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// No Service routing without kube-proxy: the same host name by URL.
 	for i := range mwc.Webhooks {
