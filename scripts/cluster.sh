@@ -5,6 +5,7 @@
 # ../shared/E2E-RECIPE.md).
 #   scripts/cluster.sh up     start (idempotent); prints the kubeconfig path
 #   scripts/cluster.sh down   stop every process by its recorded PID, remove pods' state
+#   scripts/cluster.sh restart-kubelet
 #   scripts/cluster.sh env    print `export KUBECONFIG=...`
 # The node is $NODE at $NODE_IP on a veth inside netns $NETNS; the host end
 # of the veth is $HOST_IP, so kubectl on the host reaches the apiserver.
@@ -214,8 +215,7 @@ up() {
 	for img in "$images"/*.tar; do
 		ctr -a "$rund/containerd.sock" -n k8s.io images import --no-unpack=false "$img" >/dev/null
 	done
-	running kubelet || in_ns kubelet "$bin/kubelet" --config "$state/kubelet.yaml" --kubeconfig "$kc" \
-		--node-ip $NODE_IP --hostname-override $NODE
+	running kubelet || start_kubelet "$bin"
 	running kube-proxy || in_ns kube-proxy "$bin/kube-proxy" --config "$state/kube-proxy.yaml"
 	wait_for 120 "node $NODE" sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
 	wait_for 60 "default service account" $k -n default get serviceaccount default
@@ -223,28 +223,53 @@ up() {
 	echo "$kc"
 }
 
+start_kubelet() {
+	in_ns kubelet "$1/kubelet" --config "$state/kubelet.yaml" --kubeconfig "$state/kubeconfig" \
+		--node-ip $NODE_IP --hostname-override $NODE
+}
+
+# restart_kubelet stops kubelet by its PID and starts it again, as an
+# operator's restart or an upgrade would; pods keep running.
+restart_kubelet() {
+	stop kubelet
+	start_kubelet "$("$here/k8s-binaries.sh")"
+}
+
+stop() {
+	local f=$state/$1.pid pid
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$f"
+}
+
 down() {
 	local i
-	for ((i = ${#procs[@]} - 1; i >= 0; i--)); do
-		local f=$state/${procs[$i]}.pid
-		[ -f "$f" ] || continue
-		local pid
-		pid=$(cat "$f")
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$pid" 2>/dev/null || true
-		rm -f "$f"
-	done
-	# containerd's shims outlive it: stop the pods' processes they hold.
-	for shim in $(pgrep -f "containerd-shim-runc-v2 -namespace k8s.io -address $rund/containerd.sock" || true); do
-		kill -9 "$shim" 2>/dev/null || true
-	done
-	rm -rf "$state/etcd"
+	# Pods' processes outlive kubelet and containerd in their shims: kill
+	# them through containerd first, while it still answers.
+	if running containerd; then
+		stop kubelet
+		local c="ctr -a $rund/containerd.sock -n k8s.io"
+		for task in $($c tasks ls -q 2>/dev/null); do $c tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
+		sleep 1
+		for task in $($c tasks ls -q 2>/dev/null); do $c tasks delete -f "$task" >/dev/null 2>&1 || true; done
+		for ctr in $($c containers ls -q 2>/dev/null); do $c containers delete "$ctr" >/dev/null 2>&1 || true; done
+	fi
+	for ((i = ${#procs[@]} - 1; i >= 0; i--)); do stop "${procs[$i]}"; done
+	# Pod sandboxes' network namespaces and the bridge go with a fresh netns.
+	ip netns del $NETNS 2>/dev/null || true
+	ip link del vgpud0h 2>/dev/null || true
+	# Secret and emptyDir volumes are mounts under kubelet's pod directory.
+	awk '$2 ~ "^/var/lib/kubelet/pods/" {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+	rm -rf "$state/etcd" /var/lib/kubelet/pods
 }
 
 case "${1:-}" in
 up) up ;;
 down) down ;;
+restart-kubelet) restart_kubelet ;;
 env) echo "export KUBECONFIG=$state/kubeconfig" ;;
-*) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+*) echo "usage: $0 up|down|restart-kubelet|env" >&2; exit 2 ;;
 esac
