@@ -6,12 +6,16 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS := ./...
 
-.PHONY: all build unit test lint vet fmt-check fuzz e2e demo bench clean
+.PHONY: all build images unit test lint vet fmt-check fuzz e2e demo bench clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/vgpud .
+
+# OCI tarballs for the local cluster (pause, busybox, vgpud, kube-scheduler) in bin/images.
+images:
+	bash scripts/images.sh
 
 # Fast tests: no cluster, no root.
 unit:
@@ -30,15 +34,17 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 10s ./webhook
 
-# The real-apiserver suite (root): etcd + kube-apiserver built from source,
-# vgpud's cluster role and webhook as real processes.
+# The end-to-end suites (root): vgpud as processes against etcd + kube-apiserver
+# built from source, then the real one-node cluster (scripts/cluster.sh) with
+# vgpud installed from manifests/.
 e2e:
 	bash scripts/e2e.sh
 
 # Everything the project has.
 test: lint unit fuzz e2e
 
-# The main job, as far as it goes today: see scripts/demo.sh.
+# The main job: a local one-node cluster with mock GPUs, vgpud from manifests/,
+# sample sharing workloads placed and shown (scripts/demo.sh).
 demo:
 	bash scripts/demo.sh
 

@@ -18,3 +18,13 @@ echo "e2e: etcd + kube-apiserver ready in $((($(date +%s%N) - start) / 1000000))
 go build -o bin/vgpud .
 KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud go test -tags e2e -count=1 -v -timeout 10m ./scripts/e2e/ 2>&1 |
 	grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process
+"$here/apiserver.sh" down
+
+# The one-node cluster: fresh state, vgpud installed by the first scenario.
+"$here/cluster.sh" down
+trap '"$here/cluster.sh" down' EXIT
+start=$(date +%s%N)
+kubeconfig=$("$here/cluster.sh" up)
+echo "e2e: one-node cluster ready in $((($(date +%s%N) - start) / 1000000)) ms"
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m ./scripts/e2e/cluster/ 2>&1 |
+	grep -vE '^I[0-9]{4} '

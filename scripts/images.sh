@@ -69,7 +69,7 @@ oci registry.k8s.io/pause:3.10 "$r" "$out/pause.tar" Entrypoint /pause
 # busybox
 r=$work/busybox && mkdir -p "$r/bin" "$r/tmp"
 cp /bin/busybox "$r/bin/busybox"
-for app in sh ash cat env echo grep ls printenv sleep true wc head tail; do ln -sf busybox "$r/bin/$app"; done
+for app in sh ash cat env echo grep ls sleep true wc head tail wget; do ln -sf busybox "$r/bin/$app"; done
 oci vgpud.local/busybox:1 "$r" "$out/busybox.tar" Cmd sh
 
 # vgpud

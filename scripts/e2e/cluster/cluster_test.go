@@ -1,0 +1,427 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestCluster runs the scenarios in order; each leaves the cluster as it
+// found it, except a, which installs vgpud.
+func TestCluster(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	var node string
+
+	t.Run("a install", func(t *testing.T) {
+		start := time.Now()
+		out, err := exec.Command(e.scripts+"/install.sh").CombinedOutput()
+		if err != nil {
+			t.Fatalf("install: %v\n%s", err, out)
+		}
+		t.Logf("kubectl apply -> vgpud serving: %v", time.Since(start).Round(time.Millisecond))
+		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
+		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || ds.Status.NumberReady == 0 {
+			t.Fatalf("DaemonSet %+v, %v", ds.Status, err)
+		}
+		leader, err := e.leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		node = leader.Spec.NodeName
+		if node == "" {
+			nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			node = nodes.Items[0].Name
+		}
+		eventually(t, 30*time.Second, "Service endpoints are the leader", func() error {
+			slices, err := e.kube.DiscoveryV1().EndpointSlices(system).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=vgpud"})
+			if err != nil {
+				return err
+			}
+			var ips []string
+			for _, s := range slices.Items {
+				for _, ep := range s.Endpoints {
+					if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+						ips = append(ips, ep.Addresses...)
+					}
+				}
+			}
+			if len(ips) != 1 || ips[0] != leader.Status.PodIP {
+				return fmt.Errorf("endpoints %v, leader %s at %s", ips, leader.Name, leader.Status.PodIP)
+			}
+			return nil
+		})
+		mwc, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "vgpud", metav1.GetOptions{})
+		if err != nil || len(mwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+			t.Fatalf("caBundle not set: %v", err)
+		}
+		if n, err := e.allocatable(node); err != nil || n != 80 {
+			t.Fatalf("allocatable nvidia.com/gpu = %d (%v), want 8 GPUs x 10", n, err)
+		}
+	})
+
+	t.Run("b one pod end to end", func(t *testing.T) {
+		ns := "e2e-one"
+		e.namespace(t, ns, nil)
+		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("one", map[string]string{"nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"}, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		took := e.waitRunning(t, ns, []string{"one"}, 90*time.Second)
+		t.Logf("create -> Running: %v", took.Round(time.Millisecond))
+		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "one", metav1.GetOptions{})
+		if p.Spec.SchedulerName != "vgpud-scheduler" {
+			t.Errorf("schedulerName %q", p.Spec.SchedulerName)
+		}
+		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
+			t.Errorf("phase %q", p.Annotations[protocol.AnnotationPhase])
+		}
+		env := e.containerEnv(t, ns, "one")
+		g := a.Containers[0].GPUs[0]
+		if env["NVIDIA_VISIBLE_DEVICES"] != g.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" || g.MemoryMiB != 3000 {
+			t.Errorf("env %v, assignment %+v", env, a)
+		}
+	})
+
+	t.Run("c burst", func(t *testing.T) {
+		const n = 30
+		plainNS, gpuNS := "e2e-burst-plain", "e2e-burst-gpu"
+		e.namespace(t, plainNS, nil)
+		e.namespace(t, gpuNS, nil)
+		var plain, gpus []string
+		start := time.Now()
+		for i := range n {
+			p := gpuPod(fmt.Sprintf("plain-%02d", i), nil, nil)
+			if _, err := e.kube.CoreV1().Pods(plainNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			plain = append(plain, p.Name)
+		}
+		e.waitRunning(t, plainNS, plain, 5*time.Minute)
+		plainTook := time.Since(start)
+		start = time.Now()
+		mem := func(i int) int64 { return 1000 + int64(i)*113 }
+		for i := range n {
+			p := gpuPod(fmt.Sprintf("gpu-%02d", i), map[string]string{"nvidia.com/gpumem": strconv.FormatInt(mem(i), 10), "nvidia.com/gpucores": "10"}, nil)
+			if _, err := e.kube.CoreV1().Pods(gpuNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			gpus = append(gpus, p.Name)
+		}
+		e.waitRunning(t, gpuNS, gpus, 5*time.Minute)
+		gpuTook := time.Since(start)
+		t.Logf("30 plain busybox pods to Running: %v; 30 GPU pods: %v (ratio %.2f)", plainTook.Round(time.Millisecond), gpuTook.Round(time.Millisecond), gpuTook.Seconds()/plainTook.Seconds())
+		for i, name := range gpus {
+			env := e.containerEnv(t, gpuNS, name)
+			if want := fmt.Sprintf("%dm", mem(i)); env["CUDA_DEVICE_MEMORY_LIMIT_0"] != want {
+				t.Errorf("%s: CUDA_DEVICE_MEMORY_LIMIT_0=%s, want its own %s", name, env["CUDA_DEVICE_MEMORY_LIMIT_0"], want)
+			}
+		}
+		checkNoOversubscription(t, e, node)
+	})
+
+	t.Run("d unfittable pod", func(t *testing.T) {
+		ns := "e2e-unfit"
+		e.namespace(t, ns, nil)
+		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("huge", map[string]string{"nvidia.com/gpumem": "60000"}, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "an event naming the reason", func() error {
+			evs, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=huge"})
+			if err != nil {
+				return err
+			}
+			var msgs []string
+			for _, ev := range evs.Items {
+				msgs = append(msgs, ev.Reason+": "+ev.Message)
+			}
+			return contains(strings.Join(msgs, "\n"), "FailedScheduling", "60000 MiB", "largest free 40960 MiB")
+		})
+		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})
+		if p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" {
+			t.Errorf("phase %s on %q", p.Status.Phase, p.Spec.NodeName)
+		}
+	})
+
+	t.Run("e kubelet restart", func(t *testing.T) {
+		ns := "e2e-kubelet"
+		e.namespace(t, ns, nil)
+		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("keeper", map[string]string{"nvidia.com/gpumem": "2500"}, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitRunning(t, ns, []string{"keeper"}, 90*time.Second)
+		before := e.containerEnv(t, ns, "keeper")
+		regs := e.inspect(t).Registration.Count
+		out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet").CombinedOutput()
+		if err != nil {
+			t.Fatalf("restart kubelet: %v\n%s", err, out)
+		}
+		took := eventually(t, 120*time.Second, "re-registered and allocatable restored", func() error {
+			s := e.inspect(t)
+			if s.Registration.Count <= regs {
+				return fmt.Errorf("registrations %d", s.Registration.Count)
+			}
+			if n, err := e.allocatable(node); err != nil || n != 80 {
+				return fmt.Errorf("allocatable %d (%v)", n, err)
+			}
+			return nil
+		})
+		s := e.inspect(t)
+		t.Logf("kubelet started -> plugin re-registered and allocatable 80 again: %v (kubelet.sock -> Register %.1f ms, trigger %q)", took.Round(time.Millisecond), s.Registration.LatencyMs, s.Registration.Trigger)
+		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "keeper", metav1.GetOptions{})
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("keeper is %s after the kubelet restart", p.Status.Phase)
+		}
+		out2, err := e.kubectl("-n", ns, "exec", "keeper", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES")
+		if err != nil || strings.TrimSpace(out2) != before["NVIDIA_VISIBLE_DEVICES"] {
+			t.Errorf("keeper's GPU after restart %q (%v), before %q", out2, err, before["NVIDIA_VISIBLE_DEVICES"])
+		}
+	})
+
+	t.Run("f leader failover", func(t *testing.T) {
+		ns := "e2e-failover"
+		e.namespace(t, ns, nil)
+		old, err := e.leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		grace := int64(0)
+		killed := time.Now()
+		if err := e.kube.CoreV1().Pods(system).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		// Keep creating a GPU pod through the failover: every attempt is
+		// either refused (no webhook to admit it) or admitted by vgpud.
+		refused := 0
+		var admitted *corev1.Pod
+		took := eventually(t, 120*time.Second, "a GPU pod admitted by the new leader", func() error {
+			p, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("during", map[string]string{"nvidia.com/gpumem": "1500"}, nil), metav1.CreateOptions{})
+			if err != nil {
+				refused++
+				return err
+			}
+			admitted = p
+			return nil
+		})
+		t.Logf("leader %s deleted -> first admission by the new leader: %v (%d creates refused meanwhile)", old.Name, took.Round(time.Millisecond), refused)
+		if admitted.Spec.SchedulerName != "vgpud-scheduler" {
+			t.Fatalf("pod created during failover has schedulerName %q", admitted.Spec.SchedulerName)
+		}
+		e.waitRunning(t, ns, []string{"during"}, 120*time.Second)
+		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "during", metav1.GetOptions{})
+		if p.Annotations[protocol.AnnotationAssignment] == "" {
+			t.Error("the pod ran without a vgpud assignment")
+		}
+		leader, err := e.leader()
+		if err != nil || leader.Name == old.Name {
+			t.Fatalf("new leader %v, %v", leader, err)
+		}
+		t.Logf("new leader %s, labelled %v after the delete", leader.Name, time.Since(killed).Round(time.Millisecond))
+		// The DaemonSet pod comes back and the node is served again.
+		eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
+			ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
+			if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
+				return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("g denials through kube-apiserver", func(t *testing.T) {
+		ns := "e2e-deny"
+		e.namespace(t, ns, nil)
+		apply := func(yaml string) error {
+			cmd := exec.Command("kubectl", "-n", ns, "apply", "-f", "-")
+			cmd.Env = append(cmd.Environ(), "KUBECONFIG="+e.kubeconfig)
+			cmd.Stdin = strings.NewReader(yaml)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				return fmt.Errorf("admitted: %s", out)
+			}
+			return fmt.Errorf("%s", out)
+		}
+		pod := func(name, extra, limits string) string {
+			return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n%s  containers:\n  - name: c\n    image: vgpud.local/busybox:1\n    resources: {limits: {%s}}\n%s",
+				name, nodeNameLine(extra), limits, privLine(extra))
+		}
+		for _, tc := range []struct {
+			name, yaml string
+			want       []string
+		}{
+			{"privileged", pod("priv", "privileged", `nvidia.com/gpu: "1"`), []string{"pods.vgpud.io", "privileged"}},
+			{"nodeName", pod("pinned", "nodeName", `nvidia.com/gpumem: "1000"`), []string{"pods.vgpud.io", "nodeName"}},
+		} {
+			err := apply(tc.yaml)
+			if err := contains(err.Error(), tc.want...); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		}
+		if _, err := e.kube.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("5000")}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "quota denial at kubectl apply", func() error {
+			err := apply(pod("over", "", `nvidia.com/gpumem: "6000"`))
+			return contains(err.Error(), "pods.vgpud.io", "namespace "+ns+": gpumem quota 5000 MiB")
+		})
+	})
+
+	t.Run("h opt-out namespace", func(t *testing.T) {
+		ns := "e2e-optout"
+		e.namespace(t, ns, map[string]string{"vgpud.io/webhook": "ignore"})
+		p, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("untouched", map[string]string{"nvidia.com/gpumem": "1000"}, nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.SchedulerName != "default-scheduler" || len(p.Spec.Containers[0].Resources.Limits) != 1 || len(p.Annotations) != 0 {
+			t.Errorf("pod was changed: scheduler %q, limits %v, annotations %v", p.Spec.SchedulerName, p.Spec.Containers[0].Resources.Limits, p.Annotations)
+		}
+	})
+
+	t.Run("i state survives restarting every vgpud pod", func(t *testing.T) {
+		ns := "e2e-survive"
+		e.namespace(t, ns, nil)
+		// Two whole GPUs taken; binpack would pick them first if the
+		// rebuilt books forgot them.
+		var names []string
+		for i := range 2 {
+			p := gpuPod(fmt.Sprintf("whole-%d", i), map[string]string{"nvidia.com/gpu": "1"}, nil)
+			if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, p.Name)
+		}
+		e.waitRunning(t, ns, names, 90*time.Second)
+		before := e.inspect(t)
+		full := map[string]bool{}
+		for _, g := range before.GPUs {
+			if g.CoresUsed >= g.Cores {
+				full[g.UUID] = true
+			}
+		}
+		if len(full) < 2 {
+			t.Fatalf("want two full GPUs, inspect shows %+v", before.GPUs)
+		}
+		pods, _ := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud"})
+		grace := int64(0)
+		for _, p := range pods.Items {
+			if err := e.kube.CoreV1().Pods(system).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		restarted := time.Now()
+		// Admission resumes when a new leader has rebuilt its books.
+		eventually(t, 180*time.Second, "a pod admitted after the restart", func() error {
+			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("after", map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"}, map[string]string{protocol.AnnotationGPUPolicy: "binpack"}), metav1.CreateOptions{})
+			return err
+		})
+		e.waitRunning(t, ns, []string{"after"}, 120*time.Second)
+		t.Logf("every vgpud pod deleted -> new pod Running: %v", time.Since(restarted).Round(time.Millisecond))
+		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "after", metav1.GetOptions{})
+		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := a.Containers[0].GPUs[0].UUID; full[g] {
+			t.Errorf("new pod landed on full GPU %s", g)
+		}
+		after := e.inspect(t)
+		for i, g := range before.GPUs {
+			if full[g.UUID] && (after.GPUs[i].CoresUsed != g.CoresUsed || after.GPUs[i].MemoryUsedMiB != g.MemoryUsedMiB) {
+				t.Errorf("GPU %d: before %+v, after %+v", i, g, after.GPUs[i])
+			}
+		}
+	})
+}
+
+func nodeNameLine(extra string) string {
+	if extra == "nodeName" {
+		return "  nodeName: vgpud-node\n"
+	}
+	return ""
+}
+
+func privLine(extra string) string {
+	if extra == "privileged" {
+		return "    securityContext: {privileged: true}\n"
+	}
+	return ""
+}
+
+// checkNoOversubscription sums every running pod's assignment per GPU and
+// compares with the node's inventory.
+func checkNoOversubscription(t *testing.T, e env, node string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type use struct {
+		mem    int64
+		cores  int
+		slices int
+	}
+	used := map[string]*use{}
+	for _, p := range pods.Items {
+		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		a, err := protocol.DecodeAssignment(raw)
+		if err != nil {
+			t.Errorf("%s/%s: %v", p.Namespace, p.Name, err)
+			continue
+		}
+		for _, c := range a.Containers {
+			for _, g := range c.GPUs {
+				u := used[g.UUID]
+				if u == nil {
+					u = &use{}
+					used[g.UUID] = u
+				}
+				u.mem += g.MemoryMiB
+				u.cores += g.Cores
+				u.slices++
+			}
+		}
+	}
+	for _, g := range inv.GPUs {
+		u := used[g.UUID]
+		if u == nil {
+			continue
+		}
+		t.Logf("GPU %d: %d/%d MiB, %d/%d cores, %d/%d slices", g.Index, u.mem, g.MemoryMiB, u.cores, g.Cores, u.slices, g.Split)
+		if u.mem > g.MemoryMiB || u.cores > g.Cores || u.slices > g.Split {
+			t.Errorf("GPU %d oversubscribed: %+v of %+v", g.Index, *u, g)
+		}
+	}
+}

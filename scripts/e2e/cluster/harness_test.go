@@ -1,0 +1,220 @@
+//go:build e2e
+
+// Package cluster is the end-to-end suite on the real one-node cluster
+// (scripts/cluster.sh) with vgpud installed from manifests/ (mock overlay):
+// a real kube-apiserver calling the webhook, a real kube-scheduler calling
+// the extender, a real kubelet calling the device plugin, real containers.
+// Run through `make e2e`; the scenarios run in order, sharing the cluster.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+const system = "vgpud-system"
+
+type env struct {
+	kubeconfig string
+	scripts    string
+	kube       kubernetes.Interface
+}
+
+func setup(t *testing.T) env {
+	t.Helper()
+	kc, scripts := os.Getenv("KUBECONFIG"), os.Getenv("VGPUD_SCRIPTS")
+	if kc == "" || scripts == "" {
+		t.Fatal("KUBECONFIG and VGPUD_SCRIPTS must be set; run through `make e2e`")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 200, 400
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{kubeconfig: kc, scripts: scripts, kube: kube}
+}
+
+// kubectl runs the real kubectl; the error carries its stderr.
+func (e env) kubectl(args ...string) (string, error) {
+	cmd := exec.Command("kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out.String(), nil
+}
+
+// namespace makes a fresh namespace, removed when the test ends.
+func (e env) namespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	_ = e.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	eventually(t, 120*time.Second, "namespace "+name+" gone", func() error {
+		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "service account in "+name, func() error {
+		_, err := e.kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	t.Cleanup(func() {
+		grace := int64(0)
+		_ = e.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// gpuPod is a busybox pod that prints its GPU env and sleeps.
+func gpuPod(name string, limits map[string]string, annotations map[string]string) *corev1.Pod {
+	l := corev1.ResourceList{}
+	for k, v := range limits {
+		l[corev1.ResourceName(k)] = resource.MustParse(v)
+	}
+	grace := int64(1)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name: "main", Image: "vgpud.local/busybox:1", ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:   []string{"sh", "-c", "env | grep -E '^(NVIDIA_VISIBLE_DEVICES|CUDA_)' | sort; sleep 3600"},
+				Resources: corev1.ResourceRequirements{Limits: l},
+			}},
+		},
+	}
+}
+
+// containerEnv reads the env lines the pod printed.
+func (e env) containerEnv(t *testing.T, ns, pod string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	eventually(t, 30*time.Second, "env of "+pod, func() error {
+		raw, err := e.kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				out[k] = v
+			}
+		}
+		if out[protocol.EnvVisibleDevices] == "" {
+			return fmt.Errorf("no %s yet in %q", protocol.EnvVisibleDevices, raw)
+		}
+		return nil
+	})
+	return out
+}
+
+// waitRunning waits for every named pod to run and returns how long it took.
+func (e env) waitRunning(t *testing.T, ns string, names []string, timeout time.Duration) time.Duration {
+	t.Helper()
+	return eventually(t, timeout, fmt.Sprintf("%d pods Running in %s", len(names), ns), func() error {
+		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		running := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running[p.Name] = true
+			}
+		}
+		var missing []string
+		for _, n := range names {
+			if !running[n] {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("not running: %v", missing)
+		}
+		return nil
+	})
+}
+
+// leader returns the pod labelled leader, or an error unless exactly one is.
+func (e env) leader() (*corev1.Pod, error) {
+	pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{LabelSelector: protocol.LabelRole + "=" + protocol.RoleLeader})
+	if err != nil {
+		return nil, err
+	}
+	if len(pods.Items) != 1 {
+		return nil, fmt.Errorf("%d pods labelled leader", len(pods.Items))
+	}
+	return &pods.Items[0], nil
+}
+
+// inspect runs `vgpud inspect --json` in the DaemonSet pod.
+func (e env) inspect(t *testing.T) inspect.Snapshot {
+	t.Helper()
+	var s inspect.Snapshot
+	eventually(t, 30*time.Second, "vgpud inspect", func() error {
+		out, err := e.kubectl("-n", system, "exec", "ds/vgpud", "--", "vgpud", "inspect", "--json")
+		if err != nil {
+			return err
+		}
+		return jsonUnmarshal(out, &s)
+	})
+	return s
+}
+
+func (e env) allocatable(node string) (int64, error) {
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	q := n.Status.Allocatable["nvidia.com/gpu"]
+	return q.Value(), nil
+}
+
+// eventually retries f until it succeeds or timeout passes; it returns the time taken.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var err error
+	for time.Since(start) < timeout {
+		if err = f(); err == nil {
+			return time.Since(start)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, timeout, err)
+	return 0
+}
+
+func contains(s string, subs ...string) error {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return fmt.Errorf("%q does not contain %q", s, sub)
+		}
+	}
+	return nil
+}
