@@ -30,7 +30,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("a install", func(t *testing.T) {
 		start := time.Now()
-		out, err := exec.Command(e.scripts+"/install.sh").CombinedOutput()
+		out, err := exec.Command(e.scripts + "/install.sh").CombinedOutput()
 		if err != nil {
 			t.Fatalf("install: %v\n%s", err, out)
 		}
