@@ -84,6 +84,9 @@ func (e env) namespace(t *testing.T, name string, labels map[string]string) {
 		return err
 	})
 	t.Cleanup(func() {
+		if t.Failed() {
+			e.dump(t, name)
+		}
 		grace := int64(0)
 		_ = e.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -217,4 +220,19 @@ func contains(s string, subs ...string) error {
 		}
 	}
 	return nil
+}
+
+// dump logs what explains a failure: the namespace's pods and events, and
+// the last lines of vgpud and its scheduler.
+func (e env) dump(t *testing.T, ns string) {
+	for _, args := range [][]string{
+		{"-n", ns, "get", "pods", "-o", "wide"},
+		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
+		{"-n", system, "get", "pods", "-o", "wide", "--show-labels"},
+		{"-n", system, "logs", "ds/vgpud", "--tail=40"},
+		{"-n", system, "logs", "deploy/vgpud-scheduler", "--tail=20"},
+	} {
+		out, err := e.kubectl(args...)
+		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
+	}
 }
