@@ -48,8 +48,9 @@ test: lint unit fuzz e2e
 demo:
 	bash scripts/demo.sh
 
+# Every benchmark, one table, also written to bench/results.md (root; ~15 minutes).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	bash scripts/bench.sh
 
 clean:
 	rm -rf bin

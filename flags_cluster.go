@@ -17,6 +17,7 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "lease-renew-deadline", Usage: "how long the leader retries renewing before it steps down", EnvVars: envVar("lease-renew-deadline"), Value: cfg.RenewDeadline, Destination: &cfg.RenewDeadline},
 		&cli.DurationFlag{Name: "lease-retry-period", Usage: "wait between election attempts", EnvVars: envVar("lease-retry-period"), Value: cfg.RetryPeriod, Destination: &cfg.RetryPeriod},
 		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the scheduler extender", EnvVars: envVar("listen"), Value: cfg.ListenAddr, Destination: &cfg.ListenAddr},
+		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's /debug/pprof on the metrics address (for benchmarks and debugging)", EnvVars: envVar("profiling"), Value: cfg.Profiling, Destination: &cfg.Profiling},
 		&cli.StringFlag{Name: "metrics-listen", Usage: "HTTP address of /metrics; empty disables", EnvVars: envVar("metrics-listen"), Value: cfg.MetricsAddr, Destination: &cfg.MetricsAddr},
 		&cli.StringFlag{Name: "scheduler-name", Usage: "schedulerName of the kube-scheduler profile that calls the extender", EnvVars: envVar("scheduler-name"), Value: cfg.SchedulerName, Destination: &cfg.SchedulerName},
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: binpack or spread", EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -246,7 +247,9 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 	g.Go(func() error { return certMgr.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
 	if cfg.Cluster.MetricsAddr != "" {
-		g.Go(func() error { return serveMetrics(ctx, cfg.Cluster.MetricsAddr, prom.Handler(), log) })
+		g.Go(func() error {
+			return serveMetrics(ctx, cfg.Cluster.MetricsAddr, prom.Handler(), cfg.Cluster.Profiling, log)
+		})
 	}
 	g.Go(func() error {
 		factory.Start(ctx.Done())
@@ -268,9 +271,13 @@ func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.
 }
 
 // serveMetrics serves /metrics over plain HTTP until ctx ends.
-func serveMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, h http.Handler, profiling bool, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

@@ -11,6 +11,7 @@ type Config struct {
 	RetryPeriod    time.Duration
 	ListenAddr     string // HTTPS: webhook and extender
 	MetricsAddr    string // plain HTTP: Prometheus
+	Profiling      bool   // /debug/pprof on MetricsAddr
 	SchedulerName  string
 	NodePolicy     string // binpack | spread
 	GPUPolicy      string // spread | binpack

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# make bench: every benchmark of the project, one table, written to
+# bench/results.md with the machine, date and commit. Medians of repeated
+# runs; comparisons come from one run with both sides measured.
+#   1. Go benchmarks (-count 5): the pure core, the extender in process,
+#      admission in process, Allocate with 1000 pods.
+#   2. Against a real kube-apiserver (scripts/apiserver.sh) with 1000 Node
+#      objects: the extender over HTTPS at 0/5000/20000 placed pods, bind
+#      throughput, leader memory, admission through the apiserver, the whole
+#      pipeline through a real kube-scheduler; the node-only daemon's memory.
+#   3. On the one-node cluster (scripts/cluster.sh): 30 GPU pods to Running
+#      next to 30 plain pods, three times.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+here=$PWD/scripts
+. "$here/common.sh"
+need_root bench
+started=$(date +%s)
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+
+# medians FILE: "name<TAB>unit<TAB>median" for every benchmark metric.
+medians() {
+	awk '/^Benchmark/ { name = $1; sub(/-[0-9]+$/, "", name)
+		for (i = 3; i < NF; i += 2) { k = name "\t" $(i+1); n[k]++; v[k, n[k]] = $i } }
+	END { for (k in n) { c = n[k]; for (i = 1; i <= c; i++) a[i] = v[k, i]
+		for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		print k "\t" a[int((c + 1) / 2)] } }' "$1"
+}
+get() { awk -F'\t' -v n="$2" -v u="$3" '$1 == n && $2 == u { print $3 }' "$1"; }
+
+echo "bench: Go benchmarks (5 runs each)" >&2
+gob=$(mktemp)
+go test -run '^$' -bench . -benchmem -count 5 ./cluster/core ./cluster/extender ./webhook ./node/plugin 2>/dev/null | grep '^Benchmark' >"$gob"
+med=$(mktemp)
+medians "$gob" >"$med"
+for nodes in 100 1000 5000; do
+	for pods in 0 10000 20000; do
+		b=BenchmarkFilterPass/nodes=$nodes/pods=$pods
+		row "core (fit + score of every node)" "$nodes nodes, $pods pods asked ($(get "$med" "$b" placed-pods) placed)" \
+			"$(awk -v x="$(get "$med" "$b" ns/op)" 'BEGIN { printf "%.2f ms", x / 1e6 }'), $(get "$med" "$b" allocs/op) allocs" "-" "-"
+	done
+done
+for pods in 0 20000; do
+	b=BenchmarkFilterHTTP/nodes=1000/pods=$pods
+	row "extender in process" "/filter handler, 1000 nodes, $pods pods (p50 / p99)" "$(get "$med" "$b" p50-µs) / $(get "$med" "$b" p99-µs) µs" "-" "-"
+done
+row "extender in process" "/bind, fake clientset, distinct nodes" "$(get "$med" BenchmarkBindDistinctNodes binds/s) binds/s" "-" "-"
+row "admission" "webhook handler in process (p50 / p99)" "$(get "$med" BenchmarkAdmission p50-µs) / $(get "$med" BenchmarkAdmission p99-µs) µs" "-" "-"
+row "node" "Allocate with 1000 pods in the node cache (p50 / p99)" "$(get "$med" BenchmarkAllocate1000Pods p50-µs) / $(get "$med" BenchmarkAllocate1000Pods p99-µs) µs" "-" "-"
+rm -f "$gob" "$med"
+
+echo "bench: against kube-apiserver (1000 nodes; takes a few minutes)" >&2
+hosts_entry
+"$here/apiserver.sh" down
+kubeconfig=$("$here/apiserver.sh" up)
+go build -o bin/vgpud .
+mkdir -p bench
+rm -f bench/*.pprof
+# A failing part leaves its rows out and says so; the table is still written.
+KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_K8S_BIN=$("$here/k8s-binaries.sh") VGPUD_BENCH_OUT=$rows VGPUD_BENCH_PROFILES=$PWD/bench \
+	go test -tags bench -count=1 -v -timeout 25m ./scripts/bench/ 2>&1 | grep -E '^(---|ok|FAIL|panic)|_test.go' >&2 ||
+	row "against kube-apiserver" "a part failed (see the log); its rows are missing" "-" "-" "NO"
+"$here/apiserver.sh" down
+# Where the leader's CPU went, for the targets above.
+for p in bench/*.pprof; do
+	[ -f "$p" ] || continue
+	go tool pprof -top -nodecount=30 bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true
+done
+
+echo "bench: 30-pod burst on the one-node cluster (3 runs)" >&2
+"$here/cluster.sh" down
+kc=$("$here/cluster.sh" up)
+ratios=$(KUBECONFIG=$kc VGPUD_SCRIPTS=$here go test -tags e2e -count=3 -v -timeout 20m -run 'TestCluster/(a_install|c_burst)$' ./scripts/e2e/cluster/ 2>&1 |
+	grep -oE '30 plain busybox pods to Running: [0-9.]+m?s; 30 GPU pods: [0-9.]+m?s \(ratio [0-9.]+\)' || true)
+"$here/cluster.sh" down
+echo "$ratios" >&2
+if [ -n "$ratios" ]; then
+	med=$(echo "$ratios" | sed -E 's/.*ratio ([0-9.]+)\)/\1/' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+	line=$(echo "$ratios" | grep "ratio $med)" | head -1 | sed -E 's/30 plain busybox pods to Running: ([^;]+); 30 GPU pods: ([^ ]+) .*/plain \1, GPU \2/')
+	row "real-cluster burst" "30 GPU pods vs 30 plain pods to Running (median of 3)" "$line, ratio $med" "<= 1.5x" "$(awk -v r="$med" 'BEGIN { print (r <= 1.5) ? "yes" : "NO" }')"
+else
+	row "real-cluster burst" "30 GPU pods vs 30 plain pods to Running" "did not run (see the log)" "<= 1.5x" "NO"
+fi
+
+mkdir -p bench
+{
+	echo "# vgpud benchmarks"
+	echo
+	echo "- machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) memory, kernel $(uname -r)"
+	echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')"
+	echo "- command: \`make bench\` ($(($(date +%s) - started)) s)"
+	echo
+	echo "| section | metric | value | target | met |"
+	echo "| --- | --- | --- | --- | --- |"
+	awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$rows"
+	for p in bench/*.txt; do
+		[ -f "$p" ] || continue
+		echo
+		echo "## Leader CPU profile: $(basename "$p" .txt)"
+		echo
+		echo '```'
+		sed -n '1,22p' "$p"
+		echo '```'
+	done
+} >bench/results.md
+cat bench/results.md

@@ -1,0 +1,520 @@
+//go:build bench
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+const (
+	nodes  = 1000
+	listen = "127.0.0.1:9443"
+	host   = "vgpud.vgpud-system.svc" // on the serving certificate; /etc/hosts maps it to loopback
+)
+
+// TestAgainstAPIServer: 1000 Node objects with 8 × 80 GB GPUs each, the
+// cluster role as a process, then (1) /filter, /prioritize and /bind as
+// kube-scheduler drives them at 0, 5000 and 20000 placed pods, bind
+// throughput and the leader's memory; (2) admission latency through the
+// apiserver with and without the webhook; (3) the whole pipeline through a
+// real kube-scheduler, 5000 GPU pods next to 5000 CPU pods; (4) the
+// node-only daemon's memory.
+func TestAgainstAPIServer(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.namespace(t, "vgpud-system")
+	e.namespace(t, "fill")
+	e.namespace(t, "bench")
+	start := time.Now()
+	parallel(t, nodes, 32, func(i int) error { return e.createNode(ctx, i) })
+	t.Logf("%d nodes created in %v", nodes, time.Since(start).Round(time.Millisecond))
+
+	if _, err := e.kube.CoreV1().Pods("vgpud-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vgpud-bench"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "vgpud"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leader := e.spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--metrics-listen=127.0.0.1:9090", "--profiling",
+		"--pod-name=vgpud-bench", "--pod-namespace=vgpud-system", "--kubeconfig="+e.kubeconfig, "--log-format=text", "--log-level=warn")
+	client := e.httpsClient(t)
+
+	placed := 0
+	for _, fill := range []int{0, 5000, 20000} {
+		start := time.Now()
+		parallel(t, fill-placed, 32, func(k int) error { return e.createPlaced(ctx, placed+k) })
+		placed = fill
+		e.waitCachePods(t, fill)
+		t.Logf("fill %d: placed pods created and cached in %v", fill, time.Since(start).Round(time.Millisecond))
+		var prof func()
+		if fill == 20000 {
+			prof = e.profile(t, "extender-20000")
+		}
+		e.extenderRound(t, client, fill)
+		if prof != nil {
+			prof()
+		}
+		if fill == 20000 {
+			rss, anon := memory(leader.cmd.Process.Pid)
+			e.record(t, "extender vs apiserver", "leader RSS at 1000 nodes, 20000 pods", fmt.Sprintf("%.0f MiB (anon %.0f)", rss, anon), "<= 150 MiB", metIf(rss <= 150))
+		}
+	}
+	prof := e.profile(t, "bind-throughput")
+	e.bindThroughput(t, client)
+	prof()
+	e.admission(t)
+	e.pipeline(t)
+}
+
+// profile starts a CPU profile of the leader; calling the result waits
+// for it and saves it in $VGPUD_BENCH_PROFILES (bench.sh summarises it).
+func (e env) profile(t *testing.T, name string) func() {
+	dir := os.Getenv("VGPUD_BENCH_PROFILES")
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://127.0.0.1:9090/debug/pprof/profile?seconds=6")
+		if err != nil {
+			t.Logf("profile %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := os.WriteFile(filepath.Join(dir, name+".pprof"), b, 0o644); err != nil {
+			t.Logf("profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
+func (e env) createNode(ctx context.Context, i int) error {
+	inv := protocol.Inventory{}
+	for g := range 8 {
+		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true})
+	}
+	raw, _ := protocol.EncodeInventory(inv)
+	n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{"kubernetes.io/hostname": nodeName(i)}, Annotations: map[string]string{protocol.AnnotationGPUs: raw}}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("80"), "cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"), "pods": resource.MustParse("110")}
+	n.Status.Capacity = n.Status.Allocatable
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	_, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+func nodeName(i int) string { return fmt.Sprintf("bench-%04d", i) }
+
+// createPlaced makes a pod that already holds 4000 MiB and 10 cores of one
+// GPU (round robin), as the leader's books see pods after a bind.
+func (e env) createPlaced(ctx context.Context, k int) error {
+	n := k % nodes
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: nodeName(n), Containers: []protocol.ContainerAssignment{{Name: "c",
+		GPUs: []protocol.GPUSlice{{UUID: fmt.Sprintf("GPU-%05d-%d", n, (k/nodes)%8), MemoryMiB: 4000, Cores: 10}}}}})
+	_, err := e.kube.CoreV1().Pods("fill").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", k), Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseAllocated)}},
+		Spec:       corev1.PodSpec{NodeName: nodeName(n), Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// waitCachePods waits until the leader's books hold want pods.
+func (e env) waitCachePods(t *testing.T, want int) {
+	eventually(t, 5*time.Minute, fmt.Sprintf("leader caching %d pods", want), func() error {
+		resp, err := http.Get("http://127.0.0.1:9090/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, "vgpud_cache_pods "); ok {
+				if got, _ := strconv.ParseFloat(v, 64); int(got) >= want {
+					return nil
+				}
+				return fmt.Errorf("cache holds %s pods", v)
+			}
+		}
+		return fmt.Errorf("no vgpud_cache_pods yet")
+	})
+}
+
+// httpsClient trusts the CA from the leader's Secret, as kube-scheduler does.
+func (e env) httpsClient(t *testing.T) *http.Client {
+	var ca []byte
+	eventually(t, 60*time.Second, "vgpud-tls Secret", func() error {
+		s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(context.Background(), "vgpud-tls", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ca = s.Data["ca.crt"]
+		return nil
+	})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	if err := os.WriteFile(filepath.Join(os.TempDir(), "vgpud-bench-ca.crt"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: host},
+		MaxIdleConnsPerHost: 64,
+	}}
+	eventually(t, 60*time.Second, "leader ready", func() error {
+		resp, err := c.Get("https://" + listen + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %s", resp.Status)
+		}
+		return nil
+	})
+	return c
+}
+
+func gpuPodSpec(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{SchedulerName: "vgpud-scheduler", Containers: []corev1.Container{{Name: "main", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}}}}},
+	}
+}
+
+func post(c *http.Client, verb string, body any, out any) (time.Duration, error) {
+	raw, _ := json.Marshal(body)
+	start := time.Now()
+	resp, err := c.Post("https://"+listen+"/"+verb, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("%s: %s: %s", verb, resp.Status, b)
+	}
+	return took, json.Unmarshal(b, out)
+}
+
+// extenderRound creates 200 real pending pods and, for each, calls
+// /filter and /prioritize with every node name, then /bind to a node no
+// other pod is in flight on, marking it allocated as its node would.
+func (e env) extenderRound(t *testing.T, c *http.Client, fill int) {
+	ctx := context.Background()
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	const n = 200
+	var filter, prio, bind []time.Duration
+	for i := range n {
+		p, err := e.kube.CoreV1().Pods("bench").Create(ctx, gpuPodSpec(fmt.Sprintf("x-%d-%d", fill, i)), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := map[string]any{"Pod": p, "NodeNames": names}
+		var fr struct {
+			NodeNames   []string
+			FailedNodes map[string]string
+			Error       string
+		}
+		d, err := post(c, "filter", args, &fr)
+		if err != nil || fr.Error != "" || len(fr.NodeNames) == 0 {
+			t.Fatalf("filter: %v %s (%d fit)", err, fr.Error, len(fr.NodeNames))
+		}
+		filter = append(filter, d)
+		var pr []map[string]any
+		if d, err = post(c, "prioritize", map[string]any{"Pod": p, "NodeNames": fr.NodeNames}, &pr); err != nil {
+			t.Fatal(err)
+		}
+		prio = append(prio, d)
+		target := fr.NodeNames[(i*7)%len(fr.NodeNames)]
+		var br struct{ Error string }
+		if d, err = post(c, "bind", map[string]any{"PodName": p.Name, "PodNamespace": p.Namespace, "PodUID": p.UID, "Node": target}, &br); err != nil || br.Error != "" {
+			t.Fatalf("bind: %v %s", err, br.Error)
+		}
+		bind = append(bind, d)
+		e.markAllocated(ctx, t, p.Namespace, p.Name)
+	}
+	for _, v := range []struct {
+		verb string
+		d    []time.Duration
+	}{{"filter", filter}, {"prioritize", prio}, {"bind", bind}} {
+		s := sortDur(v.d)
+		target, met := "-", "-"
+		if v.verb == "filter" && fill == 20000 {
+			target, met = "p99 <= 5 ms", metIf(pct(s, 0.99) <= 5)
+		}
+		e.record(t, "extender vs apiserver", fmt.Sprintf("/%s at %d placed pods (p50 / p90 / p99)", v.verb, fill), fmt.Sprintf("%.2f / %.2f / %.2f ms", pct(s, 0.5), pct(s, 0.9), pct(s, 0.99)), target, met)
+	}
+}
+
+// markAllocated is the node role's answer to a bind, so the next bind to
+// that node need not wait.
+func (e env) markAllocated(ctx context.Context, t *testing.T, ns, name string) {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, protocol.AnnotationPhase, protocol.PhaseAllocated)
+	if _, err := e.kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bindThroughput binds 500 pods to distinct nodes from 16 goroutines, as
+// kube-scheduler's parallel binding cycles do.
+func (e env) bindThroughput(t *testing.T, c *http.Client) {
+	ctx := context.Background()
+	const n = 500
+	pods := make([]*corev1.Pod, n)
+	parallel(t, n, 32, func(i int) error {
+		p, err := e.kube.CoreV1().Pods("bench").Create(ctx, gpuPodSpec(fmt.Sprintf("b-%d", i)), metav1.CreateOptions{})
+		pods[i] = p
+		return err
+	})
+	start := time.Now()
+	parallel(t, n, 16, func(i int) error {
+		var br struct{ Error string }
+		if _, err := post(c, "bind", map[string]any{"PodName": pods[i].Name, "PodNamespace": "bench", "PodUID": pods[i].UID, "Node": nodeName((i * 2) % nodes)}, &br); err != nil || br.Error != "" {
+			return fmt.Errorf("bind %s: %v %s", pods[i].Name, err, br.Error)
+		}
+		return nil
+	})
+	rate := float64(n) / time.Since(start).Seconds()
+	e.record(t, "extender vs apiserver", "/bind throughput, 500 pods to distinct nodes, 16 in parallel", fmt.Sprintf("%.0f pods/s", rate), ">= 200 pods/s", metIf(rate >= 200))
+	parallel(t, n, 32, func(i int) error {
+		e.markAllocated(ctx, t, "bench", pods[i].Name)
+		return nil
+	})
+}
+
+// admission measures pod creates through the apiserver without and with
+// the webhook registered (the leader runs in both).
+func (e env) admission(t *testing.T) {
+	ctx := context.Background()
+	e.namespace(t, "admit")
+	measure := func(prefix string) []time.Duration {
+		var d []time.Duration
+		for i := range 300 {
+			p := gpuPodSpec(fmt.Sprintf("%s-%d", prefix, i))
+			p.Spec.SchedulerName = ""
+			start := time.Now()
+			if _, err := e.kube.CoreV1().Pods("admit").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			d = append(d, time.Since(start))
+		}
+		return sortDur(d)
+	}
+	without := measure("plain")
+	raw, err := os.ReadFile("../../manifests/vgpud.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		if strings.Contains(doc, "\nkind: MutatingWebhookConfiguration\n") {
+			if err := yaml.Unmarshal([]byte(doc), &mwc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// No kube-proxy here: the Service's host name by URL, on loopback. The
+	// leader fills caBundle in at start; this configuration comes later.
+	s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(ctx, "vgpud-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mwc.Webhooks[0].ClientConfig.CABundle = s.Data["ca.crt"]
+	mwc.Webhooks[0].ClientConfig.Service = nil
+	mwc.Webhooks[0].ClientConfig.URL = ptr.To("https://" + host + ":9443/webhook")
+	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "webhook mutating", func() error {
+		p, err := e.kube.CoreV1().Pods("admit").Create(ctx, gpuPodSpec(fmt.Sprintf("probe-%d", time.Now().UnixNano())), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if len(p.Spec.Containers[0].Resources.Requests) == 0 {
+			return fmt.Errorf("not mutated yet")
+		}
+		return nil
+	})
+	with := measure("hooked")
+	e.record(t, "admission", "pod create through kube-apiserver without the webhook (p50 / p99)", fmt.Sprintf("%.2f / %.2f ms", pct(without, 0.5), pct(without, 0.99)), "-", "-")
+	e.record(t, "admission", "pod create through kube-apiserver with the webhook (p50 / p99)", fmt.Sprintf("%.2f / %.2f ms", pct(with, 0.5), pct(with, 0.99)), "-", "-")
+	e.record(t, "admission", "added by the webhook (p50 / p99)", fmt.Sprintf("%.2f / %.2f ms", pct(with, 0.5)-pct(without, 0.5), pct(with, 0.99)-pct(without, 0.99)), "-", "-")
+	_ = e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
+	_ = e.kube.CoreV1().Pods("admit").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}
+
+// pipeline runs a real kube-scheduler with the default profile and the
+// vgpud-scheduler profile (extender = the leader) over the 1000 nodes, and
+// schedules 5000 CPU-only pods, then 5000 GPU pods, each batch created
+// while the scheduler is stopped so that creation speed does not count.
+// A watcher plays every node's kubelet and node role: it marks each bound
+// GPU pod allocated.
+func (e env) pipeline(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.namespace(t, "cpu")
+	e.namespace(t, "gpu")
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: 1000, burst: 2000}
+leaderElection: {leaderElect: false}
+profiles:
+  - schedulerName: default-scheduler
+  - schedulerName: vgpud-scheduler
+extenders:
+  - urlPrefix: https://%s:9443
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    weight: 1
+    enableHTTPS: true
+    tlsConfig: {caFile: %q}
+    nodeCacheCapable: true
+    httpTimeout: 30s
+    managedResources:
+      - {name: nvidia.com/gpu, ignoredByScheduler: false}
+      - {name: nvidia.com/gpumem, ignoredByScheduler: true}
+      - {name: nvidia.com/gpucores, ignoredByScheduler: true}
+`, e.kubeconfig, host, filepath.Join(os.TempDir(), "vgpud-bench-ca.crt"))
+	cfgPath := filepath.Join(t.TempDir(), "scheduler.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var allocated atomic.Int64
+	w, err := e.kube.CoreV1().Pods("gpu").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	marks := make(chan string, 10000)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range marks {
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, protocol.AnnotationPhase, protocol.PhaseAllocated)
+				if _, err := e.kube.CoreV1().Pods("gpu").Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+					allocated.Add(1)
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(marks)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			if p.Spec.NodeName != "" && p.Annotations[protocol.AnnotationPhase] == string(protocol.PhaseBound) {
+				marks <- p.Name
+			}
+		}
+	}()
+	defer func() { w.Stop(); wg.Wait() }()
+
+	run := func(ns string, n int, mk func(i int) *corev1.Pod) float64 {
+		parallel(t, n, 32, func(i int) error {
+			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, mk(i), metav1.CreateOptions{})
+			return err
+		})
+		sched := e.spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfgPath, "--v=0")
+		defer sched.stop(t)
+		var first time.Time
+		var last time.Time
+		eventually(t, 15*time.Minute, fmt.Sprintf("%d %s pods bound", n, ns), func() error {
+			pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return err
+			}
+			bound := 0
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != "" {
+					bound++
+				}
+			}
+			if bound > 0 && first.IsZero() {
+				first = time.Now()
+			}
+			if bound < n {
+				return fmt.Errorf("%d/%d bound", bound, n)
+			}
+			last = time.Now()
+			return nil
+		})
+		return float64(n) / last.Sub(first).Seconds()
+	}
+	cpu := run("cpu", 5000, func(i int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%05d", i)}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("10m")}}}}}}
+	})
+	gpu := run("gpu", 5000, func(i int) *corev1.Pod {
+		p := gpuPodSpec(fmt.Sprintf("g%05d", i))
+		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem"] = resource.MustParse("2000")
+		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpucores"] = resource.MustParse("5")
+		return p
+	})
+	e.record(t, "kube-scheduler pipeline", "5000 CPU-only pods, default profile", fmt.Sprintf("%.0f pods/s", cpu), "-", "-")
+	e.record(t, "kube-scheduler pipeline", "5000 GPU pods, vgpud-scheduler profile + extender", fmt.Sprintf("%.0f pods/s", gpu), "-", "-")
+	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu/cpu), ">= 50 %", metIf(gpu >= cpu/2))
+	t.Logf("%d GPU pods marked allocated by the stand-in node roles", allocated.Load())
+}
+
+// TestNodeOnlyMemory runs the node role alone on the 8-GPU mock.
+func TestNodeOnlyMemory(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	if _, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "mock-node"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := e.spawn(t, "node", e.vgpud, "run", "--roles=node", "--gpu-backend=mock:dgxa100", "--node-name=mock-node", "--kubeconfig="+e.kubeconfig,
+		"--device-plugin-dir="+dir, "--inspect-socket="+filepath.Join(dir, "inspect.sock"), "--log-format=text")
+	eventually(t, 30*time.Second, "inventory published", func() error {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, "mock-node", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Annotations[protocol.AnnotationGPUs] == "" {
+			return fmt.Errorf("no inventory yet")
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second)
+	rss, anon := memory(p.cmd.Process.Pid)
+	e.record(t, "node", "node-only daemon RSS, 8-GPU mock (anon = heap and stacks; the rest is the binary's mapped pages)", fmt.Sprintf("%.0f MiB (anon %.0f)", rss, anon), "< 40 MiB", metIf(rss < 40))
+}
