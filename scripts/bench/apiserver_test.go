@@ -126,7 +126,13 @@ func (e env) createNode(ctx context.Context, i int) error {
 	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("80"), "cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"), "pods": resource.MustParse("110")}
 	n.Status.Capacity = n.Status.Allocatable
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	_, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	if n, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	// The apiserver taints a new node not-ready; with no node controller
+	// here nothing would lift it.
+	n.Spec.Taints = nil
+	_, err = e.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 	return err
 }
 
