@@ -421,12 +421,8 @@ extenders:
 		t.Fatal(err)
 	}
 	var allocated atomic.Int64
-	w, err := e.kube.CoreV1().Pods("gpu").Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
 	marks := make(chan string, 10000)
+	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -439,19 +435,37 @@ extenders:
 			}
 		}()
 	}
+	// The stand-in node roles: list, then watch from there, again whenever
+	// the watch ends, marking every pod bound to a node but not allocated.
 	go func() {
 		defer close(marks)
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Modified {
+		waiting := func(p *corev1.Pod) bool {
+			return p.Spec.NodeName != "" && p.Annotations[protocol.AnnotationPhase] == string(protocol.PhaseBound)
+		}
+		for ctx.Err() == nil {
+			list, err := e.kube.CoreV1().Pods("gpu").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(time.Second)
 				continue
 			}
-			if p.Spec.NodeName != "" && p.Annotations[protocol.AnnotationPhase] == string(protocol.PhaseBound) {
-				marks <- p.Name
+			for i := range list.Items {
+				if waiting(&list.Items[i]) {
+					marks <- list.Items[i].Name
+				}
+			}
+			w, err := e.kube.CoreV1().Pods("gpu").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			if err != nil {
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Modified && waiting(p) {
+					marks <- p.Name
+				}
 			}
 		}
 	}()
-	defer func() { w.Stop(); wg.Wait() }()
+	defer wg.Wait()
+	defer cancel()
 
 	run := func(ns string, n int, mk func(i int) *corev1.Pod) float64 {
 		parallel(t, n, 32, func(i int) error {
