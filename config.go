@@ -27,6 +27,7 @@ type config struct {
 	LogLevel     string
 	LogFormat    string
 	Kubeconfig   string
+	APIQPS       int // client-side rate limit towards kube-apiserver
 	NodeName     string
 	PodName      string
 	PodNamespace string
@@ -43,6 +44,7 @@ func defaultConfig() config {
 		LogLevel:  "info",
 		LogFormat: "auto",
 		Roles:     []string{roleNode, roleCluster},
+		APIQPS:    1000,
 		Resources: protocol.DefaultResourceNames(),
 		Node:      node.DefaultConfig(),
 		Cluster:   cluster.DefaultConfig(),
@@ -85,6 +87,9 @@ func (c config) validate() error {
 		add(flagError("pod-namespace", `""`, "set POD_NAMESPACE from the downward API (metadata.namespace)"))
 	}
 	add(validateResources(c.Resources))
+	if c.APIQPS < 1 || c.APIQPS > 100000 {
+		add(flagError("kube-api-qps", c.APIQPS, "want 1..100000 requests per second"))
+	}
 	if c.runs(roleNode) {
 		add(validateNode(c.Node))
 	}

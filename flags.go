@@ -18,6 +18,7 @@ func commonFlags(cfg *config) []cli.Flag {
 		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", EnvVars: envVar("log-level"), Value: cfg.LogLevel, Destination: &cfg.LogLevel},
 		&cli.StringFlag{Name: "log-format", Usage: "auto (colour on a terminal), text, color or json", EnvVars: envVar("log-format"), Value: cfg.LogFormat, Destination: &cfg.LogFormat},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty means in-cluster", EnvVars: append(envVar("kubeconfig"), "KUBECONFIG"), Destination: &cfg.Kubeconfig},
+		&cli.IntFlag{Name: "kube-api-qps", Usage: "requests per second this replica may send kube-apiserver (burst twice that); binds need three each", EnvVars: envVar("kube-api-qps"), Value: cfg.APIQPS, Destination: &cfg.APIQPS},
 		&cli.StringFlag{Name: "node-name", Usage: "this node's name (downward API spec.nodeName)", EnvVars: []string{"NODE_NAME"}, Destination: &cfg.NodeName},
 		&cli.StringFlag{Name: "pod-name", Usage: "this replica's pod name (downward API metadata.name)", EnvVars: []string{"POD_NAME"}, Destination: &cfg.PodName},
 		&cli.StringFlag{Name: "pod-namespace", Usage: "this replica's namespace (downward API metadata.namespace)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.PodNamespace},
