@@ -48,7 +48,7 @@ test: lint unit fuzz e2e
 demo:
 	bash scripts/demo.sh
 
-# Every benchmark, one table, also written to bench/results.md (root; ~15 minutes).
+# Every benchmark, one table, also written to bench/results.md (root; ~9 minutes).
 bench:
 	bash scripts/bench.sh
 
