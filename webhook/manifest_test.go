@@ -11,8 +11,8 @@ import (
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -21,22 +21,11 @@ import (
 // expects.
 func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "manifests", "vgpud.yaml"))
+	mwc, err := manifests.WebhookConfiguration()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		if !strings.Contains(doc, "\nkind: MutatingWebhookConfiguration\n") {
-			continue
-		}
-		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		if err := yaml.UnmarshalStrict([]byte(doc), &mwc); err != nil {
-			t.Fatalf("manifests/vgpud.yaml: %v", err)
-		}
-		return &mwc
-	}
-	t.Fatal("manifests/vgpud.yaml has no MutatingWebhookConfiguration")
-	return nil
+	return mwc
 }
 
 func TestWebhookConfigShape(t *testing.T) {

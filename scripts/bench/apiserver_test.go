@@ -20,15 +20,14 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
+	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -341,17 +340,9 @@ func (e env) admission(t *testing.T) {
 		return sortDur(d)
 	}
 	without := measure("plain")
-	raw, err := os.ReadFile("../../manifests/vgpud.yaml")
+	mwc, err := manifests.WebhookConfiguration()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		if strings.Contains(doc, "\nkind: MutatingWebhookConfiguration\n") {
-			if err := yaml.Unmarshal([]byte(doc), &mwc); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	// No kube-proxy here: the Service's host name by URL, on loopback. The
 	// leader fills caBundle in at start; this configuration comes later.
@@ -362,7 +353,7 @@ func (e env) admission(t *testing.T) {
 	mwc.Webhooks[0].ClientConfig.CABundle = s.Data["ca.crt"]
 	mwc.Webhooks[0].ClientConfig.Service = nil
 	mwc.Webhooks[0].ClientConfig.URL = ptr.To("https://" + host + ":9443/webhook")
-	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &mwc, metav1.CreateOptions{}); err != nil {
+	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "webhook mutating", func() error {

@@ -9,20 +9,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
+	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -34,17 +32,9 @@ const listen = "127.0.0.1:9443"
 
 func (e env) applyWebhookConfig(t *testing.T) {
 	t.Helper()
-	raw, err := os.ReadFile("../../manifests/vgpud.yaml")
+	mwc, err := manifests.WebhookConfiguration()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		if strings.Contains(doc, "\nkind: MutatingWebhookConfiguration\n") {
-			if err := yaml.UnmarshalStrict([]byte(doc), &mwc); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	// No Service routing without kube-proxy: the same host name by URL.
 	for i := range mwc.Webhooks {
@@ -53,7 +43,7 @@ func (e env) applyWebhookConfig(t *testing.T) {
 	}
 	ctx := context.Background()
 	_ = e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
-	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &mwc, metav1.CreateOptions{}); err != nil {
+	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,39 @@
+// Package manifests holds the install manifest, embedded so that tests
+// check and apply the very file users apply.
+package manifests
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed vgpud.yaml
+var install string
+
+// Document returns the first document of vgpud.yaml of the given kind.
+func Document(kind string) (string, error) {
+	for _, doc := range strings.Split(install, "\n---\n") {
+		if strings.Contains(doc, "\nkind: "+kind+"\n") {
+			return doc, nil
+		}
+	}
+	return "", fmt.Errorf("manifests/vgpud.yaml has no %s", kind)
+}
+
+// WebhookConfiguration decodes the manifest's MutatingWebhookConfiguration,
+// rejecting fields the API does not know.
+func WebhookConfiguration() (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	doc, err := Document("MutatingWebhookConfiguration")
+	if err != nil {
+		return nil, err
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict([]byte(doc), &mwc); err != nil {
+		return nil, fmt.Errorf("manifests/vgpud.yaml: %w", err)
+	}
+	return &mwc, nil
+}
