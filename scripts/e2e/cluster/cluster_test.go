@@ -398,6 +398,12 @@ func TestCluster(t *testing.T) {
 					return fmt.Errorf("old pod %s still there", p.Name)
 				}
 			}
+			// kubelet reports no nvidia.com/gpu while the plugin is away;
+			// a pod created before it is back waits for kube-scheduler's
+			// next retry.
+			if n, err := e.allocatable(node); err != nil || n != 80 {
+				return fmt.Errorf("allocatable nvidia.com/gpu %d (%v)", n, err)
+			}
 			return nil
 		})
 		back := time.Since(restarted)
