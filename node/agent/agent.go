@@ -40,12 +40,11 @@ type Agent struct {
 	role      string
 	log       *slog.Logger
 
-	mu        sync.Mutex
-	notReady  string
-	inv       protocol.Inventory
-	server    *plugin.Server
-	podCache  *pods.Cache
-	unhealthy map[string]bool
+	mu       sync.Mutex
+	notReady string
+	inv      protocol.Inventory
+	server   *plugin.Server
+	podCache *pods.Cache
 }
 
 // New returns the node role for nodeName; role names what this replica
@@ -137,24 +136,24 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	a.inv = inventory.Build(devs, scaling, nil)
 	a.mu.Unlock()
 
-	healthChanged := make(chan map[string]bool, 1)
+	healthChanged := make(chan protocol.Inventory, 1)
 	onHealth := func(unhealthy map[string]bool) {
 		p.SetUnhealthy(unhealthy)
+		inv := inventory.Build(devs, scaling, unhealthy)
 		a.mu.Lock()
-		a.unhealthy = unhealthy
-		a.inv = inventory.Build(devs, scaling, unhealthy)
+		a.inv = inv
 		a.mu.Unlock()
-		// Keep only the newest set for the publisher.
+		// Keep only the newest inventory for the publisher.
 		select {
 		case <-healthChanged:
 		default:
 		}
-		healthChanged <- unhealthy
+		healthChanged <- inv
 	}
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.IgnoredXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
 	g.Go(func() error { return watcher.Run(ctx) })
 	g.Go(func() error { return server.Run(ctx) })
-	g.Go(func() error { return a.publish(ctx, devs, scaling, healthChanged) })
+	g.Go(func() error { return a.publish(ctx, healthChanged) })
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
 	return nil
 }
@@ -177,28 +176,36 @@ func (a *Agent) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device,
 	}
 }
 
-// publish writes the inventory annotation at start and on every health
-// change, retrying failed writes.
-func (a *Agent) publish(ctx context.Context, devs []gpu.Device, scaling inventory.Scaling, changed <-chan map[string]bool) error {
+// publish writes the inventory annotation at start and whenever health
+// changes it, retrying failed writes.
+func (a *Agent) publish(ctx context.Context, changed <-chan protocol.Inventory) error {
 	pub := inventory.NewPublisher(a.kube, a.node)
-	unhealthy := map[string]bool{}
+	a.mu.Lock()
+	inv := a.inv
+	a.mu.Unlock()
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case unhealthy = <-changed:
+		case inv = <-changed:
 		case <-retry.C:
 		}
-		wrote, err := pub.Publish(ctx, inventory.Build(devs, scaling, unhealthy))
+		wrote, err := pub.Publish(ctx, inv)
 		if err != nil {
 			a.log.Error("publish GPU inventory; retrying in 5s", "err", err)
 			retry.Reset(5 * time.Second)
 			continue
 		}
 		if wrote {
-			a.log.Info("GPU inventory published", "node", a.node, "gpus", len(devs), "unhealthy", len(unhealthy))
+			unhealthy := 0
+			for _, g := range inv.GPUs {
+				if !g.Healthy {
+					unhealthy++
+				}
+			}
+			a.log.Info("GPU inventory published", "node", a.node, "gpus", len(inv.GPUs), "unhealthy", unhealthy)
 		}
 	}
 }
