@@ -35,13 +35,13 @@ func validateNode(c node.Config) error {
 	if err := node.ValidateBackend(c.Backend); err != nil {
 		errs = append(errs, flagError("gpu-backend", c.Backend, err.Error()+"; want "+node.BackendChoices()))
 	}
-	if c.Split < 1 || c.Split > 1000 {
+	if !node.ValidSplit(c.Split) {
 		errs = append(errs, flagError("split", c.Split, "want 1..1000"))
 	}
-	if c.MemoryScaling <= 0 || c.MemoryScaling > 100 {
+	if !node.ValidScaling(c.MemoryScaling) {
 		errs = append(errs, flagError("memory-scaling", c.MemoryScaling, "want a factor above 0 and at most 100 (1 = no oversubscription)"))
 	}
-	if c.CoreScaling <= 0 || c.CoreScaling > 100 {
+	if !node.ValidScaling(c.CoreScaling) {
 		errs = append(errs, flagError("core-scaling", c.CoreScaling, "want a factor above 0 and at most 100"))
 	}
 	if c.PluginSocket == "" || strings.ContainsRune(c.PluginSocket, '/') || c.PluginSocket == "kubelet.sock" {

@@ -80,16 +80,21 @@ func (c Config) ForNode(node string) (Config, error) {
 	return c, nil
 }
 
+// ValidSplit and ValidScaling are the bounds of split and of the memory
+// and core factors, shared by the flags and the per-node overrides.
+func ValidSplit(n int) bool       { return n >= 1 && n <= 1000 }
+func ValidScaling(f float64) bool { return f > 0 && f <= 100 }
+
 // ValidateScaling checks the settings a node override may change.
 func (c Config) ValidateScaling() error {
 	var errs []error
-	if c.Split < 1 || c.Split > 1000 {
+	if !ValidSplit(c.Split) {
 		errs = append(errs, fmt.Errorf("split %d: want 1..1000", c.Split))
 	}
-	if c.MemoryScaling <= 0 || c.MemoryScaling > 100 {
+	if !ValidScaling(c.MemoryScaling) {
 		errs = append(errs, fmt.Errorf("memory scaling %v: want a factor above 0 and at most 100 (1 = no oversubscription)", c.MemoryScaling))
 	}
-	if c.CoreScaling <= 0 || c.CoreScaling > 100 {
+	if !ValidScaling(c.CoreScaling) {
 		errs = append(errs, fmt.Errorf("core scaling %v: want a factor above 0 and at most 100", c.CoreScaling))
 	}
 	for _, e := range c.Exclude {
