@@ -10,9 +10,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# .dockerignore keeps .git out of the context: pass the commit in.
 ARG VERSION=dev
+ARG COMMIT=unknown
 RUN CGO_ENABLED=1 go build -trimpath \
-      -ldflags "-s -w -X main.version=${VERSION} -X main.commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /out/vgpud .
 
 FROM gcr.io/distroless/base-debian12

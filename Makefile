@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS := ./...
 
-.PHONY: all build images unit test lint vet fmt-check fuzz e2e demo bench clean
+.PHONY: all build images unit test lint vet fmt-check size-check fuzz e2e demo bench clean
 
 all: build
 
@@ -21,13 +21,21 @@ images:
 unit:
 	$(GO) test -count=1 $(PKGS)
 
+# The tagged suites (scripts/e2e, scripts/e2e/cluster, scripts/bench) are
+# vetted too.
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e,bench $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-lint: vet fmt-check
+# Build outputs must never be committed: every clone pays for them.
+size-check:
+	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576'); \
+	if [ -n "$$big" ]; then echo "tracked files over 1 MB (build outputs? add them to .gitignore):"; echo "$$big"; exit 1; fi
+
+lint: vet fmt-check size-check
 
 # A short run of every fuzz target, so regressions in the decoders show up in CI.
 fuzz:
