@@ -19,7 +19,7 @@ const (
 // limits (or its requests where a limit is absent). Zero means absent.
 type ContainerRequest struct {
 	Name          string
-	Init          bool
+	Kind          ContainerKind
 	GPUs          int   // distinct physical GPUs
 	HasGPUs       bool  // the GPU resource was written, even as 0
 	MemoryMiB     int64 // per GPU
@@ -40,11 +40,12 @@ func (c ContainerRequest) Wants() bool {
 func PodRequests(pod *corev1.Pod, names ResourceNames) ([]ContainerRequest, error) {
 	out := make([]ContainerRequest, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for i := range pod.Spec.InitContainers {
-		r, err := ContainerRequestOf(&pod.Spec.InitContainers[i], names)
+		c := &pod.Spec.InitContainers[i]
+		r, err := ContainerRequestOf(c, names)
 		if err != nil {
 			return nil, err
 		}
-		r.Init = true
+		r.Kind = KindOf(c, true)
 		out = append(out, r)
 	}
 	for i := range pod.Spec.Containers {

@@ -25,6 +25,10 @@ func TestPodRequestsOrderAndValues(t *testing.T) {
 			ctr("sidecar", nil),
 		},
 	}}
+	always := corev1.ContainerRestartPolicyAlways
+	proxy := ctr("proxy", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "200"})
+	proxy.RestartPolicy = &always
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
 	// A request without a limit is read too.
 	pod.Spec.Containers[1].Resources.Requests = corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("512")}
 	got, err := PodRequests(pod, names)
@@ -32,7 +36,8 @@ func TestPodRequestsOrderAndValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ContainerRequest{
-		{Name: "init", Init: true, GPUs: 1, HasGPUs: true, MemoryMiB: 1000},
+		{Name: "init", Kind: KindInit, GPUs: 1, HasGPUs: true, MemoryMiB: 1000},
+		{Name: "proxy", Kind: KindSidecar, GPUs: 1, HasGPUs: true, MemoryMiB: 200},
 		{Name: "main", GPUs: 2, HasGPUs: true, MemoryPercent: 50, Cores: 30, Priority: 1, HasPriority: true},
 		{Name: "sidecar", MemoryMiB: 512},
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vgpud/vgpud/cluster/quota"
 )
 
 // BenchmarkAdmission times one admission in process: the HTTP handler
@@ -16,7 +18,7 @@ func BenchmarkAdmission(b *testing.B) {
 	_, body := readReview(b, "visible_devices_none")
 	cfg := testConfig()
 	cfg.VisibleDevicesNone = true
-	h := NewHTTPHandler(NewPods(cfg, quotas{"ai-team": {Memory: Limit{Set: true, Hard: 1 << 40}}}), quietLog())
+	h := NewHTTPHandler(NewPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 1 << 40}}}), quietLog())
 	durations := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -10,8 +10,15 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
+
+// Quotas gives a namespace's vGPU quota and what its pods already use
+// (cluster/quota over informers).
+type Quotas interface {
+	NamespaceQuota(namespace string) quota.Quota
+}
 
 // Handler decides one admission request. The transport (NewHTTPHandler)
 // decodes the review and encodes the answer around it.
@@ -127,11 +134,11 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	}
 	if p.quotas != nil {
 		// After mutation: the GPU count just defaulted counts too.
-		ask, err := PodUsage(pod, names)
+		ask, err := quota.PodUsage(pod, names)
 		if err != nil {
 			return Verdict{Deny: err.Error()}
 		}
-		if msg := checkQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
+		if msg := quota.Check(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
 			return Verdict{Deny: msg}
 		}
 	}

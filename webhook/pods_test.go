@@ -12,12 +12,14 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/vgpud/vgpud/cluster/quota"
 )
 
 // quotas is a fixed Quotas for tests.
-type quotas map[string]Quota
+type quotas map[string]quota.Quota
 
-func (q quotas) NamespaceQuota(ns string) Quota { return q[ns] }
+func (q quotas) NamespaceQuota(ns string) quota.Quota { return q[ns] }
 
 func testConfig() Config {
 	c := DefaultConfig()
@@ -70,7 +72,7 @@ func TestPodsAdmission(t *testing.T) {
 		deny      = "denied"
 		errorCode = "errored"
 	)
-	aiTeam := quotas{"ai-team": {Memory: Limit{Set: true, Hard: 40000, Used: 38000}, Cores: Limit{Set: true, Hard: 200, Used: 100}}}
+	aiTeam := quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}, Cores: quota.Limit{Set: true, Hard: 200, Used: 100}}}
 	tests := []struct {
 		name   string
 		cfg    func(*Config)
@@ -233,7 +235,7 @@ func TestPodsHandleNamespaceFromRequest(t *testing.T) {
 	}
 	delete(obj["metadata"].(map[string]any), "namespace")
 	req.Object.Raw, _ = json.Marshal(obj)
-	q := quotas{"ai-team": {Memory: Limit{Set: true, Hard: 40000, Used: 38000}}}
+	q := quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}}}
 	if resp := NewPods(testConfig(), q).Handle(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, "namespace ai-team") {
 		t.Fatalf("quota not checked in the request's namespace: %+v", resp.Result)
 	}

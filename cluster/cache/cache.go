@@ -84,7 +84,7 @@ func (c *Cache) DeleteNode(name string) {
 // not booked, and the caller should say so loudly.
 func (c *Cache) SetPod(p *corev1.Pod) error {
 	raw, ok := p.Annotations[protocol.AnnotationAssignment]
-	if !ok || terminated(p) {
+	if !ok || protocol.Terminated(p) {
 		c.DeletePod(p.UID)
 		return nil
 	}
@@ -104,18 +104,11 @@ func (c *Cache) SetPod(p *corev1.Pod) error {
 // Book records a placement at once, before the informer sees it: bind
 // calls it so the next filter already counts the pod, and the pod is in
 // flight until kubelet allocates it. The pod's spec says which containers
-// are init containers, which count at peak, not summed.
+// are init containers and sidecars (core's footprint rule).
 func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) { c.book(p, a, true) }
 
 func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
-	inits := make(map[string]bool, len(p.Spec.InitContainers))
-	for _, ic := range p.Spec.InitContainers {
-		inits[ic.Name] = true
-	}
-	pl := make(core.Placement, 0, len(a.Containers))
-	for _, ct := range a.Containers {
-		pl = append(pl, core.ContainerPlacement{Name: ct.Name, Init: inits[ct.Name], GPUs: ct.GPUs})
-	}
+	pl := core.PlacementOf(a, protocol.Kinds(&p.Spec))
 	uid, namespace, name := p.UID, p.Namespace, p.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -230,9 +223,4 @@ func (c *Cache) recompute(name string) {
 		core.Apply(&n, core.Footprint(n, c.pods[uid].placement))
 	}
 	st.current = n
-}
-
-// terminated pods hold no GPUs; a pod being deleted still does until it is gone.
-func terminated(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }

@@ -88,6 +88,24 @@ func TestUsageFromAnnotations(t *testing.T) {
 	}
 }
 
+// A sidecar (init container with restartPolicy Always) holds its slice for
+// the pod's life, on top of the app containers; a plain init container of
+// the same size would count only at its peak.
+func TestSidecarIsBookedForLife(t *testing.T) {
+	c := New(protocol.DefaultResourceNames())
+	c.SetNode(gpuNode("n1", 1, "10"))
+	p := assigned("s", "n1", 4000, 5000)
+	always := corev1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers[0].RestartPolicy = &always
+	if err := c.SetPod(p); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := c.Node("n1")
+	if want := (core.Usage{MemMiB: 9000, Cores: 10, Slots: 2}); n.GPUs[0].Used != want {
+		t.Fatalf("sidecar pod books %+v, want %+v", n.GPUs[0].Used, want)
+	}
+}
+
 func TestNodeUsability(t *testing.T) {
 	c := New(protocol.DefaultResourceNames())
 	c.SetNode(gpuNode("down", 1, "0"))

@@ -15,9 +15,9 @@ type Result struct {
 }
 
 // Fit places req on n, or says why it cannot. It does not change n.
-// App containers are placed first, cumulatively; each init container
-// then fits against the pod's peak (see footprint.go). The placement is
-// returned in kubelet's order: init containers first.
+// App containers are placed first, cumulatively; init containers and
+// sidecars then fit in spec order against the pod's peak (footprint.go).
+// The placement is returned in kubelet's order: init containers first.
 func Fit(n Node, req Request, opts Options) (Result, *Reason) {
 	return fit(n, req, opts, true)
 }
@@ -30,7 +30,7 @@ func Fits(n Node, req Request, opts Options) *Reason {
 }
 
 func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
-	pk := newPeak(len(n.GPUs))
+	pk := make([]Peak, len(n.GPUs)) // one allocation: fit runs per node per filter
 	var placed []ContainerPlacement
 	if record {
 		placed = make([]ContainerPlacement, len(req.Containers))
@@ -38,7 +38,7 @@ func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
 	for pass := 0; pass < 2; pass++ {
 		initPass := pass == 1
 		for ci, c := range req.Containers {
-			if c.Init != initPass || c.GPUs == 0 {
+			if c.Kind.BeforeApps() != initPass || c.GPUs == 0 {
 				continue
 			}
 			cp, reason := placeContainer(n, req, opts, c, pk, record)
@@ -61,7 +61,7 @@ func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
 	}
 	fp := make([]Usage, len(n.GPUs))
 	for i := range fp {
-		fp[i] = pk.at(i)
+		fp[i] = pk[i].Total()
 	}
 	return Result{Placement: out, Footprint: fp}, nil
 }
@@ -86,7 +86,7 @@ type rejections struct {
 	wantMem                                          int64
 }
 
-func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk peak, record bool) (ContainerPlacement, *Reason) {
+func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk []Peak, record bool) (ContainerPlacement, *Reason) {
 	exclusive := c.Cores >= 100
 	var rej rejections
 	cands := make([]candidate, 0, len(n.GPUs))
@@ -99,13 +99,13 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 			rej.selector++
 			continue
 		}
-		cur := pk.at(i)
+		cur := pk[i].Total()
 		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.idle() && cur.idle())) {
 			rej.exclusive++
 			continue
 		}
 		u := Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
-		total := g.Used.plus(pk.with(i, u, c.Init))
+		total := g.Used.plus(pk[i].With(u, c.Kind))
 		freeMem := g.MemoryMiB - g.Used.MemMiB - cur.MemMiB
 		freeCores := g.GPU.Cores - g.Used.Cores - cur.Cores
 		switch {
@@ -132,9 +132,9 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 	if pick == nil {
 		return ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
 	}
-	cp := ContainerPlacement{Name: c.Name, Init: c.Init}
+	cp := ContainerPlacement{Name: c.Name, Kind: c.Kind}
 	for _, k := range pick {
-		pk.add(k.idx, k.usage, c.Init)
+		pk[k.idx].Add(k.usage, c.Kind)
 		if record {
 			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
 		}

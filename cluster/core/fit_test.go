@@ -39,7 +39,7 @@ func TestFit(t *testing.T) {
 	excl := a100(0, 0)
 	excl.Used = Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}
 	init := app("init", 1, 30000, 0)
-	init.Init = true
+	init.Kind = protocol.KindInit
 
 	for _, tc := range []struct {
 		name       string
@@ -92,6 +92,13 @@ func TestFit(t *testing.T) {
 			want: []string{"GPU-0:30000:0", "GPU-0:20000:0", "GPU-0:15000:0"}},
 		{name: "an init container larger than what is free does not fit", n: node(used(a100(0, 0), 15000, 0, 1)),
 			req: Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
+		{name: "a sidecar holds its slice beside the apps", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{sidecar("proxy", 1, 20000), app("a", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
+		{name: "an init container after a sidecar runs beside it", n: node(a100(0, 0)),
+			req: Request{Containers: []protocol.ContainerRequest{sidecar("proxy", 1, 15000), init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
+		{name: "an init container before a sidecar does not", n: node(a100(0, 0)),
+			req:  Request{Containers: []protocol.ContainerRequest{init, sidecar("proxy", 1, 5000), app("a", 1, 1000, 0)}},
+			want: []string{"GPU-0:30000:0", "GPU-0:5000:0", "GPU-0:1000:0"}},
 		{name: "containers without gpus are skipped", n: node(a100(0, 0)),
 			req: Request{Containers: []protocol.ContainerRequest{{Name: "sidecar"}, app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:0"}},
 	} {
@@ -128,10 +135,16 @@ func TestFit(t *testing.T) {
 	}
 }
 
-func TestFootprintApplyReleaseRoundTrip(t *testing.T) {
+func sidecar(name string, gpus int, mem int64) protocol.ContainerRequest {
+	c := app(name, gpus, mem, 0)
+	c.Kind = protocol.KindSidecar
+	return c
+}
+
+func TestFootprintApplyRoundTrip(t *testing.T) {
 	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
 	init := app("init", 1, 30000, 0)
-	init.Init = true
+	init.Kind = protocol.KindInit
 	req := Request{Containers: []protocol.ContainerRequest{init, app("a", 2, 20000, 10), app("b", 1, 5000, 0)}}
 	res, reason := Fit(n, req, opts)
 	if reason != nil {
@@ -151,26 +164,32 @@ func TestFootprintApplyReleaseRoundTrip(t *testing.T) {
 	if _, r := Fit(n, Request{Containers: []protocol.ContainerRequest{app("x", 1, 15001, 0)}}, opts); r == nil {
 		t.Error("fits above what is left after Apply")
 	}
-	Release(&n, fp)
-	for _, g := range n.GPUs {
-		if g.Used != (Usage{}) {
-			t.Fatalf("usage leaked after Release: %+v", g.Used)
-		}
-	}
 }
 
+// Binpack and spread must choose differently between a fuller and an
+// emptier node: the pod adds 10000 MiB to 30000 of 80000 on one node
+// (40000/80000 = 5 of 10) and to nothing on the other (10000/80000 → 1).
 func TestScore(t *testing.T) {
-	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
-	n.GPUs[0].Used.MemMiB = 30000
+	fuller := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
+	fuller.GPUs[0].Used.MemMiB = 30000
+	emptier := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
 	fp := []Usage{{MemMiB: 10000}, {}}
-	if got := Score(n, fp, Binpack); got != 5 {
-		t.Errorf("binpack %d, want 5", got)
+	for _, tc := range []struct {
+		policy                string
+		wantFuller, wantEmpty int
+	}{
+		{Binpack, 5, 1},
+		{Spread, 5, 9},
+	} {
+		f, e := Score(fuller, fp, tc.policy), Score(emptier, fp, tc.policy)
+		if f != tc.wantFuller || e != tc.wantEmpty {
+			t.Errorf("%s: fuller %d, emptier %d; want %d, %d", tc.policy, f, e, tc.wantFuller, tc.wantEmpty)
+		}
 	}
-	if got := Score(n, fp, Spread); got != 5 {
-		t.Errorf("spread %d, want 5", got)
+	if Score(fuller, fp, Binpack) <= Score(emptier, fp, Binpack) {
+		t.Error("binpack must prefer the fuller node")
 	}
-	empty := node(gpu(0, "A100", 40000, 0))
-	if Score(empty, []Usage{{MemMiB: 4000}}, Spread) <= Score(n, fp, Spread) {
+	if Score(emptier, fp, Spread) <= Score(fuller, fp, Spread) {
 		t.Error("spread must prefer the emptier node")
 	}
 }

@@ -55,7 +55,7 @@ type Options struct {
 // ContainerPlacement is the GPUs one container gets.
 type ContainerPlacement struct {
 	Name string
-	Init bool
+	Kind protocol.ContainerKind
 	GPUs []protocol.GPUSlice
 }
 

@@ -1,6 +1,6 @@
-// Package quota answers the webhook's question "how much vGPU quota does
-// this namespace have, and how much is used" from informer caches, so an
-// admission never lists pods from the API.
+// Package quota answers "how much vGPU quota does this namespace have, and
+// how much is used" from informer caches, so an admission never lists pods
+// from the API, and says whether a pod's ask fits (Check).
 package quota
 
 import (
@@ -10,10 +10,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/webhook"
 )
 
-// Source implements webhook.Quotas over shared informers.
+// Source reads quotas and pods from shared informers.
 type Source struct {
 	pods   corelisters.PodLister
 	quotas corelisters.ResourceQuotaLister
@@ -33,45 +32,45 @@ func New(factory informers.SharedInformerFactory, names protocol.ResourceNames) 
 // NamespaceQuota sums the namespace's live pods against its hard limits.
 // A pod whose resources cannot be read counts as nothing: the webhook
 // would have denied it, so it can only be one admitted before vgpud was.
-func (s *Source) NamespaceQuota(namespace string) webhook.Quota {
+func (s *Source) NamespaceQuota(namespace string) Quota {
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil || len(quotas) == 0 {
-		return webhook.Quota{}
+		return Quota{}
 	}
 	pods, err := s.pods.Pods(namespace).List(labels.Everything())
 	if err != nil {
-		return webhook.Quota{}
+		return Quota{}
 	}
 	return Compute(pods, quotas, s.names)
 }
 
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
-func Compute(pods []*corev1.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) webhook.Quota {
-	var q webhook.Quota
+func Compute(pods []*corev1.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) Quota {
+	var q Quota
 	q.Memory = hardLimit(quotas, names.GPUMem)
 	q.Cores = hardLimit(quotas, names.GPUCores)
 	if !q.Memory.Set && !q.Cores.Set {
 		return q
 	}
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !protocol.PodWants(p, names) {
+		if protocol.Terminated(p) || !protocol.PodWants(p, names) {
 			continue
 		}
-		u, err := webhook.PodUsage(p, names)
+		u, err := PodUsage(p, names)
 		if err != nil {
 			continue
 		}
-		q.Memory.Used += u.MemoryMiB
-		q.Cores.Used += u.Cores
+		q.Memory.Used += u.MemMiB
+		q.Cores.Used += int64(u.Cores)
 	}
 	return q
 }
 
 // hardLimit reads name in any form ResourceQuota accepts for an extended
 // resource (bare, requests., limits.) and keeps the smallest.
-func hardLimit(quotas []*corev1.ResourceQuota, name string) webhook.Limit {
-	var l webhook.Limit
+func hardLimit(quotas []*corev1.ResourceQuota, name string) Limit {
+	var l Limit
 	for _, rq := range quotas {
 		for _, key := range []string{name, "requests." + name, "limits." + name} {
 			v, ok := rq.Spec.Hard[corev1.ResourceName(key)]
@@ -79,7 +78,7 @@ func hardLimit(quotas []*corev1.ResourceQuota, name string) webhook.Limit {
 				continue
 			}
 			if n := v.Value(); !l.Set || n < l.Hard {
-				l = webhook.Limit{Set: true, Hard: n}
+				l = Limit{Set: true, Hard: n}
 			}
 		}
 	}

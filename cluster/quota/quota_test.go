@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/webhook"
 )
 
 func gpuPod(name, ns string, gpus, mem, cores string, phase corev1.PodPhase) *corev1.Pod {
@@ -48,14 +47,14 @@ func TestCompute(t *testing.T) {
 		rq("q2", "ai", map[string]string{"nvidia.com/gpumem": "50000", "limits.nvidia.com/gpucores": "100"}),
 	}
 	got := Compute(pods, quotas, names)
-	want := webhook.Quota{
-		Memory: webhook.Limit{Set: true, Hard: 40000, Used: 28000},
-		Cores:  webhook.Limit{Set: true, Hard: 100, Used: 40},
+	want := Quota{
+		Memory: Limit{Set: true, Hard: 40000, Used: 28000},
+		Cores:  Limit{Set: true, Hard: 100, Used: 40},
 	}
 	if got != want {
 		t.Fatalf("got %+v want %+v", got, want)
 	}
-	if got := Compute(pods, nil, names); got != (webhook.Quota{}) {
+	if got := Compute(pods, nil, names); got != (Quota{}) {
 		t.Errorf("no quota must mean no limits, got %+v", got)
 	}
 }

@@ -42,8 +42,10 @@ func TestUsageAndRender(t *testing.T) {
 	if g := gpus[0]; g.MemoryUsedMiB != 15000 || g.CoresUsed != 20 || g.SlicesUsed != 2 {
 		t.Errorf("GPU 0 %+v", g)
 	}
-	if g := gpus[1]; g.MemoryUsedMiB != 5000 || g.SlicesUsed != 1 || g.Healthy {
-		t.Errorf("GPU 1 %+v (a failed pod holds nothing)", g)
+	// Like the leader's books, a pod whose Allocate failed holds its slice
+	// until kubelet terminates it; only the terminated pod holds nothing.
+	if g := gpus[1]; g.MemoryUsedMiB != 12000 || g.SlicesUsed != 2 || g.Healthy {
+		t.Errorf("GPU 1 %+v", g)
 	}
 	if len(allocs) != 4 {
 		t.Fatalf("allocations %+v", allocs)
@@ -58,6 +60,32 @@ func TestUsageAndRender(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// inspect and the leader count a pod the same way: one footprint rule.
+func TestUsageCountsInitAndSidecarLikeTheBooks(t *testing.T) {
+	inv := protocol.Inventory{Version: 1, GPUs: []protocol.GPU{{UUID: "GPU-a", Index: 0, Model: "A100", MemoryMiB: 40000, Cores: 100, Split: 10, Healthy: true}}}
+	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{
+		{Name: "setup", GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 30000}}},
+		{Name: "proxy", GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 4000, Cores: 10}}},
+		{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 20000, Cores: 30}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	always := corev1.ContainerRestartPolicyAlways
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}},
+			Containers:     []corev1.Container{{Name: "main"}},
+		},
+	}
+	gpus, _ := Usage("n1", inv, []*corev1.Pod{p})
+	// max(setup 30000, proxy 4000 + main 20000) = 30000 MiB; cores 10 + 30; two slots for life.
+	if g := gpus[0]; g.MemoryUsedMiB != 30000 || g.CoresUsed != 40 || g.SlicesUsed != 2 {
+		t.Errorf("GPU %+v", g)
 	}
 }
 

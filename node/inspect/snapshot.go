@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -63,36 +64,40 @@ type Registration struct {
 }
 
 // Usage fills the GPUs' used columns and lists the allocations from the
-// node's pods: every pod assigned here that has not finished or failed
-// holds its share, as the leader's books count it.
+// node's pods. A pod assigned here holds its share until it terminates,
+// counted by core's footprint rule (init containers at peak, sidecars for
+// the pod's life, app containers summed), so inspect agrees with the
+// leader's books.
 func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Allocation) {
-	gpus := make([]GPU, len(inv.GPUs))
-	at := make(map[string]*GPU, len(inv.GPUs))
+	n := core.Node{Name: node, GPUs: make([]core.GPU, len(inv.GPUs))}
 	for i, g := range inv.GPUs {
-		gpus[i] = GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slices: g.Split, Healthy: g.Healthy}
-		at[g.UUID] = &gpus[i]
+		n.GPUs[i] = core.GPU{GPU: g}
 	}
 	allocs := []Allocation{}
 	for _, p := range pods {
 		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !ok || protocol.Terminated(p) {
 			continue
 		}
-		phase := p.Annotations[protocol.AnnotationPhase]
 		a, err := protocol.DecodeAssignment(raw)
 		if err != nil || a.Node != node {
 			continue
 		}
-		_, failed := protocol.Phase(phase).IsFailed()
+		phase := p.Annotations[protocol.AnnotationPhase]
 		for _, c := range a.Containers {
 			for _, s := range c.GPUs {
 				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: phase})
-				if g := at[s.UUID]; g != nil && !failed {
-					g.MemoryUsedMiB += s.MemoryMiB
-					g.CoresUsed += s.Cores
-					g.SlicesUsed++
-				}
 			}
+		}
+		core.Apply(&n, core.Footprint(n, core.PlacementOf(a, protocol.Kinds(&p.Spec))))
+	}
+	gpus := make([]GPU, len(n.GPUs))
+	for i, g := range n.GPUs {
+		gpus[i] = GPU{
+			Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
+			MemoryMiB: g.MemoryMiB, MemoryUsedMiB: g.Used.MemMiB,
+			Cores: g.GPU.Cores, CoresUsed: g.Used.Cores,
+			Slices: g.Split, SlicesUsed: g.Used.Slots,
 		}
 	}
 	slices.SortFunc(allocs, func(a, b Allocation) int {

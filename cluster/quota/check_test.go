@@ -1,4 +1,4 @@
-package webhook
+package quota
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -33,18 +34,18 @@ func TestPodUsage(t *testing.T) {
 		name string
 		init []corev1.Container
 		apps []corev1.Container
-		want Usage
+		want core.Usage
 	}{
-		{"none", nil, []corev1.Container{{Name: "web"}}, Usage{}},
+		{"none", nil, []corev1.Container{{Name: "web"}}, core.Usage{}},
 		// Native quota would count 4000 here: one gpumem value, not one per GPU.
-		{"multi-GPU", nil, []corev1.Container{gpuContainer(2, 4000, 30, false)}, Usage{8000, 60}},
-		{"apps add up", nil, []corev1.Container{gpuContainer(1, 1000, 0, false), gpuContainer(3, 1000, 10, false)}, Usage{4000, 30}},
-		{"init larger than apps", []corev1.Container{gpuContainer(1, 9000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 50, false)}, Usage{9000, 50}},
-		{"init one at a time", []corev1.Container{gpuContainer(1, 3000, 0, false), gpuContainer(1, 3000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{3000, 0}},
-		{"sidecar runs beside apps", []corev1.Container{gpuContainer(1, 2000, 0, true)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{3000, 0}},
-		{"sidecar beside later init", []corev1.Container{gpuContainer(1, 2000, 0, true), gpuContainer(1, 5000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{7000, 0}},
+		{"multi-GPU", nil, []corev1.Container{gpuContainer(2, 4000, 30, false)}, core.Usage{MemMiB: 8000, Cores: 60, Slots: 2}},
+		{"apps add up", nil, []corev1.Container{gpuContainer(1, 1000, 0, false), gpuContainer(3, 1000, 10, false)}, core.Usage{MemMiB: 4000, Cores: 30, Slots: 4}},
+		{"init larger than apps", []corev1.Container{gpuContainer(1, 9000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 50, false)}, core.Usage{MemMiB: 9000, Cores: 50, Slots: 1}},
+		{"init one at a time", []corev1.Container{gpuContainer(1, 3000, 0, false), gpuContainer(1, 3000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, core.Usage{MemMiB: 3000, Cores: 0, Slots: 1}},
+		{"sidecar runs beside apps", []corev1.Container{gpuContainer(1, 2000, 0, true)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, core.Usage{MemMiB: 3000, Cores: 0, Slots: 2}},
+		{"sidecar beside later init", []corev1.Container{gpuContainer(1, 2000, 0, true), gpuContainer(1, 5000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, core.Usage{MemMiB: 7000, Cores: 0, Slots: 2}},
 		{"percentage not counted", nil, []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}}}}, Usage{}},
+			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}}}}, core.Usage{Slots: 1}},
 	}
 	for _, tt := range tests {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tt.init, Containers: tt.apps}}
@@ -61,7 +62,7 @@ func TestPodUsage(t *testing.T) {
 
 func TestCheckQuota(t *testing.T) {
 	names := protocol.DefaultResourceNames()
-	ask := Usage{MemoryMiB: 4000, Cores: 50}
+	ask := core.Usage{MemMiB: 4000, Cores: 50}
 	tests := []struct {
 		name string
 		q    Quota
@@ -76,7 +77,7 @@ func TestCheckQuota(t *testing.T) {
 		{"unset limit ignores usage", Quota{Memory: Limit{Used: 1 << 40}}, ""},
 	}
 	for _, tt := range tests {
-		if got := checkQuota("ai-team", tt.q, ask, names); got != tt.want {
+		if got := Check("ai-team", tt.q, ask, names); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -1,0 +1,50 @@
+package quota
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Quota is a namespace's ResourceQuota hard limits for GPU memory (MiB) and
+// GPU cores (percent), with what its pods use, both counted as PodUsage does.
+type Quota struct {
+	Memory Limit
+	Cores  Limit
+}
+
+// Limit is one hard limit. Set is false when no ResourceQuota names it.
+type Limit struct {
+	Set  bool
+	Hard int64
+	Used int64
+}
+
+// PodUsage is what pod counts against quota: core's footprint rule over
+// its requests (init containers at peak, sidecars for the pod's life, app
+// containers summed), memory and cores per GPU times the GPU count, since
+// native quota sees one gpumem value however many GPUs share it.
+func PodUsage(pod *corev1.Pod, names protocol.ResourceNames) (core.Usage, error) {
+	cs, err := protocol.PodRequests(pod, names)
+	if err != nil {
+		return core.Usage{}, err
+	}
+	return core.Requested(cs), nil
+}
+
+// Check returns a message naming the exceeded limit and what to change, or
+// "" when ask fits.
+func Check(namespace string, q Quota, ask core.Usage, names protocol.ResourceNames) string {
+	if q.Memory.Set && ask.MemMiB > 0 && q.Memory.Used+ask.MemMiB > q.Memory.Hard {
+		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d; lower %s (counted per GPU times %s) or raise the ResourceQuota",
+			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, names.GPUMem, names.GPU)
+	}
+	if cores := int64(ask.Cores); q.Cores.Set && cores > 0 && q.Cores.Used+cores > q.Cores.Hard {
+		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod asks %d; lower %s (counted per GPU times %s) or raise the ResourceQuota",
+			namespace, q.Cores.Hard, q.Cores.Used, cores, names.GPUCores, names.GPU)
+	}
+	return ""
+}

@@ -1,0 +1,54 @@
+package protocol
+
+import corev1 "k8s.io/api/core/v1"
+
+// ContainerKind says when a container holds its GPUs. Kubelet admits init
+// containers (sidecars among them) first, in spec order, then the app
+// containers.
+type ContainerKind uint8
+
+const (
+	// KindApp runs beside the other app containers for the pod's life.
+	KindApp ContainerKind = iota
+	// KindInit runs alone, after the sidecars declared before it have
+	// started, and exits before the app containers start.
+	KindInit
+	// KindSidecar is an init container with restartPolicy Always: it starts
+	// in init order and then runs for the pod's life.
+	KindSidecar
+)
+
+// BeforeApps reports whether kubelet admits the container before the app
+// containers (init containers and sidecars).
+func (k ContainerKind) BeforeApps() bool { return k != KindApp }
+
+// KindOf classifies one container of spec; init is whether it is listed
+// under initContainers.
+func KindOf(c *corev1.Container, init bool) ContainerKind {
+	switch {
+	case !init:
+		return KindApp
+	case c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways:
+		return KindSidecar
+	default:
+		return KindInit
+	}
+}
+
+// Kinds maps each container of spec to its kind.
+func Kinds(spec *corev1.PodSpec) map[string]ContainerKind {
+	out := make(map[string]ContainerKind, len(spec.InitContainers)+len(spec.Containers))
+	for i := range spec.InitContainers {
+		out[spec.InitContainers[i].Name] = KindOf(&spec.InitContainers[i], true)
+	}
+	for i := range spec.Containers {
+		out[spec.Containers[i].Name] = KindApp
+	}
+	return out
+}
+
+// Terminated reports whether pod has finished for good. A terminated pod
+// holds no GPUs; a pod being deleted still does until it is gone.
+func Terminated(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
