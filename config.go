@@ -2,11 +2,11 @@ package main
 
 import (
 	"errors"
-
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/node"
@@ -21,8 +21,16 @@ const (
 	roleCluster = "cluster"
 )
 
+// Bounds of --kube-api-qps.
+const (
+	minAPIQPS = 1
+	maxAPIQPS = 100000
+)
+
 // config is every setting of `vgpud run`, filled from flags and env, and
-// validated as a whole before anything starts.
+// validated as a whole before anything starts. Settings more than one part
+// reads (resource names, scheduler name, this pod's identity) live here,
+// once; main hands each part the values it needs.
 type config struct {
 	LogLevel     string
 	LogFormat    string
@@ -33,6 +41,11 @@ type config struct {
 	PodNamespace string
 	Roles        []string
 	Resources    protocol.ResourceNames
+	// SchedulerName is the kube-scheduler profile that calls the extender:
+	// the webhook gives it to GPU pods.
+	SchedulerName string
+	MetricsAddr   string // plain HTTP /metrics on every replica; "" disables
+	Profiling     bool   // /debug/pprof on MetricsAddr
 
 	Node    node.Config
 	Cluster cluster.Config
@@ -41,18 +54,28 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		LogLevel:  "info",
-		LogFormat: "auto",
-		Roles:     []string{roleNode, roleCluster},
-		APIQPS:    1000,
-		Resources: protocol.DefaultResourceNames(),
-		Node:      node.DefaultConfig(),
-		Cluster:   cluster.DefaultConfig(),
-		Webhook:   webhook.DefaultConfig(),
+		LogLevel:      "info",
+		LogFormat:     "auto",
+		Roles:         []string{roleNode, roleCluster},
+		APIQPS:        1000,
+		Resources:     protocol.DefaultResourceNames(),
+		SchedulerName: "vgpud-scheduler",
+		MetricsAddr:   ":9090",
+		Node:          node.DefaultConfig(),
+		Cluster:       cluster.DefaultConfig(),
+		Webhook:       webhook.DefaultConfig(),
 	}
 }
 
 func (c config) runs(role string) bool { return slices.Contains(c.Roles, role) }
+
+// leaseNamespace is the Lease's namespace: the flag, else this pod's.
+func (c config) leaseNamespace() string {
+	if c.Cluster.LeaseNamespace != "" {
+		return c.Cluster.LeaseNamespace
+	}
+	return c.PodNamespace
+}
 
 // flagError names the flag, the value it got and what it accepts.
 func flagError(flag string, value any, allowed string) error {
@@ -87,24 +110,32 @@ func (c config) validate() error {
 		add(flagError("pod-namespace", `""`, "set POD_NAMESPACE from the downward API (metadata.namespace)"))
 	}
 	add(validateResources(c.Resources))
-	if c.APIQPS < 1 || c.APIQPS > 100000 {
-		add(flagError("kube-api-qps", c.APIQPS, "want 1..100000 requests per second"))
+	if c.APIQPS < minAPIQPS || c.APIQPS > maxAPIQPS {
+		add(flagError("kube-api-qps", c.APIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
 	}
 	if c.runs(roleNode) {
 		add(validateNode(c.Node))
 	}
 	if c.runs(roleCluster) {
+		if c.SchedulerName == "" || len(validation.IsDNS1123Subdomain(c.SchedulerName)) > 0 {
+			add(flagError("scheduler-name", quoteEmpty(c.SchedulerName), "want the scheduler profile name, e.g. vgpud-scheduler"))
+		}
 		add(validateCluster(c.Cluster))
 		add(validateWebhook(c.Webhook))
 	}
 	return errors.Join(errs...)
 }
 
+// resourceFlags name the --resource-* flags in the order of ResourceNames.All.
+func resourceFlags() []string {
+	return []string{"resource-gpu", "resource-gpumem", "resource-gpumem-percentage", "resource-gpucores", "resource-priority"}
+}
+
 // validateResources checks the extended-resource names: each a qualified
 // name with a domain, as kubelet requires, and no two alike.
 func validateResources(r protocol.ResourceNames) error {
 	var errs []error
-	flags := []string{"resource-gpu", "resource-gpumem", "resource-gpumem-percentage", "resource-gpucores", "resource-priority"}
+	flags := resourceFlags()
 	seen := map[string]string{}
 	for i, name := range r.All() {
 		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 || !strings.Contains(name, "/") {
@@ -117,4 +148,11 @@ func validateResources(r protocol.ResourceNames) error {
 		seen[name] = flags[i]
 	}
 	return errors.Join(errs...)
+}
+
+func quoteEmpty(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
 }

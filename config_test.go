@@ -107,6 +107,21 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// The Lease lives in this pod's namespace unless a flag says otherwise,
+// as the flag's help promises: an install in another namespace must not
+// campaign for a Lease its Role cannot reach.
+func TestLeaseNamespaceDefaultsToThePodNamespace(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.PodNamespace = "gpu-sharing"
+	if got := cfg.leaseNamespace(); got != "gpu-sharing" {
+		t.Errorf("lease namespace %q, want the pod's namespace", got)
+	}
+	cfg.Cluster.LeaseNamespace = "elsewhere"
+	if got := cfg.leaseNamespace(); got != "elsewhere" {
+		t.Errorf("lease namespace %q, want the flag's", got)
+	}
+}
+
 func TestSplitList(t *testing.T) {
 	got := splitList([]string{"a, b,", " c"})
 	if strings.Join(got, "|") != "a|b|c" {

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpud/vgpud/cluster"
+	"github.com/vgpud/vgpud/cluster/core"
 )
 
 func clusterFlags(cfg *cluster.Config) []cli.Flag {
@@ -17,13 +19,15 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "lease-renew-deadline", Usage: "how long the leader retries renewing before it steps down", EnvVars: envVar("lease-renew-deadline"), Value: cfg.RenewDeadline, Destination: &cfg.RenewDeadline},
 		&cli.DurationFlag{Name: "lease-retry-period", Usage: "wait between election attempts", EnvVars: envVar("lease-retry-period"), Value: cfg.RetryPeriod, Destination: &cfg.RetryPeriod},
 		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the scheduler extender", EnvVars: envVar("listen"), Value: cfg.ListenAddr, Destination: &cfg.ListenAddr},
-		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's /debug/pprof on the metrics address (for benchmarks and debugging)", EnvVars: envVar("profiling"), Value: cfg.Profiling, Destination: &cfg.Profiling},
-		&cli.StringFlag{Name: "metrics-listen", Usage: "HTTP address of /metrics; empty disables", EnvVars: envVar("metrics-listen"), Value: cfg.MetricsAddr, Destination: &cfg.MetricsAddr},
-		&cli.StringFlag{Name: "scheduler-name", Usage: "schedulerName of the kube-scheduler profile that calls the extender", EnvVars: envVar("scheduler-name"), Value: cfg.SchedulerName, Destination: &cfg.SchedulerName},
-		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: binpack or spread", EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
-		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
-		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
-		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: spread or binpack", EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
+		&cli.StringFlag{Name: "tls-secret-name", Usage: "Secret in this pod's namespace holding the listener's CA and serving certificate", EnvVars: envVar("tls-secret-name"), Value: cfg.TLS.SecretName, Destination: &cfg.TLS.SecretName},
+		&cli.StringFlag{Name: "webhook-config-name", Usage: "MutatingWebhookConfiguration whose caBundle the leader keeps", EnvVars: envVar("webhook-config-name"), Value: cfg.TLS.WebhookName, Destination: &cfg.TLS.WebhookName},
+		&cli.StringFlag{Name: "service-name", Usage: "Service in front of the leader; the serving certificate covers its DNS names", EnvVars: envVar("service-name"), Value: cfg.TLS.ServiceName, Destination: &cfg.TLS.ServiceName},
+		&cli.DurationFlag{Name: "tls-cert-validity", Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", EnvVars: envVar("tls-cert-validity"), Value: cfg.TLS.Validity, Destination: &cfg.TLS.Validity},
+		&cli.DurationFlag{Name: "tls-cert-renew-before", Usage: "renew the serving certificate this long before it expires", EnvVars: envVar("tls-cert-renew-before"), Value: cfg.TLS.RenewBefore, Destination: &cfg.TLS.RenewBefore},
+		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + core.Binpack + " or " + core.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
+		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + core.Spread + " or " + core.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
+		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1..100)", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
+		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + cluster.MaxBindWait.String() + ")", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
 	}
 }
 
@@ -47,17 +51,28 @@ func validateCluster(c cluster.Config) error {
 	if c.ListenAddr == "" {
 		add("listen", `""`, "want an address such as :9443")
 	}
-	if c.SchedulerName == "" {
-		add("scheduler-name", `""`, "want the scheduler profile name, e.g. vgpud-scheduler")
+	for _, n := range []struct{ flag, value string }{{"tls-secret-name", c.TLS.SecretName}, {"webhook-config-name", c.TLS.WebhookName}} {
+		if len(validation.IsDNS1123Subdomain(n.value)) > 0 {
+			add(n.flag, quoteEmpty(n.value), "want an object name: lower-case letters, digits, '-' and '.'")
+		}
 	}
-	if c.NodePolicy != cluster.PolicyBinpack && c.NodePolicy != cluster.PolicySpread {
-		add("node-policy", c.NodePolicy, "want binpack or spread")
+	if len(validation.IsDNS1035Label(c.TLS.ServiceName)) > 0 {
+		add("service-name", quoteEmpty(c.TLS.ServiceName), "want a Service name: lower-case letters, digits and '-', starting with a letter")
 	}
-	if c.GPUPolicy != cluster.PolicyBinpack && c.GPUPolicy != cluster.PolicySpread {
-		add("gpu-policy", c.GPUPolicy, "want spread or binpack")
+	if c.TLS.Validity < time.Hour {
+		add("tls-cert-validity", c.TLS.Validity, "want at least 1h")
 	}
-	if c.BindWait <= 0 || c.BindWait > 5*time.Minute {
-		add("bind-wait", c.BindWait, "want a duration above 0 and at most 5m, e.g. 10s")
+	if c.TLS.RenewBefore <= 0 || c.TLS.RenewBefore >= c.TLS.Validity {
+		add("tls-cert-renew-before", c.TLS.RenewBefore, "must be positive and shorter than --tls-cert-validity ("+c.TLS.Validity.String()+")")
+	}
+	if c.NodePolicy != core.Binpack && c.NodePolicy != core.Spread {
+		add("node-policy", c.NodePolicy, "want "+core.Binpack+" or "+core.Spread)
+	}
+	if c.GPUPolicy != core.Binpack && c.GPUPolicy != core.Spread {
+		add("gpu-policy", c.GPUPolicy, "want "+core.Spread+" or "+core.Binpack)
+	}
+	if c.BindWait <= 0 || c.BindWait > cluster.MaxBindWait {
+		add("bind-wait", c.BindWait, "want a duration above 0 and at most "+cluster.MaxBindWait.String()+", e.g. 10s")
 	}
 	if c.DefaultMemPercent < 1 || c.DefaultMemPercent > 100 {
 		add("default-gpumem-percentage", c.DefaultMemPercent, "want 1..100")

@@ -17,11 +17,12 @@ func TestWebhookFlagsRejectBadValues(t *testing.T) {
 		{[]string{"--webhook-default-gpu-count=0"}, []string{"--webhook-default-gpu-count=0", "1..64"}},
 		{[]string{"--webhook-core-policy=always"}, []string{"--webhook-core-policy=always", "default, force, disable"}},
 		{[]string{"--webhook-runtime-class=Not_A_Name"}, []string{"--webhook-runtime-class=Not_A_Name"}},
-		{[]string{"--webhook-secret-name="}, []string{`--webhook-secret-name=""`}},
+		{[]string{"--tls-secret-name="}, []string{`--tls-secret-name=""`}},
 		{[]string{"--webhook-config-name=UPPER"}, []string{"--webhook-config-name=UPPER"}},
-		{[]string{"--webhook-service-name=1svc"}, []string{"--webhook-service-name=1svc", "Service name"}},
-		{[]string{"--webhook-cert-validity=10m", "--webhook-cert-renew-before=1m"}, []string{"--webhook-cert-validity=10m0s", "at least 1h"}},
-		{[]string{"--webhook-cert-validity=24h", "--webhook-cert-renew-before=48h"}, []string{"--webhook-cert-renew-before=48h0m0s", "shorter than --webhook-cert-validity (24h0m0s)"}},
+		{[]string{"--service-name=1svc"}, []string{"--service-name=1svc", "Service name"}},
+		{[]string{"--tls-cert-validity=10m", "--tls-cert-renew-before=1m"}, []string{"--tls-cert-validity=10m0s", "at least 1h"}},
+		{[]string{"--tls-cert-validity=24h", "--tls-cert-renew-before=48h"}, []string{"--tls-cert-renew-before=48h0m0s", "shorter than --tls-cert-validity (24h0m0s)"}},
+		{[]string{"--scheduler-name="}, []string{`--scheduler-name=""`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -51,18 +52,20 @@ func TestWebhookFlagsFromEnvironment(t *testing.T) {
 	}
 }
 
-func TestWebhookValidationOnlyForClusterRole(t *testing.T) {
+func TestClusterValidationOnlyForClusterRole(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.NodeName = "n1"
 	cfg.Roles = []string{roleNode}
-	cfg.Webhook.CertValidity = time.Minute
+	cfg.Cluster.TLS.Validity = time.Minute
+	cfg.Webhook.DefaultGPUCount = 0
 	if err := cfg.validate(); err != nil {
-		t.Fatalf("node-only replica judged on webhook settings: %v", err)
+		t.Fatalf("node-only replica judged on cluster settings: %v", err)
 	}
 	cfg.Roles = []string{roleCluster}
 	cfg.PodName, cfg.PodNamespace = "p", "ns"
-	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "--webhook-cert-validity") {
-		t.Fatalf("cluster replica: got %v, want the cert validity named", err)
+	err := cfg.validate()
+	if err == nil || !strings.Contains(err.Error(), "--tls-cert-validity") || !strings.Contains(err.Error(), "--webhook-default-gpu-count") {
+		t.Fatalf("cluster replica: got %v, want the cert validity and the GPU count named", err)
 	}
 	if err := validateWebhook(webhook.DefaultConfig()); err != nil {
 		t.Fatalf("defaults: %v", err)

@@ -1,28 +1,28 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/lmittmann/tint"
 	"k8s.io/klog/v2"
 )
 
-var logFormats = []string{"auto", "text", "color", "json"}
+// logFormats are the accepted --log-format values.
+func logFormats() []string { return []string{"auto", "text", "color", "json"} }
 
 func validateLogging(level, format string) error {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return flagError("log-level", level, "want debug, info, warn or error")
 	}
-	for _, f := range logFormats {
-		if f == format {
-			return nil
-		}
+	if !slices.Contains(logFormats(), format) {
+		return flagError("log-format", format, "want "+strings.Join(logFormats(), ", "))
 	}
-	return flagError("log-format", format, "want auto, text, color or json")
+	return nil
 }
 
 // newLogger builds the process logger: tint text (coloured on a terminal
@@ -54,9 +54,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// fatalf is for errors before the logger exists.
-func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "vgpud: "+format+"\n", args...)
 }

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -20,30 +18,19 @@ import (
 	"syscall"
 	"time"
 
-	"sync/atomic"
-
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 
-	"github.com/vgpud/vgpud/cluster/cache"
-	"github.com/vgpud/vgpud/cluster/core"
-	"github.com/vgpud/vgpud/cluster/extender"
+	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/leader"
-	"github.com/vgpud/vgpud/cluster/metrics"
-	"github.com/vgpud/vgpud/cluster/quota"
-	"github.com/vgpud/vgpud/cluster/server"
+	clustermetrics "github.com/vgpud/vgpud/cluster/metrics"
 	"github.com/vgpud/vgpud/node/agent"
-	"github.com/vgpud/vgpud/webhook"
-	"github.com/vgpud/vgpud/webhook/certs"
+	nodemetrics "github.com/vgpud/vgpud/node/metrics"
 )
 
 // shutdownGrace bounds how long the roles may take to stop after a signal.
@@ -167,16 +154,19 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	leaseNS := cfg.Cluster.LeaseNamespace
-	if leaseNS == "" {
-		leaseNS = cfg.PodNamespace
+	// One registry for the process, served from start on every replica.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.MetricsAddr != "" {
+		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, cfg.Profiling, log) })
 	}
-	var status agent.LeaderStatus = leader.NewLeaseHolder(kube, leaseNS, cfg.Cluster.LeaseName)
-	var elector *leader.Elector
+	var status agent.LeaderStatus = leader.NewLeaseHolder(kube, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
 	if cfg.runs(roleCluster) {
-		elector = leader.New(leader.Config{
+		elector := leader.New(leader.Config{
 			LeaseName:      cfg.Cluster.LeaseName,
-			LeaseNamespace: leaseNS,
+			LeaseNamespace: cfg.leaseNamespace(),
 			Identity:       cfg.PodName,
 			PodNamespace:   cfg.PodNamespace,
 			LeaseDuration:  cfg.Cluster.LeaseDuration,
@@ -184,131 +174,17 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 			RetryPeriod:    cfg.Cluster.RetryPeriod,
 		}, kube, log.With("role", roleCluster, "component", "leader"))
 		status = elector
+		role := cluster.NewRole(cfg.Cluster, cfg.PodNamespace, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
+			kube, clustermetrics.New(reg), log.With("role", roleCluster))
+		// The cluster role works only while this replica holds the Lease.
+		g.Go(func() error { return elector.Run(ctx, role.Lead) })
 	}
-	g, ctx := errgroup.WithContext(ctx)
 	if cfg.runs(roleNode) {
-		a := agent.New(cfg.Node, cfg.NodeName, cfg.Resources, kube, status, strings.Join(cfg.Roles, "+"), log.With("role", roleNode))
+		a := agent.New(cfg.Node, cfg.NodeName, cfg.Resources, kube, status, strings.Join(cfg.Roles, "+"),
+			nodemetrics.New(reg), log.With("role", roleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}
-	if elector != nil {
-		log := log.With("role", roleCluster)
-		// The cluster role works only while this replica holds the Lease.
-		g.Go(func() error {
-			return elector.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, kube, log) })
-		})
-	}
 	return g.Wait()
-}
-
-// lead is the cluster role's work while this replica holds the Lease; its
-// context ends when leadership does.
-func lead(ctx context.Context, cfg config, kube kubernetes.Interface, log *slog.Logger) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(cache.Trim))
-	quotas := quota.New(factory, cfg.Webhook.Resources)
-	books := cache.New(cfg.Webhook.Resources)
-	booksSynced, err := books.Watch(factory, log.With("component", "cache"))
-	if err != nil {
-		return fmt.Errorf("watch nodes and pods: %w", err)
-	}
-	events := podEvents(kube)
-	defer events.shutdown()
-
-	whCfg := cfg.Webhook
-	whCfg.SchedulerName = cfg.Cluster.SchedulerName
-	certMgr := certs.NewManager(whCfg.Certs(cfg.PodNamespace), kube, log.With("component", "webhook-certs"), time.Now)
-
-	srv := server.New(cfg.Cluster.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
-	admission := webhook.NewHTTPHandler(webhook.NewPods(whCfg, quotas), log.With("component", "webhook"))
-	defaults := extender.Defaults{
-		NodePolicy: cfg.Cluster.NodePolicy,
-		GPUPolicy:  cfg.Cluster.GPUPolicy,
-		Options:    core.Options{DefaultMemPercent: cfg.Cluster.DefaultMemPercent},
-	}
-	ext := extender.New(books, cfg.Webhook.Resources, defaults, events.warn, log.With("component", "extender"))
-	binder := extender.NewBinder(kube, books, cfg.Webhook.Resources, defaults, cfg.Cluster.BindWait, events.normal, log.With("component", "bind"))
-	prom := metrics.New(books)
-	prom.SetLeader(true)
-	defer prom.SetLeader(false)
-	binder.Observe(prom.Bind)
-	srv.Handle("/filter", prom.Instrument("filter", http.HandlerFunc(ext.Filter)))
-	srv.Handle("/prioritize", prom.Instrument("prioritize", http.HandlerFunc(ext.Prioritize)))
-	srv.Handle("/bind", prom.Instrument("bind", http.HandlerFunc(binder.Bind)))
-	srv.Handle("/webhook", prom.Instrument("webhook", admission))
-	var synced atomic.Bool
-	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
-		if !synced.Load() {
-			return errors.New("caches not synced yet")
-		}
-		return nil
-	}})
-	srv.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return certMgr.Run(ctx) })
-	g.Go(func() error { return srv.Run(ctx) })
-	if cfg.Cluster.MetricsAddr != "" {
-		g.Go(func() error {
-			return serveMetrics(ctx, cfg.Cluster.MetricsAddr, prom.Handler(), cfg.Cluster.Profiling, log)
-		})
-	}
-	g.Go(func() error {
-		factory.Start(ctx.Done())
-		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
-			}
-		}
-		if !toolscache.WaitForCacheSync(ctx.Done(), booksSynced) {
-			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
-		}
-		synced.Store(true)
-		log.Info("caches synced")
-		<-ctx.Done()
-		factory.Shutdown()
-		return nil
-	})
-	return g.Wait()
-}
-
-// serveMetrics serves /metrics over plain HTTP until ctx ends.
-func serveMetrics(ctx context.Context, addr string, h http.Handler, profiling bool, log *slog.Logger) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	}
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("serving metrics", "addr", addr)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve metrics on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
-}
-
-// eventSink records pod Events from component vgpud.
-type eventSink struct {
-	warn     func(pod *corev1.Pod, reason, message string)
-	normal   func(pod *corev1.Pod, reason, message string)
-	shutdown func()
-}
-
-// podEvents starts the Event broadcaster; call shutdown to flush and stop it.
-func podEvents(kube kubernetes.Interface) eventSink {
-	bc := record.NewBroadcaster()
-	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpud"})
-	return eventSink{
-		warn:     func(p *corev1.Pod, reason, msg string) { rec.Event(p, corev1.EventTypeWarning, reason, msg) },
-		normal:   func(p *corev1.Pod, reason, msg string) { rec.Event(p, corev1.EventTypeNormal, reason, msg) },
-		shutdown: bc.Shutdown,
-	}
 }
 
 func newKubeClient(kubeconfig string, qps int) (kubernetes.Interface, error) {

@@ -1,20 +1,30 @@
 package cluster
 
-import "time"
+import (
+	"time"
 
-// Config is the cluster role's settings.
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/server/certs"
+)
+
+// Config is the cluster role's own settings. What it shares with other
+// parts (resource names, scheduler name, this pod's namespace) is passed
+// to NewRole by main.
 type Config struct {
-	LeaseName      string
+	LeaseName string
+	// LeaseNamespace holds the Lease; "" means this pod's namespace, which
+	// is where the manifest's Role lets vgpud reach Leases.
 	LeaseNamespace string
 	LeaseDuration  time.Duration
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
 	ListenAddr     string // HTTPS: webhook and extender
-	MetricsAddr    string // plain HTTP: Prometheus
-	Profiling      bool   // /debug/pprof on MetricsAddr
-	SchedulerName  string
-	NodePolicy     string // binpack | spread
-	GPUPolicy      string // spread | binpack
+	// TLS is the listener's certificate: the Secret it lives in, the
+	// webhook whose caBundle trusts it, the Service it names. Its
+	// Namespace is this pod's, filled by the Role.
+	TLS        certs.Config
+	NodePolicy string // core.Binpack | core.Spread
+	GPUPolicy  string // core.Spread | core.Binpack
 	// DefaultMemPercent is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultMemPercent int
@@ -23,26 +33,23 @@ type Config struct {
 	BindWait time.Duration
 }
 
-// Policies.
+// Bounds of the settings that have them; the flags' checks and help text
+// are built from these.
 const (
-	PolicyBinpack = "binpack"
-	PolicySpread  = "spread"
+	MaxBindWait = 5 * time.Minute
 )
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
-		LeaseName:      "vgpud-leader",
-		LeaseNamespace: "vgpud-system",
-		LeaseDuration:  4 * time.Second,
-		RenewDeadline:  3 * time.Second,
-		RetryPeriod:    500 * time.Millisecond,
-		ListenAddr:     ":9443",
-		MetricsAddr:    ":9090",
-		SchedulerName:  "vgpud-scheduler",
-		NodePolicy:     PolicyBinpack,
-		GPUPolicy:      PolicySpread,
-
+		LeaseName:         "vgpud-leader",
+		LeaseDuration:     4 * time.Second,
+		RenewDeadline:     3 * time.Second,
+		RetryPeriod:       500 * time.Millisecond,
+		ListenAddr:        ":9443",
+		TLS:               certs.DefaultConfig(),
+		NodePolicy:        core.Binpack,
+		GPUPolicy:         core.Spread,
 		DefaultMemPercent: 100,
 		BindWait:          10 * time.Second,
 	}

@@ -1,21 +1,14 @@
 package node
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/node/health"
 )
 
-// Backends that --gpu-backend accepts. "nvml" is the real driver; the rest
-// are mocks and must be chosen explicitly: vgpud never falls back to a mock.
-var mockBackends = []string{"mock:dgxa100", "mock:dgxh100", "mock:dgxh200", "mock:dgxb200"}
-
 // Config is the node role's settings.
 type Config struct {
-	Backend       string  // "nvml", "mock:<machine>" or "fake:<spec>"
+	Backend       string  // "nvml", "mock:<machine>" or "fake:<spec>" (gpu.Backends)
 	PluginDir     string  // kubelet's device-plugin directory
 	PluginSocket  string  // our socket's file name in PluginDir
 	Split         int     // virtual devices advertised per GPU
@@ -53,24 +46,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// BackendChoices lists the accepted --gpu-backend values for messages.
-func BackendChoices() string {
-	return "nvml, " + strings.Join(mockBackends, ", ") + ", fake:<count>x<model>:<MiB>[:numa=<n>][,...]"
-}
-
-// ValidateBackend checks a --gpu-backend value.
-func ValidateBackend(s string) error {
-	if s == "nvml" {
-		return nil
-	}
-	for _, m := range mockBackends {
-		if s == m {
-			return nil
-		}
-	}
-	if spec, ok := strings.CutPrefix(s, "fake:"); ok {
-		_, err := gpu.ParseFake(spec)
-		return err
-	}
-	return fmt.Errorf("unknown GPU backend %q", s)
-}
+// Bounds of the node's durations; the flags' checks and help are built
+// from them.
+const (
+	// MinHealthRecovery keeps a flapping GPU from being offered between
+	// two XIDs.
+	MinHealthRecovery = time.Second
+	// MaxResolveWait stays below kubelet's own Allocate deadline.
+	MaxResolveWait = 2 * time.Minute
+)

@@ -80,22 +80,43 @@ func (c Config) ForNode(node string) (Config, error) {
 	return c, nil
 }
 
-// ValidSplit and ValidScaling are the bounds of split and of the memory
-// and core factors, shared by the flags and the per-node overrides.
-func ValidSplit(n int) bool       { return n >= 1 && n <= 1000 }
-func ValidScaling(f float64) bool { return f > 0 && f <= 100 }
+// Bounds of the settings a node override may change, shared by the flags
+// and the overrides file: MinSplit..MaxSplit virtual devices per GPU, and
+// scaling factors above 0 and at most MaxScaling.
+const (
+	MinSplit   = 1
+	MaxSplit   = 1000
+	MaxScaling = 100
+)
+
+// SplitProblem says what is wrong with a split value, "" if nothing.
+func SplitProblem(n int) string {
+	if n < MinSplit || n > MaxSplit {
+		return fmt.Sprintf("want %d..%d", MinSplit, MaxSplit)
+	}
+	return ""
+}
+
+// ScalingProblem says what is wrong with a memory or core scaling factor,
+// "" if nothing.
+func ScalingProblem(f float64) string {
+	if f <= 0 || f > MaxScaling {
+		return fmt.Sprintf("want a factor above 0 and at most %d (1 = no oversubscription)", MaxScaling)
+	}
+	return ""
+}
 
 // ValidateScaling checks the settings a node override may change.
 func (c Config) ValidateScaling() error {
 	var errs []error
-	if !ValidSplit(c.Split) {
-		errs = append(errs, fmt.Errorf("split %d: want 1..1000", c.Split))
+	if p := SplitProblem(c.Split); p != "" {
+		errs = append(errs, fmt.Errorf("split %d: %s", c.Split, p))
 	}
-	if !ValidScaling(c.MemoryScaling) {
-		errs = append(errs, fmt.Errorf("memory scaling %v: want a factor above 0 and at most 100 (1 = no oversubscription)", c.MemoryScaling))
+	if p := ScalingProblem(c.MemoryScaling); p != "" {
+		errs = append(errs, fmt.Errorf("memoryScaling %v: %s", c.MemoryScaling, p))
 	}
-	if !ValidScaling(c.CoreScaling) {
-		errs = append(errs, fmt.Errorf("core scaling %v: want a factor above 0 and at most 100", c.CoreScaling))
+	if p := ScalingProblem(c.CoreScaling); p != "" {
+		errs = append(errs, fmt.Errorf("coreScaling %v: %s", c.CoreScaling, p))
 	}
 	for _, e := range c.Exclude {
 		if e == "" {

@@ -18,7 +18,7 @@ func BenchmarkAdmission(b *testing.B) {
 	_, body := readReview(b, "visible_devices_none")
 	cfg := testConfig()
 	cfg.VisibleDevicesNone = true
-	h := NewHTTPHandler(NewPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 1 << 40}}}), quietLog())
+	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 1 << 40}}}), quietLog())
 	durations := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -57,7 +57,7 @@ func checkContainer(c *corev1.Container, names protocol.ResourceNames) (protocol
 // mutateContainer applies the per-container rules to a valid, unprivileged
 // container r that asks for vGPU resources.
 func (p *Pods) mutateContainer(c *corev1.Container, r protocol.ContainerRequest) {
-	names := p.cfg.Resources
+	names := p.names
 	if c.Resources.Limits == nil {
 		c.Resources.Limits = corev1.ResourceList{}
 	}

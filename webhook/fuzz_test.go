@@ -40,7 +40,7 @@ func FuzzHandler(f *testing.F) {
 	cfg.VisibleDevicesNone = true
 	cfg.RuntimeClassName = "nvidia"
 	cfg.CorePolicy = CorePolicyDefault
-	h := NewHTTPHandler(NewPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}}}), quietLog())
+	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}}}), quietLog())
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))

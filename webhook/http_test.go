@@ -24,7 +24,7 @@ func post(h http.Handler, contentType string, body []byte) *httptest.ResponseRec
 }
 
 func TestHTTPAnswersInKind(t *testing.T) {
-	h := NewHTTPHandler(NewPods(testConfig(), nil), quietLog())
+	h := NewHTTPHandler(newPods(testConfig(), nil), quietLog())
 	for _, tt := range []struct{ file, version string }{
 		{"mem_only_adds_gpu", "admission.k8s.io/v1"},
 		{"limits_only_v1beta1", "admission.k8s.io/v1beta1"},
@@ -54,7 +54,7 @@ func TestHTTPAnswersInKind(t *testing.T) {
 }
 
 func TestHTTPDenialIsAReview(t *testing.T) {
-	h := NewHTTPHandler(NewPods(testConfig(), nil), quietLog())
+	h := NewHTTPHandler(newPods(testConfig(), nil), quietLog())
 	_, body := readReview(t, "privileged_gpu")
 	w := post(h, "application/json", body)
 	var out admissionv1.AdmissionReview
@@ -67,7 +67,7 @@ func TestHTTPDenialIsAReview(t *testing.T) {
 }
 
 func TestHTTPTransportFaults(t *testing.T) {
-	h := NewHTTPHandler(NewPods(testConfig(), nil), quietLog())
+	h := NewHTTPHandler(newPods(testConfig(), nil), quietLog())
 	_, good := readReview(t, "mem_only_adds_gpu")
 	tests := []struct {
 		name        string

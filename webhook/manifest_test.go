@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/cluster/server/certs"
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -30,9 +31,10 @@ func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookCon
 
 func TestWebhookConfigShape(t *testing.T) {
 	mwc := readWebhookConfig(t)
-	def := DefaultConfig()
-	if mwc.Name != def.WebhookConfigName || len(mwc.Webhooks) != 1 {
-		t.Fatalf("name %q with %d webhooks; want %q with 1", mwc.Name, len(mwc.Webhooks), def.WebhookConfigName)
+	// The leader patches this object's caBundle and serves this Service.
+	def := certs.DefaultConfig()
+	if mwc.Name != def.WebhookName || len(mwc.Webhooks) != 1 {
+		t.Fatalf("name %q with %d webhooks; want %q with 1", mwc.Name, len(mwc.Webhooks), def.WebhookName)
 	}
 	w := mwc.Webhooks[0]
 	svc := w.ClientConfig.Service

@@ -28,13 +28,16 @@ type Handler interface {
 
 // Pods is the Handler for pod CREATE.
 type Pods struct {
-	cfg    Config
-	quotas Quotas
+	cfg       Config
+	scheduler string // the kube-scheduler profile that calls vgpud's extender
+	names     protocol.ResourceNames
+	quotas    Quotas
 }
 
-// NewPods returns the pod Handler. quotas may be nil: no quota is checked.
-func NewPods(cfg Config, quotas Quotas) *Pods {
-	return &Pods{cfg: cfg, quotas: quotas}
+// NewPods returns the pod Handler: GPU pods get scheduler and are read by
+// names. quotas may be nil: no quota is checked.
+func NewPods(cfg Config, scheduler string, names protocol.ResourceNames, quotas Quotas) *Pods {
+	return &Pods{cfg: cfg, scheduler: scheduler, names: names, quotas: quotas}
 }
 
 // Verdict is the outcome of Decide.
@@ -83,7 +86,7 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 // Decide applies the rules to pod in place. It reads pod.Namespace for the
 // quota and writes nothing outside pod.
 func (p *Pods) Decide(pod *corev1.Pod) Verdict {
-	names := p.cfg.Resources
+	names := p.names
 	if len(pod.Spec.Containers) == 0 {
 		return Verdict{Deny: "pod has no containers; add at least one under spec.containers"}
 	}
@@ -93,7 +96,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	if !protocol.PodWants(pod, names) {
 		return Verdict{Skip: "asks for no vGPU resources"}
 	}
-	if s := pod.Spec.SchedulerName; s != "" && s != p.cfg.SchedulerName && (s != defaultSchedulerName || !p.cfg.OverrideDefaultScheduler) {
+	if s := pod.Spec.SchedulerName; s != "" && s != p.scheduler && (s != defaultSchedulerName || !p.cfg.OverrideDefaultScheduler) {
 		return Verdict{Skip: "scheduled by " + s}
 	}
 	if pod.Spec.NodeName != "" {
@@ -127,7 +130,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		return Verdict{Deny: strings.Join(problems, "; ")}
 	}
 
-	pod.Spec.SchedulerName = p.cfg.SchedulerName
+	pod.Spec.SchedulerName = p.scheduler
 	if p.cfg.RuntimeClassName != "" && pod.Spec.RuntimeClassName == nil {
 		rc := p.cfg.RuntimeClassName
 		pod.Spec.RuntimeClassName = &rc

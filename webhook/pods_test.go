@@ -14,6 +14,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // quotas is a fixed Quotas for tests.
@@ -21,10 +22,12 @@ type quotas map[string]quota.Quota
 
 func (q quotas) NamespaceQuota(ns string) quota.Quota { return q[ns] }
 
-func testConfig() Config {
-	c := DefaultConfig()
-	c.SchedulerName = "vgpud-scheduler"
-	return c
+func testConfig() Config { return DefaultConfig() }
+
+// newPods is the Handler as the cluster role builds it, with the default
+// scheduler and resource names.
+func newPods(cfg Config, q Quotas) *Pods {
+	return NewPods(cfg, "vgpud-scheduler", protocol.DefaultResourceNames(), q)
 }
 
 // readReview loads testdata/admission/<name>.json, an AdmissionReview as the
@@ -140,7 +143,7 @@ func TestPodsAdmission(t *testing.T) {
 			}
 			review, _ := readReview(t, tt.name)
 			raw := review.Request.Object.Raw
-			resp := NewPods(cfg, tt.quotas).Handle(context.Background(), review.Request)
+			resp := newPods(cfg, tt.quotas).Handle(context.Background(), review.Request)
 			msg := ""
 			if resp.Result != nil {
 				msg = resp.Result.Message
@@ -213,13 +216,13 @@ func TestPodsHandleOtherKindsWithWarning(t *testing.T) {
 	review, _ := readReview(t, "mem_only_adds_gpu")
 	req := review.Request.DeepCopy()
 	req.Kind.Group, req.Kind.Kind = "apps", "Deployment"
-	resp := NewPods(testConfig(), nil).Handle(context.Background(), req)
+	resp := newPods(testConfig(), nil).Handle(context.Background(), req)
 	if !resp.Allowed || len(resp.Patch) > 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "handles only pods") {
 		t.Fatalf("Deployment: %+v", resp)
 	}
 	req = review.Request.DeepCopy()
 	req.SubResource = "ephemeralcontainers"
-	if resp := NewPods(testConfig(), nil).Handle(context.Background(), req); !resp.Allowed || len(resp.Patch) > 0 {
+	if resp := newPods(testConfig(), nil).Handle(context.Background(), req); !resp.Allowed || len(resp.Patch) > 0 {
 		t.Fatalf("subresource: %+v", resp)
 	}
 }
@@ -236,10 +239,10 @@ func TestPodsHandleNamespaceFromRequest(t *testing.T) {
 	delete(obj["metadata"].(map[string]any), "namespace")
 	req.Object.Raw, _ = json.Marshal(obj)
 	q := quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}}}
-	if resp := NewPods(testConfig(), q).Handle(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, "namespace ai-team") {
+	if resp := newPods(testConfig(), q).Handle(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, "namespace ai-team") {
 		t.Fatalf("quota not checked in the request's namespace: %+v", resp.Result)
 	}
-	resp := NewPods(testConfig(), nil).Handle(context.Background(), req)
+	resp := newPods(testConfig(), nil).Handle(context.Background(), req)
 	if strings.Contains(string(resp.Patch), "namespace") || len(resp.Patch) == 0 {
 		t.Fatalf("patch %s", resp.Patch)
 	}

@@ -72,7 +72,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			var after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			h := New(c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			h := NewPlacer(c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			pod := `{"metadata":{"name":"train","namespace":"ai"},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000","nvidia.com/gpucores":"20"}}}]}}`
 			nn, _ := json.Marshal(names)
 			body := `{"Pod":` + pod + `,"NodeNames":` + string(nn) + `}`
@@ -82,7 +82,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			for b.Loop() {
 				w := httptest.NewRecorder()
 				start := time.Now()
-				h.Filter(w, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(body)))
+				FilterHandler(h)(w, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(body)))
 				lat = append(lat, time.Since(start))
 				if w.Code != 200 {
 					b.Fatal(w.Body.String())
@@ -103,7 +103,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 func BenchmarkBindDistinctNodes(b *testing.B) {
 	c, names := syntheticCache(b, 1000, 0)
 	kube := fake.NewClientset()
-	binder := NewBinder(kube, c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, time.Second, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	binder := NewBinder(kube, c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, time.Second, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
 	pods := make([]string, b.N)
 	for i := range pods {
@@ -122,7 +122,7 @@ func BenchmarkBindDistinctNodes(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		body := fmt.Sprintf(`{"PodName":%q,"PodNamespace":"bench","PodUID":"uid-%s","Node":%q}`, pods[i], pods[i], names[i%len(names)])
 		w := httptest.NewRecorder()
-		binder.Bind(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+		BindHandler(binder)(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
 		if !strings.Contains(w.Body.String(), `"Error":""`) {
 			b.Fatal(w.Body.String())
 		}

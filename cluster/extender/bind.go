@@ -2,10 +2,8 @@ package extender
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -43,46 +41,31 @@ type Binder struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 
+	// observe is told of every bind's outcome and how long it waited for
+	// the node's in-flight pod (metrics).
 	observe func(ok bool, waited time.Duration)
 }
 
-// Observe sets a function told of every bind's outcome and how long it
-// waited for the node's in-flight pod (metrics).
-func (b *Binder) Observe(f func(ok bool, waited time.Duration)) { b.observe = f }
-
-// NewBinder returns a Binder; events may be nil.
-func NewBinder(kube kubernetes.Interface, books Books, names protocol.ResourceNames, d Defaults, wait time.Duration, events func(*corev1.Pod, string, string), log *slog.Logger) *Binder {
+// NewBinder returns a Binder; events and observe may be nil.
+func NewBinder(kube kubernetes.Interface, books Books, names protocol.ResourceNames, d Defaults, wait time.Duration,
+	events func(*corev1.Pod, string, string), observe func(ok bool, waited time.Duration), log *slog.Logger) *Binder {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
 	}
-	return &Binder{kube: kube, books: books, names: names, defaults: d, wait: wait, events: events, log: log, locks: map[string]*sync.Mutex{}}
+	if observe == nil {
+		observe = func(bool, time.Duration) {}
+	}
+	return &Binder{kube: kube, books: books, names: names, defaults: d, wait: wait, events: events, observe: observe, log: log, locks: map[string]*sync.Mutex{}}
 }
 
-// Bind serves kube-scheduler's bind verb.
-func (b *Binder) Bind(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "use POST with a JSON ExtenderBindingArgs body", http.StatusMethodNotAllowed)
-		return
-	}
-	var args extenderv1.ExtenderBindingArgs
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&args); err != nil {
-		http.Error(w, "malformed ExtenderBindingArgs JSON: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if args.PodName == "" || args.PodNamespace == "" || args.Node == "" {
-		http.Error(w, "ExtenderBindingArgs needs PodName, PodNamespace and Node", http.StatusBadRequest)
-		return
-	}
-	res := extenderv1.ExtenderBindingResult{}
-	waited, err := b.bind(r.Context(), args)
-	if b.observe != nil {
-		b.observe(err == nil, waited)
-	}
+// Bind places the pod on args.Node and binds it there, or says why not.
+func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
+	waited, err := b.bind(ctx, args)
+	b.observe(err == nil, waited)
 	if err != nil {
 		b.log.Warn("bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
-		res.Error = err.Error()
 	}
-	writeJSON(w, res)
+	return err
 }
 
 func (b *Binder) nodeLock(node string) *sync.Mutex {

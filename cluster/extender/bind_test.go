@@ -66,14 +66,14 @@ func newBindEnv(t *testing.T, split int, wait time.Duration, pods ...*corev1.Pod
 		e.bindings <- b.Name + "@" + b.Target.Name
 		return true, b, nil
 	})
-	e.binder = NewBinder(kube, e.books, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, wait, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.binder = NewBinder(kube, e.books, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, wait, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return e
 }
 
 func (e *bindEnv) bind(name string) string {
 	body := fmt.Sprintf(`{"PodName":%q,"PodNamespace":"ai","PodUID":"uid-%s","Node":"n1"}`, name, name)
 	w := httptest.NewRecorder()
-	e.binder.Bind(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+	BindHandler(e.binder)(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
 	var res extenderv1.ExtenderBindingResult
 	if w.Code != 200 {
 		return fmt.Sprintf("HTTP %d: %s", w.Code, w.Body)
@@ -218,7 +218,7 @@ func TestBindBadInput(t *testing.T) {
 	e := newBindEnv(t, 10, time.Second)
 	for body, want := range map[string]string{`{`: "malformed", `{"PodName":"x"}`: "needs PodName, PodNamespace and Node"} {
 		w := httptest.NewRecorder()
-		e.binder.Bind(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+		BindHandler(e.binder)(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
 		if w.Code != 400 || !strings.Contains(w.Body.String(), want) {
 			t.Errorf("%s: %d %s", body, w.Code, w.Body)
 		}

@@ -1,15 +1,16 @@
-// Package metrics is the leader's Prometheus view: extender latency and
-// bind outcomes, and per-GPU allocation read from the cache at scrape time.
+// Package metrics is the cluster role's Prometheus view: whether this
+// replica leads, extender and webhook latency, bind outcomes, and per-GPU
+// allocation read from the leader's books at scrape time. It is registered
+// at process start, so a replica that does not lead reports vgpud_leader 0.
 package metrics
 
 import (
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vgpud/vgpud/cluster/core"
 )
@@ -20,19 +21,20 @@ type Source interface {
 	Pods() []string
 }
 
-// Metrics owns a registry of its own (no global default registry).
+// Metrics are the cluster role's collectors.
 type Metrics struct {
-	reg      *prometheus.Registry
 	latency  *prometheus.HistogramVec
 	binds    *prometheus.CounterVec
 	leader   prometheus.Gauge
 	bindWait prometheus.Histogram
+	books    *gpuCollector
 }
 
-// New registers vgpud's metrics; src may be nil until the cache exists.
-func New(src Source) *Metrics {
+// New registers the cluster role's metrics on reg (main's registry, not
+// the global default).
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		books: newGPUCollector(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "vgpud_extender_request_seconds", Help: "Latency of scheduler-extender and webhook requests by verb.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5, 15},
@@ -46,16 +48,20 @@ func New(src Source) *Metrics {
 			Buckets: []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 	}
-	m.reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if src != nil {
-		m.reg.MustRegister(newGPUCollector(src))
-	}
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.books)
 	return m
 }
 
-// Handler serves /metrics.
-func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+// Lead records that this replica leads with books as its GPU usage, until
+// the returned func is called when leadership ends.
+func (m *Metrics) Lead(books Source) (done func()) {
+	m.books.set(books)
+	m.leader.Set(1)
+	return func() {
+		m.leader.Set(0)
+		m.books.set(nil)
+	}
+}
 
 // Instrument times every request to h under verb.
 func (m *Metrics) Instrument(verb string, h http.Handler) http.Handler {
@@ -77,26 +83,24 @@ func (m *Metrics) Bind(ok bool, waited time.Duration) {
 	m.bindWait.Observe(waited.Seconds())
 }
 
-// SetLeader records leadership.
-func (m *Metrics) SetLeader(leading bool) {
-	if leading {
-		m.leader.Set(1)
-	} else {
-		m.leader.Set(0)
-	}
-}
-
-// gpuCollector reads the cache at scrape time, so the gauges never drift
-// from the books.
+// gpuCollector reads the books at scrape time, so the gauges never drift
+// from them; it reports nothing while this replica does not lead.
 type gpuCollector struct {
-	src                                 Source
+	mu  sync.Mutex
+	src Source
+
 	mem, cores, slots, pods, cacheNodes *prometheus.Desc
 }
 
-func newGPUCollector(src Source) *gpuCollector {
+func (c *gpuCollector) set(src Source) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.src = src
+}
+
+func newGPUCollector() *gpuCollector {
 	gpu := []string{"node", "uuid"}
 	return &gpuCollector{
-		src:        src,
 		mem:        prometheus.NewDesc("vgpud_gpu_allocated_memory_mib", "GPU memory committed to pods.", gpu, nil),
 		cores:      prometheus.NewDesc("vgpud_gpu_allocated_cores", "GPU cores (percent) committed to pods.", gpu, nil),
 		slots:      prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
@@ -112,7 +116,13 @@ func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
-	usage := c.src.Usage()
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	if src == nil {
+		return
+	}
+	usage := src.Usage()
 	nodes := make([]string, 0, len(usage))
 	for n := range usage {
 		nodes = append(nodes, n)
@@ -125,6 +135,6 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(u.Slots), n, uuid)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(len(c.src.Pods())))
+	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(len(src.Pods())))
 	ch <- prometheus.MustNewConstMetric(c.cacheNodes, prometheus.GaugeValue, float64(len(nodes)))
 }

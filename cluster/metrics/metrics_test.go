@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/vgpud/vgpud/cluster/core"
 )
 
@@ -18,17 +21,29 @@ func (fakeSource) Usage() map[string]map[string]core.Usage {
 }
 func (fakeSource) Pods() []string { return []string{"ai/a@n1", "ai/b@n1"} }
 
+func scrape(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body, _ := io.ReadAll(w.Body)
+	return string(body)
+}
+
 func TestScrape(t *testing.T) {
-	m := New(fakeSource{})
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	// Registered from process start: a replica that does not lead says so.
+	before := scrape(t, reg)
+	if !strings.Contains(before, "vgpud_leader 0") || strings.Contains(before, "vgpud_gpu_allocated_memory_mib") {
+		t.Fatalf("before leading:\n%s", before)
+	}
+
+	done := m.Lead(fakeSource{})
 	h := m.Instrument("filter", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/filter", nil))
 	m.Bind(true, 40*time.Millisecond)
 	m.Bind(false, 0)
-	m.SetLeader(true)
-
-	w := httptest.NewRecorder()
-	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	body, _ := io.ReadAll(w.Body)
+	body := scrape(t, reg)
 	for _, want := range []string{
 		`vgpud_extender_request_seconds_count{verb="filter"} 1`,
 		`vgpud_binds_total{outcome="bound"} 1`,
@@ -41,8 +56,14 @@ func TestScrape(t *testing.T) {
 		`vgpud_cache_pods 2`,
 		`vgpud_cache_nodes 1`,
 	} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("scrape lacks %q", want)
 		}
+	}
+
+	done()
+	after := scrape(t, reg)
+	if !strings.Contains(after, "vgpud_leader 0") || strings.Contains(after, "vgpud_gpu_allocated_memory_mib") {
+		t.Fatalf("after leading, the books of the last term are still reported:\n%s", after)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpud/vgpud/webhook/certs"
+	"github.com/vgpud/vgpud/cluster/server/certs"
 )
 
 func TestServesTLSProbesAndHandlers(t *testing.T) {

@@ -30,6 +30,12 @@ type LeaderStatus interface {
 	IsLeader() bool
 }
 
+// Metrics are the node's metrics as the agent feeds them.
+type Metrics interface {
+	plugin.Observer
+	Health(uuids []string, unhealthy map[string]bool)
+}
+
 // Agent is the node role of one replica.
 type Agent struct {
 	cfg       node.Config
@@ -38,6 +44,7 @@ type Agent struct {
 	kube      kubernetes.Interface
 	leader    LeaderStatus
 	role      string
+	metrics   Metrics
 	log       *slog.Logger
 
 	mu       sync.Mutex
@@ -49,8 +56,8 @@ type Agent struct {
 
 // New returns the node role for nodeName; role names what this replica
 // runs, for inspect.
-func New(cfg node.Config, nodeName string, resources protocol.ResourceNames, kube kubernetes.Interface, leader LeaderStatus, role string, log *slog.Logger) *Agent {
-	return &Agent{cfg: cfg, node: nodeName, resources: resources, kube: kube, leader: leader, role: role, log: log, notReady: "starting"}
+func New(cfg node.Config, nodeName string, resources protocol.ResourceNames, kube kubernetes.Interface, leader LeaderStatus, role string, m Metrics, log *slog.Logger) *Agent {
+	return &Agent{cfg: cfg, node: nodeName, resources: resources, kube: kube, leader: leader, role: role, metrics: m, log: log, notReady: "starting"}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -128,17 +135,19 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.ResolveWait,
-	}, gpus, cache, pods.NewPhaseWriter(a.kube), a.log.With("component", "plugin"))
+	}, gpus, cache, pods.NewPhaseWriter(a.kube), a.metrics, a.log.With("component", "plugin"))
 	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, a.log.With("component", "plugin"))
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = server, cache, ""
 	a.inv = inventory.Build(devs, scaling, nil)
 	a.mu.Unlock()
+	a.metrics.Health(uuids, nil)
 
 	healthChanged := make(chan protocol.Inventory, 1)
 	onHealth := func(unhealthy map[string]bool) {
 		p.SetUnhealthy(unhealthy)
+		a.metrics.Health(uuids, unhealthy)
 		inv := inventory.Build(devs, scaling, unhealthy)
 		a.mu.Lock()
 		a.inv = inv

@@ -14,9 +14,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/node/metrics"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -41,7 +44,7 @@ func TestNodeRole(t *testing.T) {
 	cfg := node.DefaultConfig()
 	cfg.Backend, cfg.PluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
 	cfg.HealthRecovery, cfg.ResolveWait = time.Hour, 500*time.Millisecond
-	a := New(cfg, "n1", protocol.DefaultResourceNames(), kube, noLeader{}, "node", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := New(cfg, "n1", protocol.DefaultResourceNames(), kube, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -3,6 +3,7 @@ package gpu
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -13,40 +14,76 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
+// mockMachines are go-nvml's mock machines, by the name --gpu-backend
+// gives after "mock:".
+func mockMachines() map[string]func() *server.Server {
+	return map[string]func() *server.Server{
+		"dgxa100": dgxa100.New,
+		"dgxh100": dgxh100.New,
+		"dgxh200": dgxh200.New,
+		"dgxb200": dgxb200.New,
+	}
+}
+
+// Backends lists the accepted --gpu-backend values, for help and errors.
+func Backends() string {
+	var mocks []string
+	for name := range mockMachines() {
+		mocks = append(mocks, "mock:"+name)
+	}
+	slices.Sort(mocks)
+	return "nvml, " + strings.Join(mocks, ", ") + ", fake:<count>x<model>:<MiB>[:numa=<n>][,...]"
+}
+
+// ValidateBackend checks a --gpu-backend value without opening it.
+func ValidateBackend(backend string) error {
+	_, err := parseBackend(backend)
+	return err
+}
+
+// backend is a parsed --gpu-backend value: the driver, a mock machine, or
+// fake GPUs.
+type backend struct {
+	mock func() *server.Server
+	fake []FakeGPU
+}
+
+func parseBackend(s string) (backend, error) {
+	if s == "nvml" {
+		return backend{}, nil
+	}
+	if spec, ok := strings.CutPrefix(s, "fake:"); ok {
+		gpus, err := ParseFake(spec)
+		if err != nil {
+			return backend{}, fmt.Errorf("gpu backend %q: %w", s, err)
+		}
+		return backend{fake: gpus}, nil
+	}
+	if machine, ok := strings.CutPrefix(s, "mock:"); ok {
+		if mk, ok := mockMachines()[machine]; ok {
+			return backend{mock: mk}, nil
+		}
+	}
+	return backend{}, fmt.Errorf("gpu backend %q is unknown; want %s", s, Backends())
+}
+
 // Open returns the NVML library for a --gpu-backend value: "nvml" for the
 // driver, "mock:<machine>" for one of go-nvml's mock machines, or
 // "fake:<spec>" for a machine described on the command line (see
 // ParseFake). Mocks and fakes get UUIDs derived from nodeName, so they
 // survive restarts (the stock mocks draw random ones), and accept injected
 // XID events.
-func Open(backend, nodeName string) (nvml.Interface, error) {
-	if backend == "nvml" {
+func Open(name, nodeName string) (nvml.Interface, error) {
+	b, err := parseBackend(name)
+	switch {
+	case err != nil:
+		return nil, err
+	case b.fake != nil:
+		return newMock(fakeServer(b.fake), nodeName, fakeNUMA(b.fake)), nil
+	case b.mock == nil:
 		return nvml.New(), nil
 	}
-	if spec, ok := strings.CutPrefix(backend, "fake:"); ok {
-		gpus, err := ParseFake(spec)
-		if err != nil {
-			return nil, fmt.Errorf("gpu backend %q: %w", backend, err)
-		}
-		return newMock(fakeServer(gpus), nodeName, fakeNUMA(gpus)), nil
-	}
-	machine, ok := strings.CutPrefix(backend, "mock:")
-	if !ok {
-		return nil, fmt.Errorf("gpu backend %q: want nvml, mock:<machine> or fake:<spec>", backend)
-	}
-	var s *server.Server
-	switch machine {
-	case "dgxa100":
-		s = dgxa100.New()
-	case "dgxh100":
-		s = dgxh100.New()
-	case "dgxh200":
-		s = dgxh200.New()
-	case "dgxb200":
-		s = dgxb200.New()
-	default:
-		return nil, fmt.Errorf("gpu backend %q: no such mock machine; want dgxa100, dgxh100, dgxh200 or dgxb200", backend)
-	}
+	s := b.mock()
 	// A DGX has two sockets; the first half of its GPUs hangs off the first.
 	numa := make([]int, len(s.Devices))
 	for i := range numa {

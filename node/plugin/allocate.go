@@ -22,6 +22,7 @@ const phaseWriteTimeout = 5 * time.Second
 // cannot tie to exactly one container fails with a message naming the
 // node, the device count and the pods considered; kubelet shows it on the pod.
 func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	start := time.Now()
 	p.allocMu.Lock()
 	defer p.allocMu.Unlock()
 	resp := &pluginapi.AllocateResponse{}
@@ -29,10 +30,12 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		r, err := p.allocateContainer(ctx, cr.DevicesIds)
 		if err != nil {
 			p.log.Warn("Allocate refused", "err", err)
+			p.obs.Allocated(false, time.Since(start))
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, r)
 	}
+	p.obs.Allocated(true, time.Since(start))
 	return resp, nil
 }
 

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func TestAllocateWithoutBoundPodNamesNodeCountAndPods(t *testing.T) {
 func TestAllocateWaitsForTheInformer(t *testing.T) {
 	g := testGPUs(8)
 	pods := newFakePods()
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, quietLog())
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		pods.put(boundPod("late", "n1", nil, [][]string{{g[3].UUID}}, []int64{2048}))
@@ -120,6 +121,49 @@ func TestAllocateCountMismatchFailsThePod(t *testing.T) {
 	}
 	if reason, ok := got[0].IsFailed(); !ok || !strings.Contains(reason, "asks for 1") {
 		t.Errorf("phase = %q, want failed with the reason", got[0])
+	}
+}
+
+// countingObserver records the outcomes the node's metrics are fed.
+type countingObserver struct {
+	mu                  sync.Mutex
+	allocated, refused  int
+	registered, failing int
+}
+
+func (c *countingObserver) Allocated(ok bool, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.allocated++
+	} else {
+		c.refused++
+	}
+}
+
+func (c *countingObserver) Registered(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.registered++
+	} else {
+		c.failing++
+	}
+}
+
+func TestAllocateOutcomesAreObserved(t *testing.T) {
+	g := testGPUs(8)
+	obs := &countingObserver{}
+	pods := newFakePods(boundPod("one", "n1", nil, [][]string{{g[2].UUID}}, []int64{1000}))
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, quietLog())
+	if _, err := allocate(p, ids(g[2].UUID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := allocate(p, ids(g[5].UUID)); err == nil {
+		t.Fatal("an Allocate for no bound pod succeeded")
+	}
+	if obs.allocated != 1 || obs.refused != 1 {
+		t.Fatalf("observed %d allocated, %d refused; want 1 and 1", obs.allocated, obs.refused)
 	}
 }
 
@@ -156,7 +200,7 @@ func TestAllocateEnvOptions(t *testing.T) {
 	if err := PrepareInterposer(dir); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)
@@ -249,9 +293,6 @@ func TestDirectRPCs(t *testing.T) {
 	opts, err := p.GetDevicePluginOptions(context.Background(), &pluginapi.Empty{})
 	if err != nil || !opts.GetPreferredAllocationAvailable || opts.PreStartRequired {
 		t.Errorf("options %+v, %v", opts, err)
-	}
-	if _, err := p.PreStartContainer(context.Background(), &pluginapi.PreStartContainerRequest{}); err != nil {
-		t.Error(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &lawStream{ctx: ctx, sent: make(chan []*pluginapi.Device, 4)}

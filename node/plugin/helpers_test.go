@@ -151,7 +151,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 func testPlugin(t testing.TB, pods Pods, phases PhaseWriter) *Plugin {
 	t.Helper()
-	return New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, quietLog())
+	return New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, quietLog())
 }
 
 // ids returns kubelet-style device IDs: slice 0 of each GPU.

@@ -25,7 +25,7 @@ func TestInterleavedBinds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	pods := newFakePods()
 	phases := newFakePhases(pods, 20*time.Millisecond)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, quietLog())
 
 	const n = 40
 	for i := range n {

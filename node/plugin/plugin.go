@@ -29,6 +29,12 @@ type PhaseWriter interface {
 	SetPhase(ctx context.Context, pod *corev1.Pod, phase protocol.Phase) error
 }
 
+// Observer is told of the plugin's outcomes (the node's metrics).
+type Observer interface {
+	Allocated(ok bool, took time.Duration)
+	Registered(err error)
+}
+
 // Options are the plugin's settings.
 type Options struct {
 	Node      string
@@ -52,6 +58,7 @@ type Plugin struct {
 	numa   map[string]int
 	pods   Pods
 	phases PhaseWriter
+	obs    Observer
 	log    *slog.Logger
 
 	mu        sync.Mutex
@@ -65,11 +72,14 @@ type Plugin struct {
 	progress map[types.UID]*progress
 }
 
-// New returns a plugin for gpus, all healthy.
-func New(opts Options, gpus []GPU, pods Pods, phases PhaseWriter, log *slog.Logger) *Plugin {
+// New returns a plugin for gpus, all healthy. obs may be nil.
+func New(opts Options, gpus []GPU, pods Pods, phases PhaseWriter, obs Observer, log *slog.Logger) *Plugin {
+	if obs == nil {
+		obs = noObserver{}
+	}
 	p := &Plugin{
 		opts: opts, gpus: gpus, numa: make(map[string]int, len(gpus)),
-		pods: pods, phases: phases, log: log,
+		pods: pods, phases: phases, obs: obs, log: log,
 		unhealthy: map[string]bool{}, changed: make(chan struct{}),
 		progress: map[types.UID]*progress{},
 	}
@@ -136,7 +146,7 @@ func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 	return resp, nil
 }
 
-// PreStartContainer is not requested at registration; kubelet never calls it.
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
-}
+type noObserver struct{}
+
+func (noObserver) Allocated(bool, time.Duration) {}
+func (noObserver) Registered(error)              {}

@@ -103,6 +103,7 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 		ResourceName:        s.plugin.opts.Resources.GPU,
 		PreferredAllocation: true,
 	})
+	s.plugin.obs.Registered(err)
 	if err != nil {
 		s.failed(trigger, err)
 		return

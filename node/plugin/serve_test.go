@@ -33,7 +33,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	for i, d := range devs {
 		gpus[i], uuids[i] = GPU{UUID: d.UUID, NUMA: d.NUMA}, d.UUID
 	}
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(health.DefaultIgnoredXIDs, 300*time.Millisecond), p.SetUnhealthy, quietLog())

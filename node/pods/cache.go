@@ -14,8 +14,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
-	vcache "github.com/vgpud/vgpud/cluster/cache"
 )
 
 // Cache holds the pods bound to one node.
@@ -30,7 +28,7 @@ type Cache struct {
 // New returns a cache of node's pods; call Start, then WaitForSync.
 func New(kube kubernetes.Interface, node string) (*Cache, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTransform(vcache.Trim),
+		informers.WithTransform(trim),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 		}))
@@ -53,9 +51,6 @@ func (c *Cache) Start(ctx context.Context) { c.factory.Start(ctx.Done()) }
 func (c *Cache) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced)
 }
-
-// Synced reports whether the first list is in.
-func (c *Cache) Synced() bool { return c.informer.HasSynced() }
 
 // List returns the node's pods. They are the cache's own: do not modify.
 func (c *Cache) List() []*corev1.Pod {

@@ -32,7 +32,7 @@ const caValidityFactor = 10
 
 // Config says where the certificate lives and how long it lasts.
 type Config struct {
-	Namespace   string // the leader's namespace; the Service and Secret live there
+	Namespace   string // the leader's namespace; the Service and Secret live there (filled at run time)
 	SecretName  string
 	WebhookName string // MutatingWebhookConfiguration whose caBundle is kept
 	ServiceName string
@@ -41,6 +41,18 @@ type Config struct {
 	// Recheck bounds the wait between checks, which also repairs a caBundle
 	// that `kubectl apply` reset. Zero means one minute.
 	Recheck time.Duration
+}
+
+// DefaultConfig is what vgpud runs with when no flag is given; the
+// names match manifests/vgpud.yaml.
+func DefaultConfig() Config {
+	return Config{
+		SecretName:  "vgpud-tls",
+		WebhookName: "vgpud",
+		ServiceName: "vgpud",
+		Validity:    365 * 24 * time.Hour,
+		RenewBefore: 30 * 24 * time.Hour,
+	}
 }
 
 // Manager keeps a valid serving certificate in the Secret, its CA in the

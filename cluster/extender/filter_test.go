@@ -53,13 +53,13 @@ func btoi(b bool) int {
 // The pod JSON is what kube-scheduler sends, trimmed to what matters.
 const podJSON = `{"metadata":{"name":"train","namespace":"ai","annotations":{%s}},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"}}}]}}`
 
-func handlers(t *testing.T, events *[]string) *Handlers {
+func placer(t *testing.T, events *[]string) *Placer {
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
 	rec := func(p *corev1.Pod, reason, msg string) { *events = append(*events, p.Name+": "+msg) }
-	return New(nodes, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewPlacer(nodes, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-func post(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
+func postTo(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
 	return w
@@ -67,9 +67,9 @@ func post(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
 
 func TestFilterNodeNames(t *testing.T) {
 	var events []string
-	h := handlers(t, &events)
+	h := placer(t, &events)
 	body := `{"Pod":` + fmt.Sprintf(podJSON, "") + `,"NodeNames":["full","roomy","gone","empty"]}`
-	w := post(h.Filter, body)
+	w := postTo(FilterHandler(h), body)
 	if w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
@@ -90,10 +90,10 @@ func TestFilterNodeNames(t *testing.T) {
 
 func TestFilterFullNodes(t *testing.T) {
 	var events []string
-	h := handlers(t, &events)
+	h := placer(t, &events)
 	body := `{"Pod":` + fmt.Sprintf(podJSON, `"nvidia.com/nouse-gputype":"a100"`) + `,"Nodes":{"items":[{"metadata":{"name":"roomy"}}]}}`
 	var res extenderv1.ExtenderFilterResult
-	w := post(h.Filter, body)
+	w := postTo(FilterHandler(h), body)
 	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +104,9 @@ func TestFilterFullNodes(t *testing.T) {
 
 func TestPrioritizeByPolicy(t *testing.T) {
 	var events []string
-	h := handlers(t, &events)
+	h := placer(t, &events)
 	scores := func(annotations string) map[string]int64 {
-		w := post(h.Prioritize, `{"Pod":`+fmt.Sprintf(podJSON, annotations)+`,"NodeNames":["empty","roomy","full"]}`)
+		w := postTo(PrioritizeHandler(h), `{"Pod":`+fmt.Sprintf(podJSON, annotations)+`,"NodeNames":["empty","roomy","full"]}`)
 		var list extenderv1.HostPriorityList
 		if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
 			t.Fatalf("%s: %v", w.Body, err)
@@ -132,7 +132,7 @@ func TestPrioritizeByPolicy(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	var events []string
-	h := handlers(t, &events)
+	h := placer(t, &events)
 	for _, tc := range []struct {
 		body string
 		code int
@@ -141,30 +141,37 @@ func TestBadInput(t *testing.T) {
 		{`{"Pod":`, 400, "malformed ExtenderArgs JSON"},
 		{`{"NodeNames":["a"]}`, 400, "no pod"},
 		{`[1,2]`, 400, "malformed"},
+		// Neither NodeNames nor Nodes: refused, not dereferenced.
+		{`{"Pod":` + fmt.Sprintf(podJSON, "") + `}`, 400, "neither NodeNames nor Nodes"},
 	} {
-		w := post(h.Filter, tc.body)
+		w := postTo(FilterHandler(h), tc.body)
 		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
 			t.Errorf("%s: %d %q", tc.body, w.Code, w.Body)
 		}
 	}
 	w := httptest.NewRecorder()
-	h.Filter(w, httptest.NewRequest(http.MethodGet, "/filter", nil))
+	FilterHandler(h)(w, httptest.NewRequest(http.MethodGet, "/filter", nil))
 	if w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", w.Code)
 	}
 	// A pod with an impossible value is answered with Error, not a crash.
 	bad := `{"Pod":{"metadata":{"name":"p","namespace":"n"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpucores":"150"}}}]}},"NodeNames":["roomy"]}`
 	var res extenderv1.ExtenderFilterResult
-	_ = json.Unmarshal(post(h.Filter, bad).Body.Bytes(), &res)
+	_ = json.Unmarshal(postTo(FilterHandler(h), bad).Body.Bytes(), &res)
 	if !strings.Contains(res.Error, "nvidia.com/gpucores is 150") {
 		t.Errorf("error %q", res.Error)
 	}
 	bad = `{"Pod":` + fmt.Sprintf(podJSON, `"vgpud.io/gpu-policy":"random"`) + `,"NodeNames":["roomy"]}`
-	_ = json.Unmarshal(post(h.Filter, bad).Body.Bytes(), &res)
+	_ = json.Unmarshal(postTo(FilterHandler(h), bad).Body.Bytes(), &res)
 	if !strings.Contains(res.Error, `vgpud.io/gpu-policy="random"`) {
 		t.Errorf("error %q", res.Error)
 	}
-	if w := post(h.Filter, string(bytes.Repeat([]byte(" "), maxBody+1))); w.Code != 400 {
-		t.Errorf("oversized body: %d", w.Code)
+	if w := postTo(FilterHandler(h), string(bytes.Repeat([]byte(" "), maxArgsBody+1))); w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "nodeCacheCapable") {
+		t.Errorf("oversized body: %d %s", w.Code, w.Body)
+	}
+	for _, verb := range []http.HandlerFunc{PrioritizeHandler(h), FilterHandler(h)} {
+		if w := postTo(verb, `{"Pod":`+fmt.Sprintf(podJSON, "")+`}`); w.Code != 400 {
+			t.Errorf("no nodes: %d %s", w.Code, w.Body)
+		}
 	}
 }

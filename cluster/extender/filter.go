@@ -1,0 +1,86 @@
+package extender
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Nodes is the cache as the placer needs it.
+type Nodes interface {
+	Node(name string) (core.Node, *core.Reason)
+}
+
+// Placer answers filter and prioritize from the books; http.go carries
+// them over HTTP.
+type Placer struct {
+	nodes    Nodes
+	names    protocol.ResourceNames
+	defaults Defaults
+	events   func(pod *corev1.Pod, reason, message string)
+	log      *slog.Logger
+}
+
+// NewPlacer returns a Placer. events may be nil (no Events).
+func NewPlacer(nodes Nodes, names protocol.ResourceNames, d Defaults, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
+	if events == nil {
+		events = func(*corev1.Pod, string, string) {}
+	}
+	return &Placer{nodes: nodes, names: names, defaults: d, events: events, log: log}
+}
+
+// Filter returns the nodes, of names, that pod fits, and why it fits none
+// of the others; it records one Event summarising the reasons. An error
+// means the pod itself cannot be read, so it fits nowhere.
+func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
+	req, _, err := requestFor(pod, p.names, p.defaults)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	fits := make([]string, 0, len(names))
+	failed := extenderv1.FailedNodesMap{}
+	reasons := map[string]core.Reason{}
+	for _, name := range names {
+		n, reason := p.nodes.Node(name)
+		if reason == nil {
+			reason = core.Fits(n, req, p.defaults.Options)
+		}
+		if reason != nil {
+			failed[name] = reason.Text
+			reasons[name] = *reason
+			continue
+		}
+		fits = append(fits, name)
+	}
+	if len(reasons) > 0 {
+		p.events(pod, "FilteredNodes", core.Summarize(len(names), len(fits), reasons))
+	}
+	return fits, failed, nil
+}
+
+// Prioritize scores each of names 0..10 by the pod's node policy; a node
+// the pod does not fit scores 0.
+func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPriorityList, error) {
+	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	out := make(extenderv1.HostPriorityList, 0, len(names))
+	for _, name := range names {
+		var score int64
+		if n, reason := p.nodes.Node(name); reason == nil {
+			if res, reason := core.Fit(n, req, p.defaults.Options); reason == nil {
+				score = int64(core.Score(n, res.Footprint, nodePolicy))
+			}
+		}
+		out = append(out, extenderv1.HostPriority{Host: name, Score: score})
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Host < out[b].Host })
+	return out, nil
+}

@@ -1,0 +1,153 @@
+package extender
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+// Body limits. vgpud's scheduler profile sets nodeCacheCapable, so a
+// filter or prioritize body is the pod plus node names: a pod is at most
+// 1.5 MiB (etcd's request limit) and 5000 names of at most 253 bytes are
+// 1.3 MiB. A scheduler that sends whole Node objects instead is refused
+// above this with a message saying so. A bind body is four short strings.
+const (
+	maxArgsBody = 4 << 20
+	maxBindBody = 64 << 10
+)
+
+// FilterHandler serves kube-scheduler's filter verb over p.
+func FilterHandler(p *Placer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		args, names, ok := decodeArgs(w, r)
+		if !ok {
+			return
+		}
+		fits, failed, err := p.Filter(args.Pod, names)
+		res := extenderv1.ExtenderFilterResult{FailedNodes: failed}
+		if err != nil {
+			// The scheduler shows Error to the user.
+			res.Error = err.Error()
+			writeJSON(w, res)
+			return
+		}
+		// Answer in the form asked: names for a cache-capable scheduler,
+		// the Node objects it sent otherwise.
+		if args.NodeNames != nil {
+			res.NodeNames = &fits
+		} else {
+			res.Nodes = &corev1.NodeList{}
+			keep := make(map[string]bool, len(fits))
+			for _, f := range fits {
+				keep[f] = true
+			}
+			for _, n := range args.Nodes.Items {
+				if keep[n.Name] {
+					res.Nodes.Items = append(res.Nodes.Items, n)
+				}
+			}
+		}
+		writeJSON(w, res)
+	}
+}
+
+// PrioritizeHandler serves kube-scheduler's prioritize verb over p.
+func PrioritizeHandler(p *Placer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		args, names, ok := decodeArgs(w, r)
+		if !ok {
+			return
+		}
+		scores, err := p.Prioritize(args.Pod, names)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, scores)
+	}
+}
+
+// BindHandler serves kube-scheduler's bind verb over b. A failed bind is
+// an answer (ExtenderBindingResult.Error), not an HTTP error.
+func BindHandler(b *Binder) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !post(w, r, "ExtenderBindingArgs") {
+			return
+		}
+		var args extenderv1.ExtenderBindingArgs
+		if !decode(w, r, maxBindBody, "ExtenderBindingArgs", &args) {
+			return
+		}
+		if args.PodName == "" || args.PodNamespace == "" || args.Node == "" {
+			http.Error(w, "ExtenderBindingArgs needs PodName, PodNamespace and Node", http.StatusBadRequest)
+			return
+		}
+		res := extenderv1.ExtenderBindingResult{}
+		if err := b.Bind(r.Context(), args); err != nil {
+			res.Error = err.Error()
+		}
+		writeJSON(w, res)
+	}
+}
+
+// decodeArgs reads ExtenderArgs, answering 4xx itself on bad input, and
+// returns the node names it carries in either form.
+func decodeArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, []string, bool) {
+	if !post(w, r, "ExtenderArgs") {
+		return nil, nil, false
+	}
+	var args extenderv1.ExtenderArgs
+	if !decode(w, r, maxArgsBody, "ExtenderArgs", &args) {
+		return nil, nil, false
+	}
+	if args.Pod == nil {
+		http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)
+		return nil, nil, false
+	}
+	switch {
+	case args.NodeNames != nil:
+		return &args, *args.NodeNames, true
+	case args.Nodes != nil:
+		names := make([]string, 0, len(args.Nodes.Items))
+		for _, n := range args.Nodes.Items {
+			names = append(names, n.Name)
+		}
+		return &args, names, true
+	}
+	http.Error(w, "ExtenderArgs has neither NodeNames nor Nodes; send the candidate nodes (vgpud's scheduler profile sets nodeCacheCapable: true)", http.StatusBadRequest)
+	return nil, nil, false
+}
+
+func post(w http.ResponseWriter, r *http.Request, what string) bool {
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST with a JSON "+what+" body", http.StatusMethodNotAllowed)
+		return false
+	}
+	return true
+}
+
+// decode reads one JSON value of at most limit bytes into v.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if err := json.NewDecoder(body).Decode(v); err != nil {
+		if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+			http.Error(w, fmt.Sprintf("%s body over %d bytes; configure the extender with nodeCacheCapable: true so kube-scheduler sends node names, not Node objects", what, limit), http.StatusRequestEntityTooLarge)
+			return false
+		}
+		http.Error(w, "malformed "+what+" JSON: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	// Drain the rest so the connection can be reused.
+	_, _ = io.Copy(io.Discard, body)
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

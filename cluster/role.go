@@ -1,0 +1,119 @@
+// Package cluster is the cluster role: while this replica leads, it keeps
+// the GPU books from the API and serves the admission webhook and the
+// scheduler extender on one HTTPS listener. Its parts live in the
+// subpackages (core: fit and footprint rules; cache: the books; extender;
+// quota; server: the listener and its TLS; leader; metrics).
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/extender"
+	"github.com/vgpud/vgpud/cluster/metrics"
+	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/cluster/server"
+	"github.com/vgpud/vgpud/cluster/server/certs"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/webhook"
+)
+
+// Role is the cluster role of one replica, built from explicit
+// dependencies; Lead runs it for one term of leadership.
+type Role struct {
+	cfg       Config
+	namespace string // this pod's namespace: the TLS Secret and Service live there
+	scheduler string // kube-scheduler profile that calls the extender
+	names     protocol.ResourceNames
+	admission webhook.Config
+	kube      kubernetes.Interface
+	metrics   *metrics.Metrics
+	log       *slog.Logger
+}
+
+// NewRole returns the cluster role. m is registered on the process's
+// metrics registry; bind outcomes are observed there.
+func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNames, admission webhook.Config,
+	kube kubernetes.Interface, m *metrics.Metrics, log *slog.Logger) *Role {
+	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, kube: kube, metrics: m, log: log}
+}
+
+// Lead is the cluster role's work while this replica holds the Lease; ctx
+// ends when leadership does. Every term builds its books afresh from the
+// API, so a new leader never trusts a previous term's memory.
+func (r *Role) Lead(ctx context.Context) error {
+	log := r.log
+	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Trim))
+	quotas := quota.New(factory, r.names)
+	books := cache.New(r.names)
+	booksSynced, err := books.Watch(factory, log.With("component", "cache"))
+	if err != nil {
+		return fmt.Errorf("watch nodes and pods: %w", err)
+	}
+	events := podEvents(r.kube)
+	defer events.shutdown()
+	defer r.metrics.Lead(books)()
+
+	tlsCfg := r.cfg.TLS
+	tlsCfg.Namespace = r.namespace
+	certMgr := certs.NewManager(tlsCfg, r.kube, log.With("component", "tls"), time.Now)
+	srv := server.New(r.cfg.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
+
+	defaults := extender.Defaults{
+		NodePolicy: r.cfg.NodePolicy,
+		GPUPolicy:  r.cfg.GPUPolicy,
+		Options:    core.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
+	}
+	placer := extender.NewPlacer(books, r.names, defaults, events.warn, log.With("component", "extender"))
+	binder := extender.NewBinder(r.kube, books, r.names, defaults, r.cfg.BindWait, events.normal, r.metrics.Bind, log.With("component", "bind"))
+	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
+	for path, h := range map[string]http.Handler{
+		"/filter":     extender.FilterHandler(placer),
+		"/prioritize": extender.PrioritizeHandler(placer),
+		"/bind":       extender.BindHandler(binder),
+		"/webhook":    admission,
+	} {
+		srv.Handle(path, r.metrics.Instrument(path[1:], h))
+	}
+	var synced atomic.Bool
+	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
+		if !synced.Load() {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}})
+	srv.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return certMgr.Run(ctx) })
+	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error {
+		factory.Start(ctx.Done())
+		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
+			}
+		}
+		if !toolscache.WaitForCacheSync(ctx.Done(), booksSynced) {
+			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
+		}
+		synced.Store(true)
+		log.Info("caches synced")
+		<-ctx.Done()
+		factory.Shutdown()
+		return nil
+	})
+	return g.Wait()
+}

@@ -1,0 +1,39 @@
+package metrics
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestNodeMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Registered(nil)
+	m.Registered(errors.New("kubelet gone"))
+	m.Registered(nil)
+	m.Allocated(true, 2*time.Millisecond)
+	m.Allocated(false, time.Second)
+	m.Health([]string{"GPU-a", "GPU-b"}, map[string]bool{"GPU-b": true})
+
+	want := `
+# HELP vgpud_node_gpu_healthy 1 while the GPU is offered to kubelet, 0 while an XID or a failing NVML query keeps it out.
+# TYPE vgpud_node_gpu_healthy gauge
+vgpud_node_gpu_healthy{uuid="GPU-a"} 1
+vgpud_node_gpu_healthy{uuid="GPU-b"} 0
+# HELP vgpud_node_registrations_total Device-plugin registrations with kubelet by outcome (ok, failed).
+# TYPE vgpud_node_registrations_total counter
+vgpud_node_registrations_total{outcome="failed"} 1
+vgpud_node_registrations_total{outcome="ok"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vgpud_node_gpu_healthy", "vgpud_node_registrations_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.allocate, "vgpud_node_allocate_seconds"); n != 2 {
+		t.Fatalf("allocate series %d, want allocated and refused", n)
+	}
+}
