@@ -44,10 +44,6 @@ func (s *Server) Handle(path string, h http.Handler) { s.mux.Handle(path, h) }
 // AddCheck adds a readiness condition to /readyz.
 func (s *Server) AddCheck(c Check) { s.checks = append(s.checks, c) }
 
-// Handler is the server's routes, for tests and for callers that bring
-// their own listener.
-func (s *Server) Handler() http.Handler { return s.mux }
-
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var failed []string
 	for _, c := range s.checks {

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/scripts/harness"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,24 +49,24 @@ const (
 func TestAgainstAPIServer(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	e.namespace(t, "vgpud-system")
-	e.namespace(t, "fill")
-	e.namespace(t, "bench")
+	harness.EnsureNamespace(t, e.kube, "vgpud-system", nil)
+	harness.EnsureNamespace(t, e.kube, "fill", nil)
+	harness.EnsureNamespace(t, e.kube, "bench", nil)
 	start := time.Now()
-	parallel(t, nodes, 32, func(i int) error { return e.createNode(ctx, i) })
+	harness.Parallel(t, nodes, 32, func(i int) error { return e.createNode(ctx, i) })
 	t.Logf("%d nodes created in %v", nodes, time.Since(start).Round(time.Millisecond))
 
 	if _, err := e.kube.CoreV1().Pods("vgpud-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vgpud-bench"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "vgpud"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	leader := e.spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--metrics-listen=127.0.0.1:9090", "--profiling",
+	leader := harness.Spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--metrics-listen=127.0.0.1:9090", "--profiling",
 		"--pod-name=vgpud-bench", "--pod-namespace=vgpud-system", "--kubeconfig="+e.kubeconfig, "--log-format=text", "--log-level=warn")
 	client := e.httpsClient(t)
 
 	placed := 0
 	for _, fill := range []int{0, 5000, 20000} {
 		start := time.Now()
-		parallel(t, fill-placed, 32, func(k int) error { return e.createPlaced(ctx, placed+k) })
+		harness.Parallel(t, fill-placed, 32, func(k int) error { return e.createPlaced(ctx, placed+k) })
 		placed = fill
 		e.waitCachePods(t, fill)
 		t.Logf("fill %d: placed pods created and cached in %v", fill, time.Since(start).Round(time.Millisecond))
@@ -77,7 +79,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			prof()
 		}
 		if fill == 20000 {
-			rss, anon := memory(leader.cmd.Process.Pid)
+			rss, anon := harness.Memory(leader.Cmd.Process.Pid)
 			e.record(t, "extender vs apiserver", "leader RSS at 1000 nodes, 20000 pods", fmt.Sprintf("%.0f MiB (anon %.0f)", rss, anon), "<= 150 MiB", metIf(rss <= 150))
 		}
 	}
@@ -152,7 +154,7 @@ func (e env) createPlaced(ctx context.Context, k int) error {
 
 // waitCachePods waits until the leader's books hold want pods.
 func (e env) waitCachePods(t *testing.T, want int) {
-	eventually(t, 5*time.Minute, fmt.Sprintf("leader caching %d pods", want), func() error {
+	harness.Eventually(t, 5*time.Minute, fmt.Sprintf("leader caching %d pods", want), func() error {
 		resp, err := http.Get("http://127.0.0.1:9090/metrics")
 		if err != nil {
 			return err
@@ -174,7 +176,7 @@ func (e env) waitCachePods(t *testing.T, want int) {
 // httpsClient trusts the CA from the leader's Secret, as kube-scheduler does.
 func (e env) httpsClient(t *testing.T) *http.Client {
 	var ca []byte
-	eventually(t, 60*time.Second, "vgpud-tls Secret", func() error {
+	harness.Eventually(t, 60*time.Second, "vgpud-tls Secret", func() error {
 		s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(context.Background(), "vgpud-tls", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -191,7 +193,7 @@ func (e env) httpsClient(t *testing.T) *http.Client {
 		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: host},
 		MaxIdleConnsPerHost: 64,
 	}}
-	eventually(t, 60*time.Second, "leader ready", func() error {
+	harness.Eventually(t, 60*time.Second, "leader ready", func() error {
 		resp, err := c.Get("https://" + listen + "/readyz")
 		if err != nil {
 			return err
@@ -300,13 +302,13 @@ func (e env) bindThroughput(t *testing.T, c *http.Client) {
 	ctx := context.Background()
 	const n = 500
 	pods := make([]*corev1.Pod, n)
-	parallel(t, n, 32, func(i int) error {
+	harness.Parallel(t, n, 32, func(i int) error {
 		p, err := e.kube.CoreV1().Pods("bench").Create(ctx, gpuPodSpec(fmt.Sprintf("b-%d", i)), metav1.CreateOptions{})
 		pods[i] = p
 		return err
 	})
 	start := time.Now()
-	parallel(t, n, 16, func(i int) error {
+	harness.Parallel(t, n, 16, func(i int) error {
 		var br struct{ Error string }
 		if _, err := post(c, "bind", map[string]any{"PodName": pods[i].Name, "PodNamespace": "bench", "PodUID": pods[i].UID, "Node": nodeName((i * 2) % nodes)}, &br); err != nil || br.Error != "" {
 			return fmt.Errorf("bind %s: %v %s", pods[i].Name, err, br.Error)
@@ -315,7 +317,7 @@ func (e env) bindThroughput(t *testing.T, c *http.Client) {
 	})
 	rate := float64(n) / time.Since(start).Seconds()
 	e.record(t, "extender vs apiserver", "/bind throughput, 500 pods to distinct nodes, 16 in parallel", fmt.Sprintf("%.0f pods/s", rate), ">= 200 pods/s", metIf(rate >= 200))
-	parallel(t, n, 32, func(i int) error {
+	harness.Parallel(t, n, 32, func(i int) error {
 		e.markAllocated(ctx, t, "bench", pods[i].Name)
 		return nil
 	})
@@ -325,7 +327,7 @@ func (e env) bindThroughput(t *testing.T, c *http.Client) {
 // the webhook registered (the leader runs in both).
 func (e env) admission(t *testing.T) {
 	ctx := context.Background()
-	e.namespace(t, "admit")
+	harness.EnsureNamespace(t, e.kube, "admit", nil)
 	measure := func(prefix string) []time.Duration {
 		var d []time.Duration
 		for i := range 300 {
@@ -356,7 +358,7 @@ func (e env) admission(t *testing.T) {
 	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "webhook mutating", func() error {
+	harness.Eventually(t, 30*time.Second, "webhook mutating", func() error {
 		p, err := e.kube.CoreV1().Pods("admit").Create(ctx, gpuPodSpec(fmt.Sprintf("probe-%d", time.Now().UnixNano())), metav1.CreateOptions{})
 		if err != nil {
 			return err
@@ -383,8 +385,8 @@ func (e env) admission(t *testing.T) {
 func (e env) pipeline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.namespace(t, "cpu")
-	e.namespace(t, "gpu")
+	harness.EnsureNamespace(t, e.kube, "cpu", nil)
+	harness.EnsureNamespace(t, e.kube, "gpu", nil)
 	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection: {kubeconfig: %q, qps: 1000, burst: 2000}
@@ -459,15 +461,15 @@ extenders:
 	defer cancel()
 
 	run := func(ns string, n int, mk func(i int) *corev1.Pod) float64 {
-		parallel(t, n, 32, func(i int) error {
+		harness.Parallel(t, n, 32, func(i int) error {
 			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, mk(i), metav1.CreateOptions{})
 			return err
 		})
-		sched := e.spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfgPath, "--v=0")
-		defer sched.stop(t)
+		sched := harness.Spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfgPath, "--v=0")
+		defer sched.Stop(t)
 		var first time.Time
 		var last time.Time
-		eventually(t, 15*time.Minute, fmt.Sprintf("%d %s pods bound", n, ns), func() error {
+		harness.Eventually(t, 15*time.Minute, fmt.Sprintf("%d %s pods bound", n, ns), func() error {
 			pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 			if err != nil {
 				return err
@@ -513,9 +515,9 @@ func TestNodeOnlyMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p := e.spawn(t, "node", e.vgpud, "run", "--roles=node", "--gpu-backend=mock:dgxa100", "--node-name=mock-node", "--kubeconfig="+e.kubeconfig,
+	p := harness.Spawn(t, "node", e.vgpud, "run", "--roles=node", "--gpu-backend=mock:dgxa100", "--node-name=mock-node", "--kubeconfig="+e.kubeconfig,
 		"--device-plugin-dir="+dir, "--inspect-socket="+filepath.Join(dir, "inspect.sock"), "--log-format=text")
-	eventually(t, 30*time.Second, "inventory published", func() error {
+	harness.Eventually(t, 30*time.Second, "inventory published", func() error {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, "mock-node", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -526,6 +528,6 @@ func TestNodeOnlyMemory(t *testing.T) {
 		return nil
 	})
 	time.Sleep(5 * time.Second)
-	rss, anon := memory(p.cmd.Process.Pid)
+	rss, anon := harness.Memory(p.Cmd.Process.Pid)
 	e.record(t, "node", "node-only daemon RSS, 8-GPU mock (anon = heap and stacks; the rest is the binary's mapped pages)", fmt.Sprintf("%.0f MiB (anon %.0f)", rss, anon), "< 40 MiB", metIf(rss < 40))
 }

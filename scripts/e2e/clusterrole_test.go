@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/scripts/harness"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +77,7 @@ func (e env) readyz(caPEM []byte) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return errorf("readyz %d", resp.StatusCode)
+		return fmt.Errorf("readyz %d", resp.StatusCode)
 	}
 	return nil
 }
@@ -88,13 +90,13 @@ func TestClusterRole(t *testing.T) {
 
 	var caPEM []byte
 	t.Run("leader labelled, Secret made, caBundle set, ready", func(t *testing.T) {
-		eventually(t, 20*time.Second, "one leader label on vgpud-a", func() error {
+		harness.Eventually(t, 20*time.Second, "one leader label on vgpud-a", func() error {
 			if l := e.leaders(t); len(l) != 1 || l[0] != "vgpud-a" {
-				return errorf("leaders %v", l)
+				return fmt.Errorf("leaders %v", l)
 			}
 			return nil
 		})
-		eventually(t, 20*time.Second, "caBundle equals the Secret's ca.crt", func() error {
+		harness.Eventually(t, 20*time.Second, "caBundle equals the Secret's ca.crt", func() error {
 			s, err := e.kube.CoreV1().Secrets(ns).Get(ctx, "vgpud-tls", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -104,15 +106,15 @@ func TestClusterRole(t *testing.T) {
 				return err
 			}
 			if len(s.Data["ca.crt"]) == 0 || string(m.Webhooks[0].ClientConfig.CABundle) != string(s.Data["ca.crt"]) {
-				return errorf("caBundle not the Secret's CA yet")
+				return fmt.Errorf("caBundle not the Secret's CA yet")
 			}
 			caPEM = s.Data["ca.crt"]
 			return nil
 		})
-		eventually(t, 20*time.Second, "/readyz over TLS", func() error { return e.readyz(caPEM) })
+		harness.Eventually(t, 20*time.Second, "/readyz over TLS", func() error { return e.readyz(caPEM) })
 	})
 
-	e.ensureNamespace(t, "team-a", nil)
+	harness.EnsureNamespace(t, e.kube, "team-a", nil)
 	pods := e.kube.CoreV1().Pods("team-a")
 
 	t.Run("GPU pod mutated by the apiserver's call", func(t *testing.T) {
@@ -155,11 +157,11 @@ func TestClusterRole(t *testing.T) {
 				t.Errorf("%s admitted", tc.pod.Name)
 				continue
 			}
-			if err := contains(err.Error(), tc.want...); err != nil {
+			if err := harness.Contains(err.Error(), tc.want...); err != nil {
 				t.Errorf("%s: %v", tc.pod.Name, err)
 			}
 		}
-		e.ensureNamespace(t, "ai-team", nil)
+		harness.EnsureNamespace(t, e.kube, "ai-team", nil)
 		_, err := e.kube.CoreV1().ResourceQuotas("ai-team").Create(ctx, &corev1.ResourceQuota{
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
 			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("40000")}},
@@ -171,17 +173,17 @@ func TestClusterRole(t *testing.T) {
 		if _, err := e.kube.CoreV1().Pods("ai-team").Create(ctx, gpuPod("big", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "19000"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "quota denial", func() error {
+		harness.Eventually(t, 10*time.Second, "quota denial", func() error {
 			_, err := e.kube.CoreV1().Pods("ai-team").Create(ctx, gpuPod("over", map[string]string{"nvidia.com/gpumem": "4000"}), metav1.CreateOptions{})
 			if err == nil {
-				return errorf("admitted over quota")
+				return fmt.Errorf("admitted over quota")
 			}
-			return contains(err.Error(), "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod asks 4000")
+			return harness.Contains(err.Error(), "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod asks 4000")
 		})
 	})
 
 	t.Run("opt-out namespace is left alone", func(t *testing.T) {
-		e.ensureNamespace(t, "opted-out", map[string]string{"vgpud.io/webhook": "ignore"})
+		harness.EnsureNamespace(t, e.kube, "opted-out", map[string]string{"vgpud.io/webhook": "ignore"})
 		p, err := e.kube.CoreV1().Pods("opted-out").Create(ctx, gpuPod("x", map[string]string{"nvidia.com/gpumem": "1000"}), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -197,12 +199,12 @@ func TestClusterRole(t *testing.T) {
 	t.Run("failover after SIGKILL and after SIGTERM", func(t *testing.T) {
 		b := e.start(t, "vgpud-b", listen)
 		time.Sleep(2 * time.Second) // b is campaigning
-		if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		killed := time.Now()
 		n := 0
-		eventually(t, 30*time.Second, "first admission served by the new leader", func() error {
+		harness.Eventually(t, 30*time.Second, "first admission served by the new leader", func() error {
 			n++
 			p, err := pods.Create(ctx, gpuPod("during-failover-"+strconv.Itoa(n), map[string]string{"nvidia.com/gpumem": "1000"}), metav1.CreateOptions{})
 			if err != nil {
@@ -230,16 +232,16 @@ func TestClusterRole(t *testing.T) {
 
 		e.start(t, "vgpud-a", listen)
 		time.Sleep(2 * time.Second)
-		if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := b.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		termed := time.Now()
-		if err := b.cmd.Wait(); err != nil {
+		if err := b.Cmd.Wait(); err != nil {
 			t.Errorf("SIGTERM: vgpud exited with %v, want a clean exit", err)
 		}
-		eventually(t, 15*time.Second, "vgpud-a leads again", func() error {
+		harness.Eventually(t, 15*time.Second, "vgpud-a leads again", func() error {
 			if l := e.leaders(t); len(l) != 1 || l[0] != "vgpud-a" {
-				return errorf("leaders %v", l)
+				return fmt.Errorf("leaders %v", l)
 			}
 			return e.readyz(caPEM)
 		})
@@ -269,11 +271,11 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 			}
 		}
 	}
-	e.ensureNamespace(t, "fill", nil)
+	harness.EnsureNamespace(t, e.kube, "fill", nil)
 	holder := gpuPod("holder", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "30000"})
 	holder.Annotations = map[string]string{"vgpud.io/assignment": `{"version":1,"node":"gpu-node","containers":[{"name":"work","gpus":[{"uuid":"GPU-e2e-0","memoryMiB":30000,"cores":0}]}]}`}
 	// The previous test's leader was SIGKILLed: the Lease runs out first.
-	eventually(t, 30*time.Second, "holder pod admitted by the new leader", func() error {
+	harness.Eventually(t, 30*time.Second, "holder pod admitted by the new leader", func() error {
 		_, err := e.kube.CoreV1().Pods("fill").Create(ctx, holder, metav1.CreateOptions{})
 		return err
 	})
@@ -299,17 +301,17 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 		var out map[string]any
 		return out, json.NewDecoder(resp.Body).Decode(&out)
 	}
-	eventually(t, 20*time.Second, "a 10001 MiB pod fits nowhere: 30000 of 40000 MiB are held", func() error {
+	harness.Eventually(t, 20*time.Second, "a 10001 MiB pod fits nowhere: 30000 of 40000 MiB are held", func() error {
 		res, err := filter("10001")
 		if err != nil {
 			return err
 		}
 		failed, _ := res["FailedNodes"].(map[string]any)
 		if !strings.Contains(fmt.Sprint(failed["gpu-node"]), "largest free 10000 MiB < 10001") {
-			return errorf("gpu-node: %v", res)
+			return fmt.Errorf("gpu-node: %v", res)
 		}
 		if !strings.Contains(fmt.Sprint(failed["no-plugin"]), "device plugin is not registered") {
-			return errorf("no-plugin: %v", res)
+			return fmt.Errorf("no-plugin: %v", res)
 		}
 		return nil
 	})

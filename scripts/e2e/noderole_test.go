@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/scripts/harness"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -70,7 +72,7 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 		t.Fatalf("ListAndWatch: %d devices, want 80", len(devs))
 	}
 	var inv protocol.Inventory
-	eventually(t, 20*time.Second, "inventory annotation", func() error {
+	harness.Eventually(t, 20*time.Second, "inventory annotation", func() error {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -79,7 +81,7 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 			return err
 		}
 		if len(inv.GPUs) != 8 || inv.GPUs[0].Split != 10 || inv.GPUs[0].MemoryMiB != 40960 || inv.GPUs[7].NUMA != 1 {
-			return errorf("inventory %+v", inv)
+			return fmt.Errorf("inventory %+v", inv)
 		}
 		return nil
 	})
@@ -90,7 +92,7 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ensureNamespace(t, "node-e2e", nil)
+	harness.EnsureNamespace(t, e.kube, "node-e2e", nil)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "node-e2e", Name: "trainer", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
 		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
@@ -107,13 +109,13 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 	if r.Envs["NVIDIA_VISIBLE_DEVICES"] != uuid || r.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != "6000m" || r.Envs["CUDA_DEVICE_SM_LIMIT"] != "25" {
 		t.Errorf("env %v", r.Envs)
 	}
-	eventually(t, 10*time.Second, "phase allocated", func() error {
+	harness.Eventually(t, 10*time.Second, "phase allocated", func() error {
 		p, err := e.kube.CoreV1().Pods("node-e2e").Get(ctx, "trainer", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if got := p.Annotations[protocol.AnnotationPhase]; got != string(protocol.PhaseAllocated) {
-			return errorf("phase %q", got)
+			return fmt.Errorf("phase %q", got)
 		}
 		return nil
 	})
@@ -131,10 +133,10 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 	}
 	view := inspect()
 	t.Logf("vgpud inspect:\n%s", view)
-	if err := contains(view, "node-e2e/trainer", "6000/40960", "registered 1 time(s)", "allocated"); err != nil {
+	if err := harness.Contains(view, "node-e2e/trainer", "6000/40960", "registered 1 time(s)", "allocated"); err != nil {
 		t.Error(err)
 	}
-	if err := contains(inspect("--json"), `"slicesUsed": 1`, `"ready": true`); err != nil {
+	if err := harness.Contains(inspect("--json"), `"slicesUsed": 1`, `"ready": true`); err != nil {
 		t.Error(err)
 	}
 
@@ -143,8 +145,8 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 	if devs := <-lists; len(devs) != 70 {
 		t.Errorf("after XID: %d devices, want 70", len(devs))
 	}
-	eventually(t, 10*time.Second, "GPU 2 flagged unhealthy", func() error { return gpuHealth(e, nodeName, 2, false) })
-	back := eventually(t, 20*time.Second, "GPU 2 healthy again", func() error { return gpuHealth(e, nodeName, 2, true) })
+	harness.Eventually(t, 10*time.Second, "GPU 2 flagged unhealthy", func() error { return gpuHealth(e, nodeName, 2, false) })
+	back := harness.Eventually(t, 20*time.Second, "GPU 2 healthy again", func() error { return gpuHealth(e, nodeName, 2, true) })
 	t.Logf("XID 79 -> GPU 2 healthy again after %v (recovery quiet period 2s)", back.Round(time.Millisecond))
 
 	// Kubelet restarts: every socket wiped, kubelet.sock created again.
@@ -178,7 +180,7 @@ func gpuHealth(e env, node string, index int, healthy bool) error {
 		return err
 	}
 	if inv.GPUs[index].Healthy != healthy {
-		return errorf("GPU %d healthy=%v", index, inv.GPUs[index].Healthy)
+		return fmt.Errorf("GPU %d healthy=%v", index, inv.GPUs[index].Healthy)
 	}
 	return nil
 }

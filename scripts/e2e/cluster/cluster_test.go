@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/scripts/harness"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +50,7 @@ func TestCluster(t *testing.T) {
 			nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			node = nodes.Items[0].Name
 		}
-		eventually(t, 30*time.Second, "Service endpoints are the leader", func() error {
+		harness.Eventually(t, 30*time.Second, "Service endpoints are the leader", func() error {
 			slices, err := e.kube.DiscoveryV1().EndpointSlices(system).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=vgpud"})
 			if err != nil {
 				return err
@@ -144,7 +146,7 @@ func TestCluster(t *testing.T) {
 		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("huge", map[string]string{"nvidia.com/gpumem": "60000"}, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "an event naming the reason", func() error {
+		harness.Eventually(t, 60*time.Second, "an event naming the reason", func() error {
 			evs, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=huge"})
 			if err != nil {
 				return err
@@ -153,7 +155,7 @@ func TestCluster(t *testing.T) {
 			for _, ev := range evs.Items {
 				msgs = append(msgs, ev.Reason+": "+ev.Message)
 			}
-			return contains(strings.Join(msgs, "\n"), "FailedScheduling", "60000 MiB", "largest free 40960 MiB")
+			return harness.Contains(strings.Join(msgs, "\n"), "FailedScheduling", "60000 MiB", "largest free 40960 MiB")
 		})
 		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})
 		if p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" {
@@ -174,7 +176,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart kubelet: %v\n%s", err, out)
 		}
-		took := eventually(t, 120*time.Second, "re-registered and allocatable restored", func() error {
+		took := harness.Eventually(t, 120*time.Second, "re-registered and allocatable restored", func() error {
 			s := e.inspect(t)
 			if s.Registration.Count <= regs {
 				return fmt.Errorf("registrations %d", s.Registration.Count)
@@ -215,7 +217,7 @@ func TestCluster(t *testing.T) {
 		// act, not the new leader's: undo it and go on.
 		refused, byOld := 0, 0
 		var admitted *corev1.Pod
-		took := eventually(t, 120*time.Second, "a GPU pod admitted by the new leader", func() error {
+		took := harness.Eventually(t, 120*time.Second, "a GPU pod admitted by the new leader", func() error {
 			p, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("during", map[string]string{"nvidia.com/gpumem": "1500"}, nil), metav1.CreateOptions{})
 			if err != nil {
 				refused++
@@ -225,7 +227,7 @@ func TestCluster(t *testing.T) {
 				byOld++
 				zero := int64(0)
 				_ = e.kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-				eventually(t, 30*time.Second, "undo", func() error {
+				harness.Eventually(t, 30*time.Second, "undo", func() error {
 					if _, err := e.kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
 						return fmt.Errorf("still there")
 					}
@@ -247,7 +249,7 @@ func TestCluster(t *testing.T) {
 		// meanwhile (UnexpectedAdmissionError), as with any device plugin.
 		// Otherwise the pod must run.
 		nodeRoleDown := old.Labels["app.kubernetes.io/component"] == "node"
-		eventually(t, 120*time.Second, "the pod placed through vgpud", func() error {
+		harness.Eventually(t, 120*time.Second, "the pod placed through vgpud", func() error {
 			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "during", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -286,7 +288,7 @@ func TestCluster(t *testing.T) {
 		}
 		t.Logf("new leader %s, labelled %v after the delete", leader.Name, time.Since(killed).Round(time.Millisecond))
 		// The DaemonSet pod comes back and the node is served again.
-		eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
+		harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
 			ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
 			if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
 				return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
@@ -320,7 +322,7 @@ func TestCluster(t *testing.T) {
 			{"nodeName", pod("pinned", "nodeName", `nvidia.com/gpumem: "1000"`), []string{"pods.vgpud.io", "nodeName"}},
 		} {
 			err := apply(tc.yaml)
-			if err := contains(err.Error(), tc.want...); err != nil {
+			if err := harness.Contains(err.Error(), tc.want...); err != nil {
 				t.Errorf("%s: %v", tc.name, err)
 			}
 		}
@@ -330,9 +332,9 @@ func TestCluster(t *testing.T) {
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "quota denial at kubectl apply", func() error {
+		harness.Eventually(t, 30*time.Second, "quota denial at kubectl apply", func() error {
 			err := apply(pod("over", "", `nvidia.com/gpumem: "6000"`))
-			return contains(err.Error(), "pods.vgpud.io", "namespace "+ns+": gpumem quota 5000 MiB")
+			return harness.Contains(err.Error(), "pods.vgpud.io", "namespace "+ns+": gpumem quota 5000 MiB")
 		})
 	})
 
@@ -387,7 +389,7 @@ func TestCluster(t *testing.T) {
 		// Wait for the replacements: a pod created while the node's plugin
 		// is down is refused by kubelet itself (UnexpectedAdmissionError),
 		// as with any device plugin.
-		eventually(t, 180*time.Second, "new vgpud pods ready and leading", func() error {
+		harness.Eventually(t, 180*time.Second, "new vgpud pods ready and leading", func() error {
 			l, err := e.leader()
 			if err != nil {
 				return err
@@ -418,7 +420,7 @@ func TestCluster(t *testing.T) {
 		})
 		back := time.Since(restarted)
 		// The Service may route to the new leader a moment after its label.
-		eventually(t, 60*time.Second, "the new pod admitted", func() error {
+		harness.Eventually(t, 60*time.Second, "the new pod admitted", func() error {
 			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("after", map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"}, map[string]string{protocol.AnnotationGPUPolicy: "binpack"}), metav1.CreateOptions{})
 			return err
 		})

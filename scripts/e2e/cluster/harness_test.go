@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/scripts/harness"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/protocol"
@@ -37,20 +38,8 @@ type env struct {
 
 func setup(t *testing.T) env {
 	t.Helper()
-	kc, scripts := os.Getenv("KUBECONFIG"), os.Getenv("VGPUD_SCRIPTS")
-	if kc == "" || scripts == "" {
-		t.Fatal("KUBECONFIG and VGPUD_SCRIPTS must be set; run through `make e2e`")
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 200, 400
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env{kubeconfig: kc, scripts: scripts, kube: kube}
+	v := harness.Getenv(t, "make e2e", "KUBECONFIG", "VGPUD_SCRIPTS")
+	return env{kubeconfig: v[0], scripts: v[1], kube: harness.Client(t, v[0], 200)}
 }
 
 // kubectl runs the real kubectl; the error carries its stderr.
@@ -70,7 +59,7 @@ func (e env) namespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	_ = e.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
-	eventually(t, 120*time.Second, "namespace "+name+" gone", func() error {
+	harness.Eventually(t, 120*time.Second, "namespace "+name+" gone", func() error {
 		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			return fmt.Errorf("still there")
 		}
@@ -79,7 +68,7 @@ func (e env) namespace(t *testing.T, name string, labels map[string]string) {
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "service account in "+name, func() error {
+	harness.Eventually(t, 60*time.Second, "service account in "+name, func() error {
 		_, err := e.kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
@@ -118,7 +107,7 @@ func gpuPod(name string, limits map[string]string, annotations map[string]string
 func (e env) containerEnv(t *testing.T, ns, pod string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	eventually(t, 30*time.Second, "env of "+pod, func() error {
+	harness.Eventually(t, 30*time.Second, "env of "+pod, func() error {
 		raw, err := e.kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
 		if err != nil {
 			return err
@@ -139,7 +128,7 @@ func (e env) containerEnv(t *testing.T, ns, pod string) map[string]string {
 // waitRunning waits for every named pod to run and returns how long it took.
 func (e env) waitRunning(t *testing.T, ns string, names []string, timeout time.Duration) time.Duration {
 	t.Helper()
-	return eventually(t, timeout, fmt.Sprintf("%d pods Running in %s", len(names), ns), func() error {
+	return harness.Eventually(t, timeout, fmt.Sprintf("%d pods Running in %s", len(names), ns), func() error {
 		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -179,7 +168,7 @@ func (e env) leader() (*corev1.Pod, error) {
 func (e env) inspect(t *testing.T) inspect.Snapshot {
 	t.Helper()
 	var s inspect.Snapshot
-	eventually(t, 30*time.Second, "vgpud inspect", func() error {
+	harness.Eventually(t, 30*time.Second, "vgpud inspect", func() error {
 		out, err := e.kubectl("-n", system, "exec", "ds/vgpud", "--", "vgpud", "inspect", "--json")
 		if err != nil {
 			return err
@@ -196,30 +185,6 @@ func (e env) allocatable(node string) (int64, error) {
 	}
 	q := n.Status.Allocatable["nvidia.com/gpu"]
 	return q.Value(), nil
-}
-
-// eventually retries f until it succeeds or timeout passes; it returns the time taken.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var err error
-	for time.Since(start) < timeout {
-		if err = f(); err == nil {
-			return time.Since(start)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, timeout, err)
-	return 0
-}
-
-func contains(s string, subs ...string) error {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return fmt.Errorf("%q does not contain %q", s, sub)
-		}
-	}
-	return nil
 }
 
 // dump logs what explains a failure: the namespace's pods and events, and
