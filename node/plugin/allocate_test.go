@@ -43,8 +43,10 @@ func TestAllocateInitThenAppContainers(t *testing.T) {
 	if got := phases.phases("default/train"); len(got) != 0 {
 		t.Errorf("phase written after the first of two containers: %v", got)
 	}
-	// kubelet's IDs need not be slices of the assigned GPUs: the assignment wins.
-	r, err = allocate(p, ids(g[5].UUID, g[6].UUID))
+	// kubelet hands the app container the device the init container
+	// released: IDs from any of the pod's GPUs are accepted, and the
+	// assignment says which GPUs the container gets.
+	r, err = allocate(p, ids(g[0].UUID, g[2].UUID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestAllocateWithoutBoundPodNamesNodeCountAndPods(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("code %v, want FailedPrecondition", status.Code(err))
 	}
-	for _, want := range []string{"node n1", "2 device(s)", "default/done (allocated)", "default/elsewhere (assigned to node n2)"} {
+	for _, want := range []string{"node n1", "2 device(s)", "default/done (allocated)", `default/elsewhere (spec.nodeName is "n2")`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -148,6 +150,36 @@ func (c *countingObserver) Registered(err error) {
 		c.registered++
 	} else {
 		c.failing++
+	}
+}
+
+// Devices of a GPU the pod was not assigned are refused, and the pod is
+// marked failed with the reason, rather than run with GPUs kubelet did not
+// give it.
+func TestAllocateRefusesDevicesOutsideTheAssignment(t *testing.T) {
+	g := testGPUs(8)
+	phases := newFakePhases(nil, 0)
+	p := testPlugin(t, newFakePods(boundPod("one", "n1", nil, [][]string{{g[2].UUID}}, []int64{1000})), phases)
+	_, err := allocate(p, ids(g[5].UUID))
+	if err == nil || !strings.Contains(err.Error(), "not slices of the GPUs vgpud assigned pod default/one") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := phases.phases("default/one"); len(got) != 1 {
+		t.Fatalf("phases %v, want one failure", got)
+	} else if _, failed := got[0].IsFailed(); !failed {
+		t.Fatalf("phase %q, want failed", got[0])
+	}
+}
+
+// A pod whose assignment names this node but which kube-scheduler bound
+// elsewhere (or nowhere) is never served.
+func TestAllocateOnlyForPodsBoundToThisNode(t *testing.T) {
+	g := testGPUs(8)
+	squat := boundPod("squat", "n1", nil, [][]string{{g[1].UUID}}, []int64{1000})
+	squat.Spec.NodeName = ""
+	p := testPlugin(t, newFakePods(squat), newFakePhases(nil, 0))
+	if _, err := allocate(p, ids(g[1].UUID)); err == nil || !strings.Contains(err.Error(), `default/squat (spec.nodeName is "")`) {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestInterleavedBinds(t *testing.T) {
 		a, _ := protocol.DecodeAssignment(pod.Annotations[protocol.AnnotationAssignment])
 		for _, c := range gpuContainers(pod, a) {
 			ca, _ := a.Container(c.Name)
-			devIDs := kubeletPick(t, p, rng, g, len(ca.GPUs))
+			devIDs := kubeletPick(t, p, rng, podGPUs(a), len(ca.GPUs))
 			r, err := allocate(p, devIDs)
 			if err != nil {
 				t.Fatalf("%s/%s: %v", pod.Name, c.Name, err)
@@ -50,8 +51,9 @@ func TestInterleavedBinds(t *testing.T) {
 }
 
 // kubeletPick asks for preferred devices and, one time in three, picks
-// other free-looking ones instead, as kubelet may.
-func kubeletPick(t *testing.T, p *Plugin, rng *rand.Rand, g []GPU, size int) []string {
+// other slices of the pod's GPUs instead, as kubelet does when it hands an
+// app container the devices an init container released.
+func kubeletPick(t *testing.T, p *Plugin, rng *rand.Rand, podGPUs []string, size int) []string {
 	devs, _ := p.Devices()
 	avail := make([]string, len(devs))
 	for i, d := range devs {
@@ -65,8 +67,21 @@ func kubeletPick(t *testing.T, p *Plugin, rng *rand.Rand, g []GPU, size int) []s
 		return resp.ContainerResponses[0].DeviceIDs
 	}
 	out := make([]string, size)
-	for i, k := range rng.Perm(len(g))[:size] {
-		out[i] = deviceID(g[k].UUID, rng.IntN(10))
+	for i, k := range rng.Perm(len(podGPUs))[:size] {
+		out[i] = deviceID(podGPUs[k], rng.IntN(10))
+	}
+	return out
+}
+
+// podGPUs lists the distinct GPUs of an assignment.
+func podGPUs(a protocol.Assignment) []string {
+	var out []string
+	for _, c := range a.Containers {
+		for _, s := range c.GPUs {
+			if !slices.Contains(out, s.UUID) {
+				out = append(out, s.UUID)
+			}
+		}
 	}
 	return out
 }

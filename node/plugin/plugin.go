@@ -129,15 +129,17 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListA
 
 // GetPreferredAllocation prefers slices of the GPUs the leader assigned to
 // the container being admitted, so the kubelet's own record (PodResources)
-// names the same GPUs; without an assignment it keeps a request on one
-// NUMA node where it can.
-func (p *Plugin) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+// names the same GPUs and Allocate accepts them; without an assignment it
+// keeps a request on one NUMA node where it can. Like Allocate it waits
+// for the informer to show the bound pod: kubelet may see the Binding
+// before this replica does, and a guess made then would be refused.
+func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	p.allocMu.Lock()
 	defer p.allocMu.Unlock()
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.ContainerRequests {
 		var want []string
-		if t, err := resolve(p.opts.Node, p.pods.List(), p.progress, nil); err == nil {
+		if t, err := p.waitForTarget(ctx, nil); err == nil {
 			want = t.wantUUIDs()
 		}
 		ids := preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize), want, p.numa)

@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,14 @@ func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids 
 		}
 		cands = match
 	}
+	// The device IDs are kubelet's truth about what it gave the pod: they
+	// must be slices of GPUs assigned to this pod, or the env would name
+	// GPUs kubelet never gave it. (Any of the pod's GPUs: kubelet hands an
+	// app container the devices its init containers released.)
+	if t := cands[0]; !podOwns(t.assignment, ids) {
+		return fail(false, t.pod, "kubelet's devices %s are not slices of the GPUs vgpud assigned pod %s/%s; refusing rather than handing it GPUs kubelet did not give it",
+			list(ids), t.pod.Namespace, t.pod.Name)
+	}
 	return cands[0], nil
 }
 
@@ -120,6 +129,10 @@ func candidate(node string, p *corev1.Pod, pr *progress) (target, string) {
 		return target{}, "terminating"
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 		return target{}, strings.ToLower(string(p.Status.Phase))
+	case p.Spec.NodeName != node:
+		// Only kube-scheduler's Binding puts a pod on this node; an
+		// assignment naming this node on a pod bound elsewhere is not ours.
+		return target{}, "spec.nodeName is " + strconv.Quote(p.Spec.NodeName)
 	case pr != nil && pr.final != "":
 		return target{}, string(pr.final)
 	}
@@ -174,6 +187,20 @@ func sameGPUs(c protocol.ContainerAssignment, ids []string) bool {
 	for _, id := range ids {
 		uuid, _ := splitID(id)
 		if !slices.ContainsFunc(c.GPUs, func(g protocol.GPUSlice) bool { return g.UUID == uuid }) {
+			return false
+		}
+	}
+	return true
+}
+
+// podOwns reports whether every device ID is a slice of a GPU assigned to
+// some container of the pod.
+func podOwns(a protocol.Assignment, ids []string) bool {
+	for _, id := range ids {
+		uuid, _ := splitID(id)
+		if !slices.ContainsFunc(a.Containers, func(c protocol.ContainerAssignment) bool {
+			return slices.ContainsFunc(c.GPUs, func(g protocol.GPUSlice) bool { return g.UUID == uuid })
+		}) {
 			return false
 		}
 	}
