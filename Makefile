@@ -41,6 +41,7 @@ lint: vet fmt-check size-check
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 10s ./webhook
+	$(GO) test -run '^$$' -fuzz '^FuzzExtenderBodies$$' -fuzztime 10s ./cluster/extender
 
 # The end-to-end suites (root): vgpud as processes against etcd + kube-apiserver
 # built from source, then the real one-node cluster (scripts/cluster.sh) with

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -57,7 +58,7 @@ func (r *Role) Lead(ctx context.Context) error {
 	log := r.log
 	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Trim))
 	quotas := quota.New(factory, r.names)
-	books := cache.New(r.names)
+	books := cache.New(r.names, r.scheduler)
 	booksSynced, err := books.Watch(factory, log.With("component", "cache"))
 	if err != nil {
 		return fmt.Errorf("watch nodes and pods: %w", err)
@@ -76,8 +77,17 @@ func (r *Role) Lead(ctx context.Context) error {
 		GPUPolicy:  r.cfg.GPUPolicy,
 		Options:    core.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
 	}
-	placer := extender.NewPlacer(books, r.names, defaults, events.warn, log.With("component", "extender"))
-	binder := extender.NewBinder(r.kube, books, r.names, defaults, r.cfg.BindWait, events.normal, r.metrics.Bind, log.With("component", "bind"))
+	podLister := factory.Core().V1().Pods().Lister()
+	lookup := func(namespace, name string) *corev1.Pod {
+		p, err := podLister.Pods(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		return p
+	}
+	placer := extender.NewPlacer(books, r.names, defaults, lookup, events.warn, log.With("component", "extender"))
+	binder := extender.NewBinder(r.kube, books, quotas, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+		events.normal, r.metrics.Bind, log.With("component", "bind"))
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // Overrides is the per-node settings file, usually a ConfigMap key:
@@ -85,8 +86,8 @@ func (c Config) ForNode(node string) (Config, error) {
 // scaling factors above 0 and at most MaxScaling.
 const (
 	MinSplit   = 1
-	MaxSplit   = 1000
-	MaxScaling = 100
+	MaxSplit   = protocol.MaxSplit
+	MaxScaling = protocol.MaxScaledCores / 100
 )
 
 // SplitProblem says what is wrong with a split value, "" if nothing.

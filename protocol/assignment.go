@@ -75,8 +75,8 @@ func (a Assignment) Validate() error {
 			return fmt.Errorf("containers[%d]: container %q appears twice", i, c.Name)
 		}
 		names[c.Name] = true
-		if len(c.GPUs) == 0 {
-			return fmt.Errorf("container %q: no gpus", c.Name)
+		if len(c.GPUs) == 0 || len(c.GPUs) > MaxGPUsPerContainer {
+			return fmt.Errorf("container %q: %d gpus; want 1..%d", c.Name, len(c.GPUs), MaxGPUsPerContainer)
 		}
 		uuids := make(map[string]bool, len(c.GPUs))
 		for j, g := range c.GPUs {
@@ -85,8 +85,9 @@ func (a Assignment) Validate() error {
 				return fmt.Errorf("container %q gpus[%d]: uuid is empty", c.Name, j)
 			case uuids[g.UUID]:
 				return fmt.Errorf("container %q: gpu %s appears twice", c.Name, g.UUID)
-			case g.MemoryMiB <= 0:
-				return fmt.Errorf("container %q gpu %s: memoryMiB %d must be positive", c.Name, g.UUID, g.MemoryMiB)
+			case g.MemoryMiB <= 0 || g.MemoryMiB > MaxMemoryMiB:
+				// Bounded so that summing any pod's slices cannot overflow.
+				return fmt.Errorf("container %q gpu %s: memoryMiB %d must be within 1..%d", c.Name, g.UUID, g.MemoryMiB, MaxMemoryMiB)
 			case g.Cores < 0 || g.Cores > 100:
 				return fmt.Errorf("container %q gpu %s: cores %d must be within 0..100", c.Name, g.UUID, g.Cores)
 			}

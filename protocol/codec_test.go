@@ -85,6 +85,8 @@ func TestDecodeInventoryRejects(t *testing.T) {
 		"duplicate uuid": `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":1,"cores":100,"split":1},{"uuid":"a","index":1,"model":"m","memoryMiB":1,"cores":100,"split":1}]}`,
 		"zero memory":    `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":0,"cores":100,"split":1}]}`,
 		"zero split":     `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":10,"cores":100,"split":0}]}`,
+		"huge memory":    `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":4611686018427387904,"cores":100,"split":1}]}`,
+		"huge split":     `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":10,"cores":100,"split":100000}]}`,
 		"string memory":  `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":"10","cores":100,"split":1}]}`,
 	} {
 		if _, err := DecodeInventory(in); err == nil {
@@ -103,7 +105,9 @@ func TestDecodeAssignmentRejects(t *testing.T) {
 		"same gpu twice": `{"version":1,"node":"n","containers":[{"name":"a","gpus":[{"uuid":"g","memoryMiB":1,"cores":0},{"uuid":"g","memoryMiB":1,"cores":0}]}]}`,
 		"cores > 100":    `{"version":1,"node":"n","containers":[{"name":"a","gpus":[{"uuid":"g","memoryMiB":1,"cores":101}]}]}`,
 		"negative mem":   `{"version":1,"node":"n","containers":[{"name":"a","gpus":[{"uuid":"g","memoryMiB":-5,"cores":1}]}]}`,
-		"null":           `null`,
+		// A forged 2^62 MiB would overflow any sum of slices.
+		"huge mem": `{"version":1,"node":"n","containers":[{"name":"a","gpus":[{"uuid":"g","memoryMiB":4611686018427387904,"cores":1}]}]}`,
+		"null":     `null`,
 	} {
 		if _, err := DecodeAssignment(in); err == nil {
 			t.Errorf("%s: decoded %q without error", name, in)

@@ -62,12 +62,12 @@ func (inv Inventory) Validate() error {
 			return fmt.Errorf("gpus[%d]: index %d appears twice", i, g.Index)
 		case g.Index < 0:
 			return fmt.Errorf("gpus[%d]: index %d is negative", i, g.Index)
-		case g.MemoryMiB <= 0:
-			return fmt.Errorf("gpus[%d] %s: memoryMiB %d must be positive", i, g.UUID, g.MemoryMiB)
-		case g.Cores <= 0:
-			return fmt.Errorf("gpus[%d] %s: cores %d must be positive", i, g.UUID, g.Cores)
-		case g.Split <= 0:
-			return fmt.Errorf("gpus[%d] %s: split %d must be positive", i, g.UUID, g.Split)
+		case g.MemoryMiB <= 0 || g.MemoryMiB > MaxMemoryMiB:
+			return fmt.Errorf("gpus[%d] %s: memoryMiB %d must be within 1..%d", i, g.UUID, g.MemoryMiB, MaxMemoryMiB)
+		case g.Cores <= 0 || g.Cores > MaxScaledCores:
+			return fmt.Errorf("gpus[%d] %s: cores %d must be within 1..%d", i, g.UUID, g.Cores, MaxScaledCores)
+		case g.Split <= 0 || g.Split > MaxSplit:
+			return fmt.Errorf("gpus[%d] %s: split %d must be within 1..%d", i, g.UUID, g.Split, MaxSplit)
 		}
 		seenUUID[g.UUID] = true
 		seenIndex[g.Index] = true

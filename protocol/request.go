@@ -8,11 +8,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Bounds past which a quantity is a typo, not a request.
+// Bounds past which a quantity is a typo (or an attack), not a request.
+// Decoders enforce them too, so no sum of slices can overflow.
 const (
 	MaxGPUsPerContainer = 64
 	MaxMemoryMiB        = 16 << 20 // 16 TiB per GPU
 	MaxPriority         = 100
+	// MaxSplit is the most virtual devices per GPU; the node role's
+	// --split bound.
+	MaxSplit = 1000
+	// MaxScaledCores is a GPU's cores (100 percent) at the largest
+	// --core-scaling (100).
+	MaxScaledCores = 100 * 100
 )
 
 // ContainerRequest is what one container asks of vgpud, read from its

@@ -18,7 +18,8 @@ import (
 
 // Cache maps node names to their GPUs and committed usage.
 type Cache struct {
-	names protocol.ResourceNames
+	names     protocol.ResourceNames
+	scheduler string // only pods of this scheduler are booked from the API
 
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
@@ -44,9 +45,10 @@ type podState struct {
 	inFlight bool
 }
 
-// New returns an empty cache for the given resource names.
-func New(names protocol.ResourceNames) *Cache {
-	return &Cache{names: names, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
+// New returns an empty cache for the given resource names; it books pods
+// of scheduler only.
+func New(names protocol.ResourceNames, scheduler string) *Cache {
+	return &Cache{names: names, scheduler: scheduler, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
 }
 
 // SetNode records a node's inventory and whether its plugin is up. A node
@@ -80,8 +82,9 @@ func (c *Cache) DeleteNode(name string) {
 }
 
 // SetPod books or unbooks a pod from its assignment annotation. It returns
-// an error only for an annotation that cannot be read; the pod is then
-// not booked, and the caller should say so loudly.
+// an error for an assignment it will not book — unreadable, or not one
+// vgpud's bind could have written (another scheduler's pod, or a pod bound
+// to a node other than the assignment's); the caller should say so loudly.
 func (c *Cache) SetPod(p *corev1.Pod) error {
 	raw, ok := p.Annotations[protocol.AnnotationAssignment]
 	if !ok || protocol.Terminated(p) {
@@ -89,6 +92,9 @@ func (c *Cache) SetPod(p *corev1.Pod) error {
 		return nil
 	}
 	a, err := protocol.DecodeAssignment(raw)
+	if err == nil {
+		err = c.trusted(p, a)
+	}
 	if err != nil {
 		c.DeletePod(p.UID)
 		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
@@ -98,6 +104,19 @@ func (c *Cache) SetPod(p *corev1.Pod) error {
 		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
 	}
 	c.book(p, a, phase == protocol.PhaseBound && p.Status.Phase == corev1.PodPending)
+	return nil
+}
+
+// trusted checks that a could only have come from vgpud's own bind. The
+// apiserver already refuses the annotation from anyone but vgpud (the
+// ValidatingAdmissionPolicy in the manifest); this is defence in depth.
+func (c *Cache) trusted(p *corev1.Pod, a protocol.Assignment) error {
+	if p.Spec.SchedulerName != c.scheduler {
+		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", p.Spec.SchedulerName, c.scheduler)
+	}
+	if p.Spec.NodeName != "" && p.Spec.NodeName != a.Node {
+		return fmt.Errorf("assignment not booked: it names node %s but the pod is bound to %s", a.Node, p.Spec.NodeName)
+	}
 	return nil
 }
 
@@ -172,6 +191,25 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 		return ""
 	}
 	return names[0]
+}
+
+// NamespaceUsage is what the booked pods of namespace hold, summed over
+// their GPUs (core.PlacementTotal), leaving out the pod except: the
+// figure bind checks quota against.
+func (c *Cache) NamespaceUsage(namespace string, except types.UID) core.Usage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var total core.Usage
+	for uid, p := range c.pods {
+		if p.namespace != namespace || uid == except {
+			continue
+		}
+		u := core.PlacementTotal(p.placement)
+		total.MemMiB += u.MemMiB
+		total.Cores += u.Cores
+		total.Slots += u.Slots
+	}
+	return total
 }
 
 // Pods lists the booked pods as namespace/name, sorted, for debugging and tests.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
 }
 
 func assigned(name, node string, initMem int64, appMem ...int64) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}, Spec: corev1.PodSpec{SchedulerName: "vgpud-scheduler"}}
 	a := protocol.Assignment{Node: node}
 	gpu := "GPU-" + node + "-0"
 	if initMem > 0 {
@@ -58,7 +59,7 @@ func assigned(name, node string, initMem int64, appMem ...int64) *corev1.Pod {
 }
 
 func TestUsageFromAnnotations(t *testing.T) {
-	c := New(protocol.DefaultResourceNames())
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, p := range []*corev1.Pod{assigned("a", "n1", 0, 1000, 2000), assigned("b", "n1", 30000, 5000)} {
 		if err := c.SetPod(p); err != nil {
@@ -92,7 +93,7 @@ func TestUsageFromAnnotations(t *testing.T) {
 // the pod's life, on top of the app containers; a plain init container of
 // the same size would count only at its peak.
 func TestSidecarIsBookedForLife(t *testing.T) {
-	c := New(protocol.DefaultResourceNames())
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("s", "n1", 4000, 5000)
 	always := corev1.ContainerRestartPolicyAlways
@@ -106,8 +107,36 @@ func TestSidecarIsBookedForLife(t *testing.T) {
 	}
 }
 
+// Only what vgpud's bind could have written is booked: a forged
+// assignment on another scheduler's pod, or one naming a node the pod is
+// not bound to, books nothing and says why.
+func TestForgedAssignmentsAreNotBooked(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	other := assigned("squat", "n1", 0, 40000)
+	other.Spec.SchedulerName = "nobody"
+	if err := c.SetPod(other); err == nil || !strings.Contains(err.Error(), `schedulerName "nobody"`) {
+		t.Errorf("another scheduler's pod: %v", err)
+	}
+	elsewhere := assigned("steal", "n1", 0, 40000)
+	elsewhere.Spec.NodeName = "n2"
+	if err := c.SetPod(elsewhere); err == nil || !strings.Contains(err.Error(), "bound to n2") {
+		t.Errorf("pod bound elsewhere: %v", err)
+	}
+	n, _ := c.Node("n1")
+	if n.GPUs[0].Used != (core.Usage{}) || len(c.Pods()) != 0 {
+		t.Fatalf("forged assignments booked: %+v %v", n.GPUs[0].Used, c.Pods())
+	}
+	// Ours, bound or not yet bound, is.
+	ok := assigned("ok", "n1", 0, 1000)
+	ok.Spec.NodeName = "n1"
+	if err := c.SetPod(ok); err != nil || len(c.Pods()) != 1 {
+		t.Fatalf("vgpud's own pod: %v %v", err, c.Pods())
+	}
+}
+
 func TestNodeUsability(t *testing.T) {
-	c := New(protocol.DefaultResourceNames())
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("down", 1, "0"))
 	bad := gpuNode("bad", 1, "10")
 	bad.Annotations[protocol.AnnotationGPUs] = "0,GPU-1,10,40960,100,A100,true:"
@@ -129,7 +158,7 @@ func TestNodeUsability(t *testing.T) {
 func TestRebuildEqualsPrevious(t *testing.T) {
 	nodes := []*corev1.Node{gpuNode("n1", 2, "20"), gpuNode("n2", 2, "20")}
 	pods := []*corev1.Pod{assigned("a", "n1", 0, 1000), assigned("b", "n2", 8000, 3000, 4000), assigned("c", "n1", 0, 500)}
-	first := New(protocol.DefaultResourceNames())
+	first := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	for _, p := range pods { // pods before their nodes, as informers may deliver
 		_ = first.SetPod(p)
 	}
@@ -144,7 +173,7 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	for _, p := range pods {
 		_, _ = kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	}
-	rebuilt := New(protocol.DefaultResourceNames())
+	rebuilt := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	synced, err := rebuilt.Watch(factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -184,7 +213,7 @@ func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
 		t.Errorf("trimmed too much: %+v", tp)
 	}
 	// The cache books a trimmed pod exactly as the full one.
-	full, trimmed := New(protocol.DefaultResourceNames()), New(protocol.DefaultResourceNames())
+	full, trimmed := New(protocol.DefaultResourceNames(), "vgpud-scheduler"), New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	for _, c := range []*Cache{full, trimmed} {
 		c.SetNode(gpuNode("n1", 1, "10"))
 	}

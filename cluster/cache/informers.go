@@ -16,7 +16,7 @@ func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger)
 	setPod := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			if err := c.SetPod(p); err != nil {
-				log.Error("pod not booked: unreadable assignment", "err", err)
+				log.Error("pod not booked", "err", err)
 			}
 		}
 	}

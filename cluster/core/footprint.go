@@ -1,6 +1,10 @@
 package core
 
-import "github.com/vgpud/vgpud/protocol"
+import (
+	"slices"
+
+	"github.com/vgpud/vgpud/protocol"
+)
 
 // What a pod holds is one rule, used by the books, by quota and by
 // `vgpud inspect`:
@@ -124,4 +128,28 @@ func Apply(n *Node, fp []Usage) {
 			n.GPUs[i].Used = n.GPUs[i].Used.plus(fp[i])
 		}
 	}
+}
+
+// PlacementTotal is what a placement holds summed over its GPUs, each GPU
+// at its own peak: what quota counts once the GPUs are chosen, so memory
+// given as a percentage or the whole card counts in MiB.
+func PlacementTotal(p Placement) Usage {
+	var uuids []string
+	for _, c := range p {
+		for _, s := range c.GPUs {
+			if !slices.Contains(uuids, s.UUID) {
+				uuids = append(uuids, s.UUID)
+			}
+		}
+	}
+	n := Node{GPUs: make([]GPU, len(uuids))}
+	for i, u := range uuids {
+		n.GPUs[i].UUID = u
+	}
+	var total Usage
+	for _, u := range Footprint(n, p) {
+		total = total.plus(u)
+	}
+	total.Exclusive = false // a sum over GPUs holds no one GPU
+	return total
 }

@@ -30,7 +30,7 @@ import (
 // same annotations a real leader reads.
 func syntheticCache(b *testing.B, nodes, pods int) (*cache.Cache, []string) {
 	b.Helper()
-	c := cache.New(protocol.DefaultResourceNames())
+	c := cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%05d", i)
@@ -72,7 +72,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			var after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			h := NewPlacer(c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			h := NewPlacer(c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			pod := `{"metadata":{"name":"train","namespace":"ai"},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000","nvidia.com/gpucores":"20"}}}]}}`
 			nn, _ := json.Marshal(names)
 			body := `{"Pod":` + pod + `,"NodeNames":` + string(nn) + `}`
@@ -103,14 +103,14 @@ func BenchmarkFilterHTTP(b *testing.B) {
 func BenchmarkBindDistinctNodes(b *testing.B) {
 	c, names := syntheticCache(b, 1000, 0)
 	kube := fake.NewClientset()
-	binder := NewBinder(kube, c, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, time.Second, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	binder := NewBinder(kube, c, nil, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: time.Second}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
 	pods := make([]string, b.N)
 	for i := range pods {
 		pods[i] = fmt.Sprintf("b%d", i)
 		_, err := kube.CoreV1().Pods("bench").Create(context.Background(), &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: pods[i], Namespace: "bench", UID: types.UID("uid-" + pods[i])},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: limits}}}},
+			Spec:       corev1.PodSpec{SchedulerName: "vgpud-scheduler", Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: limits}}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			b.Fatal(err)

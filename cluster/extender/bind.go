@@ -2,6 +2,7 @@ package extender
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -25,29 +27,45 @@ type Books interface {
 	Book(pod *corev1.Pod, a protocol.Assignment)
 	DeletePod(uid types.UID)
 	InFlight(node string, except types.UID) string
+	// NamespaceUsage is what the namespace's booked pods, except one, hold.
+	NamespaceUsage(namespace string, except types.UID) core.Usage
+}
+
+// Limits gives a namespace's vGPU ResourceQuota hard limits (cluster/quota).
+type Limits interface {
+	NamespaceLimits(namespace string) quota.Quota
+}
+
+// BindConfig is what a Binder needs to know besides its dependencies.
+type BindConfig struct {
+	Names     protocol.ResourceNames
+	Scheduler string // only pods of this scheduler are bound
+	Defaults  Defaults
+	Wait      time.Duration // how long a bind waits for the node's in-flight pod
 }
 
 // Binder commits placements: the leader is the only binder, so binds to a
-// node are ordered here in memory instead of by an annotation lock.
+// node are ordered here in memory instead of by an annotation lock, and
+// binds in a namespace are serialised for its quota.
 type Binder struct {
-	kube     kubernetes.Interface
-	books    Books
-	names    protocol.ResourceNames
-	defaults Defaults
-	wait     time.Duration // how long a bind waits for the node's in-flight pod
-	events   func(pod *corev1.Pod, reason, message string)
-	log      *slog.Logger
+	kube   kubernetes.Interface
+	books  Books
+	limits Limits
+	cfg    BindConfig
+	events func(pod *corev1.Pod, reason, message string)
+	log    *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu         sync.Mutex
+	nodeLocks  map[string]*sync.Mutex
+	quotaLocks map[string]*sync.Mutex
 
 	// observe is told of every bind's outcome and how long it waited for
 	// the node's in-flight pod (metrics).
 	observe func(ok bool, waited time.Duration)
 }
 
-// NewBinder returns a Binder; events and observe may be nil.
-func NewBinder(kube kubernetes.Interface, books Books, names protocol.ResourceNames, d Defaults, wait time.Duration,
+// NewBinder returns a Binder; limits, events and observe may be nil.
+func NewBinder(kube kubernetes.Interface, books Books, limits Limits, cfg BindConfig,
 	events func(*corev1.Pod, string, string), observe func(ok bool, waited time.Duration), log *slog.Logger) *Binder {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
@@ -55,7 +73,8 @@ func NewBinder(kube kubernetes.Interface, books Books, names protocol.ResourceNa
 	if observe == nil {
 		observe = func(bool, time.Duration) {}
 	}
-	return &Binder{kube: kube, books: books, names: names, defaults: d, wait: wait, events: events, observe: observe, log: log, locks: map[string]*sync.Mutex{}}
+	return &Binder{kube: kube, books: books, limits: limits, cfg: cfg, events: events, observe: observe, log: log,
+		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}}
 }
 
 // Bind places the pod on args.Node and binds it there, or says why not.
@@ -68,20 +87,25 @@ func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	return err
 }
 
-func (b *Binder) nodeLock(node string) *sync.Mutex {
+// lock returns the mutex for key in locks, made on first use.
+func (b *Binder) lock(locks map[string]*sync.Mutex, key string) *sync.Mutex {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l, ok := b.locks[node]
+	l, ok := locks[key]
 	if !ok {
 		l = &sync.Mutex{}
-		b.locks[node] = l
+		locks[key] = l
 	}
 	return l
 }
 
 func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) (time.Duration, error) {
+	if args.PodUID == "" {
+		return 0, fmt.Errorf("bind pod %s/%s: no PodUID; vgpud binds a pod only by UID, so a recreated pod is never bound in its place", args.PodNamespace, args.PodName)
+	}
 	start := time.Now()
-	lock := b.nodeLock(args.Node)
+	// Lock order: node, then namespace.
+	lock := b.lock(b.nodeLocks, args.Node)
 	lock.Lock()
 	defer lock.Unlock()
 	err := b.waitForNode(ctx, args.Node, args.PodUID)
@@ -89,6 +113,9 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if err != nil {
 		return waited, err
 	}
+	ns := b.lock(b.quotaLocks, args.PodNamespace)
+	ns.Lock()
+	defer ns.Unlock()
 	return waited, b.place(ctx, args)
 }
 
@@ -101,34 +128,77 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs)
 	if err != nil {
 		return fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
 	}
-	if args.PodUID != "" && pod.UID != args.PodUID {
-		return fmt.Errorf("pod %s/%s was recreated (uid %s, scheduler asked for %s)", args.PodNamespace, args.PodName, pod.UID, args.PodUID)
+	if err := b.bindable(pod, args.PodUID); err != nil {
+		return err
 	}
-	req, _, err := requestFor(pod, b.names, b.defaults)
+	req, _, err := requestFor(pod, b.cfg.Names, b.cfg.Defaults)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	node, reason := b.books.Node(args.Node)
 	if reason == nil {
 		var res core.Result
-		if res, reason = core.Fit(node, req, b.defaults.Options); reason == nil {
+		if res, reason = core.Fit(node, req, b.cfg.Defaults.Options); reason == nil {
+			if err := b.checkQuota(pod, res.Placement); err != nil {
+				return err
+			}
 			return b.commit(ctx, pod, res.Placement.Assignment(args.Node))
 		}
 	}
 	return fmt.Errorf("node %s no longer fits pod %s/%s: %s", args.Node, pod.Namespace, pod.Name, reason.Text)
 }
 
+// bindable refuses what kube-scheduler's vgpud profile would never ask:
+// a pod recreated under the name, already bound, or of another scheduler.
+// An assignment already on the pod can only be vgpud's own, from an
+// earlier bind of this UID that did not reach a Binding (the apiserver
+// lets no one else write it), so it is replaced.
+func (b *Binder) bindable(pod *corev1.Pod, uid types.UID) error {
+	id := pod.Namespace + "/" + pod.Name
+	switch {
+	case pod.UID != uid:
+		return fmt.Errorf("pod %s was recreated (uid %s, scheduler asked for %s)", id, pod.UID, uid)
+	case pod.Spec.NodeName != "":
+		return fmt.Errorf("pod %s is already bound to %s; vgpud binds only pods without a node", id, pod.Spec.NodeName)
+	case pod.Spec.SchedulerName != b.cfg.Scheduler:
+		return fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.Spec.SchedulerName, b.cfg.Scheduler)
+	case protocol.Terminated(pod) || pod.DeletionTimestamp != nil:
+		return fmt.Errorf("pod %s is finished or being deleted", id)
+	}
+	return nil
+}
+
+// checkQuota is the authoritative quota check: the namespace's binds are
+// serialised (bind holds its lock), and memory is counted in MiB of the
+// GPUs actually chosen, so gpumem-percentage and whole-card requests
+// count in full.
+func (b *Binder) checkQuota(pod *corev1.Pod, pl core.Placement) error {
+	if b.limits == nil {
+		return nil
+	}
+	q := b.limits.NamespaceLimits(pod.Namespace)
+	if !q.Memory.Set && !q.Cores.Set {
+		return nil
+	}
+	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
+	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
+	if msg := quota.Check(pod.Namespace, q, core.PlacementTotal(pl), b.cfg.Names); msg != "" {
+		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
+	}
+	return nil
+}
+
 // waitForNode blocks while another pod on node is bound but not yet
-// allocated, up to b.wait; then kube-scheduler retries, maybe elsewhere.
+// allocated, up to the configured wait; then kube-scheduler retries, maybe elsewhere.
 func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) error {
-	deadline := time.Now().Add(b.wait)
+	deadline := time.Now().Add(b.cfg.Wait)
 	for {
 		busy := b.books.InFlight(node, self)
 		if busy == "" {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s: pod %s is bound but kubelet has not allocated its GPUs after %s; binding another pod there now could hand it the wrong GPUs", node, busy, b.wait)
+			return fmt.Errorf("node %s: pod %s is bound but kubelet has not allocated its GPUs after %s; binding another pod there now could hand it the wrong GPUs", node, busy, b.cfg.Wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -145,15 +215,22 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 	if err != nil {
 		return fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	updated := pod.DeepCopy()
-	if updated.Annotations == nil {
-		updated.Annotations = map[string]string{}
+	// The patch carries the UID and the resourceVersion we read: a
+	// concurrent change, or a pod recreated under the name, fails with a
+	// conflict instead of being overwritten. (A patch, not an update, so
+	// vgpud's Role needs no update on pods.)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":             pod.UID,
+		"resourceVersion": pod.ResourceVersion,
+		"annotations": map[string]string{
+			protocol.AnnotationAssignment: raw,
+			protocol.AnnotationPhase:      string(protocol.PhaseBound),
+		},
+	}})
+	if err != nil {
+		return fmt.Errorf("encode assignment patch of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	updated.Annotations[protocol.AnnotationAssignment] = raw
-	updated.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
-	// Update carries the resourceVersion we read: a concurrent change fails
-	// with a conflict instead of being overwritten.
-	updated, err = b.kube.CoreV1().Pods(pod.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	updated, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("write assignment on pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -26,13 +26,14 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 func bindPod(name string, mem string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ai", UID: types.UID("uid-" + name), ResourceVersion: "1"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+		Spec: corev1.PodSpec{SchedulerName: "vgpud-scheduler", Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse(mem)},
 		}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending},
@@ -42,19 +43,25 @@ func bindPod(name string, mem string) *corev1.Pod {
 type bindEnv struct {
 	kube     *fake.Clientset
 	books    *cache.Cache
+	limits   fixedLimits
 	binder   *Binder
 	bindings chan string
 }
 
+// fixedLimits is a Limits of fixed hard limits per namespace.
+type fixedLimits map[string]quota.Quota
+
+func (f fixedLimits) NamespaceLimits(ns string) quota.Quota { return f[ns] }
+
 // newBindEnv: one node "n1" with one 16000 MiB GPU shared by split.
-func newBindEnv(t *testing.T, split int, wait time.Duration, pods ...*corev1.Pod) *bindEnv {
+func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod) *bindEnv {
 	t.Helper()
 	objs := []runtime.Object{}
 	for _, p := range pods {
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
-	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames()), bindings: make(chan string, 10)}
+	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10)}
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
@@ -63,10 +70,13 @@ func newBindEnv(t *testing.T, split int, wait time.Duration, pods ...*corev1.Pod
 			return false, nil, nil
 		}
 		b := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
-		e.bindings <- b.Name + "@" + b.Target.Name
+		select {
+		case e.bindings <- b.Name + "@" + b.Target.Name:
+		default: // the fuzz test binds more than anyone reads
+		}
 		return true, b, nil
 	})
-	e.binder = NewBinder(kube, e.books, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, wait, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.binder = NewBinder(kube, e.books, e.limits, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return e
 }
 
@@ -140,7 +150,7 @@ func TestBindWaitsWhileAnotherPodIsInFlight(t *testing.T) {
 
 func TestBindConflictLeaksNothing(t *testing.T) {
 	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
-	e.kube.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.kube.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "p1", errors.New("the object has been modified"))
 	})
 	if msg := e.bind("p1"); !strings.Contains(msg, "write assignment on pod ai/p1") || !strings.Contains(msg, "modified") {
@@ -222,5 +232,66 @@ func TestBindBadInput(t *testing.T) {
 		if w.Code != 400 || !strings.Contains(w.Body.String(), want) {
 			t.Errorf("%s: %d %s", body, w.Code, w.Body)
 		}
+	}
+}
+
+// A rogue /bind (a caller that is not kube-scheduler, or a replay) is
+// refused for every pod kube-scheduler's vgpud profile would never send,
+// and leaves the books and the pod as they were.
+func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
+	running := bindPod("running", "4000")
+	running.Spec.NodeName = "n1"
+	other := bindPod("other", "4000")
+	other.Spec.SchedulerName = "default-scheduler"
+	e := newBindEnv(t, 10, time.Second, running, other, bindPod("fresh", "4000"))
+	for _, tc := range []struct{ body, want string }{
+		{`{"PodName":"fresh","PodNamespace":"ai","Node":"n1"}`, "no PodUID"},
+		{`{"PodName":"fresh","PodNamespace":"ai","PodUID":"uid-old","Node":"n1"}`, "was recreated"},
+		{`{"PodName":"running","PodNamespace":"ai","PodUID":"uid-running","Node":"n1"}`, "already bound to n1"},
+		{`{"PodName":"other","PodNamespace":"ai","PodUID":"uid-other","Node":"n1"}`, `schedulerName "default-scheduler"`},
+	} {
+		w := httptest.NewRecorder()
+		BindHandler(e.binder)(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(tc.body)))
+		var res extenderv1.ExtenderBindingResult
+		_ = json.Unmarshal(w.Body.Bytes(), &res)
+		if !strings.Contains(res.Error, tc.want) {
+			t.Errorf("%s: error %q, want %q", tc.body, res.Error, tc.want)
+		}
+	}
+	if e.usedMiB() != 0 || len(e.books.Pods()) != 0 || len(e.bindings) != 0 {
+		t.Fatalf("a refused bind booked or bound: usage %d, pods %v", e.usedMiB(), e.books.Pods())
+	}
+	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "running", metav1.GetOptions{})
+	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
+		t.Fatal("a refused bind wrote an assignment on the running pod")
+	}
+}
+
+// Quota is checked at bind against the books, in MiB of the GPU chosen:
+// a percentage or whole-card request counts in full.
+func TestBindEnforcesNamespaceQuota(t *testing.T) {
+	half := bindPod("half", "1")
+	half.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"), bindPod("p2", "4000"), half)
+	e.limits["ai"] = quota.Quota{Memory: quota.Limit{Set: true, Hard: 10000}}
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	<-e.bindings
+	e.allocated(t, "p1")
+	// 8000 MiB (half of the 16000 MiB GPU) on top of 4000 > 10000.
+	if msg := e.bind("half"); !strings.Contains(msg, "gpumem quota 10000 MiB, in use 4000, this pod asks 8000") {
+		t.Fatalf("percentage request: %q", msg)
+	}
+	if msg := e.bind("p2"); msg != "" {
+		t.Fatalf("p2 fits the quota: %q", msg)
+	}
+	<-e.bindings
+	e.allocated(t, "p2")
+	if msg := e.bind("half"); !strings.Contains(msg, "in use 8000") {
+		t.Fatalf("quota after p2: %q", msg)
+	}
+	if got := len(e.books.Pods()); got != 2 {
+		t.Fatalf("books %v, want p1 and p2", e.books.Pods())
 	}
 }

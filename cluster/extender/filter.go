@@ -17,22 +17,28 @@ type Nodes interface {
 	Node(name string) (core.Node, *core.Reason)
 }
 
+// PodLookup finds a pod in the leader's informer; nil if it has none.
+type PodLookup func(namespace, name string) *corev1.Pod
+
 // Placer answers filter and prioritize from the books; http.go carries
 // them over HTTP.
 type Placer struct {
 	nodes    Nodes
 	names    protocol.ResourceNames
 	defaults Defaults
+	lookup   PodLookup
 	events   func(pod *corev1.Pod, reason, message string)
 	log      *slog.Logger
 }
 
-// NewPlacer returns a Placer. events may be nil (no Events).
-func NewPlacer(nodes Nodes, names protocol.ResourceNames, d Defaults, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
-	if events == nil {
+// NewPlacer returns a Placer. Events are recorded only on pods lookup
+// finds; lookup and events may be nil (no Events).
+func NewPlacer(nodes Nodes, names protocol.ResourceNames, d Defaults, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
+	if events == nil || lookup == nil {
 		events = func(*corev1.Pod, string, string) {}
+		lookup = func(string, string) *corev1.Pod { return nil }
 	}
-	return &Placer{nodes: nodes, names: names, defaults: d, events: events, log: log}
+	return &Placer{nodes: nodes, names: names, defaults: d, lookup: lookup, events: events, log: log}
 }
 
 // Filter returns the nodes, of names, that pod fits, and why it fits none
@@ -59,7 +65,11 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 		fits = append(fits, name)
 	}
 	if len(reasons) > 0 {
-		p.events(pod, "FilteredNodes", core.Summarize(len(names), len(fits), reasons))
+		// The Event goes on the pod the leader knows by that name and UID,
+		// never on whatever object the request body carries.
+		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID {
+			p.events(known, "FilteredNodes", core.Summarize(len(names), len(fits), reasons))
+		}
 	}
 	return fits, failed, nil
 }

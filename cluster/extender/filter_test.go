@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
@@ -51,12 +52,18 @@ func btoi(b bool) int {
 }
 
 // The pod JSON is what kube-scheduler sends, trimmed to what matters.
-const podJSON = `{"metadata":{"name":"train","namespace":"ai","annotations":{%s}},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"}}}]}}`
+const podJSON = `{"metadata":{"name":"train","namespace":"ai","uid":"uid-train","annotations":{%s}},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"}}}]}}`
 
-func placer(t *testing.T, events *[]string) *Placer {
+func placer(t testing.TB, events *[]string) *Placer {
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
 	rec := func(p *corev1.Pod, reason, msg string) { *events = append(*events, p.Name+": "+msg) }
-	return NewPlacer(nodes, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	known := func(ns, name string) *corev1.Pod {
+		if ns == "ai" && name == "train" {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-train"}}
+		}
+		return nil
+	}
+	return NewPlacer(nodes, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func postTo(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
@@ -85,6 +92,25 @@ func TestFilterNodeNames(t *testing.T) {
 	}
 	if len(events) != 1 || events[0] != "train: 2/4 nodes fit: 1 insufficient gpumem (largest free 6000 MiB < 10000), 1 no vgpud inventory" {
 		t.Errorf("events %q", events)
+	}
+}
+
+// A body naming a pod the leader does not know (or one recreated under
+// the name) is answered, but no Event is written on its say-so.
+func TestFilterRecordsEventsOnlyOnKnownPods(t *testing.T) {
+	var events []string
+	h := placer(t, &events)
+	for _, meta := range []string{
+		`{"name":"victim","namespace":"other","uid":"x"}`,
+		`{"name":"train","namespace":"ai","uid":"uid-forged"}`,
+	} {
+		body := `{"Pod":{"metadata":` + meta + `,"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"99999"}}}]}},"NodeNames":["full"]}`
+		if w := postTo(FilterHandler(h), body); w.Code != 200 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+	if len(events) != 0 {
+		t.Fatalf("events on pods the leader did not fetch: %q", events)
 	}
 }
 

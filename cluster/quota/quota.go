@@ -44,6 +44,16 @@ func (s *Source) NamespaceQuota(namespace string) Quota {
 	return Compute(pods, quotas, s.names)
 }
 
+// NamespaceLimits is the namespace's hard limits alone; bind counts the
+// usage from its own books.
+func (s *Source) NamespaceLimits(namespace string) Quota {
+	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
+	if err != nil {
+		return Quota{}
+	}
+	return Quota{Memory: hardLimit(quotas, s.names.GPUMem), Cores: hardLimit(quotas, s.names.GPUCores)}
+}
+
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
 func Compute(pods []*corev1.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) Quota {

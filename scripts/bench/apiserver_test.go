@@ -147,7 +147,7 @@ func (e env) createPlaced(ctx context.Context, k int) error {
 		GPUs: []protocol.GPUSlice{{UUID: fmt.Sprintf("GPU-%05d-%d", n, (k/nodes)%8), MemoryMiB: 4000, Cores: 10}}}}})
 	_, err := e.kube.CoreV1().Pods("fill").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", k), Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseAllocated)}},
-		Spec:       corev1.PodSpec{NodeName: nodeName(n), Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		Spec:       corev1.PodSpec{NodeName: nodeName(n), SchedulerName: "vgpud-scheduler", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}, metav1.CreateOptions{})
 	return err
 }
