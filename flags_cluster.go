@@ -18,7 +18,8 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "lease-duration", Usage: "how long followers wait before taking a silent leader's lease", EnvVars: envVar("lease-duration"), Value: cfg.LeaseDuration, Destination: &cfg.LeaseDuration},
 		&cli.DurationFlag{Name: "lease-renew-deadline", Usage: "how long the leader retries renewing before it steps down", EnvVars: envVar("lease-renew-deadline"), Value: cfg.RenewDeadline, Destination: &cfg.RenewDeadline},
 		&cli.DurationFlag{Name: "lease-retry-period", Usage: "wait between election attempts", EnvVars: envVar("lease-retry-period"), Value: cfg.RetryPeriod, Destination: &cfg.RetryPeriod},
-		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the scheduler extender", EnvVars: envVar("listen"), Value: cfg.ListenAddr, Destination: &cfg.ListenAddr},
+		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the /healthz and /readyz probes", EnvVars: envVar("listen"), Value: cfg.ListenAddr, Destination: &cfg.ListenAddr},
+		&cli.StringFlag{Name: "extender-listen", Usage: "HTTPS address of the scheduler extender; callers must present kube-scheduler's client certificate from the TLS Secret", EnvVars: envVar("extender-listen"), Value: cfg.ExtenderAddr, Destination: &cfg.ExtenderAddr},
 		&cli.StringFlag{Name: "tls-secret-name", Usage: "Secret in this pod's namespace holding the listener's CA and serving certificate", EnvVars: envVar("tls-secret-name"), Value: cfg.TLS.SecretName, Destination: &cfg.TLS.SecretName},
 		&cli.StringFlag{Name: "webhook-config-name", Usage: "MutatingWebhookConfiguration whose caBundle the leader keeps", EnvVars: envVar("webhook-config-name"), Value: cfg.TLS.WebhookName, Destination: &cfg.TLS.WebhookName},
 		&cli.StringFlag{Name: "service-name", Usage: "Service in front of the leader; the serving certificate covers its DNS names", EnvVars: envVar("service-name"), Value: cfg.TLS.ServiceName, Destination: &cfg.TLS.ServiceName},
@@ -50,6 +51,9 @@ func validateCluster(c cluster.Config) error {
 	}
 	if c.ListenAddr == "" {
 		add("listen", `""`, "want an address such as :9443")
+	}
+	if c.ExtenderAddr == "" || c.ExtenderAddr == c.ListenAddr {
+		add("extender-listen", quoteEmpty(c.ExtenderAddr), "want an address other than --listen's, such as :9444")
 	}
 	for _, n := range []struct{ flag, value string }{{"tls-secret-name", c.TLS.SecretName}, {"webhook-config-name", c.TLS.WebhookName}} {
 		if len(validation.IsDNS1123Subdomain(n.value)) > 0 {

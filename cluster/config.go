@@ -18,7 +18,8 @@ type Config struct {
 	LeaseDuration  time.Duration
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
-	ListenAddr     string // HTTPS: webhook and extender
+	ListenAddr     string // HTTPS: the webhook and the probes
+	ExtenderAddr   string // mutual TLS: the extender, for kube-scheduler only
 	// TLS is the listener's certificate: the Secret it lives in, the
 	// webhook whose caBundle trusts it, the Service it names. Its
 	// Namespace is this pod's, filled by the Role.
@@ -47,6 +48,7 @@ func DefaultConfig() Config {
 		RenewDeadline:     3 * time.Second,
 		RetryPeriod:       500 * time.Millisecond,
 		ListenAddr:        ":9443",
+		ExtenderAddr:      ":9444",
 		TLS:               certs.DefaultConfig(),
 		NodePolicy:        core.Binpack,
 		GPUPolicy:         core.Spread,

@@ -1,6 +1,6 @@
 // Package cluster is the cluster role: while this replica leads, it keeps
 // the GPU books from the API and serves the admission webhook and the
-// scheduler extender on one HTTPS listener. Its parts live in the
+// scheduler extender, each on its own HTTPS listener. Its parts live in the
 // subpackages (core: fit and footprint rules; cache: the books; extender;
 // quota; server: the listener and its TLS; leader; metrics).
 package cluster
@@ -70,7 +70,8 @@ func (r *Role) Lead(ctx context.Context) error {
 	tlsCfg := r.cfg.TLS
 	tlsCfg.Namespace = r.namespace
 	certMgr := certs.NewManager(tlsCfg, r.kube, log.With("component", "tls"), time.Now)
-	srv := server.New(r.cfg.ListenAddr, certMgr.GetCertificate, log.With("component", "https"))
+	srv := server.New(r.cfg.ListenAddr, certMgr.WebhookTLS(), log.With("component", "https"))
+	ext := server.New(r.cfg.ExtenderAddr, certMgr.ExtenderTLS(), log.With("component", "extender-https"))
 
 	defaults := extender.Defaults{
 		NodePolicy: r.cfg.NodePolicy,
@@ -89,14 +90,16 @@ func (r *Role) Lead(ctx context.Context) error {
 	binder := extender.NewBinder(r.kube, books, quotas, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		events.normal, r.metrics.Bind, log.With("component", "bind"))
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
+	// The extender's verbs answer only kube-scheduler (mutual TLS); the
+	// webhook answers the apiserver, which checks the caBundle.
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
 		"/bind":       extender.BindHandler(binder),
-		"/webhook":    admission,
 	} {
-		srv.Handle(path, r.metrics.Instrument(path[1:], h))
+		ext.Handle(path, r.metrics.Instrument(path[1:], h))
 	}
+	srv.Handle("/webhook", r.metrics.Instrument("webhook", admission))
 	var synced atomic.Bool
 	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !synced.Load() {
@@ -109,6 +112,7 @@ func (r *Role) Lead(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return certMgr.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error { return ext.Run(ctx) })
 	g.Go(func() error {
 		factory.Start(ctx.Done())
 		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {

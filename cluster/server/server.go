@@ -1,5 +1,7 @@
-// Package server is the leader's one HTTPS listener: the admission webhook,
-// the scheduler extender, and the /healthz and /readyz probes.
+// Package server is an HTTPS listener of the leader: one serves the
+// admission webhook and the /healthz and /readyz probes (server TLS), the
+// other the scheduler extender (mutual TLS). Their certificates come from
+// package certs and change without a restart.
 package server
 
 import (
@@ -20,19 +22,19 @@ type Check struct {
 	Func func() error
 }
 
-// Server serves registered handlers over TLS with a certificate that can
-// change under it (GetCertificate is asked on every handshake).
+// Server serves registered handlers over TLS; the tls.Config picks the
+// certificate per handshake, so a renewal needs no restart.
 type Server struct {
-	addr    string
-	getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	mux     *http.ServeMux
-	checks  []Check
-	log     *slog.Logger
+	addr   string
+	tls    *tls.Config
+	mux    *http.ServeMux
+	checks []Check
+	log    *slog.Logger
 }
 
 // New returns a Server for addr. Register handlers and checks before Run.
-func New(addr string, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), log *slog.Logger) *Server {
-	s := &Server{addr: addr, getCert: getCert, mux: http.NewServeMux(), log: log}
+func New(addr string, tlsConfig *tls.Config, log *slog.Logger) *Server {
+	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), log: log}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/readyz", s.readyz)
 	return s
@@ -75,7 +77,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// kube-scheduler and kube-apiserver reuse connections; idle ones
 		// are cheap, but not forever.
 		IdleTimeout: 2 * time.Minute,
-		TLSConfig:   &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12},
+		TLSConfig:   s.tls,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)

@@ -38,7 +38,7 @@ func TestServesTLSProbesAndHandlers(t *testing.T) {
 		}
 		return &pair, nil
 	}
-	s := New("127.0.0.1:0", getCert, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New("127.0.0.1:0", &tls.Config{GetCertificate: getCert}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.Handle("/filter", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "filtered") }))
 	var synced atomic.Bool
 	s.AddCheck(Check{Name: "cache", Func: func() error {

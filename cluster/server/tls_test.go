@@ -41,7 +41,7 @@ func TestListenerServesTheManagedCertAcrossRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := New("", m.GetCertificate, log)
+	s := New("", m.WebhookTLS(), log)
 	s.Handle("/webhook", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "admitted") }))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,5 +86,72 @@ func TestListenerServesTheManagedCertAcrossRenewal(t *testing.T) {
 	second := call(later)
 	if second.Equal(first) || !second.NotAfter.After(first.NotAfter) {
 		t.Fatalf("after renewal the listener still serves the certificate ending %s", first.NotAfter)
+	}
+}
+
+// Only kube-scheduler, presenting the client certificate the leader issued
+// from its own CA, reaches the extender: no certificate, a certificate of
+// another CA, or one of vgpud's CA under another name are all refused at
+// the handshake, on every verb.
+func TestExtenderListenerRequiresTheSchedulerCertificate(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube := fake.NewClientset()
+	cfg := certs.DefaultConfig()
+	cfg.Namespace = "vgpud-system"
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := certs.NewManager(cfg, kube, log, time.Now)
+	if _, err := m.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := New("", m.ExtenderTLS(), log)
+	for _, verb := range []string{"/filter", "/prioritize", "/bind"} {
+		s.Handle(verb, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "served") }))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ctx, ln) }()
+
+	secret, err := kube.CoreV1().Secrets("vgpud-system").Get(ctx, cfg.SecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(secret.Data[certs.KeyCACert])
+	pair := func(p certs.KeyPair) []tls.Certificate {
+		c, err := tls.X509KeyPair(p.Cert, p.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []tls.Certificate{c}
+	}
+	now := time.Now()
+	otherCA, _ := certs.GenerateCA(now, time.Hour)
+	foreign, _ := certs.GenerateClient(otherCA, certs.ClientName, now, time.Hour)
+	ours := certs.KeyPair{Cert: secret.Data[certs.KeyCACert], Key: secret.Data[certs.KeyCAKey]}
+	impostor, _ := certs.GenerateClient(ours, "tenant", now, time.Hour)
+	call := func(verb string, client []tls.Certificate) (string, error) {
+		c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "vgpud.vgpud-system.svc", Certificates: client}}}
+		resp, err := c.Post("https://"+ln.Addr().String()+verb, "application/json", nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), nil
+	}
+	scheduler := pair(certs.KeyPair{Cert: secret.Data[certs.KeyClientCert], Key: secret.Data[certs.KeyClientKey]})
+	for _, verb := range []string{"/filter", "/prioritize", "/bind"} {
+		for name, client := range map[string][]tls.Certificate{"no certificate": nil, "another CA": pair(foreign), "vgpud's CA, not the scheduler": pair(impostor)} {
+			if body, err := call(verb, client); err == nil {
+				t.Errorf("%s with %s: served %q", verb, name, body)
+			}
+		}
+		if body, err := call(verb, scheduler); err != nil || body != "served" {
+			t.Errorf("%s with kube-scheduler's certificate: %q %v", verb, body, err)
+		}
 	}
 }

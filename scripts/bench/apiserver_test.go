@@ -34,9 +34,10 @@ import (
 )
 
 const (
-	nodes  = 1000
-	listen = "127.0.0.1:9443"
-	host   = "vgpud.vgpud-system.svc" // on the serving certificate; /etc/hosts maps it to loopback
+	nodes     = 1000
+	listen    = "127.0.0.1:9443"         // webhook and probes
+	extListen = "127.0.0.1:9444"         // extender, mutual TLS
+	host      = "vgpud.vgpud-system.svc" // on the serving certificate; /etc/hosts maps it to loopback
 )
 
 // TestAgainstAPIServer: 1000 Node objects with 8 × 80 GB GPUs each, the
@@ -59,7 +60,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	if _, err := e.kube.CoreV1().Pods("vgpud-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vgpud-bench"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "vgpud"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	leader := harness.Spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--metrics-listen=127.0.0.1:9090", "--profiling",
+	leader := harness.Spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--extender-listen="+extListen, "--metrics-listen=127.0.0.1:9090", "--profiling",
 		"--pod-name=vgpud-bench", "--pod-namespace=vgpud-system", "--kubeconfig="+e.kubeconfig, "--log-format=text", "--log-level=warn")
 	client := e.httpsClient(t)
 
@@ -173,24 +174,35 @@ func (e env) waitCachePods(t *testing.T, want int) {
 	})
 }
 
-// httpsClient trusts the CA from the leader's Secret, as kube-scheduler does.
+// httpsClient trusts the CA from the leader's Secret and presents the
+// client certificate the leader issued there, as kube-scheduler does; the
+// PEMs are also written to the temp dir for the real kube-scheduler.
 func (e env) httpsClient(t *testing.T) *http.Client {
-	var ca []byte
+	var data map[string][]byte
 	harness.Eventually(t, 60*time.Second, "vgpud-tls Secret", func() error {
 		s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(context.Background(), "vgpud-tls", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		ca = s.Data["ca.crt"]
+		if len(s.Data["scheduler.crt"]) == 0 {
+			return fmt.Errorf("no scheduler.crt yet")
+		}
+		data = s.Data
 		return nil
 	})
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	if err := os.WriteFile(filepath.Join(os.TempDir(), "vgpud-bench-ca.crt"), ca, 0o644); err != nil {
+	pool.AppendCertsFromPEM(data["ca.crt"])
+	for _, key := range []string{"ca.crt", "scheduler.crt", "scheduler.key"} {
+		if err := os.WriteFile(filepath.Join(os.TempDir(), "vgpud-bench-"+key), data[key], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cert, err := tls.X509KeyPair(data["scheduler.crt"], data["scheduler.key"])
+	if err != nil {
 		t.Fatal(err)
 	}
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: host},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: host, Certificates: []tls.Certificate{cert}},
 		MaxIdleConnsPerHost: 64,
 	}}
 	harness.Eventually(t, 60*time.Second, "leader ready", func() error {
@@ -218,7 +230,7 @@ func gpuPodSpec(name string) *corev1.Pod {
 func post(c *http.Client, verb string, body any, out any) (time.Duration, error) {
 	raw, _ := json.Marshal(body)
 	start := time.Now()
-	resp, err := c.Post("https://"+listen+"/"+verb, "application/json", bytes.NewReader(raw))
+	resp, err := c.Post("https://"+extListen+"/"+verb, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		return 0, err
 	}
@@ -395,20 +407,20 @@ profiles:
   - schedulerName: default-scheduler
   - schedulerName: vgpud-scheduler
 extenders:
-  - urlPrefix: https://%s:9443
+  - urlPrefix: https://%s:9444
     filterVerb: filter
     prioritizeVerb: prioritize
     bindVerb: bind
     weight: 1
     enableHTTPS: true
-    tlsConfig: {caFile: %q}
+    tlsConfig: {caFile: %q, certFile: %q, keyFile: %q}
     nodeCacheCapable: true
     httpTimeout: 30s
     managedResources:
       - {name: nvidia.com/gpu, ignoredByScheduler: false}
       - {name: nvidia.com/gpumem, ignoredByScheduler: true}
       - {name: nvidia.com/gpucores, ignoredByScheduler: true}
-`, e.kubeconfig, host, filepath.Join(os.TempDir(), "vgpud-bench-ca.crt"))
+`, e.kubeconfig, host, filepath.Join(os.TempDir(), "vgpud-bench-ca.crt"), filepath.Join(os.TempDir(), "vgpud-bench-scheduler.crt"), filepath.Join(os.TempDir(), "vgpud-bench-scheduler.key"))
 	cfgPath := filepath.Join(t.TempDir(), "scheduler.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

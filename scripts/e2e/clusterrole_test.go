@@ -30,7 +30,10 @@ import (
 // and is one of the DNS names on vgpud's serving certificate, so the
 // apiserver verifies TLS exactly as it does through the Service.
 const webhookHost = "vgpud.vgpud-system.svc"
-const listen = "127.0.0.1:9443"
+const (
+	listen    = "127.0.0.1:9443" // webhook and probes
+	extListen = "127.0.0.1:9444" // extender, mutual TLS
+)
 
 func (e env) applyWebhookConfig(t *testing.T) {
 	t.Helper()
@@ -290,10 +293,22 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.Data["ca.crt"])
-	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: webhookHost}}}
+	// Anyone on the network but kube-scheduler is refused at the handshake.
+	anonymous := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: webhookHost}}}
+	for _, verb := range []string{"filter", "prioritize", "bind"} {
+		if resp, err := anonymous.Post("https://"+extListen+"/"+verb, "application/json", strings.NewReader(`{}`)); err == nil {
+			resp.Body.Close()
+			t.Fatalf("/%s answered a caller without kube-scheduler's client certificate: %s", verb, resp.Status)
+		}
+	}
+	cert, err := tls.X509KeyPair(s.Data["scheduler.crt"], s.Data["scheduler.key"])
+	if err != nil {
+		t.Fatalf("kube-scheduler's client certificate in the Secret: %v", err)
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: webhookHost, Certificates: []tls.Certificate{cert}}}}
 	filter := func(mem string) (map[string]any, error) {
 		body := `{"Pod":{"metadata":{"name":"ask","namespace":"fill"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"` + mem + `"}}}]}},"NodeNames":["gpu-node","no-plugin"]}`
-		resp, err := client.Post("https://"+listen+"/filter", "application/json", strings.NewReader(body))
+		resp, err := client.Post("https://"+extListen+"/filter", "application/json", strings.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -329,7 +344,7 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := fmt.Sprintf(`{"PodName":"ask","PodNamespace":"fill","PodUID":%q,"Node":"gpu-node"}`, ask.UID)
-	resp, err := client.Post("https://"+listen+"/bind", "application/json", strings.NewReader(body))
+	resp, err := client.Post("https://"+extListen+"/bind", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func (e env) ensurePod(t *testing.T, namespace, name string) {
 func (e env) start(t *testing.T, name, listen string) *replica {
 	t.Helper()
 	e.ensurePod(t, ns, name)
-	p := harness.Spawn(t, name, e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--metrics-listen=",
+	p := harness.Spawn(t, name, e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--extender-listen="+extListen, "--metrics-listen=",
 		"--pod-name="+name, "--pod-namespace="+ns, "--kubeconfig="+e.kubeconfig, "--log-format=text")
 	return &replica{Process: p, name: name, listen: listen}
 }

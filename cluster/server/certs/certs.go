@@ -1,6 +1,7 @@
-// Package certs keeps the webhook's TLS certificate: a self-signed CA and a
-// serving certificate for the Service, stored in a Secret and trusted through
-// the caBundle of the MutatingWebhookConfiguration.
+// Package certs keeps the leader's TLS: a self-signed CA, a serving
+// certificate for the Service (trusted by the apiserver through the
+// webhook's caBundle, and by kube-scheduler), and the client certificate
+// kube-scheduler presents to the extender, all stored in one Secret.
 //
 // The certificate logic (this file) is pure: the time is passed in, so expiry
 // and renewal are tested without a clock or a cluster. Manager does the I/O.
@@ -78,6 +79,28 @@ func GenerateServing(ca KeyPair, dnsNames []string, at time.Time, validity time.
 		NotAfter:    notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	return issue(tmpl, caCert, caKey)
+}
+
+// GenerateClient makes a client certificate for commonName, signed by ca,
+// valid from at for validity but never past the CA's own expiry: what
+// kube-scheduler presents to the extender.
+func GenerateClient(ca KeyPair, commonName string, at time.Time, validity time.Duration) (KeyPair, error) {
+	caCert, caKey, err := parse(ca)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("read CA: %w", err)
+	}
+	notAfter := at.Add(validity)
+	if notAfter.After(caCert.NotAfter) {
+		notAfter = caCert.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		NotBefore:   at.Add(-clockSkew),
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	return issue(tmpl, caCert, caKey)
 }
@@ -163,6 +186,28 @@ func CheckServing(caCert []byte, pair KeyPair, dnsNames []string, at time.Time, 
 		}
 	}
 	return checkTimes("serving certificate", cert, at, renewBefore)
+}
+
+// CheckClient says whether pair can keep authenticating commonName at time
+// at: it parses, its key matches, ca signed it for client use, it names
+// commonName, and it is not within renewBefore of expiry.
+func CheckClient(caCert []byte, pair KeyPair, commonName string, at time.Time, renewBefore time.Duration) Verdict {
+	cert, _, err := parse(pair)
+	if err != nil {
+		return replace("client certificate: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caCert) {
+		return replace("CA certificate: no PEM certificate")
+	}
+	opts := x509.VerifyOptions{Roots: roots, CurrentTime: cert.NotBefore.Add(time.Second), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if _, err := cert.Verify(opts); err != nil {
+		return replace("client certificate is not signed by the CA: %v", err)
+	}
+	if cert.Subject.CommonName != commonName {
+		return replace("client certificate names %q, not %q", cert.Subject.CommonName, commonName)
+	}
+	return checkTimes("client certificate", cert, at, renewBefore)
 }
 
 func checkTimes(what string, c *x509.Certificate, at time.Time, renewBefore time.Duration) Verdict {

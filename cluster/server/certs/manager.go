@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,13 +19,20 @@ import (
 )
 
 // Keys of the Secret. tls.crt and tls.key follow kubernetes.io/tls; the
-// kube-scheduler mounts ca.crt to trust the extender.
+// kube-scheduler mounts ca.crt to trust the extender, and scheduler.crt
+// and scheduler.key to be trusted by it.
 const (
-	KeyCACert = "ca.crt"
-	KeyCAKey  = "ca.key"
-	KeyCert   = corev1.TLSCertKey
-	KeyKey    = corev1.TLSPrivateKeyKey
+	KeyCACert     = "ca.crt"
+	KeyCAKey      = "ca.key"
+	KeyCert       = corev1.TLSCertKey
+	KeyKey        = corev1.TLSPrivateKeyKey
+	KeyClientCert = "scheduler.crt"
+	KeyClientKey  = "scheduler.key"
 )
+
+// ClientName is the common name of the client certificate the extender
+// accepts: kube-scheduler's.
+const ClientName = "vgpud-scheduler"
 
 // caValidityFactor makes the CA outlive many serving certificates, so the
 // caBundle and the kube-scheduler's mounted ca.crt rarely change.
@@ -68,7 +76,13 @@ type Manager struct {
 type loaded struct {
 	tls      *tls.Certificate
 	pair     KeyPair
+	clients  *x509.CertPool // the CA, for verifying kube-scheduler
 	notAfter time.Time
+}
+
+// bundle is what the Secret holds.
+type bundle struct {
+	ca, serving, client KeyPair
 }
 
 // NewManager returns a Manager; now is the clock (time.Now outside tests).
@@ -87,6 +101,40 @@ func (m *Manager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 		return nil, errors.New("webhook serving certificate not loaded yet")
 	}
 	return l.tls, nil
+}
+
+// WebhookTLS is the webhook listener's TLS: the current serving
+// certificate, which the apiserver checks against the caBundle.
+func (m *Manager) WebhookTLS() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: m.GetCertificate}
+}
+
+// ExtenderTLS is the extender listener's TLS: the serving certificate,
+// and a client certificate signed by vgpud's CA for kube-scheduler
+// required of every caller, so nothing else on the pod network can call
+// filter, prioritize or bind.
+func (m *Manager) ExtenderTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			l := m.cert.Load()
+			if l == nil {
+				return nil, errors.New("extender certificate not loaded yet")
+			}
+			return &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{*l.tls},
+				ClientAuth:   tls.RequireAndVerifyClientCert,
+				ClientCAs:    l.clients,
+				VerifyConnection: func(cs tls.ConnectionState) error {
+					if len(cs.PeerCertificates) == 0 || cs.PeerCertificates[0].Subject.CommonName != ClientName {
+						return fmt.Errorf("extender: client certificate is not %s's", ClientName)
+					}
+					return nil
+				},
+			}, nil
+		},
+	}
 }
 
 // Ready returns nil once a certificate that has not expired is loaded.
@@ -130,22 +178,37 @@ func (m *Manager) Run(ctx context.Context) error {
 // webhook trust that CA, and loads the certificate. It returns when the
 // certificate is next due for renewal.
 func (m *Manager) Ensure(ctx context.Context) (time.Time, error) {
-	ca, serving, err := m.ensureSecret(ctx)
+	b, err := m.ensureSecret(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := m.ensureCABundle(ctx, ca.Cert); err != nil {
+	if err := m.ensureCABundle(ctx, b.ca.Cert); err != nil {
 		return time.Time{}, err
 	}
-	if err := m.load(serving); err != nil {
+	if err := m.load(b.serving, b.ca.Cert); err != nil {
 		return time.Time{}, err
 	}
-	return RenewAt(serving.Cert, m.cfg.RenewBefore)
+	serving, err := RenewAt(b.serving.Cert, m.cfg.RenewBefore)
+	if err != nil {
+		return time.Time{}, err
+	}
+	client, err := RenewAt(b.client.Cert, m.cfg.RenewBefore)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if client.Before(serving) {
+		return client, nil
+	}
+	return serving, nil
 }
 
-func (m *Manager) load(p KeyPair) error {
+func (m *Manager) load(p KeyPair, caCert []byte) error {
 	if l := m.cert.Load(); l != nil && l.pair.Equal(p) {
 		return nil
+	}
+	clients := x509.NewCertPool()
+	if !clients.AppendCertsFromPEM(caCert) {
+		return errors.New("load CA: no PEM certificate")
 	}
 	c, err := tls.X509KeyPair(p.Cert, p.Key)
 	if err != nil {
@@ -155,7 +218,7 @@ func (m *Manager) load(p KeyPair) error {
 	if err != nil {
 		return fmt.Errorf("load serving certificate: %w", err)
 	}
-	m.cert.Store(&loaded{tls: &c, pair: p, notAfter: end})
+	m.cert.Store(&loaded{tls: &c, pair: p, clients: clients, notAfter: end})
 	m.log.Info("webhook serving certificate loaded", "expires", end.UTC().Format(time.RFC3339))
 	return nil
 }
@@ -163,7 +226,7 @@ func (m *Manager) load(p KeyPair) error {
 // ensureSecret reads the Secret and replaces what is not valid. Another
 // leader may write it at the same time: a lost create or update is answered
 // by reading again and judging what the other wrote.
-func (m *Manager) ensureSecret(ctx context.Context) (ca, serving KeyPair, err error) {
+func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 	secrets := m.kube.CoreV1().Secrets(m.cfg.Namespace)
 	name := m.cfg.SecretName
 	for attempt := 0; attempt < 5; attempt++ {
@@ -171,16 +234,17 @@ func (m *Manager) ensureSecret(ctx context.Context) (ca, serving KeyPair, err er
 		if apierrors.IsNotFound(err) {
 			s = nil
 		} else if err != nil {
-			return KeyPair{}, KeyPair{}, fmt.Errorf("read secret %s/%s: %w", m.cfg.Namespace, name, err)
+			return bundle{}, fmt.Errorf("read secret %s/%s: %w", m.cfg.Namespace, name, err)
 		}
-		ca, serving, changed, err := m.plan(s)
+		b, changed, err := m.plan(s)
 		if err != nil {
-			return KeyPair{}, KeyPair{}, err
+			return bundle{}, err
 		}
 		if !changed {
-			return ca, serving, nil
+			return b, nil
 		}
-		data := map[string][]byte{KeyCACert: ca.Cert, KeyCAKey: ca.Key, KeyCert: serving.Cert, KeyKey: serving.Key}
+		data := map[string][]byte{KeyCACert: b.ca.Cert, KeyCAKey: b.ca.Key, KeyCert: b.serving.Cert, KeyKey: b.serving.Key,
+			KeyClientCert: b.client.Cert, KeyClientKey: b.client.Key}
 		if s == nil {
 			_, err = secrets.Create(ctx, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.cfg.Namespace, Labels: map[string]string{"app.kubernetes.io/name": "vgpud"}},
@@ -194,44 +258,59 @@ func (m *Manager) ensureSecret(ctx context.Context) (ca, serving KeyPair, err er
 		}
 		switch {
 		case err == nil:
-			return ca, serving, nil
+			return b, nil
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
 			m.log.Info("webhook certificate secret written by another replica; reading it again", "secret", name)
 			continue
 		default:
-			return KeyPair{}, KeyPair{}, fmt.Errorf("write secret %s/%s: %w", m.cfg.Namespace, name, err)
+			return bundle{}, fmt.Errorf("write secret %s/%s: %w", m.cfg.Namespace, name, err)
 		}
 	}
-	return KeyPair{}, KeyPair{}, fmt.Errorf("write secret %s/%s: still racing with another writer after 5 attempts", m.cfg.Namespace, name)
+	return bundle{}, fmt.Errorf("write secret %s/%s: still racing with another writer after 5 attempts", m.cfg.Namespace, name)
 }
 
 // plan decides what the Secret s (nil when absent) should hold.
-func (m *Manager) plan(s *corev1.Secret) (ca, serving KeyPair, changed bool, err error) {
+func (m *Manager) plan(s *corev1.Secret) (b bundle, changed bool, err error) {
 	at := m.now()
 	names := DNSNames(m.cfg.ServiceName, m.cfg.Namespace)
 	if s != nil {
-		ca = KeyPair{Cert: s.Data[KeyCACert], Key: s.Data[KeyCAKey]}
-		serving = KeyPair{Cert: s.Data[KeyCert], Key: s.Data[KeyKey]}
+		b.ca = KeyPair{Cert: s.Data[KeyCACert], Key: s.Data[KeyCAKey]}
+		b.serving = KeyPair{Cert: s.Data[KeyCert], Key: s.Data[KeyKey]}
+		b.client = KeyPair{Cert: s.Data[KeyClientCert], Key: s.Data[KeyClientKey]}
 	}
-	if v := CheckCA(ca, at, m.cfg.RenewBefore); !v.Keep {
-		if s != nil {
-			m.log.Info("new webhook CA", "reason", v.Reason)
+	// An empty Secret (as the manifest creates it) is a first start, not a
+	// fault worth a log line.
+	say := func(msg, reason string) {
+		if s != nil && len(s.Data) > 0 {
+			m.log.Info(msg, "reason", reason)
 		}
-		if ca, err = GenerateCA(at, caValidityFactor*m.cfg.Validity); err != nil {
-			return ca, serving, false, fmt.Errorf("generate webhook CA: %w", err)
+	}
+	if v := CheckCA(b.ca, at, m.cfg.RenewBefore); !v.Keep {
+		say("new CA", v.Reason)
+		if b.ca, err = GenerateCA(at, caValidityFactor*m.cfg.Validity); err != nil {
+			return b, false, fmt.Errorf("generate CA: %w", err)
 		}
 		changed = true
 	}
-	if v := CheckServing(ca.Cert, serving, names, at, m.cfg.RenewBefore); !v.Keep {
-		if s != nil && !changed {
-			m.log.Info("new webhook serving certificate", "reason", v.Reason)
+	if v := CheckServing(b.ca.Cert, b.serving, names, at, m.cfg.RenewBefore); !v.Keep {
+		if !changed {
+			say("new serving certificate", v.Reason)
 		}
-		if serving, err = GenerateServing(ca, names, at, m.cfg.Validity); err != nil {
-			return ca, serving, false, fmt.Errorf("generate webhook serving certificate: %w", err)
+		if b.serving, err = GenerateServing(b.ca, names, at, m.cfg.Validity); err != nil {
+			return b, false, fmt.Errorf("generate serving certificate: %w", err)
 		}
 		changed = true
 	}
-	return ca, serving, changed, nil
+	if v := CheckClient(b.ca.Cert, b.client, ClientName, at, m.cfg.RenewBefore); !v.Keep {
+		if !changed {
+			say("new kube-scheduler client certificate", v.Reason)
+		}
+		if b.client, err = GenerateClient(b.ca, ClientName, at, m.cfg.Validity); err != nil {
+			return b, false, fmt.Errorf("generate client certificate: %w", err)
+		}
+		changed = true
+	}
+	return b, changed, nil
 }
 
 // ensureCABundle makes every webhook of our MutatingWebhookConfiguration
