@@ -441,6 +441,8 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("j tenant attacks", func(t *testing.T) { tenantAttacks(t, e, node) })
 }
 
 func nodeNameLine(extra string) string {

@@ -1,0 +1,290 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+const (
+	tenantNS = "e2e-tenant"
+	tenant   = "system:serviceaccount:" + tenantNS + ":tenant"
+)
+
+// tenantAttacks acts as a tenant would: a ServiceAccount bound to the
+// built-in edit ClusterRole in its own namespace, using kubectl --as and a
+// client on the pod network. Every attack of the tenant-isolation issue is
+// tried, and each must be refused or harmless.
+func tenantAttacks(t *testing.T, e env, node string) {
+	ctx := context.Background()
+	e.namespace(t, tenantNS, nil)
+	if _, err := e.kube.CoreV1().ServiceAccounts(tenantNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.RbacV1().RoleBindings(tenantNS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: tenantNS}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asTenant := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command("kubectl", append([]string{"--as=" + tenant, "-n", tenantNS}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	harness.Eventually(t, 30*time.Second, "the tenant may create pods (edit role)", func() error {
+		out, err := asTenant("", "auth", "can-i", "create", "pods")
+		return harness.Contains(out+fmt.Sprint(err), "yes")
+	})
+
+	// A victim: a running GPU pod whose booking must survive everything below.
+	victim := gpuPod("victim", map[string]string{"nvidia.com/gpumem": "3000"}, nil)
+	if _, err := e.kube.CoreV1().Pods(tenantNS).Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, tenantNS, []string{"victim"}, 60*time.Second)
+	before, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, "victim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	booked := e.inspect(t)
+
+	forged := `{"version":1,"node":"` + node + `","containers":[{"name":"main","gpus":[{"uuid":"` + booked.GPUs[0].UUID + `","memoryMiB":40960,"cores":100}]}]}`
+	podYAML := func(name, extra string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels: {vgpud.io/webhook: ignore}
+  annotations:
+    vgpud.io/phase: bound
+    vgpud.io/assignment: '%s'
+spec:
+%s  containers:
+  - name: main
+    image: vgpud.local/busybox:1
+    command: [sleep, "3600"]
+    resources: {limits: {nvidia.com/gpu: "1"}}
+`, name, forged, extra)
+	}
+
+	t.Run("steal a GPU with a forged assignment", func(t *testing.T) {
+		out, err := asTenant(podYAML("steal", "  nodeName: "+node+"\n"), "apply", "-f", "-")
+		if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-annotations'", "vgpud.io/assignment") != nil {
+			t.Fatalf("forged pod: %v %s", err, out)
+		}
+		t.Logf("refused at create: %s", strings.TrimSpace(out))
+	})
+
+	t.Run("block a node with a pending forged bound pod", func(t *testing.T) {
+		out, err := asTenant(podYAML("squat", "  schedulerName: nobody\n"), "apply", "-f", "-")
+		if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-annotations'") != nil {
+			t.Fatalf("squatting pod: %v %s", err, out)
+		}
+		// Nor may the tenant annotate a pod it already has.
+		out, err = asTenant("", "annotate", "pod", "victim", "--overwrite", "vgpud.io/phase=bound")
+		if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-annotations'") != nil {
+			t.Fatalf("annotate: %v %s", err, out)
+		}
+		out, err = asTenant("", "annotate", "pod", "victim", "vgpud.io/assignment-")
+		if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-annotations'") != nil {
+			t.Fatalf("remove the victim's assignment: %v %s", err, out)
+		}
+	})
+
+	t.Run("steal a GPU by nodeName without the webhook", func(t *testing.T) {
+		// No forged annotations: kubelet calls Allocate for a pod vgpud
+		// never bound, and the node role refuses it.
+		yaml := strings.Replace(podYAML("pinned", "  nodeName: "+node+"\n"), "  annotations:\n    vgpud.io/phase: bound\n    vgpud.io/assignment: '"+forged+"'\n", "", 1)
+		if out, err := asTenant(yaml, "apply", "-f", "-"); err != nil {
+			t.Fatalf("plain pinned pod: %v %s", err, out)
+		}
+		harness.Eventually(t, 90*time.Second, "kubelet refuses the pinned pod", func() error {
+			p, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, "pinned", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				t.Fatalf("a pod vgpud never bound runs on the GPU")
+			}
+			if p.Status.Phase != corev1.PodFailed {
+				return fmt.Errorf("phase %s", p.Status.Phase)
+			}
+			t.Logf("pinned pod: %s: %s", p.Status.Reason, p.Status.Message)
+			return harness.Contains(p.Status.Message, "no pod on this node is bound by vgpud")
+		})
+	})
+
+	t.Run("rogue bind from the pod network", func(t *testing.T) {
+		leader, err := e.leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"PodName":"victim","PodNamespace":%q,"PodUID":%q,"Node":%q}`, tenantNS, before.UID, node)
+		for _, verb := range []string{"filter", "prioritize", "bind"} {
+			url := fmt.Sprintf("https://%s:9444/%s", leader.Status.PodIP, verb)
+			cmd := exec.Command("nsenter", "--net=/var/run/netns/vgpud-e2e", "curl", "-sk", "--max-time", "5", "-d", body, url)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("/%s answered a caller without kube-scheduler's certificate: %s", verb, out)
+			}
+			t.Logf("/%s without a client certificate: %v", verb, err)
+		}
+		after, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, "victim", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Annotations[protocol.AnnotationAssignment] != before.Annotations[protocol.AnnotationAssignment] || after.Status.Phase != corev1.PodRunning {
+			t.Fatalf("victim changed: %v %s", after.Annotations, after.Status.Phase)
+		}
+		// Nothing above booked or unbooked anything: every GPU's usage is
+		// what it was with the victim alone.
+		now := e.inspect(t)
+		for i, g := range booked.GPUs {
+			if now.GPUs[i].MemoryUsedMiB != g.MemoryUsedMiB || now.GPUs[i].SlicesUsed != g.SlicesUsed {
+				t.Errorf("GPU %d: %d MiB in %d slices before the attacks, %d in %d after", i, g.MemoryUsedMiB, g.SlicesUsed, now.GPUs[i].MemoryUsedMiB, now.GPUs[i].SlicesUsed)
+			}
+		}
+	})
+
+	t.Run("skip quota", func(t *testing.T) {
+		if _, err := e.kube.CoreV1().ResourceQuotas(tenantNS).Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("8000")}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The opt-out label skips admission; bind still counts. Half of a
+		// 40960 MiB GPU is 20480 MiB, far over what is left of 8000.
+		yaml := `apiVersion: v1
+kind: Pod
+metadata:
+  name: skipper
+  labels: {vgpud.io/webhook: ignore}
+spec:
+  schedulerName: vgpud-scheduler
+  containers:
+  - name: main
+    image: vgpud.local/busybox:1
+    command: [sleep, "3600"]
+    resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem-percentage: "50"}}
+`
+		if out, err := asTenant(yaml, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		e.waitQuotaEvent(t, "skipper")
+		p, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, "skipper", metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName != "" || p.Annotations[protocol.AnnotationAssignment] != "" {
+			t.Fatalf("over-quota pod bound: %v %v", err, p.Spec.NodeName)
+		}
+	})
+
+	t.Run("twenty at once against a quota that fits one", func(t *testing.T) {
+		// The victim holds 3000 of 8000: one more 4000 MiB pod fits.
+		kube := e.impersonate(t, tenant)
+		created := make([]string, 20)
+		harness.Parallel(t, 20, 20, func(i int) error {
+			p := gpuPod(fmt.Sprintf("race-%02d", i), map[string]string{"nvidia.com/gpumem": "4000"}, nil)
+			created[i] = p.Name
+			_, err := kube.CoreV1().Pods(tenantNS).Create(ctx, p, metav1.CreateOptions{})
+			if err != nil && strings.Contains(err.Error(), "quota") {
+				created[i] = "" // the webhook's early check saw one already: fine
+				return nil
+			}
+			return err
+		})
+		var bound []string
+		harness.Eventually(t, 60*time.Second, "one race pod bound, the rest told why", func() error {
+			bound = nil
+			waiting := 0
+			for _, name := range created {
+				if name == "" {
+					continue
+				}
+				p, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if p.Spec.NodeName != "" {
+					bound = append(bound, name)
+				} else {
+					waiting++
+				}
+			}
+			if len(bound) != 1 {
+				return fmt.Errorf("bound %v", bound)
+			}
+			return nil
+		})
+		time.Sleep(3 * time.Second) // any late double bind would show now
+		for _, name := range created {
+			if name == "" || name == bound[0] {
+				continue
+			}
+			p, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Spec.NodeName != "" {
+				t.Fatalf("%s bound too (%v): quota exceeded", name, err)
+			}
+		}
+		for _, name := range created {
+			if name != "" && name != bound[0] {
+				e.waitQuotaEvent(t, name)
+				break
+			}
+		}
+		t.Logf("20 created in parallel against a quota for one: %v bound, the rest Pending", bound)
+	})
+}
+
+// waitQuotaEvent waits for the scheduler's event on pod naming the quota.
+func (e env) waitQuotaEvent(t *testing.T, pod string) {
+	t.Helper()
+	harness.Eventually(t, 60*time.Second, pod+": an event naming the quota", func() error {
+		evs, err := e.kube.CoreV1().Events(tenantNS).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if strings.Contains(ev.Message, "gpumem quota 8000 MiB") {
+				t.Logf("%s: %s: %s", pod, ev.Reason, ev.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none about the quota", len(evs.Items))
+	})
+}
+
+// impersonate is a client acting as user.
+func (e env) impersonate(t *testing.T, user string) kubernetes.Interface {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Impersonate.UserName = user
+	rc.QPS, rc.Burst = 100, 200
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube
+}
