@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -111,6 +112,24 @@ spec:
 		}
 	})
 
+	t.Run("a replica writes only its own node", func(t *testing.T) {
+		// vgpud's identity with a token bound to another node, as a
+		// compromised replica elsewhere would hold.
+		patch := []byte(`{"metadata":{"annotations":{"vgpud.io/gpus":"{\"version\":1,\"gpus\":[]}"}}}`)
+		for boundTo, want := range map[string]string{"another-node": "bound to another-node, not " + node, "": "bound to no node"} {
+			var extra map[string][]string
+			if boundTo != "" {
+				extra = map[string][]string{"authentication.kubernetes.io/node-name": {boundTo}}
+			}
+			kube := e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud", extra)
+			_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("vgpud's identity, token bound to %q, patched %s's inventory: %v", boundTo, node, err)
+			}
+			t.Logf("token bound to %q: %v", boundTo, err)
+		}
+	})
+
 	t.Run("steal a GPU by nodeName without the webhook", func(t *testing.T) {
 		// No forged annotations: kubelet calls Allocate for a pod vgpud
 		// never bound, and the node role refuses it.
@@ -200,7 +219,7 @@ spec:
 
 	t.Run("twenty at once against a quota that fits one", func(t *testing.T) {
 		// The victim holds 3000 of 8000: one more 4000 MiB pod fits.
-		kube := e.impersonate(t, tenant)
+		kube := e.impersonate(t, tenant, nil)
 		created := make([]string, 20)
 		harness.Parallel(t, 20, 20, func(i int) error {
 			p := gpuPod(fmt.Sprintf("race-%02d", i), map[string]string{"nvidia.com/gpumem": "4000"}, nil)
@@ -274,13 +293,14 @@ func (e env) waitQuotaEvent(t *testing.T, pod string) {
 }
 
 // impersonate is a client acting as user.
-func (e env) impersonate(t *testing.T, user string) kubernetes.Interface {
+func (e env) impersonate(t *testing.T, user string, extra map[string][]string) kubernetes.Interface {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc.Impersonate.UserName = user
+	rc.Impersonate.Extra = extra
 	rc.QPS, rc.Burst = 100, 200
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
