@@ -23,6 +23,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/cluster/extender"
+	"github.com/vgpud/vgpud/cluster/leader"
 	"github.com/vgpud/vgpud/cluster/metrics"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
@@ -53,8 +54,10 @@ func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNam
 
 // Lead is the cluster role's work while this replica holds the Lease; ctx
 // ends when leadership does. Every term builds its books afresh from the
-// API, so a new leader never trusts a previous term's memory.
-func (r *Role) Lead(ctx context.Context) error {
+// API, so a new leader never trusts a previous term's memory; it takes
+// traffic (term.Serve) only once they are complete, and every bind write
+// is fenced by term.Fence.
+func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	log := r.log
 	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Trim))
 	quotas := quota.New(factory, r.names)
@@ -87,20 +90,20 @@ func (r *Role) Lead(ctx context.Context) error {
 		return p
 	}
 	placer := extender.NewPlacer(books, r.names, defaults, lookup, events.warn, log.With("component", "extender"))
-	binder := extender.NewBinder(r.kube, books, quotas, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+	binder := extender.NewBinder(r.kube, books, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		events.normal, r.metrics.Bind, log.With("component", "bind"))
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
 	// The extender's verbs answer only kube-scheduler (mutual TLS); the
 	// webhook answers the apiserver, which checks the caBundle.
+	var synced atomic.Bool
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
 		"/bind":       extender.BindHandler(binder),
 	} {
-		ext.Handle(path, r.metrics.Instrument(path[1:], h))
+		ext.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, &synced, h)))
 	}
 	srv.Handle("/webhook", r.metrics.Instrument("webhook", admission))
-	var synced atomic.Bool
 	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !synced.Load() {
 			return errors.New("caches not synced yet")
@@ -124,10 +127,30 @@ func (r *Role) Lead(ctx context.Context) error {
 			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
 		}
 		synced.Store(true)
-		log.Info("caches synced")
+		log.Info("caches synced; taking traffic")
+		if err := term.Serve(ctx); err != nil {
+			return err
+		}
 		<-ctx.Done()
 		factory.Shutdown()
 		return nil
 	})
 	return g.Wait()
+}
+
+// whileLeading answers 503 until the books are complete, and runs h under
+// a context that ends with the request or with leadership, whichever is
+// first: a bind outliving the term must not write.
+func whileLeading(lead context.Context, synced *atomic.Bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !synced.Load() {
+			http.Error(w, "vgpud leader: caches not synced yet; retry", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(lead, cancel)
+		defer stop()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }

@@ -154,7 +154,12 @@ func (c *Cache) DeletePod(uid types.UID) {
 }
 
 // Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
-func (c *Cache) Node(name string) (core.Node, *core.Reason) {
+func (c *Cache) Node(name string) (core.Node, *core.Reason) { return c.NodeFor(name, "") }
+
+// NodeFor is Node as pod sees it: without pod's own booking, so a pod
+// filtered or bound again (an earlier bind of it wrote its assignment but
+// never reached a Binding) is not in its own way.
+func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.nodes[name]
@@ -165,6 +170,9 @@ func (c *Cache) Node(name string) (core.Node, *core.Reason) {
 		return core.Node{}, &core.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
 	case !st.usable:
 		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet"}
+	}
+	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
+		return c.usage(name, pod), nil
 	}
 	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.current.GPUs))}
 	copy(n.GPUs, st.current.GPUs)
@@ -251,14 +259,19 @@ func (c *Cache) node(name string) *nodeState {
 
 // recompute rebuilds one node's usage from its pods' placements, so no
 // sequence of events can leave usage that no pod explains.
-func (c *Cache) recompute(name string) {
+func (c *Cache) recompute(name string) { c.node(name).current = c.usage(name, "") }
+
+// usage is the node's GPUs with what its pods, except one, hold.
+func (c *Cache) usage(name string, except types.UID) core.Node {
 	st := c.node(name)
 	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.gpus))}
 	for i, g := range st.gpus {
 		n.GPUs[i] = core.GPU{GPU: g}
 	}
 	for uid := range st.pods {
-		core.Apply(&n, core.Footprint(n, c.pods[uid].placement))
+		if uid != except {
+			core.Apply(&n, core.Footprint(n, c.pods[uid].placement))
+		}
 	}
-	st.current = n
+	return n
 }

@@ -31,6 +31,10 @@ type Books interface {
 	NamespaceUsage(namespace string, except types.UID) core.Usage
 }
 
+// Fence returns nil while this replica may still write as the leader
+// (leader.Term.Fence).
+type Fence func() error
+
 // Limits gives a namespace's vGPU ResourceQuota hard limits (cluster/quota).
 type Limits interface {
 	NamespaceLimits(namespace string) quota.Quota
@@ -51,6 +55,7 @@ type Binder struct {
 	kube   kubernetes.Interface
 	books  Books
 	limits Limits
+	fence  Fence
 	cfg    BindConfig
 	events func(pod *corev1.Pod, reason, message string)
 	log    *slog.Logger
@@ -64,8 +69,9 @@ type Binder struct {
 	observe func(ok bool, waited time.Duration)
 }
 
-// NewBinder returns a Binder; limits, events and observe may be nil.
-func NewBinder(kube kubernetes.Interface, books Books, limits Limits, cfg BindConfig,
+// NewBinder returns a Binder; limits, fence, events and observe may be nil
+// (no quota, no fencing: tests and benchmarks).
+func NewBinder(kube kubernetes.Interface, books Books, limits Limits, fence Fence, cfg BindConfig,
 	events func(*corev1.Pod, string, string), observe func(ok bool, waited time.Duration), log *slog.Logger) *Binder {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
@@ -73,7 +79,10 @@ func NewBinder(kube kubernetes.Interface, books Books, limits Limits, cfg BindCo
 	if observe == nil {
 		observe = func(bool, time.Duration) {}
 	}
-	return &Binder{kube: kube, books: books, limits: limits, cfg: cfg, events: events, observe: observe, log: log,
+	if fence == nil {
+		fence = func() error { return nil }
+	}
+	return &Binder{kube: kube, books: books, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
 		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}}
 }
 
@@ -135,7 +144,7 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	node, reason := b.books.Node(args.Node)
+	node, reason := b.books.NodeFor(args.Node, pod.UID)
 	if reason == nil {
 		var res core.Result
 		if res, reason = core.Fit(node, req, b.cfg.Defaults.Options); reason == nil {
@@ -230,6 +239,9 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 	if err != nil {
 		return fmt.Errorf("encode assignment patch of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	if err := b.fence(); err != nil {
+		return fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
+	}
 	updated, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("write assignment on pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -239,23 +251,44 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: a.Node},
 	}
-	if err := b.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		b.books.DeletePod(pod.UID)
-		b.undoAnnotations(pod)
-		return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
+	err = b.fence()
+	if err == nil {
+		err = b.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	}
+	if err != nil {
+		if b.boundAnyway(updated, a.Node) {
+			// The Binding landed though its answer was lost (a timeout):
+			// the pod runs there, and its assignment must stay booked.
+			b.log.Warn("Binding answered with an error but the pod is bound; keeping the assignment", "pod", pod.Namespace+"/"+pod.Name, "node", a.Node, "err", err)
+		} else {
+			b.books.DeletePod(pod.UID)
+			b.undoAnnotations(updated)
+			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
+		}
 	}
 	b.events(updated, "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
 	return nil
 }
 
+// boundAnyway re-reads the pod after a failed Binding: if it is bound to
+// node all the same, the bind succeeded.
+func (b *Binder) boundAnyway(pod *corev1.Pod, node string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := b.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	return err == nil && got.UID == pod.UID && got.Spec.NodeName == node
+}
+
 // undoAnnotations removes what commit wrote, with its own deadline: the
 // request may be gone, and a stale assignment would book GPUs after a
-// leader restart.
+// leader restart. It is conditional on the pod being as commit left it
+// (resourceVersion), so it never strips an assignment another leader
+// wrote since.
 func (b *Binder) undoAnnotations(pod *corev1.Pod) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, protocol.AnnotationAssignment, protocol.AnnotationPhase)
-	if _, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"resourceVersion":%q,"annotations":{%q:null,%q:null}}}`, pod.UID, pod.ResourceVersion, protocol.AnnotationAssignment, protocol.AnnotationPhase)
+	if _, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		b.log.Error("undo assignment after a failed bind", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,9 +42,11 @@ func bindPod(name string, mem string) *corev1.Pod {
 }
 
 type bindEnv struct {
-	kube     *fake.Clientset
-	books    *cache.Cache
-	limits   fixedLimits
+	kube   *fake.Clientset
+	books  *cache.Cache
+	limits fixedLimits
+	// fences is how many more fence checks pass; negative: all of them.
+	fences   atomic.Int32
 	binder   *Binder
 	bindings chan string
 }
@@ -62,6 +65,7 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod
 	}
 	kube := fake.NewClientset(objs...)
 	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10)}
+	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
@@ -76,8 +80,20 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod
 		}
 		return true, b, nil
 	})
-	e.binder = NewBinder(kube, e.books, e.limits, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.binder = NewBinder(kube, e.books, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return e
+}
+
+// fence plays leader.Term.Fence: it passes e.fences more times.
+func (e *bindEnv) fence() error {
+	if e.fences.Load() < 0 {
+		return nil
+	}
+	if e.fences.Add(-1) < 0 {
+		e.fences.Store(0)
+		return errors.New("this replica does not hold the leader Lease")
+	}
+	return nil
 }
 
 func (e *bindEnv) bind(name string) string {
@@ -295,3 +311,83 @@ func TestBindEnforcesNamespaceQuota(t *testing.T) {
 		t.Fatalf("books %v, want p1 and p2", e.books.Pods())
 	}
 }
+
+// A leader that has lost the Lease commits nothing: not the assignment,
+// and, if it loses it between the two writes, not the Binding either; the
+// assignment it wrote is taken back.
+func TestBindIsFencedByLeadership(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	e.fences.Store(0)
+	if msg := e.bind("p1"); !strings.Contains(msg, "does not hold the leader Lease") {
+		t.Fatalf("bind without the Lease: %q", msg)
+	}
+	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok || len(e.bindings) != 0 || len(e.books.Pods()) != 0 {
+		t.Fatalf("wrote without the Lease: %v, bindings %d, books %v", p.Annotations, len(e.bindings), e.books.Pods())
+	}
+	e.fences.Store(1) // the Lease is lost after the assignment is written
+	if msg := e.bind("p1"); !strings.Contains(msg, "does not hold the leader Lease") {
+		t.Fatalf("bind losing the Lease midway: %q", msg)
+	}
+	p, _ = e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok || len(e.bindings) != 0 || e.usedMiB() != 0 {
+		t.Fatalf("not taken back: %v, bindings %d, usage %d", p.Annotations, len(e.bindings), e.usedMiB())
+	}
+}
+
+// A Binding that answered with an error but landed (a timeout) is a
+// success: the pod runs there, so its assignment stays.
+func TestBindingErrorButBoundIsKept(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		p, err := e.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ai", "p1")
+		if err != nil {
+			return true, nil, err
+		}
+		bound := p.(*corev1.Pod).DeepCopy()
+		bound.Spec.NodeName = "n1"
+		if err := e.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), bound, "ai"); err != nil {
+			return true, nil, err
+		}
+		return true, nil, context.DeadlineExceeded
+	})
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatalf("bind: %q", msg)
+	}
+	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	if _, ok := p.Annotations[protocol.AnnotationAssignment]; !ok || e.usedMiB() != 4000 {
+		t.Fatalf("a bound pod lost its assignment: %v, usage %d", p.Annotations, e.usedMiB())
+	}
+}
+
+// A pod whose earlier bind wrote its assignment but never reached a
+// Binding (the leader died between the two) is booked from that
+// assignment; binding it again must not count it against itself.
+func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
+	ghost := bindPod("ghost", "16000")
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 16000}}}}})
+	ghost.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}
+	e := newBindEnv(t, 10, time.Second, ghost)
+	if err := e.books.SetPod(ghost); err != nil {
+		t.Fatal(err)
+	}
+	if e.usedMiB() != 16000 {
+		t.Fatalf("ghost not booked: %d", e.usedMiB())
+	}
+	// Its own booking is not in the way of filter either.
+	fits, _, err := NewPlacer(e.books, protocol.DefaultResourceNames(), Defaults{GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(ghost, []string{"n1"})
+	if err != nil || len(fits) != 1 {
+		t.Fatalf("filter of the ghost itself: %v %v", fits, err)
+	}
+	if msg := e.bind("ghost"); msg != "" {
+		t.Fatalf("re-bind: %q", msg)
+	}
+	if got := <-e.bindings; got != "ghost@n1" || e.usedMiB() != 16000 {
+		t.Fatalf("binding %s, usage %d", got, e.usedMiB())
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

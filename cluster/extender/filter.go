@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
@@ -14,7 +15,9 @@ import (
 
 // Nodes is the cache as the placer needs it.
 type Nodes interface {
-	Node(name string) (core.Node, *core.Reason)
+	// NodeFor is a node's GPUs and usage as pod sees them: without its
+	// own earlier booking.
+	NodeFor(name string, pod types.UID) (core.Node, *core.Reason)
 }
 
 // PodLookup finds a pod in the leader's informer; nil if it has none.
@@ -53,7 +56,7 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 	failed := extenderv1.FailedNodesMap{}
 	reasons := map[string]core.Reason{}
 	for _, name := range names {
-		n, reason := p.nodes.Node(name)
+		n, reason := p.nodes.NodeFor(name, pod.UID)
 		if reason == nil {
 			reason = core.Fits(n, req, p.defaults.Options)
 		}
@@ -84,7 +87,7 @@ func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPri
 	out := make(extenderv1.HostPriorityList, 0, len(names))
 	for _, name := range names {
 		var score int64
-		if n, reason := p.nodes.Node(name); reason == nil {
+		if n, reason := p.nodes.NodeFor(name, pod.UID); reason == nil {
 			if res, reason := core.Fit(n, req, p.defaults.Options); reason == nil {
 				score = int64(core.Score(n, res.Footprint, nodePolicy))
 			}

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
@@ -22,7 +23,7 @@ import (
 // fakeNodes is a map-backed Nodes.
 type fakeNodes map[string]core.Node
 
-func (f fakeNodes) Node(name string) (core.Node, *core.Reason) {
+func (f fakeNodes) NodeFor(name string, _ types.UID) (core.Node, *core.Reason) {
 	n, ok := f[name]
 	if !ok {
 		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no vgpud.io/gpus annotation"}

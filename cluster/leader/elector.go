@@ -75,7 +75,7 @@ func (e *Elector) set(leader string, self bool) {
 // losing, or lead returning, releases the Lease and campaigns again. Only
 // lead's context is cancelled on loss: the caller's work (the node role)
 // runs on.
-func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term Term) error) error {
 	// A previous process of this pod may have died leading: its label would
 	// route traffic here before we have won anything.
 	if err := e.label.remove(ctx); err != nil {
@@ -93,11 +93,15 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	return nil
 }
 
-func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context) error) error {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaFor(e.cfg.LeaseNamespace, e.cfg.LeaseName),
-		Client:     e.kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
+func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, term Term) error) error {
+	lock := &fencedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metaFor(e.cfg.LeaseNamespace, e.cfg.LeaseName),
+			Client:     e.kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
+		},
+		identity: e.cfg.Identity,
+		now:      time.Now,
 	}
 	// The round outlives ctx for a moment: on shutdown the label must go
 	// before the Lease is released, or for an instant two pods carry it.
@@ -123,7 +127,7 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context) e
 			OnStartedLeading: func(leadCtx context.Context) {
 				e.set(e.cfg.Identity, true)
 				e.log.Info("became leader", "lease", e.cfg.LeaseNamespace+"/"+e.cfg.LeaseName)
-				e.runLeading(leadCtx, lead)
+				e.runLeading(leadCtx, lock, lead)
 				// Whatever ended the work, give the Lease up so another
 				// replica (or this one, fresh) takes over at once.
 				e.dropLabel()
@@ -160,21 +164,38 @@ func (e *Elector) dropLabel() {
 	}
 }
 
-func (e *Elector) runLeading(ctx context.Context, lead func(ctx context.Context) error) {
+func (e *Elector) runLeading(ctx context.Context, lock *fencedLock, lead func(ctx context.Context, term Term) error) {
+	// The margin covers a write still in flight when the hold runs out:
+	// what the renewal deadline leaves of the lease duration.
+	margin := e.cfg.LeaseDuration - e.cfg.RenewDeadline
+	term := Term{
+		Serve: func(ctx context.Context) error { return e.serve(ctx) },
+		Fence: func() error {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("leadership ended: %w", err)
+			}
+			return lock.check(margin)
+		},
+	}
+	if err := lead(ctx, term); err != nil && !errors.Is(err, context.Canceled) {
+		e.log.Error("cluster role failed; stepping down", "err", err)
+	}
+}
+
+// serve labels this replica's pod as the leader, after clearing the label
+// of any other (a leader killed with SIGKILL never removed its own).
+func (e *Elector) serve(ctx context.Context) error {
 	if err := e.label.clearOthers(ctx); err != nil {
 		e.log.Warn("clear the leader label of other replicas", "err", err)
 	}
 	if err := e.label.set(ctx); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// Without the label no traffic reaches us; leading on is pointless.
-			e.log.Error("label own pod as leader; stepping down", "err", err)
-			return
+			return fmt.Errorf("label own pod as leader: %w", err)
 		}
 		// No such pod: a process run outside Kubernetes (a benchmark, a
 		// debug session) that no Service routes to anyway.
 		e.log.Warn("own pod not found; leading without the leader label", "err", err)
 	}
-	if err := lead(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		e.log.Error("cluster role failed; stepping down", "err", err)
-	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,7 +112,10 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 		electors[id], cancels[id], done[id] = e, cancel, finished
 		go func() {
 			defer close(finished)
-			_ = e.Run(ctx, func(ctx context.Context) error {
+			_ = e.Run(ctx, func(ctx context.Context, term Term) error {
+				if err := term.Serve(ctx); err != nil {
+					return err
+				}
 				mu.Lock()
 				leading[id] = true
 				t.Logf("%s starts leading at %v", id, time.Now().Format("05.000"))
@@ -199,7 +204,14 @@ func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
 	defer cancel()
 	led := make(chan struct{})
 	go func() {
-		_ = e.Run(ctx, func(ctx context.Context) error { close(led); <-ctx.Done(); return nil })
+		_ = e.Run(ctx, func(ctx context.Context, term Term) error {
+			if err := term.Serve(ctx); err != nil {
+				return err
+			}
+			close(led)
+			<-ctx.Done()
+			return nil
+		})
 	}()
 	select {
 	case <-led:
@@ -219,7 +231,7 @@ func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 	var mu sync.Mutex
 	runs := 0
 	go func() {
-		_ = e.Run(ctx, func(ctx context.Context) error {
+		_ = e.Run(ctx, func(ctx context.Context, _ Term) error {
 			mu.Lock()
 			runs++
 			mu.Unlock()
@@ -246,7 +258,14 @@ func TestRunWithoutOwnPodStillLeads(t *testing.T) {
 	defer cancel()
 	led := make(chan struct{})
 	go func() {
-		_ = e.Run(ctx, func(ctx context.Context) error { close(led); <-ctx.Done(); return nil })
+		_ = e.Run(ctx, func(ctx context.Context, term Term) error {
+			if err := term.Serve(ctx); err != nil {
+				return err
+			}
+			close(led)
+			<-ctx.Done()
+			return nil
+		})
 	}()
 	select {
 	case <-led:
@@ -254,3 +273,67 @@ func TestRunWithoutOwnPodStillLeads(t *testing.T) {
 		t.Fatal("a replica without a pod object never led")
 	}
 }
+
+// The fence holds while this replica leads and fails once it does not:
+// after the term ends, and as soon as the last renewal is too old for the
+// hold to be certain, before another replica could take the Lease.
+func TestFence(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
+	e := New(testConfig("solo"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	terms := make(chan Term, 1)
+	ended := make(chan struct{})
+	leadCtx, stop := context.WithCancel(ctx)
+	go func() {
+		_ = e.Run(leadCtx, func(ctx context.Context, term Term) error {
+			terms <- term
+			<-ctx.Done()
+			close(ended)
+			return nil
+		})
+	}()
+	var term Term
+	select {
+	case term = <-terms:
+	case <-ctx.Done():
+		t.Fatal("never led")
+	}
+	if err := term.Fence(); err != nil {
+		t.Fatalf("fence while leading: %v", err)
+	}
+	stop()
+	<-ended
+	if err := term.Fence(); err == nil {
+		t.Fatal("fence held after the term ended")
+	}
+}
+
+func TestFencedLockExpiresBeforeOthersCanTakeOver(t *testing.T) {
+	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	l := &fencedLock{Interface: nopLock{}, identity: "me", now: func() time.Time { return now }}
+	if err := l.check(time.Second); err == nil {
+		t.Fatal("fence held before any renewal")
+	}
+	if err := l.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2900 * time.Millisecond)
+	if err := l.check(time.Second); err != nil {
+		t.Fatalf("2.9 s after a 4 s renewal: %v", err)
+	}
+	now = now.Add(200 * time.Millisecond)
+	if err := l.check(time.Second); err == nil {
+		t.Fatal("3.1 s after a 4 s renewal, with 1 s margin, the fence still held")
+	}
+	_ = l.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4})
+	_ = l.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: ""}) // released
+	if err := l.check(time.Second); err == nil {
+		t.Fatal("fence held after the Lease was released")
+	}
+}
+
+// nopLock accepts every write.
+type nopLock struct{ resourcelock.Interface }
+
+func (nopLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return nil }

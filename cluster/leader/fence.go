@@ -1,0 +1,74 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// fencedLock is the Lease lock that also remembers until when this
+// replica's hold is certain: a renewal written at time t keeps every other
+// replica out until t + the lease duration, since they can take the Lease
+// only after seeing it unrenewed that long. Writes made as the leader
+// check it first (Term.Fence), so a leader that froze, lost the network
+// or was replaced commits nothing from stale books.
+type fencedLock struct {
+	resourcelock.Interface
+	identity string
+	now      func() time.Time
+
+	mu         sync.Mutex
+	validUntil time.Time
+}
+
+func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, r, l.Interface.Create)
+}
+
+func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, r, l.Interface.Update)
+}
+
+func (l *fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRecord, do func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	start := l.now()
+	err := do(ctx, r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err != nil:
+		// The write may or may not have landed; the last certain hold stands.
+	case r.HolderIdentity == l.identity:
+		l.validUntil = start.Add(time.Duration(r.LeaseDurationSeconds) * time.Second)
+	default:
+		l.validUntil = time.Time{} // released
+	}
+	return err
+}
+
+// check returns nil while the hold is certain for at least margin more.
+func (l *fencedLock) check(margin time.Duration) error {
+	l.mu.Lock()
+	until := l.validUntil
+	l.mu.Unlock()
+	if until.IsZero() {
+		return errors.New("this replica does not hold the leader Lease")
+	}
+	if left := until.Sub(l.now()); left < margin {
+		return fmt.Errorf("this replica's hold on the leader Lease is not certain any more (%v left, %v needed): another replica may lead", left.Round(time.Millisecond), margin)
+	}
+	return nil
+}
+
+// Term is one term of leadership as the cluster role sees it.
+type Term struct {
+	// Serve puts the leader label on this replica's pod, so the Service
+	// routes traffic here: call it once the role is ready to answer.
+	Serve func(ctx context.Context) error
+	// Fence returns nil while this replica still certainly holds the
+	// Lease; call it before every write made as the leader.
+	Fence func() error
+}
