@@ -114,8 +114,6 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return certMgr.Run(ctx) })
-	g.Go(func() error { return srv.Run(ctx) })
-	g.Go(func() error { return ext.Run(ctx) })
 	g.Go(func() error {
 		factory.Start(ctx.Done())
 		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -127,7 +125,11 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
 		}
 		synced.Store(true)
+		// Listen only now: a webhook answering from half-filled informers
+		// would count quota wrong, wherever the traffic comes from.
 		log.Info("caches synced; taking traffic")
+		g.Go(func() error { return srv.Run(ctx) })
+		g.Go(func() error { return ext.Run(ctx) })
 		if err := term.Serve(ctx); err != nil {
 			return err
 		}
