@@ -114,6 +114,8 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return certMgr.Run(ctx) })
+	sweeper := ghostSweeper{kube: r.kube, books: books, fence: term.Fence, age: ghostAge(r.cfg.BindWait),
+		events: events.warn, now: time.Now, log: log.With("component", "ghosts")}
 	g.Go(func() error {
 		factory.Start(ctx.Done())
 		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -130,6 +132,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		log.Info("caches synced; taking traffic")
 		g.Go(func() error { return srv.Run(ctx) })
 		g.Go(func() error { return ext.Run(ctx) })
+		g.Go(func() error { return sweeper.run(ctx) })
 		if err := term.Serve(ctx); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +20,8 @@ import (
 // Cache maps node names to their GPUs and committed usage.
 type Cache struct {
 	names     protocol.ResourceNames
-	scheduler string // only pods of this scheduler are booked from the API
+	scheduler string           // only pods of this scheduler are booked from the API
+	now       func() time.Time // when a booking was first seen without a node
 
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
@@ -43,12 +45,18 @@ type podState struct {
 	// one pod on a node is in flight no other may be bound there, since
 	// Allocate carries only device counts.
 	inFlight bool
+	// bound: the pod has a node (spec.nodeName, or our own Binding just
+	// succeeded). A booked pod without one is a bind in progress or, once
+	// old, a ghost: its leader died between assignment and Binding.
+	bound bool
+	// unboundSince is when the booking was first seen without a node.
+	unboundSince time.Time
 }
 
 // New returns an empty cache for the given resource names; it books pods
 // of scheduler only.
 func New(names protocol.ResourceNames, scheduler string) *Cache {
-	return &Cache{names: names, scheduler: scheduler, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
+	return &Cache{names: names, scheduler: scheduler, now: time.Now, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
 }
 
 // SetNode records a node's inventory and whether its plugin is up. A node
@@ -121,9 +129,10 @@ func (c *Cache) trusted(p *corev1.Pod, a protocol.Assignment) error {
 }
 
 // Book records a placement at once, before the informer sees it: bind
-// calls it so the next filter already counts the pod, and the pod is in
-// flight until kubelet allocates it. The pod's spec says which containers
-// are init containers and sidecars (core's footprint rule).
+// calls it so the next filter already counts the pod (and again with the
+// node set once its Binding succeeded), and the pod is in flight until
+// kubelet allocates it. The pod's spec says which containers are init
+// containers and sidecars (core's footprint rule).
 func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) { c.book(p, a, true) }
 
 func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
@@ -131,11 +140,22 @@ func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
 	uid, namespace, name := p.UID, p.Namespace, p.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.pods[uid]; ok && old.node != a.Node {
+	st := podState{node: a.Node, namespace: namespace, name: name, placement: pl, inFlight: inFlight, bound: p.Spec.NodeName != ""}
+	old, ok := c.pods[uid]
+	if ok && old.node != a.Node {
 		delete(c.node(old.node).pods, uid)
 		c.recompute(old.node)
 	}
-	c.pods[uid] = podState{node: a.Node, namespace: namespace, name: name, placement: pl, inFlight: inFlight}
+	if ok && old.node == a.Node {
+		// A pod's node never goes back to empty: an informer event older
+		// than our own Binding must not make a bound pod look unbound.
+		st.bound = st.bound || old.bound
+		st.unboundSince = old.unboundSince
+	}
+	if !st.bound && st.unboundSince.IsZero() {
+		st.unboundSince = c.now()
+	}
+	c.pods[uid] = st
 	c.node(a.Node).pods[uid] = true
 	c.recompute(a.Node)
 }
@@ -190,7 +210,8 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 	}
 	var names []string
 	for uid := range st.pods {
-		if p := c.pods[uid]; uid != except && p.inFlight {
+		// A booking without a node is no Allocate kubelet will make.
+		if p := c.pods[uid]; uid != except && p.inFlight && p.bound {
 			names = append(names, p.namespace+"/"+p.name)
 		}
 	}
@@ -218,6 +239,30 @@ func (c *Cache) NamespaceUsage(namespace string, except types.UID) core.Usage {
 		total.Slots += u.Slots
 	}
 	return total
+}
+
+// Ghost is a booking on a pod that never got a node.
+type Ghost struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+	Node      string
+	Since     time.Time
+}
+
+// Ghosts lists bookings seen without a node since before cutoff: their
+// bind wrote the assignment but never reached a Binding.
+func (c *Cache) Ghosts(cutoff time.Time) []Ghost {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []Ghost
+	for uid, p := range c.pods {
+		if !p.bound && p.unboundSince.Before(cutoff) {
+			out = append(out, Ghost{UID: uid, Namespace: p.namespace, Name: p.name, Node: p.node, Since: p.unboundSince})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out
 }
 
 // Pods lists the booked pods as namespace/name, sorted, for debugging and tests.

@@ -223,3 +223,34 @@ func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
 		t.Errorf("usage differs: %v vs %v", full.Usage(), trimmed.Usage())
 	}
 }
+
+// A booking without a node (a bind that never reached its Binding) does
+// not hold the node's one in-flight slot, and shows up as a ghost once
+// old; once the pod has a node, an older event without it does not undo
+// that.
+func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	ghost := assigned("ghost", "n1", 0, 1000)
+	ghost.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	ghost.Status.Phase = corev1.PodPending
+	if err := c.SetPod(ghost); err != nil {
+		t.Fatal(err)
+	}
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("a booking without a node blocks binds: %s", busy)
+	}
+	if got := c.Ghosts(time.Now().Add(time.Second)); len(got) != 1 || got[0].Name != "ghost" {
+		t.Fatalf("ghosts %+v", got)
+	}
+	bound := ghost.DeepCopy()
+	bound.Spec.NodeName = "n1"
+	c.Book(bound, protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "c0", GPUs: []protocol.GPUSlice{{UUID: "GPU-n1-0", MemoryMiB: 1000}}}}})
+	_ = c.SetPod(ghost) // the informer's older event, without the node
+	if busy := c.InFlight("n1", ""); busy != "ns/ghost" {
+		t.Fatalf("bound pod not in flight: %q", busy)
+	}
+	if got := c.Ghosts(time.Now().Add(time.Second)); len(got) != 0 {
+		t.Fatalf("a bound pod is a ghost: %+v", got)
+	}
+}

@@ -266,6 +266,10 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}
 	}
+	// Bound: the pod is in flight on its node until kubelet allocates it.
+	bound := updated.DeepCopy()
+	bound.Spec.NodeName = a.Node
+	b.books.Book(bound, a)
 	b.events(updated, "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
 	return nil
 }
