@@ -25,8 +25,10 @@ func ghostAge(bindWait time.Duration) time.Duration { return 2*bindWait + 30*tim
 // ghostSweeper clears the assignments of pods that never got a node, so
 // their slice is free again and kube-scheduler places them afresh.
 type ghostSweeper struct {
-	kube   kubernetes.Interface
-	books  interface{ Ghosts(cutoff time.Time) []cache.Ghost }
+	kube  kubernetes.Interface
+	books interface {
+		Ghosts(cutoff time.Time) []cache.Ghost
+	}
 	fence  func() error
 	age    time.Duration
 	events func(pod *corev1.Pod, reason, message string)
