@@ -8,6 +8,13 @@ const (
 	AnnotationAssignment = "vgpud.io/assignment"
 	// AnnotationPhase tracks a pod from bind to Allocate; see Phase.
 	AnnotationPhase = "vgpud.io/phase"
+	// AnnotationPlugin is the node's device plugin state, written by the
+	// node role: PluginServing once kubelet registered it, PluginDraining
+	// from the moment it starts to stop. The leader binds only to serving
+	// nodes, so no pod is bound to a plugin that is going away.
+	AnnotationPlugin = "vgpud.io/plugin"
+	PluginServing    = "serving"
+	PluginDraining   = "draining"
 
 	// LabelRole marks the replica that leads; the Service selects on it.
 	LabelRole = "vgpud.io/role"

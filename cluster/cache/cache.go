@@ -30,7 +30,8 @@ type Cache struct {
 
 type nodeState struct {
 	gpus    []protocol.GPU
-	usable  bool // the device plugin is registered: allocatable GPUs > 0
+	usable  bool   // the device plugin is registered: allocatable GPUs > 0
+	plugin  string // the node role's vgpud.io/plugin: serving or draining
 	invErr  error
 	pods    map[types.UID]bool
 	current core.Node // gpus with the usage of pods, kept up to date
@@ -67,6 +68,7 @@ func (c *Cache) SetNode(n *corev1.Node) {
 	st := c.node(n.Name)
 	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
 	st.usable = q.Value() > 0
+	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.gpus, st.invErr = nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
@@ -190,6 +192,10 @@ func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 		return core.Node{}, &core.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
 	case !st.usable:
 		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet"}
+	case st.plugin != protocol.PluginServing:
+		// A pod bound now would meet a plugin that is going away (or not
+		// back yet) and fail kubelet's admission.
+		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing)}
 	}
 	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
 		return c.usage(name, pod), nil

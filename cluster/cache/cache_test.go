@@ -32,7 +32,7 @@ func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
 		panic(err)
 	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{protocol.AnnotationGPUs: raw}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}},
 		Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(allocatable)}},
 	}
 }
@@ -141,7 +141,10 @@ func TestNodeUsability(t *testing.T) {
 	bad := gpuNode("bad", 1, "10")
 	bad.Annotations[protocol.AnnotationGPUs] = "0,GPU-1,10,40960,100,A100,true:"
 	c.SetNode(bad)
-	for name, kind := range map[string]string{"down": "device plugin not registered", "bad": "bad vgpud inventory", "absent": "no vgpud inventory"} {
+	draining := gpuNode("draining", 1, "10")
+	draining.Annotations[protocol.AnnotationPlugin] = protocol.PluginDraining
+	c.SetNode(draining)
+	for name, kind := range map[string]string{"down": "device plugin not registered", "bad": "bad vgpud inventory", "absent": "no vgpud inventory", "draining": "device plugin not serving"} {
 		if _, r := c.Node(name); r == nil || r.Kind != kind {
 			t.Errorf("%s: reason %+v, want %q", name, r, kind)
 		}

@@ -43,7 +43,7 @@ func syntheticCache(b *testing.B, nodes, pods int) (*cache.Cache, []string) {
 			b.Fatal(err)
 		}
 		c.SetNode(&corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Annotations: map[string]string{protocol.AnnotationGPUs: raw}},
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}},
 			Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("80")}},
 		})
 	}

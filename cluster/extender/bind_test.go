@@ -67,7 +67,7 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod
 	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10)}
 	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
-	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv}},
+	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
 	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "binding" {

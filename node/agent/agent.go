@@ -136,7 +136,8 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.ResolveWait,
 	}, gpus, cache, pods.NewPhaseWriter(a.kube), a.metrics, a.log.With("component", "plugin"))
-	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, a.log.With("component", "plugin"))
+	pub := inventory.NewPublisher(a.kube, a.node)
+	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, pub, a.log.With("component", "plugin"))
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = server, cache, ""
@@ -162,7 +163,7 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.IgnoredXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
 	g.Go(func() error { return watcher.Run(ctx) })
 	g.Go(func() error { return server.Run(ctx) })
-	g.Go(func() error { return a.publish(ctx, healthChanged) })
+	g.Go(func() error { return a.publish(ctx, pub, healthChanged) })
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
 	return nil
 }
@@ -187,8 +188,7 @@ func (a *Agent) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device,
 
 // publish writes the inventory annotation at start and whenever health
 // changes it, retrying failed writes.
-func (a *Agent) publish(ctx context.Context, changed <-chan protocol.Inventory) error {
-	pub := inventory.NewPublisher(a.kube, a.node)
+func (a *Agent) publish(ctx context.Context, pub *inventory.Publisher, changed <-chan protocol.Inventory) error {
 	a.mu.Lock()
 	inv := a.inv
 	a.mu.Unlock()

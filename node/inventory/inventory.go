@@ -41,6 +41,18 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inv
 	return inv
 }
 
+// SetPluginState writes the node's vgpud.io/plugin annotation.
+func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationPlugin: state}}})
+	if err != nil {
+		return err
+	}
+	if _, err := p.kube.CoreV1().Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationPlugin, state, err)
+	}
+	return nil
+}
+
 // Publisher writes the annotation on one node.
 type Publisher struct {
 	kube kubernetes.Interface

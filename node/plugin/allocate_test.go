@@ -346,3 +346,20 @@ func TestDirectRPCs(t *testing.T) {
 		t.Errorf("ListAndWatch ended with %v", err)
 	}
 }
+
+// Draining waits for an Allocate in flight before the server stops.
+func TestIdleWaitsForAllocateInFlight(t *testing.T) {
+	g := testGPUs(8)
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+	started := time.Now()
+	go func() { _, _ = allocate(p, ids(g[0].UUID)) }() // waits 300 ms for a bound pod that never comes
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !p.idle(ctx) {
+		t.Fatal("idle gave up with 2 s left")
+	}
+	if waited := time.Since(started); waited < 300*time.Millisecond {
+		t.Fatalf("idle returned after %v, before the Allocate in flight (300 ms) finished", waited)
+	}
+}

@@ -148,6 +148,23 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 	return resp, nil
 }
 
+// idle waits until no Allocate or GetPreferredAllocation is in flight (and
+// none can start before the server stops), or ctx ends; it reports which.
+func (p *Plugin) idle(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() {
+		p.allocMu.Lock()
+		close(done)
+		// Held until the process exits: the server stops right after.
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 type noObserver struct{}
 
 func (noObserver) Allocated(bool, time.Duration) {}

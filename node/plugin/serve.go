@@ -15,6 +15,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpud/vgpud/kubeletapi"
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/node/pluginwatch"
 )
 
@@ -34,6 +35,7 @@ type Server struct {
 	plugin *Plugin
 	dir    string
 	socket string // file name in dir
+	state  StateWriter
 	log    *slog.Logger
 
 	grpc *grpc.Server
@@ -42,9 +44,19 @@ type Server struct {
 	reg Registration
 }
 
-// NewServer serves plugin as dir/socket.
-func NewServer(plugin *Plugin, dir, socket string, log *slog.Logger) *Server {
-	return &Server{plugin: plugin, dir: dir, socket: socket, log: log}
+// StateWriter tells the leader whether this node's plugin serves
+// (protocol.PluginServing) or is going away (protocol.PluginDraining).
+type StateWriter interface {
+	SetPluginState(ctx context.Context, state string) error
+}
+
+// drainTimeout bounds the shutdown's API write and its wait for an
+// Allocate in flight (kubelet gives an Allocate far less).
+const drainTimeout = 5 * time.Second
+
+// NewServer serves plugin as dir/socket; state may be nil.
+func NewServer(plugin *Plugin, dir, socket string, state StateWriter, log *slog.Logger) *Server {
+	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, log: log}
 }
 
 // Registration returns the registration record.
@@ -63,7 +75,7 @@ func (s *Server) Run(ctx context.Context) error {
 	events := make(chan pluginwatch.Event, 16)
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- pluginwatch.Watch(ctx, s.dir, s.socket, events) }()
-	defer s.stop()
+	defer s.drain()
 	s.refresh(ctx, "start", time.Now())
 	for {
 		select {
@@ -114,6 +126,31 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	s.reg.Last, s.reg.Latency, s.reg.Trigger, s.reg.Error = time.Now(), lat, trigger, ""
 	s.mu.Unlock()
 	s.log.Info("registered with kubelet", "resource", s.plugin.opts.Resources.GPU, "trigger", trigger, "latency", lat.Round(time.Microsecond))
+	s.setState(ctx, protocol.PluginServing)
+}
+
+// drain stops the plugin the way that fails no pod: it tells the leader
+// first (no more binds here), lets an Allocate in flight finish, and only
+// then stops serving.
+func (s *Server) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	s.setState(ctx, protocol.PluginDraining)
+	if !s.plugin.idle(ctx) {
+		s.log.Warn("stopping with an Allocate still in flight", "waited", drainTimeout)
+	}
+	s.stop()
+}
+
+func (s *Server) setState(ctx context.Context, state string) {
+	if s.state == nil {
+		return
+	}
+	if err := s.state.SetPluginState(ctx, state); err != nil {
+		s.log.Error("tell the leader the device plugin's state", "state", state, "err", err)
+		return
+	}
+	s.log.Info("device plugin state published", "state", state)
 }
 
 func (s *Server) failed(trigger string, err error) {

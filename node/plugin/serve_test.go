@@ -38,12 +38,17 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	defer cancel()
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(health.DefaultIgnoredXIDs, 300*time.Millisecond), p.SetUnhealthy, quietLog())
 	go watcher.Run(ctx)
-	s := NewServer(p, dir, "vgpud.sock", quietLog())
-	go s.Run(ctx)
+	states := make(chan string, 16)
+	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
+	stopped := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(stopped) }()
 
 	r := recv(t, kubelet.Registrations)
 	if r.Version != pluginapi.Version || r.Endpoint != "vgpud.sock" || r.ResourceName != "nvidia.com/gpu" || !r.Options.GetPreferredAllocationAvailable {
 		t.Fatalf("registration %+v", r)
+	}
+	if st := recv(t, states); st != protocol.PluginServing {
+		t.Fatalf("after registration the plugin says %q", st)
 	}
 	first := recv(t, lists)
 	if len(first) != 80 {
@@ -101,6 +106,25 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	if reg := s.Registration(); reg.Count != 3 || reg.Error != "" {
 		t.Errorf("registration record %+v, want 3 and no error", reg)
 	}
+
+	// Stopping says draining before the socket goes.
+	cancel()
+	<-stopped
+	var last string
+	for len(states) > 0 {
+		last = <-states
+	}
+	if last != protocol.PluginDraining {
+		t.Fatalf("last state on stop %q, want %q", last, protocol.PluginDraining)
+	}
+}
+
+// stateRecorder is a StateWriter that records the states on a channel.
+type stateRecorder chan string
+
+func (r stateRecorder) SetPluginState(_ context.Context, state string) error {
+	r <- state
+	return nil
 }
 
 func recv[T any](t *testing.T, c chan T) T {

@@ -266,7 +266,7 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 	e.start(t, "vgpud-a", listen)
 	inv := `{"version":1,"gpus":[{"uuid":"GPU-e2e-0","index":0,"model":"NVIDIA A100","memoryMiB":40000,"cores":100,"split":10,"numa":0,"healthy":true}]}`
 	for _, name := range []string{"gpu-node", "no-plugin"} {
-		n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"vgpud.io/gpus": inv}}}, metav1.CreateOptions{})
+		n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"vgpud.io/gpus": inv, "vgpud.io/plugin": "serving"}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
