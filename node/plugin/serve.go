@@ -15,8 +15,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpud/vgpud/kubeletapi"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/node/pluginwatch"
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // Registration is the record of this plugin's registrations with kubelet.
