@@ -26,6 +26,7 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "health-recovery", Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", EnvVars: envVar("health-recovery"), Value: cfg.HealthRecovery, Destination: &cfg.HealthRecovery},
 		&cli.StringFlag{Name: "interposer-dir", Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", EnvVars: envVar("interposer-dir"), Value: cfg.Interposer, Destination: &cfg.Interposer},
 		&cli.DurationFlag{Name: "allocate-wait", Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + node.MaxResolveWait.String() + ")", EnvVars: envVar("allocate-wait"), Value: cfg.ResolveWait, Destination: &cfg.ResolveWait},
+		&cli.StringFlag{Name: "pod-resources-socket", Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", EnvVars: envVar("pod-resources-socket"), Value: cfg.PodResourcesSocket, Destination: &cfg.PodResourcesSocket},
 		&cli.StringFlag{Name: "inspect-socket", Usage: "unix socket that `vgpud inspect` reads", EnvVars: envVar("inspect-socket"), Value: cfg.InspectSocket, Destination: &cfg.InspectSocket},
 	}
 }

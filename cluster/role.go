@@ -62,6 +62,10 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Trim))
 	quotas := quota.New(factory, r.names)
 	books := cache.New(r.names, r.scheduler)
+	// Long enough for kubelet to finish admitting a pod deleted mid-way:
+	// the node role's GetPreferredAllocation and Allocate each wait up to
+	// --allocate-wait, 10 s by default, as --bind-wait does.
+	books.KeepDeletedInFlight(2 * r.cfg.BindWait)
 	booksSynced, err := books.Watch(factory, log.With("component", "cache"))
 	if err != nil {
 		return fmt.Errorf("watch nodes and pods: %w", err)

@@ -18,7 +18,10 @@ type Config struct {
 	// OverridesFile holds per-node settings (see Overrides); "" for none.
 	OverridesFile string
 	InspectSocket string // unix socket `vgpud inspect` talks to
-	IgnoredXIDs   []uint64
+	// PodResourcesSocket is kubelet's PodResources API, which the node
+	// cross-checks assignments against; "" turns the check off.
+	PodResourcesSocket string
+	IgnoredXIDs        []uint64
 	// HealthRecovery is how long a GPU must stay quiet after a critical
 	// XID before it is offered again.
 	HealthRecovery time.Duration
@@ -33,16 +36,18 @@ type Config struct {
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
-		Backend:        "nvml",
-		PluginDir:      "/var/lib/kubelet/device-plugins",
-		PluginSocket:   "vgpud.sock",
-		Split:          10,
-		MemoryScaling:  1,
-		CoreScaling:    1,
-		InspectSocket:  "/run/vgpud/inspect.sock",
-		IgnoredXIDs:    health.DefaultIgnoredXIDs,
-		HealthRecovery: 5 * time.Minute,
-		ResolveWait:    10 * time.Second,
+		Backend:       "nvml",
+		PluginDir:     "/var/lib/kubelet/device-plugins",
+		PluginSocket:  "vgpud.sock",
+		Split:         10,
+		MemoryScaling: 1,
+		CoreScaling:   1,
+		InspectSocket: "/run/vgpud/inspect.sock",
+
+		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
+		IgnoredXIDs:        health.DefaultIgnoredXIDs,
+		HealthRecovery:     5 * time.Minute,
+		ResolveWait:        10 * time.Second,
 	}
 }
 

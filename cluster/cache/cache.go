@@ -22,6 +22,9 @@ type Cache struct {
 	names     protocol.ResourceNames
 	scheduler string           // only pods of this scheduler are booked from the API
 	now       func() time.Time // when a booking was first seen without a node
+	// deletedInFlight is how long a pod deleted while in flight still
+	// holds its node's in-flight slot (KeepDeletedInFlight).
+	deletedInFlight time.Duration
 
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
@@ -35,6 +38,9 @@ type nodeState struct {
 	invErr  error
 	pods    map[types.UID]bool
 	current core.Node // gpus with the usage of pods, kept up to date
+	// gone are pods deleted while in flight, by namespace/name, until when
+	// they still count as in flight.
+	gone map[string]time.Time
 }
 
 type podState struct {
@@ -98,7 +104,7 @@ func (c *Cache) DeleteNode(name string) {
 func (c *Cache) SetPod(p *corev1.Pod) error {
 	raw, ok := p.Annotations[protocol.AnnotationAssignment]
 	if !ok || protocol.Terminated(p) {
-		c.DeletePod(p.UID)
+		c.unbook(p.UID, false) // kubelet is done with a terminated pod
 		return nil
 	}
 	a, err := protocol.DecodeAssignment(raw)
@@ -162,8 +168,16 @@ func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
 	c.recompute(a.Node)
 }
 
-// DeletePod unbooks a pod.
-func (c *Cache) DeletePod(uid types.UID) {
+// KeepDeletedInFlight makes a pod deleted while in flight (bound, not yet
+// allocated) hold its node's in-flight slot for d more: kubelet may still
+// be admitting it, and Allocate, which carries no pod identity, must not
+// meet a second bound pod then. Call before use.
+func (c *Cache) KeepDeletedInFlight(d time.Duration) { c.deletedInFlight = d }
+
+// DeletePod unbooks a pod that is gone.
+func (c *Cache) DeletePod(uid types.UID) { c.unbook(uid, true) }
+
+func (c *Cache) unbook(uid types.UID, deleted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.pods[uid]
@@ -171,7 +185,17 @@ func (c *Cache) DeletePod(uid types.UID) {
 		return
 	}
 	delete(c.pods, uid)
-	delete(c.node(old.node).pods, uid)
+	st := c.node(old.node)
+	delete(st.pods, uid)
+	if deleted && old.inFlight && old.bound && c.deletedInFlight > 0 {
+		now := c.now()
+		for name, until := range st.gone {
+			if !now.Before(until) {
+				delete(st.gone, name)
+			}
+		}
+		st.gone[old.namespace+"/"+old.name+" (deleted)"] = now.Add(c.deletedInFlight)
+	}
 	c.recompute(old.node)
 }
 
@@ -219,6 +243,12 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 		// A booking without a node is no Allocate kubelet will make.
 		if p := c.pods[uid]; uid != except && p.inFlight && p.bound {
 			names = append(names, p.namespace+"/"+p.name)
+		}
+	}
+	now := c.now()
+	for name, until := range st.gone {
+		if now.Before(until) {
+			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
@@ -302,7 +332,7 @@ func (c *Cache) Usage() map[string]map[string]core.Usage {
 func (c *Cache) node(name string) *nodeState {
 	st, ok := c.nodes[name]
 	if !ok {
-		st = &nodeState{pods: map[types.UID]bool{}}
+		st = &nodeState{pods: map[types.UID]bool{}, gone: map[string]time.Time{}}
 		c.nodes[name] = st
 	}
 	return st

@@ -257,3 +257,40 @@ func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
 		t.Fatalf("a bound pod is a ghost: %+v", got)
 	}
 }
+
+// A pod deleted while in flight holds the node's in-flight slot a while
+// longer: kubelet may still be admitting it, and a second bound pod then
+// would be served its Allocate.
+func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	c.KeepDeletedInFlight(20 * time.Second)
+	c.SetNode(gpuNode("n1", 1, "10"))
+	p := assigned("first", "n1", 0, 1000)
+	p.Spec.NodeName = "n1"
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Status.Phase = corev1.PodPending
+	if err := c.SetPod(p); err != nil {
+		t.Fatal(err)
+	}
+	c.DeletePod(p.UID)
+	if busy := c.InFlight("n1", ""); busy != "ns/first (deleted)" {
+		t.Fatalf("in flight %q right after the delete", busy)
+	}
+	now = now.Add(21 * time.Second)
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("in flight %q after the grace", busy)
+	}
+	// A pod that terminated (kubelet is done with it) holds nothing.
+	q := assigned("second", "n1", 0, 1000)
+	q.Spec.NodeName = "n1"
+	q.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	q.Status.Phase = corev1.PodPending
+	_ = c.SetPod(q)
+	q.Status.Phase = corev1.PodFailed
+	_ = c.SetPod(q)
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("a terminated pod holds the slot: %q", busy)
+	}
+}

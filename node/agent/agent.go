@@ -11,7 +11,11 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/gpu"
@@ -34,6 +38,7 @@ type LeaderStatus interface {
 type Metrics interface {
 	plugin.Observer
 	Health(uuids []string, unhealthy map[string]bool)
+	PodResourcesMismatch()
 }
 
 // Agent is the node role of one replica.
@@ -164,6 +169,23 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	g.Go(func() error { return watcher.Run(ctx) })
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return a.publish(ctx, pub, healthChanged) })
+	if a.cfg.PodResourcesSocket != "" {
+		events := record.NewBroadcaster()
+		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.CoreV1().Events("")})
+		rec := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpud", Host: a.node})
+		check := plugin.PodResourcesCheck{
+			Node: a.node, Socket: a.cfg.PodResourcesSocket, Resource: a.resources.GPU, Pods: cache, Period: 10 * time.Second,
+			Report: func(m plugin.Mismatch) {
+				a.metrics.PodResourcesMismatch()
+				rec.Event(m.Pod, corev1.EventTypeWarning, "DevicesDisagree", m.Message)
+			},
+			Log: a.log.With("component", "podresources"),
+		}
+		g.Go(func() error {
+			defer events.Shutdown()
+			return check.Run(ctx)
+		})
+	}
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
 	return nil
 }

@@ -14,6 +14,7 @@ type Metrics struct {
 	registrations *prometheus.CounterVec
 	allocate      *prometheus.HistogramVec
 	healthy       *prometheus.GaugeVec
+	mismatches    prometheus.Counter
 }
 
 // New registers the node role's metrics on reg.
@@ -30,7 +31,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "vgpud_node_gpu_healthy", Help: "1 while the GPU is offered to kubelet, 0 while an XID or a failing NVML query keeps it out.",
 		}, []string{"uuid"}),
 	}
-	reg.MustRegister(m.registrations, m.allocate, m.healthy)
+	m.mismatches = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vgpud_node_podresources_mismatches_total", Help: "Pods whose devices in kubelet's PodResources API are not slices of their assigned GPUs.",
+	})
+	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches)
 	return m
 }
 
@@ -62,3 +66,7 @@ func (m *Metrics) Health(uuids []string, unhealthy map[string]bool) {
 		m.healthy.WithLabelValues(u).Set(v)
 	}
 }
+
+// PodResourcesMismatch counts one pod whose kubelet devices disagree with
+// its assignment.
+func (m *Metrics) PodResourcesMismatch() { m.mismatches.Inc() }

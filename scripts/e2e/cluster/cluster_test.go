@@ -101,6 +101,14 @@ func TestCluster(t *testing.T) {
 		if env["NVIDIA_VISIBLE_DEVICES"] != g.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" || g.MemoryMiB != 3000 {
 			t.Errorf("env %v, assignment %+v", env, a)
 		}
+		// kubelet's own record (PodResources) agrees with the assignment.
+		harness.Eventually(t, 30*time.Second, "the node's PodResources cross-check", func() error {
+			logs, err := e.kubectl("-n", system, "logs", "ds/vgpud")
+			if err != nil {
+				return err
+			}
+			return harness.Contains(logs, "cross-checked allocated pods with kubelet's PodResources role=node component=podresources pods=1 disagreeing=0")
+		})
 	})
 
 	t.Run("c burst", func(t *testing.T) {
