@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -146,6 +147,41 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
+}
+
+// settled waits until no pod bound to this node waits for Allocate, or
+// ctx ends; it returns such a pod, "" when there is none.
+func (p *Plugin) settled(ctx context.Context) string {
+	for {
+		changed := p.pods.Changed()
+		waiting := ""
+		for _, pod := range p.pods.List() {
+			if _, why := candidate(p.opts.Node, pod, p.progressSnapshot(pod.UID)); why == "" {
+				waiting = pod.Namespace + "/" + pod.Name
+				break
+			}
+		}
+		if waiting == "" {
+			return ""
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return waiting
+		}
+	}
+}
+
+// progressSnapshot is what this replica has allocated of a pod (read under
+// the Allocate lock).
+func (p *Plugin) progressSnapshot(uid types.UID) *progress {
+	p.allocMu.Lock()
+	defer p.allocMu.Unlock()
+	pr := p.progress[uid]
+	if pr == nil {
+		return nil
+	}
+	return &progress{done: maps.Clone(pr.done), final: pr.final}
 }
 
 // idle waits until no Allocate or GetPreferredAllocation is in flight (and

@@ -130,12 +130,16 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 }
 
 // drain stops the plugin the way that fails no pod: it tells the leader
-// first (no more binds here), lets an Allocate in flight finish, and only
-// then stops serving.
+// first (no more binds here), keeps serving until the pods already bound
+// here are allocated (kubelet refuses a pod whose plugin went away) and an
+// Allocate in flight has finished, and only then stops serving.
 func (s *Server) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	s.setState(ctx, protocol.PluginDraining)
+	if pod := s.plugin.settled(ctx); pod != "" {
+		s.log.Warn("stopping with a bound pod not yet allocated", "pod", pod, "waited", drainTimeout)
+	}
 	if !s.plugin.idle(ctx) {
 		s.log.Warn("stopping with an Allocate still in flight", "waited", drainTimeout)
 	}
