@@ -76,9 +76,8 @@ func (g ghostSweeper) clear(ctx context.Context, gh cache.Ghost) error {
 	if err := g.fence(); err != nil {
 		return err
 	}
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"resourceVersion":%q,"annotations":{%q:null,%q:null}}}`,
-		p.UID, p.ResourceVersion, protocol.AnnotationAssignment, protocol.AnnotationPhase)
-	if _, err := pods.Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	patch := protocol.ClearAssignmentPatch(string(p.UID), p.ResourceVersion)
+	if _, err := pods.Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("clear assignment: %w", err)
 	}
 	msg := fmt.Sprintf("vgpud cleared the GPUs it assigned on %s at %s: the pod never reached that node within %s (a leader stopped between assignment and Binding); kube-scheduler will place it again",

@@ -291,8 +291,8 @@ func (b *Binder) boundAnyway(pod *corev1.Pod, node string) bool {
 func (b *Binder) undoAnnotations(pod *corev1.Pod) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"resourceVersion":%q,"annotations":{%q:null,%q:null}}}`, pod.UID, pod.ResourceVersion, protocol.AnnotationAssignment, protocol.AnnotationPhase)
-	if _, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	patch := protocol.ClearAssignmentPatch(string(pod.UID), pod.ResourceVersion)
+	if _, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		b.log.Error("undo assignment after a failed bind", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 }

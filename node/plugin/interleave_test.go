@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,7 +35,7 @@ func TestInterleavedBinds(t *testing.T) {
 		a, _ := protocol.DecodeAssignment(pod.Annotations[protocol.AnnotationAssignment])
 		for _, c := range gpuContainers(pod, a) {
 			ca, _ := a.Container(c.Name)
-			devIDs := kubeletPick(t, p, rng, podGPUs(a), len(ca.GPUs))
+			devIDs := kubeletPick(t, p, rng, assignedGPUs(a), len(ca.GPUs))
 			r, err := allocate(p, devIDs)
 			if err != nil {
 				t.Fatalf("%s/%s: %v", pod.Name, c.Name, err)
@@ -69,19 +68,6 @@ func kubeletPick(t *testing.T, p *Plugin, rng *rand.Rand, podGPUs []string, size
 	out := make([]string, size)
 	for i, k := range rng.Perm(len(podGPUs))[:size] {
 		out[i] = deviceID(podGPUs[k], rng.IntN(10))
-	}
-	return out
-}
-
-// podGPUs lists the distinct GPUs of an assignment.
-func podGPUs(a protocol.Assignment) []string {
-	var out []string
-	for _, c := range a.Containers {
-		for _, s := range c.GPUs {
-			if !slices.Contains(out, s.UUID) {
-				out = append(out, s.UUID)
-			}
-		}
 	}
 	return out
 }

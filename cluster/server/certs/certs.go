@@ -166,48 +166,52 @@ func CheckCA(ca KeyPair, at time.Time, renewBefore time.Duration) Verdict {
 // parses, its key matches, ca signed it, it covers every name, and it is not
 // within renewBefore of expiry.
 func CheckServing(caCert []byte, pair KeyPair, dnsNames []string, at time.Time, renewBefore time.Duration) Verdict {
-	cert, _, err := parse(pair)
-	if err != nil {
-		return replace("serving certificate: %v", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caCert) {
-		return replace("CA certificate: no PEM certificate")
-	}
-	// Verify at a moment inside the validity window so this checks only the
-	// chain; the times are judged below with their own reasons.
-	opts := x509.VerifyOptions{Roots: roots, CurrentTime: cert.NotBefore.Add(time.Second), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	if _, err := cert.Verify(opts); err != nil {
-		return replace("serving certificate is not signed by the CA: %v", err)
+	const what = "serving certificate"
+	cert, v := signedBy(what, caCert, pair, x509.ExtKeyUsageServerAuth)
+	if cert == nil {
+		return v
 	}
 	for _, n := range dnsNames {
 		if err := cert.VerifyHostname(n); err != nil {
-			return replace("serving certificate does not cover DNS name %q", n)
+			return replace("%s does not cover DNS name %q", what, n)
 		}
 	}
-	return checkTimes("serving certificate", cert, at, renewBefore)
+	return checkTimes(what, cert, at, renewBefore)
 }
 
 // CheckClient says whether pair can keep authenticating commonName at time
 // at: it parses, its key matches, ca signed it for client use, it names
 // commonName, and it is not within renewBefore of expiry.
 func CheckClient(caCert []byte, pair KeyPair, commonName string, at time.Time, renewBefore time.Duration) Verdict {
+	const what = "client certificate"
+	cert, v := signedBy(what, caCert, pair, x509.ExtKeyUsageClientAuth)
+	if cert == nil {
+		return v
+	}
+	if cert.Subject.CommonName != commonName {
+		return replace("%s names %q, not %q", what, cert.Subject.CommonName, commonName)
+	}
+	return checkTimes(what, cert, at, renewBefore)
+}
+
+// signedBy parses pair and checks that caCert signed it for usage; on
+// failure the certificate is nil and the verdict says why.
+func signedBy(what string, caCert []byte, pair KeyPair, usage x509.ExtKeyUsage) (*x509.Certificate, Verdict) {
 	cert, _, err := parse(pair)
 	if err != nil {
-		return replace("client certificate: %v", err)
+		return nil, replace("%s: %v", what, err)
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caCert) {
-		return replace("CA certificate: no PEM certificate")
+		return nil, replace("CA certificate: no PEM certificate")
 	}
-	opts := x509.VerifyOptions{Roots: roots, CurrentTime: cert.NotBefore.Add(time.Second), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	// Verify at a moment inside the validity window so this checks only the
+	// chain; the times are judged by the caller with their own reasons.
+	opts := x509.VerifyOptions{Roots: roots, CurrentTime: cert.NotBefore.Add(time.Second), KeyUsages: []x509.ExtKeyUsage{usage}}
 	if _, err := cert.Verify(opts); err != nil {
-		return replace("client certificate is not signed by the CA: %v", err)
+		return nil, replace("%s is not signed by the CA: %v", what, err)
 	}
-	if cert.Subject.CommonName != commonName {
-		return replace("client certificate names %q, not %q", cert.Subject.CommonName, commonName)
-	}
-	return checkTimes("client certificate", cert, at, renewBefore)
+	return cert, keep()
 }
 
 func checkTimes(what string, c *x509.Certificate, at time.Time, renewBefore time.Duration) Verdict {
