@@ -168,6 +168,19 @@ func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
 	c.recompute(a.Node)
 }
 
+// MarkBound records that the pod's Binding to node succeeded, before the
+// informer shows it: from now on it holds the node's in-flight slot while
+// it is in flight. It changes nothing else, so an informer event that
+// already said "allocated" is not undone.
+func (c *Cache) MarkBound(uid types.UID, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pods[uid]; ok && p.node == node {
+		p.bound = true
+		c.pods[uid] = p
+	}
+}
+
 // KeepDeletedInFlight makes a pod deleted while in flight (bound, not yet
 // allocated) hold its node's in-flight slot for d more: kubelet may still
 // be admitting it, and Allocate, which carries no pod identity, must not

@@ -246,10 +246,8 @@ func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
 	if got := c.Ghosts(time.Now().Add(time.Second)); len(got) != 1 || got[0].Name != "ghost" {
 		t.Fatalf("ghosts %+v", got)
 	}
-	bound := ghost.DeepCopy()
-	bound.Spec.NodeName = "n1"
-	c.Book(bound, protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "c0", GPUs: []protocol.GPUSlice{{UUID: "GPU-n1-0", MemoryMiB: 1000}}}}})
-	_ = c.SetPod(ghost) // the informer's older event, without the node
+	c.MarkBound(ghost.UID, "n1") // its Binding succeeded
+	_ = c.SetPod(ghost)          // the informer's older event, without the node
 	if busy := c.InFlight("n1", ""); busy != "ns/ghost" {
 		t.Fatalf("bound pod not in flight: %q", busy)
 	}
@@ -292,5 +290,24 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	_ = c.SetPod(q)
 	if busy := c.InFlight("n1", ""); busy != "" {
 		t.Fatalf("a terminated pod holds the slot: %q", busy)
+	}
+}
+
+// The bind marks a pod bound after its Binding; if the informer already
+// said the pod was allocated, the pod must not go back to in flight (the
+// node would be blocked for good).
+func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	p := assigned("fast", "n1", 0, 1000)
+	p.Spec.NodeName = "n1"
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	p.Status.Phase = corev1.PodPending
+	if err := c.SetPod(p); err != nil {
+		t.Fatal(err)
+	}
+	c.MarkBound(p.UID, "n1")
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("an allocated pod is in flight again: %q", busy)
 	}
 }

@@ -25,6 +25,7 @@ import (
 type Books interface {
 	Nodes
 	Book(pod *corev1.Pod, a protocol.Assignment)
+	MarkBound(uid types.UID, node string)
 	DeletePod(uid types.UID)
 	InFlight(node string, except types.UID) string
 	// NamespaceUsage is what the namespace's booked pods, except one, hold.
@@ -267,9 +268,7 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 		}
 	}
 	// Bound: the pod is in flight on its node until kubelet allocates it.
-	bound := updated.DeepCopy()
-	bound.Spec.NodeName = a.Node
-	b.books.Book(bound, a)
+	b.books.MarkBound(pod.UID, a.Node)
 	b.events(updated, "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
 	return nil
 }
