@@ -123,9 +123,15 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if err != nil {
 		return waited, err
 	}
-	ns := b.lock(b.quotaLocks, args.PodNamespace)
-	ns.Lock()
-	defer ns.Unlock()
+	// Binds in a namespace with a vGPU quota are serialised, so two cannot
+	// both fit the last of it; other namespaces bind in parallel.
+	if b.limits != nil {
+		if q := b.limits.NamespaceLimits(args.PodNamespace); q.Memory.Set || q.Cores.Set {
+			ns := b.lock(b.quotaLocks, args.PodNamespace)
+			ns.Lock()
+			defer ns.Unlock()
+		}
+	}
 	return waited, b.place(ctx, args)
 }
 
