@@ -326,6 +326,14 @@ func TestCluster(t *testing.T) {
 			}
 			return nil
 		})
+		// Leave the cluster as found: the restart may have moved the
+		// leadership, and the next scenario needs the webhook reachable.
+		n := 0
+		harness.Eventually(t, 60*time.Second, "admission through the current leader", func() error {
+			n++
+			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod(fmt.Sprintf("after-%d", n), map[string]string{"nvidia.com/gpumem": "100"}, nil), metav1.CreateOptions{})
+			return err
+		})
 	})
 
 	t.Run("g denials through kube-apiserver", func(t *testing.T) {
