@@ -219,57 +219,53 @@ func TestCluster(t *testing.T) {
 		if err := e.kube.CoreV1().Pods(system).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		// Keep creating a GPU pod through the failover: every attempt is
+		// Keep creating GPU pods through the failover: every attempt is
 		// refused (no webhook to admit it) or admitted by vgpud. An
 		// admission while the old leader still holds the label is its last
-		// act, not the new leader's: undo it and go on.
-		refused, byOld := 0, 0
+		// act, not the new leader's: keep that pod (it must run too) and
+		// go on until the new leader admits one.
+		refused := 0
+		var during []string
 		var admitted *corev1.Pod
 		took := harness.Eventually(t, 120*time.Second, "a GPU pod admitted by the new leader", func() error {
-			p, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("during", map[string]string{"nvidia.com/gpumem": "1500"}, nil), metav1.CreateOptions{})
+			p, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod(fmt.Sprintf("during-%d", len(during)), map[string]string{"nvidia.com/gpumem": "1500"}, nil), metav1.CreateOptions{})
 			if err != nil {
 				refused++
 				return err
 			}
+			during = append(during, p.Name)
+			if p.Spec.SchedulerName != "vgpud-scheduler" {
+				t.Fatalf("pod created during failover has schedulerName %q", p.Spec.SchedulerName)
+			}
 			if l, err := e.leader(); err != nil || l.Name == old.Name {
-				byOld++
-				zero := int64(0)
-				_ = e.kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-				harness.Eventually(t, 30*time.Second, "undo", func() error {
-					if _, err := e.kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
-						return fmt.Errorf("still there")
-					}
-					return nil
-				})
 				return fmt.Errorf("admitted while %s still led", old.Name)
 			}
 			admitted = p
 			return nil
 		})
-		t.Logf("leader %s deleted -> first admission by the new leader: %v (%d creates refused, %d admitted by the old leader while it stopped)", old.Name, took.Round(time.Millisecond), refused, byOld)
-		if admitted.Spec.SchedulerName != "vgpud-scheduler" {
-			t.Fatalf("pod created during failover has schedulerName %q", admitted.Spec.SchedulerName)
-		}
-		// The pod is placed by vgpud-scheduler through the new leader and
-		// runs. When the deleted leader was the DaemonSet pod, this node's
-		// device plugin restarts too: it says draining before it stops, so
-		// the leader binds nothing there until the new one serves, and no
-		// pod fails on a plugin that went away.
-		harness.Eventually(t, 180*time.Second, "the pod placed through vgpud runs", func() error {
-			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "during", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Status.Phase == corev1.PodFailed {
-				t.Fatalf("the pod created during the failover failed: %s: %s", p.Status.Reason, p.Status.Message)
-			}
-			if p.Annotations[protocol.AnnotationAssignment] == "" || p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("not running on a vgpud assignment yet (phase %s, node %q)", p.Status.Phase, p.Spec.NodeName)
+		t.Logf("leader %s deleted -> first admission by the new leader: %v (%d creates refused, %d admitted by the old leader while it stopped)", old.Name, took.Round(time.Millisecond), refused, len(during)-1)
+		// Every pod admitted during the failover is placed by
+		// vgpud-scheduler and runs; none fails. When the deleted leader was
+		// the DaemonSet pod, this node's device plugin restarts too: it
+		// says draining before it stops, so the leader binds nothing there
+		// until the new one serves.
+		harness.Eventually(t, 180*time.Second, "the pods created during the failover run", func() error {
+			for _, name := range during {
+				p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if p.Status.Phase == corev1.PodFailed {
+					t.Fatalf("%s, created during the failover, failed: %s: %s", name, p.Status.Reason, p.Status.Message)
+				}
+				if p.Annotations[protocol.AnnotationAssignment] == "" || p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
+					return fmt.Errorf("%s not running on a vgpud assignment yet (phase %s, node %q)", name, p.Status.Phase, p.Spec.NodeName)
+				}
 			}
 			return nil
 		})
-		t.Logf("the pod created during the failover runs on its vgpud assignment, %v after the delete", time.Since(killed).Round(time.Millisecond))
-		evs, _ := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=during,reason=Scheduled"})
+		t.Logf("the %d pods created during the failover run on their vgpud assignments, %v after the delete", len(during), time.Since(killed).Round(time.Millisecond))
+		evs, _ := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + admitted.Name + ",reason=Scheduled"})
 		for _, ev := range evs.Items {
 			if ev.Source.Component != "vgpud-scheduler" && ev.ReportingController != "vgpud-scheduler" {
 				t.Errorf("scheduled by %q/%q: %s", ev.Source.Component, ev.ReportingController, ev.Message)
