@@ -64,44 +64,36 @@ func GenerateServing(ca KeyPair, dnsNames []string, at time.Time, validity time.
 	if len(dnsNames) == 0 {
 		return KeyPair{}, errors.New("serving certificate: no DNS names")
 	}
-	caCert, caKey, err := parse(ca)
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("read CA: %w", err)
-	}
-	notAfter := at.Add(validity)
-	if notAfter.After(caCert.NotAfter) {
-		notAfter = caCert.NotAfter
-	}
-	tmpl := &x509.Certificate{
+	return issueLeaf(ca, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: dnsNames[0]},
 		DNSNames:    dnsNames,
-		NotBefore:   at.Add(-clockSkew),
-		NotAfter:    notAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	return issue(tmpl, caCert, caKey)
+	}, at, validity)
 }
 
 // GenerateClient makes a client certificate for commonName, signed by ca,
 // valid from at for validity but never past the CA's own expiry: what
 // kube-scheduler presents to the extender.
 func GenerateClient(ca KeyPair, commonName string, at time.Time, validity time.Duration) (KeyPair, error) {
+	return issueLeaf(ca, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, at, validity)
+}
+
+// issueLeaf signs tmpl by ca, valid from at (less the clock skew) for
+// validity but never past the CA's own expiry.
+func issueLeaf(ca KeyPair, tmpl *x509.Certificate, at time.Time, validity time.Duration) (KeyPair, error) {
 	caCert, caKey, err := parse(ca)
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("read CA: %w", err)
 	}
-	notAfter := at.Add(validity)
-	if notAfter.After(caCert.NotAfter) {
-		notAfter = caCert.NotAfter
+	tmpl.NotBefore = at.Add(-clockSkew)
+	tmpl.NotAfter = at.Add(validity)
+	if tmpl.NotAfter.After(caCert.NotAfter) {
+		tmpl.NotAfter = caCert.NotAfter
 	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: commonName},
-		NotBefore:   at.Add(-clockSkew),
-		NotAfter:    notAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	return issue(tmpl, caCert, caKey)
 }
 
