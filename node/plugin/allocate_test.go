@@ -363,3 +363,38 @@ func TestIdleWaitsForAllocateInFlight(t *testing.T) {
 		t.Fatalf("idle returned after %v, before the Allocate in flight (300 ms) finished", waited)
 	}
 }
+
+// A pod the leader bound just before it read "draining" appears during the
+// quiet period; the plugin keeps waiting until it is allocated.
+func TestSettledCatchesABindDuringTheQuietPeriod(t *testing.T) {
+	g := testGPUs(8)
+	pods := newFakePods()
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, quietLog())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	done := make(chan string, 1)
+	go func() { done <- p.settled(ctx, start.Add(300*time.Millisecond)) }()
+	time.Sleep(100 * time.Millisecond)
+	late := boundPod("late", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
+	pods.put(late)
+	select {
+	case w := <-done:
+		t.Fatalf("settled returned %q after %v with a bound pod not yet allocated", w, time.Since(start))
+	case <-time.After(500 * time.Millisecond):
+	}
+	pods.setPhase(late.UID, protocol.PhaseAllocated)
+	select {
+	case w := <-done:
+		if w != "" {
+			t.Fatalf("settled returned %q after the pod was allocated", w)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("settled did not return after the pod was allocated")
+	}
+	// With nothing bound it still keeps serving for the whole quiet period.
+	start = time.Now()
+	if w := p.settled(ctx, start.Add(200*time.Millisecond)); w != "" || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("settled returned %q after %v, before the 200 ms quiet period ended", w, time.Since(start))
+	}
+}

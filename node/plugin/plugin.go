@@ -149,9 +149,13 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 	return resp, nil
 }
 
-// settled waits until no pod bound to this node waits for Allocate, or
-// ctx ends; it returns such a pod, "" when there is none.
-func (p *Plugin) settled(ctx context.Context) string {
+// settled waits until no pod bound to this node waits for Allocate and
+// quietUntil has passed, or ctx ends; it returns a pod still waiting, ""
+// when there is none. The quiet period catches a bind the leader began
+// before it read "draining": its pod shows up here a little later.
+func (p *Plugin) settled(ctx context.Context, quietUntil time.Time) string {
+	quiet := time.NewTimer(time.Until(quietUntil))
+	defer quiet.Stop()
 	for {
 		changed := p.pods.Changed()
 		waiting := ""
@@ -161,11 +165,12 @@ func (p *Plugin) settled(ctx context.Context) string {
 				break
 			}
 		}
-		if waiting == "" {
+		if waiting == "" && !time.Now().Before(quietUntil) {
 			return ""
 		}
 		select {
 		case <-changed:
+		case <-quiet.C:
 		case <-ctx.Done():
 			return waiting
 		}

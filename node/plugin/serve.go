@@ -36,6 +36,7 @@ type Server struct {
 	dir    string
 	socket string // file name in dir
 	state  StateWriter
+	quiet  time.Duration // drainQuiet; shorter in tests
 	log    *slog.Logger
 
 	grpc *grpc.Server
@@ -50,13 +51,19 @@ type StateWriter interface {
 	SetPluginState(ctx context.Context, state string) error
 }
 
-// drainTimeout bounds the shutdown's API write and its wait for an
-// Allocate in flight (kubelet gives an Allocate far less).
-const drainTimeout = 5 * time.Second
+const (
+	// drainQuiet is how long a stopping plugin keeps serving after it
+	// said "draining": a bind that passed the leader's check just before
+	// the leader's cache saw that lands within it.
+	drainQuiet = 2 * time.Second
+	// drainTimeout bounds the whole shutdown, well inside the pod's
+	// default 30 s grace period.
+	drainTimeout = 15 * time.Second
+)
 
 // NewServer serves plugin as dir/socket; state may be nil.
 func NewServer(plugin *Plugin, dir, socket string, state StateWriter, log *slog.Logger) *Server {
-	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, log: log}
+	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, log: log}
 }
 
 // Registration returns the registration record.
@@ -137,7 +144,7 @@ func (s *Server) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	s.setState(ctx, protocol.PluginDraining)
-	if pod := s.plugin.settled(ctx); pod != "" {
+	if pod := s.plugin.settled(ctx, time.Now().Add(s.quiet)); pod != "" {
 		s.log.Warn("stopping with a bound pod not yet allocated", "pod", pod, "waited", drainTimeout)
 	}
 	if !s.plugin.idle(ctx) {

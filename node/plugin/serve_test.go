@@ -40,6 +40,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	go watcher.Run(ctx)
 	states := make(chan string, 16)
 	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
+	s.quiet = 50 * time.Millisecond
 	stopped := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(stopped) }()
 
