@@ -6,7 +6,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS := ./...
 
-.PHONY: all build images unit test lint vet fmt-check size-check fuzz e2e demo bench clean
+.PHONY: all build images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean
 
 all: build
 
@@ -45,9 +45,14 @@ fuzz:
 
 # The end-to-end suites (root): vgpud as processes against etcd + kube-apiserver
 # built from source, then the real one-node cluster (scripts/cluster.sh) with
-# vgpud installed from manifests/.
+# vgpud installed from manifests/, ending with a 3-round chaos soak.
 e2e:
 	bash scripts/e2e.sh
+
+# The chaos soak alone on a fresh cluster: make chaos ROUNDS=20.
+ROUNDS ?= 20
+chaos:
+	ROUNDS=$(ROUNDS) bash scripts/chaos.sh
 
 # Everything the project has.
 test: lint unit fuzz e2e

@@ -33,8 +33,10 @@ import (
 	nodemetrics "github.com/vgpud/vgpud/node/metrics"
 )
 
-// shutdownGrace bounds how long the roles may take to stop after a signal.
-const shutdownGrace = 10 * time.Second
+// shutdownGrace bounds how long the roles may take to stop after a signal:
+// the node role drains (up to 8 s) while the leader hands admission over
+// (up to 10 s), both inside the pod's default 30 s grace period.
+const shutdownGrace = 20 * time.Second
 
 func main() {
 	os.Exit(runMain(os.Args, os.Stdout, os.Stderr))

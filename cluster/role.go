@@ -116,12 +116,26 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	}})
 	srv.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
 
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return certMgr.Run(ctx) })
+	// Admission (which writes nothing) and the informers behind it run
+	// until term.Serving ends, past the term on a planned handoff; what
+	// writes or places (certificates, the extender, the sweeper) stops
+	// with the term.
+	g, serving := errgroup.WithContext(term.Serving)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(serving, cancel)()
+	g.Go(func() error {
+		// The term ending is no failure: an error here would stop
+		// admission with it, before the handoff.
+		if err := certMgr.Run(ctx); ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
 	sweeper := ghostSweeper{kube: r.kube, books: books, fence: term.Fence, age: ghostAge(r.cfg.BindWait),
 		events: events.warn, now: time.Now, log: log.With("component", "ghosts")}
 	g.Go(func() error {
-		factory.Start(ctx.Done())
+		factory.Start(serving.Done())
 		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 			if !ok {
 				return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
@@ -134,13 +148,13 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		// Listen only now: a webhook answering from half-filled informers
 		// would count quota wrong, wherever the traffic comes from.
 		log.Info("caches synced; taking traffic")
-		g.Go(func() error { return srv.Run(ctx) })
+		g.Go(func() error { return srv.Run(serving) })
 		g.Go(func() error { return ext.Run(ctx) })
 		g.Go(func() error { return sweeper.run(ctx) })
 		if err := term.Serve(ctx); err != nil {
 			return err
 		}
-		<-ctx.Done()
+		<-serving.Done()
 		factory.Shutdown()
 		return nil
 	})

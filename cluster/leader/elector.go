@@ -103,18 +103,21 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 		identity: e.cfg.Identity,
 		now:      time.Now,
 	}
-	// The round outlives ctx for a moment: on shutdown the label must go
-	// before the Lease is released, or for an instant two pods carry it.
-	round, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The round ends with ctx; a leader's term then outlives it for the
+	// handoff (runLeading), and the round waits for that.
+	round, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-round.Done():
-			return
-		case <-ctx.Done():
+	var (
+		mu       sync.Mutex
+		termDone chan struct{}
+	)
+	defer func() {
+		mu.Lock()
+		done := termDone
+		mu.Unlock()
+		if done != nil {
+			<-done
 		}
-		e.dropLabel()
-		cancel()
 	}()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -125,9 +128,14 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
+				done := make(chan struct{})
+				defer close(done)
+				mu.Lock()
+				termDone = done
+				mu.Unlock()
 				e.set(e.cfg.Identity, true)
 				e.log.Info("became leader", "lease", e.cfg.LeaseNamespace+"/"+e.cfg.LeaseName)
-				e.runLeading(leadCtx, lock, lead)
+				e.runLeading(ctx, leadCtx, lock, lead)
 				// Whatever ended the work, give the Lease up so another
 				// replica (or this one, fresh) takes over at once.
 				e.dropLabel()
@@ -135,7 +143,11 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 			},
 			OnStoppedLeading: func() {
 				e.set("", false)
-				e.dropLabel()
+				if ctx.Err() == nil {
+					// Lost, not handed over: the label goes at once. On
+					// shutdown the handoff (runLeading) removes it.
+					e.dropLabel()
+				}
 				e.log.Info("stopped leading")
 			},
 			OnNewLeader: func(id string) {
@@ -164,12 +176,27 @@ func (e *Elector) dropLabel() {
 	}
 }
 
-func (e *Elector) runLeading(ctx context.Context, lock *fencedLock, lead func(ctx context.Context, term Term) error) {
+// runLeading runs lead for one term. process is the replica's own
+// context: when it ends while this replica leads (SIGTERM: a delete, a
+// rolling update) the term ends and the Lease is released at once, but
+// admission goes on being served (term.Serving) until a successor has the
+// label, so no create meets a webhook without an endpoint.
+func (e *Elector) runLeading(process, ctx context.Context, lock *fencedLock, lead func(ctx context.Context, term Term) error) {
+	serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	go func() {
+		<-ctx.Done()
+		if process.Err() != nil {
+			e.handOver(serving)
+		}
+		stopServing()
+	}()
 	// The margin covers a write still in flight when the hold runs out:
 	// what the renewal deadline leaves of the lease duration.
 	margin := e.cfg.LeaseDuration - e.cfg.RenewDeadline
 	term := Term{
-		Serve: func(ctx context.Context) error { return e.serve(ctx) },
+		Serving: serving,
+		Serve:   func(ctx context.Context) error { return e.serve(ctx) },
 		Fence: func() error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("leadership ended: %w", err)
@@ -182,12 +209,11 @@ func (e *Elector) runLeading(ctx context.Context, lock *fencedLock, lead func(ct
 	}
 }
 
-// serve labels this replica's pod as the leader, after clearing the label
-// of any other (a leader killed with SIGKILL never removed its own).
+// serve labels this replica's pod as the leader, then clears the label of
+// any other: a predecessor handing over serves admission until its label
+// goes (make before break), and a leader killed with SIGKILL never
+// removed its own.
 func (e *Elector) serve(ctx context.Context) error {
-	if err := e.label.clearOthers(ctx); err != nil {
-		e.log.Warn("clear the leader label of other replicas", "err", err)
-	}
 	if err := e.label.set(ctx); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// Without the label no traffic reaches us; leading on is pointless.
@@ -196,6 +222,9 @@ func (e *Elector) serve(ctx context.Context) error {
 		// No such pod: a process run outside Kubernetes (a benchmark, a
 		// debug session) that no Service routes to anyway.
 		e.log.Warn("own pod not found; leading without the leader label", "err", err)
+	}
+	if err := e.label.clearOthers(ctx); err != nil {
+		e.log.Warn("clear the leader label of other replicas", "err", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -102,6 +103,7 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 
 	var mu sync.Mutex
 	leading := map[string]bool{}
+	servedUntil := map[string][]string{} // labelled pods when a replica stopped serving
 	electors := map[string]*Elector{}
 	cancels := map[string]context.CancelFunc{}
 	done := map[string]chan struct{}{}
@@ -125,6 +127,11 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 				leading[id] = false
 				t.Logf("%s stops leading at %v", id, time.Now().Format("05.000"))
 				mu.Unlock()
+				// Admission is served on until a successor carries the label.
+				<-term.Serving.Done()
+				mu.Lock()
+				servedUntil[id] = labelled(t, kube)
+				mu.Unlock()
 				return nil
 			})
 		}()
@@ -138,11 +145,13 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	waitLeader := func(exclude string) string {
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			got := labelled(t, kube)
+			// Only a predecessor handing over may carry the label beside
+			// the leader, and only until the leader clears it.
+			got := slices.DeleteFunc(labelled(t, kube), func(id string) bool { return id == exclude })
 			if len(got) > 1 {
 				t.Fatalf("two leader labels at once: %v", got)
 			}
-			if len(got) == 1 && got[0] != exclude {
+			if len(got) == 1 {
 				mu.Lock()
 				ok := leading[got[0]]
 				mu.Unlock()
@@ -183,6 +192,16 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	<-done[first]
 	if electors[first].IsLeader() {
 		t.Error("old leader still says it leads")
+	}
+	// Make before break: the old leader served admission until the new
+	// one carried the label, and no longer carries its own.
+	mu.Lock()
+	if got := servedUntil[first]; !slices.Contains(got, second) {
+		t.Errorf("%s stopped serving while the labelled pods were %v, before %s took over", first, got, second)
+	}
+	mu.Unlock()
+	if got := labelled(t, kube); len(got) != 1 || got[0] != second {
+		t.Errorf("after the handover the labelled pods are %v, want [%s]", got, second)
 	}
 	// With the Lease released on cancel, the handover must not wait out
 	// the lease duration.

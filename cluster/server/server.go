@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -61,12 +62,34 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Run listens until ctx ends, then drains in-flight requests for up to 3 s.
+// An address in use is retried for up to listenWait: a predecessor on the
+// same host (hostNetwork, or tests) keeps serving until it has handed over.
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.addr)
+	ln, err := s.listen(ctx)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.addr, err)
+		return err
 	}
 	return s.Serve(ctx, ln)
+}
+
+const listenWait = 15 * time.Second
+
+func (s *Server) listen(ctx context.Context) (net.Listener, error) {
+	deadline := time.Now().Add(listenWait)
+	for {
+		ln, err := net.Listen("tcp", s.addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("listen on %s: %w", s.addr, err)
+			}
+			return ln, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("listen on %s: %w", s.addr, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Serve is Run on a listener the caller opened.

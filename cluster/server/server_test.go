@@ -106,3 +106,38 @@ func TestRunReportsBadAddress(t *testing.T) {
 		t.Fatalf("want a listen error naming the address, got %v", err)
 	}
 }
+
+// A predecessor still holding the address (it hands over first) delays the
+// listener; it binds once the address is free.
+func TestRunWaitsForAnAddressInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(held.Addr().String(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan net.Listener, 1)
+	go func() {
+		ln, err := s.listen(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ln
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("listened on an address in use")
+	default:
+	}
+	_ = held.Close()
+	select {
+	case ln := <-got:
+		if ln != nil {
+			_ = ln.Close()
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("did not listen within 2 s of the address being freed")
+	}
+}

@@ -66,6 +66,8 @@ type Plugin struct {
 	unhealthy map[string]bool
 	devices   []*pluginapi.Device
 	changed   chan struct{} // closed when devices change
+	listings  uint64        // ListAndWatch streams that have sent kubelet the devices
+	listed    chan struct{} // closed when listings grows
 
 	// allocMu serialises Allocate and GetPreferredAllocation, as kubelet
 	// does, so progress is read and written by one call at a time.
@@ -81,7 +83,7 @@ func New(opts Options, gpus []GPU, pods Pods, phases PhaseWriter, obs Observer, 
 	p := &Plugin{
 		opts: opts, gpus: gpus, numa: make(map[string]int, len(gpus)),
 		pods: pods, phases: phases, obs: obs, log: log,
-		unhealthy: map[string]bool{}, changed: make(chan struct{}),
+		unhealthy: map[string]bool{}, changed: make(chan struct{}), listed: make(chan struct{}),
 		progress: map[types.UID]*progress{},
 	}
 	for _, g := range gpus {
@@ -113,12 +115,33 @@ func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
 }
 
+// Listings returns how many ListAndWatch streams have sent kubelet the
+// devices, and a channel closed when that grows. kubelet opens the stream
+// only after Register returns, and has no healthy device until it reads
+// the first list.
+func (p *Plugin) Listings() (uint64, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listings, p.listed
+}
+
+func (p *Plugin) countListing() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.listings++
+	close(p.listed)
+	p.listed = make(chan struct{})
+}
+
 // ListAndWatch sends the device list, then again at every health change.
 func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
-	for {
+	for first := true; ; first = false {
 		devs, changed := p.Devices()
 		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
 			return fmt.Errorf("send devices to kubelet: %w", err)
+		}
+		if first {
+			p.countListing()
 		}
 		select {
 		case <-s.Context().Done():

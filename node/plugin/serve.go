@@ -58,7 +58,7 @@ const (
 	drainQuiet = 2 * time.Second
 	// drainTimeout bounds the whole shutdown, well inside the pod's
 	// default 30 s grace period.
-	drainTimeout = 15 * time.Second
+	drainTimeout = 8 * time.Second
 )
 
 // NewServer serves plugin as dir/socket; state may be nil.
@@ -117,6 +117,7 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 		s.log.Info("kubelet is not listening yet; will register when kubelet.sock appears", "socket", kubelet)
 		return
 	}
+	listings, _ := s.plugin.Listings()
 	err := kubeletapi.Register(ctx, kubelet, kubeletapi.Registration{
 		Endpoint:            s.socket,
 		ResourceName:        s.plugin.opts.Resources.GPU,
@@ -133,7 +134,35 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	s.reg.Last, s.reg.Latency, s.reg.Trigger, s.reg.Error = time.Now(), lat, trigger, ""
 	s.mu.Unlock()
 	s.log.Info("registered with kubelet", "resource", s.plugin.opts.Resources.GPU, "trigger", trigger, "latency", lat.Round(time.Microsecond))
+	// Serving only once kubelet holds the devices: a pod bound before
+	// that is refused ("no healthy devices present").
+	if !s.listedSince(ctx, listings) {
+		s.log.Warn("kubelet has not read the device list; saying serving anyway", "waited", listWait)
+	}
 	s.setState(ctx, protocol.PluginServing)
+}
+
+// listWait bounds the wait for kubelet's ListAndWatch after Register.
+const listWait = 5 * time.Second
+
+// listedSince waits until a ListAndWatch stream newer than the count n
+// has sent kubelet the devices.
+func (s *Server) listedSince(ctx context.Context, n uint64) bool {
+	timeout := time.NewTimer(listWait)
+	defer timeout.Stop()
+	for {
+		now, grew := s.plugin.Listings()
+		if now > n {
+			return true
+		}
+		select {
+		case <-grew:
+		case <-timeout.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // drain stops the plugin the way that fails no pod: it tells the leader

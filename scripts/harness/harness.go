@@ -65,15 +65,24 @@ func Client(t testing.TB, kubeconfig string, qps int) kubernetes.Interface {
 func Eventually(t testing.TB, timeout time.Duration, what string, f func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var err error
-	for time.Since(start) < timeout {
-		if err = f(); err == nil {
-			return time.Since(start)
+	if err := Poll(timeout, f); err != nil {
+		t.Fatalf("%s: not within %v: %v", what, timeout, err)
+	}
+	return time.Since(start)
+}
+
+// Poll retries f every PollInterval until it succeeds or timeout passes;
+// it returns f's last error, for callers that count failures instead of
+// stopping at the first.
+func Poll(timeout time.Duration, f func() error) error {
+	start := time.Now()
+	for {
+		err := f()
+		if err == nil || time.Since(start) >= timeout {
+			return err
 		}
 		time.Sleep(PollInterval)
 	}
-	t.Fatalf("%s: not within %v: %v", what, timeout, err)
-	return 0
 }
 
 // Contains returns an error naming the first of subs that s lacks.

@@ -1,0 +1,79 @@
+package leader
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+const (
+	// handoverWait bounds how long a leader that is shutting down waits
+	// for a successor to take the label; with no other replica nobody
+	// comes.
+	handoverWait = 8 * time.Second
+	// handoverGrace is kept serving after the successor took the label:
+	// the EndpointSlice and kube-proxy (1 s minimum sync) move the
+	// Service's traffic over within it.
+	handoverGrace = 2 * time.Second
+	handoverPoll  = 100 * time.Millisecond
+)
+
+// handOver returns once a successor has taken the leader label from this
+// replica's pod and the Service has had time to follow it, or after
+// handoverWait; it then removes the label itself. The Lease is already
+// released, so the successor is campaigning.
+func (e *Elector) handOver(serving context.Context) {
+	start := time.Now()
+	e.log.Info("handing over: Lease released, admission served until a successor takes the label")
+	tick := time.NewTicker(handoverPoll)
+	defer tick.Stop()
+	deadline := time.NewTimer(handoverWait)
+	defer deadline.Stop()
+	for {
+		switch e.labelState(serving) {
+		case podGone:
+			return // a process run outside Kubernetes: no Service routes here
+		case unlabelled:
+			e.log.Info("successor took the leader label", "after", time.Since(start).Round(time.Millisecond), "leader", e.Leader())
+			select {
+			case <-serving.Done():
+			case <-time.After(handoverGrace):
+			}
+			return
+		}
+		select {
+		case <-serving.Done():
+			return
+		case <-deadline.C:
+			e.log.Warn("no successor took the leader label; stopping admission anyway", "waited", handoverWait)
+			e.dropLabel()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+type labelState int
+
+const (
+	stillLabelled labelState = iota // or unknown: the pod could not be read
+	unlabelled
+	podGone
+)
+
+func (e *Elector) labelState(ctx context.Context) labelState {
+	pod, err := e.kube.CoreV1().Pods(e.label.namespace).Get(ctx, e.label.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return podGone
+	case err != nil:
+		return stillLabelled
+	case pod.Labels[protocol.LabelRole] != protocol.RoleLeader:
+		return unlabelled
+	}
+	return stillLabelled
+}
