@@ -76,4 +76,7 @@ func (p Placement) Assignment(node string) protocol.Assignment {
 type Reason struct {
 	Kind string
 	Text string
+	// Passing says the condition ends by itself soon (vgpud restarting on
+	// the node) without an event kube-scheduler would requeue the pod on.
+	Passing bool
 }

@@ -3,7 +3,9 @@ package extender
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,7 +76,34 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 			p.events(known, "FilteredNodes", core.Summarize(len(names), len(fits), reasons))
 		}
 	}
+	if len(fits) == 0 {
+		if err := passing(reasons); err != nil {
+			return nil, nil, err
+		}
+	}
 	return fits, failed, nil
+}
+
+// passing is an error when some node was refused only for a while (vgpud
+// restarting there). A pod every node refuses waits in kube-scheduler's
+// unschedulable queue until an event it watches; the node's plugin
+// annotation turning back to serving is none, so the pod would wait
+// minutes. An error sends it to the backoff queue: retried within seconds.
+func passing(reasons map[string]core.Reason) error {
+	var nodes []string
+	for name, r := range reasons {
+		if r.Passing {
+			nodes = append(nodes, name)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	slices.Sort(nodes)
+	if len(nodes) > 3 {
+		nodes = append(nodes[:3], fmt.Sprintf("and %d more", len(nodes)-3))
+	}
+	return fmt.Errorf("no node fits now; vgpud is restarting on %s: retrying", strings.Join(nodes, ", "))
 }
 
 // Prioritize scores each of names 0..10 by the pod's node policy; a node

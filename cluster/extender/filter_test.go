@@ -24,6 +24,9 @@ import (
 type fakeNodes map[string]core.Node
 
 func (f fakeNodes) NodeFor(name string, _ types.UID) (core.Node, *core.Reason) {
+	if name == "restarting" {
+		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: "vgpud there is stopping or starting", Passing: true}
+	}
 	n, ok := f[name]
 	if !ok {
 		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no vgpud.io/gpus annotation"}
@@ -199,6 +202,34 @@ func TestBadInput(t *testing.T) {
 	for _, verb := range []http.HandlerFunc{PrioritizeHandler(h), FilterHandler(h)} {
 		if w := postTo(verb, `{"Pod":`+fmt.Sprintf(podJSON, "")+`}`); w.Code != 400 {
 			t.Errorf("no nodes: %d %s", w.Code, w.Body)
+		}
+	}
+}
+
+// A node refused only while vgpud restarts there makes a pod that fits
+// nowhere else an error (kube-scheduler retries it within seconds), not an
+// unschedulable pod that waits for an event that never comes.
+func TestFilterRetriesWhileVGPUDRestarts(t *testing.T) {
+	var events []string
+	h := placer(t, &events)
+	for _, tc := range []struct {
+		nodes, fits, err string
+	}{
+		{nodes: `"full","restarting"`, err: "no node fits now; vgpud is restarting on restarting: retrying"},
+		{nodes: `"roomy","restarting"`, fits: "roomy"},
+		{nodes: `"full"`},
+	} {
+		w := postTo(FilterHandler(h), `{"Pod":`+fmt.Sprintf(podJSON, "")+`,"NodeNames":[`+tc.nodes+`]}`)
+		var res extenderv1.ExtenderFilterResult
+		if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		fits := ""
+		if res.NodeNames != nil {
+			fits = strings.Join(*res.NodeNames, ",")
+		}
+		if res.Error != tc.err || fits != tc.fits {
+			t.Errorf("nodes %s: error %q, fits %q; want %q, %q", tc.nodes, res.Error, fits, tc.err, tc.fits)
 		}
 	}
 }

@@ -201,6 +201,9 @@ func (s *Server) failed(trigger string, err error) {
 }
 
 func (s *Server) serve(path string) error {
+	if s.grpc == nil {
+		s.awaitPredecessor(path)
+	}
 	s.stop()
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale socket: %w", err)
@@ -218,6 +221,36 @@ func (s *Server) serve(path string) error {
 	}()
 	s.grpc = g
 	return nil
+}
+
+// predecessorWait bounds the wait for a previous process of this plugin
+// (the DaemonSet pod being replaced, still draining) to stop serving.
+const predecessorWait = 15 * time.Second
+
+// awaitPredecessor waits while another process still serves on path. The
+// DaemonSet starts the new pod while the old one drains; registering
+// under the same resource then would be undone by kubelet: when the old
+// plugin's stream ends, kubelet disconnects whichever client is
+// registered for the resource, by then the new one.
+func (s *Server) awaitPredecessor(path string) {
+	deadline := time.Now().Add(predecessorWait)
+	waited := false
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("unix", path, 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		_ = c.Close()
+		if !waited {
+			s.log.Info("a previous vgpud still serves the device-plugin socket; waiting for it to drain", "socket", path)
+			waited = true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if waited {
+		// Let kubelet see the old stream end before the new registration.
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func (s *Server) stop() {

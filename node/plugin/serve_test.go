@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -148,4 +149,42 @@ func startKubelet(t *testing.T, dir string, lists chan []*pluginapi.Device) *fak
 	}
 	t.Cleanup(k.Stop)
 	return k
+}
+
+// A new process waits while its predecessor (the DaemonSet pod being
+// replaced) still serves the socket, and takes over once it stops.
+func TestServeWaitsForThePredecessor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vgpud.sock")
+	old, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := old.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	s := NewServer(nil, filepath.Dir(path), "vgpud.sock", nil, quietLog())
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { s.awaitPredecessor(path); close(done) }()
+	time.Sleep(400 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("took over while the predecessor still served")
+	default:
+	}
+	_ = old.Close()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("still waiting 3 s after the predecessor stopped")
+	}
+	if waited := time.Since(start); waited < 400*time.Millisecond {
+		t.Fatalf("returned after %v", waited)
+	}
 }

@@ -28,6 +28,18 @@ const (
 	KeyKey        = corev1.TLSPrivateKeyKey
 	KeyClientCert = "scheduler.crt"
 	KeyClientKey  = "scheduler.key"
+	KeyCANextKey  = "ca-next.key" // while a new CA is introduced
+)
+
+// Annotations on the Secret: an operator sets AnnotationRotateCA to any
+// new value to replace the CA now (it is otherwise replaced when it nears
+// expiry); AnnotationRotatedCA records the last value acted on.
+const (
+	AnnotationRotateCA  = "vgpud.io/rotate-ca"
+	AnnotationRotatedCA = "vgpud.io/rotated-ca"
+	// AnnotationTrustHash on kube-scheduler's pod template names the CAs and
+	// client certificate its pods must read; changing it restarts them.
+	AnnotationTrustHash = "vgpud.io/tls-hash"
 )
 
 // ClientName is the common name of the client certificate the extender
@@ -44,10 +56,16 @@ type Config struct {
 	SecretName  string
 	WebhookName string // MutatingWebhookConfiguration whose caBundle is kept
 	ServiceName string
-	Validity    time.Duration // of the serving certificate
+	// SchedulerDeployment is kube-scheduler's Deployment in Namespace; a
+	// CA rotation restarts it at each step. Empty, or absent from the
+	// cluster, means a kube-scheduler vgpud does not manage: its operator
+	// restarts it.
+	SchedulerDeployment string
+	Validity            time.Duration // of the serving certificate
 	RenewBefore time.Duration // renew this long before expiry
 	// Recheck bounds the wait between checks, which also repairs a caBundle
-	// that `kubectl apply` reset. Zero means one minute.
+	// that `kubectl apply` reset and notices a rotation asked for on the
+	// Secret. Zero means 10 s.
 	Recheck time.Duration
 }
 
@@ -55,11 +73,12 @@ type Config struct {
 // names match manifests/vgpud.yaml.
 func DefaultConfig() Config {
 	return Config{
-		SecretName:  "vgpud-tls",
-		WebhookName: "vgpud",
-		ServiceName: "vgpud",
-		Validity:    365 * 24 * time.Hour,
-		RenewBefore: 30 * 24 * time.Hour,
+		SecretName:          "vgpud-tls",
+		WebhookName:         "vgpud",
+		ServiceName:         "vgpud",
+		SchedulerDeployment: "vgpud-scheduler",
+		Validity:            365 * 24 * time.Hour,
+		RenewBefore:         30 * 24 * time.Hour,
 	}
 }
 
@@ -82,13 +101,17 @@ type loaded struct {
 
 // bundle is what the Secret holds.
 type bundle struct {
-	ca, serving, client KeyPair
+	trust           trust
+	phase           phase
+	serving, client KeyPair
+	rotated         string // AnnotationRotatedCA
+	clientRenewed   bool   // a client certificate kube-scheduler already read was replaced
 }
 
 // NewManager returns a Manager; now is the clock (time.Now outside tests).
 func NewManager(cfg Config, kube kubernetes.Interface, log *slog.Logger, now func() time.Time) *Manager {
 	if cfg.Recheck <= 0 {
-		cfg.Recheck = time.Minute
+		cfg.Recheck = 10 * time.Second
 	}
 	return &Manager{cfg: cfg, kube: kube, log: log, now: now}
 }
@@ -182,10 +205,18 @@ func (m *Manager) Ensure(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := m.ensureCABundle(ctx, b.ca.Cert); err != nil {
+	if err := m.ensureCABundle(ctx, b.trust.caCert()); err != nil {
 		return time.Time{}, err
 	}
-	if err := m.load(b.serving, b.ca.Cert); err != nil {
+	if err := m.load(b.serving, b.trust.caCert()); err != nil {
+		return time.Time{}, err
+	}
+	if b.phase != steady {
+		// The next step waits for kube-scheduler's restart: look soon.
+		return m.now().Add(rotationPoll), nil
+	}
+	ca, err := RenewAt(b.trust.signer.Cert, m.cfg.RenewBefore)
+	if err != nil {
 		return time.Time{}, err
 	}
 	serving, err := RenewAt(b.serving.Cert, m.cfg.RenewBefore)
@@ -196,11 +227,17 @@ func (m *Manager) Ensure(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	if client.Before(serving) {
-		return client, nil
+	due := serving
+	for _, t := range []time.Time{ca, client} {
+		if t.Before(due) {
+			due = t
+		}
 	}
-	return serving, nil
+	return due, nil
 }
+
+// rotationPoll is how often a CA rotation checks on kube-scheduler's restart.
+const rotationPoll = 2 * time.Second
 
 func (m *Manager) load(p KeyPair, caCert []byte) error {
 	if l := m.cert.Load(); l != nil && l.pair.Equal(p) {
@@ -236,29 +273,39 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 		} else if err != nil {
 			return bundle{}, fmt.Errorf("read secret %s/%s: %w", m.cfg.Namespace, name, err)
 		}
-		b, changed, err := m.plan(s)
+		rolled, err := m.schedulerRunsWith(ctx, s)
+		if err != nil {
+			return bundle{}, err
+		}
+		b, changed, err := m.plan(s, rolled)
 		if err != nil {
 			return bundle{}, err
 		}
 		if !changed {
-			return b, nil
+			return b, m.restartScheduler(ctx, b)
 		}
-		data := map[string][]byte{KeyCACert: b.ca.Cert, KeyCAKey: b.ca.Key, KeyCert: b.serving.Cert, KeyKey: b.serving.Key,
+		data := map[string][]byte{KeyCACert: b.trust.caCert(), KeyCAKey: b.trust.signer.Key, KeyCert: b.serving.Cert, KeyKey: b.serving.Key,
 			KeyClientCert: b.client.Cert, KeyClientKey: b.client.Key}
+		if len(b.trust.next.Key) > 0 {
+			data[KeyCANextKey] = b.trust.next.Key
+		}
 		if s == nil {
-			_, err = secrets.Create(ctx, &corev1.Secret{
+			s = &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.cfg.Namespace, Labels: map[string]string{"app.kubernetes.io/name": "vgpud"}},
 				Type:       corev1.SecretTypeOpaque,
-				Data:       data,
-			}, metav1.CreateOptions{})
+			}
+			setRotated(s, b.rotated)
+			s.Data = data
+			_, err = secrets.Create(ctx, s, metav1.CreateOptions{})
 		} else {
 			s = s.DeepCopy()
+			setRotated(s, b.rotated)
 			s.Data = data
 			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 		}
 		switch {
 		case err == nil:
-			return b, nil
+			return b, m.restartScheduler(ctx, b)
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
 			m.log.Info("webhook certificate secret written by another replica; reading it again", "secret", name)
 			continue
@@ -269,48 +316,98 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 	return bundle{}, fmt.Errorf("write secret %s/%s: still racing with another writer after 5 attempts", m.cfg.Namespace, name)
 }
 
-// plan decides what the Secret s (nil when absent) should hold.
-func (m *Manager) plan(s *corev1.Secret) (b bundle, changed bool, err error) {
+// plan decides what the Secret s (nil when absent) should hold. rolled
+// says kube-scheduler runs with what s holds: a CA rotation takes its
+// next step only then.
+func (m *Manager) plan(s *corev1.Secret, rolled bool) (b bundle, changed bool, err error) {
 	at := m.now()
 	names := DNSNames(m.cfg.ServiceName, m.cfg.Namespace)
+	var asked string
 	if s != nil {
-		b.ca = KeyPair{Cert: s.Data[KeyCACert], Key: s.Data[KeyCAKey]}
+		b.trust, b.phase = readTrust(s.Data[KeyCACert], s.Data[KeyCAKey], s.Data[KeyCANextKey])
 		b.serving = KeyPair{Cert: s.Data[KeyCert], Key: s.Data[KeyKey]}
 		b.client = KeyPair{Cert: s.Data[KeyClientCert], Key: s.Data[KeyClientKey]}
+		b.rotated = s.Annotations[AnnotationRotatedCA]
+		if v := s.Annotations[AnnotationRotateCA]; v != "" && v != b.rotated {
+			asked = v
+		}
+	} else {
+		b.phase = broken
 	}
 	// An empty Secret (as the manifest creates it) is a first start, not a
 	// fault worth a log line.
-	say := func(msg, reason string) {
+	say := func(msg string, args ...any) {
 		if s != nil && len(s.Data) > 0 {
-			m.log.Info(msg, "reason", reason)
+			m.log.Info(msg, args...)
 		}
 	}
-	if v := CheckCA(b.ca, at, m.cfg.RenewBefore); !v.Keep {
-		say("new CA", v.Reason)
-		if b.ca, err = GenerateCA(at, caValidityFactor*m.cfg.Validity); err != nil {
-			return b, false, fmt.Errorf("generate CA: %w", err)
+	newCA := func() (KeyPair, error) {
+		ca, err := GenerateCA(at, caValidityFactor*m.cfg.Validity)
+		if err != nil {
+			return KeyPair{}, fmt.Errorf("generate CA: %w", err)
 		}
-		changed = true
+		return ca, nil
 	}
-	if v := CheckServing(b.ca.Cert, b.serving, names, at, m.cfg.RenewBefore); !v.Keep {
-		if !changed {
-			say("new serving certificate", v.Reason)
+	switch v := CheckCA(b.trust.signer, at, 0); {
+	case b.phase == broken || !v.Keep:
+		// Nothing valid to overlap with: a fresh CA, trusted at once.
+		reason := v.Reason
+		if v.Keep {
+			reason = "ca.crt, ca.key and " + KeyCANextKey + " do not form a CA or a rotation step"
 		}
-		if b.serving, err = GenerateServing(b.ca, names, at, m.cfg.Validity); err != nil {
+		say("new CA", "reason", reason)
+		ca, err := newCA()
+		if err != nil {
+			return b, false, err
+		}
+		b.trust, b.phase, changed = trust{bundle: [][]byte{ca.Cert}, signer: ca}, steady, true
+		if asked != "" {
+			b.rotated = asked
+		}
+	case b.phase == steady && caDue(b.trust.signer, at, m.cfg.RenewBefore, asked != ""):
+		next, err := newCA()
+		if err != nil {
+			return b, false, err
+		}
+		b.trust.bundle = append(b.trust.bundle, next.Cert)
+		b.trust.next, b.phase, changed = next, introducing, true
+		if asked != "" {
+			b.rotated = asked
+		}
+		m.log.Info("CA rotation: new CA trusted beside the old; waiting for kube-scheduler to restart with both", "asked", asked)
+	case b.phase == introducing && rolled:
+		b.trust.signer, b.trust.next, b.phase, changed = b.trust.next, KeyPair{}, switched, true
+		m.log.Info("CA rotation: kube-scheduler trusts the new CA; certificates now signed by it")
+	case b.phase == switched && rolled:
+		b.trust.bundle, b.phase, changed = [][]byte{b.trust.signer.Cert}, steady, true
+		m.log.Info("CA rotation: kube-scheduler holds the new certificates; old CA retired")
+	}
+	if v := CheckServing(b.trust.signer.Cert, b.serving, names, at, m.cfg.RenewBefore); !v.Keep {
+		say("new serving certificate", "reason", v.Reason)
+		if b.serving, err = GenerateServing(b.trust.signer, names, at, m.cfg.Validity); err != nil {
 			return b, false, fmt.Errorf("generate serving certificate: %w", err)
 		}
 		changed = true
 	}
-	if v := CheckClient(b.ca.Cert, b.client, ClientName, at, m.cfg.RenewBefore); !v.Keep {
-		if !changed {
-			say("new kube-scheduler client certificate", v.Reason)
-		}
-		if b.client, err = GenerateClient(b.ca, ClientName, at, m.cfg.Validity); err != nil {
+	if v := CheckClient(b.trust.signer.Cert, b.client, ClientName, at, m.cfg.RenewBefore); !v.Keep {
+		say("new kube-scheduler client certificate", "reason", v.Reason)
+		b.clientRenewed = len(b.client.Cert) > 0
+		if b.client, err = GenerateClient(b.trust.signer, ClientName, at, m.cfg.Validity); err != nil {
 			return b, false, fmt.Errorf("generate client certificate: %w", err)
 		}
 		changed = true
 	}
 	return b, changed, nil
+}
+
+func setRotated(s *corev1.Secret, rotated string) {
+	if rotated == "" {
+		return
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[AnnotationRotatedCA] = rotated
 }
 
 // ensureCABundle makes every webhook of our MutatingWebhookConfiguration

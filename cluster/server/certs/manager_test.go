@@ -3,6 +3,7 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -286,4 +288,154 @@ func TestManagerRunLoadsAndStops(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
+}
+
+// schedulerDeployment is kube-scheduler's Deployment, rolled out.
+func schedulerDeployment() *appsv1.Deployment {
+	one := int32(1)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-scheduler", Namespace: ns},
+		Spec:       appsv1.DeploymentSpec{Replicas: &one},
+		Status:     appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1},
+	}
+}
+
+// A CA rotation asked for on the Secret goes through its three steps, each
+// only after kube-scheduler restarted with the previous one; at every step
+// the served certificate verifies against the caBundle and kube-scheduler's
+// ca.crt, and its client certificate against what the extender trusts.
+func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	kube := fake.NewClientset(webhookConfig(), schedulerDeployment())
+	cfg := testConfig
+	cfg.SchedulerDeployment = "vgpud-scheduler"
+	m := NewManager(cfg, kube, quiet(), func() time.Time { return t0 })
+	ctx := context.Background()
+	if _, err := m.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deployments := kube.AppsV1().Deployments(ns)
+	hash := func() string {
+		d, err := deployments.Get(ctx, "vgpud-scheduler", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Spec.Template.Annotations[AnnotationTrustHash]
+	}
+	if h := hash(); h != "" {
+		t.Fatalf("install restarted kube-scheduler (hash %q); its pods read the keys when they appear", h)
+	}
+	first := secretOf(t, kube)
+	oldCA := first.Data[KeyCACert]
+
+	// The scheduler's pods hold whatever the Secret held when they started.
+	schedCA, schedClient := first.Data[KeyCACert], KeyPair{Cert: first.Data[KeyClientCert], Key: first.Data[KeyClientKey]}
+	check := func(step string) {
+		t.Helper()
+		s := secretOf(t, kube)
+		for _, b := range caBundles(t, kube) {
+			served(t, m, b, t0)
+		}
+		served(t, m, schedCA, t0)
+		l := m.cert.Load()
+		cert, err := x509.ParseCertificate(mustPair(t, schedClient).Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: l.clients, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: t0}); err != nil {
+			t.Fatalf("%s: kube-scheduler's client certificate is not trusted by the extender: %v", step, err)
+		}
+		t.Logf("%s: ca.crt holds %d CA(s)", step, len(splitPEM(s.Data[KeyCACert])))
+	}
+	setStatus := func(st appsv1.DeploymentStatus) {
+		t.Helper()
+		d, err := deployments.Get(ctx, "vgpud-scheduler", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status = st
+		if _, err := deployments.UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ensure runs the manager; a changed pod template starts a rollout, as
+	// the Deployment controller would.
+	lastHash := ""
+	ensure := func() {
+		t.Helper()
+		if _, err := m.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if h := hash(); h != lastHash {
+			lastHash = h
+			setStatus(appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1})
+		}
+	}
+	// restart finishes the rollout: the pods read the Secret as it is.
+	restart := func() {
+		t.Helper()
+		setStatus(schedulerDeployment().Status)
+		s := secretOf(t, kube)
+		schedCA = s.Data[KeyCACert]
+		schedClient = KeyPair{Cert: s.Data[KeyClientCert], Key: s.Data[KeyClientKey]}
+	}
+	check("installed")
+
+	s := first.DeepCopy()
+	s.Annotations = map[string]string{AnnotationRotateCA: "now"}
+	if _, err := kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Step 1: both CAs trusted, the old one still signs; kube-scheduler is
+	// asked to restart, and until it has, nothing moves.
+	for range 2 {
+		ensure()
+		check("introducing, kube-scheduler not restarted")
+	}
+	s = secretOf(t, kube)
+	if got := splitPEM(s.Data[KeyCACert]); len(got) != 2 || !bytes.Equal(got[0], oldCA) || len(s.Data[KeyCANextKey]) == 0 || s.Annotations[AnnotationRotatedCA] != "now" {
+		t.Fatalf("after the request: %d CAs, next key %d bytes, rotated %q", len(got), len(s.Data[KeyCANextKey]), s.Annotations[AnnotationRotatedCA])
+	}
+	if hash() != TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]) {
+		t.Fatal("kube-scheduler not asked to restart with both CAs")
+	}
+	// Step 2 once it has: the new CA signs both certificates.
+	restart()
+	check("introducing, kube-scheduler restarted")
+	for range 2 {
+		ensure()
+		check("switched, kube-scheduler not restarted")
+	}
+	s = secretOf(t, kube)
+	if len(splitPEM(s.Data[KeyCACert])) != 2 || len(s.Data[KeyCANextKey]) != 0 {
+		t.Fatal("switched step keeps both CAs and drops the next key")
+	}
+	// Step 3: the old CA goes once kube-scheduler has the new client certificate.
+	restart()
+	check("switched, kube-scheduler restarted")
+	ensure()
+	check("steady, kube-scheduler not restarted")
+	restart()
+	s = secretOf(t, kube)
+	got := splitPEM(s.Data[KeyCACert])
+	if len(got) != 1 || bytes.Equal(got[0], oldCA) {
+		t.Fatalf("rotation did not end with the new CA alone: %d CAs", len(got))
+	}
+	if _, phase := readTrust(s.Data[KeyCACert], s.Data[KeyCAKey], s.Data[KeyCANextKey]); phase != steady {
+		t.Fatalf("phase %v after the rotation", phase)
+	}
+	// The same request is not acted on twice.
+	ensure()
+	if after := secretOf(t, kube); !bytes.Equal(after.Data[KeyCACert], s.Data[KeyCACert]) {
+		t.Fatal("a second rotation started for the same request")
+	}
+}
+
+func mustPair(t *testing.T, p KeyPair) tls.Certificate {
+	t.Helper()
+	c, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
