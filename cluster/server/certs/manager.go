@@ -62,7 +62,7 @@ type Config struct {
 	// restarts it.
 	SchedulerDeployment string
 	Validity            time.Duration // of the serving certificate
-	RenewBefore time.Duration // renew this long before expiry
+	RenewBefore         time.Duration // renew this long before expiry
 	// Recheck bounds the wait between checks, which also repairs a caBundle
 	// that `kubectl apply` reset and notices a rotation asked for on the
 	// Secret. Zero means 10 s.
