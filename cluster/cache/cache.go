@@ -228,7 +228,9 @@ func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 	case st.invErr != nil:
 		return core.Node{}, &core.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
 	case !st.usable:
-		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet"}
+		// kube-scheduler saw GPUs here (it filters on allocatable first),
+		// so the books lag a plugin that is coming back.
+		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
 	case st.plugin != protocol.PluginServing:
 		// A pod bound now would meet a plugin that is going away (or not
 		// back yet) and fail kubelet's admission.
