@@ -65,7 +65,7 @@ func TestChaosSoak(t *testing.T) {
 	}
 	injected := map[string]int{}
 	failover := map[string][]time.Duration{} // fault -> time to admission by a serving leader
-	seen := map[string]bool{} // events already counted
+	seen := map[string]bool{}                // events already counted
 	var crashes []window
 	violations := map[string][]string{}
 	violate := func(inv, what string) {
