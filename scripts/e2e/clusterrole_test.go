@@ -375,7 +375,7 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 		t.Fatalf("after bind: nodeName %q, annotations %v (%v)", got.Spec.NodeName, got.Annotations, err)
 	}
 	// The GPU now has 1000 MiB left: the next 9000 MiB pod fits nowhere.
-	res, err = filter("9000")
+	res, err = filter("9000", "gpu-node")
 	if err != nil {
 		t.Fatal(err)
 	}
