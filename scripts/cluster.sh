@@ -217,7 +217,9 @@ up() {
 	done
 	running kubelet || start_kubelet "$bin"
 	running kube-proxy || in_ns kube-proxy "$bin/kube-proxy" --config "$state/kube-proxy.yaml"
-	wait_for 120 "node $NODE" sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+	# kubelet exits when containerd's CRI is not initialized yet (ctr
+	# answers a moment before it): start it again while the node comes up.
+	wait_for 120 "node $NODE" sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True || { $0 kubelet-alive; false; }"
 	wait_for 60 "default service account" $k -n default get serviceaccount default
 	echo "cluster: up in $(($(date +%s) - start)) s (node $NODE at $NODE_IP)" >&2
 	echo "$kc"
@@ -270,6 +272,7 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 restart-kubelet) restart_kubelet ;;
+kubelet-alive) running kubelet || start_kubelet "$("$here/k8s-binaries.sh")" ;;
 env) echo "export KUBECONFIG=$state/kubeconfig" ;;
 *) echo "usage: $0 up|down|restart-kubelet|env" >&2; exit 2 ;;
 esac
