@@ -295,7 +295,7 @@ func schedulerDeployment() *appsv1.Deployment {
 	one := int32(1)
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-scheduler", Namespace: ns},
-		Spec:       appsv1.DeploymentSpec{Replicas: &one},
+		Spec:       appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "vgpud-scheduler"}}},
 		Status:     appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1},
 	}
 }
@@ -371,10 +371,32 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 			setStatus(appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1})
 		}
 	}
-	// restart finishes the rollout: the pods read the Secret as it is.
+	// schedulerPod is kube-scheduler's pod, started from the template
+	// with hash h.
+	schedulerPod := func(h string) {
+		t.Helper()
+		pods := kube.CoreV1().Pods(ns)
+		_ = pods.Delete(ctx, "vgpud-scheduler-pod", metav1.DeleteOptions{})
+		if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vgpud-scheduler-pod", Namespace: ns,
+			Labels: map[string]string{"app": "vgpud-scheduler"}, Annotations: map[string]string{AnnotationTrustHash: h}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schedulerPod("")
+	// restart finishes the rollout: the pods read the Secret as it is. The
+	// Deployment reports it done while the old pod still terminates; the
+	// rotation must wait for the pod itself.
 	restart := func() {
 		t.Helper()
 		setStatus(schedulerDeployment().Status)
+		before := secretOf(t, kube)
+		if _, err := m.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if after := secretOf(t, kube); !bytes.Equal(after.Data[KeyCACert], before.Data[KeyCACert]) || !bytes.Equal(after.Data[KeyCert], before.Data[KeyCert]) {
+			t.Fatal("a rotation step was taken while the old kube-scheduler pod was still there")
+		}
+		schedulerPod(hash())
 		s := secretOf(t, kube)
 		schedCA = s.Data[KeyCACert]
 		schedClient = KeyPair{Cert: s.Data[KeyClientCert], Key: s.Data[KeyClientKey]}

@@ -29,7 +29,25 @@ func (m *Manager) schedulerRunsWith(ctx context.Context, s *corev1.Secret) (bool
 		return err == nil, err
 	}
 	want := TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert])
-	return d.Spec.Template.Annotations[AnnotationTrustHash] == want && rolledOut(d), nil
+	if d.Spec.Template.Annotations[AnnotationTrustHash] != want || !rolledOut(d) {
+		return false, nil
+	}
+	// The Deployment counts a terminating pod as gone, but its kube-scheduler
+	// still calls the extender with what it read at start until it exits.
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return false, fmt.Errorf("kube-scheduler deployment %s: selector: %w", d.Name, err)
+	}
+	pods, err := m.kube.CoreV1().Pods(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return false, fmt.Errorf("list kube-scheduler pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		if p.Annotations[AnnotationTrustHash] != want {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // restartScheduler sets the pod template's hash to what b holds, which
