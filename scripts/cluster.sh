@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# A real one-node Kubernetes cluster on this machine, inside a network
-# namespace: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# containerd + runc + bridge CNI, kubelet and kube-proxy (facts behind it:
-# ../shared/E2E-RECIPE.md).
+# A real Kubernetes cluster of VGPUD_NODES nodes (default 1) on this
+# machine: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+# in node 1's network namespace; every node has its own network namespace
+# and IP, containerd + runc + bridge CNI, kubelet and kube-proxy (facts
+# behind it: ../shared/E2E-RECIPE.md).
 #   scripts/cluster.sh up     start (idempotent); prints the kubeconfig path
 #   scripts/cluster.sh down   stop every process by its recorded PID, remove pods' state
-#   scripts/cluster.sh restart-kubelet
+#   scripts/cluster.sh restart-kubelet [K]   restart node K's kubelet (default 1)
 #   scripts/cluster.sh env    print `export KUBECONFIG=...`
-# The node is $NODE at $NODE_IP on a veth inside netns $NETNS; the host end
-# of the veth is $HOST_IP, so kubectl on the host reaches the apiserver.
+# Node k is vgpud-node (k=1) or vgpud-node-k, at 10.201.0.(k+1) on a veth
+# in netns vgpud-e2e(-k), bridged on the host (10.201.0.1), with pod CIDR
+# 10.88.(32(k-1)).0/19 routed between the nodes. Nodes after the first
+# run kubelet and containerd in their own mount namespace, where a
+# per-node directory is /var/lib/kubelet (the DaemonSet's hostPaths), and
+# their own cgroup root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
-NETNS=${VGPUD_NETNS:-vgpud-e2e}
-NODE=${VGPUD_NODE:-vgpud-node}
+NODES=${VGPUD_NODES:-1}
+NODE=vgpud-node
 NODE_IP=10.201.0.2
 HOST_IP=10.201.0.1
+BRIDGE=vgpud-br0
 SERVICE_CIDR=10.96.0.0/16
 POD_CIDR=10.88.0.0/16
 state=${VGPUD_CLUSTER_DIR:-/var/lib/vgpud-e2e/cluster}
@@ -23,13 +29,32 @@ rund=/run/vgpud-e2e
 pki=$state/pki
 logs=$state/log
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
-procs=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+control=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+per_node=(containerd kubelet kube-proxy)
 
-# in NAME CMD...: start CMD in the namespace, detached, its PID in $state/NAME.pid.
+# node_vars K sets what names node K: its name, IP, netns, pod CIDR, the
+# suffix of its process and file names, and its directories.
+node_vars() {
+	local k=$1
+	n_k=$k
+	n_ip=10.201.0.$((k + 1))
+	n_cidr=10.88.$((32 * (k - 1))).0/19
+	if [ "$k" = 1 ]; then
+		n_name=$NODE n_ns=${VGPUD_NETNS:-vgpud-e2e} n_sfx="" n_dir=$state n_run=$rund
+	else
+		n_name=$NODE-$k n_ns=${VGPUD_NETNS:-vgpud-e2e}-$k n_sfx=-$k n_dir=$state/node$k n_run=$rund/node$k
+	fi
+	n_mnt=$rund/mnt/node$k # mount namespace (nodes after the first)
+}
+
+# in NAME NS CMD...: start CMD in netns NS (and node K's mount namespace,
+# when $in_mnt is set), detached, its PID in $state/NAME.pid.
 in_ns() {
-	local name=$1
-	shift
-	nsenter --net=/var/run/netns/$NETNS setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+	local name=$1 ns=$2
+	shift 2
+	local enter=(nsenter --net=/var/run/netns/$ns)
+	[ -n "${in_mnt:-}" ] && enter+=(--mount=$in_mnt)
+	"${enter[@]}" setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$state/$name.pid"
 }
 
@@ -49,38 +74,84 @@ packages() {
 }
 
 network() {
-	[ -e /var/run/netns/$NETNS ] || ip netns add $NETNS
-	if ! ip link show vgpud0h >/dev/null 2>&1; then
-		ip link add vgpud0h type veth peer name vgpud0 netns $NETNS
-		ip addr add $HOST_IP/24 dev vgpud0h
+	if ! ip link show $BRIDGE >/dev/null 2>&1; then
+		ip link add $BRIDGE type bridge
+		ip addr add $HOST_IP/24 dev $BRIDGE
 	fi
-	ip link set vgpud0h up
-	local n="nsenter --net=/var/run/netns/$NETNS"
-	$n ip link set lo up
-	$n ip addr show dev vgpud0 | grep -q "$NODE_IP/" || $n ip addr add $NODE_IP/24 dev vgpud0
-	$n ip link set vgpud0 up
-	$n ip route show default | grep -q . || $n ip route add default via $HOST_IP dev vgpud0
-	# Pod-to-Service-to-pod on one bridge needs bridged packets in iptables.
-	$n sysctl -qw net.ipv4.ip_forward=1
-	$n sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+	ip link set $BRIDGE up
+	local k
+	for k in $(seq 1 "$NODES"); do
+		node_vars "$k"
+		local host_end=vgpud${k}h n="nsenter --net=/var/run/netns/$n_ns"
+		[ -e /var/run/netns/$n_ns ] || ip netns add $n_ns
+		if ! ip link show $host_end >/dev/null 2>&1; then
+			ip link add $host_end type veth peer name vgpud0 netns $n_ns
+			ip link set $host_end master $BRIDGE
+		fi
+		ip link set $host_end up
+		$n ip link set lo up
+		$n ip addr show dev vgpud0 | grep -q "$n_ip/" || $n ip addr add $n_ip/24 dev vgpud0
+		$n ip link set vgpud0 up
+		$n ip route show default | grep -q . || $n ip route add default via $HOST_IP dev vgpud0
+		# Pod-to-Service-to-pod on one bridge needs bridged packets in iptables.
+		$n sysctl -qw net.ipv4.ip_forward=1
+		$n sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+	done
+	# Every node, and the host, reaches each node's pods through that node.
+	local j
+	for j in $(seq 1 "$NODES"); do
+		node_vars "$j"
+		local via=$n_ip cidr=$n_cidr
+		ip route replace $cidr via $via
+		for k in $(seq 1 "$NODES"); do
+			[ "$k" = "$j" ] && continue
+			node_vars "$k"
+			nsenter --net=/var/run/netns/$n_ns ip route replace $cidr via $via
+		done
+	done
+}
+
+# mount_ns K gives node K (after the first) a mount namespace of its own,
+# where its directory is /var/lib/kubelet.
+mount_ns() {
+	node_vars "$1"
+	[ "$1" = 1 ] && return
+	mkdir -p "$rund/mnt" "$n_dir/kubelet" /var/lib/kubelet
+	if ! mountpoint -q "$rund/mnt"; then
+		mount --bind "$rund/mnt" "$rund/mnt"
+		mount --make-private "$rund/mnt"
+	fi
+	if ! nsenter --mount="$n_mnt" true 2>/dev/null; then
+		touch "$n_mnt"
+		unshare --mount="$n_mnt" --propagation private true
+		nsenter --mount="$n_mnt" mount --bind "$n_dir/kubelet" /var/lib/kubelet
+	fi
+}
+
+# sign NAME SUBJECT [SAN]: a certificate from the cluster CA, in $pki.
+sign() {
+	(
+		cd "$pki"
+		openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2>/dev/null
+		if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\n' "$3" >"$1.ext"; else : >"$1.ext"; fi
+		openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+	)
 }
 
 certs() {
 	mkdir -p "$pki"
-	cd "$pki"
-	[ -f ca.crt ] && return
-	openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=vgpud-e2e-ca -keyout ca.key -out ca.crt 2>/dev/null
-	sign() { # sign NAME SUBJECT [SAN]
-		openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2>/dev/null
-		if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\n' "$3" >"$1.ext"; else : >"$1.ext"; fi
-		openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
-	}
-	sign apiserver /CN=kube-apiserver "IP:$NODE_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
-	sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
-	sign kubelet "/CN=$NODE" "IP:$NODE_IP,DNS:$NODE"
-	openssl genrsa -out sa.key 2048 2>/dev/null
-	openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-	echo "$(openssl rand -hex 16),admin,admin,system:masters" >tokens.csv
+	if [ ! -f "$pki/ca.crt" ]; then
+		(cd "$pki" && openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=vgpud-e2e-ca -keyout ca.key -out ca.crt 2>/dev/null)
+		sign apiserver /CN=kube-apiserver "IP:$NODE_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+		sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+		(cd "$pki" && openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null)
+		echo "$(openssl rand -hex 16),admin,admin,system:masters" >"$pki/tokens.csv"
+	fi
+	local k
+	for k in $(seq 1 "$NODES"); do
+		node_vars "$k"
+		[ -f "$pki/kubelet$n_sfx.crt" ] || sign "kubelet$n_sfx" "/CN=$n_name" "IP:$n_ip,DNS:$n_name"
+	done
 }
 
 kubeconfig() {
@@ -97,8 +168,10 @@ KC
 }
 
 configs() {
-	mkdir -p "$state/cni" "$state/containerd"
-	cat >"$state/runc-wrapper" <<'SH'
+	node_vars "$1"
+	local d=$n_dir
+	mkdir -p "$d/cni" "$d/containerd" "$n_run"
+	cat >"$d/runc-wrapper" <<'SH'
 #!/bin/sh
 # runc cannot write oom_score_adj on this VM: drop it from the bundle on create.
 prev=""
@@ -114,13 +187,13 @@ case " $* " in *" create "*)
 esac
 exec runc "$@"
 SH
-	chmod +x "$state/runc-wrapper"
-	cat >"$state/containerd/config.toml" <<TOML
+	chmod +x "$d/runc-wrapper"
+	cat >"$d/containerd/config.toml" <<TOML
 version = 2
-root = "$state/containerd/root"
-state = "$rund/containerd"
+root = "$d/containerd/root"
+state = "$n_run/containerd"
 [grpc]
-  address = "$rund/containerd.sock"
+  address = "$n_run/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.10"
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -128,43 +201,44 @@ state = "$rund/containerd"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "$state/runc-wrapper"
+        BinaryName = "$d/runc-wrapper"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "$state/cni"
+    conf_dir = "$d/cni"
 TOML
-	cat >"$state/cni/10-vgpud-e2e.conflist" <<JSON
+	cat >"$d/cni/10-vgpud-e2e.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "vgpud-e2e", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+   "ipam": {"type": "host-local", "dataDir": "$d/cni-ipam", "ranges": [[{"subnet": "$n_cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
 JSON
-	cat >"$state/kubelet.yaml" <<YAML
+	cat >"$d/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
 failSwapOn: false
-containerRuntimeEndpoint: unix://$rund/containerd.sock
+containerRuntimeEndpoint: unix://$n_run/containerd.sock
+cgroupRoot: "$([ "$n_k" = 1 ] && echo / || echo /$n_name)"
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
   x509: {clientCAFile: $pki/ca.crt}
 authorization: {mode: AlwaysAllow}
-tlsCertFile: $pki/kubelet.crt
-tlsPrivateKeyFile: $pki/kubelet.key
+tlsCertFile: $pki/kubelet$n_sfx.crt
+tlsPrivateKeyFile: $pki/kubelet$n_sfx.key
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 YAML
-	cat >"$state/kube-proxy.yaml" <<YAML
+	cat >"$d/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
 clusterCIDR: $POD_CIDR
-hostnameOverride: $NODE
+hostnameOverride: $n_name
 clientConnection: {kubeconfig: $state/kubeconfig}
 conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
@@ -184,7 +258,7 @@ wait_for() { # wait_for SECONDS WHAT CMD...
 up() {
 	need_root cluster
 	packages
-	local bin images start
+	local bin images start k
 	start=$(date +%s)
 	bin=$("$here/k8s-binaries.sh")
 	images=$("$here/images.sh")
@@ -192,11 +266,13 @@ up() {
 	network
 	certs
 	kubeconfig
-	configs
-	local kc=$state/kubeconfig k="kubectl --kubeconfig $state/kubeconfig"
-	running etcd || in_ns etcd etcd --data-dir "$state/etcd" --listen-client-urls http://127.0.0.1:2379 \
+	for k in $(seq 1 "$NODES"); do configs "$k"; done
+	local kc=$state/kubeconfig k8s="kubectl --kubeconfig $state/kubeconfig" ns1
+	node_vars 1
+	ns1=$n_ns
+	running etcd || in_ns etcd $ns1 etcd --data-dir "$state/etcd" --listen-client-urls http://127.0.0.1:2379 \
 		--advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
-	running kube-apiserver || in_ns kube-apiserver "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
+	running kube-apiserver || in_ns kube-apiserver $ns1 "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
 		--bind-address 0.0.0.0 --advertise-address $NODE_IP --secure-port 6443 \
 		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
 		--client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" --authorization-mode Node,RBAC \
@@ -205,36 +281,59 @@ up() {
 		--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
 		--kubelet-preferred-address-types InternalIP --allow-privileged=true \
 		--max-requests-inflight 2000 --max-mutating-requests-inflight 1000
-	wait_for 90 kube-apiserver $k get --raw /readyz
-	running kube-controller-manager || in_ns kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$kc" \
+	wait_for 90 kube-apiserver $k8s get --raw /readyz
+	running kube-controller-manager || in_ns kube-controller-manager $ns1 "$bin/kube-controller-manager" --kubeconfig "$kc" \
 		--controllers='*,-nodeipam' --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
 		--leader-elect=false --use-service-account-credentials=false
-	running kube-scheduler || in_ns kube-scheduler "$bin/kube-scheduler" --kubeconfig "$kc" --leader-elect=false
-	running containerd || in_ns containerd containerd --config "$state/containerd/config.toml"
-	wait_for 30 containerd ctr -a "$rund/containerd.sock" version
-	for img in "$images"/*.tar; do
-		ctr -a "$rund/containerd.sock" -n k8s.io images import --no-unpack=false "$img" >/dev/null
+	running kube-scheduler || in_ns kube-scheduler $ns1 "$bin/kube-scheduler" --kubeconfig "$kc" --leader-elect=false
+	for k in $(seq 1 "$NODES"); do start_node "$k" "$bin" "$images"; done
+	for k in $(seq 1 "$NODES"); do
+		node_vars "$k"
+		# kubelet exits when containerd's CRI is not initialized yet (ctr
+		# answers a moment before it): start it again while the node comes up.
+		wait_for 120 "node $n_name" sh -c "$k8s get node $n_name -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True || { $0 kubelet-alive $k; false; }"
 	done
-	running kubelet || start_kubelet "$bin"
-	running kube-proxy || in_ns kube-proxy "$bin/kube-proxy" --config "$state/kube-proxy.yaml"
-	# kubelet exits when containerd's CRI is not initialized yet (ctr
-	# answers a moment before it): start it again while the node comes up.
-	wait_for 120 "node $NODE" sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True || { $0 kubelet-alive; false; }"
-	wait_for 60 "default service account" $k -n default get serviceaccount default
-	echo "cluster: up in $(($(date +%s) - start)) s (node $NODE at $NODE_IP)" >&2
+	wait_for 60 "default service account" $k8s -n default get serviceaccount default
+	echo "cluster: up in $(($(date +%s) - start)) s ($NODES node(s): $NODE at $NODE_IP$([ "$NODES" -gt 1 ] && echo ", ..."))" >&2
 	echo "$kc"
 }
 
-start_kubelet() {
-	in_ns kubelet "$1/kubelet" --config "$state/kubelet.yaml" --kubeconfig "$state/kubeconfig" \
-		--node-ip $NODE_IP --hostname-override $NODE
+# start_node K BIN IMAGES starts node K's containerd (with the images),
+# kubelet and kube-proxy.
+start_node() {
+	local k=$1 bin=$2 images=$3 in_mnt=""
+	mount_ns "$k"
+	node_vars "$k"
+	[ "$k" = 1 ] || in_mnt=$n_mnt
+	running containerd$n_sfx || in_ns containerd$n_sfx $n_ns containerd --config "$n_dir/containerd/config.toml"
+	wait_for 30 "containerd of $n_name" ctr -a "$n_run/containerd.sock" version
+	local img
+	for img in "$images"/*.tar; do
+		ctr -a "$n_run/containerd.sock" -n k8s.io images import --no-unpack=false "$img" >/dev/null
+	done
+	running kubelet$n_sfx || start_kubelet "$k" "$bin"
+	running kube-proxy$n_sfx || in_mnt="" in_ns kube-proxy$n_sfx $n_ns "$bin/kube-proxy" --config "$n_dir/kube-proxy.yaml"
 }
 
-# restart_kubelet stops kubelet by its PID and starts it again, as an
-# operator's restart or an upgrade would; pods keep running.
+start_kubelet() {
+	local k=$1 in_mnt="" h
+	node_vars "$k"
+	if [ "$k" != 1 ]; then
+		in_mnt=$n_mnt
+		# Its own cgroup root, which kubelet wants to exist in every hierarchy.
+		for h in /sys/fs/cgroup/*/; do mkdir -p "$h$n_name" 2>/dev/null || true; done
+	fi
+	in_ns kubelet$n_sfx $n_ns "$2/kubelet" --config "$n_dir/kubelet.yaml" --kubeconfig "$state/kubeconfig" \
+		--node-ip $n_ip --hostname-override $n_name
+}
+
+# restart_kubelet stops node K's kubelet by its PID and starts it again, as
+# an operator's restart or an upgrade would; pods keep running.
 restart_kubelet() {
-	stop kubelet
-	start_kubelet "$("$here/k8s-binaries.sh")"
+	local k=${1:-1}
+	node_vars "$k"
+	stop kubelet$n_sfx
+	start_kubelet "$k" "$("$here/k8s-binaries.sh")"
 }
 
 stop() {
@@ -248,21 +347,40 @@ stop() {
 }
 
 down() {
-	local i
-	# Pods' processes outlive kubelet and containerd in their shims: kill
-	# them through containerd first, while it still answers.
-	if running containerd; then
-		stop kubelet
-		local c="ctr -a $rund/containerd.sock -n k8s.io"
-		for task in $($c tasks ls -q 2>/dev/null); do $c tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
-		sleep 1
-		for task in $($c tasks ls -q 2>/dev/null); do $c tasks delete -f "$task" >/dev/null 2>&1 || true; done
-		for ctr in $($c containers ls -q 2>/dev/null); do $c containers delete "$ctr" >/dev/null 2>&1 || true; done
-	fi
-	for ((i = ${#procs[@]} - 1; i >= 0; i--)); do stop "${procs[$i]}"; done
-	# Pod sandboxes' network namespaces and the bridge go with a fresh netns.
-	ip netns del $NETNS 2>/dev/null || true
-	ip link del vgpud0h 2>/dev/null || true
+	local k i
+	# Every node ever started, whatever VGPUD_NODES says now.
+	local nodes=1
+	for k in $(seq 2 9); do [ -e /var/run/netns/${VGPUD_NETNS:-vgpud-e2e}-$k ] || [ -f "$state/kubelet-$k.pid" ] && nodes=$k; done
+	for k in $(seq "$nodes" -1 1); do
+		node_vars "$k"
+		# Pods' processes outlive kubelet and containerd in their shims:
+		# kill them through containerd first, while it still answers.
+		if running containerd$n_sfx; then
+			stop kubelet$n_sfx
+			local c="ctr -a $n_run/containerd.sock -n k8s.io"
+			for task in $($c tasks ls -q 2>/dev/null); do $c tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
+			sleep 1
+			for task in $($c tasks ls -q 2>/dev/null); do $c tasks delete -f "$task" >/dev/null 2>&1 || true; done
+			for ctr in $($c containers ls -q 2>/dev/null); do $c containers delete "$ctr" >/dev/null 2>&1 || true; done
+		fi
+		for i in kube-proxy kubelet containerd; do stop $i$n_sfx; done
+		# Pod sandboxes' network namespaces and the bridge go with a fresh netns.
+		ip netns del $n_ns 2>/dev/null || true
+		ip link del vgpud${k}h 2>/dev/null || true
+		ip route del $n_cidr 2>/dev/null || true
+		if [ "$k" != 1 ]; then
+			# The node's mounts go with its mount namespace.
+			umount "$n_mnt" 2>/dev/null || true
+			rm -rf "$n_dir"
+			local h
+			for h in /sys/fs/cgroup/*/; do
+				[ -d "$h$n_name" ] && find "$h$n_name" -depth -type d -exec rmdir {} + 2>/dev/null || true
+			done
+		fi
+	done
+	for ((i = ${#control[@]} - 1; i >= 0; i--)); do stop "${control[$i]}"; done
+	ip link del $BRIDGE 2>/dev/null || true
+	ip link del vgpud0h 2>/dev/null || true # the one-node layout before the bridge
 	# Secret and emptyDir volumes are mounts under kubelet's pod directory.
 	awk '$2 ~ "^/var/lib/kubelet/pods/" {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
@@ -271,8 +389,11 @@ down() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
-restart-kubelet) restart_kubelet ;;
-kubelet-alive) running kubelet || start_kubelet "$("$here/k8s-binaries.sh")" ;;
+restart-kubelet) restart_kubelet "${2:-1}" ;;
+kubelet-alive)
+	node_vars "${2:-1}"
+	running kubelet$n_sfx || start_kubelet "${2:-1}" "$("$here/k8s-binaries.sh")"
+	;;
 env) echo "export KUBECONFIG=$state/kubeconfig" ;;
-*) echo "usage: $0 up|down|restart-kubelet|env" >&2; exit 2 ;;
+*) echo "usage: $0 up|down|restart-kubelet [K]|env" >&2; exit 2 ;;
 esac
