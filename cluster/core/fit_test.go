@@ -168,7 +168,7 @@ func TestFootprintApplyRoundTrip(t *testing.T) {
 
 // Binpack and spread must choose differently between a fuller and an
 // emptier node: the pod adds 10000 MiB to 30000 of 80000 on one node
-// (40000/80000 = 5 of 10) and to nothing on the other (10000/80000 → 1).
+// (40000/80000 → 4 of 9) and to nothing on the other, which is idle.
 func TestScore(t *testing.T) {
 	fuller := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
 	fuller.GPUs[0].Used.MemMiB = 30000
@@ -178,19 +178,45 @@ func TestScore(t *testing.T) {
 		policy                string
 		wantFuller, wantEmpty int
 	}{
-		{Binpack, 5, 1},
-		{Spread, 5, 9},
+		{Binpack, 5, 0},
+		{Spread, 5, 10},
 	} {
 		f, e := Score(fuller, fp, tc.policy), Score(emptier, fp, tc.policy)
 		if f != tc.wantFuller || e != tc.wantEmpty {
 			t.Errorf("%s: fuller %d, emptier %d; want %d, %d", tc.policy, f, e, tc.wantFuller, tc.wantEmpty)
 		}
 	}
-	if Score(fuller, fp, Binpack) <= Score(emptier, fp, Binpack) {
-		t.Error("binpack must prefer the fuller node")
+}
+
+// A few small pods move an 8-GPU node's fullness by less than a step;
+// binpack must still prefer it to an idle node, and spread the idle one.
+func TestScoreSmallPodsOnABigNode(t *testing.T) {
+	big := func() Node {
+		var gs []GPU
+		for i := range 8 {
+			gs = append(gs, gpu(i, "A100", 40960, 0))
+		}
+		return node(gs...)
 	}
-	if Score(emptier, fp, Spread) <= Score(fuller, fp, Spread) {
-		t.Error("spread must prefer the emptier node")
+	used, idle := big(), big()
+	used.GPUs[3].Used = Usage{MemMiB: 1000, Cores: 10, Slots: 1}
+	fp := []Usage{{MemMiB: 1000, Cores: 10, Slots: 1}}
+	if u, i := Score(used, fp, Binpack), Score(idle, fp, Binpack); u <= i {
+		t.Errorf("binpack: node in use %d, idle node %d; want the node in use higher", u, i)
+	}
+	if u, i := Score(used, fp, Spread), Score(idle, fp, Spread); i <= u {
+		t.Errorf("spread: node in use %d, idle node %d; want the idle node higher", u, i)
+	}
+	// A whole node's worth is the top of the scale, and never beyond it.
+	full := big()
+	for i := range full.GPUs {
+		full.GPUs[i].Used.MemMiB = 40960
+	}
+	if s := Score(full, nil, Binpack); s != 10 {
+		t.Errorf("binpack on a full node: %d, want 10", s)
+	}
+	if s := Score(full, nil, Spread); s != 0 {
+		t.Errorf("spread on a full node: %d, want 0", s)
 	}
 }
 

@@ -6,13 +6,20 @@ import (
 	"strings"
 )
 
-// Score rates a node 0..10 for a pod whose footprint there is fp: binpack
-// prefers nodes whose GPU memory is fuller after placement, spread emptier.
+// Score rates a node 0..10 for a pod whose footprint there is fp. Binpack
+// prefers a node already in use, then the one whose GPU memory is fuller
+// after placement; spread prefers an idle node, then the emptier. Use
+// counts before fullness because one pod moves a big node's fullness by
+// less than a step: by fullness alone, an empty node and one holding a
+// few small pods tie, and kube-scheduler's own scores, which favour
+// emptier nodes, would decide.
 func Score(n Node, fp []Usage, policy string) int {
 	var used, total int64
+	inUse := false
 	for i, g := range n.GPUs {
 		total += g.MemoryMiB
 		used += g.Used.MemMiB
+		inUse = inUse || !g.Used.idle()
 		if i < len(fp) {
 			used += fp[i].MemMiB
 		}
@@ -20,14 +27,16 @@ func Score(n Node, fp []Usage, policy string) int {
 	if total == 0 {
 		return 0
 	}
-	full := int((used*10 + total/2) / total)
-	if full > 10 {
-		full = 10
+	full := min(int(used*9/total), 9) // 0..9 after placement
+	switch {
+	case policy == Spread && !inUse:
+		return 10
+	case policy == Spread:
+		return 9 - full
+	case !inUse:
+		return 0
 	}
-	if policy == Spread {
-		return 10 - full
-	}
-	return full
+	return 1 + full
 }
 
 // Summarize turns per-node reasons into one line for a pod Event, e.g.
