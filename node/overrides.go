@@ -20,8 +20,11 @@ import (
 //	  split: 4
 //	  memoryScaling: 1.5
 //	  exclude: ["0", "GPU-3f2a..."]
+//	- name: test-node
+//	  backend: "fake:4xNVIDIA L4:23034"
 //
-// A node not listed runs with the flags.
+// A node not listed runs with the flags. backend is for test clusters
+// whose nodes mock different machines; a real node keeps "nvml".
 type Overrides struct {
 	Nodes []NodeOverride `json:"nodes"`
 }
@@ -33,6 +36,7 @@ type NodeOverride struct {
 	MemoryScaling *float64 `json:"memoryScaling,omitempty"`
 	CoreScaling   *float64 `json:"coreScaling,omitempty"`
 	Exclude       []string `json:"exclude,omitempty"`
+	Backend       *string  `json:"backend,omitempty"`
 }
 
 // ForNode reads the overrides file, if any, and returns c with node's
@@ -48,7 +52,7 @@ func (c Config) ForNode(node string) (Config, error) {
 	}
 	var o Overrides
 	if err := yaml.UnmarshalStrict(raw, &o); err != nil {
-		return c, fmt.Errorf("node overrides %s: %w; see the nodes: [{name, split, memoryScaling, coreScaling, exclude}] format in the README", c.OverridesFile, err)
+		return c, fmt.Errorf("node overrides %s: %w; see the nodes: [{name, split, memoryScaling, coreScaling, exclude, backend}] format in the README", c.OverridesFile, err)
 	}
 	seen := map[string]bool{}
 	for i, n := range o.Nodes {
@@ -73,6 +77,12 @@ func (c Config) ForNode(node string) (Config, error) {
 		}
 		if n.Exclude != nil {
 			c.Exclude = n.Exclude
+		}
+		if n.Backend != nil {
+			if err := gpu.ValidateBackend(*n.Backend); err != nil {
+				return c, fmt.Errorf("node overrides %s, node %s: %w", c.OverridesFile, node, err)
+			}
+			c.Backend = *n.Backend
 		}
 		if err := c.ValidateScaling(); err != nil {
 			return c, fmt.Errorf("node overrides %s, node %s: %w", c.OverridesFile, node, err)

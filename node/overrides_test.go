@@ -21,13 +21,19 @@ func writeOverrides(t *testing.T, s string) Config {
 }
 
 func TestForNode(t *testing.T) {
-	c := writeOverrides(t, "nodes:\n- name: a\n  split: 4\n  memoryScaling: 1.5\n  exclude: [\"0\"]\n- name: b\n  coreScaling: 2\n")
+	c := writeOverrides(t, "nodes:\n- name: a\n  split: 4\n  memoryScaling: 1.5\n  exclude: [\"0\"]\n- name: b\n  coreScaling: 2\n  backend: \"fake:4xNVIDIA L4:23034\"\n")
 	a, err := c.ForNode("a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Split != 4 || a.MemoryScaling != 1.5 || a.CoreScaling != 1 || len(a.Exclude) != 1 {
 		t.Errorf("node a: %+v", a)
+	}
+	if a.Backend != "nvml" {
+		t.Errorf("node a's backend %q, want the flag's nvml", a.Backend)
+	}
+	if b, err := c.ForNode("b"); err != nil || b.Backend != "fake:4xNVIDIA L4:23034" {
+		t.Errorf("node b: backend %q, %v", b.Backend, err)
 	}
 	other, err := c.ForNode("zzz")
 	if err != nil || other.Split != 10 || other.Exclude != nil {
@@ -37,12 +43,13 @@ func TestForNode(t *testing.T) {
 
 func TestForNodeRejects(t *testing.T) {
 	for doc, want := range map[string]string{
-		"nodes:\n- name: a\n  splitt: 4\n":       "splitt",
-		"nodes:\n- name: a\n- name: a\n":         "listed twice",
-		"nodes:\n- split: 3\n":                   "no name",
-		"nodes:\n- name: a\n  split: 0\n":        "want 1..1000",
-		"nodes:\n- name: a\n  memoryScaling: -1": "above 0",
-		"nodes: {}":                              "nodes",
+		"nodes:\n- name: a\n  splitt: 4\n":        "splitt",
+		"nodes:\n- name: a\n- name: a\n":          "listed twice",
+		"nodes:\n- split: 3\n":                    "no name",
+		"nodes:\n- name: a\n  split: 0\n":         "want 1..1000",
+		"nodes:\n- name: a\n  memoryScaling: -1":  "above 0",
+		"nodes: {}":                               "nodes",
+		"nodes:\n- name: a\n  backend: mock:nope": "mock:dgxa100",
 	} {
 		_, err := writeOverrides(t, doc).ForNode("a")
 		if err == nil || !strings.Contains(err.Error(), want) {
