@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Kubernetes cluster of VGPUD_NODES nodes (default 1) on this
+# A real Kubernetes cluster of VGPUD_NODES nodes (default 3) on this
 # machine: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 # in node 1's network namespace; every node has its own network namespace
 # and IP, containerd + runc + bridge CNI, kubelet and kube-proxy (facts
@@ -11,13 +11,13 @@
 # Node k is vgpud-node (k=1) or vgpud-node-k, at 10.201.0.(k+1) on a veth
 # in netns vgpud-e2e(-k), bridged on the host (10.201.0.1), with pod CIDR
 # 10.88.(32(k-1)).0/19 routed between the nodes. Nodes after the first
-# run kubelet and containerd in their own mount namespace, where a
-# per-node directory is /var/lib/kubelet (the DaemonSet's hostPaths), and
-# their own cgroup root.
+# run kubelet and containerd in their own mount namespace, where per-node
+# directories are /var/lib/kubelet (the DaemonSet's hostPaths) and the pod
+# logs, and their own cgroup root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
-NODES=${VGPUD_NODES:-1}
+NODES=${VGPUD_NODES:-3}
 NODE=vgpud-node
 NODE_IP=10.201.0.2
 HOST_IP=10.201.0.1
@@ -90,7 +90,8 @@ network() {
 		fi
 		ip link set $host_end up
 		$n ip link set lo up
-		$n ip addr show dev vgpud0 | grep -q "$n_ip/" || $n ip addr add $n_ip/24 dev vgpud0
+		# (ip complains about dead pod netns names it cannot resolve: harmless)
+		$n ip addr show dev vgpud0 2>/dev/null | grep -q "$n_ip/" || $n ip addr add $n_ip/24 dev vgpud0
 		$n ip link set vgpud0 up
 		$n ip route show default | grep -q . || $n ip route add default via $HOST_IP dev vgpud0
 		# Pod-to-Service-to-pod on one bridge needs bridged packets in iptables.
@@ -116,7 +117,7 @@ network() {
 mount_ns() {
 	node_vars "$1"
 	[ "$1" = 1 ] && return
-	mkdir -p "$rund/mnt" "$n_dir/kubelet" /var/lib/kubelet
+	mkdir -p "$rund/mnt"
 	if ! mountpoint -q "$rund/mnt"; then
 		mount --bind "$rund/mnt" "$rund/mnt"
 		mount --make-private "$rund/mnt"
@@ -124,7 +125,13 @@ mount_ns() {
 	if ! nsenter --mount="$n_mnt" true 2>/dev/null; then
 		touch "$n_mnt"
 		unshare --mount="$n_mnt" --propagation private true
-		nsenter --mount="$n_mnt" mount --bind "$n_dir/kubelet" /var/lib/kubelet
+		# kubelet's log GC removes the pod log directories of pods it does
+		# not run, so the nodes cannot share /var/log/pods either.
+		local d
+		for d in /var/lib/kubelet /var/log/pods /var/log/containers; do
+			mkdir -p "$n_dir$d" "$d"
+			nsenter --mount="$n_mnt" mount --bind "$n_dir$d" "$d"
+		done
 	fi
 }
 
@@ -384,6 +391,13 @@ down() {
 	# Secret and emptyDir volumes are mounts under kubelet's pod directory.
 	awk '$2 ~ "^/var/lib/kubelet/pods/" {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
+	# Pod netns of nodes after the first were mounts in their mount
+	# namespace, gone with it; what is left in the host's view is a name.
+	local f
+	for f in /var/run/netns/cni-*; do
+		[ -e "$f" ] && ! mountpoint -q "$f" && rm -f "$f"
+	done
+	return 0
 }
 
 case "${1:-}" in
