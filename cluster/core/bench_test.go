@@ -30,7 +30,7 @@ func synthetic(nodes, pods int) ([]Node, int) {
 	return out, pods
 }
 
-// BenchmarkFilterPass is one /filter's worth of work: Fit and Score of a
+// BenchmarkFilterPass is one /filter's worth of work: Fit and Fullness of a
 // pod asking 1 GPU, 10000 MiB, 20 cores against every node.
 func BenchmarkFilterPass(b *testing.B) {
 	req := Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1, HasGPUs: true, MemoryMiB: 10000, Cores: 20}}}
@@ -43,7 +43,7 @@ func BenchmarkFilterPass(b *testing.B) {
 					fit := 0
 					for i := range cluster {
 						if res, r := Fit(cluster[i], req, opts); r == nil {
-							_ = Score(cluster[i], res.Footprint, Binpack)
+							_ = Fullness(cluster[i], res.Footprint)
 							fit++
 						}
 					}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,57 +167,46 @@ func TestFootprintApplyRoundTrip(t *testing.T) {
 	}
 }
 
-// Binpack and spread must choose differently between a fuller and an
-// emptier node: the pod adds 10000 MiB to 30000 of 80000 on one node
-// (40000/80000 → 4 of 9) and to nothing on the other, which is idle.
-func TestScore(t *testing.T) {
-	fuller := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
-	fuller.GPUs[0].Used.MemMiB = 30000
-	emptier := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
-	fp := []Usage{{MemMiB: 10000}, {}}
-	for _, tc := range []struct {
-		policy                string
-		wantFuller, wantEmpty int
-	}{
-		{Binpack, 5, 0},
-		{Spread, 5, 10},
-	} {
-		f, e := Score(fuller, fp, tc.policy), Score(emptier, fp, tc.policy)
-		if f != tc.wantFuller || e != tc.wantEmpty {
-			t.Errorf("%s: fuller %d, emptier %d; want %d, %d", tc.policy, f, e, tc.wantFuller, tc.wantEmpty)
-		}
-	}
-}
-
-// A few small pods move an 8-GPU node's fullness by less than a step;
-// binpack must still prefer it to an idle node, and spread the idle one.
-func TestScoreSmallPodsOnABigNode(t *testing.T) {
-	big := func() Node {
+// Binpack and spread must choose differently between nodes, also when a
+// few small pods move an 8-GPU node's fullness by less than a tenth.
+func TestRank(t *testing.T) {
+	big := func(usedMiB ...int64) Node {
 		var gs []GPU
 		for i := range 8 {
 			gs = append(gs, gpu(i, "A100", 40960, 0))
 		}
-		return node(gs...)
+		n := node(gs...)
+		for i, m := range usedMiB {
+			n.GPUs[i].Used = Usage{MemMiB: m, Cores: 10, Slots: 1}
+		}
+		return n
 	}
-	used, idle := big(), big()
-	used.GPUs[3].Used = Usage{MemMiB: 1000, Cores: 10, Slots: 1}
 	fp := []Usage{{MemMiB: 1000, Cores: 10, Slots: 1}}
-	if u, i := Score(used, fp, Binpack), Score(idle, fp, Binpack); u <= i {
-		t.Errorf("binpack: node in use %d, idle node %d; want the node in use higher", u, i)
+	idle, little, more := big(), big(1000), big(1000, 2000)
+	full := Fullness(big(40960, 40960, 40960, 40960, 40960, 40960, 40960, 40960), fp)
+	if full != 1_000_000 {
+		t.Errorf("fullness of a full node %d, want 1000000", full)
 	}
-	if u, i := Score(used, fp, Spread), Score(idle, fp, Spread); i <= u {
-		t.Errorf("spread: node in use %d, idle node %d; want the idle node higher", u, i)
+	fullness := []int64{Fullness(idle, fp), Fullness(little, fp), Fullness(more, fp)}
+	if !slices.IsSorted(fullness) || fullness[0] == fullness[1] {
+		t.Fatalf("fullness %v, want idle < little < more", fullness)
 	}
-	// A whole node's worth is the top of the scale, and never beyond it.
-	full := big()
-	for i := range full.GPUs {
-		full.GPUs[i].Used.MemMiB = 40960
+	for _, tc := range []struct {
+		policy string
+		want   []int64
+	}{
+		{Binpack, []int64{0, 3, 10}},
+		{Spread, []int64{10, 7, 0}},
+	} {
+		if got := Rank(fullness, tc.policy); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: scores %v for fullness %v, want %v", tc.policy, got, fullness, tc.want)
+		}
 	}
-	if s := Score(full, nil, Binpack); s != 10 {
-		t.Errorf("binpack on a full node: %d, want 10", s)
+	if got := Rank([]int64{5, 5}, Binpack); !slices.Equal(got, []int64{10, 10}) {
+		t.Errorf("equal nodes scored %v, want 10 each", got)
 	}
-	if s := Score(full, nil, Spread); s != 0 {
-		t.Errorf("spread on a full node: %d, want 0", s)
+	if got := Rank(nil, Spread); len(got) != 0 {
+		t.Errorf("no nodes scored %v", got)
 	}
 }
 

@@ -2,24 +2,18 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
 
-// Score rates a node 0..10 for a pod whose footprint there is fp. Binpack
-// prefers a node already in use, then the one whose GPU memory is fuller
-// after placement; spread prefers an idle node, then the emptier. Use
-// counts before fullness because one pod moves a big node's fullness by
-// less than a step: by fullness alone, an empty node and one holding a
-// few small pods tie, and kube-scheduler's own scores, which favour
-// emptier nodes, would decide.
-func Score(n Node, fp []Usage, policy string) int {
+// Fullness is how full node n's GPU memory is, in millionths, once a pod
+// whose footprint there is fp is placed on it.
+func Fullness(n Node, fp []Usage) int64 {
 	var used, total int64
-	inUse := false
 	for i, g := range n.GPUs {
 		total += g.MemoryMiB
 		used += g.Used.MemMiB
-		inUse = inUse || !g.Used.idle()
 		if i < len(fp) {
 			used += fp[i].MemMiB
 		}
@@ -27,16 +21,34 @@ func Score(n Node, fp []Usage, policy string) int {
 	if total == 0 {
 		return 0
 	}
-	full := min(int(used*9/total), 9) // 0..9 after placement
-	switch {
-	case policy == Spread && !inUse:
-		return 10
-	case policy == Spread:
-		return 9 - full
-	case !inUse:
-		return 0
+	return min(used*1_000_000/total, 1_000_000)
+}
+
+// Rank turns the fullness of each candidate node into an extender score
+// 0..10: binpack gives the fullest 10 and the emptiest 0, spread the
+// reverse, linearly between; equal nodes all score 10. Ranking among the
+// candidates, not on a fixed scale, is what lets the policy decide: one
+// pod moves a big node's fullness by less than a tenth, so on a fixed
+// scale an idle node and one holding a few pods tie, and kube-scheduler's
+// own scores, which favour emptier nodes, choose.
+func Rank(fullness []int64, policy string) []int64 {
+	scores := make([]int64, len(fullness))
+	if len(fullness) == 0 {
+		return scores
 	}
-	return 1 + full
+	lo, hi := slices.Min(fullness), slices.Max(fullness)
+	for i, f := range fullness {
+		if hi == lo {
+			scores[i] = 10
+			continue
+		}
+		d := f - lo
+		if policy == Spread {
+			d = hi - f
+		}
+		scores[i] = (d*10 + (hi-lo)/2) / (hi - lo)
+	}
+	return scores
 }
 
 // Summarize turns per-node reasons into one line for a pod Event, e.g.

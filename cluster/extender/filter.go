@@ -106,22 +106,27 @@ func passing(reasons map[string]core.Reason) error {
 	return fmt.Errorf("no node fits now; vgpud is restarting on %s: retrying", strings.Join(nodes, ", "))
 }
 
-// Prioritize scores each of names 0..10 by the pod's node policy; a node
-// the pod does not fit scores 0.
+// Prioritize scores each of names 0..10 by the pod's node policy, ranking
+// the nodes it fits against each other; a node it does not fit scores 0.
 func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPriorityList, error) {
 	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	out := make(extenderv1.HostPriorityList, 0, len(names))
-	for _, name := range names {
-		var score int64
+	out := make(extenderv1.HostPriorityList, len(names))
+	var fitting []int
+	var fullness []int64
+	for i, name := range names {
+		out[i].Host = name
 		if n, reason := p.nodes.NodeFor(name, pod.UID); reason == nil {
 			if res, reason := core.Fit(n, req, p.defaults.Options); reason == nil {
-				score = int64(core.Score(n, res.Footprint, nodePolicy))
+				fitting = append(fitting, i)
+				fullness = append(fullness, core.Fullness(n, res.Footprint))
 			}
 		}
-		out = append(out, extenderv1.HostPriority{Host: name, Score: score})
+	}
+	for k, score := range core.Rank(fullness, nodePolicy) {
+		out[fitting[k]].Score = score
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Host < out[b].Host })
 	return out, nil

@@ -151,11 +151,13 @@ func TestPrioritizeByPolicy(t *testing.T) {
 		return out
 	}
 	bin := scores("")
-	if !(bin["roomy"] > bin["empty"]) || bin["full"] != 0 {
+	// The fitting nodes are ranked against each other: the fuller gets
+	// the top of the scale, the emptier the bottom; the full one is out.
+	if bin["roomy"] != 10 || bin["empty"] != 0 || bin["full"] != 0 {
 		t.Errorf("binpack scores %v", bin)
 	}
 	spread := scores(`"hami.io/node-scheduler-policy":"spread"`)
-	if !(spread["empty"] > spread["roomy"]) {
+	if spread["empty"] != 10 || spread["roomy"] != 0 {
 		t.Errorf("spread scores %v", spread)
 	}
 }
