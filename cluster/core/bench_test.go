@@ -42,8 +42,8 @@ func BenchmarkFilterPass(b *testing.B) {
 				for b.Loop() {
 					fit := 0
 					for i := range cluster {
-						if res, r := Fit(cluster[i], req, opts); r == nil {
-							_ = Fullness(cluster[i], res.Footprint)
+						if _, r := Fit(cluster[i], req, opts); r == nil {
+							_ = Fullness(cluster[i])
 							fit++
 						}
 					}

@@ -181,14 +181,13 @@ func TestRank(t *testing.T) {
 		}
 		return n
 	}
-	fp := []Usage{{MemMiB: 1000, Cores: 10, Slots: 1}}
 	idle, little, more := big(), big(1000), big(1000, 2000)
-	full := Fullness(big(40960, 40960, 40960, 40960, 40960, 40960, 40960, 40960), fp)
+	full := Fullness(big(40960, 40960, 40960, 40960, 40960, 40960, 40960, 40960))
 	if full != 1_000_000 {
 		t.Errorf("fullness of a full node %d, want 1000000", full)
 	}
-	fullness := []int64{Fullness(idle, fp), Fullness(little, fp), Fullness(more, fp)}
-	if !slices.IsSorted(fullness) || fullness[0] == fullness[1] {
+	fullness := []int64{Fullness(idle), Fullness(little), Fullness(more)}
+	if !slices.IsSorted(fullness) || fullness[0] != 0 || fullness[0] == fullness[1] {
 		t.Fatalf("fullness %v, want idle < little < more", fullness)
 	}
 	for _, tc := range []struct {

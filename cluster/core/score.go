@@ -7,16 +7,15 @@ import (
 	"strings"
 )
 
-// Fullness is how full node n's GPU memory is, in millionths, once a pod
-// whose footprint there is fp is placed on it.
-func Fullness(n Node, fp []Usage) int64 {
+// Fullness is how full node n's GPU memory is now, in millionths. Nodes
+// are ranked by what they hold, not by what they would hold with the pod:
+// the pod fills a small node by a larger share, and spread would then send
+// a second pod to a big node before trying an idle small one.
+func Fullness(n Node) int64 {
 	var used, total int64
-	for i, g := range n.GPUs {
+	for _, g := range n.GPUs {
 		total += g.MemoryMiB
 		used += g.Used.MemMiB
-		if i < len(fp) {
-			used += fp[i].MemMiB
-		}
 	}
 	if total == 0 {
 		return 0
