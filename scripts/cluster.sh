@@ -8,6 +8,8 @@
 #   scripts/cluster.sh down   stop every process by its recorded PID, remove pods' state
 #   scripts/cluster.sh restart-kubelet [K]   restart node K's kubelet (default 1)
 #   scripts/cluster.sh env    print `export KUBECONFIG=...`
+# Every node is labelled nvidia.com/gpu.present=true, as GPU feature
+# discovery labels a GPU node, so the DaemonSet's own nodeSelector applies.
 # Node k is vgpud-node (k=1) or vgpud-node-k, at 10.201.0.(k+1) on a veth
 # in netns vgpud-e2e(-k), bridged on the host (10.201.0.1), with pod CIDR
 # 10.88.(32(k-1)).0/19 routed between the nodes. Nodes after the first
@@ -331,7 +333,7 @@ start_kubelet() {
 		for h in /sys/fs/cgroup/*/; do mkdir -p "$h$n_name" 2>/dev/null || true; done
 	fi
 	in_ns kubelet$n_sfx $n_ns "$2/kubelet" --config "$n_dir/kubelet.yaml" --kubeconfig "$state/kubeconfig" \
-		--node-ip $n_ip --hostname-override $n_name
+		--node-ip $n_ip --hostname-override $n_name --node-labels nvidia.com/gpu.present=true
 }
 
 # restart_kubelet stops node K's kubelet by its PID and starts it again, as

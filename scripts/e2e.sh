@@ -20,11 +20,12 @@ KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud go test -tags e2e -count=1 -v -t
 	grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process
 "$here/apiserver.sh" down
 
-# The one-node cluster: fresh state, vgpud installed by the first scenario.
+# The cluster (three nodes unless VGPUD_NODES says otherwise): fresh state,
+# vgpud installed by the first scenario.
 "$here/cluster.sh" down
 trap '"$here/cluster.sh" down' EXIT
 start=$(date +%s%N)
 kubeconfig=$("$here/cluster.sh" up)
-echo "e2e: one-node cluster ready in $((($(date +%s%N) - start) / 1000000)) ms"
+echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - start) / 1000000)) ms"
 KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m ./scripts/e2e/cluster/ 2>&1 |
 	grep -vE '^I[0-9]{4} '

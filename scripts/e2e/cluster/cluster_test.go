@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -28,7 +29,7 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 func TestCluster(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	var node string
+	var nodes []string
 
 	t.Run("a install", func(t *testing.T) {
 		start := time.Now()
@@ -37,19 +38,16 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("install: %v\n%s", err, out)
 		}
 		t.Logf("kubectl apply -> vgpud serving: %v", time.Since(start).Round(time.Millisecond))
+		nodes = e.nodes(t)
 		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
-		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || ds.Status.NumberReady == 0 {
-			t.Fatalf("DaemonSet %+v, %v", ds.Status, err)
+		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || int(ds.Status.NumberReady) != len(nodes) {
+			t.Fatalf("DaemonSet %+v on %d nodes, %v", ds.Status, len(nodes), err)
 		}
 		leader, err := e.leader()
 		if err != nil {
 			t.Fatal(err)
 		}
-		node = leader.Spec.NodeName
-		if node == "" {
-			nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			node = nodes.Items[0].Name
-		}
+		t.Logf("%d nodes %v; leader %s on %s", len(nodes), nodes, leader.Name, leader.Spec.NodeName)
 		harness.Eventually(t, 30*time.Second, "Service endpoints are the leader", func() error {
 			slices, err := e.kube.DiscoveryV1().EndpointSlices(system).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=vgpud"})
 			if err != nil {
@@ -72,8 +70,14 @@ func TestCluster(t *testing.T) {
 		if err != nil || len(mwc.Webhooks[0].ClientConfig.CABundle) == 0 {
 			t.Fatalf("caBundle not set: %v", err)
 		}
-		if n, err := e.allocatable(node); err != nil || n != 80 {
-			t.Fatalf("allocatable nvidia.com/gpu = %d (%v), want 8 GPUs x 10", n, err)
+		// Every node advertises its own machine: 8 A100s x 10 slices on
+		// the mock nodes, 4 L4s x 10 on vgpud-node-3.
+		for _, n := range nodes {
+			if err := e.advertising(n); err != nil {
+				t.Fatal(err)
+			}
+			got, _, _ := e.allocatable(n)
+			t.Logf("node %s: nvidia.com/gpu %d", n, got)
 		}
 	})
 
@@ -96,6 +100,7 @@ func TestCluster(t *testing.T) {
 		if p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
 			t.Errorf("phase %q", p.Annotations[protocol.AnnotationPhase])
 		}
+		node := p.Spec.NodeName
 		env := e.containerEnv(t, ns, "one")
 		g := a.Containers[0].GPUs[0]
 		if env["NVIDIA_VISIBLE_DEVICES"] != g.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" || g.MemoryMiB != 3000 {
@@ -103,7 +108,11 @@ func TestCluster(t *testing.T) {
 		}
 		// kubelet's own record (PodResources) agrees with the assignment.
 		harness.Eventually(t, 30*time.Second, "the node's PodResources cross-check", func() error {
-			logs, err := e.kubectl("-n", system, "logs", "ds/vgpud")
+			vp, err := e.vgpudPod(node)
+			if err != nil {
+				return err
+			}
+			logs, err := e.kubectl("-n", system, "logs", vp.Name)
 			if err != nil {
 				return err
 			}
@@ -145,7 +154,8 @@ func TestCluster(t *testing.T) {
 				t.Errorf("%s: CUDA_DEVICE_MEMORY_LIMIT_0=%s, want its own %s", name, env["CUDA_DEVICE_MEMORY_LIMIT_0"], want)
 			}
 		}
-		checkNoOversubscription(t, e, node)
+		t.Logf("GPU pods per node: %v", e.perNode(t, gpuNS))
+		checkNoOversubscription(t, e)
 	})
 
 	t.Run("d unfittable pod", func(t *testing.T) {
@@ -179,23 +189,22 @@ func TestCluster(t *testing.T) {
 		}
 		e.waitRunning(t, ns, []string{"keeper"}, 90*time.Second)
 		before := e.containerEnv(t, ns, "keeper")
-		regs := e.inspect(t).Registration.Count
-		out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet").CombinedOutput()
+		kp, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "keeper", metav1.GetOptions{})
+		node := kp.Spec.NodeName
+		regs := e.inspect(t, node).Registration.Count
+		out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet", nodeIndex(node)).CombinedOutput()
 		if err != nil {
 			t.Fatalf("restart kubelet: %v\n%s", err, out)
 		}
 		took := harness.Eventually(t, 120*time.Second, "re-registered and allocatable restored", func() error {
-			s := e.inspect(t)
+			s := e.inspect(t, node)
 			if s.Registration.Count <= regs {
 				return fmt.Errorf("registrations %d", s.Registration.Count)
 			}
-			if n, err := e.allocatable(node); err != nil || n != 80 {
-				return fmt.Errorf("allocatable %d (%v)", n, err)
-			}
-			return nil
+			return e.advertising(node)
 		})
-		s := e.inspect(t)
-		t.Logf("kubelet started -> plugin re-registered and allocatable 80 again: %v (kubelet.sock -> Register %.1f ms, trigger %q)", took.Round(time.Millisecond), s.Registration.LatencyMs, s.Registration.Trigger)
+		s := e.inspect(t, node)
+		t.Logf("kubelet of %s started -> plugin re-registered and allocatable whole again: %v (kubelet.sock -> Register %.1f ms, trigger %q)", node, took.Round(time.Millisecond), s.Registration.LatencyMs, s.Registration.Trigger)
 		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "keeper", metav1.GetOptions{})
 		if p.Status.Phase != corev1.PodRunning {
 			t.Errorf("keeper is %s after the kubelet restart", p.Status.Phase)
@@ -212,6 +221,14 @@ func TestCluster(t *testing.T) {
 		old, err := e.leader()
 		if err != nil {
 			t.Fatal(err)
+		}
+		replicas, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restartsBefore := map[string]int32{}
+		for i := range replicas.Items {
+			restartsBefore[replicas.Items[i].Name] = restarts(&replicas.Items[i])
 		}
 		killed := time.Now()
 		// An ordinary delete: SIGTERM, which vgpud answers by releasing the
@@ -279,7 +296,19 @@ func TestCluster(t *testing.T) {
 		if err != nil || leader.Name == old.Name {
 			t.Fatalf("new leader %v, %v", leader, err)
 		}
-		t.Logf("new leader %s, labelled %v after the delete", leader.Name, time.Since(killed).Round(time.Millisecond))
+		t.Logf("leader %s on %s deleted; new leader %s on %s, labelled %v after the delete", old.Name, old.Spec.NodeName, leader.Name, leader.Spec.NodeName, time.Since(killed).Round(time.Millisecond))
+		// The old leader serves until a successor labels itself, so the
+		// successor is a replica that already ran, on another node, whose
+		// own device plugin went on serving throughout.
+		if leader.Spec.NodeName == old.Spec.NodeName || leader.CreationTimestamp.After(killed) {
+			t.Errorf("successor %s on %s (created %v), old leader on %s", leader.Name, leader.Spec.NodeName, leader.CreationTimestamp, old.Spec.NodeName)
+		}
+		if n, ok := restartsBefore[leader.Name]; !ok || restarts(leader) != n {
+			t.Errorf("successor %s: %d restarts, %d (known %v) before the delete", leader.Name, restarts(leader), n, ok)
+		}
+		if err := e.advertising(leader.Spec.NodeName); err != nil {
+			t.Error(err)
+		}
 		// The DaemonSet pod comes back and the node is served again.
 		harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
 			ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
@@ -403,15 +432,23 @@ func TestCluster(t *testing.T) {
 			names = append(names, p.Name)
 		}
 		e.waitRunning(t, ns, names, 90*time.Second)
-		before := e.inspect(t)
+		before := map[string]inspect.Snapshot{} // by node
 		full := map[string]bool{}
-		for _, g := range before.GPUs {
-			if g.CoresUsed >= g.Cores {
-				full[g.UUID] = true
+		for _, name := range names {
+			p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if _, ok := before[p.Spec.NodeName]; ok {
+				continue
+			}
+			s := e.inspect(t, p.Spec.NodeName)
+			before[p.Spec.NodeName] = s
+			for _, g := range s.GPUs {
+				if g.CoresUsed >= g.Cores {
+					full[g.UUID] = true
+				}
 			}
 		}
 		if len(full) < 2 {
-			t.Fatalf("want two full GPUs, inspect shows %+v", before.GPUs)
+			t.Fatalf("want two full GPUs, inspect shows %+v", before)
 		}
 		pods, _ := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud"})
 		grace := int64(0)
@@ -452,8 +489,10 @@ func TestCluster(t *testing.T) {
 			// kubelet reports no nvidia.com/gpu while the plugin is away;
 			// a pod created before it is back waits for kube-scheduler's
 			// next retry.
-			if n, err := e.allocatable(node); err != nil || n != 80 {
-				return fmt.Errorf("allocatable nvidia.com/gpu %d (%v)", n, err)
+			for _, n := range nodes {
+				if err := e.advertising(n); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -473,15 +512,20 @@ func TestCluster(t *testing.T) {
 		if g := a.Containers[0].GPUs[0].UUID; full[g] {
 			t.Errorf("new pod landed on full GPU %s", g)
 		}
-		after := e.inspect(t)
-		for i, g := range before.GPUs {
-			if full[g.UUID] && (after.GPUs[i].CoresUsed != g.CoresUsed || after.GPUs[i].MemoryUsedMiB != g.MemoryUsedMiB) {
-				t.Errorf("GPU %d: before %+v, after %+v", i, g, after.GPUs[i])
+		for node, b := range before {
+			after := e.inspect(t, node)
+			for i, g := range b.GPUs {
+				if full[g.UUID] && (after.GPUs[i].CoresUsed != g.CoresUsed || after.GPUs[i].MemoryUsedMiB != g.MemoryUsedMiB) {
+					t.Errorf("%s GPU %d: before %+v, after %+v", node, i, g, after.GPUs[i])
+				}
 			}
 		}
 	})
 
-	t.Run("j tenant attacks", func(t *testing.T) { tenantAttacks(t, e, node) })
+	t.Run("j tenant attacks", func(t *testing.T) { tenantAttacks(t, e) })
+	t.Run("k node policy", func(t *testing.T) { nodePolicy(t, e, nodes) })
+	t.Run("l node without vgpud avoided", func(t *testing.T) { nodeWithoutVgpud(t, e, nodes) })
+	t.Run("m pod network across nodes", func(t *testing.T) { acrossNodes(t, e, nodes) })
 }
 
 func nodeNameLine(extra string) string {
@@ -499,10 +543,10 @@ func privLine(extra string) string {
 }
 
 // checkNoOversubscription sums every running pod's assignment per GPU and
-// compares with the node's inventory.
-func checkNoOversubscription(t *testing.T, e env, node string) {
+// compares with the nodes' inventories.
+func checkNoOversubscription(t *testing.T, e env) {
 	t.Helper()
-	for _, over := range oversubscribed(t, e, node) {
+	for _, over := range oversubscribed(t, e) {
 		t.Error(over)
 	}
 }
@@ -547,14 +591,10 @@ func apiUsage(e env) (map[string]*use, error) {
 	return used, nil
 }
 
-// oversubscribed names every GPU of node whose pods hold more than it has.
-func oversubscribed(t *testing.T, e env, node string) []string {
+// oversubscribed names every GPU whose pods hold more than it has.
+func oversubscribed(t *testing.T, e env) []string {
 	t.Helper()
-	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	nodes, err := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,15 +603,35 @@ func oversubscribed(t *testing.T, e env, node string) []string {
 		t.Fatal(err)
 	}
 	var over []string
-	for _, g := range inv.GPUs {
-		u := used[g.UUID]
-		if u == nil {
-			continue
+	for _, n := range nodes.Items {
+		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		if err != nil {
+			t.Fatalf("node %s: %v", n.Name, err)
 		}
-		t.Logf("GPU %d: %d/%d MiB, %d/%d cores, %d/%d slices", g.Index, u.mem, g.MemoryMiB, u.cores, g.Cores, u.slices, g.Split)
-		if u.mem > g.MemoryMiB || u.cores > g.Cores || u.slices > g.Split {
-			over = append(over, fmt.Sprintf("GPU %d oversubscribed: %+v of %+v", g.Index, *u, g))
+		for _, g := range inv.GPUs {
+			u := used[g.UUID]
+			if u == nil {
+				continue
+			}
+			t.Logf("%s GPU %d: %d/%d MiB, %d/%d cores, %d/%d slices", n.Name, g.Index, u.mem, g.MemoryMiB, u.cores, g.Cores, u.slices, g.Split)
+			if u.mem > g.MemoryMiB || u.cores > g.Cores || u.slices > g.Split {
+				over = append(over, fmt.Sprintf("%s GPU %d oversubscribed: %+v of %+v", n.Name, g.Index, *u, g))
+			}
 		}
 	}
 	return over
+}
+
+// perNode counts ns's pods by node.
+func (e env) perNode(t *testing.T, ns string) map[string]int {
+	t.Helper()
+	pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, p := range pods.Items {
+		out[p.Spec.NodeName]++
+	}
+	return out
 }

@@ -1,7 +1,7 @@
 //go:build e2e
 
-// Package cluster is the end-to-end suite on the real one-node cluster
-// (scripts/cluster.sh) with vgpud installed from manifests/ (mock overlay):
+// Package cluster is the end-to-end suite on the real cluster of three
+// nodes (scripts/cluster.sh) with vgpud installed from manifests/ (mock overlay):
 // a real kube-apiserver calling the webhook, a real kube-scheduler calling
 // the extender, a real kubelet calling the device plugin, real containers.
 // Run through `make e2e`; the scenarios run in order, sharing the cluster.
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,12 +165,32 @@ func (e env) leader() (*corev1.Pod, error) {
 	return &pods.Items[0], nil
 }
 
-// inspect runs `vgpud inspect --json` in the DaemonSet pod.
-func (e env) inspect(t *testing.T) inspect.Snapshot {
+// vgpudPod returns the DaemonSet pod on node that is not terminating.
+func (e env) vgpudPod(node string) (*corev1.Pod, error) {
+	pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/component=node", FieldSelector: "spec.nodeName=" + node,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no vgpud pod on %s", node)
+}
+
+// inspect runs `vgpud inspect --json` in node's DaemonSet pod.
+func (e env) inspect(t *testing.T, node string) inspect.Snapshot {
 	t.Helper()
 	var s inspect.Snapshot
-	harness.Eventually(t, 30*time.Second, "vgpud inspect", func() error {
-		out, err := e.kubectl("-n", system, "exec", "ds/vgpud", "--", "vgpud", "inspect", "--json")
+	harness.Eventually(t, 30*time.Second, "vgpud inspect on "+node, func() error {
+		p, err := e.vgpudPod(node)
+		if err != nil {
+			return err
+		}
+		out, err := e.kubectl("-n", system, "exec", p.Name, "--", "vgpud", "inspect", "--json")
 		if err != nil {
 			return err
 		}
@@ -178,13 +199,60 @@ func (e env) inspect(t *testing.T) inspect.Snapshot {
 	return s
 }
 
-func (e env) allocatable(node string) (int64, error) {
+// nodes lists the cluster's node names, sorted.
+func (e env) nodes(t *testing.T) []string {
+	t.Helper()
+	list, err := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(list.Items) == 0 {
+		t.Fatalf("nodes: %v %v", list, err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// nodeIndex is the number scripts/cluster.sh knows node by: vgpud-node is
+// 1, vgpud-node-K is K.
+func nodeIndex(node string) string {
+	if _, k, ok := strings.Cut(node, "vgpud-node-"); ok {
+		return k
+	}
+	return "1"
+}
+
+// allocatable is node's nvidia.com/gpu, and what its vgpud inventory says
+// it should be: the healthy GPUs' slices.
+func (e env) allocatable(node string) (got, want int64, err error) {
 	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	q := n.Status.Allocatable["nvidia.com/gpu"]
-	return q.Value(), nil
+	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	if err != nil {
+		return q.Value(), 0, fmt.Errorf("node %s inventory: %w", node, err)
+	}
+	for _, g := range inv.GPUs {
+		if g.Healthy {
+			want += int64(g.Split)
+		}
+	}
+	return q.Value(), want, nil
+}
+
+// advertising is nil when node advertises every slice of its inventory.
+func (e env) advertising(node string) error {
+	got, want, err := e.allocatable(node)
+	if err != nil {
+		return err
+	}
+	if got != want || want == 0 {
+		return fmt.Errorf("node %s: allocatable nvidia.com/gpu %d, inventory %d", node, got, want)
+	}
+	return nil
 }
 
 // dump logs what explains a failure: the namespace's pods and events, and
@@ -194,7 +262,7 @@ func (e env) dump(t *testing.T, ns string) {
 		{"-n", ns, "get", "pods", "-o", "wide"},
 		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
 		{"-n", system, "get", "pods", "-o", "wide", "--show-labels"},
-		{"-n", system, "logs", "ds/vgpud", "--tail=40"},
+		{"-n", system, "logs", "-l", "app.kubernetes.io/component=node", "--prefix", "--tail=15"},
 		{"-n", system, "logs", "deploy/vgpud-scheduler", "--tail=20"},
 	} {
 		out, err := e.kubectl(args...)

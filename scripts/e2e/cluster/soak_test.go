@@ -45,10 +45,7 @@ func TestChaosSoak(t *testing.T) {
 			t.Fatalf("install: %v\n%s", err, out)
 		}
 	}
-	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil || len(nodes.Items) == 0 {
-		t.Fatalf("nodes: %v %v", nodes, err)
-	}
+	t.Logf("soak on %d nodes: %v", len(e.nodes(t)), e.nodes(t))
 	ns := "e2e-chaos"
 	e.namespace(t, ns, nil)
 	w := &workload{e: e, ns: ns, maxLive: 20, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
@@ -95,7 +92,7 @@ func TestChaosSoak(t *testing.T) {
 		// Quiesce: no more creates, every live pod must run (g), then the
 		// books are compared with the API.
 		w.pause()
-		e.checkInvariants(t, ns, nodes.Items[0].Name, seen, violate)
+		e.checkInvariants(t, ns, seen, violate)
 		w.resume()
 	}
 	stop()
@@ -308,8 +305,12 @@ func deleteLeader(t *testing.T, e env) error {
 	return e.kube.CoreV1().Pods(system).Delete(context.Background(), l.Name, metav1.DeleteOptions{})
 }
 
+// restartKubelet restarts the kubelet of a node drawn at random.
 func restartKubelet(t *testing.T, e env) error {
-	out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet").CombinedOutput()
+	nodes := e.nodes(t)
+	node := nodes[rand.IntN(len(nodes))]
+	t.Logf("restart the kubelet of %s", node)
+	out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet", nodeIndex(node)).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}
@@ -326,7 +327,7 @@ func rolloutDaemonSet(t *testing.T, e env) error {
 
 // checkInvariants waits for every live pod to run, then checks (a)–(e), (g)
 // and (h) of the faults issue; (f) is judged from the refusals at the end.
-func (e env) checkInvariants(t *testing.T, ns, node string, seen map[string]bool, violate func(inv, what string)) {
+func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, violate func(inv, what string)) {
 	t.Helper()
 	ctx := context.Background()
 	var pods []corev1.Pod
@@ -392,7 +393,7 @@ func (e env) checkInvariants(t *testing.T, ns, node string, seen map[string]bool
 		}
 	}
 	// (a) capacity, summed from the assignments of non-terminated pods.
-	for _, over := range oversubscribed(t, e, node) {
+	for _, over := range oversubscribed(t, e) {
 		violate("a", over)
 	}
 	// (b) env equals assignment, for every running GPU container.
@@ -419,14 +420,14 @@ func (e env) checkInvariants(t *testing.T, ns, node string, seen map[string]bool
 	}
 	// (c) the leader's books, from its metrics, equal the API's sum. A pod
 	// deleted a moment ago may still be counted: give the books time.
-	if err := harness.Poll(60*time.Second, func() error { return e.booksMatch(node) }); err != nil {
+	if err := harness.Poll(60*time.Second, e.booksMatch); err != nil {
 		violate("c", err.Error())
 	}
 }
 
 // booksMatch compares the leader's per-GPU gauges with the usage summed
 // from the API.
-func (e env) booksMatch(node string) error {
+func (e env) booksMatch() error {
 	l, err := e.leader()
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ const (
 // built-in edit ClusterRole in its own namespace, using kubectl --as and a
 // client on the pod network. Every attack of the tenant-isolation issue is
 // tried, and each must be refused or harmless.
-func tenantAttacks(t *testing.T, e env, node string) {
+func tenantAttacks(t *testing.T, e env) {
 	ctx := context.Background()
 	e.namespace(t, tenantNS, nil)
 	if _, err := e.kube.CoreV1().ServiceAccounts(tenantNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
@@ -58,7 +58,8 @@ func tenantAttacks(t *testing.T, e env, node string) {
 	})
 
 	// A victim: a running GPU pod whose booking must survive everything below.
-	victim := gpuPod("victim", map[string]string{"nvidia.com/gpumem": "3000"}, nil)
+	// On an A100 node: the forged assignment below claims a whole 40960 MiB.
+	victim := gpuPod("victim", map[string]string{"nvidia.com/gpumem": "3000"}, map[string]string{protocol.AnnotationUseGPUType: "A100"})
 	if _, err := e.kube.CoreV1().Pods(tenantNS).Create(ctx, victim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,8 @@ func tenantAttacks(t *testing.T, e env, node string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	booked := e.inspect(t)
+	node := before.Spec.NodeName // the node every attack below aims at
+	booked := e.inspect(t, node)
 
 	forged := `{"version":1,"node":"` + node + `","containers":[{"name":"main","gpus":[{"uuid":"` + booked.GPUs[0].UUID + `","memoryMiB":40960,"cores":100}]}]}`
 	podYAML := func(name, extra string) string {
@@ -177,7 +179,7 @@ spec:
 		}
 		// Nothing above booked or unbooked anything: every GPU's usage is
 		// what it was with the victim alone.
-		now := e.inspect(t)
+		now := e.inspect(t, node)
 		for i, g := range booked.GPUs {
 			if now.GPUs[i].MemoryUsedMiB != g.MemoryUsedMiB || now.GPUs[i].SlicesUsed != g.SlicesUsed {
 				t.Errorf("GPU %d: %d MiB in %d slices before the attacks, %d in %d after", i, g.MemoryUsedMiB, g.SlicesUsed, now.GPUs[i].MemoryUsedMiB, now.GPUs[i].SlicesUsed)
