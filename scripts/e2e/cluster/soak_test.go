@@ -317,12 +317,57 @@ func restartKubelet(t *testing.T, e env) error {
 	return nil
 }
 
+// rolloutDaemonSet restarts the DaemonSet as an upgrade would, and checks
+// that it goes one node at a time: never two nodes without a ready vgpud
+// pod at once.
 func rolloutDaemonSet(t *testing.T, e env) error {
-	if _, err := e.kubectl("-n", system, "rollout", "restart", "ds/vgpud"); err != nil {
-		return err
+	nodes := e.nodes(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	worst := make(chan []string)
+	go func() {
+		var most []string
+		for ctx.Err() == nil {
+			if down := e.nodesWithoutReadyVgpud(ctx, nodes); len(down) > len(most) {
+				most = down
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		worst <- most
+	}()
+	_, err := e.kubectl("-n", system, "rollout", "restart", "ds/vgpud")
+	if err == nil {
+		_, err = e.kubectl("-n", system, "rollout", "status", "ds/vgpud", "--timeout=180s")
 	}
-	_, err := e.kubectl("-n", system, "rollout", "status", "ds/vgpud", "--timeout=180s")
+	cancel()
+	most := <-worst
+	t.Logf("rollout: at most %d of %d nodes without a ready vgpud pod at once %v", len(most), len(nodes), most)
+	if err == nil && len(most) > 1 {
+		err = fmt.Errorf("the rollout left %v without a ready vgpud pod at once; want one node at a time", most)
+	}
 	return err
+}
+
+// nodesWithoutReadyVgpud names the nodes with no ready, non-terminating
+// vgpud pod; none when the list fails.
+func (e env) nodesWithoutReadyVgpud(ctx context.Context, nodes []string) []string {
+	pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node"})
+	if err != nil {
+		return nil
+	}
+	ready := map[string]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && podReady(p) {
+			ready[p.Spec.NodeName] = true
+		}
+	}
+	var down []string
+	for _, n := range nodes {
+		if !ready[n] {
+			down = append(down, n)
+		}
+	}
+	return down
 }
 
 // checkInvariants waits for every live pod to run, then checks (a)–(e), (g)
