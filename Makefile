@@ -44,8 +44,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzExtenderBodies$$' -fuzztime 10s ./cluster/extender
 
 # The end-to-end suites (root): vgpud as processes against etcd + kube-apiserver
-# built from source, then the real one-node cluster (scripts/cluster.sh) with
-# vgpud installed from manifests/, ending with a 3-round chaos soak.
+# built from source, then the real cluster of VGPUD_NODES nodes (default 3;
+# scripts/cluster.sh) with vgpud installed from manifests/, ending with a
+# 3-round chaos soak.
 e2e:
 	bash scripts/e2e.sh
 
@@ -57,7 +58,7 @@ chaos:
 # Everything the project has.
 test: lint unit fuzz e2e
 
-# The main job: a local one-node cluster with mock GPUs, vgpud from manifests/,
+# The main job: a local three-node cluster with mock GPUs, vgpud from manifests/,
 # sample sharing workloads placed and shown (scripts/demo.sh).
 demo:
 	bash scripts/demo.sh

@@ -8,7 +8,7 @@
 #      objects: the extender over HTTPS at 0/5000/20000 placed pods, bind
 #      throughput, leader memory, admission through the apiserver, the whole
 #      pipeline through a real kube-scheduler; the node-only daemon's memory.
-#   3. On the one-node cluster (scripts/cluster.sh): 30 GPU pods to Running
+#   3. On a one-node cluster (scripts/cluster.sh): 30 GPU pods to Running
 #      next to 30 plain pods, three times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +69,7 @@ for p in bench/*.pprof; do
 	go tool pprof -top -nodecount=30 bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true
 done
 
-echo "bench: 30-pod burst on the one-node cluster (3 runs)" >&2
+echo "bench: 30-pod burst on a one-node cluster (3 runs)" >&2
 "$here/cluster.sh" down
 # One node, as the burst's earlier numbers were taken on.
 kc=$(VGPUD_NODES=1 "$here/cluster.sh" up)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The chaos soak alone, on a fresh one-node cluster: ROUNDS rounds of
-# faults under a GPU-pod workload, the invariants checked after each.
+# The chaos soak alone, on a fresh cluster (VGPUD_NODES, default 3):
+# ROUNDS rounds of faults under a GPU-pod workload, the invariants checked
+# after each.
 # `make test` runs the same soak (3 rounds) after the e2e scenarios.
 set -euo pipefail
 cd "$(dirname "$0")/.."

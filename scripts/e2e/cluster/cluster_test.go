@@ -216,6 +216,9 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("f leader failover", func(t *testing.T) {
+		if len(nodes) < 2 {
+			t.Skipf("failover needs another node's replica to hand over to; the cluster has %d node", len(nodes))
+		}
 		ns := "e2e-failover"
 		e.namespace(t, ns, nil)
 		old, err := e.leader()
