@@ -30,8 +30,9 @@ func synthetic(nodes, pods int) ([]Node, int) {
 	return out, pods
 }
 
-// BenchmarkFilterPass is one /filter's worth of work: Fit and Fullness of a
-// pod asking 1 GPU, 10000 MiB, 20 cores against every node.
+// BenchmarkFilterPass is one /filter's and /prioritize's worth of work:
+// Fits and Fullness of a pod asking 1 GPU, 10000 MiB, 20 cores against
+// every node.
 func BenchmarkFilterPass(b *testing.B) {
 	req := Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1, HasGPUs: true, MemoryMiB: 10000, Cores: 20}}}
 	for _, nodes := range []int{100, 1000, 5000} {
@@ -42,7 +43,7 @@ func BenchmarkFilterPass(b *testing.B) {
 				for b.Loop() {
 					fit := 0
 					for i := range cluster {
-						if _, r := Fit(cluster[i], req, opts); r == nil {
+						if r := Fits(cluster[i], req, opts); r == nil {
 							_ = Fullness(cluster[i])
 							fit++
 						}

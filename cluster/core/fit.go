@@ -29,8 +29,18 @@ func Fits(n Node, req Request, opts Options) *Reason {
 	return r
 }
 
+// scratchGPUs is how many GPUs a node may have for fit's scratch space to
+// stay on the stack: fit runs per node per /filter, and must not allocate
+// for an ordinary node.
+const scratchGPUs = 16
+
 func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
-	pk := make([]Peak, len(n.GPUs)) // one allocation: fit runs per node per filter
+	var pkBuf [scratchGPUs]Peak
+	pk := pkBuf[:0]
+	if len(n.GPUs) > scratchGPUs {
+		pk = make([]Peak, 0, len(n.GPUs))
+	}
+	pk = pk[:len(n.GPUs)]
 	var placed []ContainerPlacement
 	if record {
 		placed = make([]ContainerPlacement, len(req.Containers))
@@ -89,7 +99,11 @@ type rejections struct {
 func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk []Peak, record bool) (ContainerPlacement, *Reason) {
 	exclusive := c.Cores >= 100
 	var rej rejections
-	cands := make([]candidate, 0, len(n.GPUs))
+	var candBuf [scratchGPUs]candidate
+	cands := candBuf[:0]
+	if len(n.GPUs) > scratchGPUs {
+		cands = make([]candidate, 0, len(n.GPUs))
+	}
 	for i, g := range n.GPUs {
 		switch {
 		case !g.Healthy:
@@ -206,12 +220,15 @@ func (r rejections) reason(c protocol.ContainerRequest, fitting int, numaShort b
 	}
 }
 
-// selected applies the type and UUID selectors.
+// selected applies the type and UUID selectors, without allocating: it
+// runs per GPU of every node a /filter considers.
 func selected(g GPU, req Request) bool {
-	model := strings.ToLower(g.Model)
+	if len(req.UseTypes) == 0 && len(req.NoUseTypes) == 0 && len(req.UseUUIDs) == 0 && len(req.NoUseUUIDs) == 0 {
+		return true
+	}
 	matchType := func(list []string) bool {
 		for _, t := range list {
-			if t = strings.ToLower(strings.TrimSpace(t)); t != "" && strings.Contains(model, t) {
+			if t = strings.TrimSpace(t); t != "" && containsFold(g.Model, t) {
 				return true
 			}
 		}
@@ -232,4 +249,15 @@ func selected(g GPU, req Request) bool {
 		return false
 	}
 	return len(req.UseUUIDs) == 0 || matchUUID(req.UseUUIDs)
+}
+
+// containsFold is strings.Contains under Unicode case folding, without
+// lowering copies of either string.
+func containsFold(s, substr string) bool {
+	for i := 0; i+len(substr) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(substr)], substr) {
+			return true
+		}
+	}
+	return false
 }

@@ -221,3 +221,42 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// Fits runs per node of every /filter: on an ordinary node it must not
+// allocate, with or without type selectors.
+func TestFitsDoesNotAllocate(t *testing.T) {
+	var gs []GPU
+	for i := range 8 {
+		gs = append(gs, gpu(i, "NVIDIA A100-SXM4-40GB", 40960, i/4))
+	}
+	n := node(gs...)
+	n.GPUs[2].Used = Usage{MemMiB: 30000, Cores: 50, Slots: 3}
+	for name, req := range map[string]Request{
+		"plain":     {Containers: []protocol.ContainerRequest{app("c", 2, 10000, 20)}},
+		"selectors": {Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{" a100 "}, NoUseTypes: []string{"h100"}},
+	} {
+		if r := Fits(n, req, opts); r != nil {
+			t.Fatalf("%s: does not fit: %+v", name, r)
+		}
+		if allocs := testing.AllocsPerRun(100, func() { _ = Fits(n, req, opts) }); allocs != 0 {
+			t.Errorf("%s: Fits allocates %.0f times per call", name, allocs)
+		}
+	}
+}
+
+func TestContainsFold(t *testing.T) {
+	for _, tc := range []struct {
+		s, sub string
+		want   bool
+	}{
+		{"NVIDIA A100-SXM4-40GB", "a100", true},
+		{"NVIDIA A100-SXM4-40GB", "SXM4-40gb", true},
+		{"NVIDIA L4", "l40", false},
+		{"L4", "NVIDIA L4", false},
+		{"NVIDIA L4", "", true},
+	} {
+		if got := containsFold(tc.s, tc.sub); got != tc.want {
+			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.s, tc.sub, got, tc.want)
+		}
+	}
+}

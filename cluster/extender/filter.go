@@ -119,7 +119,7 @@ func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPri
 	for i, name := range names {
 		out[i].Host = name
 		if n, reason := p.nodes.NodeFor(name, pod.UID); reason == nil {
-			if _, reason := core.Fit(n, req, p.defaults.Options); reason == nil {
+			if reason := core.Fits(n, req, p.defaults.Options); reason == nil {
 				fitting = append(fitting, i)
 				fullness = append(fullness, core.Fullness(n))
 			}
