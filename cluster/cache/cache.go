@@ -37,7 +37,7 @@ type nodeState struct {
 	plugin  string // the node role's vgpud.io/plugin: serving or draining
 	invErr  error
 	pods    map[types.UID]bool
-	current core.Node // gpus with the usage of pods, kept up to date
+	current core.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
 	// gone are pods deleted while in flight, by namespace/name, until when
 	// they still count as in flight.
 	gone map[string]time.Time
@@ -239,9 +239,9 @@ func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
 		return c.usage(name, pod), nil
 	}
-	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.current.GPUs))}
-	copy(n.GPUs, st.current.GPUs)
-	return n, nil
+	// Shared, not copied: recompute replaces current and never changes it
+	// in place, and callers only read a Node (core does not write one).
+	return st.current, nil
 }
 
 // InFlight names a pod on node, other than except, that is bound but not

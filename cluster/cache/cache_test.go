@@ -311,3 +311,24 @@ func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
 		t.Fatalf("an allocated pod is in flight again: %q", busy)
 	}
 }
+
+// NodeFor shares the books' node instead of copying it: what a caller
+// holds must not change when the books do.
+func TestNodeForIsASnapshot(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 2, "20"))
+	before, reason := c.NodeFor("n1", "")
+	if reason != nil {
+		t.Fatal(reason.Text)
+	}
+	if err := c.SetPod(assigned("p", "n1", 0, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := c.NodeFor("n1", "")
+	if before.GPUs[0].Used.MemMiB != 0 || after.GPUs[0].Used.MemMiB != 3000 {
+		t.Errorf("GPU 0 used before the booking %d MiB (want 0), after %d (want 3000)", before.GPUs[0].Used.MemMiB, after.GPUs[0].Used.MemMiB)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = c.NodeFor("n1", "") }); allocs != 0 {
+		t.Errorf("NodeFor allocates %.0f times per call", allocs)
+	}
+}
