@@ -45,13 +45,22 @@ func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
 	if record {
 		placed = make([]ContainerPlacement, len(req.Containers))
 	}
+	left := 0 // GPU containers still to place
+	for _, c := range req.Containers {
+		if c.GPUs > 0 {
+			left++
+		}
+	}
 	for pass := 0; pass < 2; pass++ {
 		initPass := pass == 1
 		for ci, c := range req.Containers {
 			if c.Kind.BeforeApps() != initPass || c.GPUs == 0 {
 				continue
 			}
-			cp, reason := placeContainer(n, req, opts, c, pk, record)
+			left--
+			// Which GPUs the last container takes matters only to a
+			// placement that is kept: for a yes or no, enough candidates do.
+			cp, reason := placeContainer(n, req, opts, c, pk, record, !record && left == 0)
 			if reason != nil {
 				return Result{}, reason
 			}
@@ -96,7 +105,9 @@ type rejections struct {
 	wantMem                                          int64
 }
 
-func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk []Peak, record bool) (ContainerPlacement, *Reason) {
+// placeContainer finds GPUs for c on n, adding them to pk and, with
+// record, to the placement; with answerOnly it only says whether c fits.
+func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk []Peak, record, answerOnly bool) (ContainerPlacement, *Reason) {
 	exclusive := c.Cores >= 100
 	var rej rejections
 	var candBuf [scratchGPUs]candidate
@@ -113,13 +124,20 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 			rej.selector++
 			continue
 		}
-		cur := pk[i].Total()
+		// The pod's own earlier containers on this GPU, if any (usually
+		// none: this loop runs per GPU of every node a /filter considers).
+		var cur, total Usage
+		u := Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
+		if pk[i] == (Peak{}) {
+			total = g.Used.plus(u)
+		} else {
+			cur = pk[i].Total()
+			total = g.Used.plus(pk[i].With(u, c.Kind))
+		}
 		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.idle() && cur.idle())) {
 			rej.exclusive++
 			continue
 		}
-		u := Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
-		total := g.Used.plus(pk[i].With(u, c.Kind))
 		freeMem := g.MemoryMiB - g.Used.MemMiB - cur.MemMiB
 		freeCores := g.GPU.Cores - g.Used.Cores - cur.Cores
 		switch {
@@ -139,7 +157,9 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 		default:
 			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
 			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA})
-			continue
+			if answerOnly && !req.SingleNUMA && len(cands) == c.GPUs {
+				return ContainerPlacement{}, nil // enough: the rest cannot make it a no
+			}
 		}
 	}
 	pick, numaShort := choose(cands, c.GPUs, req)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -259,4 +260,49 @@ func TestContainsFold(t *testing.T) {
 			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.s, tc.sub, got, tc.want)
 		}
 	}
+}
+
+// Fits takes shortcuts Fit cannot (it stops at enough candidates, skips
+// the choice for the last container): on random nodes and pods the two
+// must still agree on whether, and why not, a pod fits.
+func TestFitsAgreesWithFit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	kinds := []protocol.ContainerKind{protocol.KindApp, protocol.KindInit, protocol.KindSidecar}
+	fits := 0
+	const rounds = 3000
+	for round := range rounds {
+		var gs []GPU
+		for i := range 1 + rng.IntN(8) {
+			g := gpu(i, []string{"NVIDIA A100", "NVIDIA L4"}[rng.IntN(2)], 1000*int64(1+rng.IntN(40)), rng.IntN(2))
+			g.Healthy = rng.IntN(10) > 0
+			if rng.IntN(2) == 0 {
+				g.Used = Usage{MemMiB: int64(rng.IntN(int(g.MemoryMiB))), Cores: rng.IntN(101), Slots: rng.IntN(11), Exclusive: rng.IntN(20) == 0}
+			}
+			gs = append(gs, g)
+		}
+		n := node(gs...)
+		var req Request
+		for c := range 1 + rng.IntN(3) {
+			cr := app(fmt.Sprintf("c%d", c), rng.IntN(4), int64(rng.IntN(20000)), []int{0, 10, 30, 100}[rng.IntN(4)])
+			cr.Kind = kinds[rng.IntN(len(kinds))]
+			req.Containers = append(req.Containers, cr)
+		}
+		if rng.IntN(4) == 0 {
+			req.UseTypes = []string{"l4"}
+		}
+		req.SingleNUMA = rng.IntN(4) == 0
+		req.GPUPolicy = []string{Binpack, Spread}[rng.IntN(2)]
+		_, full := Fit(n, req, opts)
+		quick := Fits(n, req, opts)
+		if (full == nil) != (quick == nil) || (full != nil && *full != *quick) {
+			t.Fatalf("round %d: Fit says %+v, Fits %+v\nnode %+v\nrequest %+v", round, full, quick, n, req)
+		}
+		if full == nil {
+			fits++
+		}
+	}
+	if fits < rounds/10 || fits > rounds*9/10 {
+		t.Fatalf("%d of %d random pods fit: too one-sided to compare the two", fits, rounds)
+	}
+	t.Logf("%d of %d random pods fit", fits, rounds)
 }
