@@ -93,9 +93,9 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		}
 		return p
 	}
-	placer := extender.NewPlacer(books, r.names, defaults, lookup, events.warn, log.With("component", "extender"))
-	binder := extender.NewBinder(r.kube, books, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+	binder := extender.NewBinder(r.kube, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		events.normal, r.metrics.Bind, log.With("component", "bind"))
+	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.warn, log.With("component", "extender"))
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
 	// The extender's verbs answer only kube-scheduler (mutual TLS); the
 	// webhook answers the apiserver, which checks the caBundle.

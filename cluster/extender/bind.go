@@ -3,6 +3,7 @@ package extender
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -55,6 +56,7 @@ type BindConfig struct {
 type Binder struct {
 	kube   kubernetes.Interface
 	books  Books
+	lookup PodLookup
 	limits Limits
 	fence  Fence
 	cfg    BindConfig
@@ -64,15 +66,17 @@ type Binder struct {
 	mu         sync.Mutex
 	nodeLocks  map[string]*sync.Mutex
 	quotaLocks map[string]*sync.Mutex
+	queue      bindQueue
 
 	// observe is told of every bind's outcome and how long it waited for
 	// the node's in-flight pod (metrics).
 	observe func(ok bool, waited time.Duration)
 }
 
-// NewBinder returns a Binder; limits, fence, events and observe may be nil
-// (no quota, no fencing: tests and benchmarks).
-func NewBinder(kube kubernetes.Interface, books Books, limits Limits, fence Fence, cfg BindConfig,
+// NewBinder returns a Binder; lookup, limits, fence, events and observe
+// may be nil (every bind reads the pod from the apiserver; no quota, no
+// fencing: tests and benchmarks).
+func NewBinder(kube kubernetes.Interface, books Books, lookup PodLookup, limits Limits, fence Fence, cfg BindConfig,
 	events func(*corev1.Pod, string, string), observe func(ok bool, waited time.Duration), log *slog.Logger) *Binder {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
@@ -83,7 +87,10 @@ func NewBinder(kube kubernetes.Interface, books Books, limits Limits, fence Fenc
 	if fence == nil {
 		fence = func() error { return nil }
 	}
-	return &Binder{kube: kube, books: books, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
+	if lookup == nil {
+		lookup = func(string, string) *corev1.Pod { return nil }
+	}
+	return &Binder{kube: kube, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
 		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}}
 }
 
@@ -96,6 +103,10 @@ func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	}
 	return err
 }
+
+// Queued is how many binds to node are under way: waiting for the pod
+// bound there before to be allocated, or committing.
+func (b *Binder) Queued(node string) int { return b.queue.Queued(node) }
 
 // lock returns the mutex for key in locks, made on first use.
 func (b *Binder) lock(locks map[string]*sync.Mutex, key string) *sync.Mutex {
@@ -114,6 +125,8 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 		return 0, fmt.Errorf("bind pod %s/%s: no PodUID; vgpud binds a pod only by UID, so a recreated pod is never bound in its place", args.PodNamespace, args.PodName)
 	}
 	start := time.Now()
+	b.queue.enter(args.Node)
+	defer b.queue.leave(args.Node)
 	// Lock order: node, then namespace.
 	lock := b.lock(b.nodeLocks, args.Node)
 	lock.Lock()
@@ -132,18 +145,27 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 			defer ns.Unlock()
 		}
 	}
-	return waited, b.place(ctx, args)
-}
-
-func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
-	pods := b.kube.CoreV1().Pods(args.PodNamespace)
-	pod, err := pods.Get(ctx, args.PodName, metav1.GetOptions{})
+	// The informer's copy of the pod saves a read: the assignment patch
+	// is conditional on its resourceVersion, so a stale copy only costs a
+	// conflict, and then the pod is read afresh and everything checked
+	// again.
+	if pod := b.lookup(args.PodNamespace, args.PodName); pod != nil && pod.UID == args.PodUID {
+		if err := b.place(ctx, args, pod); !errors.Is(err, errStale) {
+			return waited, err
+		}
+	}
+	pod, err := b.kube.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("pod %s/%s no longer exists", args.PodNamespace, args.PodName)
+		return waited, fmt.Errorf("pod %s/%s no longer exists", args.PodNamespace, args.PodName)
 	}
 	if err != nil {
-		return fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
+		return waited, fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
 	}
+	return waited, b.place(ctx, args, pod)
+}
+
+// place checks pod, fits it on args.Node and commits the assignment.
+func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *corev1.Pod) error {
 	if err := b.bindable(pod, args.PodUID); err != nil {
 		return err
 	}
@@ -224,6 +246,10 @@ func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) e
 	}
 }
 
+// errStale is a conflict on the assignment patch: the pod changed since
+// it was read.
+var errStale = errors.New("the pod changed since vgpud read it")
+
 // commit writes the assignment under the pod's resourceVersion, books it,
 // creates the Binding, and undoes both if the Binding fails.
 func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignment) error {
@@ -251,6 +277,9 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 	}
 	updated, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
+		if apierrors.IsConflict(err) {
+			err = fmt.Errorf("%w: %w", errStale, err)
+		}
 		return fmt.Errorf("write assignment on pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	b.books.Book(updated, a)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,8 @@ type bindEnv struct {
 	fences   atomic.Int32
 	binder   *Binder
 	bindings chan string
+	// informer plays the leader's pod informer: namespace/name -> *Pod.
+	informer sync.Map
 }
 
 // fixedLimits is a Limits of fixed hard limits per namespace.
@@ -80,7 +83,13 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod
 		}
 		return true, b, nil
 	})
-	e.binder = NewBinder(kube, e.books, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	lookup := func(ns, name string) *corev1.Pod {
+		if p, ok := e.informer.Load(ns + "/" + name); ok {
+			return p.(*corev1.Pod)
+		}
+		return nil
+	}
+	e.binder = NewBinder(kube, e.books, lookup, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return e
 }
 
@@ -154,13 +163,75 @@ func TestBindWaitsWhileAnotherPodIsInFlight(t *testing.T) {
 	if !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("second bind while p1 in flight: %q after %v", msg, time.Since(start))
 	}
-	// Once kubelet has allocated p1, the next bind goes through at once.
-	go func() { time.Sleep(50 * time.Millisecond); e.allocated(t, "p1") }()
+	// Once kubelet has allocated p1, the next bind goes through at once;
+	// while it waits, it counts as queued on the node (prioritize reads it).
+	queued := make(chan int, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		queued <- e.binder.Queued("n1")
+		e.allocated(t, "p1")
+	}()
 	if msg := e.bind("p2"); msg != "" {
 		t.Fatal(msg)
 	}
+	if q := <-queued; q != 1 {
+		t.Errorf("binds queued on n1 while p2 waited: %d, want 1", q)
+	}
+	if q := e.binder.Queued("n1"); q != 0 {
+		t.Errorf("binds queued on n1 after: %d, want 0", q)
+	}
 	if e.usedMiB() != 7000 {
 		t.Fatalf("usage %d", e.usedMiB())
+	}
+}
+
+// With the pod in the informer, a bind reads nothing from the apiserver:
+// its writes are the assignment and the Binding.
+func TestBindUsesTheInformersCopy(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	p, err := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.informer.Store("ai/p1", p)
+	e.kube.ClearActions()
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	var verbs []string
+	for _, a := range e.kube.Actions() {
+		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+	}
+	if !slices.Equal(verbs, []string{"patch pods/", "create pods/binding"}) {
+		t.Errorf("API calls of one bind: %v, want the assignment patch and the Binding", verbs)
+	}
+}
+
+// A stale informer copy costs a conflict on the assignment patch; the pod
+// is then read afresh and bound.
+func TestBindAfterAStaleInformerCopy(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
+	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
+	e.informer.Store("ai/p1", p)
+	patches := 0
+	e.kube.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if patches++; patches == 1 {
+			return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "p1", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	e.kube.ClearActions()
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	gets := 0
+	for _, a := range e.kube.Actions() {
+		if a.GetVerb() == "get" {
+			gets++
+		}
+	}
+	if patches != 2 || gets != 1 || e.usedMiB() != 4000 {
+		t.Errorf("%d patches, %d reads, %d MiB booked; want 2, 1, 4000", patches, gets, e.usedMiB())
 	}
 }
 
@@ -378,7 +449,7 @@ func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
 		t.Fatalf("ghost not booked: %d", e.usedMiB())
 	}
 	// Its own booking is not in the way of filter either.
-	fits, _, err := NewPlacer(e.books, protocol.DefaultResourceNames(), Defaults{GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(ghost, []string{"n1"})
+	fits, _, err := NewPlacer(e.books, nil, protocol.DefaultResourceNames(), Defaults{GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(ghost, []string{"n1"})
 	if err != nil || len(fits) != 1 {
 		t.Fatalf("filter of the ghost itself: %v %v", fits, err)
 	}

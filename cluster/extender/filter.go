@@ -22,6 +22,17 @@ type Nodes interface {
 	NodeFor(name string, pod types.UID) (core.Node, *core.Reason)
 }
 
+// BindQueue says how many binds to a node are under way (Binder.Queued).
+type BindQueue interface {
+	Queued(node string) int
+}
+
+// maxQueued is how many binds may wait on one node before prioritize
+// prefers nodes that can take a pod now. Kubelet's Allocate names no pod,
+// so a node takes one bound pod at a time; binpack alone would queue a
+// whole burst behind one node's Allocates.
+const maxQueued = 2
+
 // PodLookup finds a pod in the leader's informer; nil if it has none.
 type PodLookup func(namespace, name string) *corev1.Pod
 
@@ -29,6 +40,7 @@ type PodLookup func(namespace, name string) *corev1.Pod
 // them over HTTP.
 type Placer struct {
 	nodes    Nodes
+	queue    BindQueue
 	names    protocol.ResourceNames
 	defaults Defaults
 	lookup   PodLookup
@@ -37,13 +49,17 @@ type Placer struct {
 }
 
 // NewPlacer returns a Placer. Events are recorded only on pods lookup
-// finds; lookup and events may be nil (no Events).
-func NewPlacer(nodes Nodes, names protocol.ResourceNames, d Defaults, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
+// finds; lookup and events may be nil (no Events), queue too (no binds
+// counted).
+func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Defaults, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
 	if events == nil || lookup == nil {
 		events = func(*corev1.Pod, string, string) {}
 		lookup = func(string, string) *corev1.Pod { return nil }
 	}
-	return &Placer{nodes: nodes, names: names, defaults: d, lookup: lookup, events: events, log: log}
+	if queue == nil {
+		queue = &bindQueue{}
+	}
+	return &Placer{nodes: nodes, queue: queue, names: names, defaults: d, lookup: lookup, events: events, log: log}
 }
 
 // Filter returns the nodes, of names, that pod fits, and why it fits none
@@ -107,26 +123,39 @@ func passing(reasons map[string]core.Reason) error {
 }
 
 // Prioritize scores each of names 0..10 by the pod's node policy, ranking
-// the nodes it fits against each other; a node it does not fit scores 0.
+// the nodes it fits against each other (core.Rank); a node it does not
+// fit scores 0. A node with maxQueued binds already under way scores
+// below every node without (unless none is without), so a burst flows to
+// the next nodes by the policy instead of waiting for one node's
+// Allocates one by one; pods created one after another still pack.
 func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPriorityList, error) {
 	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	out := make(extenderv1.HostPriorityList, len(names))
-	var fitting []int
-	var fullness []int64
+	var free, busy []int // indexes into names of the fitting nodes
+	var freeFull, busyFull []int64
 	for i, name := range names {
 		out[i].Host = name
-		if n, reason := p.nodes.NodeFor(name, pod.UID); reason == nil {
-			if reason := core.Fits(n, req, p.defaults.Options); reason == nil {
-				fitting = append(fitting, i)
-				fullness = append(fullness, core.Fullness(n))
-			}
+		n, reason := p.nodes.NodeFor(name, pod.UID)
+		if reason != nil || core.Fits(n, req, p.defaults.Options) != nil {
+			continue
+		}
+		if p.queue.Queued(name) >= maxQueued {
+			busy, busyFull = append(busy, i), append(busyFull, core.Fullness(n))
+		} else {
+			free, freeFull = append(free, i), append(freeFull, core.Fullness(n))
 		}
 	}
-	for k, score := range core.Rank(fullness, nodePolicy) {
-		out[fitting[k]].Score = score
+	if len(free) == 0 {
+		free, freeFull, busy = busy, busyFull, nil
+	}
+	for k, score := range core.Rank(freeFull, nodePolicy) {
+		if len(busy) > 0 {
+			score = 1 + score*9/10 // 1..10, above the busy nodes' 0
+		}
+		out[free[k]].Score = score
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Host < out[b].Host })
 	return out, nil

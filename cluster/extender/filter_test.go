@@ -67,7 +67,7 @@ func placer(t testing.TB, events *[]string) *Placer {
 		}
 		return nil
 	}
-	return NewPlacer(nodes, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func postTo(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
@@ -159,6 +159,41 @@ func TestPrioritizeByPolicy(t *testing.T) {
 	spread := scores(`"hami.io/node-scheduler-policy":"spread"`)
 	if spread["empty"] != 10 || spread["roomy"] != 0 {
 		t.Errorf("spread scores %v", spread)
+	}
+}
+
+type fakeQueue map[string]int
+
+func (q fakeQueue) Queued(node string) int { return q[node] }
+
+// Binpack prefers the fuller node, until binds queue up there: then the
+// next by the policy, and the queued node only when nothing else fits.
+func TestPrioritizeAvoidsQueuedNodes(t *testing.T) {
+	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), pod); err != nil {
+		t.Fatal(err)
+	}
+	scores := func(q fakeQueue, names ...string) map[string]int64 {
+		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
+		list, err := p.Prioritize(pod, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, h := range list {
+			out[h.Host] = h.Score
+		}
+		return out
+	}
+	if s := scores(fakeQueue{"roomy": maxQueued - 1}, "empty", "roomy"); s["roomy"] != 10 || s["empty"] != 0 {
+		t.Errorf("one bind under way on roomy: %v, want roomy still first", s)
+	}
+	if s := scores(fakeQueue{"roomy": maxQueued}, "empty", "roomy"); s["empty"] <= s["roomy"] || s["roomy"] != 0 {
+		t.Errorf("%d binds queued on roomy: %v, want empty first and roomy 0", maxQueued, s)
+	}
+	if s := scores(fakeQueue{"roomy": maxQueued}, "roomy", "full"); s["roomy"] != 10 {
+		t.Errorf("roomy queued but the only node that fits: %v, want it ranked as usual", s)
 	}
 }
 
