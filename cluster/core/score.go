@@ -23,8 +23,12 @@ func Fullness(n Node) int64 {
 	return min(used*1_000_000/total, 1_000_000)
 }
 
+// MaxScore is the top of the extender's score scale
+// (k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority).
+const MaxScore = 10
+
 // Rank turns the fullness of each candidate node into an extender score
-// 0..10: binpack gives the fullest 10 and the emptiest 0, spread the
+// 0..MaxScore: binpack gives the fullest 10 and the emptiest 0, spread the
 // reverse, linearly between; equal nodes all score 10. Ranking among the
 // candidates, not on a fixed scale, is what lets the policy decide: one
 // pod moves a big node's fullness by less than a tenth, so on a fixed
@@ -38,14 +42,14 @@ func Rank(fullness []int64, policy string) []int64 {
 	lo, hi := slices.Min(fullness), slices.Max(fullness)
 	for i, f := range fullness {
 		if hi == lo {
-			scores[i] = 10
+			scores[i] = MaxScore
 			continue
 		}
 		d := f - lo
 		if policy == Spread {
 			d = hi - f
 		}
-		scores[i] = (d*10 + (hi-lo)/2) / (hi - lo)
+		scores[i] = (d*MaxScore + (hi-lo)/2) / (hi - lo)
 	}
 	return scores
 }

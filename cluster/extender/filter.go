@@ -62,15 +62,22 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 	return &Placer{nodes: nodes, queue: queue, names: names, defaults: d, lookup: lookup, events: events, log: log}
 }
 
-// Filter returns the nodes, of names, that pod fits, and why it fits none
-// of the others; it records one Event summarising the reasons. An error
-// means the pod itself cannot be read, so it fits nowhere.
+// Filter returns the nodes, of names, that pod fits and its node policy
+// ranks first, and why it fits none of the others; when it fits none, it
+// records one Event summarising the reasons. An error means the pod
+// itself cannot be read, so it fits nowhere.
+//
+// Returning only the best nodes puts the node policy into kube-scheduler's
+// one extender call per pod: its configuration then needs no
+// prioritizeVerb, which would cost a second round trip over every
+// candidate name, and kube-scheduler's own scores choose among equals.
 func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
-	req, _, err := requestFor(pod, p.names, p.defaults)
+	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	fits := make([]string, 0, len(names))
+	fullness := make([]int64, 0, len(names))
 	failed := extenderv1.FailedNodesMap{}
 	reasons := map[string]core.Reason{}
 	for _, name := range names {
@@ -84,20 +91,57 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 			continue
 		}
 		fits = append(fits, name)
-	}
-	if len(reasons) > 0 {
-		// The Event goes on the pod the leader knows by that name and UID,
-		// never on whatever object the request body carries.
-		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID {
-			p.events(known, "FilteredNodes", core.Summarize(len(names), len(fits), reasons))
-		}
+		fullness = append(fullness, core.Fullness(n))
 	}
 	if len(fits) == 0 {
+		// The Event goes on the pod the leader knows by that name and UID,
+		// never on whatever object the request body carries.
+		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID && len(reasons) > 0 {
+			p.events(known, "FilteredNodes", core.Summarize(len(names), 0, reasons))
+		}
 		if err := passing(reasons); err != nil {
 			return nil, nil, err
 		}
+		return fits, failed, nil
 	}
-	return fits, failed, nil
+	best := fits[:0]
+	for i, score := range p.rank(fits, fullness, nodePolicy) {
+		if score == core.MaxScore {
+			best = append(best, fits[i])
+		}
+	}
+	return best, failed, nil
+}
+
+// rank scores nodes 0..10 by policy from their fullness (core.Rank). A
+// node with maxQueued binds already under way scores below every node
+// without (unless none is without), so a burst flows to the next nodes by
+// the policy instead of waiting for one node's Allocates one by one; pods
+// created one after another still pack.
+func (p *Placer) rank(nodes []string, fullness []int64, policy string) []int64 {
+	var free, busy []int // indexes into nodes
+	for i, name := range nodes {
+		if p.queue.Queued(name) >= maxQueued {
+			busy = append(busy, i)
+		} else {
+			free = append(free, i)
+		}
+	}
+	if len(free) == 0 {
+		free, busy = busy, nil
+	}
+	full := make([]int64, len(free))
+	for k, i := range free {
+		full[k] = fullness[i]
+	}
+	scores := make([]int64, len(nodes))
+	for k, score := range core.Rank(full, policy) {
+		if len(busy) > 0 {
+			score = 1 + score*(core.MaxScore-1)/core.MaxScore // above the busy nodes' 0
+		}
+		scores[free[k]] = score
+	}
+	return scores
 }
 
 // passing is an error when some node was refused only for a while (vgpud
@@ -122,40 +166,29 @@ func passing(reasons map[string]core.Reason) error {
 	return fmt.Errorf("no node fits now; vgpud is restarting on %s: retrying", strings.Join(nodes, ", "))
 }
 
-// Prioritize scores each of names 0..10 by the pod's node policy, ranking
-// the nodes it fits against each other (core.Rank); a node it does not
-// fit scores 0. A node with maxQueued binds already under way scores
-// below every node without (unless none is without), so a burst flows to
-// the next nodes by the policy instead of waiting for one node's
-// Allocates one by one; pods created one after another still pack.
+// Prioritize scores each of names 0..10 as Filter ranks them; a node the
+// pod does not fit scores 0. vgpud's own scheduler profile does not call
+// it (Filter returns the best nodes only); a profile that does gets the
+// same order.
 func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPriorityList, error) {
 	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	out := make(extenderv1.HostPriorityList, len(names))
-	var free, busy []int // indexes into names of the fitting nodes
-	var freeFull, busyFull []int64
+	var fits []string
+	var at []int // fits[k] is names[at[k]]
+	var fullness []int64
 	for i, name := range names {
 		out[i].Host = name
 		n, reason := p.nodes.NodeFor(name, pod.UID)
 		if reason != nil || core.Fits(n, req, p.defaults.Options) != nil {
 			continue
 		}
-		if p.queue.Queued(name) >= maxQueued {
-			busy, busyFull = append(busy, i), append(busyFull, core.Fullness(n))
-		} else {
-			free, freeFull = append(free, i), append(freeFull, core.Fullness(n))
-		}
+		fits, at, fullness = append(fits, name), append(at, i), append(fullness, core.Fullness(n))
 	}
-	if len(free) == 0 {
-		free, freeFull, busy = busy, busyFull, nil
-	}
-	for k, score := range core.Rank(freeFull, nodePolicy) {
-		if len(busy) > 0 {
-			score = 1 + score*9/10 // 1..10, above the busy nodes' 0
-		}
-		out[free[k]].Score = score
+	for k, score := range p.rank(fits, fullness, nodePolicy) {
+		out[at[k]].Score = score
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Host < out[b].Host })
 	return out, nil

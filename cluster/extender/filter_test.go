@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,14 +89,43 @@ func TestFilterNodeNames(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.NodeNames == nil || strings.Join(*res.NodeNames, ",") != "roomy,empty" {
+	// roomy and empty fit; binpack, the default, returns only the fuller.
+	if res.NodeNames == nil || strings.Join(*res.NodeNames, ",") != "roomy" {
 		t.Fatalf("fitting nodes %v", res.NodeNames)
 	}
-	if !strings.Contains(res.FailedNodes["full"], "largest free 6000 MiB < 10000") || !strings.Contains(res.FailedNodes["gone"], "vgpud.io/gpus") {
+	if !strings.Contains(res.FailedNodes["full"], "largest free 6000 MiB < 10000") || !strings.Contains(res.FailedNodes["gone"], "vgpud.io/gpus") || len(res.FailedNodes) != 2 {
 		t.Errorf("failed nodes %v", res.FailedNodes)
 	}
-	if len(events) != 1 || events[0] != "train: 2/4 nodes fit: 1 insufficient gpumem (largest free 6000 MiB < 10000), 1 no vgpud inventory" {
-		t.Errorf("events %q", events)
+	if len(events) != 0 {
+		t.Errorf("events %q for a pod that fits", events)
+	}
+	// spread returns the emptier.
+	w = postTo(FilterHandler(h), `{"Pod":`+fmt.Sprintf(podJSON, `"vgpud.io/node-policy":"spread"`)+`,"NodeNames":["full","roomy","gone","empty"]}`)
+	res = extenderv1.ExtenderFilterResult{}
+	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil || res.NodeNames == nil || strings.Join(*res.NodeNames, ",") != "empty" {
+		t.Fatalf("spread: fitting nodes %v (%v)", res.NodeNames, err)
+	}
+	// Nothing fits: the reasons, summed up in one Event.
+	w = postTo(FilterHandler(h), `{"Pod":`+fmt.Sprintf(podJSON, "")+`,"NodeNames":["full","gone"]}`)
+	if w.Code != 200 || len(events) != 1 || events[0] != "train: 0/2 nodes fit: 1 insufficient gpumem (largest free 6000 MiB < 10000), 1 no vgpud inventory" {
+		t.Errorf("events %q (%d %s)", events, w.Code, w.Body)
+	}
+}
+
+// Filter returns the best node that has no binds queued: a burst moves on
+// to the next node by the policy.
+func TestFilterPassesOverQueuedNodes(t *testing.T) {
+	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), pod); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
+	if fits, _, err := p.Filter(pod, []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
+		t.Errorf("roomy queued: fits %v (%v), want empty", fits, err)
+	}
+	if fits, _, err := p.Filter(pod, []string{"roomy", "full"}); err != nil || !slices.Equal(fits, []string{"roomy"}) {
+		t.Errorf("roomy queued but the only fit: fits %v (%v)", fits, err)
 	}
 }
 

@@ -4,16 +4,19 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/cluster/server/certs"
@@ -153,5 +156,28 @@ func TestExtenderListenerRequiresTheSchedulerCertificate(t *testing.T) {
 		if body, err := call(verb, scheduler); err != nil || body != "served" {
 			t.Errorf("%s with kube-scheduler's certificate: %q %v", verb, body, err)
 		}
+	}
+
+	// kube-scheduler's transport (client-go's defaults, HTTP/2 allowed)
+	// keeps one connection for every call: one handshake, not one a call.
+	var handshakes atomic.Int32
+	tlsCfg := &tls.Config{RootCAs: roots, ServerName: "vgpud.vgpud-system.svc", Certificates: scheduler,
+		VerifyConnection: func(tls.ConnectionState) error { handshakes.Add(1); return nil }}
+	c := &http.Client{Timeout: 3 * time.Second, Transport: utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: tlsCfg})}
+	for range 5 {
+		resp, err := c.Post("https://"+ln.Addr().String()+"/filter", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		// As kube-scheduler reads: a JSON decoder, not to EOF.
+		_ = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Errorf("extender answered over %s; want HTTP/2", resp.Proto)
+		}
+	}
+	if n := handshakes.Load(); n != 1 {
+		t.Errorf("%d TLS handshakes for 5 calls; want 1", n)
 	}
 }

@@ -416,9 +416,7 @@ profiles:
 extenders:
   - urlPrefix: https://%s:9444
     filterVerb: filter
-    prioritizeVerb: prioritize
     bindVerb: bind
-    weight: 10
     enableHTTPS: true
     tlsConfig: {caFile: %q, certFile: %q, keyFile: %q}
     nodeCacheCapable: true
