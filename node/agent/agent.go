@@ -128,8 +128,13 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	if err != nil {
 		return err
 	}
-	cache.Start(ctx)
+	// The informer outlives ctx until the plugin has drained: a pod bound
+	// here just before "draining" must still show up, or kubelet's
+	// Allocate for it waits in vain and meets a stopped plugin.
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	cache.Start(cacheCtx)
 	if !cache.WaitForSync(ctx) {
+		stopCache()
 		return nil
 	}
 	gpus := make([]plugin.GPU, len(devs))
@@ -167,7 +172,10 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	}
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.IgnoredXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
 	g.Go(func() error { return watcher.Run(ctx) })
-	g.Go(func() error { return server.Run(ctx) })
+	g.Go(func() error {
+		defer stopCache()
+		return server.Run(ctx)
+	})
 	g.Go(func() error { return a.publish(ctx, pub, healthChanged) })
 	if a.cfg.PodResourcesSocket != "" {
 		events := record.NewBroadcaster()
