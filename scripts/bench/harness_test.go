@@ -20,6 +20,7 @@ import (
 type env struct {
 	kubeconfig, vgpud, k8sBin, out string
 	kube                           kubernetes.Interface
+	leaderPID                      int // the vgpud leader, once spawned
 }
 
 func setup(t *testing.T) env {

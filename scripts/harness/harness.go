@@ -180,6 +180,24 @@ func (p *Process) Stop(t testing.TB) {
 	}
 }
 
+// CPUTime is the user plus system CPU a process has used so far.
+func CPUTime(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: utime and stime are the 12th and 13th, in clock ticks (100/s).
+	_, rest, _ := strings.Cut(string(raw), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 // Memory reads VmRSS and RssAnon of a process, in MiB.
 func Memory(pid int) (rss, anon float64) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
