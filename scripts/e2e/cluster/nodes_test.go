@@ -119,6 +119,17 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 	}
+	plugin := func() (string, error) {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return n.Annotations[protocol.AnnotationPlugin], nil
+	}
+	before, err := e.vgpudPod(off)
+	if err != nil {
+		t.Fatal(err)
+	}
 	label("null")
 	removed := time.Now()
 	restored := false
@@ -127,6 +138,21 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 			label(`"true"`)
 		}
 	})
+	// The pods come once the node's vgpud has said it is going: a pod
+	// scheduled in the instant before that (the DaemonSet controller and
+	// kubelet have not acted yet) may still land there, and runs, which is
+	// no failure but not what this scenario is about.
+	said := harness.Eventually(t, 60*time.Second, off+"'s plugin draining", func() error {
+		state, err := plugin()
+		if err != nil {
+			return err
+		}
+		if state != protocol.PluginDraining {
+			return fmt.Errorf("%s is %q", protocol.AnnotationPlugin, state)
+		}
+		return nil
+	})
+	t.Logf("%s's label removed -> its vgpud says %q in %v", off, protocol.PluginDraining, said.Round(time.Millisecond))
 	const n = 6
 	var names []string
 	for i := range n {
@@ -139,7 +165,7 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 	}
 	took := e.waitRunning(t, ns, names, 180*time.Second)
 	placed := e.perNode(t, ns)
-	t.Logf("%s's label removed -> %d GPU pods created then Running in %v, on %v", off, n, took.Round(time.Millisecond), placed)
+	t.Logf("%d GPU pods created while %s's vgpud drains: Running in %v, on %v", n, off, took.Round(time.Millisecond), placed)
 	if placed[off] > 0 {
 		t.Errorf("%d pods on %s, whose vgpud pod was going", placed[off], off)
 	}
@@ -160,10 +186,22 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 		return nil
 	})
 	t.Logf("%s's vgpud pod gone within %v of its label", off, time.Since(removed).Round(time.Millisecond))
-	// Back: the DaemonSet runs there again and the node advertises.
+	// Back: a new vgpud pod runs there, ready and serving, and the node
+	// advertises. Each is checked on its own object: the DaemonSet's status
+	// and kubelet's node status can lag and still read as before.
 	label(`"true"`)
 	restored = true
 	back := harness.Eventually(t, 120*time.Second, off+" served again", func() error {
+		p, err := e.vgpudPod(off)
+		if err != nil {
+			return err
+		}
+		if p.UID == before.UID || !podReady(p) {
+			return fmt.Errorf("%s is not a ready replacement of %s", p.Name, before.Name)
+		}
+		if state, err := plugin(); err != nil || state != protocol.PluginServing {
+			return fmt.Errorf("%s is %q %v", protocol.AnnotationPlugin, state, err)
+		}
 		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
 		if err != nil || int(ds.Status.NumberReady) != len(nodes) {
 			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
