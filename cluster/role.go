@@ -148,6 +148,9 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		// Listen only now: a webhook answering from half-filled informers
 		// would count quota wrong, wherever the traffic comes from.
 		log.Info("caches synced; taking traffic")
+		// From the term's end until the handover is done, the apiserver is
+		// sent on to the successor connection by connection.
+		srv.ReconnectAfter(ctx)
 		g.Go(func() error { return srv.Run(serving) })
 		g.Go(func() error { return ext.Run(ctx) })
 		g.Go(func() error { return sweeper.run(ctx) })

@@ -26,11 +26,12 @@ type Check struct {
 // Server serves registered handlers over TLS; the tls.Config picks the
 // certificate per handshake, so a renewal needs no restart.
 type Server struct {
-	addr   string
-	tls    *tls.Config
-	mux    *http.ServeMux
-	checks []Check
-	log    *slog.Logger
+	addr      string
+	tls       *tls.Config
+	mux       *http.ServeMux
+	checks    []Check
+	reconnect context.Context // once done, answers ask clients to reconnect
+	log       *slog.Logger
 }
 
 // New returns a Server for addr. Register handlers and checks before Run.
@@ -43,6 +44,15 @@ func New(addr string, tlsConfig *tls.Config, log *slog.Logger) *Server {
 
 // Handle registers h for path.
 func (s *Server) Handle(path string, h http.Handler) { s.mux.Handle(path, h) }
+
+// ReconnectAfter makes every answer given once ctx has ended ask its client
+// to reconnect: "Connection: close" on HTTP/1.1, a graceful GOAWAY on
+// HTTP/2. A leader handing over keeps serving for a while, but the
+// apiserver's kept-alive connections would stay on it (the Service only
+// routes new ones) until its shutdown closed them under the apiserver's
+// next request: a webhook call failed with "broken pipe", a create refused.
+// Asked to reconnect, the client opens a new connection, to the successor.
+func (s *Server) ReconnectAfter(ctx context.Context) { s.reconnect = ctx }
 
 // AddCheck adds a readiness condition to /readyz.
 func (s *Server) AddCheck(c Check) { s.checks = append(s.checks, c) }
@@ -94,8 +104,12 @@ func (s *Server) listen(ctx context.Context) (net.Listener, error) {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	var h http.Handler = s.mux
+	if s.reconnect != nil {
+		h = reconnecting(s.reconnect, h)
+	}
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		// kube-scheduler and kube-apiserver reuse connections; idle ones
 		// are cheap, but not forever.
@@ -120,4 +134,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve HTTPS on %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+func reconnecting(after context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if after.Err() != nil {
+			// net/http turns this into a GOAWAY on HTTP/2.
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -141,3 +141,90 @@ func TestRunWaitsForAnAddressInUse(t *testing.T) {
 		t.Fatal("did not listen within 2 s of the address being freed")
 	}
 }
+
+// TestReconnectAfterMovesClientsToANewConnection: once the reconnect
+// context has ended, a client that kept its connection alive is sent to a
+// new one after its next answer, on HTTP/1.1 and on HTTP/2 alike, and
+// that answer still arrives whole.
+func TestReconnectAfterMovesClientsToANewConnection(t *testing.T) {
+	now := time.Now()
+	ca, err := certs.GenerateCA(now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := certs.GenerateServing(ca, []string{"vgpud.vgpud-system.svc"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.Cert)
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s.Handle("/webhook", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "admitted") }))
+			handingOver, handOver := context.WithCancel(context.Background())
+			s.ReconnectAfter(handingOver)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _ = s.Serve(ctx, ln) }()
+
+			var conns atomic.Int32
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "vgpud.vgpud-system.svc"}, ForceAttemptHTTP2: h2,
+				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					conns.Add(1)
+					return (&net.Dialer{}).DialContext(ctx, network, addr)
+				}}
+			if !h2 {
+				tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+			}
+			client := &http.Client{Timeout: 3 * time.Second, Transport: tr}
+			post := func() (*http.Response, string) {
+				t.Helper()
+				resp, err := client.Post("https://"+ln.Addr().String()+"/webhook", "application/json", strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				if string(b) != "admitted" {
+					t.Fatalf("answer %q", b)
+				}
+				if h2 != (resp.ProtoMajor == 2) {
+					t.Fatalf("spoke %s", resp.Proto)
+				}
+				return resp, string(b)
+			}
+			post()
+			post()
+			if n := conns.Load(); n != 1 {
+				t.Fatalf("%d connections for two calls before the handover, want 1 kept alive", n)
+			}
+			handOver()
+			resp, _ := post()
+			if !h2 && !resp.Close {
+				t.Error("answer during the handover does not say Connection: close")
+			}
+			// HTTP/2's GOAWAY reaches the client's read loop a moment after
+			// the answer.
+			deadline := time.Now().Add(2 * time.Second)
+			for {
+				post()
+				if conns.Load() == 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("still %d connection(s) after the handover began, want a new one", conns.Load())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
