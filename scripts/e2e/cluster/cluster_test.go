@@ -529,6 +529,7 @@ func TestCluster(t *testing.T) {
 	t.Run("k node policy", func(t *testing.T) { nodePolicy(t, e, nodes) })
 	t.Run("l node without vgpud avoided", func(t *testing.T) { nodeWithoutVgpud(t, e, nodes) })
 	t.Run("m pod network across nodes", func(t *testing.T) { acrossNodes(t, e, nodes) })
+	t.Run("n GPU freed to a waiting pod", func(t *testing.T) { freedGPU(t, e, nodes) })
 }
 
 func nodeNameLine(extra string) string {
