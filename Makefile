@@ -10,8 +10,9 @@ PKGS := ./...
 
 all: build
 
+# As the Dockerfile builds it: no paths or debug info in the binary.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/vgpud .
+	$(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/vgpud .
 
 # OCI tarballs for the local cluster (pause, busybox, vgpud, kube-scheduler) in bin/images.
 images:

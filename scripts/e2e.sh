@@ -15,7 +15,7 @@ start=$(date +%s%N)
 kubeconfig=$("$here/apiserver.sh" up)
 echo "e2e: etcd + kube-apiserver ready in $((($(date +%s%N) - start) / 1000000)) ms"
 
-go build -o bin/vgpud .
+make -s build # the binary the images ship
 KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud go test -tags e2e -count=1 -v -timeout 10m ./scripts/e2e/ 2>&1 |
 	grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process
 "$here/apiserver.sh" down
