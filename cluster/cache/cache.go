@@ -6,6 +6,7 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -132,6 +133,31 @@ func (c *Cache) trusted(p *corev1.Pod, a protocol.Assignment) error {
 	}
 	if p.Spec.NodeName != "" && p.Spec.NodeName != a.Node {
 		return fmt.Errorf("assignment not booked: it names node %s but the pod is bound to %s", a.Node, p.Spec.NodeName)
+	}
+	return c.fitsInventory(a)
+}
+
+// fitsInventory checks a's slices against the node's GPUs, when the books
+// know them: every GPU must be the node's, and no slice larger than it.
+// (A node not seen yet is checked by nothing here; its own Allocate
+// checks the same against the hardware.)
+func (c *Cache) fitsInventory(a protocol.Assignment) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[a.Node]
+	if !ok || len(st.gpus) == 0 {
+		return nil
+	}
+	for _, ca := range a.Containers {
+		for _, s := range ca.GPUs {
+			i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == s.UUID })
+			switch {
+			case i < 0:
+				return fmt.Errorf("assignment not booked: container %q names GPU %s, which node %s does not have", ca.Name, s.UUID, a.Node)
+			case s.MemoryMiB > st.gpus[i].MemoryMiB:
+				return fmt.Errorf("assignment not booked: container %q asks %d MiB of GPU %s, which has %d MiB", ca.Name, s.MemoryMiB, s.UUID, st.gpus[i].MemoryMiB)
+			}
+		}
 	}
 	return nil
 }

@@ -123,6 +123,15 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 	if err := c.SetPod(elsewhere); err == nil || !strings.Contains(err.Error(), "bound to n2") {
 		t.Errorf("pod bound elsewhere: %v", err)
 	}
+	huge := assigned("huge", "n1", 0, 40001)
+	if err := c.SetPod(huge); err == nil || !strings.Contains(err.Error(), "asks 40001 MiB of GPU GPU-n1-0, which has 40000 MiB") {
+		t.Errorf("slice larger than the GPU: %v", err)
+	}
+	stranger := assigned("stranger", "n1", 0, 1000)
+	stranger.Annotations[protocol.AnnotationAssignment] = strings.ReplaceAll(stranger.Annotations[protocol.AnnotationAssignment], "GPU-n1-0", "GPU-n9-0")
+	if err := c.SetPod(stranger); err == nil || !strings.Contains(err.Error(), "names GPU GPU-n9-0, which node n1 does not have") {
+		t.Errorf("GPU of another node: %v", err)
+	}
 	n, _ := c.Node("n1")
 	if n.GPUs[0].Used != (core.Usage{}) || len(c.Pods()) != 0 {
 		t.Fatalf("forged assignments booked: %+v %v", n.GPUs[0].Used, c.Pods())

@@ -187,10 +187,8 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 }
 
 // bindable refuses what kube-scheduler's vgpud profile would never ask:
-// a pod recreated under the name, already bound, or of another scheduler.
-// An assignment already on the pod can only be vgpud's own, from an
-// earlier bind of this UID that did not reach a Binding (the apiserver
-// lets no one else write it), so it is replaced.
+// a pod recreated under the name, already bound, of another scheduler, or
+// carrying an assignment no earlier bind of it left.
 func (b *Binder) bindable(pod *corev1.Pod, uid types.UID) error {
 	id := pod.Namespace + "/" + pod.Name
 	switch {
@@ -202,6 +200,28 @@ func (b *Binder) bindable(pod *corev1.Pod, uid types.UID) error {
 		return fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.Spec.SchedulerName, b.cfg.Scheduler)
 	case protocol.Terminated(pod) || pod.DeletionTimestamp != nil:
 		return fmt.Errorf("pod %s is finished or being deleted", id)
+	}
+	return leftByFailedBind(pod)
+}
+
+// leftByFailedBind accepts a pod without an assignment, or with the one an
+// earlier bind of this same pod object left when it did not reach a
+// Binding (its leader died, or the Binding and its undo both failed):
+// readable, phase bound, and no node. The UID check above makes it this
+// pod's; the apiserver lets no one but vgpud write either annotation.
+// Such an assignment is replaced. Anything else (a phase the node wrote,
+// or an unreadable value) was not left by a bind, and is not bound over.
+func leftByFailedBind(pod *corev1.Pod) error {
+	raw, ok := pod.Annotations[protocol.AnnotationAssignment]
+	if !ok {
+		return nil
+	}
+	id := pod.Namespace + "/" + pod.Name
+	if _, err := protocol.DecodeAssignment(raw); err != nil {
+		return fmt.Errorf("pod %s carries an assignment vgpud cannot read (%v); vgpud will not bind over it: delete the pod and create it again", id, err)
+	}
+	if phase := pod.Annotations[protocol.AnnotationPhase]; phase != string(protocol.PhaseBound) {
+		return fmt.Errorf("pod %s carries an assignment with %s %q, which no unfinished bind leaves; vgpud will not bind over it: delete the pod and create it again", id, protocol.AnnotationPhase, phase)
 	}
 	return nil
 }

@@ -330,8 +330,17 @@ func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
 	running.Spec.NodeName = "n1"
 	other := bindPod("other", "4000")
 	other.Spec.SchedulerName = "default-scheduler"
-	e := newBindEnv(t, 10, time.Second, running, other, bindPod("fresh", "4000"))
+	// An assignment no unfinished bind leaves: the node's phase on it, or
+	// unreadable. (The apiserver refuses both from anyone but vgpud.)
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 4000}}}}})
+	allocated := bindPod("allocated", "4000")
+	allocated.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseAllocated)}
+	garbled := bindPod("garbled", "4000")
+	garbled.Annotations = map[string]string{protocol.AnnotationAssignment: "{", protocol.AnnotationPhase: string(protocol.PhaseBound)}
+	e := newBindEnv(t, 10, time.Second, running, other, allocated, garbled, bindPod("fresh", "4000"))
 	for _, tc := range []struct{ body, want string }{
+		{`{"PodName":"allocated","PodNamespace":"ai","PodUID":"uid-allocated","Node":"n1"}`, `vgpud.io/phase "allocated", which no unfinished bind leaves`},
+		{`{"PodName":"garbled","PodNamespace":"ai","PodUID":"uid-garbled","Node":"n1"}`, "carries an assignment vgpud cannot read"},
 		{`{"PodName":"fresh","PodNamespace":"ai","Node":"n1"}`, "no PodUID"},
 		{`{"PodName":"fresh","PodNamespace":"ai","PodUID":"uid-old","Node":"n1"}`, "was recreated"},
 		{`{"PodName":"running","PodNamespace":"ai","PodUID":"uid-running","Node":"n1"}`, "already bound to n1"},
@@ -351,6 +360,62 @@ func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "running", metav1.GetOptions{})
 	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
 		t.Fatal("a refused bind wrote an assignment on the running pod")
+	}
+	p, _ = e.kube.CoreV1().Pods("ai").Get(context.Background(), "allocated", metav1.GetOptions{})
+	if p.Annotations[protocol.AnnotationAssignment] != raw {
+		t.Fatal("a refused bind changed the assignment it refused to bind over")
+	}
+}
+
+// Binds in one namespace are serialised for its quota: pods asking a
+// whole card each (the default) race to different nodes against a quota
+// that fits one card, and exactly one is bound. Each bind is slowed
+// between its quota check and its booking, so without the namespace lock
+// every bind would read the usage before any booked.
+func TestConcurrentBindsHoldTheQuota(t *testing.T) {
+	const n = 6
+	var pods []*corev1.Pod
+	for i := range n {
+		p := bindPod(fmt.Sprintf("w%d", i), "1")
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")} // whole card
+		pods = append(pods, p)
+	}
+	e := newBindEnv(t, 10, time.Second, pods...)
+	e.limits["ai"] = quota.Quota{Memory: quota.Limit{Set: true, Hard: 16000}}
+	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-x", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true}}})
+	for i := range n {
+		inv := strings.Replace(inv, "GPU-x", fmt.Sprintf("GPU-n%d", i), 1)
+		e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m%d", i), Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
+	}
+	// The slow step sits between the quota check and the booking, outside
+	// the fake clientset (which serialises every call under its own lock).
+	slow := func() error { time.Sleep(20 * time.Millisecond); return nil }
+	binder := NewBinder(e.kube, e.books, nil, e.limits, slow, e.binder.cfg, nil, nil, quietLogger())
+	errs := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"PodName":"w%d","PodNamespace":"ai","PodUID":"uid-w%d","Node":"m%d"}`, i, i, i)
+			w := httptest.NewRecorder()
+			BindHandler(binder)(w, httptest.NewRequest(http.MethodPost, "/bind", strings.NewReader(body)))
+			var res extenderv1.ExtenderBindingResult
+			_ = json.Unmarshal(w.Body.Bytes(), &res)
+			errs[i] = res.Error
+		})
+	}
+	wg.Wait()
+	bound := 0
+	for i, msg := range errs {
+		switch {
+		case msg == "":
+			bound++
+		case !strings.Contains(msg, "gpumem quota 16000 MiB, in use 16000, this pod asks 16000"):
+			t.Errorf("w%d: %q, want the quota named", i, msg)
+		}
+	}
+	if bound != 1 || len(e.books.Pods()) != 1 {
+		t.Fatalf("%d bound, books %v; want exactly one", bound, e.books.Pods())
 	}
 }
 

@@ -137,10 +137,13 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 		stopCache()
 		return nil
 	}
+	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
+	inv := inventory.Build(devs, scaling, nil)
 	gpus := make([]plugin.GPU, len(devs))
 	uuids := make([]string, len(devs))
 	for i, d := range devs {
-		gpus[i], uuids[i] = plugin.GPU{UUID: d.UUID, NUMA: d.NUMA}, d.UUID
+		// The advertised (scaled) memory bounds every slice of the GPU.
+		gpus[i], uuids[i] = plugin.GPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: inv.GPUs[i].MemoryMiB}, d.UUID
 	}
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
@@ -148,10 +151,9 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	}, gpus, cache, pods.NewPhaseWriter(a.kube), a.metrics, a.log.With("component", "plugin"))
 	pub := inventory.NewPublisher(a.kube, a.node)
 	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, pub, a.log.With("component", "plugin"))
-	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = server, cache, ""
-	a.inv = inventory.Build(devs, scaling, nil)
+	a.inv = inv
 	a.mu.Unlock()
 	a.metrics.Health(uuids, nil)
 

@@ -44,6 +44,9 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 	if err == nil {
 		err = checkCount(p.opts.Node, t, ids)
 	}
+	if err == nil {
+		err = checkSlices(p.opts.Node, t, p.gpus)
+	}
 	var r *pluginapi.ContainerAllocateResponse
 	if err == nil {
 		r, err = containerResponse(t, envOptions{resources: p.opts.Resources, oversubscribe: p.opts.Oversubscribe, interposer: p.opts.Interposer})

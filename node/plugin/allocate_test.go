@@ -183,6 +183,23 @@ func TestAllocateOnlyForPodsBoundToThisNode(t *testing.T) {
 	}
 }
 
+// An assignment asking more memory than the GPU has (only a forged one
+// could) never reaches a container's env.
+func TestAllocateRefusesASliceLargerThanTheGPU(t *testing.T) {
+	g := testGPUs(8)
+	phases := newFakePhases(nil, 0)
+	p := testPlugin(t, newFakePods(boundPod("big", "n1", nil, [][]string{{g[3].UUID}}, []int64{81921})), phases)
+	_, err := allocate(p, ids(g[3].UUID))
+	if err == nil || !strings.Contains(err.Error(), "is assigned 81921 MiB of GPU "+g[3].UUID+", which has 81920 MiB") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := phases.phases("default/big"); len(got) != 1 {
+		t.Fatalf("phases %v, want one failure", got)
+	} else if _, failed := got[0].IsFailed(); !failed {
+		t.Fatalf("phase %q, want failed", got[0])
+	}
+}
+
 func TestAllocateOutcomesAreObserved(t *testing.T) {
 	g := testGPUs(8)
 	obs := &countingObserver{}

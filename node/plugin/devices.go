@@ -12,6 +12,9 @@ import (
 type GPU struct {
 	UUID string
 	NUMA int
+	// MemoryMiB is what the node advertises for the GPU (memory scaling
+	// applied): no slice of it may be larger. 0 checks nothing.
+	MemoryMiB int64
 }
 
 // deviceID names the n-th virtual device of a GPU.

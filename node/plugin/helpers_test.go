@@ -142,7 +142,7 @@ func boundPod(name, node string, initGPUs [][]string, gpus [][]string, mem []int
 func testGPUs(n int) []GPU {
 	out := make([]GPU, n)
 	for i := range out {
-		out[i] = GPU{UUID: fmt.Sprintf("GPU-%04d-aaaa", i), NUMA: i * 2 / n}
+		out[i] = GPU{UUID: fmt.Sprintf("GPU-%04d-aaaa", i), NUMA: i * 2 / n, MemoryMiB: 81920}
 	}
 	return out
 }

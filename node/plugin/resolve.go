@@ -112,6 +112,25 @@ func checkCount(node string, t target, ids []string) error {
 	return nil
 }
 
+// checkSlices rejects a container share that this node's GPUs cannot
+// hold: a GPU it does not have, or more memory than the GPU advertises.
+// Only vgpud's bind writes assignments (the apiserver refuses them from
+// anyone else); this keeps a forged one from reaching a container's env.
+func checkSlices(node string, t target, gpus []GPU) error {
+	for _, s := range t.container.GPUs {
+		i := slices.IndexFunc(gpus, func(g GPU) bool { return g.UUID == s.UUID })
+		switch {
+		case i < 0:
+			return &resolveError{pod: t.pod, msg: fmt.Sprintf("node %s: pod %s/%s container %q is assigned GPU %s, which this node does not have",
+				node, t.pod.Namespace, t.pod.Name, t.container.Name, s.UUID)}
+		case gpus[i].MemoryMiB > 0 && s.MemoryMiB > gpus[i].MemoryMiB:
+			return &resolveError{pod: t.pod, msg: fmt.Sprintf("node %s: pod %s/%s container %q is assigned %d MiB of GPU %s, which has %d MiB",
+				node, t.pod.Namespace, t.pod.Name, t.container.Name, s.MemoryMiB, s.UUID, gpus[i].MemoryMiB)}
+		}
+	}
+	return nil
+}
+
 // wantUUIDs are the GPUs assigned to the target container.
 func (t target) wantUUIDs() []string {
 	out := make([]string, len(t.container.GPUs))

@@ -187,6 +187,27 @@ spec:
 		}
 	})
 
+	t.Run("the attacked node still schedules", func(t *testing.T) {
+		// Every attack above aimed at node: a GPU pod sent there now is
+		// bound and runs, so none of them blocked it.
+		p := gpuPod("after", map[string]string{"nvidia.com/gpumem": "1000"}, nil)
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		if _, err := e.kube.CoreV1().Pods(tenantNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitRunning(t, tenantNS, []string{"after"}, 60*time.Second)
+		grace := int64(1)
+		if err := e.kube.CoreV1().Pods(tenantNS).Delete(ctx, "after", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 60*time.Second, "pod after gone", func() error {
+			if _, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, "after", metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("still there")
+			}
+			return nil
+		})
+	})
+
 	t.Run("skip quota", func(t *testing.T) {
 		if _, err := e.kube.CoreV1().ResourceQuotas(tenantNS).Create(ctx, &corev1.ResourceQuota{
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
@@ -266,13 +287,20 @@ spec:
 				t.Fatalf("%s bound too (%v): quota exceeded", name, err)
 			}
 		}
+		// Every other pod is Pending and told why: the quota.
+		pending := 0
 		for _, name := range created {
-			if name != "" && name != bound[0] {
-				e.waitQuotaEvent(t, name)
-				break
+			if name == "" || name == bound[0] {
+				continue
 			}
+			p, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != corev1.PodPending {
+				t.Fatalf("%s: %v, phase %s; want Pending", name, err, p.Status.Phase)
+			}
+			e.waitQuotaEvent(t, name)
+			pending++
 		}
-		t.Logf("20 created in parallel against a quota for one: %v bound, the rest Pending", bound)
+		t.Logf("20 created in parallel against a quota for one: %v bound, %d Pending with an event naming the quota, %d refused at admission", bound, pending, 19-pending)
 	})
 }
 
