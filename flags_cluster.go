@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
 )
 
 func clusterFlags(cfg *cluster.Config) []cli.Flag {
@@ -28,7 +30,7 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "tls-cert-renew-before", Usage: "renew the serving certificate this long before it expires", EnvVars: envVar("tls-cert-renew-before"), Value: cfg.TLS.RenewBefore, Destination: &cfg.TLS.RenewBefore},
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + core.Binpack + " or " + core.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
 		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + core.Spread + " or " + core.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
-		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1..100)", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
+		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
 		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + cluster.MaxBindWait.String() + ")", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
 	}
 }
@@ -79,8 +81,8 @@ func validateCluster(c cluster.Config) error {
 	if c.BindWait <= 0 || c.BindWait > cluster.MaxBindWait {
 		add("bind-wait", c.BindWait, "want a duration above 0 and at most "+cluster.MaxBindWait.String()+", e.g. 10s")
 	}
-	if c.DefaultMemPercent < 1 || c.DefaultMemPercent > 100 {
-		add("default-gpumem-percentage", c.DefaultMemPercent, "want 1..100")
+	if c.DefaultMemPercent < 1 || c.DefaultMemPercent > protocol.MaxPercent {
+		add("default-gpumem-percentage", c.DefaultMemPercent, "want 1.."+strconv.Itoa(protocol.MaxPercent))
 	}
 	return errors.Join(errs...)
 }

@@ -2,7 +2,8 @@
 // DaemonSet runs the node role (device plugin); the elected leader also runs
 // the cluster role (admission webhook and scheduler extender).
 //
-// This file is the only place that wires components together.
+// This file wires the process: it builds each role from its settings and
+// dependencies; cluster.Role then wires the cluster role's own parts.
 package main
 
 import (

@@ -14,6 +14,8 @@ const (
 	MaxGPUsPerContainer = 64
 	MaxMemoryMiB        = 16 << 20 // 16 TiB per GPU
 	MaxPriority         = 100
+	// MaxPercent bounds a memory percentage and a share of a GPU's cores.
+	MaxPercent = 100
 	// MaxSplit is the most virtual devices per GPU; the node role's
 	// --split bound.
 	MaxSplit = 1000
@@ -105,7 +107,7 @@ func ContainerRequestOf(c *corev1.Container, names ResourceNames) (ContainerRequ
 	if r.MemoryMiB, _, err = quantity(c, names.GPUMem, 1, MaxMemoryMiB); err != nil {
 		return r, err
 	}
-	if v, _, err = quantity(c, names.GPUMemPercentage, 1, 100); err != nil {
+	if v, _, err = quantity(c, names.GPUMemPercentage, 1, MaxPercent); err != nil {
 		return r, err
 	}
 	r.MemoryPercent = int(v)

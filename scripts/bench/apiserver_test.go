@@ -132,6 +132,8 @@ func (e *env) reelect(t *testing.T, c *http.Client, old *harness.Process) *harne
 		NodeNames []string
 		Error     string
 	}
+	// Its own loop, not harness.Poll: this is the measurement, so it asks
+	// every 20 ms, finer than the harness's poll interval.
 	var last error
 	for time.Since(start) < 2*time.Minute {
 		if _, last = post(c, "filter", map[string]any{"Pod": p, "NodeNames": names}, &answer); last == nil && answer.Error == "" && len(answer.NodeNames) > 0 {

@@ -287,14 +287,12 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 		return err
 	})
 
-	s, err := e.kube.CoreV1().Secrets(ns).Get(ctx, "vgpud-tls", metav1.GetOptions{})
-	for i := 0; err != nil && i < 100; i++ {
-		time.Sleep(100 * time.Millisecond)
+	var s *corev1.Secret
+	harness.Eventually(t, 10*time.Second, "the leader's vgpud-tls Secret", func() error {
+		var err error
 		s, err = e.kube.CoreV1().Secrets(ns).Get(ctx, "vgpud-tls", metav1.GetOptions{})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.Data["ca.crt"])
 	// Anyone on the network but kube-scheduler is refused at the handshake.
