@@ -389,10 +389,32 @@ func (e env) bindThroughput(t *testing.T, c *http.Client) {
 		pods[i] = p
 		return err
 	})
+	// Distinct nodes that still fit such a pod: the rounds before bound
+	// 600 pods by binpack, which filled the fullest nodes.
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	var fr struct {
+		FailedNodes map[string]string
+		Error       string
+	}
+	if _, err := post(c, "filter", map[string]any{"Pod": pods[0], "NodeNames": names}, &fr); err != nil || fr.Error != "" {
+		t.Fatalf("filter: %v %s", err, fr.Error)
+	}
+	var fit []string
+	for _, name := range names {
+		if _, failed := fr.FailedNodes[name]; !failed {
+			fit = append(fit, name)
+		}
+	}
+	if len(fit) < n {
+		t.Fatalf("%d nodes fit a pod, want %d distinct", len(fit), n)
+	}
 	start := time.Now()
 	harness.Parallel(t, n, 16, func(i int) error {
 		var br struct{ Error string }
-		if _, err := post(c, "bind", map[string]any{"PodName": pods[i].Name, "PodNamespace": "bench", "PodUID": pods[i].UID, "Node": nodeName((i * 2) % nodes)}, &br); err != nil || br.Error != "" {
+		if _, err := post(c, "bind", map[string]any{"PodName": pods[i].Name, "PodNamespace": "bench", "PodUID": pods[i].UID, "Node": fit[i]}, &br); err != nil || br.Error != "" {
 			return fmt.Errorf("bind %s: %v %s", pods[i].Name, err, br.Error)
 		}
 		return nil
