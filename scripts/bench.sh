@@ -70,7 +70,8 @@ KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_K8S_BIN=$("$here/k8s-binar
 	go test -tags bench -count=1 -v -timeout 25m ./scripts/bench/ 2>&1 | grep -E '^(---|ok|FAIL|panic)|_test.go' >&2 ||
 	row "against kube-apiserver" "a part failed (see the log); its rows are missing" "-" "-" "NO"
 "$here/apiserver.sh" down
-# Where the leader's CPU went, for the targets above.
+# Where the leader's CPU (and, for leader-heap, its heap) went, for the
+# targets above.
 for p in bench/*.pprof; do
 	[ -f "$p" ] || continue
 	go tool pprof -top -nodecount=30 bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true
@@ -117,7 +118,7 @@ mkdir -p bench
 	for p in bench/*.txt; do
 		[ -f "$p" ] || continue
 		echo
-		echo "## Leader CPU profile: $(basename "$p" .txt)"
+		echo "## Leader profile: $(basename "$p" .txt)"
 		echo
 		echo '```'
 		sed -n '1,22p' "$p"
