@@ -208,6 +208,10 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
 	p := assigned("a", "n1", 8000, 1000)
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	p.Labels = map[string]string{"app": "train"}
+	p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = strings.Repeat("x", 4096)
+	p.Annotations[protocol.AnnotationUseGPUType] = "A100"
+	p.Annotations[protocol.AnnotationNodePolicyHAMi] = "spread"
 	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: "x"}}
 	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	p.Status.Phase = corev1.PodRunning
@@ -217,10 +221,10 @@ func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := out.(*corev1.Pod)
-	if tp.ManagedFields != nil || tp.Spec.Containers[0].Env != nil || tp.Status.Conditions != nil {
+	if tp.ManagedFields != nil || tp.Spec.Containers[0].Env != nil || tp.Status.Conditions != nil || tp.Labels != nil || len(tp.Annotations) != 3 {
 		t.Errorf("not trimmed: %+v", tp)
 	}
-	if tp.Annotations[protocol.AnnotationAssignment] == "" || tp.Status.Phase != corev1.PodRunning || tp.Spec.InitContainers[0].Name != "init" ||
+	if tp.Annotations[protocol.AnnotationAssignment] == "" || tp.Annotations[protocol.AnnotationUseGPUType] != "A100" || tp.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" || tp.Status.Phase != corev1.PodRunning || tp.Spec.InitContainers[0].Name != "init" ||
 		!tp.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"].Equal(resource.MustParse("1")) {
 		t.Errorf("trimmed too much: %+v", tp)
 	}
