@@ -101,9 +101,18 @@ func decodeArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArg
 	if !post(w, r, "ExtenderArgs") {
 		return nil, nil, false
 	}
-	var args extenderv1.ExtenderArgs
-	if !decode(w, r, maxArgsBody, "ExtenderArgs", &args) {
+	// ExtenderArgs with the names read by nodeNames.
+	var body struct {
+		Pod       *corev1.Pod
+		Nodes     *corev1.NodeList
+		NodeNames *nodeNames
+	}
+	if !decode(w, r, maxArgsBody, "ExtenderArgs", &body) {
 		return nil, nil, false
+	}
+	args := extenderv1.ExtenderArgs{Pod: body.Pod, Nodes: body.Nodes}
+	if body.NodeNames != nil {
+		args.NodeNames = (*[]string)(body.NodeNames)
 	}
 	if args.Pod == nil {
 		http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)
