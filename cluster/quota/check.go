@@ -39,8 +39,8 @@ func PodUsage(pod *corev1.Pod, names protocol.ResourceNames) (core.Usage, error)
 // "" when ask fits.
 func Check(namespace string, q Quota, ask core.Usage, names protocol.ResourceNames) string {
 	if q.Memory.Set && ask.MemMiB > 0 && q.Memory.Used+ask.MemMiB > q.Memory.Hard {
-		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d; lower %s (counted per GPU times %s) or raise the ResourceQuota",
-			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, names.GPUMem, names.GPU)
+		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d; lower %s or %s (counted per GPU times %s) or raise the ResourceQuota",
+			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, names.GPUMem, names.GPUMemPercentage, names.GPU)
 	}
 	if cores := int64(ask.Cores); q.Cores.Set && cores > 0 && q.Cores.Used+cores > q.Cores.Hard {
 		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod asks %d; lower %s (counted per GPU times %s) or raise the ResourceQuota",
