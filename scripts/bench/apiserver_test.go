@@ -112,6 +112,7 @@ func logFailedBinds(t *testing.T, leader *harness.Process) {
 		return
 	}
 	reasons := map[string]int{}
+	var other string // the first, as an example
 	for _, l := range strings.Split(string(b), "\n") {
 		if !strings.Contains(l, "bind failed") {
 			continue
@@ -121,11 +122,19 @@ func logFailedBinds(t *testing.T, leader *harness.Process) {
 			reasons["waited out --bind-wait for the node's previous pod"]++
 		case strings.Contains(l, "no longer fits"):
 			reasons["no longer fits"]++
+		case strings.Contains(l, "context canceled"):
+			reasons["kube-scheduler went away while the bind waited"]++
 		default:
 			reasons["other"]++
+			if other == "" {
+				other = l
+			}
 		}
 	}
 	t.Logf("binds the leader refused (kube-scheduler retries each): %v", reasons)
+	if other != "" {
+		t.Logf("the first of the others: %s", other)
+	}
 }
 
 // spawnLeader starts the cluster role as a process and records its PID.
