@@ -97,6 +97,28 @@ func (a Assignment) Validate() error {
 	return nil
 }
 
+// CheckSlices reports the first slice of containers that a node's GPUs
+// cannot hold: a GPU the node does not have, or more memory than the GPU
+// advertises (memory scaling applied). memoryOf gives a GPU's advertised
+// memory, false for a GPU the node does not have. Only vgpud's bind writes
+// assignments (the apiserver refuses them from anyone else); the leader's
+// books and the node's Allocate both check again, so a forged one is
+// neither booked nor handed to a container.
+func CheckSlices(containers []ContainerAssignment, memoryOf func(uuid string) (int64, bool)) error {
+	for _, c := range containers {
+		for _, s := range c.GPUs {
+			mem, ok := memoryOf(s.UUID)
+			switch {
+			case !ok:
+				return fmt.Errorf("container %q names GPU %s, which the node does not have", c.Name, s.UUID)
+			case s.MemoryMiB > mem:
+				return fmt.Errorf("container %q asks %d MiB of GPU %s, which has %d MiB", c.Name, s.MemoryMiB, s.UUID, mem)
+			}
+		}
+	}
+	return nil
+}
+
 // ClearAssignmentPatch is the JSON merge patch that removes a pod's
 // assignment and phase, conditional on the pod still being uid at
 // resourceVersion: it never strips what another bind wrote since.

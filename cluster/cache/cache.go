@@ -137,10 +137,9 @@ func (c *Cache) trusted(p *corev1.Pod, a protocol.Assignment) error {
 	return c.fitsInventory(a)
 }
 
-// fitsInventory checks a's slices against the node's GPUs, when the books
-// know them: every GPU must be the node's, and no slice larger than it.
-// (A node not seen yet is checked by nothing here; its own Allocate
-// checks the same against the hardware.)
+// fitsInventory holds a to protocol.CheckSlices against the node's GPUs,
+// when the books know them. (A node not seen yet is checked by nothing
+// here; its own Allocate checks the same against the hardware.)
 func (c *Cache) fitsInventory(a protocol.Assignment) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -148,16 +147,15 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 	if !ok || len(st.gpus) == 0 {
 		return nil
 	}
-	for _, ca := range a.Containers {
-		for _, s := range ca.GPUs {
-			i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == s.UUID })
-			switch {
-			case i < 0:
-				return fmt.Errorf("assignment not booked: container %q names GPU %s, which node %s does not have", ca.Name, s.UUID, a.Node)
-			case s.MemoryMiB > st.gpus[i].MemoryMiB:
-				return fmt.Errorf("assignment not booked: container %q asks %d MiB of GPU %s, which has %d MiB", ca.Name, s.MemoryMiB, s.UUID, st.gpus[i].MemoryMiB)
-			}
+	err := protocol.CheckSlices(a.Containers, func(uuid string) (int64, bool) {
+		i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == uuid })
+		if i < 0 {
+			return 0, false
 		}
+		return st.gpus[i].MemoryMiB, true
+	})
+	if err != nil {
+		return fmt.Errorf("assignment not booked on node %s: %w", a.Node, err)
 	}
 	return nil
 }

@@ -124,12 +124,12 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 		t.Errorf("pod bound elsewhere: %v", err)
 	}
 	huge := assigned("huge", "n1", 0, 40001)
-	if err := c.SetPod(huge); err == nil || !strings.Contains(err.Error(), "asks 40001 MiB of GPU GPU-n1-0, which has 40000 MiB") {
+	if err := c.SetPod(huge); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" asks 40001 MiB of GPU GPU-n1-0, which has 40000 MiB`) {
 		t.Errorf("slice larger than the GPU: %v", err)
 	}
 	stranger := assigned("stranger", "n1", 0, 1000)
 	stranger.Annotations[protocol.AnnotationAssignment] = strings.ReplaceAll(stranger.Annotations[protocol.AnnotationAssignment], "GPU-n1-0", "GPU-n9-0")
-	if err := c.SetPod(stranger); err == nil || !strings.Contains(err.Error(), "names GPU GPU-n9-0, which node n1 does not have") {
+	if err := c.SetPod(stranger); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" names GPU GPU-n9-0, which the node does not have`) {
 		t.Errorf("GPU of another node: %v", err)
 	}
 	n, _ := c.Node("n1")

@@ -190,7 +190,7 @@ func TestAllocateRefusesASliceLargerThanTheGPU(t *testing.T) {
 	phases := newFakePhases(nil, 0)
 	p := testPlugin(t, newFakePods(boundPod("big", "n1", nil, [][]string{{g[3].UUID}}, []int64{81921})), phases)
 	_, err := allocate(p, ids(g[3].UUID))
-	if err == nil || !strings.Contains(err.Error(), "is assigned 81921 MiB of GPU "+g[3].UUID+", which has 81920 MiB") {
+	if err == nil || !strings.Contains(err.Error(), `node n1: pod default/big: container "app0" asks 81921 MiB of GPU `+g[3].UUID+", which has 81920 MiB") {
 		t.Fatalf("err = %v", err)
 	}
 	if got := phases.phases("default/big"); len(got) != 1 {

@@ -13,7 +13,7 @@ type GPU struct {
 	UUID string
 	NUMA int
 	// MemoryMiB is what the node advertises for the GPU (memory scaling
-	// applied): no slice of it may be larger. 0 checks nothing.
+	// applied): no slice of it may be larger.
 	MemoryMiB int64
 }
 

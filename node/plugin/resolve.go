@@ -112,21 +112,18 @@ func checkCount(node string, t target, ids []string) error {
 	return nil
 }
 
-// checkSlices rejects a container share that this node's GPUs cannot
-// hold: a GPU it does not have, or more memory than the GPU advertises.
-// Only vgpud's bind writes assignments (the apiserver refuses them from
-// anyone else); this keeps a forged one from reaching a container's env.
+// checkSlices holds the target container's share to protocol.CheckSlices
+// against this node's GPUs.
 func checkSlices(node string, t target, gpus []GPU) error {
-	for _, s := range t.container.GPUs {
-		i := slices.IndexFunc(gpus, func(g GPU) bool { return g.UUID == s.UUID })
-		switch {
-		case i < 0:
-			return &resolveError{pod: t.pod, msg: fmt.Sprintf("node %s: pod %s/%s container %q is assigned GPU %s, which this node does not have",
-				node, t.pod.Namespace, t.pod.Name, t.container.Name, s.UUID)}
-		case gpus[i].MemoryMiB > 0 && s.MemoryMiB > gpus[i].MemoryMiB:
-			return &resolveError{pod: t.pod, msg: fmt.Sprintf("node %s: pod %s/%s container %q is assigned %d MiB of GPU %s, which has %d MiB",
-				node, t.pod.Namespace, t.pod.Name, t.container.Name, s.MemoryMiB, s.UUID, gpus[i].MemoryMiB)}
+	err := protocol.CheckSlices([]protocol.ContainerAssignment{t.container}, func(uuid string) (int64, bool) {
+		i := slices.IndexFunc(gpus, func(g GPU) bool { return g.UUID == uuid })
+		if i < 0 {
+			return 0, false
 		}
+		return gpus[i].MemoryMiB, true
+	})
+	if err != nil {
+		return &resolveError{pod: t.pod, msg: fmt.Sprintf("node %s: pod %s/%s: %v", node, t.pod.Namespace, t.pod.Name, err)}
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	gpus := make([]GPU, len(devs))
 	uuids := make([]string, len(devs))
 	for i, d := range devs {
-		gpus[i], uuids[i] = GPU{UUID: d.UUID, NUMA: d.NUMA}, d.UUID
+		gpus[i], uuids[i] = GPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: d.MemoryMiB}, d.UUID
 	}
 	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
