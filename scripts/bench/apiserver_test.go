@@ -197,20 +197,11 @@ func (e env) heapInUse(t *testing.T) float64 {
 			_ = os.WriteFile(filepath.Join(dir, "leader-heap.pprof"), b, 0o644)
 		}
 	}
-	resp, err := http.Get("http://127.0.0.1:9090/metrics")
+	heap, err := leaderMetric("go_memstats_heap_inuse_bytes")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f / (1 << 20)
-		}
-	}
-	t.Fatal("no go_memstats_heap_inuse_bytes in the leader's metrics")
-	return 0
+	return heap / (1 << 20)
 }
 
 // profile starts a CPU profile of the leader; calling the result waits
@@ -278,22 +269,34 @@ func (e env) createPlaced(ctx context.Context, k int) error {
 // waitCachePods waits until the leader's books hold want pods.
 func (e env) waitCachePods(t *testing.T, want int) {
 	harness.Eventually(t, 5*time.Minute, fmt.Sprintf("leader caching %d pods", want), func() error {
-		resp, err := http.Get("http://127.0.0.1:9090/metrics")
+		got, err := leaderMetric("vgpud_cache_pods")
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		for _, l := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(l, "vgpud_cache_pods "); ok {
-				if got, _ := strconv.ParseFloat(v, 64); int(got) >= want {
-					return nil
-				}
-				return fmt.Errorf("cache holds %s pods", v)
-			}
+		if int(got) < want {
+			return fmt.Errorf("cache holds %.0f pods", got)
 		}
-		return fmt.Errorf("no vgpud_cache_pods yet")
+		return nil
 	})
+}
+
+// leaderMetric reads one unlabelled sample from the leader's /metrics.
+func leaderMetric(name string) (float64, error) {
+	resp, err := http.Get("http://127.0.0.1:9090/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in the leader's metrics yet", name)
 }
 
 // httpsClient trusts the CA from the leader's Secret and presents the
@@ -697,6 +700,9 @@ func (e env) watchBound(t *testing.T, ctx context.Context, ns string, n int, rv 
 			for _, p := range list.Items {
 				if p.Spec.NodeName != "" && !bound[p.Name] {
 					bound[p.Name] = true
+					if first.IsZero() {
+						first = time.Now()
+					}
 					last = time.Now()
 				}
 			}
