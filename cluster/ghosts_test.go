@@ -15,8 +15,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
+
+// record is what the leader's informer stores for p.
+func recordOf(p *corev1.Pod) *pods.Pod { return pods.Of(p, protocol.DefaultResourceNames()) }
 
 func assignedPod(name, node string) *corev1.Pod {
 	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 1000}}}}})
@@ -42,7 +46,7 @@ func TestGhostSweeperClearsOnlyGhosts(t *testing.T) {
 	stale := *recreated
 	stale.UID = "uid-old"
 	for _, p := range []*corev1.Pod{ghost, running, &stale} {
-		if err := books.SetPod(p); err != nil {
+		if err := books.SetPod(recordOf(p)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -25,6 +24,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/extender"
 	"github.com/vgpud/vgpud/cluster/leader"
 	"github.com/vgpud/vgpud/cluster/metrics"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
 	"github.com/vgpud/vgpud/cluster/server/certs"
@@ -59,7 +59,7 @@ func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNam
 // is fenced by term.Fence.
 func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	log := r.log
-	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Trim))
+	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Transform(r.names)))
 	quotas := quota.New(factory, r.names)
 	books := cache.New(r.names, r.scheduler)
 	// Long enough for kubelet to finish admitting a pod deleted mid-way:
@@ -85,14 +85,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		GPUPolicy:  r.cfg.GPUPolicy,
 		Options:    core.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
 	}
-	podLister := factory.Core().V1().Pods().Lister()
-	lookup := func(namespace, name string) *corev1.Pod {
-		p, err := podLister.Pods(namespace).Get(name)
-		if err != nil {
-			return nil
-		}
-		return p
-	}
+	lookup := pods.NewStore(factory.Core().V1().Pods().Informer()).Get
 	binder := extender.NewBinder(r.kube, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		events.normal, r.metrics.Bind, log.With("component", "bind"))
 	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.warn, log.With("component", "extender"))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -102,9 +103,9 @@ func (c *Cache) DeleteNode(name string) {
 // an error for an assignment it will not book — unreadable, or not one
 // vgpud's bind could have written (another scheduler's pod, or a pod bound
 // to a node other than the assignment's); the caller should say so loudly.
-func (c *Cache) SetPod(p *corev1.Pod) error {
+func (c *Cache) SetPod(p *pods.Pod) error {
 	raw, ok := p.Annotations[protocol.AnnotationAssignment]
-	if !ok || protocol.Terminated(p) {
+	if !ok || p.Terminated() {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
 		return nil
 	}
@@ -120,19 +121,19 @@ func (c *Cache) SetPod(p *corev1.Pod) error {
 	if err != nil {
 		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
 	}
-	c.book(p, a, phase == protocol.PhaseBound && p.Status.Phase == corev1.PodPending)
+	c.book(p, a, phase == protocol.PhaseBound && p.Phase == corev1.PodPending)
 	return nil
 }
 
 // trusted checks that a could only have come from vgpud's own bind. The
 // apiserver already refuses the annotation from anyone but vgpud (the
 // ValidatingAdmissionPolicy in the manifest); this is defence in depth.
-func (c *Cache) trusted(p *corev1.Pod, a protocol.Assignment) error {
-	if p.Spec.SchedulerName != c.scheduler {
-		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", p.Spec.SchedulerName, c.scheduler)
+func (c *Cache) trusted(p *pods.Pod, a protocol.Assignment) error {
+	if p.SchedulerName != c.scheduler {
+		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", p.SchedulerName, c.scheduler)
 	}
-	if p.Spec.NodeName != "" && p.Spec.NodeName != a.Node {
-		return fmt.Errorf("assignment not booked: it names node %s but the pod is bound to %s", a.Node, p.Spec.NodeName)
+	if p.NodeName != "" && p.NodeName != a.Node {
+		return fmt.Errorf("assignment not booked: it names node %s but the pod is bound to %s", a.Node, p.NodeName)
 	}
 	return c.fitsInventory(a)
 }
@@ -163,16 +164,16 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 // Book records a placement at once, before the informer sees it: bind
 // calls it so the next filter already counts the pod (and again with the
 // node set once its Binding succeeded), and the pod is in flight until
-// kubelet allocates it. The pod's spec says which containers are init
+// kubelet allocates it. The pod's containers say which are init
 // containers and sidecars (core's footprint rule).
-func (c *Cache) Book(p *corev1.Pod, a protocol.Assignment) { c.book(p, a, true) }
+func (c *Cache) Book(p *pods.Pod, a protocol.Assignment) { c.book(p, a, true) }
 
-func (c *Cache) book(p *corev1.Pod, a protocol.Assignment, inFlight bool) {
-	pl := core.PlacementOf(a, protocol.Kinds(&p.Spec))
+func (c *Cache) book(p *pods.Pod, a protocol.Assignment, inFlight bool) {
+	pl := core.PlacementOf(a, p.Kinds())
 	uid, namespace, name := p.UID, p.Namespace, p.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := podState{node: a.Node, namespace: namespace, name: name, placement: pl, inFlight: inFlight, bound: p.Spec.NodeName != ""}
+	st := podState{node: a.Node, namespace: namespace, name: name, placement: pl, inFlight: inFlight, bound: p.NodeName != ""}
 	old, ok := c.pods[uid]
 	if ok && old.node != a.Node {
 		delete(c.node(old.node).pods, uid)

@@ -19,8 +19,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
+
+// record is what the leader's informer stores for p (Transform).
+func record(p *corev1.Pod) *pods.Pod { return pods.Of(p, protocol.DefaultResourceNames()) }
 
 func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
 	inv := protocol.Inventory{}
@@ -62,7 +66,7 @@ func TestUsageFromAnnotations(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, p := range []*corev1.Pod{assigned("a", "n1", 0, 1000, 2000), assigned("b", "n1", 30000, 5000)} {
-		if err := c.SetPod(p); err != nil {
+		if err := c.SetPod(record(p)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +81,7 @@ func TestUsageFromAnnotations(t *testing.T) {
 	}
 	done := assigned("b", "n1", 30000, 5000)
 	done.Status.Phase = corev1.PodSucceeded
-	_ = c.SetPod(done)
+	_ = c.SetPod(record(done))
 	n, _ = c.Node("n1")
 	if n.GPUs[0].Used != (core.Usage{MemMiB: 3000, Cores: 20, Slots: 2}) {
 		t.Fatalf("a terminated pod still holds GPUs: %+v", n.GPUs[0].Used)
@@ -98,7 +102,7 @@ func TestSidecarIsBookedForLife(t *testing.T) {
 	p := assigned("s", "n1", 4000, 5000)
 	always := corev1.ContainerRestartPolicyAlways
 	p.Spec.InitContainers[0].RestartPolicy = &always
-	if err := c.SetPod(p); err != nil {
+	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := c.Node("n1")
@@ -115,21 +119,21 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 	c.SetNode(gpuNode("n1", 1, "10"))
 	other := assigned("squat", "n1", 0, 40000)
 	other.Spec.SchedulerName = "nobody"
-	if err := c.SetPod(other); err == nil || !strings.Contains(err.Error(), `schedulerName "nobody"`) {
+	if err := c.SetPod(record(other)); err == nil || !strings.Contains(err.Error(), `schedulerName "nobody"`) {
 		t.Errorf("another scheduler's pod: %v", err)
 	}
 	elsewhere := assigned("steal", "n1", 0, 40000)
 	elsewhere.Spec.NodeName = "n2"
-	if err := c.SetPod(elsewhere); err == nil || !strings.Contains(err.Error(), "bound to n2") {
+	if err := c.SetPod(record(elsewhere)); err == nil || !strings.Contains(err.Error(), "bound to n2") {
 		t.Errorf("pod bound elsewhere: %v", err)
 	}
 	huge := assigned("huge", "n1", 0, 40001)
-	if err := c.SetPod(huge); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" asks 40001 MiB of GPU GPU-n1-0, which has 40000 MiB`) {
+	if err := c.SetPod(record(huge)); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" asks 40001 MiB of GPU GPU-n1-0, which has 40000 MiB`) {
 		t.Errorf("slice larger than the GPU: %v", err)
 	}
 	stranger := assigned("stranger", "n1", 0, 1000)
 	stranger.Annotations[protocol.AnnotationAssignment] = strings.ReplaceAll(stranger.Annotations[protocol.AnnotationAssignment], "GPU-n1-0", "GPU-n9-0")
-	if err := c.SetPod(stranger); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" names GPU GPU-n9-0, which the node does not have`) {
+	if err := c.SetPod(record(stranger)); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" names GPU GPU-n9-0, which the node does not have`) {
 		t.Errorf("GPU of another node: %v", err)
 	}
 	n, _ := c.Node("n1")
@@ -139,7 +143,7 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 	// Ours, bound or not yet bound, is.
 	ok := assigned("ok", "n1", 0, 1000)
 	ok.Spec.NodeName = "n1"
-	if err := c.SetPod(ok); err != nil || len(c.Pods()) != 1 {
+	if err := c.SetPod(record(ok)); err != nil || len(c.Pods()) != 1 {
 		t.Fatalf("vgpud's own pod: %v %v", err, c.Pods())
 	}
 }
@@ -160,7 +164,7 @@ func TestNodeUsability(t *testing.T) {
 	}
 	p := assigned("x", "n1", 0, 1000)
 	p.Annotations[protocol.AnnotationAssignment] = "{broken"
-	if err := c.SetPod(p); err == nil {
+	if err := c.SetPod(record(p)); err == nil {
 		t.Error("an unreadable assignment must be reported")
 	}
 }
@@ -172,7 +176,7 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	pods := []*corev1.Pod{assigned("a", "n1", 0, 1000), assigned("b", "n2", 8000, 3000, 4000), assigned("c", "n1", 0, 500)}
 	first := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	for _, p := range pods { // pods before their nodes, as informers may deliver
-		_ = first.SetPod(p)
+		_ = first.SetPod(record(p))
 	}
 	for _, n := range nodes {
 		first.SetNode(n)
@@ -186,7 +190,7 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 		_, _ = kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	}
 	rebuilt := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
-	factory := informers.NewSharedInformerFactory(kube, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(Transform(protocol.DefaultResourceNames())))
 	synced, err := rebuilt.Watch(factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +209,7 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	}
 }
 
-func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
+func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 	p := assigned("a", "n1", 8000, 1000)
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	p.Labels = map[string]string{"app": "train"}
@@ -216,27 +220,32 @@ func TestTrimKeepsWhatTheCacheReads(t *testing.T) {
 	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
-	out, err := Trim(p)
+	p.Spec.NodeName = "n1"
+	out, err := Transform(protocol.DefaultResourceNames())(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := out.(*corev1.Pod)
-	if tp.ManagedFields != nil || tp.Spec.Containers[0].Env != nil || tp.Status.Conditions != nil || tp.Labels != nil || len(tp.Annotations) != 3 {
-		t.Errorf("not trimmed: %+v", tp)
+	r := out.(*pods.Pod)
+	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 3 {
+		t.Errorf("not trimmed: %+v", r)
 	}
-	if tp.Annotations[protocol.AnnotationAssignment] == "" || tp.Annotations[protocol.AnnotationUseGPUType] != "A100" || tp.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" || tp.Status.Phase != corev1.PodRunning || tp.Spec.InitContainers[0].Name != "init" ||
-		!tp.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"].Equal(resource.MustParse("1")) {
-		t.Errorf("trimmed too much: %+v", tp)
+	want := []protocol.ContainerRequest{{Name: "init", Kind: protocol.KindInit}, {Name: "c0", GPUs: 1, HasGPUs: true}}
+	if r.Annotations[protocol.AnnotationAssignment] == "" || r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" ||
+		r.Phase != corev1.PodRunning || r.NodeName != "n1" || r.SchedulerName != "vgpud-scheduler" || r.UID != p.UID || !r.Wants || r.Invalid != nil || !reflect.DeepEqual(r.Containers, want) {
+		t.Errorf("trimmed too much: %+v", r)
 	}
-	// The cache books a trimmed pod exactly as the full one.
-	full, trimmed := New(protocol.DefaultResourceNames(), "vgpud-scheduler"), New(protocol.DefaultResourceNames(), "vgpud-scheduler")
-	for _, c := range []*Cache{full, trimmed} {
-		c.SetNode(gpuNode("n1", 1, "10"))
+	// A record passes through again unchanged (informers may transform
+	// twice), and nodes keep only what SetNode reads.
+	if again, _ := Transform(protocol.DefaultResourceNames())(r); again != r {
+		t.Errorf("a record was transformed again")
 	}
-	_ = full.SetPod(p)
-	_ = trimmed.SetPod(tp)
-	if !reflect.DeepEqual(full.Usage(), trimmed.Usage()) {
-		t.Errorf("usage differs: %v vs %v", full.Usage(), trimmed.Usage())
+	n := gpuNode("n1", 1, "10")
+	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady}}
+	out, _ = Transform(protocol.DefaultResourceNames())(n)
+	tn := out.(*corev1.Node)
+	if tn.ManagedFields != nil || tn.Status.Conditions != nil || tn.Annotations[protocol.AnnotationGPUs] == "" || !tn.Status.Allocatable["nvidia.com/gpu"].Equal(resource.MustParse("10")) {
+		t.Errorf("node trimmed wrong: %+v", tn)
 	}
 }
 
@@ -250,7 +259,7 @@ func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
 	ghost := assigned("ghost", "n1", 0, 1000)
 	ghost.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
 	ghost.Status.Phase = corev1.PodPending
-	if err := c.SetPod(ghost); err != nil {
+	if err := c.SetPod(record(ghost)); err != nil {
 		t.Fatal(err)
 	}
 	if busy := c.InFlight("n1", ""); busy != "" {
@@ -260,7 +269,7 @@ func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
 		t.Fatalf("ghosts %+v", got)
 	}
 	c.MarkBound(ghost.UID, "n1") // its Binding succeeded
-	_ = c.SetPod(ghost)          // the informer's older event, without the node
+	_ = c.SetPod(record(ghost))  // the informer's older event, without the node
 	if busy := c.InFlight("n1", ""); busy != "ns/ghost" {
 		t.Fatalf("bound pod not in flight: %q", busy)
 	}
@@ -282,7 +291,7 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	p.Spec.NodeName = "n1"
 	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
 	p.Status.Phase = corev1.PodPending
-	if err := c.SetPod(p); err != nil {
+	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
 	}
 	c.DeletePod(p.UID)
@@ -298,9 +307,9 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	q.Spec.NodeName = "n1"
 	q.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
 	q.Status.Phase = corev1.PodPending
-	_ = c.SetPod(q)
+	_ = c.SetPod(record(q))
 	q.Status.Phase = corev1.PodFailed
-	_ = c.SetPod(q)
+	_ = c.SetPod(record(q))
 	if busy := c.InFlight("n1", ""); busy != "" {
 		t.Fatalf("a terminated pod holds the slot: %q", busy)
 	}
@@ -316,7 +325,7 @@ func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
 	p.Spec.NodeName = "n1"
 	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
 	p.Status.Phase = corev1.PodPending
-	if err := c.SetPod(p); err != nil {
+	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
 	}
 	c.MarkBound(p.UID, "n1")
@@ -334,7 +343,7 @@ func TestNodeForIsASnapshot(t *testing.T) {
 	if reason != nil {
 		t.Fatal(reason.Text)
 	}
-	if err := c.SetPod(assigned("p", "n1", 0, 3000)); err != nil {
+	if err := c.SetPod(record(assigned("p", "n1", 0, 3000))); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := c.NodeFor("n1", "")

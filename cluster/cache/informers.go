@@ -6,15 +6,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/vgpud/vgpud/cluster/pods"
 )
 
-// Watch feeds the cache from the factory's node and pod informers. Start
+// Watch feeds the cache from the factory's node and pod informers, whose
+// transform must be Transform. Start
 // the factory afterwards. The returned func reports when the cache is
 // complete: the handlers, not only the informers' stores, have seen the
 // initial list.
 func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger) (func() bool, error) {
 	setPod := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
+		if p, ok := obj.(*pods.Pod); ok {
 			if err := c.SetPod(p); err != nil {
 				log.Error("pod not booked", "err", err)
 			}
@@ -27,7 +30,7 @@ func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger)
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*pods.Pod); ok {
 				c.DeletePod(p.UID)
 			}
 		},

@@ -18,6 +18,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -25,7 +26,7 @@ import (
 // Books is the cache as bind needs it.
 type Books interface {
 	Nodes
-	Book(pod *corev1.Pod, a protocol.Assignment)
+	Book(pod *pods.Pod, a protocol.Assignment)
 	MarkBound(uid types.UID, node string)
 	DeletePod(uid types.UID)
 	InFlight(node string, except types.UID) string
@@ -88,7 +89,7 @@ func NewBinder(kube kubernetes.Interface, books Books, lookup PodLookup, limits 
 		fence = func() error { return nil }
 	}
 	if lookup == nil {
-		lookup = func(string, string) *corev1.Pod { return nil }
+		lookup = func(string, string) *pods.Pod { return nil }
 	}
 	return &Binder{kube: kube, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
 		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}}
@@ -161,15 +162,15 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if err != nil {
 		return waited, fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
 	}
-	return waited, b.place(ctx, args, pod)
+	return waited, b.place(ctx, args, pods.Of(pod, b.cfg.Names))
 }
 
 // place checks pod, fits it on args.Node and commits the assignment.
-func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *corev1.Pod) error {
+func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *pods.Pod) error {
 	if err := b.bindable(pod, args.PodUID); err != nil {
 		return err
 	}
-	req, _, err := requestFor(pod, b.cfg.Names, b.cfg.Defaults)
+	req, _, err := requestFor(pod, b.cfg.Defaults)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -189,16 +190,16 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 // bindable refuses what kube-scheduler's vgpud profile would never ask:
 // a pod recreated under the name, already bound, of another scheduler, or
 // carrying an assignment no earlier bind of it left.
-func (b *Binder) bindable(pod *corev1.Pod, uid types.UID) error {
+func (b *Binder) bindable(pod *pods.Pod, uid types.UID) error {
 	id := pod.Namespace + "/" + pod.Name
 	switch {
 	case pod.UID != uid:
 		return fmt.Errorf("pod %s was recreated (uid %s, scheduler asked for %s)", id, pod.UID, uid)
-	case pod.Spec.NodeName != "":
-		return fmt.Errorf("pod %s is already bound to %s; vgpud binds only pods without a node", id, pod.Spec.NodeName)
-	case pod.Spec.SchedulerName != b.cfg.Scheduler:
-		return fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.Spec.SchedulerName, b.cfg.Scheduler)
-	case protocol.Terminated(pod) || pod.DeletionTimestamp != nil:
+	case pod.NodeName != "":
+		return fmt.Errorf("pod %s is already bound to %s; vgpud binds only pods without a node", id, pod.NodeName)
+	case pod.SchedulerName != b.cfg.Scheduler:
+		return fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.SchedulerName, b.cfg.Scheduler)
+	case pod.Terminated() || pod.DeletionTimestamp != nil:
 		return fmt.Errorf("pod %s is finished or being deleted", id)
 	}
 	return leftByFailedBind(pod)
@@ -211,7 +212,7 @@ func (b *Binder) bindable(pod *corev1.Pod, uid types.UID) error {
 // pod's; the apiserver lets no one but vgpud write either annotation.
 // Such an assignment is replaced. Anything else (a phase the node wrote,
 // or an unreadable value) was not left by a bind, and is not bound over.
-func leftByFailedBind(pod *corev1.Pod) error {
+func leftByFailedBind(pod *pods.Pod) error {
 	raw, ok := pod.Annotations[protocol.AnnotationAssignment]
 	if !ok {
 		return nil
@@ -230,7 +231,7 @@ func leftByFailedBind(pod *corev1.Pod) error {
 // serialised (bind holds its lock), and memory is counted in MiB of the
 // GPUs actually chosen, so gpumem-percentage and whole-card requests
 // count in full.
-func (b *Binder) checkQuota(pod *corev1.Pod, pl core.Placement) error {
+func (b *Binder) checkQuota(pod *pods.Pod, pl core.Placement) error {
 	if b.limits == nil {
 		return nil
 	}
@@ -272,7 +273,7 @@ var errStale = errors.New("the pod changed since vgpud read it")
 
 // commit writes the assignment under the pod's resourceVersion, books it,
 // creates the Binding, and undoes both if the Binding fails.
-func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignment) error {
+func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment) error {
 	raw, err := protocol.EncodeAssignment(a)
 	if err != nil {
 		return fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -302,7 +303,7 @@ func (b *Binder) commit(ctx context.Context, pod *corev1.Pod, a protocol.Assignm
 		}
 		return fmt.Errorf("write assignment on pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	b.books.Book(updated, a)
+	b.books.Book(pods.Of(updated, b.cfg.Names), a)
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: a.Node},

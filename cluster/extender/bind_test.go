@@ -28,6 +28,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -60,10 +61,13 @@ type fixedLimits map[string]quota.Quota
 func (f fixedLimits) NamespaceLimits(ns string) quota.Quota { return f[ns] }
 
 // newBindEnv: one node "n1" with one 16000 MiB GPU shared by split.
-func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod) *bindEnv {
+// record is what the leader's informer stores for p.
+func recordOf(p *corev1.Pod) *pods.Pod { return pods.Of(p, protocol.DefaultResourceNames()) }
+
+func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
 	t.Helper()
 	objs := []runtime.Object{}
-	for _, p := range pods {
+	for _, p := range initial {
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
@@ -83,9 +87,9 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, pods ...*corev1.Pod
 		}
 		return true, b, nil
 	})
-	lookup := func(ns, name string) *corev1.Pod {
+	lookup := func(ns, name string) *pods.Pod {
 		if p, ok := e.informer.Load(ns + "/" + name); ok {
-			return p.(*corev1.Pod)
+			return recordOf(p.(*corev1.Pod))
 		}
 		return nil
 	}
@@ -125,7 +129,7 @@ func (e *bindEnv) allocated(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
-	if err := e.books.SetPod(p); err != nil {
+	if err := e.books.SetPod(recordOf(p)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -507,7 +511,7 @@ func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
 	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 16000}}}}})
 	ghost.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}
 	e := newBindEnv(t, 10, time.Second, ghost)
-	if err := e.books.SetPod(ghost); err != nil {
+	if err := e.books.SetPod(recordOf(ghost)); err != nil {
 		t.Fatal(err)
 	}
 	if e.usedMiB() != 16000 {

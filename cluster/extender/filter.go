@@ -12,6 +12,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -34,7 +35,7 @@ type BindQueue interface {
 const maxQueued = 2
 
 // PodLookup finds a pod in the leader's informer; nil if it has none.
-type PodLookup func(namespace, name string) *corev1.Pod
+type PodLookup func(namespace, name string) *pods.Pod
 
 // Placer answers filter and prioritize from the books; http.go carries
 // them over HTTP.
@@ -54,7 +55,7 @@ type Placer struct {
 func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Defaults, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
 	if events == nil || lookup == nil {
 		events = func(*corev1.Pod, string, string) {}
-		lookup = func(string, string) *corev1.Pod { return nil }
+		lookup = func(string, string) *pods.Pod { return nil }
 	}
 	if queue == nil {
 		queue = &bindQueue{}
@@ -72,7 +73,7 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 // prioritizeVerb, which would cost a second round trip over every
 // candidate name, and kube-scheduler's own scores choose among equals.
 func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
-	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
+	req, nodePolicy, err := requestFor(pods.Of(pod, p.names), p.defaults)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -97,7 +98,7 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 		// The Event goes on the pod the leader knows by that name and UID,
 		// never on whatever object the request body carries.
 		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID && len(reasons) > 0 {
-			p.events(known, "FilteredNodes", core.Summarize(len(names), 0, reasons))
+			p.events(known.Ref(), "FilteredNodes", core.Summarize(len(names), 0, reasons))
 		}
 		if err := passing(reasons); err != nil {
 			return nil, nil, err
@@ -171,7 +172,7 @@ func passing(reasons map[string]core.Reason) error {
 // it (Filter returns the best nodes only); a profile that does gets the
 // same order.
 func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPriorityList, error) {
-	req, nodePolicy, err := requestFor(pod, p.names, p.defaults)
+	req, nodePolicy, err := requestFor(pods.Of(pod, p.names), p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -18,6 +18,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -62,9 +63,9 @@ const podJSON = `{"metadata":{"name":"train","namespace":"ai","uid":"uid-train",
 func placer(t testing.TB, events *[]string) *Placer {
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
 	rec := func(p *corev1.Pod, reason, msg string) { *events = append(*events, p.Name+": "+msg) }
-	known := func(ns, name string) *corev1.Pod {
+	known := func(ns, name string) *pods.Pod {
 		if ns == "ai" && name == "train" {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-train"}}
+			return &pods.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-train"}}
 		}
 		return nil
 	}

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -21,14 +20,14 @@ type Defaults struct {
 }
 
 // requestFor reads a pod into a core.Request; the error names what to fix.
-func requestFor(pod *corev1.Pod, names protocol.ResourceNames, d Defaults) (core.Request, string, error) {
-	cs, err := protocol.PodRequests(pod, names)
-	if err != nil {
-		return core.Request{}, "", err
+func requestFor(pod *pods.Pod, d Defaults) (core.Request, string, error) {
+	if pod.Invalid != nil {
+		return core.Request{}, "", pod.Invalid
 	}
 	a := pod.Annotations
+	var err error
 	req := core.Request{
-		Containers: cs,
+		Containers: pod.Containers,
 		UseTypes:   list(a[protocol.AnnotationUseGPUType]),
 		NoUseTypes: list(a[protocol.AnnotationNoUseGPUType]),
 		UseUUIDs:   list(a[protocol.AnnotationUseGPUUUID]),

@@ -9,21 +9,23 @@ import (
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // Source reads quotas and pods from shared informers.
 type Source struct {
-	pods   corelisters.PodLister
+	pods   pods.Store
 	quotas corelisters.ResourceQuotaLister
 	names  protocol.ResourceNames
 }
 
-// New registers the pod and ResourceQuota informers on factory; start the
+// New registers the ResourceQuota informer on factory and reads pods from
+// its pod informer, whose transform must be pods.Transform; start the
 // factory and wait for its sync before trusting the answers.
 func New(factory informers.SharedInformerFactory, names protocol.ResourceNames) *Source {
 	return &Source{
-		pods:   factory.Core().V1().Pods().Lister(),
+		pods:   pods.NewStore(factory.Core().V1().Pods().Informer()),
 		quotas: factory.Core().V1().ResourceQuotas().Lister(),
 		names:  names,
 	}
@@ -37,11 +39,7 @@ func (s *Source) NamespaceQuota(namespace string) Quota {
 	if err != nil || len(quotas) == 0 {
 		return Quota{}
 	}
-	pods, err := s.pods.Pods(namespace).List(labels.Everything())
-	if err != nil {
-		return Quota{}
-	}
-	return Compute(pods, quotas, s.names)
+	return Compute(s.pods.List(namespace), quotas, s.names)
 }
 
 // NamespaceLimits is the namespace's hard limits alone; bind counts the
@@ -56,18 +54,18 @@ func (s *Source) NamespaceLimits(namespace string) Quota {
 
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
-func Compute(pods []*corev1.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) Quota {
+func Compute(live []*pods.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) Quota {
 	var q Quota
 	q.Memory = hardLimit(quotas, names.GPUMem)
 	q.Cores = hardLimit(quotas, names.GPUCores)
 	if !q.Memory.Set && !q.Cores.Set {
 		return q
 	}
-	for _, p := range pods {
-		if protocol.Terminated(p) || !protocol.PodWants(p, names) {
+	for _, p := range live {
+		if p.Terminated() || !p.Wants {
 			continue
 		}
-		u, err := PodUsage(p, names)
+		u, err := p.Usage()
 		if err != nil {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -36,17 +37,21 @@ func rq(name, ns string, hard map[string]string) *corev1.ResourceQuota {
 
 func TestCompute(t *testing.T) {
 	names := protocol.DefaultResourceNames()
-	pods := []*corev1.Pod{
+	var live []*pods.Pod
+	for _, p := range []*corev1.Pod{
 		gpuPod("a", "ai", "2", "10000", "20", corev1.PodRunning), // 20000 MiB, 40 cores
 		gpuPod("b", "ai", "1", "8000", "", corev1.PodPending),    // 8000 MiB
 		gpuPod("done", "ai", "1", "30000", "", corev1.PodSucceeded),
+		gpuPod("bad", "ai", "1", "0.5", "", corev1.PodRunning), // unreadable: counts as nothing
 		{ObjectMeta: metav1.ObjectMeta{Name: "cpu", Namespace: "ai"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+	} {
+		live = append(live, pods.Of(p, names))
 	}
 	quotas := []*corev1.ResourceQuota{
 		rq("q1", "ai", map[string]string{"requests.nvidia.com/gpumem": "40000"}),
 		rq("q2", "ai", map[string]string{"nvidia.com/gpumem": "50000", "limits.nvidia.com/gpucores": "100"}),
 	}
-	got := Compute(pods, quotas, names)
+	got := Compute(live, quotas, names)
 	want := Quota{
 		Memory: Limit{Set: true, Hard: 40000, Used: 28000},
 		Cores:  Limit{Set: true, Hard: 100, Used: 40},
@@ -54,7 +59,7 @@ func TestCompute(t *testing.T) {
 	if got != want {
 		t.Fatalf("got %+v want %+v", got, want)
 	}
-	if got := Compute(pods, nil, names); got != (Quota{}) {
+	if got := Compute(live, nil, names); got != (Quota{}) {
 		t.Errorf("no quota must mean no limits, got %+v", got)
 	}
 }
@@ -65,7 +70,7 @@ func TestSourceReadsInformers(t *testing.T) {
 		gpuPod("other", "ml", "1", "99999", "", corev1.PodRunning),
 		rq("q", "ai", map[string]string{"requests.nvidia.com/gpumem": "40000"}),
 	)
-	factory := informers.NewSharedInformerFactory(kube, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(pods.Transform(protocol.DefaultResourceNames())))
 	src := New(factory, protocol.DefaultResourceNames())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -1,0 +1,125 @@
+// Package pods is what the leader keeps of each pod: a small record read
+// once from the API object, instead of the object. With tens of thousands
+// of pods, a trimmed *corev1.Pod still costs kilobytes each (the Pod
+// struct alone is over 1 KiB); the books, quota and bind need only
+// names, vgpud's annotations, node, scheduler, phase and what each
+// container asks of vgpud.
+package pods
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Pod is the leader's record of a pod. Its ObjectMeta holds the name,
+// namespace, UID, resourceVersion, deletion timestamp and only the
+// annotations the leader reads; that also makes it an object client-go's
+// stores can key.
+type Pod struct {
+	metav1.ObjectMeta
+	NodeName      string
+	SchedulerName string
+	Phase         corev1.PodPhase
+	// Containers are the pod's containers in the order kubelet admits them
+	// (init containers first), each with what it asks of vgpud. When
+	// Invalid is set they carry only names and kinds.
+	Containers []protocol.ContainerRequest
+	// Wants: some container names a vGPU resource, even unreadably.
+	Wants bool
+	// Invalid says why the containers' vGPU resources cannot be read.
+	Invalid error
+}
+
+// Of reads p into a record; names are the resource names vgpud serves.
+func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
+	r := &Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         p.Namespace,
+			UID:               p.UID,
+			ResourceVersion:   p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp,
+			Annotations:       leaderAnnotations(p.Annotations),
+		},
+		NodeName:      p.Spec.NodeName,
+		SchedulerName: p.Spec.SchedulerName,
+		Phase:         p.Status.Phase,
+		Wants:         protocol.PodWants(p, names),
+	}
+	cs, err := protocol.PodRequests(p, names)
+	if err != nil {
+		r.Invalid = err
+		cs = make([]protocol.ContainerRequest, 0, len(p.Spec.InitContainers)+len(p.Spec.Containers))
+		for i := range p.Spec.InitContainers {
+			cs = append(cs, protocol.ContainerRequest{Name: p.Spec.InitContainers[i].Name, Kind: protocol.KindOf(&p.Spec.InitContainers[i], true)})
+		}
+		for i := range p.Spec.Containers {
+			cs = append(cs, protocol.ContainerRequest{Name: p.Spec.Containers[i].Name, Kind: protocol.KindApp})
+		}
+	}
+	r.Containers = cs
+	return r
+}
+
+// leaderAnnotations keeps vgpud's own annotations and the NVIDIA and HAMi
+// selectors and policies it honours (protocol/names.go); kubectl's
+// last-applied-configuration alone can be kilobytes.
+func leaderAnnotations(a map[string]string) map[string]string {
+	var keep map[string]string
+	for k, v := range a {
+		if strings.HasPrefix(k, "vgpud.io/") || strings.HasPrefix(k, "nvidia.com/") || strings.HasPrefix(k, "hami.io/") {
+			if keep == nil {
+				keep = make(map[string]string, 2)
+			}
+			keep[k] = v
+		}
+	}
+	return keep
+}
+
+// Terminated reports whether the pod has finished for good
+// (protocol.Terminated).
+func (p *Pod) Terminated() bool {
+	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed
+}
+
+// Kinds maps each container to its kind (protocol.Kinds).
+func (p *Pod) Kinds() map[string]protocol.ContainerKind {
+	out := make(map[string]protocol.ContainerKind, len(p.Containers))
+	for _, c := range p.Containers {
+		out[c.Name] = c.Kind
+	}
+	return out
+}
+
+// Usage is what the pod counts against quota (quota.PodUsage), or an
+// error if its requests cannot be read.
+func (p *Pod) Usage() (core.Usage, error) {
+	if p.Invalid != nil {
+		return core.Usage{}, p.Invalid
+	}
+	return core.Requested(p.Containers), nil
+}
+
+// Ref is a stub API object naming the pod, for Events.
+func (p *Pod) Ref() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion}}
+}
+
+// GetObjectKind is runtime.Object's: a record has no kind of its own.
+func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject is runtime.Object's.
+func (p *Pod) DeepCopyObject() runtime.Object {
+	c := *p
+	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	c.Containers = append([]protocol.ContainerRequest(nil), p.Containers...)
+	return &c
+}

@@ -1,0 +1,47 @@
+package pods
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{"team": "x", protocol.AnnotationPhase: "bound"}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "side", RestartPolicy: &always}},
+			Containers:     []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("0.5")}}}},
+		},
+	}
+	r := Of(p, protocol.DefaultResourceNames())
+	if r.Invalid == nil || !strings.Contains(r.Invalid.Error(), `container "c": nvidia.com/gpumem`) {
+		t.Fatalf("Invalid = %v", r.Invalid)
+	}
+	if !r.Wants {
+		t.Error("an unreadable vGPU resource is still wanted")
+	}
+	want := map[string]protocol.ContainerKind{"side": protocol.KindSidecar, "c": protocol.KindApp}
+	if got := r.Kinds(); !reflect.DeepEqual(got, want) {
+		t.Errorf("kinds %v, want %v", got, want)
+	}
+	if _, err := r.Usage(); err == nil {
+		t.Error("usage of unreadable requests must fail")
+	}
+	if len(r.Annotations) != 1 {
+		t.Errorf("kept annotations %v, want only vgpud's", r.Annotations)
+	}
+	c := r.DeepCopyObject().(*Pod)
+	c.Annotations[protocol.AnnotationPhase] = "allocated"
+	c.Containers[0].Name = "x"
+	if r.Annotations[protocol.AnnotationPhase] != "bound" || r.Containers[0].Name != "side" {
+		t.Error("DeepCopyObject shares state with the original")
+	}
+}
