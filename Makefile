@@ -4,15 +4,20 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# As the Dockerfile builds it: no paths or debug info in the binary.
+BUILDFLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
 PKGS := ./...
 
-.PHONY: all build images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean
+.PHONY: all build bench-floor images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean
 
 all: build
 
-# As the Dockerfile builds it: no paths or debug info in the binary.
 build:
-	$(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/vgpud .
+	$(GO) build $(BUILDFLAGS) -o bin/vgpud .
+
+# make bench's node memory floor (scripts/bench/nodefloor), built as vgpud is.
+bench-floor:
+	$(GO) build -tags bench $(BUILDFLAGS) -o bin/nodefloor ./scripts/bench/nodefloor
 
 # OCI tarballs for the local cluster (pause, busybox, vgpud, kube-scheduler) in bin/images.
 images:

@@ -66,11 +66,11 @@ echo "bench: against kube-apiserver (1000 nodes; takes a few minutes)" >&2
 hosts_entry
 "$here/apiserver.sh" down
 kubeconfig=$("$here/apiserver.sh" up)
-make -s build # the binary the images ship
+make -s build bench-floor # the binary the images ship, and the node floor
 mkdir -p bench
 rm -f bench/*.pprof
 # A failing part leaves its rows out and says so; the table is still written.
-KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_K8S_BIN=$("$here/k8s-binaries.sh") VGPUD_BENCH_OUT=$rows VGPUD_BENCH_PROFILES=$PWD/bench \
+KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_NODE_FLOOR=$PWD/bin/nodefloor VGPUD_K8S_BIN=$("$here/k8s-binaries.sh") VGPUD_BENCH_OUT=$rows VGPUD_BENCH_PROFILES=$PWD/bench \
 	go test -tags bench -count=1 -v -timeout 25m ./scripts/bench/ 2>&1 | grep -E '^(---|ok|FAIL|panic)|_test.go' >&2 ||
 	row "against kube-apiserver" "a part failed (see the log); its rows are missing" "-" "-" "NO"
 "$here/apiserver.sh" down

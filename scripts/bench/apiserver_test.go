@@ -818,4 +818,23 @@ func TestNodeOnlyMemory(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	rss, anon := harness.Memory(p.Cmd.Process.Pid)
 	e.record(t, "node", "node-only daemon RSS, 8-GPU mock (anon = heap and stacks; the rest is the binary's mapped pages)", fmt.Sprintf("%.0f MiB (anon %.0f)", rss, anon), "< 40 MiB", metIf(rss < 40))
+
+	// The floor: a program linking only the libraries every replica must
+	// run, doing nothing but their package initialisation. The kernel maps
+	// the page cache's large folios whole, so nearly all of a binary's
+	// file is resident once it runs: RSS follows binary size.
+	floor := harness.Spawn(t, "nodefloor", harness.Getenv(t, "make bench", "VGPUD_NODE_FLOOR")[0])
+	time.Sleep(5 * time.Second)
+	frss, fanon := harness.Memory(floor.Cmd.Process.Pid)
+	e.record(t, "node", fmt.Sprintf("floor: a program that links only client-go's clients and Lease election, the device-plugin gRPC API, go-nvml and fsnotify, and idles (binary %s; vgpud %s)", fileMiB(t, floor.Cmd.Path), fileMiB(t, e.vgpud)),
+		fmt.Sprintf("%.0f MiB (anon %.0f)", frss, fanon), "-", "-")
+}
+
+// fileMiB is a file's size, for the floor row.
+func fileMiB(t *testing.T, path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%.0f MiB", float64(st.Size())/(1<<20))
 }

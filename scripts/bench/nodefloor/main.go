@@ -1,0 +1,49 @@
+//go:build bench
+
+// Command nodefloor is the memory floor of any node role built from the
+// libraries vgpud is held to: it links only what every replica must run
+// (client-go's typed clients and Lease election, kubelet's device-plugin
+// gRPC API, go-nvml, fsnotify), runs their package initialisation, and
+// sleeps. make bench builds it as bin/vgpud is built and reads its RSS
+// next to the node-only daemon's: the binary's mapped pages are most of
+// both.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/fsnotify/fsnotify"
+	"google.golang.org/grpc"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+func main() {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, "ns", "floor", resourcelock.ResourceLockConfig{Identity: "floor"}, cfg, time.Second)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if _, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) {}, OnStoppedLeading: func() {}}}); err != nil {
+		fmt.Fprintln(os.Stderr, "elector:", err)
+	}
+	_ = corev1client.NewForConfigOrDie(cfg)
+	_ = nvml.New() // the library handle only: no driver here
+	w, err := fsnotify.NewWatcher()
+	if err == nil {
+		defer w.Close()
+	}
+	s := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(s, pluginapi.UnimplementedDevicePluginServer{})
+	fmt.Println("ready")
+	time.Sleep(time.Hour)
+}
