@@ -49,6 +49,9 @@ type podState struct {
 	node      string
 	namespace string
 	name      string
+	// raw is the assignment annotation as booked from the API ("" when
+	// booked by bind before the informer saw it).
+	raw       string
 	placement core.Placement
 	// inFlight: bound by the leader, not yet allocated by kubelet. While
 	// one pod on a node is in flight no other may be bound there, since
@@ -104,9 +107,17 @@ func (c *Cache) DeleteNode(name string) {
 // vgpud's bind could have written (another scheduler's pod, or a pod bound
 // to a node other than the assignment's); the caller should say so loudly.
 func (c *Cache) SetPod(p *pods.Pod) error {
-	raw, ok := p.Annotations[protocol.AnnotationAssignment]
+	raw, ok := p.Assignment, p.HasAssignment
 	if !ok || p.Terminated() {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
+		return nil
+	}
+	phase, err := protocol.ParsePhase(p.AssignmentPhase)
+	if err != nil {
+		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
+	}
+	inFlight := phase == protocol.PhaseBound && p.Phase == corev1.PodPending
+	if c.unchanged(p, raw, inFlight) {
 		return nil
 	}
 	a, err := protocol.DecodeAssignment(raw)
@@ -117,12 +128,21 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 		c.DeletePod(p.UID)
 		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	phase, err := protocol.ParsePhase(p.Annotations[protocol.AnnotationPhase])
-	if err != nil {
-		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
-	}
-	c.book(p, a, phase == protocol.PhaseBound && p.Phase == corev1.PodPending)
+	c.book(p, a, raw, inFlight)
 	return nil
+}
+
+// unchanged reports whether p's event would change nothing in its
+// booking: the same assignment, already checked when booked, on the node
+// it names, in the same state. Every bind echoes back through the
+// informer two or three times (assignment, Binding, allocation); those
+// echoes then cost a map lookup instead of a decode and a recompute.
+func (c *Cache) unchanged(p *pods.Pod, raw string, inFlight bool) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	old, ok := c.pods[p.UID]
+	return ok && old.raw == raw && old.inFlight == inFlight && old.name == p.Name &&
+		(p.NodeName == "" || (p.NodeName == old.node && old.bound))
 }
 
 // trusted checks that a could only have come from vgpud's own bind. The
@@ -165,15 +185,19 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 // calls it so the next filter already counts the pod (and again with the
 // node set once its Binding succeeded), and the pod is in flight until
 // kubelet allocates it. The pod's containers say which are init
-// containers and sidecars (core's footprint rule).
-func (c *Cache) Book(p *pods.Pod, a protocol.Assignment) { c.book(p, a, true) }
+// containers and sidecars (core's footprint rule); its assignment
+// annotation, if it has one, must be a's (the pod as the patch returned
+// it), so the informer's echoes of it change nothing.
+func (c *Cache) Book(p *pods.Pod, a protocol.Assignment) {
+	c.book(p, a, p.Assignment, true)
+}
 
-func (c *Cache) book(p *pods.Pod, a protocol.Assignment, inFlight bool) {
+func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight bool) {
 	pl := core.PlacementOf(a, p.Kinds())
 	uid, namespace, name := p.UID, p.Namespace, p.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := podState{node: a.Node, namespace: namespace, name: name, placement: pl, inFlight: inFlight, bound: p.NodeName != ""}
+	st := podState{node: a.Node, namespace: namespace, name: name, raw: raw, placement: pl, inFlight: inFlight, bound: p.NodeName != ""}
 	old, ok := c.pods[uid]
 	if ok && old.node != a.Node {
 		delete(c.node(old.node).pods, uid)

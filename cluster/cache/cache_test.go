@@ -226,11 +226,11 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := out.(*pods.Pod)
-	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 3 {
+	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[protocol.AnnotationPhase] {
 		t.Errorf("not trimmed: %+v", r)
 	}
 	want := []protocol.ContainerRequest{{Name: "init", Kind: protocol.KindInit}, {Name: "c0", GPUs: 1, HasGPUs: true}}
-	if r.Annotations[protocol.AnnotationAssignment] == "" || r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" ||
+	if r.Assignment != p.Annotations[protocol.AnnotationAssignment] || r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" ||
 		r.Phase != corev1.PodRunning || r.NodeName != "n1" || r.SchedulerName != "vgpud-scheduler" || r.UID != p.UID || !r.Wants || r.Invalid != nil || !reflect.DeepEqual(r.Containers, want) {
 		t.Errorf("trimmed too much: %+v", r)
 	}
@@ -352,5 +352,56 @@ func TestNodeForIsASnapshot(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = c.NodeFor("n1", "") }); allocs != 0 {
 		t.Errorf("NodeFor allocates %.0f times per call", allocs)
+	}
+}
+
+// A bind books the pod itself, then the informer echoes each write back:
+// echoes that change nothing are skipped, and every one that does change
+// the booking (the node set, the pod allocated, a new assignment) still
+// lands.
+func TestEchoesOfABind(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	c.SetNode(gpuNode("n2", 1, "10"))
+	p := assigned("p", "n1", 0, 1000)
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Status.Phase = corev1.PodPending
+	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Book(record(p), a)
+	if err := c.SetPod(record(p)); err != nil { // the assignment's echo
+		t.Fatal(err)
+	}
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("in flight %q before the Binding", busy)
+	}
+	p.Spec.NodeName = "n1" // the Binding's echo, before bind's MarkBound
+	if err := c.SetPod(record(p)); err != nil {
+		t.Fatal(err)
+	}
+	if busy := c.InFlight("n1", ""); busy != "ns/p" {
+		t.Fatalf("in flight %q after the Binding's echo", busy)
+	}
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	if err := c.SetPod(record(p)); err != nil {
+		t.Fatal(err)
+	}
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("in flight %q once allocated", busy)
+	}
+	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
+		t.Fatalf("usage %+v, want 1000 MiB", got)
+	}
+	// A different assignment (another leader's bind of a recreated
+	// booking) is read afresh, not taken for an echo.
+	q := assigned("p", "n2", 0, 2000)
+	q.UID = p.UID
+	if err := c.SetPod(record(q)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Pods(); len(got) != 1 || !strings.Contains(got[0], "n2") {
+		t.Fatalf("pods %v, want p on n2", got)
 	}
 }

@@ -213,7 +213,7 @@ func (b *Binder) bindable(pod *pods.Pod, uid types.UID) error {
 // Such an assignment is replaced. Anything else (a phase the node wrote,
 // or an unreadable value) was not left by a bind, and is not bound over.
 func leftByFailedBind(pod *pods.Pod) error {
-	raw, ok := pod.Annotations[protocol.AnnotationAssignment]
+	raw, ok := pod.Assignment, pod.HasAssignment
 	if !ok {
 		return nil
 	}
@@ -221,7 +221,7 @@ func leftByFailedBind(pod *pods.Pod) error {
 	if _, err := protocol.DecodeAssignment(raw); err != nil {
 		return fmt.Errorf("pod %s carries an assignment vgpud cannot read (%v); vgpud will not bind over it: delete the pod and create it again", id, err)
 	}
-	if phase := pod.Annotations[protocol.AnnotationPhase]; phase != string(protocol.PhaseBound) {
+	if phase := pod.AssignmentPhase; phase != string(protocol.PhaseBound) {
 		return fmt.Errorf("pod %s carries an assignment with %s %q, which no unfinished bind leaves; vgpud will not bind over it: delete the pod and create it again", id, protocol.AnnotationPhase, phase)
 	}
 	return nil

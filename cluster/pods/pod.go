@@ -19,14 +19,21 @@ import (
 )
 
 // Pod is the leader's record of a pod. Its ObjectMeta holds the name,
-// namespace, UID, resourceVersion, deletion timestamp and only the
-// annotations the leader reads; that also makes it an object client-go's
-// stores can key.
+// namespace, UID, resourceVersion, deletion timestamp and the other
+// annotations the leader reads (selectors and policies); that also makes
+// it an object client-go's stores can key.
 type Pod struct {
 	metav1.ObjectMeta
-	NodeName      string
-	SchedulerName string
-	Phase         corev1.PodPhase
+	// Assignment and AssignmentPhase are the vgpud.io/assignment and
+	// vgpud.io/phase annotations, as fields rather than in Annotations:
+	// every booked pod has them, and a map per pod costs more than both.
+	// HasAssignment says whether the first is there at all, even empty.
+	Assignment      string
+	HasAssignment   bool
+	AssignmentPhase string
+	NodeName        string
+	SchedulerName   string
+	Phase           corev1.PodPhase
 	// Containers are the pod's containers in the order kubelet admits them
 	// (init containers first), each with what it asks of vgpud. When
 	// Invalid is set they carry only names and kinds.
@@ -39,6 +46,7 @@ type Pod struct {
 
 // Of reads p into a record; names are the resource names vgpud serves.
 func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
+	raw, has := p.Annotations[protocol.AnnotationAssignment]
 	r := &Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
@@ -48,10 +56,13 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 			DeletionTimestamp: p.DeletionTimestamp,
 			Annotations:       leaderAnnotations(p.Annotations),
 		},
-		NodeName:      p.Spec.NodeName,
-		SchedulerName: p.Spec.SchedulerName,
-		Phase:         p.Status.Phase,
-		Wants:         protocol.PodWants(p, names),
+		Assignment:      raw,
+		HasAssignment:   has,
+		AssignmentPhase: p.Annotations[protocol.AnnotationPhase],
+		NodeName:        p.Spec.NodeName,
+		SchedulerName:   p.Spec.SchedulerName,
+		Phase:           p.Status.Phase,
+		Wants:           protocol.PodWants(p, names),
 	}
 	cs, err := protocol.PodRequests(p, names)
 	if err != nil {
@@ -69,11 +80,15 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 }
 
 // leaderAnnotations keeps vgpud's own annotations and the NVIDIA and HAMi
-// selectors and policies it honours (protocol/names.go); kubectl's
-// last-applied-configuration alone can be kilobytes.
+// selectors and policies it honours (protocol/names.go), but for the two
+// kept as fields; kubectl's last-applied-configuration alone can be
+// kilobytes.
 func leaderAnnotations(a map[string]string) map[string]string {
 	var keep map[string]string
 	for k, v := range a {
+		if k == protocol.AnnotationAssignment || k == protocol.AnnotationPhase {
+			continue
+		}
 		if strings.HasPrefix(k, "vgpud.io/") || strings.HasPrefix(k, "nvidia.com/") || strings.HasPrefix(k, "hami.io/") {
 			if keep == nil {
 				keep = make(map[string]string, 2)

@@ -15,7 +15,7 @@ import (
 func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{"team": "x", protocol.AnnotationPhase: "bound"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{"team": "x", protocol.AnnotationPhase: "bound", protocol.AnnotationUseGPUType: "A100"}},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "side", RestartPolicy: &always}},
 			Containers:     []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("0.5")}}}},
@@ -35,13 +35,13 @@ func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
 	if _, err := r.Usage(); err == nil {
 		t.Error("usage of unreadable requests must fail")
 	}
-	if len(r.Annotations) != 1 {
-		t.Errorf("kept annotations %v, want only vgpud's", r.Annotations)
+	if len(r.Annotations) != 1 || r.AssignmentPhase != "bound" || r.HasAssignment {
+		t.Errorf("kept annotations %v, phase %q, assignment %v: want the selector, bound, none", r.Annotations, r.AssignmentPhase, r.HasAssignment)
 	}
 	c := r.DeepCopyObject().(*Pod)
-	c.Annotations[protocol.AnnotationPhase] = "allocated"
+	c.Annotations[protocol.AnnotationUseGPUType] = "H100"
 	c.Containers[0].Name = "x"
-	if r.Annotations[protocol.AnnotationPhase] != "bound" || r.Containers[0].Name != "side" {
+	if r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Containers[0].Name != "side" {
 		t.Error("DeepCopyObject shares state with the original")
 	}
 }
