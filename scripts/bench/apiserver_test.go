@@ -672,6 +672,79 @@ extenders:
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, vgpud-scheduler profile + extender", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of that floor)", gpu, 100*gpu/floor), "-", "-")
 	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu/cpu), ">= 50 %", metIf(gpu >= cpu/2))
 	t.Logf("%d GPU pods marked allocated by the stand-in node roles", allocated.Load())
+	e.checkNotOversubscribed(t, ctx)
+}
+
+// checkNotOversubscribed reads every pod's assignment and every node's
+// inventory from the apiserver once the pipeline is done: no GPU may hold
+// more memory, cores or slices than it has, and every bound pod must sit
+// on the node its assignment names. Speed must not cost that.
+func (e env) checkNotOversubscribed(t *testing.T, ctx context.Context) {
+	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type use struct {
+		gpu          protocol.GPU
+		node         string
+		mem          int64
+		cores, slots int
+	}
+	gpus := map[string]*use{}
+	for _, n := range nodes.Items {
+		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		if err != nil {
+			continue // the null extender's nodes are the same; none without
+		}
+		for _, g := range inv.GPUs {
+			gpus[g.UUID] = &use{gpu: g, node: n.Name}
+		}
+	}
+	pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	booked := 0
+	for _, p := range pods.Items {
+		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		a, err := protocol.DecodeAssignment(raw)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s/%s: unreadable assignment: %v", p.Namespace, p.Name, err))
+			continue
+		}
+		booked++
+		if p.Spec.NodeName != "" && p.Spec.NodeName != a.Node {
+			problems = append(problems, fmt.Sprintf("%s/%s: bound to %s, assigned on %s", p.Namespace, p.Name, p.Spec.NodeName, a.Node))
+		}
+		for _, c := range a.Containers {
+			for _, s := range c.GPUs {
+				u, ok := gpus[s.UUID]
+				if !ok || u.node != a.Node {
+					problems = append(problems, fmt.Sprintf("%s/%s: GPU %s is not on node %s", p.Namespace, p.Name, s.UUID, a.Node))
+					continue
+				}
+				u.mem, u.cores, u.slots = u.mem+s.MemoryMiB, u.cores+s.Cores, u.slots+1
+			}
+		}
+	}
+	for uuid, u := range gpus {
+		if u.mem > u.gpu.MemoryMiB || u.cores > u.gpu.Cores || u.slots > u.gpu.Split {
+			problems = append(problems, fmt.Sprintf("GPU %s on %s: %d/%d MiB, %d/%d cores, %d/%d slices", uuid, u.node, u.mem, u.gpu.MemoryMiB, u.cores, u.gpu.Cores, u.slots, u.gpu.Split))
+		}
+	}
+	for i, p := range problems {
+		if i == 10 {
+			t.Errorf("and %d more", len(problems)-10)
+			break
+		}
+		t.Errorf("oversubscribed: %s", p)
+	}
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("afterwards: pods with an assignment, GPUs over memory, cores or slices, or pods off their assigned node (%d pods on %d GPUs)", booked, len(gpus)),
+		fmt.Sprintf("%d problems", len(problems)), "0", metIf(len(problems) == 0))
 }
 
 // resourceVersionOf lists ns once, for the resourceVersion to watch from.
