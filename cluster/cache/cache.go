@@ -40,9 +40,18 @@ type nodeState struct {
 	invErr  error
 	pods    map[types.UID]bool
 	current core.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	// inFlight are the node's bound pods kubelet has not allocated yet
+	// (usually none or one), kept up to date: binds poll it.
+	inFlight []flying
 	// gone are pods deleted while in flight, by namespace/name, until when
 	// they still count as in flight.
 	gone map[string]time.Time
+}
+
+// flying names one in-flight pod of a node.
+type flying struct {
+	uid  types.UID
+	name string // namespace/name
 }
 
 type podState struct {
@@ -182,15 +191,12 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 }
 
 // Book records a placement at once, before the informer sees it: bind
-// calls it so the next filter already counts the pod (and again with the
-// node set once its Binding succeeded), and the pod is in flight until
-// kubelet allocates it. The pod's containers say which are init
-// containers and sidecars (core's footprint rule); its assignment
-// annotation, if it has one, must be a's (the pod as the patch returned
-// it), so the informer's echoes of it change nothing.
-func (c *Cache) Book(p *pods.Pod, a protocol.Assignment) {
-	c.book(p, a, p.Assignment, true)
-}
+// calls it so the next filter already counts the pod, and the pod is in
+// flight until kubelet allocates it. The pod's containers say which are
+// init containers and sidecars (core's footprint rule); raw is a's
+// encoding, as the Binding writes it, so the informer's echo of it
+// changes nothing.
+func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string) { c.book(p, a, raw, true) }
 
 func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight bool) {
 	pl := core.PlacementOf(a, p.Kinds())
@@ -227,6 +233,7 @@ func (c *Cache) MarkBound(uid types.UID, node string) {
 	if p, ok := c.pods[uid]; ok && p.node == node {
 		p.bound = true
 		c.pods[uid] = p
+		c.refreshInFlight(node)
 	}
 }
 
@@ -303,10 +310,9 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 		return ""
 	}
 	var names []string
-	for uid := range st.pods {
-		// A booking without a node is no Allocate kubelet will make.
-		if p := c.pods[uid]; uid != except && p.inFlight && p.bound {
-			names = append(names, p.namespace+"/"+p.name)
+	for _, f := range st.inFlight {
+		if f.uid != except {
+			names = append(names, f.name)
 		}
 	}
 	now := c.now()
@@ -404,7 +410,22 @@ func (c *Cache) node(name string) *nodeState {
 
 // recompute rebuilds one node's usage from its pods' placements, so no
 // sequence of events can leave usage that no pod explains.
-func (c *Cache) recompute(name string) { c.node(name).current = c.usage(name, "") }
+func (c *Cache) recompute(name string) {
+	c.node(name).current = c.usage(name, "")
+	c.refreshInFlight(name)
+}
+
+// refreshInFlight recounts the node's in-flight pods after a change.
+func (c *Cache) refreshInFlight(name string) {
+	st := c.node(name)
+	st.inFlight = st.inFlight[:0]
+	for uid := range st.pods {
+		// A booking without a node is no Allocate kubelet will make.
+		if p := c.pods[uid]; p.inFlight && p.bound {
+			st.inFlight = append(st.inFlight, flying{uid: uid, name: p.namespace + "/" + p.name})
+		}
+	}
+}
 
 // usage is the node's GPUs with what its pods, except one, hold.
 func (c *Cache) usage(name string, except types.UID) core.Node {

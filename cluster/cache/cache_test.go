@@ -370,7 +370,7 @@ func TestEchoesOfABind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Book(record(p), a)
+	c.Book(record(p), a, p.Annotations[protocol.AnnotationAssignment])
 	if err := c.SetPod(record(p)); err != nil { // the assignment's echo
 		t.Fatal(err)
 	}

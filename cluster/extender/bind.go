@@ -2,7 +2,6 @@ package extender
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,7 +25,10 @@ import (
 // Books is the cache as bind needs it.
 type Books interface {
 	Nodes
-	Book(pod *pods.Pod, a protocol.Assignment)
+	// Book books a as the pod's placement, raw its encoding.
+	Book(pod *pods.Pod, a protocol.Assignment, raw string)
+	// SetPod books the pod as the API shows it.
+	SetPod(pod *pods.Pod) error
 	MarkBound(uid types.UID, node string)
 	DeletePod(uid types.UID)
 	InFlight(node string, except types.UID) string
@@ -267,89 +269,74 @@ func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) e
 	}
 }
 
-// errStale is a conflict on the assignment patch: the pod changed since
-// it was read.
+// errStale is a conflict on the Binding: the pod changed since it was
+// read.
 var errStale = errors.New("the pod changed since vgpud read it")
 
-// commit writes the assignment under the pod's resourceVersion, books it,
-// creates the Binding, and undoes both if the Binding fails.
+// commit books the assignment, then writes it and the node in one
+// Binding. The apiserver copies a Binding's annotations onto the pod as it
+// sets spec.nodeName, under the UID and resourceVersion we read: a pod
+// never carries an assignment without its node or the other way round,
+// and a concurrent change (or a pod recreated under the name) fails with
+// a conflict instead of being overwritten. (A Binding, so vgpud's Role
+// needs no update on pods.)
 func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment) error {
 	raw, err := protocol.EncodeAssignment(a)
 	if err != nil {
 		return fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	// The patch carries the UID and the resourceVersion we read: a
-	// concurrent change, or a pod recreated under the name, fails with a
-	// conflict instead of being overwritten. (A patch, not an update, so
-	// vgpud's Role needs no update on pods.)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":             pod.UID,
-		"resourceVersion": pod.ResourceVersion,
-		"annotations": map[string]string{
-			protocol.AnnotationAssignment: raw,
-			protocol.AnnotationPhase:      string(protocol.PhaseBound),
-		},
-	}})
-	if err != nil {
-		return fmt.Errorf("encode assignment patch of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
 	if err := b.fence(); err != nil {
 		return fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
 	}
-	updated, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		if apierrors.IsConflict(err) {
-			err = fmt.Errorf("%w: %w", errStale, err)
-		}
-		return fmt.Errorf("write assignment on pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	b.books.Book(pods.Of(updated, b.cfg.Names), a)
+	// Booked first, so the next filter already counts the pod.
+	b.books.Book(pod, a, raw)
 	binding := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: a.Node},
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Annotations: map[string]string{
+				protocol.AnnotationAssignment: raw,
+				protocol.AnnotationPhase:      string(protocol.PhaseBound),
+			}},
+		Target: corev1.ObjectReference{Kind: "Node", Name: a.Node},
 	}
-	err = b.fence()
-	if err == nil {
-		err = b.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
-	}
-	if err != nil {
-		if b.boundAnyway(updated, a.Node) {
+	if err := b.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		switch {
+		case apierrors.IsConflict(err):
+			b.unbook(pod)
+			return fmt.Errorf("bind pod %s/%s to %s: %w: %w", pod.Namespace, pod.Name, a.Node, errStale, err)
+		case b.boundAnyway(pod, a.Node, raw):
 			// The Binding landed though its answer was lost (a timeout):
 			// the pod runs there, and its assignment must stay booked.
 			b.log.Warn("Binding answered with an error but the pod is bound; keeping the assignment", "pod", pod.Namespace+"/"+pod.Name, "node", a.Node, "err", err)
-		} else {
-			b.books.DeletePod(pod.UID)
-			b.undoAnnotations(updated)
+		default:
+			b.unbook(pod)
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}
 	}
 	// Bound: the pod is in flight on its node until kubelet allocates it.
 	b.books.MarkBound(pod.UID, a.Node)
-	b.events(updated, "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
+	b.events(pod.Ref(), "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
 	return nil
 }
 
+// unbook takes back the booking of a Binding that did not land: the books
+// go back to what the pod as read carries (an assignment an earlier
+// unfinished bind left, or none).
+func (b *Binder) unbook(pod *pods.Pod) {
+	if pod.HasAssignment {
+		if err := b.books.SetPod(pod); err == nil {
+			return
+		}
+	}
+	b.books.DeletePod(pod.UID)
+}
+
 // boundAnyway re-reads the pod after a failed Binding: if it is bound to
-// node all the same, the bind succeeded.
-func (b *Binder) boundAnyway(pod *corev1.Pod, node string) bool {
+// node with this assignment all the same, the bind succeeded.
+func (b *Binder) boundAnyway(pod *pods.Pod, node, raw string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got, err := b.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	return err == nil && got.UID == pod.UID && got.Spec.NodeName == node
-}
-
-// undoAnnotations removes what commit wrote, with its own deadline: the
-// request may be gone, and a stale assignment would book GPUs after a
-// leader restart. It is conditional on the pod being as commit left it
-// (resourceVersion), so it never strips an assignment another leader
-// wrote since.
-func (b *Binder) undoAnnotations(pod *corev1.Pod) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	patch := protocol.ClearAssignmentPatch(string(pod.UID), pod.ResourceVersion)
-	if _, err := b.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		b.log.Error("undo assignment after a failed bind", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-	}
+	return err == nil && got.UID == pod.UID && got.Spec.NodeName == node && got.Annotations[protocol.AnnotationAssignment] == raw
 }
 
 func describe(a protocol.Assignment) string {

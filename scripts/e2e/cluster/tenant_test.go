@@ -114,6 +114,39 @@ spec:
 		}
 	})
 
+	t.Run("bind a pod with a forged assignment through a Binding", func(t *testing.T) {
+		// The tenant has no right to bind at all.
+		binding := fmt.Sprintf(`apiVersion: v1
+kind: Binding
+metadata:
+  name: victim
+  annotations: {vgpud.io/phase: bound, vgpud.io/assignment: '%s'}
+target: {kind: Node, name: %s}
+`, forged, node)
+		out, err := asTenant(binding, "create", "-f", "-")
+		if err == nil || harness.Contains(out, "forbidden") != nil {
+			t.Fatalf("tenant Binding: %v %s", err, out)
+		}
+		// Whoever may bind (kube-scheduler's identity here) still cannot
+		// carry vgpud's annotations onto a pod that way.
+		pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unbound", Namespace: tenantNS},
+			Spec: corev1.PodSpec{SchedulerName: "nobody", Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}}}}}
+		if _, err := e.kube.CoreV1().Pods(tenantNS).Create(ctx, pending, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = e.kube.CoreV1().Pods(tenantNS).Delete(context.Background(), "unbound", metav1.DeleteOptions{})
+		}()
+		err = e.impersonate(t, "system:kube-scheduler", nil).CoreV1().Pods(tenantNS).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: "unbound", Annotations: map[string]string{protocol.AnnotationAssignment: forged, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		}, metav1.CreateOptions{})
+		if err == nil || harness.Contains(err.Error(), "ValidatingAdmissionPolicy 'vgpud-annotations'", "vgpud.io/assignment") != nil {
+			t.Fatalf("scheduler Binding with vgpud's annotations: %v", err)
+		}
+		t.Logf("refused: %v", err)
+	})
+
 	t.Run("a replica writes only its own node", func(t *testing.T) {
 		// vgpud's identity with a token bound to another node, as a
 		// compromised replica elsewhere would hold.
