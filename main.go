@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -153,13 +154,13 @@ func runWithSignals(parent context.Context, log *slog.Logger, fn func(context.Co
 
 // runDaemon runs the roles this replica was given until ctx ends or one fails.
 func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
-	kube, err := newKubeClient(cfg.Kubeconfig, cfg.APIQPS)
-	if err != nil {
-		return err
-	}
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	kube, err := newKubeClient(cfg.Kubeconfig, cfg.APIQPS, clustermetrics.NewAPICalls(reg).Wrap)
+	if err != nil {
+		return err
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsAddr != "" {
@@ -190,7 +191,8 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	return g.Wait()
 }
 
-func newKubeClient(kubeconfig string, qps int) (kubernetes.Interface, error) {
+// newKubeClient builds the process's client; count wraps its transport.
+func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) http.RoundTripper) (kubernetes.Interface, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -201,10 +203,11 @@ func newKubeClient(kubeconfig string, qps int) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config (set --kubeconfig outside a cluster): %w", err)
 	}
-	// A bind is three writes (assignment, Binding, Event); client-go's
-	// default 5 QPS, or even 200, would cap binds well below what the
-	// apiserver takes (bench: 200 QPS held binds to 83/s).
+	// A bind is two writes (the Binding, and the Event off its path);
+	// client-go's default 5 QPS, or even 200, would cap binds well below
+	// what the apiserver takes (bench: 200 QPS held binds to 83/s).
 	rc.QPS, rc.Burst = float32(qps), 2*qps
+	rc.Wrap(count)
 	rc.UserAgent = "vgpud/" + version
 	// Protobuf, as kube-scheduler and kubelet talk: every type vgpud reads
 	// or writes is built in, and decoding the pod LIST and watch events in

@@ -371,6 +371,13 @@ func (c *Cache) Ghosts(cutoff time.Time) []Ghost {
 	return out
 }
 
+// PodCount is how many pods the books hold.
+func (c *Cache) PodCount() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.pods)
+}
+
 // Pods lists the booked pods as namespace/name, sorted, for debugging and tests.
 func (c *Cache) Pods() []string {
 	c.mu.RLock()
@@ -436,7 +443,7 @@ func (c *Cache) usage(name string, except types.UID) core.Node {
 	}
 	for uid := range st.pods {
 		if uid != except {
-			core.Apply(&n, core.Footprint(n, c.pods[uid].placement))
+			core.Add(&n, c.pods[uid].placement)
 		}
 	}
 	return n

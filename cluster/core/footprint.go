@@ -121,6 +121,28 @@ func (n Node) index(uuid string) int {
 	return -1
 }
 
+// Add commits placement p on n: Apply(n, Footprint(n, p)) without the
+// allocations for nodes of up to 16 GPUs, since the books recount a node
+// this way on every booking there.
+func Add(n *Node, p Placement) {
+	var buf [16]Peak
+	peaks := buf[:]
+	if len(n.GPUs) > len(buf) {
+		peaks = make([]Peak, len(n.GPUs))
+	}
+	peaks = peaks[:len(n.GPUs)]
+	for _, c := range p {
+		for _, s := range c.GPUs {
+			if i := n.index(s.UUID); i >= 0 {
+				peaks[i].Add(sliceUsage(s), c.Kind)
+			}
+		}
+	}
+	for i := range n.GPUs {
+		n.GPUs[i].Used = n.GPUs[i].Used.plus(peaks[i].Total())
+	}
+}
+
 // Apply commits a footprint on n.
 func Apply(n *Node, fp []Usage) {
 	for i := range n.GPUs {

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -125,5 +127,30 @@ func TestPlacementOf(t *testing.T) {
 	pl := PlacementOf(a, map[string]protocol.ContainerKind{"proxy": protocol.KindSidecar, "main": protocol.KindApp})
 	if len(pl) != 3 || pl[0].Kind != protocol.KindSidecar || pl[1].Kind != protocol.KindApp || pl[2].Kind != protocol.KindApp {
 		t.Fatalf("placement %+v", pl)
+	}
+}
+
+// Add is Apply of Footprint, without allocating.
+func TestAddIsApplyOfFootprint(t *testing.T) {
+	gpus := func() Node {
+		n := Node{Name: "n"}
+		for i := range 8 {
+			n.GPUs = append(n.GPUs, GPU{GPU: protocol.GPU{UUID: fmt.Sprintf("G%d", i), MemoryMiB: 40000, Cores: 100, Split: 10}})
+		}
+		return n
+	}
+	p := Placement{
+		{Name: "init", Kind: protocol.KindInit, GPUs: []protocol.GPUSlice{{UUID: "G1", MemoryMiB: 9000, Cores: 50}}},
+		{Name: "side", Kind: protocol.KindSidecar, GPUs: []protocol.GPUSlice{{UUID: "G1", MemoryMiB: 1000, Cores: 10}}},
+		{Name: "app", Kind: protocol.KindApp, GPUs: []protocol.GPUSlice{{UUID: "G1", MemoryMiB: 3000, Cores: 20}, {UUID: "G7", MemoryMiB: 2000, Cores: 100}, {UUID: "gone", MemoryMiB: 1}}},
+	}
+	want, got := gpus(), gpus()
+	Apply(&want, Footprint(want, p))
+	Add(&got, p)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Add %+v\nApply %+v", got.GPUs, want.GPUs)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { Add(&got, p) }); allocs != 0 {
+		t.Errorf("Add allocates %.0f times per call", allocs)
 	}
 }

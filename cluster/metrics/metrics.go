@@ -1,6 +1,7 @@
 // Package metrics is the cluster role's Prometheus view: whether this
 // replica leads, extender and webhook latency, bind outcomes, and per-GPU
-// allocation read from the leader's books at scrape time. It is registered
+// allocation read from the leader's books at scrape time; and the
+// process's requests to the apiserver (APICalls). It is registered
 // at process start, so a replica that does not lead reports vgpud_leader 0.
 package metrics
 
@@ -18,7 +19,7 @@ import (
 // Source is what the GPU gauges read at scrape time.
 type Source interface {
 	Usage() map[string]map[string]core.Usage
-	Pods() []string
+	PodCount() int
 }
 
 // Metrics are the cluster role's collectors.
@@ -135,6 +136,6 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(u.Slots), n, uuid)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(len(src.Pods())))
+	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(src.PodCount()))
 	ch <- prometheus.MustNewConstMetric(c.cacheNodes, prometheus.GaugeValue, float64(len(nodes)))
 }

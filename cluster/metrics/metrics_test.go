@@ -19,7 +19,7 @@ type fakeSource struct{}
 func (fakeSource) Usage() map[string]map[string]core.Usage {
 	return map[string]map[string]core.Usage{"n1": {"GPU-0": {MemMiB: 3000, Cores: 30, Slots: 2}}}
 }
-func (fakeSource) Pods() []string { return []string{"ai/a@n1", "ai/b@n1"} }
+func (fakeSource) PodCount() int { return 2 }
 
 func scrape(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
