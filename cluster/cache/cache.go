@@ -41,8 +41,10 @@ type nodeState struct {
 	pods    map[types.UID]bool
 	current core.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
 	// inFlight are the node's bound pods kubelet has not allocated yet
-	// (usually none or one), kept up to date: binds poll it.
+	// (usually none or one), kept up to date; changed, when a bind waits
+	// on them, is closed at their next recount.
 	inFlight []flying
+	changed  chan struct{}
 	// gone are pods deleted while in flight, by namespace/name, until when
 	// they still count as in flight.
 	gone map[string]time.Time
@@ -328,6 +330,20 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 	return names[0]
 }
 
+// InFlightChanged returns a channel closed when the node's in-flight pods
+// are next recounted: take it before InFlight, and wait on it instead of
+// polling. (A pod deleted in flight leaves the slot by the clock, with no
+// recount: waiters also look again now and then.)
+func (c *Cache) InFlightChanged(node string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.node(node)
+	if st.changed == nil {
+		st.changed = make(chan struct{})
+	}
+	return st.changed
+}
+
 // NamespaceUsage is what the booked pods of namespace hold, summed over
 // their GPUs (core.PlacementTotal), leaving out the pod except: the
 // figure bind checks quota against.
@@ -422,9 +438,14 @@ func (c *Cache) recompute(name string) {
 	c.refreshInFlight(name)
 }
 
-// refreshInFlight recounts the node's in-flight pods after a change.
+// refreshInFlight recounts the node's in-flight pods after a change, and
+// wakes the binds waiting on them.
 func (c *Cache) refreshInFlight(name string) {
 	st := c.node(name)
+	if st.changed != nil {
+		close(st.changed)
+		st.changed = nil
+	}
 	st.inFlight = st.inFlight[:0]
 	for uid := range st.pods {
 		// A booking without a node is no Allocate kubelet will make.

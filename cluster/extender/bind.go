@@ -32,6 +32,8 @@ type Books interface {
 	MarkBound(uid types.UID, node string)
 	DeletePod(uid types.UID)
 	InFlight(node string, except types.UID) string
+	// InFlightChanged is closed when the node's in-flight pods next change.
+	InFlightChanged(node string) <-chan struct{}
 	// NamespaceUsage is what the namespace's booked pods, except one, hold.
 	NamespaceUsage(namespace string, except types.UID) core.Usage
 }
@@ -252,19 +254,24 @@ func (b *Binder) checkQuota(pod *pods.Pod, pl core.Placement) error {
 // waitForNode blocks while another pod on node is bound but not yet
 // allocated, up to the configured wait; then kube-scheduler retries, maybe elsewhere.
 func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) error {
-	deadline := time.Now().Add(b.cfg.Wait)
+	deadline := time.NewTimer(b.cfg.Wait)
+	defer deadline.Stop()
 	for {
+		changed := b.books.InFlightChanged(node)
 		busy := b.books.InFlight(node, self)
 		if busy == "" {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s: pod %s is bound but kubelet has not allocated its GPUs after %s; binding another pod there now could hand it the wrong GPUs", node, busy, b.cfg.Wait)
-		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node %s: waiting for pod %s to be allocated: %w", node, busy, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-deadline.C:
+			if busy = b.books.InFlight(node, self); busy == "" {
+				return nil
+			}
+			return fmt.Errorf("node %s: pod %s is bound but kubelet has not allocated its GPUs after %s; binding another pod there now could hand it the wrong GPUs", node, busy, b.cfg.Wait)
+		case <-changed:
+		case <-time.After(100 * time.Millisecond): // a deleted pod's slot runs out by the clock
 		}
 	}
 }
