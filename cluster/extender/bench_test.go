@@ -101,7 +101,9 @@ func BenchmarkFilterHTTP(b *testing.B) {
 // no other pod is in flight on, through the handler and client-go's fake
 // clientset (no apiserver round trips: this is vgpud's own cost).
 func BenchmarkBindDistinctNodes(b *testing.B) {
-	c, names := syntheticCache(b, 1000, 0)
+	// A node per bind: nothing here plays kubelet, so a node stays busy
+	// with its in-flight pod.
+	c, names := syntheticCache(b, max(1000, b.N), 0)
 	kube := fake.NewClientset()
 	binder := NewBinder(kube, c, nil, nil, nil, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: time.Second}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
