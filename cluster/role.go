@@ -89,6 +89,10 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	binder := extender.NewBinder(r.kube, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		events.normal, r.metrics.Bind, log.With("component", "bind"))
 	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.warn, log.With("component", "extender"))
+	// A pod refused just before GPUs freed is nudged to be tried again.
+	requeue := newRequeuer(r.kube, term.Fence, log.With("component", "requeue"))
+	placer.NotifyRefused(requeue.refused)
+	books.NotifyFreed(func() { requeue.freed(ctx) })
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
 	// The extender's verbs answer only kube-scheduler (mutual TLS); the
 	// webhook answers the apiserver, which checks the caBundle.

@@ -8,6 +8,10 @@ const (
 	AnnotationAssignment = "vgpud.io/assignment"
 	// AnnotationPhase tracks a pod from bind to Allocate; see Phase.
 	AnnotationPhase = "vgpud.io/phase"
+	// AnnotationRequeued is the leader's nudge on a pending pod it refused
+	// just before GPUs freed: a change to the pod makes kube-scheduler try
+	// it again at once. Its value (a time) means nothing else.
+	AnnotationRequeued = "vgpud.io/requeued"
 	// AnnotationPlugin is the node's device plugin state, written by the
 	// node role: PluginServing once kubelet registered it, PluginDraining
 	// from the moment it starts to stop. The leader binds only to serving

@@ -28,6 +28,9 @@ type Cache struct {
 	// holds its node's in-flight slot (KeepDeletedInFlight).
 	deletedInFlight time.Duration
 
+	// freed, if set, is told after a booking is dropped (NotifyFreed).
+	freed func()
+
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
 	pods  map[types.UID]podState
@@ -245,15 +248,26 @@ func (c *Cache) MarkBound(uid types.UID, node string) {
 // meet a second bound pod then. Call before use.
 func (c *Cache) KeepDeletedInFlight(d time.Duration) { c.deletedInFlight = d }
 
+// NotifyFreed has f called, outside the books' lock, after each booking
+// they drop: GPUs may have freed. Call before use.
+func (c *Cache) NotifyFreed(f func()) { c.freed = f }
+
 // DeletePod unbooks a pod that is gone.
 func (c *Cache) DeletePod(uid types.UID) { c.unbook(uid, true) }
 
 func (c *Cache) unbook(uid types.UID, deleted bool) {
+	if c.unbookLocked(uid, deleted) && c.freed != nil {
+		c.freed()
+	}
+}
+
+// unbookLocked drops the booking and reports whether there was one.
+func (c *Cache) unbookLocked(uid types.UID, deleted bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.pods[uid]
 	if !ok {
-		return
+		return false
 	}
 	delete(c.pods, uid)
 	st := c.node(old.node)
@@ -268,6 +282,7 @@ func (c *Cache) unbook(uid types.UID, deleted bool) {
 		st.gone[old.namespace+"/"+old.name+" (deleted)"] = now.Add(c.deletedInFlight)
 	}
 	c.recompute(old.node)
+	return true
 }
 
 // Node returns a copy of a usable node's GPUs and usage, or why it is not usable.

@@ -46,8 +46,13 @@ type Placer struct {
 	defaults Defaults
 	lookup   PodLookup
 	events   func(pod *corev1.Pod, reason, message string)
+	refused  func(pod *pods.Pod)
 	log      *slog.Logger
 }
+
+// NotifyRefused has f told of every pod the leader knows that Filter
+// found no node for; call before serving.
+func (p *Placer) NotifyRefused(f func(pod *pods.Pod)) { p.refused = f }
 
 // NewPlacer returns a Placer. Events are recorded only on pods lookup
 // finds; lookup and events may be nil (no Events), queue too (no binds
@@ -99,6 +104,9 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 		// never on whatever object the request body carries.
 		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID && len(reasons) > 0 {
 			p.events(known.Ref(), "FilteredNodes", core.Summarize(len(names), 0, reasons))
+			if p.refused != nil {
+				p.refused(known)
+			}
 		}
 		if err := passing(reasons); err != nil {
 			return nil, nil, err

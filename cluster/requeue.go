@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// requeueWindow is how recent a refusal must be for a freed GPU to nudge
+// its pod. The race it closes is milliseconds wide: kube-scheduler hears
+// of a deleted pod and asks /filter again before the leader's informer has
+// dropped that pod's booking, is refused, and parks the pod until another
+// cluster event (on a quiet cluster, its 30 s flush).
+const requeueWindow = 5 * time.Second
+
+// maxNudges bounds the writes one freed booking may cause.
+const maxNudges = 16
+
+// requeuer remembers the pods Filter refused lately and, when the books
+// drop a booking, annotates those pods: an update to a pending pod that
+// only an extender refused makes kube-scheduler try it again.
+type requeuer struct {
+	kube  kubernetes.Interface
+	fence func() error
+	now   func() time.Time
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	recent  map[types.UID]refusal
+	nudging bool // a round of patches is under way
+	again   bool // and another booking dropped since it began
+}
+
+type refusal struct {
+	namespace, name string
+	at              time.Time
+}
+
+func newRequeuer(kube kubernetes.Interface, fence func() error, log *slog.Logger) *requeuer {
+	return &requeuer{kube: kube, fence: fence, now: time.Now, log: log, recent: map[types.UID]refusal{}}
+}
+
+// refused records that Filter found no node for p.
+func (r *requeuer) refused(p *pods.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	for uid, f := range r.recent {
+		if now.Sub(f.at) > requeueWindow {
+			delete(r.recent, uid)
+		}
+	}
+	r.recent[p.UID] = refusal{namespace: p.Namespace, name: p.Name, at: now}
+}
+
+// freed is the books' NotifyFreed hook: it must not block the informer,
+// so the patches go out from a goroutine, one round at a time.
+func (r *requeuer) freed(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recent) == 0 {
+		return
+	}
+	if r.nudging {
+		r.again = true
+		return
+	}
+	r.nudging = true
+	go r.nudge(ctx)
+}
+
+// take removes and returns the refusals still within the window.
+func (r *requeuer) take() map[types.UID]refusal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	out := map[types.UID]refusal{}
+	for uid, f := range r.recent {
+		delete(r.recent, uid)
+		if now.Sub(f.at) <= requeueWindow && len(out) < maxNudges {
+			out[uid] = f
+		}
+	}
+	return out
+}
+
+func (r *requeuer) nudge(ctx context.Context) {
+	for {
+		for uid, f := range r.take() {
+			if err := r.patch(ctx, uid, f); err != nil {
+				r.log.Debug("requeue nudge not written", "pod", f.namespace+"/"+f.name, "err", err)
+			}
+		}
+		r.mu.Lock()
+		if !r.again || ctx.Err() != nil {
+			r.nudging = false
+			r.mu.Unlock()
+			return
+		}
+		r.again = false
+		r.mu.Unlock()
+	}
+}
+
+// patch annotates the pod, under its UID, if this replica still leads.
+func (r *requeuer) patch(ctx context.Context, uid types.UID, f refusal) error {
+	if err := r.fence(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, uid, protocol.AnnotationRequeued, r.now().UTC().Format(time.RFC3339Nano))
+	_, err := r.kube.CoreV1().Pods(f.namespace).Patch(ctx, f.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
