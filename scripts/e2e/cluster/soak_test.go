@@ -312,9 +312,32 @@ func restartKubelet(t *testing.T, e env) error {
 	nodes := e.nodes(t)
 	node := nodes[rand.IntN(len(nodes))]
 	t.Logf("restart the kubelet of %s", node)
+	restarted := time.Now()
 	out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet", nodeIndex(node)).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
+	}
+	// A restarted kubelet starts every container's readiness as failed
+	// and probes again after up to one period (5 s): until then the pod
+	// still shows the old kubelet's Ready. Wait for the new kubelet's own
+	// verdict, so the next fault (a rollout counts unready nodes) does not
+	// meet this one's tail.
+	err = harness.Poll(30*time.Second, func() error {
+		pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node", FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			for _, c := range pods.Items[i].Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.Before(&metav1.Time{Time: restarted.Truncate(time.Second)}) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("the vgpud pod on %s is not ready by the restarted kubelet yet", node)
+	})
+	if err != nil {
+		t.Logf("%v; going on", err)
 	}
 	return nil
 }
