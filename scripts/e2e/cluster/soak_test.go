@@ -317,12 +317,12 @@ func restartKubelet(t *testing.T, e env) error {
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}
-	// A restarted kubelet starts every container's readiness as failed
-	// and probes again after up to one period (5 s): until then the pod
-	// still shows the old kubelet's Ready. Wait for the new kubelet's own
-	// verdict, so the next fault (a rollout counts unready nodes) does not
-	// meet this one's tail.
-	err = harness.Poll(30*time.Second, func() error {
+	// A restarted kubelet may start a container's readiness as failed and
+	// probe again within a period (5 s, plus its start-up jitter): until
+	// then the pod still shows the old kubelet's Ready. Wait for the new
+	// kubelet's own verdict when it gives one, so the next fault (a rollout
+	// counts unready nodes) does not meet this one's tail.
+	err = harness.Poll(15*time.Second, func() error {
 		pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node", FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return err
@@ -334,10 +334,10 @@ func restartKubelet(t *testing.T, e env) error {
 				}
 			}
 		}
-		return fmt.Errorf("the vgpud pod on %s is not ready by the restarted kubelet yet", node)
+		return fmt.Errorf("no Ready transition on %s's vgpud pod since the restart", node)
 	})
 	if err != nil {
-		t.Logf("%v; going on", err)
+		t.Logf("the restarted kubelet kept the vgpud pod on %s as it was (%v)", node, err)
 	}
 	return nil
 }
