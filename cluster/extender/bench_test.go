@@ -77,12 +77,13 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			nn, _ := json.Marshal(names)
 			body := `{"Pod":` + pod + `,"NodeNames":` + string(nn) + `}`
 			lat := make([]time.Duration, 0, b.N)
+			filter := FilterHandler(h) // once, as the leader mounts it
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
 				w := httptest.NewRecorder()
 				start := time.Now()
-				FilterHandler(h)(w, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(body)))
+				filter(w, httptest.NewRequest(http.MethodPost, "/filter", strings.NewReader(body)))
 				lat = append(lat, time.Since(start))
 				if w.Code != 200 {
 					b.Fatal(w.Body.String())

@@ -23,8 +23,9 @@ const (
 
 // FilterHandler serves kube-scheduler's filter verb over p.
 func FilterHandler(p *Placer) http.HandlerFunc {
+	in := newInterner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, names, ok := decodeArgs(w, r)
+		args, names, ok := decodeArgs(w, r, in)
 		if !ok {
 			return
 		}
@@ -58,8 +59,9 @@ func FilterHandler(p *Placer) http.HandlerFunc {
 
 // PrioritizeHandler serves kube-scheduler's prioritize verb over p.
 func PrioritizeHandler(p *Placer) http.HandlerFunc {
+	in := newInterner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, names, ok := decodeArgs(w, r)
+		args, names, ok := decodeArgs(w, r, in)
 		if !ok {
 			return
 		}
@@ -96,8 +98,8 @@ func BindHandler(b *Binder) http.HandlerFunc {
 }
 
 // decodeArgs reads ExtenderArgs, answering 4xx itself on bad input, and
-// returns the node names it carries in either form.
-func decodeArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, []string, bool) {
+// returns the node names it carries in either form, interned by in.
+func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (*extenderv1.ExtenderArgs, []string, bool) {
 	if !post(w, r, "ExtenderArgs") {
 		return nil, nil, false
 	}
@@ -105,14 +107,15 @@ func decodeArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArg
 	var body struct {
 		Pod       *corev1.Pod
 		Nodes     *corev1.NodeList
-		NodeNames *nodeNames
+		NodeNames nodeNames
 	}
+	body.NodeNames.intern = in
 	if !decode(w, r, maxArgsBody, "ExtenderArgs", &body) {
 		return nil, nil, false
 	}
 	args := extenderv1.ExtenderArgs{Pod: body.Pod, Nodes: body.Nodes}
-	if body.NodeNames != nil {
-		args.NodeNames = (*[]string)(body.NodeNames)
+	if body.NodeNames.set {
+		args.NodeNames = &body.NodeNames.names
 	}
 	if args.Pod == nil {
 		http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)

@@ -3,6 +3,7 @@ package extender
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -20,10 +21,30 @@ func TestNodeNamesDecodesAsEncodingJSON(t *testing.T) {
 	} {
 		var want []string
 		wantErr := json.Unmarshal([]byte(in), &want)
-		var got nodeNames
-		err := json.Unmarshal([]byte(in), &got)
-		if (err != nil) != (wantErr != nil) || (err == nil && !slices.Equal([]string(got), want)) {
-			t.Errorf("%s: got %q (%v), want %q (%v)", in, got, err, want, wantErr)
+		for _, intern := range []*interner{nil, newInterner()} {
+			got := nodeNames{intern: intern}
+			err := json.Unmarshal([]byte(in), &got)
+			if (err != nil) != (wantErr != nil) || (err == nil && !slices.Equal(got.names, want)) {
+				t.Errorf("%s: got %q (%v), want %q (%v)", in, got.names, err, want, wantErr)
+			}
 		}
+	}
+}
+
+// Names seen before cost no allocation; an interner full of names starts
+// afresh instead of growing.
+func TestInternedNamesDoNotAllocate(t *testing.T) {
+	in := newInterner()
+	body := []byte(`["node-1","node-2","node-3"]`)
+	plainStrings(body, in)
+	if allocs := testing.AllocsPerRun(100, func() { plainStrings(body, in) }); allocs > 1 {
+		t.Errorf("%.0f allocations for known names, want 1 (the slice)", allocs)
+	}
+	for i := range maxInterned {
+		in.m[strconv.Itoa(i)] = ""
+	}
+	plainStrings([]byte(`["new"]`), in)
+	if len(in.m) != 1 {
+		t.Errorf("interner holds %d names after overflowing, want 1", len(in.m))
 	}
 }
