@@ -92,13 +92,7 @@ func PlacementOf(a protocol.Assignment, kinds map[string]protocol.ContainerKind)
 // reports that separately.
 func Footprint(n Node, p Placement) []Usage {
 	peaks := make([]Peak, len(n.GPUs))
-	for _, c := range p {
-		for _, s := range c.GPUs {
-			if i := n.index(s.UUID); i >= 0 {
-				peaks[i].Add(sliceUsage(s), c.Kind)
-			}
-		}
-	}
+	addPeaks(n, p, peaks)
 	out := make([]Usage, len(n.GPUs))
 	for i := range out {
 		out[i] = peaks[i].Total()
@@ -131,15 +125,21 @@ func Add(n *Node, p Placement) {
 		peaks = make([]Peak, len(n.GPUs))
 	}
 	peaks = peaks[:len(n.GPUs)]
+	addPeaks(*n, p, peaks)
+	for i := range n.GPUs {
+		n.GPUs[i].Used = n.GPUs[i].Used.plus(peaks[i].Total())
+	}
+}
+
+// addPeaks adds each slice of p to the peak of its GPU, index-aligned with
+// n.GPUs; slices on GPUs n does not have are ignored.
+func addPeaks(n Node, p Placement, peaks []Peak) {
 	for _, c := range p {
 		for _, s := range c.GPUs {
 			if i := n.index(s.UUID); i >= 0 {
 				peaks[i].Add(sliceUsage(s), c.Kind)
 			}
 		}
-	}
-	for i := range n.GPUs {
-		n.GPUs[i].Used = n.GPUs[i].Used.plus(peaks[i].Total())
 	}
 }
 

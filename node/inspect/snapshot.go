@@ -89,7 +89,7 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Al
 				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: phase})
 			}
 		}
-		core.Apply(&n, core.Footprint(n, core.PlacementOf(a, protocol.Kinds(&p.Spec))))
+		core.Add(&n, core.PlacementOf(a, protocol.Kinds(&p.Spec)))
 	}
 	gpus := make([]GPU, len(n.GPUs))
 	for i, g := range n.GPUs {
