@@ -49,6 +49,9 @@ func Kinds(spec *corev1.PodSpec) map[string]ContainerKind {
 
 // Terminated reports whether pod has finished for good. A terminated pod
 // holds no GPUs; a pod being deleted still does until it is gone.
-func Terminated(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+func Terminated(pod *corev1.Pod) bool { return TerminatedPhase(pod.Status.Phase) }
+
+// TerminatedPhase is Terminated for a pod known by its phase alone.
+func TerminatedPhase(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }

@@ -63,8 +63,8 @@ type podState struct {
 	node      string
 	namespace string
 	name      string
-	// raw is the assignment annotation as booked from the API ("" when
-	// booked by bind before the informer saw it).
+	// raw is the assignment annotation as booked (bind passes the value
+	// its Binding writes), so the informer's echo of it is recognised.
 	raw       string
 	placement core.Placement
 	// inFlight: bound by the leader, not yet allocated by kubelet. While

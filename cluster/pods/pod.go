@@ -101,9 +101,7 @@ func leaderAnnotations(a map[string]string) map[string]string {
 
 // Terminated reports whether the pod has finished for good
 // (protocol.Terminated).
-func (p *Pod) Terminated() bool {
-	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed
-}
+func (p *Pod) Terminated() bool { return protocol.TerminatedPhase(p.Phase) }
 
 // Kinds maps each container to its kind (protocol.Kinds).
 func (p *Pod) Kinds() map[string]protocol.ContainerKind {

@@ -796,7 +796,7 @@ func (e env) checkNotOversubscribed(t *testing.T, ctx context.Context) {
 	booked := 0
 	for _, p := range pods.Items {
 		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !ok || protocol.Terminated(&p) {
 			continue
 		}
 		a, err := protocol.DecodeAssignment(raw)
