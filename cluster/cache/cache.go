@@ -53,12 +53,6 @@ type nodeState struct {
 	gone map[string]time.Time
 }
 
-// flying names one in-flight pod of a node.
-type flying struct {
-	uid  types.UID
-	name string // namespace/name
-}
-
 type podState struct {
 	node      string
 	namespace string
@@ -228,26 +222,6 @@ func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight bo
 	c.recompute(a.Node)
 }
 
-// MarkBound records that the pod's Binding to node succeeded, before the
-// informer shows it: from now on it holds the node's in-flight slot while
-// it is in flight. It changes nothing else, so an informer event that
-// already said "allocated" is not undone.
-func (c *Cache) MarkBound(uid types.UID, node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.pods[uid]; ok && p.node == node {
-		p.bound = true
-		c.pods[uid] = p
-		c.refreshInFlight(node)
-	}
-}
-
-// KeepDeletedInFlight makes a pod deleted while in flight (bound, not yet
-// allocated) hold its node's in-flight slot for d more: kubelet may still
-// be admitting it, and Allocate, which carries no pod identity, must not
-// meet a second bound pod then. Call before use.
-func (c *Cache) KeepDeletedInFlight(d time.Duration) { c.deletedInFlight = d }
-
 // NotifyFreed has f called, outside the books' lock, after each booking
 // they drop: GPUs may have freed. Call before use.
 func (c *Cache) NotifyFreed(f func()) { c.freed = f }
@@ -315,48 +289,6 @@ func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 	// Shared, not copied: recompute replaces current and never changes it
 	// in place, and callers only read a Node (core does not write one).
 	return st.current, nil
-}
-
-// InFlight names a pod on node, other than except, that is bound but not
-// yet allocated; "" if there is none.
-func (c *Cache) InFlight(node string, except types.UID) string {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	st, ok := c.nodes[node]
-	if !ok {
-		return ""
-	}
-	var names []string
-	for _, f := range st.inFlight {
-		if f.uid != except {
-			names = append(names, f.name)
-		}
-	}
-	now := c.now()
-	for name, until := range st.gone {
-		if now.Before(until) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
-}
-
-// InFlightChanged returns a channel closed when the node's in-flight pods
-// are next recounted: take it before InFlight, and wait on it instead of
-// polling. (A pod deleted in flight leaves the slot by the clock, with no
-// recount: waiters also look again now and then.)
-func (c *Cache) InFlightChanged(node string) <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := c.node(node)
-	if st.changed == nil {
-		st.changed = make(chan struct{})
-	}
-	return st.changed
 }
 
 // NamespaceUsage is what the booked pods of namespace hold, summed over
@@ -451,23 +383,6 @@ func (c *Cache) node(name string) *nodeState {
 func (c *Cache) recompute(name string) {
 	c.node(name).current = c.usage(name, "")
 	c.refreshInFlight(name)
-}
-
-// refreshInFlight recounts the node's in-flight pods after a change, and
-// wakes the binds waiting on them.
-func (c *Cache) refreshInFlight(name string) {
-	st := c.node(name)
-	if st.changed != nil {
-		close(st.changed)
-		st.changed = nil
-	}
-	st.inFlight = st.inFlight[:0]
-	for uid := range st.pods {
-		// A booking without a node is no Allocate kubelet will make.
-		if p := c.pods[uid]; p.inFlight && p.bound {
-			st.inFlight = append(st.inFlight, flying{uid: uid, name: p.namespace + "/" + p.name})
-		}
-	}
 }
 
 // usage is the node's GPUs with what its pods, except one, hold.
