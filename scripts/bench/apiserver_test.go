@@ -772,56 +772,45 @@ func (e env) checkNotOversubscribed(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type use struct {
-		gpu          protocol.GPU
-		node         string
-		mem          int64
-		cores, slots int
+	type gpu struct {
+		protocol.GPU
+		node string
 	}
-	gpus := map[string]*use{}
+	gpus := map[string]gpu{}
 	for _, n := range nodes.Items {
 		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
 		if err != nil {
 			continue // the null extender's nodes are the same; none without
 		}
 		for _, g := range inv.GPUs {
-			gpus[g.UUID] = &use{gpu: g, node: n.Name}
+			gpus[g.UUID] = gpu{GPU: g, node: n.Name}
 		}
 	}
 	pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	used, live, unreadable := harness.AssignedUse(pods.Items)
 	var problems []string
-	booked := 0
-	for _, p := range pods.Items {
-		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || protocol.Terminated(&p) {
-			continue
-		}
-		a, err := protocol.DecodeAssignment(raw)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s/%s: unreadable assignment: %v", p.Namespace, p.Name, err))
-			continue
-		}
-		booked++
+	for _, err := range unreadable {
+		problems = append(problems, "unreadable assignment: "+err.Error())
+	}
+	for _, l := range live {
+		p, a := l.Pod, l.Assignment
 		if p.Spec.NodeName != "" && p.Spec.NodeName != a.Node {
 			problems = append(problems, fmt.Sprintf("%s/%s: bound to %s, assigned on %s", p.Namespace, p.Name, p.Spec.NodeName, a.Node))
 		}
 		for _, c := range a.Containers {
 			for _, s := range c.GPUs {
-				u, ok := gpus[s.UUID]
-				if !ok || u.node != a.Node {
+				if g, ok := gpus[s.UUID]; !ok || g.node != a.Node {
 					problems = append(problems, fmt.Sprintf("%s/%s: GPU %s is not on node %s", p.Namespace, p.Name, s.UUID, a.Node))
-					continue
 				}
-				u.mem, u.cores, u.slots = u.mem+s.MemoryMiB, u.cores+s.Cores, u.slots+1
 			}
 		}
 	}
-	for uuid, u := range gpus {
-		if u.mem > u.gpu.MemoryMiB || u.cores > u.gpu.Cores || u.slots > u.gpu.Split {
-			problems = append(problems, fmt.Sprintf("GPU %s on %s: %d/%d MiB, %d/%d cores, %d/%d slices", uuid, u.node, u.mem, u.gpu.MemoryMiB, u.cores, u.gpu.Cores, u.slots, u.gpu.Split))
+	for uuid, u := range used {
+		if g, ok := gpus[uuid]; ok && (u.MemMiB > g.MemoryMiB || u.Cores > g.Cores || u.Slices > g.Split) {
+			problems = append(problems, fmt.Sprintf("GPU %s on %s: %d/%d MiB, %d/%d cores, %d/%d slices", uuid, g.node, u.MemMiB, g.MemoryMiB, u.Cores, g.Cores, u.Slices, g.Split))
 		}
 	}
 	for i, p := range problems {
@@ -831,7 +820,7 @@ func (e env) checkNotOversubscribed(t *testing.T, ctx context.Context) {
 		}
 		t.Errorf("oversubscribed: %s", p)
 	}
-	e.record(t, "check", fmt.Sprintf("after the runs above, from the apiserver: GPUs over memory, cores or slices, or pods off their assigned node (%d pods with an assignment, %d GPUs)", booked, len(gpus)),
+	e.record(t, "check", fmt.Sprintf("after the runs above, from the apiserver: GPUs over memory, cores or slices, or pods off their assigned node (%d pods with an assignment, %d GPUs)", len(live), len(gpus)),
 		fmt.Sprintf("%d problems", len(problems)), "0", metIf(len(problems) == 0))
 }
 

@@ -556,11 +556,7 @@ func checkNoOversubscription(t *testing.T, e env) {
 }
 
 // use is what pods hold of one GPU.
-type use struct {
-	mem    int64
-	cores  int
-	slices int
-}
+type use = harness.GPUUse
 
 // apiUsage sums, per GPU UUID, the assignments of the pods that have not
 // terminated.
@@ -569,28 +565,9 @@ func apiUsage(e env) (map[string]*use, error) {
 	if err != nil {
 		return nil, err
 	}
-	used := map[string]*use{}
-	for _, p := range pods.Items {
-		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		a, err := protocol.DecodeAssignment(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", p.Namespace, p.Name, err)
-		}
-		for _, c := range a.Containers {
-			for _, g := range c.GPUs {
-				u := used[g.UUID]
-				if u == nil {
-					u = &use{}
-					used[g.UUID] = u
-				}
-				u.mem += g.MemoryMiB
-				u.cores += g.Cores
-				u.slices++
-			}
-		}
+	used, _, errs := harness.AssignedUse(pods.Items)
+	if len(errs) > 0 {
+		return nil, errs[0]
 	}
 	return used, nil
 }
@@ -617,8 +594,8 @@ func oversubscribed(t *testing.T, e env) []string {
 			if u == nil {
 				continue
 			}
-			t.Logf("%s GPU %d: %d/%d MiB, %d/%d cores, %d/%d slices", n.Name, g.Index, u.mem, g.MemoryMiB, u.cores, g.Cores, u.slices, g.Split)
-			if u.mem > g.MemoryMiB || u.cores > g.Cores || u.slices > g.Split {
+			t.Logf("%s GPU %d: %d/%d MiB, %d/%d cores, %d/%d slices", n.Name, g.Index, u.MemMiB, g.MemoryMiB, u.Cores, g.Cores, u.Slices, g.Split)
+			if u.MemMiB > g.MemoryMiB || u.Cores > g.Cores || u.Slices > g.Split {
 				over = append(over, fmt.Sprintf("%s GPU %d oversubscribed: %+v of %+v", n.Name, g.Index, *u, g))
 			}
 		}

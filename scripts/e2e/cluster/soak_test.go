@@ -526,11 +526,11 @@ func (e env) booksMatch() error {
 		}
 		switch name {
 		case "vgpud_gpu_allocated_memory_mib":
-			u.mem = int64(v)
+			u.MemMiB = int64(v)
 		case "vgpud_gpu_allocated_cores":
-			u.cores = int(v)
+			u.Cores = int(v)
 		case "vgpud_gpu_allocated_slots":
-			u.slices = int(v)
+			u.Slices = int(v)
 		}
 	}
 	api, err := apiUsage(e)
