@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -75,6 +76,7 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 func (p *Plugin) waitForTarget(ctx context.Context, ids []string) (target, error) {
 	deadline := time.NewTimer(p.opts.ResolveWait)
 	defer deadline.Stop()
+	askedFresh := false
 	for {
 		changed := p.pods.Changed()
 		pods := p.pods.List()
@@ -83,6 +85,14 @@ func (p *Plugin) waitForTarget(ctx context.Context, ids []string) (target, error
 		var re *resolveError
 		if err == nil || !errors.As(err, &re) || !re.wait {
 			return t, err
+		}
+		// One fresh read per call: a failed one means another pod may be
+		// the one kubelet admits, which the informer will show.
+		if re.dying != nil && !askedFresh {
+			askedFresh = true
+			if p.servesDying(ctx, *re.dying, ids) {
+				return *re.dying, nil
+			}
 		}
 		select {
 		case <-changed:
@@ -100,7 +110,7 @@ func (p *Plugin) finish(ctx context.Context, pod *corev1.Pod, phase protocol.Pha
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), phaseWriteTimeout)
 	defer cancel()
 	err := p.phases.SetPhase(wctx, pod, phase)
-	if err == nil {
+	if err == nil || gone(err) {
 		return
 	}
 	p.log.Warn("recording the pod's phase failed; retrying in the background", "pod", pod.Namespace+"/"+pod.Name, "phase", phase, "err", err)
@@ -113,12 +123,18 @@ func (p *Plugin) retryPhase(pod *corev1.Pod, phase protocol.Phase) {
 		ctx, cancel := context.WithTimeout(context.Background(), phaseWriteTimeout)
 		err := p.phases.SetPhase(ctx, pod, phase)
 		cancel()
-		if err == nil {
+		if err == nil || gone(err) {
 			return
 		}
 		p.log.Warn("recording the pod's phase failed", "pod", pod.Namespace+"/"+pod.Name, "phase", phase, "err", err)
 	}
 	p.log.Error("gave up recording the pod's phase; the leader will not bind more pods to this node until it is set", "pod", pod.Namespace+"/"+pod.Name, "phase", phase)
+}
+
+// gone reports a phase write that can never land: the pod was deleted, or
+// its name now belongs to another pod (the write's UID precondition).
+func gone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
 }
 
 func (p *Plugin) progressOf(uid types.UID) *progress {

@@ -23,6 +23,9 @@ type fakePods struct {
 	mu      sync.Mutex
 	pods    map[types.UID]*corev1.Pod
 	changed chan struct{}
+	// apiOnly are pods the API shows that the informer does not yet.
+	apiOnly []*corev1.Pod
+	freshes int // Fresh calls
 }
 
 func newFakePods(pods ...*corev1.Pod) *fakePods {
@@ -41,6 +44,14 @@ func (f *fakePods) List() []*corev1.Pod {
 		out = append(out, p)
 	}
 	return out
+}
+
+func (f *fakePods) Fresh(context.Context) ([]*corev1.Pod, error) {
+	pods := f.List()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.freshes++
+	return append(pods, f.apiOnly...), nil
 }
 
 func (f *fakePods) Changed() <-chan struct{} {

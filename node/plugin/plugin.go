@@ -23,6 +23,9 @@ type Pods interface {
 	List() []*corev1.Pod
 	// Changed returns a channel closed at the next change.
 	Changed() <-chan struct{}
+	// Fresh reads the node's pods from the API itself, for the one
+	// decision the informer's lag could get wrong (see servesDying).
+	Fresh(ctx context.Context) ([]*corev1.Pod, error)
 }
 
 // PhaseWriter records vgpud.io/phase on a pod.

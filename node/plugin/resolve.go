@@ -35,6 +35,9 @@ type resolveError struct {
 	msg  string
 	wait bool
 	pod  *corev1.Pod // the pod to mark failed, if one was identified
+	// dying is the one pod that is bound here and waiting but being
+	// deleted, when no live pod is: see servesDying.
+	dying *target
 }
 
 func (e *resolveError) Error() string { return e.msg }
@@ -45,7 +48,7 @@ func (e *resolveError) Error() string { return e.msg }
 // never guesses: two candidates that the device IDs cannot tell apart are
 // an error, not a pick.
 func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids []string) (target, error) {
-	var cands []target
+	var cands, dying []target
 	type skipped struct {
 		pod *corev1.Pod
 		why string
@@ -54,14 +57,17 @@ func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids 
 	for _, p := range pods {
 		t, why := candidate(node, p, prog[p.UID])
 		if why != "" {
+			if t.pod != nil {
+				dying = append(dying, t)
+			}
 			others = append(others, skipped{p, why})
 			continue
 		}
 		cands = append(cands, t)
 	}
-	fail := func(wait bool, pod *corev1.Pod, format string, args ...any) (target, error) {
+	fail := func(wait bool, pod *corev1.Pod, format string, args ...any) *resolveError {
 		msg := fmt.Sprintf("node %s: Allocate of %d device(s): ", node, len(ids)) + fmt.Sprintf(format, args...)
-		return target{}, &resolveError{msg: msg, wait: wait, pod: pod}
+		return &resolveError{msg: msg, wait: wait, pod: pod}
 	}
 	switch len(cands) {
 	case 0:
@@ -70,7 +76,11 @@ func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids 
 			considered[i] = fmt.Sprintf("%s/%s (%s)", o.pod.Namespace, o.pod.Name, o.why)
 		}
 		slices.Sort(considered)
-		return fail(true, nil, "no pod on this node is bound by vgpud and waiting for its GPUs; pods considered: %s", list(considered))
+		re := fail(true, nil, "no pod on this node is bound by vgpud and waiting for its GPUs; pods considered: %s", list(considered))
+		if len(dying) == 1 {
+			re.dying = &dying[0]
+		}
+		return target{}, re
 	case 1:
 	default:
 		// Only the device IDs, chosen by GetPreferredAllocation from the
@@ -87,7 +97,7 @@ func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids 
 				names[i] = t.pod.Namespace + "/" + t.pod.Name
 			}
 			slices.Sort(names)
-			return fail(false, nil, "%d pods are bound and waiting, and the device IDs do not say which this is: %s", len(cands), strings.Join(names, ", "))
+			return target{}, fail(false, nil, "%d pods are bound and waiting, and the device IDs do not say which this is: %s", len(cands), strings.Join(names, ", "))
 		}
 		cands = match
 	}
@@ -96,7 +106,7 @@ func resolve(node string, pods []*corev1.Pod, prog map[types.UID]*progress, ids 
 	// GPUs kubelet never gave it. (Any of the pod's GPUs: kubelet hands an
 	// app container the devices its init containers released.)
 	if t := cands[0]; !podOwns(t.assignment, ids) {
-		return fail(false, t.pod, "kubelet's devices %s are not slices of the GPUs vgpud assigned pod %s/%s; refusing rather than handing it GPUs kubelet did not give it",
+		return target{}, fail(false, t.pod, "kubelet's devices %s are not slices of the GPUs vgpud assigned pod %s/%s; refusing rather than handing it GPUs kubelet did not give it",
 			list(ids), t.pod.Namespace, t.pod.Name)
 	}
 	return cands[0], nil
@@ -138,11 +148,26 @@ func (t target) wantUUIDs() []string {
 }
 
 // candidate returns the pod's next GPU container, or why the pod is not
-// waiting for one.
+// waiting for one. A terminating pod is never a candidate, but when it
+// would otherwise be one its target comes back with the reason
+// whyTerminating, for servesDying.
 func candidate(node string, p *corev1.Pod, pr *progress) (target, string) {
+	t, why := waiting(node, p, pr)
+	if p.DeletionTimestamp != nil {
+		if why != "" {
+			t = target{}
+		}
+		return t, whyTerminating
+	}
+	return t, why
+}
+
+const whyTerminating = "terminating"
+
+// waiting returns the pod's next GPU container, or why the pod is not
+// bound here and waiting for one, whether or not it is being deleted.
+func waiting(node string, p *corev1.Pod, pr *progress) (target, string) {
 	switch {
-	case p.DeletionTimestamp != nil:
-		return target{}, "terminating"
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 		return target{}, strings.ToLower(string(p.Status.Phase))
 	case p.Spec.NodeName != node:

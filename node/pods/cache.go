@@ -18,6 +18,8 @@ import (
 
 // Cache holds the pods bound to one node.
 type Cache struct {
+	kube     kubernetes.Interface
+	node     string
 	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
 
@@ -32,7 +34,7 @@ func New(kube kubernetes.Interface, node string) (*Cache, error) {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 		}))
-	c := &Cache{factory: factory, informer: factory.Core().V1().Pods().Informer(), changed: make(chan struct{})}
+	c := &Cache{kube: kube, node: node, factory: factory, informer: factory.Core().V1().Pods().Informer(), changed: make(chan struct{})}
 	notify := func(any) { c.notify() }
 	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,
@@ -62,6 +64,22 @@ func (c *Cache) List() []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// Fresh reads the node's pods from the API, not the informer: a
+// consistent list that shows every pod kubelet can know of.
+func (c *Cache) Fresh(ctx context.Context) ([]*corev1.Pod, error) {
+	list, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", c.node).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pods of node %s: %w", c.node, err)
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 // Changed returns a channel closed at the next change to any pod.
