@@ -1,0 +1,357 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// pipeline runs a real kube-scheduler with the default profile and the
+// vgpud-scheduler profile (extender = the leader) over the 1000 nodes, and
+// schedules 5000 CPU-only pods, then 5000 GPU pods, each batch created
+// while the scheduler is stopped so that creation speed does not count.
+// A watcher plays every node's kubelet and node role: it marks each bound
+// GPU pod allocated.
+func (e env) pipeline(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: 1000, burst: 2000}
+leaderElection: {leaderElect: false}
+profiles:
+  - schedulerName: default-scheduler
+  - schedulerName: vgpud-scheduler
+extenders:
+  - urlPrefix: https://%s:9444
+    filterVerb: filter
+    bindVerb: bind
+    enableHTTPS: true
+    tlsConfig: {caFile: %q, certFile: %q, keyFile: %q}
+    nodeCacheCapable: true
+    httpTimeout: 30s
+    managedResources:
+      - {name: nvidia.com/gpu, ignoredByScheduler: false}
+      - {name: nvidia.com/gpumem, ignoredByScheduler: true}
+      - {name: nvidia.com/gpucores, ignoredByScheduler: true}
+`, e.kubeconfig, host, filepath.Join(os.TempDir(), "vgpud-bench-ca.crt"), filepath.Join(os.TempDir(), "vgpud-bench-scheduler.crt"), filepath.Join(os.TempDir(), "vgpud-bench-scheduler.key"))
+	cfgPath := filepath.Join(t.TempDir(), "scheduler.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	floorCfg := e.nullExtender(t, ctx)
+	var allocated atomic.Int64
+	marks := make(chan string, 10000)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range marks {
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, protocol.AnnotationPhase, protocol.PhaseAllocated)
+				if _, err := e.kube.CoreV1().Pods("gpu").Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+					allocated.Add(1)
+				}
+			}
+		}()
+	}
+	// The stand-in node roles: list, then watch from there, again whenever
+	// the watch ends, marking every pod bound to a node but not allocated.
+	go func() {
+		defer close(marks)
+		waiting := func(p *corev1.Pod) bool {
+			return p.Spec.NodeName != "" && p.Annotations[protocol.AnnotationPhase] == string(protocol.PhaseBound)
+		}
+		for ctx.Err() == nil {
+			list, err := e.kube.CoreV1().Pods("gpu").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			for i := range list.Items {
+				if waiting(&list.Items[i]) {
+					marks <- list.Items[i].Name
+				}
+			}
+			w, err := e.kube.CoreV1().Pods("gpu").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			if err != nil {
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Modified && waiting(p) {
+					marks <- p.Name
+				}
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer cancel()
+
+	run := func(ns, cfg string, n int, mk func(i int) *corev1.Pod) float64 {
+		harness.EnsureNamespace(t, e.kube, ns, nil)
+		harness.Parallel(t, n, 32, func(i int) error {
+			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, mk(i), metav1.CreateOptions{})
+			return err
+		})
+		start := e.resourceVersionOf(t, ctx, ns)
+		// Where the CPU goes, process by process: on these 2 cores the
+		// pipeline is bound by the sum.
+		procs := map[string]int{"kube-apiserver": harness.PIDOf("kube-apiserver"), "etcd": harness.PIDOf("etcd"), "vgpud": e.leaderPID, "bench (watch, stand-in node roles)": os.Getpid()}
+		before := map[string]float64{}
+		for name, pid := range procs {
+			before[name] = harness.CPUSeconds(pid)
+		}
+		began := time.Now()
+		sched := harness.Spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfg, "--v=0")
+		defer sched.Stop(t)
+		procs["kube-scheduler"] = sched.Cmd.Process.Pid
+		if ns == "gpu" {
+			defer e.profile(t, "pipeline")()
+		}
+		first, last := e.watchBound(t, ctx, ns, n, start)
+		var parts []string
+		total := 0.0
+		for name, pid := range procs {
+			ms := 1000 * (harness.CPUSeconds(pid) - before[name]) / float64(n)
+			total += ms
+			parts = append(parts, fmt.Sprintf("%s %.2f", name, ms))
+		}
+		slices.Sort(parts)
+		e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%s pods: CPU ms per bound pod by process, kube-scheduler's start to the last bind (%.0f s): %s", ns, time.Since(began).Seconds(), strings.Join(parts, ", ")),
+			fmt.Sprintf("%.2f ms", total), "-", "-")
+		return float64(n) / last.Sub(first).Seconds()
+	}
+	pods := 5000
+	if v := os.Getenv("VGPUD_BENCH_PODS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("VGPUD_BENCH_PODS=%q: want a positive number", v)
+		}
+		pods = n
+	}
+	gpuPod := func(i int) *corev1.Pod {
+		p := gpuPodSpec(fmt.Sprintf("g%05d", i))
+		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpumem"] = resource.MustParse("2000")
+		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpucores"] = resource.MustParse("5")
+		return p
+	}
+	cpu := run("cpu", cfgPath, pods, func(i int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%05d", i)}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("10m")}}}}}}
+	})
+	floor := run("floor", floorCfg, pods, gpuPod)
+	gpu := run("gpu", cfgPath, pods, gpuPod)
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d CPU-only pods, default profile", pods), fmt.Sprintf("%.0f pods/s", cpu), "-", "-")
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, kube-scheduler + an extender that answers at once (filter: the first candidate node, plain HTTP; bind: one Binding)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", floor, 100*floor/cpu), "-", "-")
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, vgpud-scheduler profile + extender", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of that floor)", gpu, 100*gpu/floor), "-", "-")
+	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu/cpu), ">= 50 %", metIf(gpu >= cpu/2))
+	t.Logf("%d GPU pods marked allocated by the stand-in node roles", allocated.Load())
+	e.checkNotOversubscribed(t, ctx)
+}
+
+// checkNotOversubscribed reads every pod's assignment and every node's
+// inventory from the apiserver once the pipeline is done: no GPU may hold
+// more memory, cores or slices than it has, and every bound pod must sit
+// on the node its assignment names. Speed must not cost that.
+func (e env) checkNotOversubscribed(t *testing.T, ctx context.Context) {
+	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type gpu struct {
+		protocol.GPU
+		node string
+	}
+	gpus := map[string]gpu{}
+	for _, n := range nodes.Items {
+		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		if err != nil {
+			continue // the null extender's nodes are the same; none without
+		}
+		for _, g := range inv.GPUs {
+			gpus[g.UUID] = gpu{GPU: g, node: n.Name}
+		}
+	}
+	pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, live, unreadable := harness.AssignedUse(pods.Items)
+	var problems []string
+	for _, err := range unreadable {
+		problems = append(problems, "unreadable assignment: "+err.Error())
+	}
+	for _, l := range live {
+		p, a := l.Pod, l.Assignment
+		if p.Spec.NodeName != "" && p.Spec.NodeName != a.Node {
+			problems = append(problems, fmt.Sprintf("%s/%s: bound to %s, assigned on %s", p.Namespace, p.Name, p.Spec.NodeName, a.Node))
+		}
+		for _, c := range a.Containers {
+			for _, s := range c.GPUs {
+				if g, ok := gpus[s.UUID]; !ok || g.node != a.Node {
+					problems = append(problems, fmt.Sprintf("%s/%s: GPU %s is not on node %s", p.Namespace, p.Name, s.UUID, a.Node))
+				}
+			}
+		}
+	}
+	for uuid, u := range used {
+		if g, ok := gpus[uuid]; ok && (u.MemMiB > g.MemoryMiB || u.Cores > g.Cores || u.Slices > g.Split) {
+			problems = append(problems, fmt.Sprintf("GPU %s on %s: %d/%d MiB, %d/%d cores, %d/%d slices", uuid, g.node, u.MemMiB, g.MemoryMiB, u.Cores, g.Cores, u.Slices, g.Split))
+		}
+	}
+	for i, p := range problems {
+		if i == 10 {
+			t.Errorf("and %d more", len(problems)-10)
+			break
+		}
+		t.Errorf("oversubscribed: %s", p)
+	}
+	e.record(t, "check", fmt.Sprintf("after the runs above, from the apiserver: GPUs over memory, cores or slices, or pods off their assigned node (%d pods with an assignment, %d GPUs)", len(live), len(gpus)),
+		fmt.Sprintf("%d problems", len(problems)), "0", metIf(len(problems) == 0))
+}
+
+// resourceVersionOf lists ns once, for the resourceVersion to watch from.
+func (e env) resourceVersionOf(t *testing.T, ctx context.Context, ns string) string {
+	list, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.ResourceVersion
+}
+
+// watchBound follows ns from resourceVersion rv until n pods have a node,
+// and returns when the first and the last got one. A watch, not a LIST
+// polled every 100 ms: re-encoding thousands of pods ten times a second
+// would take the apiserver's CPU from the scheduling it measures.
+func (e env) watchBound(t *testing.T, ctx context.Context, ns string, n int, rv string) (first, last time.Time) {
+	t.Helper()
+	bound := map[string]bool{}
+	deadline := time.Now().Add(15 * time.Minute)
+	for len(bound) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d/%d %s pods bound after 15 minutes", len(bound), n, ns)
+		}
+		w, err := e.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			// Too old to resume: list again, counting what is bound.
+			list, lerr := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			for _, p := range list.Items {
+				if p.Spec.NodeName != "" && !bound[p.Name] {
+					bound[p.Name] = true
+					if first.IsZero() {
+						first = time.Now()
+					}
+					last = time.Now()
+				}
+			}
+			rv = list.ResourceVersion
+			continue
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			rv = p.ResourceVersion
+			if p.Spec.NodeName != "" && !bound[p.Name] {
+				bound[p.Name] = true
+				if first.IsZero() {
+					first = time.Now()
+				}
+				last = time.Now()
+				if len(bound) == n {
+					w.Stop()
+					break
+				}
+			}
+		}
+	}
+	return first, last
+}
+
+// nullExtender serves the extender protocol doing as little as a binding
+// extender can: /filter passes every node without reading the pod, /bind
+// posts the Binding. kube-scheduler's throughput through it is the floor
+// any extender that binds is held to on this machine. It returns the path
+// of a scheduler config whose vgpud-scheduler profile uses it.
+func (e env) nullExtender(t *testing.T, ctx context.Context) string {
+	mux := http.NewServeMux()
+	// The least any filtering extender can cost kube-scheduler: no work,
+	// and one node back, so its scoring runs over one node (vgpud answers
+	// with the nodes its policy ranks first, usually one).
+	mux.HandleFunc("/filter", func(w http.ResponseWriter, r *http.Request) {
+		var args struct{ NodeNames []string }
+		if err := json.NewDecoder(r.Body).Decode(&args); err != nil || len(args.NodeNames) == 0 {
+			http.Error(w, fmt.Sprintf("no node names: %v", err), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"NodeNames":[%q]}`, args.NodeNames[0])
+	})
+	mux.HandleFunc("/bind", func(w http.ResponseWriter, r *http.Request) {
+		var args struct {
+			PodName, PodNamespace, Node string
+			PodUID                      types.UID
+		}
+		if err := json.NewDecoder(r.Body).Decode(&args); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: args.PodName, Namespace: args.PodNamespace, UID: args.PodUID}, Target: corev1.ObjectReference{Kind: "Node", Name: args.Node}}
+		w.Header().Set("Content-Type", "application/json")
+		if err := e.kube.CoreV1().Pods(args.PodNamespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+			_ = json.NewEncoder(w).Encode(map[string]string{"Error": err.Error()})
+			return
+		}
+		fmt.Fprint(w, `{}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: 1000, burst: 2000}
+leaderElection: {leaderElect: false}
+profiles:
+  - schedulerName: vgpud-scheduler
+extenders:
+  - urlPrefix: %s
+    filterVerb: filter
+    bindVerb: bind
+    nodeCacheCapable: true
+    httpTimeout: 30s
+    managedResources:
+      - {name: nvidia.com/gpu, ignoredByScheduler: false}
+      - {name: nvidia.com/gpumem, ignoredByScheduler: true}
+      - {name: nvidia.com/gpucores, ignoredByScheduler: true}
+`, e.kubeconfig, srv.URL)
+	path := filepath.Join(t.TempDir(), "floor-scheduler.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
