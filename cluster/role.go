@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -70,7 +71,10 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	if err != nil {
 		return fmt.Errorf("watch nodes and pods: %w", err)
 	}
-	events := podEvents(r.kube)
+	events, err := podEvents(ctx, r.kube)
+	if err != nil {
+		return err
+	}
 	defer events.shutdown()
 	defer r.metrics.Lead(books)()
 
@@ -87,8 +91,8 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	}
 	lookup := pods.NewStore(factory.Core().V1().Pods().Informer()).Get
 	binder := extender.NewBinder(r.kube, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
-		events.normal, r.metrics.Bind, log.With("component", "bind"))
-	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.warn, log.With("component", "extender"))
+		events.as(corev1.EventTypeNormal, "Binding"), r.metrics.Bind, log.With("component", "bind"))
+	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.as(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
 	requeue := newRequeuer(r.kube, term.Fence, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
@@ -130,7 +134,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		return nil
 	})
 	sweeper := ghostSweeper{kube: r.kube, books: books, fence: term.Fence, age: ghostAge(r.cfg.BindWait),
-		events: events.warn, now: time.Now, log: log.With("component", "ghosts")}
+		events: events.as(corev1.EventTypeWarning, "Clearing"), now: time.Now, log: log.With("component", "ghosts")}
 	g.Go(func() error {
 		factory.Start(serving.Done())
 		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {

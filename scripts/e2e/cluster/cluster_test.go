@@ -106,6 +106,20 @@ func TestCluster(t *testing.T) {
 		if env["NVIDIA_VISIBLE_DEVICES"] != g.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "3000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" || g.MemoryMiB != 3000 {
 			t.Errorf("env %v, assignment %+v", env, a)
 		}
+		// What was bound where, as an Event on the pod from vgpud.
+		want := fmt.Sprintf("bound to %s with main: %s 3000 MiB 30 cores", node, g.UUID)
+		harness.Eventually(t, 10*time.Second, "vgpud's GPUsAssigned Event on the pod", func() error {
+			evs, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=one,reason=GPUsAssigned"})
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs.Items {
+				if (ev.ReportingController == "vgpud" || ev.Source.Component == "vgpud") && ev.Message == want {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Event from vgpud saying %q among %d", want, len(evs.Items))
+		})
 		// kubelet's own record (PodResources) agrees with the assignment.
 		harness.Eventually(t, 30*time.Second, "the node's PodResources cross-check", func() error {
 			vp, err := e.vgpudPod(node)
