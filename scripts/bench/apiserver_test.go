@@ -305,6 +305,23 @@ func leaderMetric(name string) (float64, error) {
 // leaderWrites reads the leader's vgpud_api_requests_total writes (post,
 // put, patch, delete), summed by resource.
 func leaderWrites() (map[string]float64, error) {
+	all, err := leaderRequests()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for k, v := range all {
+		verb, res, _ := strings.Cut(k, " ")
+		if verb == "post" || verb == "put" || verb == "patch" || verb == "delete" {
+			out[res] += v
+		}
+	}
+	return out, nil
+}
+
+// leaderRequests reads the leader's vgpud_api_requests_total, summed by
+// "verb resource".
+func leaderRequests() (map[string]float64, error) {
 	resp, err := http.Get("http://127.0.0.1:9090/metrics")
 	if err != nil {
 		return nil, err
@@ -321,18 +338,23 @@ func leaderWrites() (map[string]float64, error) {
 			continue
 		}
 		labels, value, ok := strings.Cut(labels, "} ")
-		if !ok || !(strings.Contains(labels, `verb="post"`) || strings.Contains(labels, `verb="put"`) || strings.Contains(labels, `verb="patch"`) || strings.Contains(labels, `verb="delete"`)) {
+		if !ok {
 			continue
 		}
-		_, res, _ := strings.Cut(labels, `resource="`)
-		res, _, _ = strings.Cut(res, `"`)
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", l, err)
 		}
-		out[res] += v
+		out[label(labels, "verb")+" "+label(labels, "resource")] += v
 	}
 	return out, nil
+}
+
+// label is the value of name in a Prometheus label set.
+func label(labels, name string) string {
+	_, v, _ := strings.Cut(labels, name+`="`)
+	v, _, _ = strings.Cut(v, `"`)
+	return v
 }
 
 // httpsClient trusts the CA from the leader's Secret and presents the

@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -61,55 +63,12 @@ extenders:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	floorCfg := e.nullExtender(t, ctx)
-	var allocated atomic.Int64
-	marks := make(chan string, 10000)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range marks {
-				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, protocol.AnnotationPhase, protocol.PhaseAllocated)
-				if _, err := e.kube.CoreV1().Pods("gpu").Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
-					allocated.Add(1)
-				}
-			}
-		}()
-	}
-	// The stand-in node roles: list, then watch from there, again whenever
-	// the watch ends, marking every pod bound to a node but not allocated.
-	go func() {
-		defer close(marks)
-		waiting := func(p *corev1.Pod) bool {
-			return p.Spec.NodeName != "" && p.Annotations[protocol.AnnotationPhase] == string(protocol.PhaseBound)
-		}
-		for ctx.Err() == nil {
-			list, err := e.kube.CoreV1().Pods("gpu").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				time.Sleep(time.Second)
-				continue
-			}
-			for i := range list.Items {
-				if waiting(&list.Items[i]) {
-					marks <- list.Items[i].Name
-				}
-			}
-			w, err := e.kube.CoreV1().Pods("gpu").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-			if err != nil {
-				continue
-			}
-			for ev := range w.ResultChan() {
-				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Modified && waiting(p) {
-					marks <- p.Name
-				}
-			}
-		}
-	}()
-	defer wg.Wait()
-	defer cancel()
+	floorCfg := e.nullExtender(t, ctx, false)
+	writesCfg := e.nullExtender(t, ctx, true)
 
-	run := func(ns, cfg string, n int, mk func(i int) *corev1.Pod) float64 {
+	// phaseKey names the annotation the stand-in node roles mark
+	// allocated; "" runs none.
+	run := func(ns, cfg, phaseKey string, n int, mk func(i int) *corev1.Pod) float64 {
 		harness.EnsureNamespace(t, e.kube, ns, nil)
 		harness.Parallel(t, n, 32, func(i int) error {
 			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, mk(i), metav1.CreateOptions{})
@@ -124,13 +83,41 @@ extenders:
 			before[name] = harness.CPUSeconds(pid)
 		}
 		began := time.Now()
+		if phaseKey != "" {
+			allocated, stop := e.standInNodeRoles(ctx, ns, phaseKey)
+			defer func() {
+				stop()
+				t.Logf("%d %s pods marked allocated by the stand-in node roles", allocated.Load(), ns)
+			}()
+		}
 		sched := harness.Spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfg, "--v=0")
 		defer sched.Stop(t)
 		procs["kube-scheduler"] = sched.Cmd.Process.Pid
 		if ns == "gpu" {
 			defer e.profile(t, "pipeline")()
 		}
+		reqs, err := leaderRequests()
+		if err != nil {
+			t.Fatal(err)
+		}
 		first, last := e.watchBound(t, ctx, ns, n, start)
+		defer e.logEvents(t, ctx, ns)
+		if ns == "gpu" {
+			// What the leader asked of the API while it scheduled them.
+			time.Sleep(time.Second) // the Events, sent after the answers
+			after, err := leaderRequests()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for k, v := range after {
+				if d := v - reqs[k]; d > 0 {
+					calls = append(calls, fmt.Sprintf("%s %.0f", k, d))
+				}
+			}
+			slices.Sort(calls)
+			t.Logf("the leader's API requests while it scheduled %d pods: %s", n, strings.Join(calls, ", "))
+		}
 		var parts []string
 		total := 0.0
 		for name, pid := range procs {
@@ -157,18 +144,110 @@ extenders:
 		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpucores"] = resource.MustParse("5")
 		return p
 	}
-	cpu := run("cpu", cfgPath, pods, func(i int) *corev1.Pod {
+	cpu := run("cpu", cfgPath, "", pods, func(i int) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%05d", i)}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("10m")}}}}}}
 	})
-	floor := run("floor", floorCfg, pods, gpuPod)
-	gpu := run("gpu", cfgPath, pods, gpuPod)
+	floor := run("floor", floorCfg, "", pods, gpuPod)
+	writes := run("floor-writes", writesCfg, benchPhase, pods, gpuPod)
+	gpu := run("gpu", cfgPath, protocol.AnnotationPhase, pods, gpuPod)
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d CPU-only pods, default profile", pods), fmt.Sprintf("%.0f pods/s", cpu), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, kube-scheduler + an extender that answers at once (filter: the first candidate node, plain HTTP; bind: one Binding)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", floor, 100*floor/cpu), "-", "-")
-	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, vgpud-scheduler profile + extender", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of that floor)", gpu, 100*gpu/floor), "-", "-")
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, the same extender also making vgpud's API writes per pod: the Binding carries an assignment-sized annotation, the stand-in node role records the allocation, an Event is sent after the answer", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", writes, 100*writes/cpu), "-", "-")
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, vgpud-scheduler profile + extender", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of the first floor, %.0f %% of the one with the writes)", gpu, 100*gpu/floor, 100*gpu/writes), "-", "-")
 	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu/cpu), ">= 50 %", metIf(gpu >= cpu/2))
-	t.Logf("%d GPU pods marked allocated by the stand-in node roles", allocated.Load())
 	e.checkNotOversubscribed(t, ctx)
+}
+
+// logEvents logs the namespace's Events by source and reason: a pod
+// kube-scheduler had to retry shows as FailedScheduling.
+func (e env) logEvents(t *testing.T, ctx context.Context, ns string) {
+	list, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("events of %s: %v", ns, err)
+		return
+	}
+	counts := map[string]int32{}
+	for _, ev := range list.Items {
+		src := ev.Source.Component
+		if src == "" {
+			src = ev.ReportingController
+		}
+		counts[src+" "+ev.Reason] += max(ev.Count, 1)
+	}
+	var parts []string
+	for k, v := range counts {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	slices.Sort(parts)
+	t.Logf("%s: Events by source and reason: %s", ns, strings.Join(parts, ", "))
+}
+
+// benchPhase and benchAssignment stand in for vgpud's annotations on the
+// floor's pods: the same writes, which vgpud's books and the capacity
+// check must not read.
+const (
+	benchPhase      = "bench.vgpud.io/phase"
+	benchAssignment = "bench.vgpud.io/assignment"
+)
+
+// standInNodeRoles plays every node's kubelet and node role for ns until
+// ctx ends: it lists, then watches from there (again whenever the watch
+// ends), and marks every pod bound to a node with phaseKey "bound"
+// allocated, as the node role's Allocate does. It returns the count
+// marked, and stop, which ends it and waits.
+func (e env) standInNodeRoles(ctx context.Context, ns, phaseKey string) (*atomic.Int64, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var allocated atomic.Int64
+	marks := make(chan string, 10000)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range marks {
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, phaseKey, protocol.PhaseAllocated)
+				if _, err := e.kube.CoreV1().Pods(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+					allocated.Add(1)
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(marks)
+		// Once per pod, as the node role's Allocate: a fresh list after a
+		// watch ends shows again pods whose marks are still queued.
+		marked := map[string]bool{}
+		waiting := func(p *corev1.Pod) bool {
+			if marked[p.Name] || p.Spec.NodeName == "" || p.Annotations[phaseKey] != string(protocol.PhaseBound) {
+				return false
+			}
+			marked[p.Name] = true
+			return true
+		}
+		for ctx.Err() == nil {
+			list, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			for i := range list.Items {
+				if waiting(&list.Items[i]) {
+					marks <- list.Items[i].Name
+				}
+			}
+			w, err := e.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			if err != nil {
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Modified && waiting(p) {
+					marks <- p.Name
+				}
+			}
+		}
+	}()
+	return &allocated, func() { cancel(); wg.Wait() }
 }
 
 // checkNotOversubscribed reads every pod's assignment and every node's
@@ -297,9 +376,24 @@ func (e env) watchBound(t *testing.T, ctx context.Context, ns string, n int, rv 
 // nullExtender serves the extender protocol doing as little as a binding
 // extender can: /filter passes every node without reading the pod, /bind
 // posts the Binding. kube-scheduler's throughput through it is the floor
-// any extender that binds is held to on this machine. It returns the path
-// of a scheduler config whose vgpud-scheduler profile uses it.
-func (e env) nullExtender(t *testing.T, ctx context.Context) string {
+// any extender that binds is held to on this machine. With writes it also
+// makes the API writes vgpud's protocol makes for each pod, with no
+// decision behind them: the Binding carries annotations of the size of
+// vgpud's (under bench keys, which no one books), and an Event is sent
+// after the answer, through client-go's events broadcaster as vgpud does; the
+// caller runs the stand-in node roles that record the allocation. It
+// returns the path of a scheduler config whose vgpud-scheduler profile
+// uses it.
+func (e env) nullExtender(t *testing.T, ctx context.Context, writes bool) string {
+	var rec events.EventRecorder
+	if writes {
+		bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: e.kube.EventsV1()})
+		if err := bc.StartRecordingToSinkWithContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bc.Shutdown)
+		rec = bc.NewRecorder(scheme.Scheme, "bench-floor")
+	}
 	mux := http.NewServeMux()
 	// The least any filtering extender can cost kube-scheduler: no work,
 	// and one node back, so its scoring runs over one node (vgpud answers
@@ -323,12 +417,26 @@ func (e env) nullExtender(t *testing.T, ctx context.Context) string {
 			return
 		}
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: args.PodName, Namespace: args.PodNamespace, UID: args.PodUID}, Target: corev1.ObjectReference{Kind: "Node", Name: args.Node}}
+		if writes {
+			a := protocol.Assignment{Version: protocol.Version, Node: args.Node, Containers: []protocol.ContainerAssignment{{Name: "main",
+				GPUs: []protocol.GPUSlice{{UUID: "GPU-00000-0", MemoryMiB: 2000, Cores: 5}}}}}
+			raw, err := protocol.EncodeAssignment(a)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			b.Annotations = map[string]string{benchAssignment: raw, benchPhase: string(protocol.PhaseBound)}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if err := e.kube.CoreV1().Pods(args.PodNamespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
 			_ = json.NewEncoder(w).Encode(map[string]string{"Error": err.Error()})
 			return
 		}
 		fmt.Fprint(w, `{}`)
+		if writes {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: args.PodName, Namespace: args.PodNamespace, UID: args.PodUID}}
+			rec.Eventf(pod, nil, corev1.EventTypeNormal, "GPUsAssigned", "Binding", "bound to %s with main: GPU-00000-0 2000 MiB 5 cores", args.Node)
+		}
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
