@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -75,6 +76,11 @@ extenders:
 			return err
 		})
 		start := e.resourceVersionOf(t, ctx, ns)
+		leaderBefore, err := leaderRequests()
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := e.apiserverRequests(t, ctx)
 		// Where the CPU goes, process by process: on these 2 cores the
 		// pipeline is bound by the sum.
 		procs := map[string]int{"kube-apiserver": harness.PIDOf("kube-apiserver"), "etcd": harness.PIDOf("etcd"), "vgpud": e.leaderPID, "bench (watch, stand-in node roles)": os.Getpid()}
@@ -83,12 +89,10 @@ extenders:
 			before[name] = harness.CPUSeconds(pid)
 		}
 		began := time.Now()
+		var nodeRoles *standIn
 		if phaseKey != "" {
-			allocated, stop := e.standInNodeRoles(ctx, ns, phaseKey)
-			defer func() {
-				stop()
-				t.Logf("%d %s pods marked allocated by the stand-in node roles", allocated.Load(), ns)
-			}()
+			nodeRoles = e.standInNodeRoles(ctx, ns, phaseKey)
+			defer nodeRoles.stop()
 		}
 		sched := harness.Spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfg, "--v=0")
 		defer sched.Stop(t)
@@ -96,27 +100,14 @@ extenders:
 		if ns == "gpu" {
 			defer e.profile(t, "pipeline")()
 		}
-		reqs, err := leaderRequests()
-		if err != nil {
-			t.Fatal(err)
-		}
 		first, last := e.watchBound(t, ctx, ns, n, start)
-		defer e.logEvents(t, ctx, ns)
-		if ns == "gpu" {
-			// What the leader asked of the API while it scheduled them.
-			time.Sleep(time.Second) // the Events, sent after the answers
-			after, err := leaderRequests()
-			if err != nil {
-				t.Fatal(err)
+		if nodeRoles != nil {
+			// Done when every pod is bound and its allocation recorded:
+			// a record left to trail the binds would fall outside this
+			// run's time and CPU.
+			if at := nodeRoles.waitAll(t, n); at.After(last) {
+				last = at
 			}
-			var calls []string
-			for k, v := range after {
-				if d := v - reqs[k]; d > 0 {
-					calls = append(calls, fmt.Sprintf("%s %.0f", k, d))
-				}
-			}
-			slices.Sort(calls)
-			t.Logf("the leader's API requests while it scheduled %d pods: %s", n, strings.Join(calls, ", "))
 		}
 		var parts []string
 		total := 0.0
@@ -126,8 +117,23 @@ extenders:
 			parts = append(parts, fmt.Sprintf("%s %.2f", name, ms))
 		}
 		slices.Sort(parts)
-		e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%s pods: CPU ms per bound pod by process, kube-scheduler's start to the last bind (%.0f s): %s", ns, time.Since(began).Seconds(), strings.Join(parts, ", ")),
+		what := "the last bind"
+		if nodeRoles != nil {
+			what = "the last allocation recorded"
+		}
+		e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%s pods: CPU ms per pod by process, kube-scheduler's start to %s (%.0f s): %s", ns, what, time.Since(began).Seconds(), strings.Join(parts, ", ")),
 			fmt.Sprintf("%.2f ms", total), "-", "-")
+		// What kube-apiserver served meanwhile, every client's, and what
+		// of it the leader asked.
+		t.Logf("%s: kube-apiserver requests per pod (0.1 or more): %s", ns, perPod(e.apiserverRequests(t, ctx), served, n))
+		if ns == "gpu" {
+			after, err := leaderRequests()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("gpu: the leader's API requests per pod (0.1 or more): %s", perPod(after, leaderBefore, n))
+		}
+		e.logEvents(t, ctx, ns)
 		return float64(n) / last.Sub(first).Seconds()
 	}
 	pods := 5000
@@ -148,8 +154,11 @@ extenders:
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%05d", i)}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("10m")}}}}}}
 	})
+	e.clearPods(t, ctx, "cpu")
 	floor := run("floor", floorCfg, "", pods, gpuPod)
+	e.clearPods(t, ctx, "floor")
 	writes := run("floor-writes", writesCfg, benchPhase, pods, gpuPod)
+	e.clearPods(t, ctx, "floor-writes")
 	gpu := run("gpu", cfgPath, protocol.AnnotationPhase, pods, gpuPod)
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d CPU-only pods, default profile", pods), fmt.Sprintf("%.0f pods/s", cpu), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, kube-scheduler + an extender that answers at once (filter: the first candidate node, plain HTTP; bind: one Binding)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", floor, 100*floor/cpu), "-", "-")
@@ -157,6 +166,36 @@ extenders:
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, vgpud-scheduler profile + extender", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of the first floor, %.0f %% of the one with the writes)", gpu, 100*gpu/floor, 100*gpu/writes), "-", "-")
 	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu/cpu), ">= 50 %", metIf(gpu >= cpu/2))
 	e.checkNotOversubscribed(t, ctx)
+}
+
+// apiserverRequests reads kube-apiserver's apiserver_request_total,
+// summed by "verb resource[/subresource]".
+func (e env) apiserverRequests(t *testing.T, ctx context.Context) map[string]float64 {
+	raw, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		labels, ok := strings.CutPrefix(l, "apiserver_request_total{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(labels, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		res := label(labels, "resource")
+		if sub := label(labels, "subresource"); sub != "" {
+			res += "/" + sub
+		}
+		out[label(labels, "verb")+" "+res] += v
+	}
+	return out
 }
 
 // logEvents logs the namespace's Events by source and reason: a pod
@@ -191,14 +230,32 @@ const (
 	benchAssignment = "bench.vgpud.io/assignment"
 )
 
+// standIn plays every node's kubelet and node role for one namespace.
+type standIn struct {
+	allocated atomic.Int64
+	lastAt    atomic.Int64 // unix ns of the last allocation recorded
+	stop      func()       // ends it and waits
+}
+
+// waitAll returns when n pods are marked allocated (at most 2 minutes).
+func (s *standIn) waitAll(t *testing.T, n int) time.Time {
+	deadline := time.Now().Add(2 * time.Minute)
+	for s.allocated.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d pods marked allocated after 2 minutes", s.allocated.Load(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Unix(0, s.lastAt.Load())
+}
+
 // standInNodeRoles plays every node's kubelet and node role for ns until
-// ctx ends: it lists, then watches from there (again whenever the watch
+// stopped: it lists, then watches from there (again whenever the watch
 // ends), and marks every pod bound to a node with phaseKey "bound"
-// allocated, as the node role's Allocate does. It returns the count
-// marked, and stop, which ends it and waits.
-func (e env) standInNodeRoles(ctx context.Context, ns, phaseKey string) (*atomic.Int64, func()) {
+// allocated, as the node role's Allocate does.
+func (e env) standInNodeRoles(ctx context.Context, ns, phaseKey string) *standIn {
 	ctx, cancel := context.WithCancel(ctx)
-	var allocated atomic.Int64
+	s := &standIn{}
 	marks := make(chan string, 10000)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -208,11 +265,13 @@ func (e env) standInNodeRoles(ctx context.Context, ns, phaseKey string) (*atomic
 			for name := range marks {
 				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, phaseKey, protocol.PhaseAllocated)
 				if _, err := e.kube.CoreV1().Pods(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
-					allocated.Add(1)
+					s.allocated.Add(1)
+					s.lastAt.Store(time.Now().UnixNano())
 				}
 			}
 		}()
 	}
+	s.stop = func() { cancel(); wg.Wait() }
 	go func() {
 		defer close(marks)
 		// Once per pod, as the node role's Allocate: a fresh list after a
@@ -247,7 +306,39 @@ func (e env) standInNodeRoles(ctx context.Context, ns, phaseKey string) (*atomic
 			}
 		}
 	}()
-	return &allocated, func() { cancel(); wg.Wait() }
+	return s
+}
+
+// clearPods force-deletes ns's pods and waits until they are gone, so the
+// next run starts with the same cluster as the first: kube-scheduler's
+// startup list and the caches then hold only that run's pods.
+func (e env) clearPods(t *testing.T, ctx context.Context, ns string) {
+	if err := e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		t.Fatalf("delete the %s pods: %v", ns, err)
+	}
+	harness.Eventually(t, 2*time.Minute, "the "+ns+" pods deleted", func() error {
+		list, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%s pods remain", ns)
+		}
+		return nil
+	})
+}
+
+// perPod renders the counters that grew by n/10 or more from before to
+// after, per pod.
+func perPod(after, before map[string]float64, n int) string {
+	var out []string
+	for k, v := range after {
+		if d := v - before[k]; d >= float64(n)/10 {
+			out = append(out, fmt.Sprintf("%s %.2f", k, d/float64(n)))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // checkNotOversubscribed reads every pod's assignment and every node's
