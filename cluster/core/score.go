@@ -35,7 +35,12 @@ const MaxScore = 10
 // scale an idle node and one holding a few pods tie, and kube-scheduler's
 // own scores, which favour emptier nodes, choose.
 func Rank(fullness []int64, policy string) []int64 {
-	scores := make([]int64, len(fullness))
+	return RankInto(nil, fullness, policy)
+}
+
+// RankInto is Rank writing into dst's storage when it is large enough.
+func RankInto(dst, fullness []int64, policy string) []int64 {
+	scores := slices.Grow(dst[:0], len(fullness))[:len(fullness)]
 	if len(fullness) == 0 {
 		return scores
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,8 +83,10 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	fits := make([]string, 0, len(names))
-	fullness := make([]int64, 0, len(names))
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	fits, fullness := sc.fits[:0], sc.fullness[:0]
+	defer func() { sc.fits, sc.fullness = fits[:0], fullness[:0] }()
 	failed := extenderv1.FailedNodesMap{}
 	reasons := map[string]core.Reason{}
 	for _, name := range names {
@@ -111,10 +114,12 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 		if err := passing(reasons); err != nil {
 			return nil, nil, err
 		}
-		return fits, failed, nil
+		return []string{}, failed, nil
 	}
-	best := fits[:0]
-	for i, score := range p.rank(fits, fullness, nodePolicy) {
+	scores := p.rank(fits, fullness, nodePolicy, sc)
+	// A copy, not fits: the scratch goes back to the pool.
+	best := make([]string, 0, countScore(scores, core.MaxScore))
+	for i, score := range scores {
 		if score == core.MaxScore {
 			best = append(best, fits[i])
 		}
@@ -127,8 +132,8 @@ func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.F
 // without (unless none is without), so a burst flows to the next nodes by
 // the policy instead of waiting for one node's Allocates one by one; pods
 // created one after another still pack.
-func (p *Placer) rank(nodes []string, fullness []int64, policy string) []int64 {
-	var free, busy []int // indexes into nodes
+func (p *Placer) rank(nodes []string, fullness []int64, policy string, sc *scratch) []int64 {
+	free, busy := sc.free[:0], sc.busy[:0]
 	for i, name := range nodes {
 		if p.queue.Queued(name) >= maxQueued {
 			busy = append(busy, i)
@@ -136,15 +141,20 @@ func (p *Placer) rank(nodes []string, fullness []int64, policy string) []int64 {
 			free = append(free, i)
 		}
 	}
+	sc.free, sc.busy = free, busy
 	if len(free) == 0 {
 		free, busy = busy, nil
 	}
-	full := make([]int64, len(free))
-	for k, i := range free {
-		full[k] = fullness[i]
+	full := sc.full[:0]
+	for _, i := range free {
+		full = append(full, fullness[i])
 	}
-	scores := make([]int64, len(nodes))
-	for k, score := range core.Rank(full, policy) {
+	sc.full = full
+	sc.ranked = core.RankInto(sc.ranked, full, policy)
+	scores := slices.Grow(sc.scores[:0], len(nodes))[:len(nodes)]
+	clear(scores)
+	sc.scores = scores
+	for k, score := range sc.ranked {
 		if len(busy) > 0 {
 			score = 1 + score*(core.MaxScore-1)/core.MaxScore // above the busy nodes' 0
 		}
@@ -152,6 +162,27 @@ func (p *Placer) rank(nodes []string, fullness []int64, policy string) []int64 {
 	}
 	return scores
 }
+
+func countScore(scores []int64, score int64) int {
+	n := 0
+	for _, s := range scores {
+		if s == score {
+			n++
+		}
+	}
+	return n
+}
+
+// scratch holds a filter's per-node buffers for the next call: with 1000
+// candidate nodes they were most of what a call allocated, and the
+// garbage set the pace of the leader's GC.
+type scratch struct {
+	fits                           []string
+	fullness, full, ranked, scores []int64
+	free, busy                     []int
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
 // passing is an error when some node was refused only for a while (vgpud
 // restarting there). A pod every node refuses waits in kube-scheduler's
@@ -196,7 +227,9 @@ func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPri
 		}
 		fits, at, fullness = append(fits, name), append(at, i), append(fullness, core.Fullness(n))
 	}
-	for k, score := range p.rank(fits, fullness, nodePolicy) {
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	for k, score := range p.rank(fits, fullness, nodePolicy, sc) {
 		out[at[k]].Score = score
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Host < out[b].Host })

@@ -1,11 +1,12 @@
 package extender
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -143,19 +144,36 @@ func post(w http.ResponseWriter, r *http.Request, what string) bool {
 	return true
 }
 
+// bodies are request buffers, reused: kube-scheduler's filter body is
+// tens of KB (1000 node names), and a decoder's buffer grown for each
+// call was most of what a call allocated.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody bounds the buffers kept for reuse.
+const maxPooledBody = 1 << 20
+
 // decode reads one JSON value of at most limit bytes into v.
 func decode(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	if err := json.NewDecoder(body).Decode(v); err != nil {
+	buf := bodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodies.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
 			http.Error(w, fmt.Sprintf("%s body over %d bytes; configure the extender with nodeCacheCapable: true so kube-scheduler sends node names, not Node objects", what, limit), http.StatusRequestEntityTooLarge)
 			return false
 		}
+		http.Error(w, "reading the "+what+" body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
 		http.Error(w, "malformed "+what+" JSON: "+err.Error(), http.StatusBadRequest)
 		return false
 	}
-	// Drain the rest so the connection can be reused.
-	_, _ = io.Copy(io.Discard, body)
 	return true
 }
 
