@@ -24,9 +24,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/leader"
@@ -166,7 +171,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.MetricsAddr != "" {
 		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, cfg.Profiling, log) })
 	}
-	var status agent.LeaderStatus = leader.NewLeaseHolder(kube, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
+	var status agent.LeaderStatus = leader.NewLeaseHolder(kube.coordination, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
 	if cfg.runs(roleCluster) {
 		elector := leader.New(leader.Config{
 			LeaseName:      cfg.Cluster.LeaseName,
@@ -176,23 +181,35 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 			LeaseDuration:  cfg.Cluster.LeaseDuration,
 			RenewDeadline:  cfg.Cluster.RenewDeadline,
 			RetryPeriod:    cfg.Cluster.RetryPeriod,
-		}, kube, log.With("role", roleCluster, "component", "leader"))
+		}, kube.coordination, kube.core, log.With("role", roleCluster, "component", "leader"))
 		status = elector
 		role := cluster.NewRole(cfg.Cluster, cfg.PodNamespace, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
-			kube, clustermetrics.New(reg), log.With("role", roleCluster))
+			cluster.API{Core: kube.core, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps}, clustermetrics.New(reg), log.With("role", roleCluster))
 		// The cluster role works only while this replica holds the Lease.
 		g.Go(func() error { return elector.Run(ctx, role.Lead) })
 	}
 	if cfg.runs(roleNode) {
-		a := agent.New(cfg.Node, cfg.NodeName, cfg.Resources, kube, status, strings.Join(cfg.Roles, "+"),
+		a := agent.New(cfg.Node, cfg.NodeName, cfg.Resources, kube.core, status, strings.Join(cfg.Roles, "+"),
 			nodemetrics.New(reg), log.With("role", roleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}
 	return g.Wait()
 }
 
-// newKubeClient builds the process's client; count wraps its transport.
-func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) http.RoundTripper) (kubernetes.Interface, error) {
+// kubeClients are the API groups vgpud calls, and no others: the whole
+// clientset would link every group's client into the binary (about 5 MB,
+// resident on every node).
+type kubeClients struct {
+	core         *corev1client.CoreV1Client
+	coordination *coordinationv1client.CoordinationV1Client
+	events       *eventsv1client.EventsV1Client
+	admission    *admissionregistrationv1client.AdmissionregistrationV1Client
+	apps         *appsv1client.AppsV1Client
+}
+
+// newKubeClient builds the process's clients, sharing one connection pool
+// and rate limit; count wraps their transport.
+func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) http.RoundTripper) (kubeClients, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -201,7 +218,7 @@ func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) htt
 		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config (set --kubeconfig outside a cluster): %w", err)
+		return kubeClients{}, fmt.Errorf("kubernetes client config (set --kubeconfig outside a cluster): %w", err)
 	}
 	// A bind is two writes (the Binding, and the Event off its path);
 	// client-go's default 5 QPS, or even 200, would cap binds well below
@@ -214,9 +231,30 @@ func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) htt
 	// protobuf costs the leader far less CPU and heap than JSON.
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+	// As kubernetes.NewForConfig does: one HTTP client and one rate
+	// limiter behind every group.
+	if rc.RateLimiter == nil && rc.QPS > 0 {
+		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(rc.QPS, rc.Burst)
 	}
-	return kube, nil
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	var c kubeClients
+	if c.core, err = corev1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes core/v1 client: %w", err)
+	}
+	if c.coordination, err = coordinationv1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes coordination/v1 client: %w", err)
+	}
+	if c.events, err = eventsv1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes events/v1 client: %w", err)
+	}
+	if c.admission, err = admissionregistrationv1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes admissionregistration/v1 client: %w", err)
+	}
+	if c.apps, err = appsv1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes apps/v1 client: %w", err)
+	}
+	return c, nil
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -22,8 +22,8 @@ type eventSink struct {
 
 // podEvents starts the Event broadcaster until ctx ends; call shutdown to
 // stop it sooner.
-func podEvents(ctx context.Context, kube kubernetes.Interface) (eventSink, error) {
-	bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+func podEvents(ctx context.Context, api eventsv1client.EventsV1Interface) (eventSink, error) {
+	bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: api})
 	if err := bc.StartRecordingToSinkWithContext(ctx); err != nil {
 		return eventSink{}, fmt.Errorf("start recording Events: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/protocol"
@@ -25,7 +25,7 @@ func ghostAge(bindWait time.Duration) time.Duration { return 2*bindWait + 30*tim
 // ghostSweeper clears the assignments of pods that never got a node, so
 // their slice is free again and kube-scheduler places them afresh.
 type ghostSweeper struct {
-	kube  kubernetes.Interface
+	api   corev1client.PodsGetter
 	books interface {
 		Ghosts(cutoff time.Time) []cache.Ghost
 	}
@@ -62,7 +62,7 @@ func (g ghostSweeper) sweep(ctx context.Context) {
 }
 
 func (g ghostSweeper) clear(ctx context.Context, gh cache.Ghost) error {
-	pods := g.kube.CoreV1().Pods(gh.Namespace)
+	pods := g.api.Pods(gh.Namespace)
 	p, err := pods.Get(ctx, gh.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

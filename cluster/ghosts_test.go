@@ -53,7 +53,7 @@ func TestGhostSweeperClearsOnlyGhosts(t *testing.T) {
 	var events []string
 	fenced := errors.New("this replica does not hold the leader Lease")
 	var fenceErr error
-	g := ghostSweeper{kube: kube, books: books, fence: func() error { return fenceErr }, age: time.Minute,
+	g := ghostSweeper{api: kube.CoreV1(), books: books, fence: func() error { return fenceErr }, age: time.Minute,
 		events: func(p *corev1.Pod, reason, msg string) { events = append(events, p.Name+" "+reason+": "+msg) },
 		now:    func() time.Time { return time.Now().Add(2 * time.Minute) }, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 

@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
@@ -29,7 +29,7 @@ const maxNudges = 16
 // drop a booking, annotates those pods: an update to a pending pod that
 // only an extender refused makes kube-scheduler try it again.
 type requeuer struct {
-	kube  kubernetes.Interface
+	api   corev1client.PodsGetter
 	fence func() error
 	now   func() time.Time
 	log   *slog.Logger
@@ -45,8 +45,8 @@ type refusal struct {
 	at              time.Time
 }
 
-func newRequeuer(kube kubernetes.Interface, fence func() error, log *slog.Logger) *requeuer {
-	return &requeuer{kube: kube, fence: fence, now: time.Now, log: log, recent: map[types.UID]refusal{}}
+func newRequeuer(api corev1client.PodsGetter, fence func() error, log *slog.Logger) *requeuer {
+	return &requeuer{api: api, fence: fence, now: time.Now, log: log, recent: map[types.UID]refusal{}}
 }
 
 // refused records that Filter found no node for p.
@@ -119,6 +119,6 @@ func (r *requeuer) patch(ctx context.Context, uid types.UID, f refusal) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, uid, protocol.AnnotationRequeued, r.now().UTC().Format(time.RFC3339Nano))
-	_, err := r.kube.CoreV1().Pods(f.namespace).Patch(ctx, f.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := r.api.Pods(f.namespace).Patch(ctx, f.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }

@@ -26,7 +26,7 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 	}
 	kube := fake.NewClientset(pending("fresh"), pending("stale"))
 	now := time.Now()
-	r := newRequeuer(kube, func() error { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := newRequeuer(kube.CoreV1(), func() error { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.now = func() time.Time { return now }
 	r.refused(pods.Of(pending("stale"), protocol.DefaultResourceNames()))
 	now = now.Add(requeueWindow + time.Second)

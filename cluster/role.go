@@ -16,8 +16,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/cache"
@@ -33,6 +35,16 @@ import (
 	"github.com/vgpud/vgpud/webhook"
 )
 
+// API is what the cluster role calls: core/v1 (pods, nodes, quotas,
+// Bindings, the TLS Secret), Events, its MutatingWebhookConfiguration and
+// kube-scheduler's Deployment (restarted for a new client certificate).
+type API struct {
+	Core        corev1client.CoreV1Interface
+	Events      eventsv1client.EventsV1Interface
+	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
+	Deployments appsv1client.DeploymentsGetter
+}
+
 // Role is the cluster role of one replica, built from explicit
 // dependencies; Lead runs it for one term of leadership.
 type Role struct {
@@ -41,7 +53,7 @@ type Role struct {
 	scheduler string // kube-scheduler profile that calls the extender
 	names     protocol.ResourceNames
 	admission webhook.Config
-	kube      kubernetes.Interface
+	api       API
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 }
@@ -49,8 +61,8 @@ type Role struct {
 // NewRole returns the cluster role. m is registered on the process's
 // metrics registry; bind outcomes are observed there.
 func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNames, admission webhook.Config,
-	kube kubernetes.Interface, m *metrics.Metrics, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, kube: kube, metrics: m, log: log}
+	api API, m *metrics.Metrics, log *slog.Logger) *Role {
+	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, api: api, metrics: m, log: log}
 }
 
 // Lead is the cluster role's work while this replica holds the Lease; ctx
@@ -60,18 +72,21 @@ func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNam
 // is fenced by term.Fence.
 func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	log := r.log
-	factory := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithTransform(cache.Transform(r.names)))
-	quotas := quota.New(factory, r.names)
+	inf, err := newInformers(r.api.Core, cache.Transform(r.names))
+	if err != nil {
+		return err
+	}
+	quotas := quota.New(inf.pods, inf.quotas, r.names)
 	books := cache.New(r.names, r.scheduler)
 	// Long enough for kubelet to finish admitting a pod deleted mid-way:
 	// the node role's GetPreferredAllocation and Allocate each wait up to
 	// --allocate-wait, 10 s by default, as --bind-wait does.
 	books.KeepDeletedInFlight(2 * r.cfg.BindWait)
-	booksSynced, err := books.Watch(factory, log.With("component", "cache"))
+	booksSynced, err := books.Watch(inf.pods, inf.nodes, log.With("component", "cache"))
 	if err != nil {
 		return fmt.Errorf("watch nodes and pods: %w", err)
 	}
-	events, err := podEvents(ctx, r.kube)
+	events, err := podEvents(ctx, r.api.Events)
 	if err != nil {
 		return err
 	}
@@ -80,7 +95,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 
 	tlsCfg := r.cfg.TLS
 	tlsCfg.Namespace = r.namespace
-	certMgr := certs.NewManager(tlsCfg, r.kube, log.With("component", "tls"), time.Now)
+	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), time.Now)
 	srv := server.New(r.cfg.ListenAddr, certMgr.WebhookTLS(), log.With("component", "https"))
 	ext := server.New(r.cfg.ExtenderAddr, certMgr.ExtenderTLS(), log.With("component", "extender-https"))
 
@@ -89,12 +104,12 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		GPUPolicy:  r.cfg.GPUPolicy,
 		Options:    core.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
 	}
-	lookup := pods.NewStore(factory.Core().V1().Pods().Informer()).Get
-	binder := extender.NewBinder(r.kube, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+	lookup := pods.NewStore(inf.pods).Get
+	binder := extender.NewBinder(r.api.Core, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		events.as(corev1.EventTypeNormal, "Binding"), r.metrics.Bind, log.With("component", "bind"))
 	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.as(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
-	requeue := newRequeuer(r.kube, term.Fence, log.With("component", "requeue"))
+	requeue := newRequeuer(r.api.Core, term.Fence, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
 	books.NotifyFreed(func() { requeue.freed(ctx) })
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
@@ -133,14 +148,12 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		}
 		return nil
 	})
-	sweeper := ghostSweeper{kube: r.kube, books: books, fence: term.Fence, age: ghostAge(r.cfg.BindWait),
+	sweeper := ghostSweeper{api: r.api.Core, books: books, fence: term.Fence, age: ghostAge(r.cfg.BindWait),
 		events: events.as(corev1.EventTypeWarning, "Clearing"), now: time.Now, log: log.With("component", "ghosts")}
 	g.Go(func() error {
-		factory.Start(serving.Done())
-		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
-			}
+		inf.start(serving)
+		if err := inf.sync(ctx); err != nil {
+			return err
 		}
 		if !toolscache.WaitForCacheSync(ctx.Done(), booksSynced) {
 			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
@@ -159,7 +172,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 			return err
 		}
 		<-serving.Done()
-		factory.Shutdown()
+		inf.stop()
 		return nil
 	})
 	return g.Wait()

@@ -191,7 +191,7 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	}
 	rebuilt := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(Transform(protocol.DefaultResourceNames())))
-	synced, err := rebuilt.Watch(factory, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	synced, err := rebuilt.Watch(factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

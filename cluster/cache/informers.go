@@ -4,18 +4,16 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/pods"
 )
 
-// Watch feeds the cache from the factory's node and pod informers, whose
-// transform must be Transform. Start
-// the factory afterwards. The returned func reports when the cache is
+// Watch feeds the cache from the pod and node informers, whose transform
+// must be Transform. Start them afterwards. The returned func reports when the cache is
 // complete: the handlers, not only the informers' stores, have seen the
 // initial list.
-func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger) (func() bool, error) {
+func (c *Cache) Watch(podInformer, nodeInformer cache.SharedIndexInformer, log *slog.Logger) (func() bool, error) {
 	setPod := func(obj any) {
 		if p, ok := obj.(*pods.Pod); ok {
 			if err := c.SetPod(p); err != nil {
@@ -23,7 +21,7 @@ func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger)
 			}
 		}
 	}
-	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    setPod,
 		UpdateFunc: func(_, obj any) { setPod(obj) },
 		DeleteFunc: func(obj any) {
@@ -43,7 +41,7 @@ func (c *Cache) Watch(factory informers.SharedInformerFactory, log *slog.Logger)
 			c.SetNode(n)
 		}
 	}
-	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeReg, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    setNode,
 		UpdateFunc: func(_, obj any) { setNode(obj) },
 		DeleteFunc: func(obj any) {

@@ -12,8 +12,8 @@ import (
 // Transform is the leader's informer transform: pods become pods.Pod
 // records, and nodes keep only their metadata and allocatable, so the
 // leader holds tens of thousands of pods without their specs, labels,
-// other annotations, managed fields and conditions. Pass it with
-// informers.WithTransform; read pods through pods.Store.
+// other annotations, managed fields and conditions. Set it on the
+// informers (SetTransform); read pods through pods.Store.
 func Transform(names protocol.ResourceNames) toolscache.TransformFunc {
 	pod := pods.Transform(names)
 	return func(obj any) (any, error) {

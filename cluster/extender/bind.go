@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/core"
@@ -59,7 +59,7 @@ type BindConfig struct {
 // node are ordered here in memory instead of by an annotation lock, and
 // binds in a namespace are serialised for its quota.
 type Binder struct {
-	kube   kubernetes.Interface
+	api    corev1client.PodsGetter
 	books  Books
 	lookup PodLookup
 	limits Limits
@@ -81,7 +81,7 @@ type Binder struct {
 // NewBinder returns a Binder; lookup, limits, fence, events and observe
 // may be nil (every bind reads the pod from the apiserver; no quota, no
 // fencing: tests and benchmarks).
-func NewBinder(kube kubernetes.Interface, books Books, lookup PodLookup, limits Limits, fence Fence, cfg BindConfig,
+func NewBinder(api corev1client.PodsGetter, books Books, lookup PodLookup, limits Limits, fence Fence, cfg BindConfig,
 	events func(*corev1.Pod, string, string), observe func(ok bool, waited time.Duration), log *slog.Logger) *Binder {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
@@ -95,7 +95,7 @@ func NewBinder(kube kubernetes.Interface, books Books, lookup PodLookup, limits 
 	if lookup == nil {
 		lookup = func(string, string) *pods.Pod { return nil }
 	}
-	return &Binder{kube: kube, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
+	return &Binder{api: api, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
 		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}}
 }
 
@@ -159,7 +159,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 			return waited, err
 		}
 	}
-	pod, err := b.kube.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+	pod, err := b.api.Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return waited, fmt.Errorf("pod %s/%s no longer exists", args.PodNamespace, args.PodName)
 	}
@@ -305,7 +305,7 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 			}},
 		Target: corev1.ObjectReference{Kind: "Node", Name: a.Node},
 	}
-	if err := b.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if err := b.api.Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
 			b.unbook(pod)
@@ -342,7 +342,7 @@ func (b *Binder) unbook(pod *pods.Pod) {
 func (b *Binder) boundAnyway(pod *pods.Pod, node, raw string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	got, err := b.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	got, err := b.api.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	return err == nil && got.UID == pod.UID && got.Spec.NodeName == node && got.Annotations[protocol.AnnotationAssignment] == raw
 }
 

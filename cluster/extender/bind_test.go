@@ -115,7 +115,7 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.
 		}
 		return nil
 	}
-	e.binder = NewBinder(kube, e.books, lookup, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.binder = NewBinder(kube.CoreV1(), e.books, lookup, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return e
 }
 
@@ -427,7 +427,7 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 	// The slow step sits between the quota check and the booking, outside
 	// the fake clientset (which serialises every call under its own lock).
 	slow := func() error { time.Sleep(20 * time.Millisecond); return nil }
-	binder := NewBinder(e.kube, e.books, nil, e.limits, slow, e.binder.cfg, nil, nil, quietLogger())
+	binder := NewBinder(e.kube.CoreV1(), e.books, nil, e.limits, slow, e.binder.cfg, nil, nil, quietLogger())
 	errs := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -30,10 +31,11 @@ type Config struct {
 
 // Elector campaigns for the Lease and runs the leader's work while it holds it.
 type Elector struct {
-	cfg   Config
-	kube  kubernetes.Interface
-	log   *slog.Logger
-	label *podLabel
+	cfg    Config
+	leases coordinationv1client.LeasesGetter
+	pods   corev1client.PodsGetter
+	log    *slog.Logger
+	label  *podLabel
 
 	mu       sync.Mutex
 	leader   string
@@ -41,12 +43,13 @@ type Elector struct {
 }
 
 // New returns an Elector; nothing happens until Run.
-func New(cfg Config, kube kubernetes.Interface, log *slog.Logger) *Elector {
+func New(cfg Config, leases coordinationv1client.LeasesGetter, pods corev1client.PodsGetter, log *slog.Logger) *Elector {
 	return &Elector{
-		cfg:   cfg,
-		kube:  kube,
-		log:   log,
-		label: &podLabel{kube: kube, namespace: cfg.PodNamespace, name: cfg.Identity},
+		cfg:    cfg,
+		leases: leases,
+		pods:   pods,
+		log:    log,
+		label:  &podLabel{pods: pods, namespace: cfg.PodNamespace, name: cfg.Identity},
 	}
 }
 
@@ -97,7 +100,7 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 	lock := &fencedLock{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metaFor(e.cfg.LeaseNamespace, e.cfg.LeaseName),
-			Client:     e.kube.CoordinationV1(),
+			Client:     e.leases,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
 		},
 		identity: e.cfg.Identity,

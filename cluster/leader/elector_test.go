@@ -109,7 +109,7 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	done := map[string]chan struct{}{}
 	for _, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())
-		e := New(testConfig(id), kube, log)
+		e := New(testConfig(id), kube.CoordinationV1(), kube.CoreV1(), log)
 		finished := make(chan struct{})
 		electors[id], cancels[id], done[id] = e, cancel, finished
 		go func() {
@@ -218,7 +218,7 @@ func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: ns, Labels: leaderLabel}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "next", Namespace: ns}},
 	)
-	e := New(testConfig("next"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("next"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	led := make(chan struct{})
@@ -244,7 +244,7 @@ func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
 
 func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
-	e := New(testConfig("solo"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -272,7 +272,7 @@ func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 
 func TestRunWithoutOwnPodStillLeads(t *testing.T) {
 	kube := fake.NewClientset()
-	e := New(testConfig("outside"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("outside"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	led := make(chan struct{})
@@ -298,7 +298,7 @@ func TestRunWithoutOwnPodStillLeads(t *testing.T) {
 // hold to be certain, before another replica could take the Lease.
 func TestFence(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
-	e := New(testConfig("solo"), kube, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	terms := make(chan Term, 1)

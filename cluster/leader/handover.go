@@ -66,7 +66,7 @@ const (
 )
 
 func (e *Elector) labelState(ctx context.Context) labelState {
-	pod, err := e.kube.CoreV1().Pods(e.label.namespace).Get(ctx, e.label.name, metav1.GetOptions{})
+	pod, err := e.pods.Pods(e.label.namespace).Get(ctx, e.label.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return podGone

@@ -7,14 +7,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // podLabel sets and removes vgpud.io/role=leader on this replica's own pod.
 type podLabel struct {
-	kube      kubernetes.Interface
+	pods      corev1client.PodsGetter
 	namespace string
 	name      string
 }
@@ -33,7 +33,7 @@ func (p *podLabel) remove(ctx context.Context) error {
 }
 
 func (p *podLabel) patch(ctx context.Context, body string) error {
-	_, err := p.kube.CoreV1().Pods(p.namespace).Patch(ctx, p.name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+	_, err := p.pods.Pods(p.namespace).Patch(ctx, p.name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("patch pod %s/%s label %s: %w", p.namespace, p.name, protocol.LabelRole, err)
 	}
@@ -49,7 +49,7 @@ func metaFor(namespace, name string) metav1.ObjectMeta {
 // Service must route to exactly one replica.
 func (p *podLabel) clearOthers(ctx context.Context) error {
 	sel := protocol.LabelRole + "=" + protocol.RoleLeader
-	pods, err := p.kube.CoreV1().Pods(p.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	pods, err := p.pods.Pods(p.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list pods %s in %s: %w", sel, p.namespace, err)
 	}
@@ -57,7 +57,7 @@ func (p *podLabel) clearOthers(ctx context.Context) error {
 		if pod.Name == p.name {
 			continue
 		}
-		other := podLabel{kube: p.kube, namespace: p.namespace, name: pod.Name}
+		other := podLabel{pods: p.pods, namespace: p.namespace, name: pod.Name}
 		if err := other.remove(ctx); err != nil {
 			return err
 		}

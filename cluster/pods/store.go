@@ -8,14 +8,14 @@ import (
 )
 
 // Store reads records from a pod informer whose transform is Of (see
-// cache.Transform). The informer factory's typed Lister cannot: it
+// cache.Transform). client-go's typed pod Lister cannot: it
 // expects *corev1.Pod.
 type Store struct {
 	indexer cache.Indexer
 }
 
-// NewStore reads inf's store; inf must be indexed by namespace, as the
-// informer factory's pod informer is.
+// NewStore reads inf's store; inf must be indexed by namespace
+// (cache.NamespaceIndex).
 func NewStore(inf cache.SharedIndexInformer) Store { return Store{indexer: inf.GetIndexer()} }
 
 // Get returns the pod namespace/name, or nil if the informer has none.

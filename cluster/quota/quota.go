@@ -6,8 +6,8 @@ package quota
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
@@ -20,13 +20,14 @@ type Source struct {
 	names  protocol.ResourceNames
 }
 
-// New registers the ResourceQuota informer on factory and reads pods from
-// its pod informer, whose transform must be pods.Transform; start the
-// factory and wait for its sync before trusting the answers.
-func New(factory informers.SharedInformerFactory, names protocol.ResourceNames) *Source {
+// New reads pods from podInformer, whose transform must be
+// pods.Transform, and quotas from quotaInformer; both must be indexed by
+// namespace. Start them and wait for their sync before trusting the
+// answers.
+func New(podInformer, quotaInformer cache.SharedIndexInformer, names protocol.ResourceNames) *Source {
 	return &Source{
-		pods:   pods.NewStore(factory.Core().V1().Pods().Informer()),
-		quotas: factory.Core().V1().ResourceQuotas().Lister(),
+		pods:   pods.NewStore(podInformer),
+		quotas: corelisters.NewResourceQuotaLister(quotaInformer.GetIndexer()),
 		names:  names,
 	}
 }

@@ -71,7 +71,7 @@ func TestSourceReadsInformers(t *testing.T) {
 		rq("q", "ai", map[string]string{"requests.nvidia.com/gpumem": "40000"}),
 	)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(pods.Transform(protocol.DefaultResourceNames())))
-	src := New(factory, protocol.DefaultResourceNames())
+	src := New(factory.Core().V1().Pods().Informer(), factory.Core().V1().ResourceQuotas().Informer(), protocol.DefaultResourceNames())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	factory.Start(ctx.Done())

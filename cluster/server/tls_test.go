@@ -39,7 +39,7 @@ func TestListenerServesTheManagedCertAcrossRenewal(t *testing.T) {
 	cfg := certs.DefaultConfig()
 	cfg.Namespace = "vgpud-system"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := certs.NewManager(cfg, kube, log, clock)
+	m := certs.NewManager(cfg, certs.API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}, log, clock)
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestExtenderListenerRequiresTheSchedulerCertificate(t *testing.T) {
 	cfg := certs.DefaultConfig()
 	cfg.Namespace = "vgpud-system"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := certs.NewManager(cfg, kube, log, time.Now)
+	m := certs.NewManager(cfg, certs.API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}, log, time.Now)
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -46,7 +45,7 @@ type Agent struct {
 	cfg       node.Config
 	node      string
 	resources protocol.ResourceNames
-	kube      kubernetes.Interface
+	core      typedcorev1.CoreV1Interface
 	leader    LeaderStatus
 	role      string
 	metrics   Metrics
@@ -61,8 +60,8 @@ type Agent struct {
 
 // New returns the node role for nodeName; role names what this replica
 // runs, for inspect.
-func New(cfg node.Config, nodeName string, resources protocol.ResourceNames, kube kubernetes.Interface, leader LeaderStatus, role string, m Metrics, log *slog.Logger) *Agent {
-	return &Agent{cfg: cfg, node: nodeName, resources: resources, kube: kube, leader: leader, role: role, metrics: m, log: log, notReady: "starting"}
+func New(cfg node.Config, nodeName string, resources protocol.ResourceNames, core typedcorev1.CoreV1Interface, leader LeaderStatus, role string, m Metrics, log *slog.Logger) *Agent {
+	return &Agent{cfg: cfg, node: nodeName, resources: resources, core: core, leader: leader, role: role, metrics: m, log: log, notReady: "starting"}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -124,7 +123,7 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 		return err
 	}
 	a.setNotReady("waiting for this node's pods to sync")
-	cache, err := pods.New(a.kube, a.node)
+	cache, err := pods.New(a.core, a.node)
 	if err != nil {
 		return err
 	}
@@ -148,8 +147,8 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.ResolveWait,
-	}, gpus, cache, pods.NewPhaseWriter(a.kube), a.metrics, a.log.With("component", "plugin"))
-	pub := inventory.NewPublisher(a.kube, a.node)
+	}, gpus, cache, pods.NewPhaseWriter(a.core), a.metrics, a.log.With("component", "plugin"))
+	pub := inventory.NewPublisher(a.core, a.node)
 	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, pub, a.log.With("component", "plugin"))
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = server, cache, ""
@@ -181,7 +180,7 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	g.Go(func() error { return a.publish(ctx, pub, healthChanged) })
 	if a.cfg.PodResourcesSocket != "" {
 		events := record.NewBroadcaster()
-		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.CoreV1().Events("")})
+		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.core.Events("")})
 		rec := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpud", Host: a.node})
 		check := plugin.PodResourcesCheck{
 			Node: a.node, Socket: a.cfg.PodResourcesSocket, Resource: a.resources.GPU, Pods: cache, Period: 10 * time.Second,

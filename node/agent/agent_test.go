@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +45,7 @@ func TestNodeRole(t *testing.T) {
 	cfg := node.DefaultConfig()
 	cfg.Backend, cfg.PluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
 	cfg.HealthRecovery, cfg.ResolveWait = time.Hour, 500*time.Millisecond
-	a := New(cfg, "n1", protocol.DefaultResourceNames(), kube, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := New(cfg, "n1", protocol.DefaultResourceNames(), unstreamed{kube.CoreV1()}, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -137,3 +138,9 @@ func waitSnapshot(t *testing.T, socket string, ok func(inspect.Snapshot) bool) i
 	t.Fatalf("snapshot not as expected: %+v", s)
 	return s
 }
+
+// unstreamed is the fake's core client saying, as the fake clientset
+// itself does, that it cannot stream an informer's initial list.
+type unstreamed struct{ corev1client.CoreV1Interface }
+
+func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }

@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/protocol"
@@ -47,7 +47,7 @@ func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := p.kube.CoreV1().Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationPlugin, state, err)
 	}
 	return nil
@@ -55,14 +55,14 @@ func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
 
 // Publisher writes the annotation on one node.
 type Publisher struct {
-	kube kubernetes.Interface
-	node string
-	last string
+	nodes corev1client.NodesGetter
+	node  string
+	last  string
 }
 
 // NewPublisher returns a Publisher for node.
-func NewPublisher(kube kubernetes.Interface, node string) *Publisher {
-	return &Publisher{kube: kube, node: node}
+func NewPublisher(nodes corev1client.NodesGetter, node string) *Publisher {
+	return &Publisher{nodes: nodes, node: node}
 }
 
 // Publish patches the annotation unless it already holds inv; it reports
@@ -79,7 +79,7 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	if err != nil {
 		return false, err
 	}
-	if _, err := p.kube.CoreV1().Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationGPUs, err)
 	}
 	p.last = raw

@@ -27,7 +27,7 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 	}
 
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-	p := NewPublisher(kube, "n1")
+	p := NewPublisher(kube.CoreV1(), "n1")
 	ctx := context.Background()
 	if wrote, err := p.Publish(ctx, inv); err != nil || !wrote {
 		t.Fatalf("first publish: wrote %v, err %v", wrote, err)
@@ -49,7 +49,7 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 	if patches != 1 {
 		t.Errorf("%d patches, want 1", patches)
 	}
-	if _, err := NewPublisher(kube, "missing").Publish(ctx, inv); err == nil {
+	if _, err := NewPublisher(kube.CoreV1(), "missing").Publish(ctx, inv); err == nil {
 		t.Error("a missing node must be an error")
 	}
 }

@@ -11,30 +11,45 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // Cache holds the pods bound to one node.
 type Cache struct {
-	kube     kubernetes.Interface
+	pods     corev1client.PodsGetter
 	node     string
-	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
 
 	mu      sync.Mutex
 	changed chan struct{}
 }
 
-// New returns a cache of node's pods; call Start, then WaitForSync.
-func New(kube kubernetes.Interface, node string) (*Cache, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTransform(trim),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		}))
-	c := &Cache{kube: kube, node: node, factory: factory, informer: factory.Core().V1().Pods().Informer(), changed: make(chan struct{})}
+// New returns a cache of node's pods; call Start, then WaitForSync. pods
+// is a typed client, whose streaming list the informer uses, or a fake that
+// says it has none (IsWatchListSemanticsUnSupported).
+func New(pods corev1client.PodsGetter, node string) (*Cache, error) {
+	onNode := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	// The typed client, not client-go's informer factory: the factory's
+	// constructors take the whole clientset, which links every API group's
+	// client into the binary.
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = onNode
+			return pods.Pods("").List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = onNode
+			return pods.Pods("").Watch(ctx, o)
+		},
+	}, pods)
+	informer := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{})
+	if err := informer.SetTransform(trim); err != nil {
+		return nil, fmt.Errorf("watch pods of node %s: %w", node, err)
+	}
+	c := &Cache{pods: pods, node: node, informer: informer, changed: make(chan struct{})}
 	notify := func(any) { c.notify() }
 	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,
@@ -47,7 +62,7 @@ func New(kube kubernetes.Interface, node string) (*Cache, error) {
 }
 
 // Start runs the informer until ctx ends.
-func (c *Cache) Start(ctx context.Context) { c.factory.Start(ctx.Done()) }
+func (c *Cache) Start(ctx context.Context) { go c.informer.RunWithContext(ctx) }
 
 // WaitForSync blocks until the first list is in, or ctx ends.
 func (c *Cache) WaitForSync(ctx context.Context) bool {
@@ -69,7 +84,7 @@ func (c *Cache) List() []*corev1.Pod {
 // Fresh reads the node's pods from the API, not the informer: a
 // consistent list that shows every pod kubelet can know of.
 func (c *Cache) Fresh(ctx context.Context) ([]*corev1.Pod, error) {
-	list, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+	list, err := c.pods.Pods("").List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", c.node).String(),
 	})
 	if err != nil {

@@ -12,10 +12,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vgpud/vgpud/protocol"
 )
+
+// unstreamed is the fake's core client saying, as the fake clientset
+// itself does, that it cannot stream an informer's initial list.
+type unstreamed struct{ corev1client.CoreV1Interface }
+
+func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }
 
 func pod(name, node string) *corev1.Pod {
 	always := corev1.ContainerRestartPolicyAlways
@@ -38,7 +45,7 @@ func pod(name, node string) *corev1.Pod {
 // read, and wakes waiters on every change.
 func TestCacheTrimsAndSignalsChanges(t *testing.T) {
 	kube := fake.NewClientset(pod("a", "n1"))
-	c, err := New(kube, "n1")
+	c, err := New(unstreamed{kube.CoreV1()}, "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +97,7 @@ func TestSetPhaseCarriesTheUIDPrecondition(t *testing.T) {
 		patch = pa.GetPatch()
 		return false, nil, nil
 	})
-	w := NewPhaseWriter(kube)
+	w := NewPhaseWriter(kube.CoreV1())
 	if err := w.SetPhase(context.Background(), p, protocol.PhaseAllocated); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -86,7 +88,7 @@ func DefaultConfig() Config {
 // webhook's caBundle, and the certificate in memory for GetCertificate.
 type Manager struct {
 	cfg  Config
-	kube kubernetes.Interface
+	api  API
 	log  *slog.Logger
 	now  func() time.Time
 	cert atomic.Pointer[loaded]
@@ -108,12 +110,22 @@ type bundle struct {
 	clientRenewed   bool   // a client certificate kube-scheduler already read was replaced
 }
 
+// API is what the Manager reads and writes: its Secret, the webhook's
+// caBundle, and kube-scheduler's Deployment and pods, which it restarts
+// when their client certificate changes.
+type API struct {
+	Secrets     corev1client.SecretsGetter
+	Pods        corev1client.PodsGetter
+	Deployments appsv1client.DeploymentsGetter
+	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
+}
+
 // NewManager returns a Manager; now is the clock (time.Now outside tests).
-func NewManager(cfg Config, kube kubernetes.Interface, log *slog.Logger, now func() time.Time) *Manager {
+func NewManager(cfg Config, api API, log *slog.Logger, now func() time.Time) *Manager {
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, kube: kube, log: log, now: now}
+	return &Manager{cfg: cfg, api: api, log: log, now: now}
 }
 
 // GetCertificate serves the current certificate; plug it into tls.Config so
@@ -270,7 +282,7 @@ func (m *Manager) load(p KeyPair, caCert []byte) error {
 // leader may write it at the same time: a lost create or update is answered
 // by reading again and judging what the other wrote.
 func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
-	secrets := m.kube.CoreV1().Secrets(m.cfg.Namespace)
+	secrets := m.api.Secrets.Secrets(m.cfg.Namespace)
 	name := m.cfg.SecretName
 	for attempt := 0; attempt < 5; attempt++ {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
@@ -326,7 +338,7 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 // trust caCert. A missing configuration is logged, not fatal: the extender
 // on the same listener still works, and Run checks again.
 func (m *Manager) ensureCABundle(ctx context.Context, caCert []byte) error {
-	mwcs := m.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	mwcs := m.api.Webhooks.MutatingWebhookConfigurations()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		mwc, err := mwcs.Get(ctx, m.cfg.WebhookName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

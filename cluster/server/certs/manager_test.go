@@ -96,7 +96,7 @@ func TestManagerCreatesRenewsAndReuses(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset(webhookConfig())
 	clk := &clock{t: t0}
-	m := NewManager(testConfig, kube, quiet(), clk.now)
+	m := NewManager(testConfig, apiOf(kube), quiet(), clk.now)
 
 	if m.Ready() == nil {
 		t.Fatal("Ready before any certificate: want an error")
@@ -130,7 +130,7 @@ func TestManagerCreatesRenewsAndReuses(t *testing.T) {
 
 	// A new leader with the same clock reuses everything: no writes.
 	kube.ClearActions()
-	m2 := NewManager(testConfig, kube, quiet(), clk.now)
+	m2 := NewManager(testConfig, apiOf(kube), quiet(), clk.now)
 	if _, err := m2.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestManagerReplacesExpiredAndRepairsCABundle(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-tls", Namespace: ns},
 		Data:       map[string][]byte{KeyCACert: oldCA.Cert, KeyCAKey: oldCA.Key, KeyCert: oldServing.Cert, KeyKey: oldServing.Key},
 	})
-	m := NewManager(testConfig, kube, quiet(), func() time.Time { return t0 })
+	m := NewManager(testConfig, apiOf(kube), quiet(), func() time.Time { return t0 })
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestManagerAlreadyExistsRace(t *testing.T) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "mutatingwebhookconfigurations"}, "vgpud", errors.New("changed"))
 	})
 
-	m := NewManager(testConfig, kube, quiet(), func() time.Time { return t0 })
+	m := NewManager(testConfig, apiOf(kube), quiet(), func() time.Time { return t0 })
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func mustLeaf(t *testing.T, certPEM []byte) *x509.Certificate {
 
 func TestManagerWithoutWebhookConfigStillServes(t *testing.T) {
 	kube := fake.NewClientset()
-	m := NewManager(testConfig, kube, quiet(), func() time.Time { return t0 })
+	m := NewManager(testConfig, apiOf(kube), quiet(), func() time.Time { return t0 })
 	if _, err := m.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestManagerWithoutWebhookConfigStillServes(t *testing.T) {
 
 func TestManagerReadyTurnsFalseAfterExpiry(t *testing.T) {
 	clk := &clock{t: t0}
-	m := NewManager(testConfig, fake.NewClientset(), quiet(), clk.now)
+	m := NewManager(testConfig, apiOf(fake.NewClientset()), quiet(), clk.now)
 	if _, err := m.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestManagerReadyTurnsFalseAfterExpiry(t *testing.T) {
 
 func TestManagerRunLoadsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := NewManager(testConfig, fake.NewClientset(webhookConfig()), quiet(), time.Now)
+	m := NewManager(testConfig, apiOf(fake.NewClientset(webhookConfig())), quiet(), time.Now)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -309,7 +309,7 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 	kube := fake.NewClientset(webhookConfig(), schedulerDeployment())
 	cfg := testConfig
 	cfg.SchedulerDeployment = "vgpud-scheduler"
-	m := NewManager(cfg, kube, quiet(), func() time.Time { return t0 })
+	m := NewManager(cfg, apiOf(kube), quiet(), func() time.Time { return t0 })
 	ctx := context.Background()
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
@@ -460,4 +460,9 @@ func mustPair(t *testing.T, p KeyPair) tls.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// apiOf is the Manager's API on a fake clientset.
+func apiOf(kube *fake.Clientset) API {
+	return API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}
 }

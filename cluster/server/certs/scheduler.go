@@ -38,7 +38,7 @@ func (m *Manager) schedulerRunsWith(ctx context.Context, s *corev1.Secret) (bool
 	if err != nil {
 		return false, fmt.Errorf("kube-scheduler deployment %s: selector: %w", d.Name, err)
 	}
-	pods, err := m.kube.CoreV1().Pods(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	pods, err := m.api.Pods.Pods(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return false, fmt.Errorf("list kube-scheduler pods: %w", err)
 	}
@@ -65,7 +65,7 @@ func (m *Manager) restartScheduler(ctx context.Context, b bundle) error {
 		return nil
 	}
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, AnnotationTrustHash, want)
-	if _, err := m.kube.AppsV1().Deployments(m.cfg.Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := m.api.Deployments.Deployments(m.cfg.Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("restart kube-scheduler %s/%s for its new TLS files: %w", m.cfg.Namespace, d.Name, err)
 	}
 	m.log.Info("kube-scheduler restarting to read its new TLS files", "deployment", d.Name, "phase", b.phase.String(), "hash", want)
@@ -78,7 +78,7 @@ func (m *Manager) schedulerDeployment(ctx context.Context) (*appsv1.Deployment, 
 	if m.cfg.SchedulerDeployment == "" {
 		return nil, nil
 	}
-	d, err := m.kube.AppsV1().Deployments(m.cfg.Namespace).Get(ctx, m.cfg.SchedulerDeployment, metav1.GetOptions{})
+	d, err := m.api.Deployments.Deployments(m.cfg.Namespace).Get(ctx, m.cfg.SchedulerDeployment, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

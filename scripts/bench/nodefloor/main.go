@@ -2,9 +2,9 @@
 
 // Command nodefloor is the memory floor of any node role built from the
 // libraries vgpud is held to: it links only what every replica must run
-// (client-go's typed clients and Lease election, kubelet's device-plugin
-// gRPC API, go-nvml, fsnotify), runs their package initialisation, and
-// sleeps. make bench builds it as bin/vgpud is built and reads its RSS
+// (client-go's typed core and coordination clients and Lease election,
+// kubelet's device-plugin gRPC API, go-nvml, fsnotify), runs their package
+// initialisation, and sleeps. make bench builds it as bin/vgpud is built and reads its RSS
 // next to the node-only daemon's: the binary's mapped pages are most of
 // both.
 package main
@@ -18,6 +18,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -27,11 +29,10 @@ import (
 
 func main() {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, "ns", "floor", resourcelock.ResourceLockConfig{Identity: "floor"}, cfg, time.Second)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	// Typed clients only, as vgpud builds them: resourcelock.NewFromKubeconfig
+	// would link the whole clientset.
+	leases := coordinationv1client.NewForConfigOrDie(cfg)
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "floor"}, Client: leases, LockConfig: resourcelock.ResourceLockConfig{Identity: "floor"}}
 	if _, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) {}, OnStoppedLeading: func() {}}}); err != nil {
 		fmt.Fprintln(os.Stderr, "elector:", err)

@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// unstreamed is the fake's core client saying, as the fake clientset
+// itself does, that it cannot stream an informer's initial list.
+type unstreamed struct{ corev1client.CoreV1Interface }
+
+func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }
+
+// The leader's informers list and watch through the typed client, keep
+// pods and nodes as the transform makes them, and index by namespace for
+// the pod store and the quota lister; stop returns once they have.
+func TestInformersFeedTheStores(t *testing.T) {
+	names := protocol.DefaultResourceNames()
+	kube := fake.NewClientset(
+		assignedPod("a", "n1"),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady}}}},
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("4000")}}},
+	)
+	inf, err := newInformers(unstreamed{kube.CoreV1()}, cache.Transform(names))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	inf.start(ctx)
+	if err := inf.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A pod created after the list arrives through the watch.
+	if _, err := kube.CoreV1().Pods("ns").Create(ctx, assignedPod("b", "n1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := pods.NewStore(inf.pods)
+	for store.Get("ns", "b") == nil && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := len(store.List("ns")); got != 2 {
+		t.Fatalf("pods in ns: %d, want 2", got)
+	}
+	n, _, err := inf.nodes.GetStore().GetByKey("n1")
+	if err != nil || n == nil {
+		t.Fatalf("node n1: %v %v", n, err)
+	}
+	if node := n.(*corev1.Node); node.ManagedFields != nil || node.Status.Conditions != nil {
+		t.Fatalf("node not trimmed: %+v", node)
+	}
+	if q := quota.New(inf.pods, inf.quotas, names).NamespaceLimits("ns"); !q.Memory.Set || q.Memory.Hard != 4000 {
+		t.Fatalf("quota limits of ns: %+v", q)
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { inf.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("informers still running 5 s after their context ended")
+	}
+}
