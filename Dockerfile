@@ -13,7 +13,7 @@ COPY . .
 # .dockerignore keeps .git out of the context: pass the commit in.
 ARG VERSION=dev
 ARG COMMIT=unknown
-RUN CGO_ENABLED=1 go build -trimpath \
+RUN CGO_ENABLED=1 go build -trimpath -tags urfave_cli_no_docs \
       -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /out/vgpud .
 

@@ -4,8 +4,10 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# As the Dockerfile builds it: no paths or debug info in the binary.
-BUILDFLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
+# As the Dockerfile builds it: no paths or debug info in the binary, and
+# without urfave/cli's man-page and markdown generators, which vgpud never
+# calls and whose markdown library builds a 0.5 MB table at start.
+BUILDFLAGS = -trimpath -tags urfave_cli_no_docs -ldflags "-s -w $(LDFLAGS)"
 PKGS := ./...
 
 .PHONY: all build bench-floor images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean
