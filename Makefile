@@ -7,7 +7,8 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # As the Dockerfile builds it: no paths or debug info in the binary, and
 # without urfave/cli's man-page and markdown generators, which vgpud never
 # calls and whose markdown library builds a 0.5 MB table at start.
-BUILDFLAGS = -trimpath -tags urfave_cli_no_docs -ldflags "-s -w $(LDFLAGS)"
+TAGS := urfave_cli_no_docs
+BUILDFLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
 PKGS := ./...
 
 .PHONY: all build bench-floor images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean
@@ -15,11 +16,11 @@ PKGS := ./...
 all: build
 
 build:
-	$(GO) build $(BUILDFLAGS) -o bin/vgpud .
+	$(GO) build -tags $(TAGS) $(BUILDFLAGS) -o bin/vgpud .
 
 # make bench's node memory floor (scripts/bench/nodefloor), built as vgpud is.
 bench-floor:
-	$(GO) build -tags bench $(BUILDFLAGS) -o bin/nodefloor ./scripts/bench/nodefloor
+	$(GO) build -tags bench,$(TAGS) $(BUILDFLAGS) -o bin/nodefloor ./scripts/bench/nodefloor
 
 # OCI tarballs for the local cluster (pause, busybox, vgpud, kube-scheduler) in bin/images.
 images:
