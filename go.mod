@@ -7,6 +7,8 @@ require (
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/lmittmann/tint v1.2.1
 	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/common v0.72.0
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sync v0.24.0
 	google.golang.org/grpc v1.85.0
@@ -23,8 +25,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 )
 

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -283,25 +282,6 @@ func (e env) waitCachePods(t *testing.T, want int) {
 	})
 }
 
-// leaderMetric reads one unlabelled sample from the leader's /metrics.
-func leaderMetric(name string) (float64, error) {
-	resp, err := http.Get("http://127.0.0.1:9090/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in the leader's metrics yet", name)
-}
-
 // leaderWrites reads the leader's vgpud_api_requests_total writes (post,
 // put, patch, delete), summed by resource.
 func leaderWrites() (map[string]float64, error) {
@@ -317,44 +297,6 @@ func leaderWrites() (map[string]float64, error) {
 		}
 	}
 	return out, nil
-}
-
-// leaderRequests reads the leader's vgpud_api_requests_total, summed by
-// "verb resource".
-func leaderRequests() (map[string]float64, error) {
-	resp, err := http.Get("http://127.0.0.1:9090/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, l := range strings.Split(string(body), "\n") {
-		labels, ok := strings.CutPrefix(l, "vgpud_api_requests_total{")
-		if !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(labels, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", l, err)
-		}
-		out[label(labels, "verb")+" "+label(labels, "resource")] += v
-	}
-	return out, nil
-}
-
-// label is the value of name in a Prometheus label set.
-func label(labels, name string) string {
-	_, v, _ := strings.Cut(labels, name+`="`)
-	v, _, _ = strings.Cut(v, `"`)
-	return v
 }
 
 // httpsClient trusts the CA from the leader's Secret and presents the

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -175,25 +176,15 @@ func (e env) apiserverRequests(t *testing.T, ctx context.Context) map[string]flo
 	if err != nil {
 		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
-	out := map[string]float64{}
-	for _, l := range strings.Split(string(raw), "\n") {
-		labels, ok := strings.CutPrefix(l, "apiserver_request_total{")
-		if !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(labels, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", l, err)
-		}
-		res := label(labels, "resource")
-		if sub := label(labels, "subresource"); sub != "" {
+	out, _, err := sums(bytes.NewReader(raw), "apiserver_request_total", func(l map[string]string) string {
+		res := l["resource"]
+		if sub := l["subresource"]; sub != "" {
 			res += "/" + sub
 		}
-		out[label(labels, "verb")+" "+res] += v
+		return l["verb"] + " " + res
+	})
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
 	return out
 }
