@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,13 +167,33 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.ContainerRequests {
 		var want []string
-		if t, err := p.waitForTarget(ctx, nil); err == nil {
+		t, err := p.waitForTarget(ctx, nil)
+		if err == nil {
 			want = t.wantUUIDs()
+		} else {
+			p.log.Warn("preferring devices without a pod: kubelet may pick GPUs Allocate then refuses", "err", err)
 		}
 		ids := preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize), want, p.numa)
+		// Allocate refuses slices of GPUs the pod was not assigned; say here
+		// which assigned GPU kubelet had no free slice of, and why it might.
+		if missing := notPreferred(want, ids); len(missing) > 0 {
+			p.log.Warn("kubelet offers no free slice of an assigned GPU", "pod", t.pod.Namespace+"/"+t.pod.Name, "container", t.container.Name,
+				"missing", missing, "available", len(cr.AvailableDeviceIDs), "mustInclude", cr.MustIncludeDeviceIDs, "preferred", ids)
+		}
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
+}
+
+// notPreferred is the GPUs in want that no ID in ids is a slice of.
+func notPreferred(want, ids []string) []string {
+	var out []string
+	for _, uuid := range want {
+		if !slices.ContainsFunc(ids, func(id string) bool { u, _ := splitID(id); return u == uuid }) {
+			out = append(out, uuid)
+		}
+	}
+	return out
 }
 
 // settled waits until no pod bound to this node waits for Allocate and
