@@ -175,7 +175,8 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 		}
 		ids := preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize), want, p.numa)
 		// Allocate refuses slices of GPUs the pod was not assigned; say here
-		// which assigned GPU kubelet had no free slice of, and why it might.
+		// which assigned GPU kubelet had no free slice of, with what kubelet
+		// offered, so that refusal can be traced.
 		if missing := notPreferred(want, ids); len(missing) > 0 {
 			p.log.Warn("kubelet offers no free slice of an assigned GPU", "pod", t.pod.Namespace+"/"+t.pod.Name, "container", t.container.Name,
 				"missing", missing, "available", len(cr.AvailableDeviceIDs), "mustInclude", cr.MustIncludeDeviceIDs, "preferred", ids)
