@@ -7,6 +7,7 @@
 #   scripts/cluster.sh up     start (idempotent); prints the kubeconfig path
 #   scripts/cluster.sh down   stop every process by its recorded PID, remove pods' state
 #   scripts/cluster.sh restart-kubelet [K]   restart node K's kubelet (default 1)
+#   scripts/cluster.sh kubelet-log [K]       print node K's kubelet log, across its restarts
 #   scripts/cluster.sh env    print `export KUBECONFIG=...`
 # Every node is labelled nvidia.com/gpu.present=true, as GPU feature
 # discovery labels a GPU node, so the DaemonSet's own nodeSelector applies.
@@ -342,6 +343,8 @@ restart_kubelet() {
 	local k=${1:-1}
 	node_vars "$k"
 	stop kubelet$n_sfx
+	# The old kubelet's log stays beside the new one (kubelet-log K).
+	[ -f "$logs/kubelet$n_sfx.log" ] && mv "$logs/kubelet$n_sfx.log" "$logs/kubelet$n_sfx.log.$(date +%s%N)"
 	start_kubelet "$k" "$("$here/k8s-binaries.sh")"
 }
 
@@ -393,6 +396,7 @@ down() {
 	# Secret and emptyDir volumes are mounts under kubelet's pod directory.
 	awk '$2 ~ "^/var/lib/kubelet/pods/" {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
+	rm -f "$logs"/kubelet*.log.* # the logs of kubelets before a restart
 	# Pod netns of nodes after the first were mounts in their mount
 	# namespace, gone with it; what is left in the host's view is a name.
 	local f
@@ -410,6 +414,11 @@ kubelet-alive)
 	node_vars "${2:-1}"
 	running kubelet$n_sfx || start_kubelet "${2:-1}" "$("$here/k8s-binaries.sh")"
 	;;
+kubelet-log)
+	# Node K's kubelet log, the ones before its restarts first.
+	node_vars "${2:-1}"
+	cat $(ls "$logs/kubelet$n_sfx.log".* 2>/dev/null | sort) "$logs/kubelet$n_sfx.log"
+	;;
 env) echo "export KUBECONFIG=$state/kubeconfig" ;;
-*) echo "usage: $0 up|down|restart-kubelet [K]|env" >&2; exit 2 ;;
+*) echo "usage: $0 up|down|restart-kubelet [K]|kubelet-log [K]|env" >&2; exit 2 ;;
 esac

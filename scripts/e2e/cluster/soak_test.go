@@ -48,6 +48,9 @@ func TestChaosSoak(t *testing.T) {
 	t.Logf("soak on %d nodes: %v", len(e.nodes(t)), e.nodes(t))
 	ns := "e2e-chaos"
 	e.namespace(t, ns, nil)
+	logCtx, stopLogs := context.WithCancel(ctx)
+	defer stopLogs()
+	logs := e.followNodeLogs(logCtx)
 	w := &workload{e: e, ns: ns, maxLive: 20, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 	stop := w.start()
 	defer stop()
@@ -94,7 +97,7 @@ func TestChaosSoak(t *testing.T) {
 		// Quiesce: no more creates, every live pod must run (g), then the
 		// books are compared with the API.
 		w.pause()
-		e.checkInvariants(t, ns, seen, violate)
+		e.checkInvariants(t, ns, seen, logs, violate)
 		w.resume()
 	}
 	stop()
@@ -397,7 +400,7 @@ func (e env) nodesWithoutReadyVgpud(ctx context.Context, nodes []string) []strin
 
 // checkInvariants waits for every live pod to run, then checks (a)–(e), (g)
 // and (h) of the faults issue; (f) is judged from the refusals at the end.
-func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, violate func(inv, what string)) {
+func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, logs *nodeLogs, violate func(inv, what string)) {
 	t.Helper()
 	ctx := context.Background()
 	var pods []corev1.Pod
@@ -429,6 +432,7 @@ func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, viol
 		// A pod the workload deleted ends Failed too (its sleep is killed).
 		if p.Status.Phase == corev1.PodFailed && p.DeletionTimestamp == nil {
 			violate("e", fmt.Sprintf("%s failed: %s: %s", p.Name, p.Status.Reason, p.Status.Message))
+			e.explain(t, logs, p.Spec.NodeName, p.Name)
 		}
 	}
 	// (h) an extender call that failed on TLS shows as FailedScheduling.
@@ -459,6 +463,7 @@ func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, viol
 			if !seen[string(ev.UID)] {
 				seen[string(ev.UID)] = true
 				violate(inv, what)
+				e.explain(t, logs, ev.Source.Host, ev.InvolvedObject.Name)
 			}
 		}
 	}
