@@ -13,12 +13,16 @@ const (
 	// it again at once. Its value (a time) means nothing else.
 	AnnotationRequeued = "vgpud.io/requeued"
 	// AnnotationPlugin is the node's device plugin state, written by the
-	// node role: PluginServing once kubelet registered it, PluginDraining
-	// from the moment it starts to stop. The leader binds only to serving
-	// nodes, so no pod is bound to a plugin that is going away.
+	// node role: PluginServing once kubelet registered it and read the
+	// devices, PluginDraining from the moment it starts to stop,
+	// PluginWaiting while kubelet holds no stream to it (kubelet is
+	// restarting). The leader binds only to serving nodes, so no pod is
+	// bound to a plugin that is going away or a kubelet that cannot admit
+	// it.
 	AnnotationPlugin = "vgpud.io/plugin"
 	PluginServing    = "serving"
 	PluginDraining   = "draining"
+	PluginWaiting    = "waiting"
 
 	// LabelRole marks the replica that leads; the Service selects on it.
 	LabelRole = "vgpud.io/role"

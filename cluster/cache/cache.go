@@ -280,8 +280,8 @@ func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
 	case st.plugin != protocol.PluginServing:
 		// A pod bound now would meet a plugin that is going away (or not
-		// back yet) and fail kubelet's admission.
-		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
+		// back yet), or a restarting kubelet, and fail kubelet's admission.
+		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
 	}
 	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
 		return c.usage(name, pod), nil

@@ -31,11 +31,14 @@ type Kubelet struct {
 
 	mu       sync.Mutex
 	endpoint string
+	streams  context.Context // the ListAndWatch streams' context
+	drop     context.CancelFunc
 }
 
 // Start serves dir/kubelet.sock. Lists may be shared across restarts.
 func Start(dir string, lists chan []*pluginapi.Device) (*Kubelet, error) {
 	k := &Kubelet{dir: dir, srv: grpc.NewServer(), Registrations: make(chan *pluginapi.RegisterRequest, 16), Lists: lists}
+	k.streams, k.drop = context.WithCancel(context.Background())
 	pluginapi.RegisterRegistrationServer(k.srv, k)
 	l, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
 	if err != nil {
@@ -57,12 +60,15 @@ func (k *Kubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pl
 }
 
 func (k *Kubelet) follow(endpoint string) {
+	k.mu.Lock()
+	ctx := k.streams
+	k.mu.Unlock()
 	conn, err := k.dial(endpoint)
 	if err != nil {
 		return
 	}
 	defer conn.Close()
-	stream, err := pluginapi.NewDevicePluginClient(conn).ListAndWatch(context.Background(), &pluginapi.Empty{})
+	stream, err := pluginapi.NewDevicePluginClient(conn).ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
 		return
 	}
@@ -96,9 +102,21 @@ func (k *Kubelet) Allocate(ctx context.Context, deviceIDs []string) (*pluginapi.
 	return resp.ContainerResponses[0], nil
 }
 
-// Stop stops kubelet the way a kubelet restart looks on disk: its socket
-// and every plugin socket are removed.
+// DropStreams ends every ListAndWatch stream while kubelet keeps serving,
+// as kubelet does when it disconnects a plugin.
+func (k *Kubelet) DropStreams() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.drop()
+	k.streams, k.drop = context.WithCancel(context.Background())
+}
+
+// Stop stops kubelet the way a kubelet restart looks: its streams end,
+// and its socket and every plugin socket are removed.
 func (k *Kubelet) Stop() {
+	k.mu.Lock()
+	k.drop()
+	k.mu.Unlock()
 	k.srv.Stop()
 	entries, _ := os.ReadDir(k.dir)
 	for _, e := range entries {

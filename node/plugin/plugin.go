@@ -71,7 +71,8 @@ type Plugin struct {
 	devices   []*pluginapi.Device
 	changed   chan struct{} // closed when devices change
 	listings  uint64        // ListAndWatch streams that have sent kubelet the devices
-	listed    chan struct{} // closed when listings grows
+	streams   int           // of those, the ones still open
+	listed    chan struct{} // closed when listings or streams change
 
 	// allocMu serialises Allocate and GetPreferredAllocation, as kubelet
 	// does, so progress is read and written by one call at a time.
@@ -120,7 +121,7 @@ func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 }
 
 // Listings returns how many ListAndWatch streams have sent kubelet the
-// devices, and a channel closed when that grows. kubelet opens the stream
+// devices, and a channel closed when that grows (or Streams changes). kubelet opens the stream
 // only after Register returns, and has no healthy device until it reads
 // the first list.
 func (p *Plugin) Listings() (uint64, <-chan struct{}) {
@@ -129,28 +130,54 @@ func (p *Plugin) Listings() (uint64, <-chan struct{}) {
 	return p.listings, p.listed
 }
 
-func (p *Plugin) countListing() {
+// Streams returns how many ListAndWatch streams that sent kubelet the
+// devices are still open, and a channel closed when that changes. None
+// open means kubelet went away (it is restarting, or it dropped this
+// plugin): it cannot admit a GPU pod until a new registration.
+func (p *Plugin) Streams() (int, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.listings++
+	return p.streams, p.listed
+}
+
+// countStream counts a stream that has sent the devices (opened) or
+// ended.
+func (p *Plugin) countStream(opened bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if opened {
+		p.listings++
+		p.streams++
+	} else {
+		p.streams--
+	}
 	close(p.listed)
 	p.listed = make(chan struct{})
 }
 
 // ListAndWatch sends the device list, then again at every health change.
 func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
-	for first := true; ; first = false {
-		devs, changed := p.Devices()
+	send := func(devs []*pluginapi.Device) error {
 		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
 			return fmt.Errorf("send devices to kubelet: %w", err)
 		}
-		if first {
-			p.countListing()
-		}
+		return nil
+	}
+	devs, changed := p.Devices()
+	if err := send(devs); err != nil {
+		return err
+	}
+	p.countStream(true)
+	defer p.countStream(false)
+	for {
 		select {
 		case <-s.Context().Done():
 			return nil
 		case <-changed:
+		}
+		devs, changed = p.Devices()
+		if err := send(devs); err != nil {
+			return err
 		}
 	}
 }

@@ -37,6 +37,7 @@ type Server struct {
 	socket string // file name in dir
 	state  StateWriter
 	quiet  time.Duration // drainQuiet; shorter in tests
+	retry  time.Duration // retryGone; shorter in tests
 	log    *slog.Logger
 
 	grpc *grpc.Server
@@ -63,7 +64,7 @@ const (
 
 // NewServer serves plugin as dir/socket; state may be nil.
 func NewServer(plugin *Plugin, dir, socket string, state StateWriter, log *slog.Logger) *Server {
-	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, log: log}
+	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, log: log}
 }
 
 // Registration returns the registration record.
@@ -84,6 +85,8 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { watchErr <- pluginwatch.Watch(ctx, s.dir, s.socket, events) }()
 	defer s.drain()
 	s.refresh(ctx, "start", time.Now())
+	_, streams := s.plugin.Streams()
+	var retry <-chan time.Time // registering again after kubelet dropped the plugin
 	for {
 		select {
 		case <-ctx.Done():
@@ -95,8 +98,38 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case ev := <-events:
 			s.refresh(ctx, string(ev), time.Now())
+		case <-streams:
+			var open int
+			open, streams = s.plugin.Streams()
+			if open == 0 {
+				s.kubeletGone(ctx)
+				retry = time.After(s.retry)
+			}
+		case <-retry:
+			retry = nil
+			if open, _ := s.plugin.Streams(); open == 0 {
+				s.refresh(ctx, "stream ended", time.Now())
+			}
 		}
 	}
+}
+
+// retryGone is how long a plugin whose streams all ended waits for
+// kubelet's restart to show (its socket recreated) before it registers
+// again on its own, in case kubelet merely dropped it.
+const retryGone = 2 * time.Second
+
+// kubeletGone runs when the last ListAndWatch stream has ended: kubelet
+// is restarting, or it dropped this plugin. Until kubelet reads the
+// devices again it fails every GPU pod it admits; and a kubelet that has
+// just restarted admits the pods already bound here while it still counts
+// the devices of pods gone since its last checkpoint (it frees those only
+// once its pod sources have synced), so it may have no free slice of the
+// GPUs a pod bound meanwhile was assigned. The leader binds here again
+// when refresh says serving.
+func (s *Server) kubeletGone(ctx context.Context) {
+	s.log.Warn("kubelet holds no device-plugin stream; no binds to this node until it reads the devices again")
+	s.setState(ctx, protocol.PluginWaiting)
 }
 
 // refresh serves again if the socket is gone and registers if kubelet is

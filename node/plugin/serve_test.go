@@ -121,6 +121,65 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	}
 }
 
+// When kubelet's streams end, the leader is told at once to bind nothing
+// here (kubelet restarting admits pods against stale device books); when
+// kubelet reads the devices again, serving. A kubelet that only dropped
+// the plugin is registered with again.
+func TestKubeletGoneStopsBinds(t *testing.T) {
+	dir := t.TempDir()
+	lists := make(chan []*pluginapi.Device, 64)
+	kubelet := startKubelet(t, dir, lists)
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
+		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+	states := make(chan string, 16)
+	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
+	s.quiet, s.retry = 50*time.Millisecond, 200*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	// A kubelet restart registers the plugin twice (its socket removed,
+	// kubelet.sock created), each saying serving: wait for the state,
+	// never for a count.
+	want := func(step, state string) {
+		t.Helper()
+		if got := recv(t, states); got != state {
+			t.Fatalf("%s: the plugin says %q, want %q", step, got, state)
+		}
+	}
+	settle := func() {
+		t.Helper()
+		for {
+			select {
+			case st := <-states:
+				if st != protocol.PluginServing {
+					t.Fatalf("the plugin says %q with kubelet following it", st)
+				}
+			case <-time.After(3 * s.retry):
+				return
+			}
+		}
+	}
+	recv(t, kubelet.Registrations)
+	want("registered", protocol.PluginServing)
+	settle()
+
+	start := time.Now()
+	kubelet.Stop()
+	want("kubelet stopped", protocol.PluginWaiting)
+	t.Logf("kubelet's streams ended -> %q published after %v", protocol.PluginWaiting, time.Since(start).Round(time.Microsecond))
+	kubelet = startKubelet(t, dir, lists)
+	recv(t, kubelet.Registrations)
+	want("kubelet back", protocol.PluginServing)
+	settle()
+
+	kubelet.DropStreams()
+	want("streams dropped", protocol.PluginWaiting)
+	recv(t, kubelet.Registrations)
+	want("registered again", protocol.PluginServing)
+	settle()
+}
+
 // stateRecorder is a StateWriter that records the states on a channel.
 type stateRecorder chan string
 

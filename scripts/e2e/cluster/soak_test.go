@@ -315,11 +315,20 @@ func restartKubelet(t *testing.T, e env) error {
 	nodes := e.nodes(t)
 	node := nodes[rand.IntN(len(nodes))]
 	t.Logf("restart the kubelet of %s", node)
+	states := e.pluginStates(node)
 	restarted := time.Now()
 	out, err := exec.Command(e.scripts+"/cluster.sh", "restart-kubelet", nodeIndex(node)).CombinedOutput()
 	if err != nil {
+		states()
 		return fmt.Errorf("%v: %s", err, out)
 	}
+	defer func() {
+		seen := states()
+		t.Logf("%s's %s from the restart on: %s", node, protocol.AnnotationPlugin, strings.Join(seen, ", "))
+		if !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, protocol.PluginWaiting+" ") }) {
+			t.Errorf("kubelet of %s restarted, but vgpud there never said %q: the leader kept binding to a kubelet that could not admit", node, protocol.PluginWaiting)
+		}
+	}()
 	// A restarted kubelet may start a container's readiness as failed and
 	// probe again within a period (5 s, plus its start-up jitter): until
 	// then the pod still shows the old kubelet's Ready. Wait for the new
@@ -343,6 +352,36 @@ func restartKubelet(t *testing.T, e env) error {
 		t.Logf("the restarted kubelet kept the vgpud pod on %s as it was (%v)", node, err)
 	}
 	return nil
+}
+
+// pluginStates records each value node's vgpud.io/plugin takes, and
+// when, until the returned func is called.
+func (e env) pluginStates(node string) (stop func() []string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	w, err := e.kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	if err != nil {
+		cancel()
+		return func() []string { return []string{"(watch failed: " + err.Error() + ")"} }
+	}
+	var seen []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		last := ""
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && n.Annotations[protocol.AnnotationPlugin] != last {
+				last = n.Annotations[protocol.AnnotationPlugin]
+				seen = append(seen, fmt.Sprintf("%s after %v", last, time.Since(start).Round(time.Millisecond)))
+			}
+		}
+	}()
+	return func() []string {
+		w.Stop()
+		cancel()
+		<-done
+		return seen
+	}
 }
 
 // rolloutDaemonSet restarts the DaemonSet as an upgrade would, and checks
