@@ -35,8 +35,10 @@ type Kubelet struct {
 	drop     context.CancelFunc
 }
 
-// Start serves dir/kubelet.sock. Lists may be shared across restarts.
+// Start serves dir/kubelet.sock, first removing every socket in dir as
+// kubelet does when it starts. Lists may be shared across restarts.
 func Start(dir string, lists chan []*pluginapi.Device) (*Kubelet, error) {
+	removeAll(dir)
 	k := &Kubelet{dir: dir, srv: grpc.NewServer(), Registrations: make(chan *pluginapi.RegisterRequest, 16), Lists: lists}
 	k.streams, k.drop = context.WithCancel(context.Background())
 	pluginapi.RegisterRegistrationServer(k.srv, k)
@@ -44,6 +46,7 @@ func Start(dir string, lists chan []*pluginapi.Device) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fake kubelet: %w", err)
 	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false) // a killed kubelet leaves its socket file
 	k.Started = time.Now()
 	go func() { _ = k.srv.Serve(l) }()
 	return k, nil
@@ -114,12 +117,22 @@ func (k *Kubelet) DropStreams() {
 // Stop stops kubelet the way a kubelet restart looks: its streams end,
 // and its socket and every plugin socket are removed.
 func (k *Kubelet) Stop() {
+	k.Kill()
+	removeAll(k.dir)
+}
+
+// Kill stops kubelet as a killed process does: its streams end, and the
+// socket files stay until the next kubelet starts.
+func (k *Kubelet) Kill() {
 	k.mu.Lock()
 	k.drop()
 	k.mu.Unlock()
 	k.srv.Stop()
-	entries, _ := os.ReadDir(k.dir)
+}
+
+func removeAll(dir string) {
+	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		_ = os.Remove(filepath.Join(k.dir, e.Name()))
+		_ = os.Remove(filepath.Join(dir, e.Name()))
 	}
 }

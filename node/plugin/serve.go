@@ -107,7 +107,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		case <-retry:
 			retry = nil
-			if open, _ := s.plugin.Streams(); open == 0 {
+			if open, _ := s.plugin.Streams(); open == 0 && len(events) == 0 && s.kubeletListening() {
 				s.refresh(ctx, "stream ended", time.Now())
 			}
 		}
@@ -115,9 +115,27 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // retryGone is how long a plugin whose streams all ended waits for
-// kubelet's restart to show (its socket recreated) before it registers
-// again on its own, in case kubelet merely dropped it.
+// kubelet's restart to show before it registers again on its own, in case
+// kubelet merely dropped it.
 const retryGone = 2 * time.Second
+
+// kubeletListening reports whether kubelet answers on its socket now and
+// this plugin's socket is still there. A restarting kubelet must not be
+// registered with from here: it deletes the plugin sockets as it starts,
+// so a registration then waits out its timeout, and holds up the one the
+// socket events would make at once (a restarted kubelet fails even
+// running pods it re-admits while no plugin is registered).
+func (s *Server) kubeletListening() bool {
+	if _, err := os.Stat(filepath.Join(s.dir, s.socket)); err != nil {
+		return false
+	}
+	c, err := net.DialTimeout("unix", filepath.Join(s.dir, "kubelet.sock"), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
 
 // kubeletGone runs when the last ListAndWatch stream has ended: kubelet
 // is restarting, or it dropped this plugin. Until kubelet reads the

@@ -180,6 +180,37 @@ func TestKubeletGoneStopsBinds(t *testing.T) {
 	settle()
 }
 
+// A kubelet that is restarting (its old socket file still there, nobody
+// listening) is not registered with by the retry: the new kubelet gets
+// the plugin as soon as it starts, not after a registration timed out.
+func TestRetryWaitsOutARestartingKubelet(t *testing.T) {
+	dir := t.TempDir()
+	lists := make(chan []*pluginapi.Device, 64)
+	kubelet := startKubelet(t, dir, lists)
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
+		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+	s := NewServer(p, dir, "vgpud.sock", nil, quietLog())
+	s.quiet, s.retry = 50*time.Millisecond, 100*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	recv(t, kubelet.Registrations)
+	recv(t, lists)
+
+	// kubelet dies, leaving its socket file; the plugin's retry comes due.
+	kubelet.Kill()
+	time.Sleep(3 * s.retry)
+	kubelet = startKubelet(t, dir, lists)
+	recv(t, kubelet.Registrations)
+	select {
+	case <-lists:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the restarted kubelet had no device list 2 s after it started")
+	}
+	t.Logf("restarted kubelet -> device list in %v", time.Since(kubelet.Started).Round(time.Millisecond))
+}
+
 // stateRecorder is a StateWriter that records the states on a channel.
 type stateRecorder chan string
 

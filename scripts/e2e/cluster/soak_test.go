@@ -355,29 +355,29 @@ func restartKubelet(t *testing.T, e env) error {
 }
 
 // pluginStates records each value node's vgpud.io/plugin takes, and
-// when, until the returned func is called.
+// when, until the returned func is called. It polls: a state lasts at
+// least the round trip of the node role's patch.
 func (e env) pluginStates(node string) (stop func() []string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now()
-	w, err := e.kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
-	if err != nil {
-		cancel()
-		return func() []string { return []string{"(watch failed: " + err.Error() + ")"} }
-	}
 	var seen []string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		last := ""
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && n.Annotations[protocol.AnnotationPlugin] != last {
+		for ctx.Err() == nil {
+			n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err == nil && n.Annotations[protocol.AnnotationPlugin] != last {
 				last = n.Annotations[protocol.AnnotationPlugin]
 				seen = append(seen, fmt.Sprintf("%s after %v", last, time.Since(start).Round(time.Millisecond)))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()
 	return func() []string {
-		w.Stop()
 		cancel()
 		<-done
 		return seen
