@@ -189,7 +189,11 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		g.Go(func() error { return elector.Run(ctx, role.Lead) })
 	}
 	if cfg.runs(roleNode) {
-		a := agent.New(cfg.Node, cfg.NodeName, cfg.Resources, kube.core, status, strings.Join(cfg.Roles, "+"),
+		nodeCfg := cfg.Node
+		if cfg.PodName != "" && cfg.PodNamespace != "" {
+			nodeCfg.Pod = cfg.PodNamespace + "/" + cfg.PodName
+		}
+		a := agent.New(nodeCfg, cfg.NodeName, cfg.Resources, kube.core, status, strings.Join(cfg.Roles, "+"),
 			nodemetrics.New(reg), log.With("role", roleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}

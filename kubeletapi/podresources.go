@@ -22,16 +22,9 @@ type PodDevices struct {
 // /var/lib/kubelet/pod-resources/kubelet.sock) which devices of resource
 // each container holds; pods holding none are left out.
 func ListPodDevices(ctx context.Context, socket, resource string) ([]PodDevices, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	resp, err := list(ctx, socket)
 	if err != nil {
-		return nil, fmt.Errorf("dial kubelet pod-resources at %s: %w", socket, err)
-	}
-	defer conn.Close()
-	resp, err := podresourcesapi.NewPodResourcesListerClient(conn).List(ctx, &podresourcesapi.ListPodResourcesRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("list pod resources at %s: %w", socket, err)
+		return nil, err
 	}
 	var out []PodDevices
 	for _, p := range resp.GetPodResources() {
@@ -48,4 +41,34 @@ func ListPodDevices(ctx context.Context, socket, resource string) ([]PodDevices,
 		}
 	}
 	return out, nil
+}
+
+// ListPods asks kubelet's PodResources API which pods kubelet itself
+// holds, as namespace/name. A kubelet that has just started holds none
+// until it has listed its pods from the API server.
+func ListPods(ctx context.Context, socket string) ([]string, error) {
+	resp, err := list(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(resp.GetPodResources()))
+	for _, p := range resp.GetPodResources() {
+		out = append(out, p.GetNamespace()+"/"+p.GetName())
+	}
+	return out, nil
+}
+
+func list(ctx context.Context, socket string) (*podresourcesapi.ListPodResourcesResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial kubelet pod-resources at %s: %w", socket, err)
+	}
+	defer conn.Close()
+	resp, err := podresourcesapi.NewPodResourcesListerClient(conn).List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list pod resources at %s: %w", socket, err)
+	}
+	return resp, nil
 }

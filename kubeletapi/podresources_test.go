@@ -49,4 +49,9 @@ func TestListPodDevices(t *testing.T) {
 	if _, err := ListPodDevices(context.Background(), filepath.Join(t.TempDir(), "none.sock"), "nvidia.com/gpu"); err == nil {
 		t.Fatal("no kubelet: want an error")
 	}
+	// ListPods names every pod kubelet holds, devices or not.
+	names, err := ListPods(context.Background(), sock)
+	if err != nil || len(names) != 2 || names[0] != "ai/train" || names[1] != "ai/web" {
+		t.Fatalf("ListPods: %v, %v", names, err)
+	}
 }

@@ -21,7 +21,11 @@ type Config struct {
 	// PodResourcesSocket is kubelet's PodResources API, which the node
 	// cross-checks assignments against; "" turns the check off.
 	PodResourcesSocket string
-	IgnoredXIDs        []uint64
+	// Pod is this replica's pod, namespace/name (from --pod-namespace and
+	// --pod-name): after a kubelet restart the plugin says serving only
+	// once kubelet lists it on PodResourcesSocket. "" does not wait.
+	Pod         string
+	IgnoredXIDs []uint64
 	// HealthRecovery is how long a GPU must stay quiet after a critical
 	// XID before it is offered again.
 	HealthRecovery time.Duration

@@ -16,6 +16,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/node/health"
@@ -150,6 +151,11 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	}, gpus, cache, pods.NewPhaseWriter(a.core), a.metrics, a.log.With("component", "plugin"))
 	pub := inventory.NewPublisher(a.core, a.node)
 	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, pub, a.log.With("component", "plugin"))
+	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
+		server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
+			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
+		})
+	}
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = server, cache, ""
 	a.inv = inv

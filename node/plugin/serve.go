@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,8 +43,25 @@ type Server struct {
 
 	grpc *grpc.Server
 
+	self        string      // this replica's pod, namespace/name
+	kubeletPods KubeletPods // nil: serving does not wait for kubelet's pod list
+
 	mu  sync.Mutex
 	reg Registration
+}
+
+// KubeletPods lists the pods kubelet itself holds (its PodResources API),
+// as namespace/name.
+type KubeletPods func(ctx context.Context) ([]string, error)
+
+// AwaitKubeletPods makes the plugin say serving only once kubelet lists
+// self, this replica's pod. A kubelet that has just started lists its pods
+// from the API server a while after it takes plugins, and admits every pod
+// of that first list before it frees the devices of pods gone since its
+// last checkpoint: a pod bound before kubelet lists self may be admitted
+// against those stale books; one bound after comes in a later update.
+func (s *Server) AwaitKubeletPods(self string, list KubeletPods) {
+	s.self, s.kubeletPods = self, list
 }
 
 // StateWriter tells the leader whether this node's plugin serves
@@ -190,7 +208,38 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	if !s.listedSince(ctx, listings) {
 		s.log.Warn("kubelet has not read the device list; saying serving anyway", "waited", listWait)
 	}
+	if waited, ok := s.kubeletListsSelf(ctx); !ok {
+		s.log.Warn("kubelet does not list this replica's pod; saying serving anyway", "pod", s.self, "waited", waited.Round(time.Millisecond))
+	} else if waited > 0 {
+		s.log.Info("kubelet lists this replica's pod", "pod", s.self, "waited", waited.Round(time.Millisecond))
+	}
 	s.setState(ctx, protocol.PluginServing)
+}
+
+// podsWait bounds the wait for kubelet to list this replica's pod.
+const podsWait = 15 * time.Second
+
+// kubeletListsSelf waits until kubelet lists this replica's pod (see
+// AwaitKubeletPods), and says how long it waited and whether it saw it.
+func (s *Server) kubeletListsSelf(ctx context.Context) (time.Duration, bool) {
+	if s.kubeletPods == nil {
+		return 0, true
+	}
+	start := time.Now()
+	for {
+		names, err := s.kubeletPods(ctx)
+		if err == nil && slices.Contains(names, s.self) {
+			return time.Since(start), true
+		}
+		if time.Since(start) >= podsWait {
+			return time.Since(start), false
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // listWait bounds the wait for kubelet's ListAndWatch after Register.

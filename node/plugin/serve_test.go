@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,6 +210,46 @@ func TestRetryWaitsOutARestartingKubelet(t *testing.T) {
 		t.Fatal("the restarted kubelet had no device list 2 s after it started")
 	}
 	t.Logf("restarted kubelet -> device list in %v", time.Since(kubelet.Started).Round(time.Millisecond))
+}
+
+// A restarted kubelet takes the plugin before it has listed its pods:
+// serving waits until kubelet lists this replica's pod.
+func TestServingWaitsForKubeletsPodList(t *testing.T) {
+	dir := t.TempDir()
+	lists := make(chan []*pluginapi.Device, 64)
+	kubelet := startKubelet(t, dir, lists)
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
+		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+	states := make(chan string, 16)
+	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
+	s.quiet = 50 * time.Millisecond
+	var mu sync.Mutex
+	listed := time.Time{} // when kubelet starts listing the pod; zero: not yet
+	s.AwaitKubeletPods("vgpud-system/vgpud-x", func(context.Context) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if listed.IsZero() || time.Now().Before(listed) {
+			return []string{"kube-system/static"}, nil
+		}
+		return []string{"kube-system/static", "vgpud-system/vgpud-x"}, nil
+	})
+	mu.Lock()
+	listed = time.Now().Add(400 * time.Millisecond)
+	mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	recv(t, kubelet.Registrations)
+	if st := recv(t, states); st != protocol.PluginServing {
+		t.Fatalf("the plugin says %q", st)
+	}
+	mu.Lock()
+	early := time.Until(listed)
+	mu.Unlock()
+	if early > 0 {
+		t.Fatalf("serving %v before kubelet listed the replica's pod", early)
+	}
 }
 
 // stateRecorder is a StateWriter that records the states on a channel.
