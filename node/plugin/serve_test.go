@@ -91,6 +91,16 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	}
 	reg := s.Registration()
 	t.Logf("kubelet.sock created -> Register received: %v (plugin's own measure %v, %d registrations)", seen.Round(time.Microsecond), reg.Latency.Round(time.Microsecond), reg.Count)
+	// kubelet removing our socket as it starts and creating its own are
+	// two events, and may be two registrations: let them land.
+	for quiet := false; !quiet; {
+		select {
+		case <-kubelet.Registrations:
+		case <-time.After(300 * time.Millisecond):
+			quiet = true
+		}
+	}
+	before := s.Registration().Count
 
 	// Our socket removed alone: recreated and registered again.
 	if err := os.Remove(filepath.Join(dir, "vgpud.sock")); err != nil {
@@ -106,8 +116,8 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 		t.Fatalf("unexpected registration %+v", r)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if reg := s.Registration(); reg.Count != 3 || reg.Error != "" {
-		t.Errorf("registration record %+v, want 3 and no error", reg)
+	if reg := s.Registration(); reg.Count != before+1 || reg.Error != "" {
+		t.Errorf("registration record %+v, want %d and no error", reg, before+1)
 	}
 
 	// Stopping says draining before the socket goes.
