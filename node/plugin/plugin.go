@@ -121,9 +121,9 @@ func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 }
 
 // Listings returns how many ListAndWatch streams have sent kubelet the
-// devices, and a channel closed when that grows (or Streams changes). kubelet opens the stream
-// only after Register returns, and has no healthy device until it reads
-// the first list.
+// devices, and a channel closed when that grows (or Streams changes).
+// kubelet opens the stream only after Register returns, and has no
+// healthy device until it reads the first list.
 func (p *Plugin) Listings() (uint64, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -140,15 +140,8 @@ func TestKubeletGoneStopsBinds(t *testing.T) {
 	dir := t.TempDir()
 	lists := make(chan []*pluginapi.Device, 64)
 	kubelet := startKubelet(t, dir, lists)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
-		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
 	states := make(chan string, 16)
-	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
-	s.quiet, s.retry = 50*time.Millisecond, 200*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	s := runServer(t, dir, stateRecorder(states), func(s *Server) { s.retry = 200 * time.Millisecond })
 	// A kubelet restart registers the plugin twice (its socket removed,
 	// kubelet.sock created), each saying serving: wait for the state,
 	// never for a count.
@@ -198,14 +191,7 @@ func TestRetryWaitsOutARestartingKubelet(t *testing.T) {
 	dir := t.TempDir()
 	lists := make(chan []*pluginapi.Device, 64)
 	kubelet := startKubelet(t, dir, lists)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
-		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
-	s := NewServer(p, dir, "vgpud.sock", nil, quietLog())
-	s.quiet, s.retry = 50*time.Millisecond, 100*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	s := runServer(t, dir, nil, func(s *Server) { s.retry = 100 * time.Millisecond })
 	recv(t, kubelet.Registrations)
 	recv(t, lists)
 
@@ -228,28 +214,22 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 	dir := t.TempDir()
 	lists := make(chan []*pluginapi.Device, 64)
 	kubelet := startKubelet(t, dir, lists)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
-		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
 	states := make(chan string, 16)
-	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
-	s.quiet = 50 * time.Millisecond
 	var mu sync.Mutex
 	listed := time.Time{} // when kubelet starts listing the pod; zero: not yet
-	s.AwaitKubeletPods("vgpud-system/vgpud-x", func(context.Context) ([]string, error) {
+	runServer(t, dir, stateRecorder(states), func(s *Server) {
+		s.AwaitKubeletPods("vgpud-system/vgpud-x", func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if listed.IsZero() || time.Now().Before(listed) {
+				return []string{"kube-system/static"}, nil
+			}
+			return []string{"kube-system/static", "vgpud-system/vgpud-x"}, nil
+		})
 		mu.Lock()
-		defer mu.Unlock()
-		if listed.IsZero() || time.Now().Before(listed) {
-			return []string{"kube-system/static"}, nil
-		}
-		return []string{"kube-system/static", "vgpud-system/vgpud-x"}, nil
+		listed = time.Now().Add(400 * time.Millisecond)
+		mu.Unlock()
 	})
-	mu.Lock()
-	listed = time.Now().Add(400 * time.Millisecond)
-	mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
 	recv(t, kubelet.Registrations)
 	if st := recv(t, states); st != protocol.PluginServing {
 		t.Fatalf("the plugin says %q", st)
@@ -260,6 +240,22 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 	if early > 0 {
 		t.Fatalf("serving %v before kubelet listed the replica's pod", early)
 	}
+}
+
+// runServer runs the Server of a one-GPU plugin in dir, with a short
+// drain, until the test ends; tune adjusts it before it starts.
+func runServer(t *testing.T, dir string, state StateWriter, tune func(*Server)) *Server {
+	t.Helper()
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
+		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+	s := NewServer(p, dir, "vgpud.sock", state, quietLog())
+	s.quiet = 50 * time.Millisecond
+	tune(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	return s
 }
 
 // stateRecorder is a StateWriter that records the states on a channel.
