@@ -11,7 +11,7 @@ TAGS := urfave_cli_no_docs
 BUILDFLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
 PKGS := ./...
 
-.PHONY: all build bench-floor images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean
+.PHONY: all build bench-floor images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
 
 all: build
 
@@ -67,6 +67,11 @@ e2e:
 ROUNDS ?= 20
 chaos:
 	ROUNDS=$(ROUNDS) bash scripts/chaos.sh
+
+# The node role on a real NVIDIA GPU and driver (needs CuPy for the fault);
+# see README "On a real GPU". Not part of make test: CI has no GPU.
+nvml:
+	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" $(GO) test -count=1 -v -run NVML ./node/agent
 
 # Everything the project has.
 test: lint unit fuzz e2e

@@ -122,6 +122,7 @@ func (w *Watcher) register() (nvml.EventSet, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("create NVML event set: %s", nvml.ErrorString(ret))
 	}
+	watched := 0
 	for _, u := range w.uuids {
 		d, ret := w.lib.DeviceGetHandleByUUID(u)
 		if ret != nvml.SUCCESS {
@@ -137,7 +138,9 @@ func (w *Watcher) register() (nvml.EventSet, error) {
 			set.Free()
 			return nil, fmt.Errorf("GPU %s: register XID events: %s", u, nvml.ErrorString(ret))
 		}
+		watched++
 	}
+	w.log.Info("watching GPU health through XID events", "gpus", watched, "of", len(w.uuids))
 	return set, nil
 }
 

@@ -1,0 +1,281 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
+	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/node/metrics"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// smiGPU is one GPU as nvidia-smi reports it: the test's independent
+// account of the machine.
+type smiGPU struct {
+	uuid, name, busID string
+	memoryMiB         int64
+}
+
+// TestNodeRoleOnNVML runs the node role on the real driver (--gpu-backend
+// nvml) against a fake clientset and a fake kubelet, and checks what it
+// found and handed out against nvidia-smi. It needs an NVIDIA GPU and
+// driver, so it runs only when VGPUD_TEST_NVML=1 asks for it. With
+// VGPUD_TEST_NVML_FAULT set to a command that makes a kernel on GPU 0
+// fault (scripts/nvml/fault.py), it also checks that the driver's XID
+// reaches the health watcher, which ignores it as an application fault.
+func TestNodeRoleOnNVML(t *testing.T) {
+	want := nvidiaSMI(t)
+	r := startNVMLRole(t, func(*node.Config) {})
+	devs := <-r.lists
+	if len(devs) != r.cfg.Split*len(want) {
+		t.Fatalf("%d devices advertised, want %d (split %d × %d GPUs)", len(devs), r.cfg.Split*len(want), r.cfg.Split, len(want))
+	}
+	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) == len(want) })
+	for i, g := range inv.GPUs {
+		w := want[i]
+		if g.UUID != w.uuid || g.Model != w.name || g.MemoryMiB != w.memoryMiB || !g.Healthy {
+			t.Errorf("GPU %d: inventory %+v, nvidia-smi says %+v", i, g, w)
+		}
+		if n := sysfsNUMA(w.busID); g.NUMA != n {
+			t.Errorf("GPU %d: NUMA %d, sysfs says %d", i, g.NUMA, n)
+		}
+	}
+	if !strings.Contains(r.logs.String(), fmt.Sprintf(`msg="watching GPU health through XID events" component=health gpus=%d of=%d`, len(want), len(want))) {
+		t.Error("the health watcher did not register XID events for every GPU")
+	}
+
+	// A pod bound to a quarter of GPU 0: kubelet admits it.
+	ctx := context.Background()
+	uuid, mem := inv.GPUs[0].UUID, inv.GPUs[0].MemoryMiB/4
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: mem, Cores: 25}}}}})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main"}}},
+	}
+	if _, err := r.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.kubelet.Allocate(ctx, []string{uuid + "-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Envs["NVIDIA_VISIBLE_DEVICES"] != uuid || resp.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != strconv.FormatInt(mem, 10)+"m" || resp.Envs["CUDA_DEVICE_SM_LIMIT"] != "25" {
+		t.Errorf("Allocate's env %v", resp.Envs)
+	}
+	t.Logf("Allocate's env for %s-0: %v", uuid, resp.Envs)
+
+	s := waitSnapshot(t, r.cfg.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 })
+	if !s.Ready || s.Backend != "nvml" || s.GPUs[0].MemoryUsedMiB != mem || s.GPUs[0].SlicesUsed != 1 {
+		t.Errorf("snapshot %+v", s)
+	}
+	var view bytes.Buffer
+	if err := inspect.Render(&view, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("vgpud inspect:\n%s", view.String())
+	// XIDs can be injected only into mocks; the driver's GPUs refuse.
+	if err := inspect.InjectXID(ctx, r.cfg.InspectSocket, "0", 79); err == nil {
+		t.Error("an XID was injected into a real GPU")
+	}
+
+	if fault(t) {
+		r.waitLog(t, `msg="ignored XID"`)
+		if inv := r.inventory(t, func(protocol.Inventory) bool { return true }); !inv.GPUs[0].Healthy {
+			t.Error("an application fault made GPU 0 unhealthy")
+		}
+		select {
+		case devs := <-r.lists:
+			t.Errorf("kubelet was sent %d devices after an ignored XID", len(devs))
+		default:
+		}
+	}
+	if strings.Contains(r.logs.String(), "level=ERROR") {
+		t.Error("the node role logged an error")
+	}
+}
+
+// TestNVMLFaultHealth runs the node role on the real driver with no XID
+// ignored, makes a kernel on GPU 0 fault (VGPUD_TEST_NVML_FAULT), and
+// checks the GPU leaves kubelet's device list and the inventory, then
+// comes back after the quiet period once NVML answers for it.
+func TestNVMLFaultHealth(t *testing.T) {
+	want := nvidiaSMI(t)
+	if os.Getenv("VGPUD_TEST_NVML_FAULT") == "" {
+		t.Skip("set VGPUD_TEST_NVML_FAULT to a command that makes a kernel on GPU 0 fault (scripts/nvml/fault.py)")
+	}
+	r := startNVMLRole(t, func(c *node.Config) { c.IgnoredXIDs, c.HealthRecovery = []uint64{}, 3*time.Second })
+	if devs := <-r.lists; len(devs) != r.cfg.Split*len(want) {
+		t.Fatalf("%d devices advertised, want %d", len(devs), r.cfg.Split*len(want))
+	}
+	r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) == len(want) && inv.GPUs[0].Healthy })
+	faulted := time.Now()
+	fault(t)
+	r.inventory(t, func(inv protocol.Inventory) bool { return !inv.GPUs[0].Healthy })
+	t.Logf("GPU 0 unhealthy in the inventory %v after the fault began", time.Since(faulted))
+	if devs := <-r.lists; len(devs) != r.cfg.Split*(len(want)-1) {
+		t.Errorf("%d devices advertised with GPU 0 unhealthy, want %d", len(devs), r.cfg.Split*(len(want)-1))
+	}
+	r.inventory(t, func(inv protocol.Inventory) bool { return inv.GPUs[0].Healthy })
+	t.Logf("GPU 0 healthy again %v after the fault began (quiet period 3s)", time.Since(faulted))
+	if devs := <-r.lists; len(devs) != r.cfg.Split*len(want) {
+		t.Errorf("%d devices advertised after recovery, want %d", len(devs), r.cfg.Split*len(want))
+	}
+	r.waitLog(t, `msg="critical XID: GPU unhealthy"`)
+	r.waitLog(t, `msg="GPUs recovered after a quiet period"`)
+}
+
+// nvmlRole is a node role on the real driver, serving a fake kubelet.
+type nvmlRole struct {
+	cfg     node.Config
+	kube    *fake.Clientset
+	kubelet *fakekubelet.Kubelet
+	lists   chan []*pluginapi.Device
+	logs    *lockedBuffer
+}
+
+// startNVMLRole starts the node role on NVML and waits until kubelet has
+// its registration; cleanup stops it and logs what it said.
+func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
+	t.Helper()
+	dir := t.TempDir()
+	r := &nvmlRole{lists: make(chan []*pluginapi.Device, 64), logs: &lockedBuffer{}}
+	var err error
+	if r.kubelet, err = fakekubelet.Start(dir, r.lists); err != nil {
+		t.Fatal(err)
+	}
+	r.kube = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	r.cfg = node.DefaultConfig()
+	r.cfg.Backend, r.cfg.PluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
+	r.cfg.ResolveWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
+	tune(&r.cfg)
+	a := New(r.cfg, "n1", protocol.DefaultResourceNames(), unstreamed{r.kube.CoreV1()}, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		r.kubelet.Stop()
+		t.Logf("node role's log:\n%s", r.logs.String())
+	})
+	select {
+	case <-r.kubelet.Registrations:
+		t.Logf("registered with kubelet %v after start", time.Since(start))
+	case <-time.After(30 * time.Second):
+		t.Fatal("no registration within 30s")
+	}
+	return r
+}
+
+func (r *nvmlRole) inventory(t *testing.T, ok func(protocol.Inventory) bool) protocol.Inventory {
+	t.Helper()
+	return waitInventory(t, r.kube, ok)
+}
+
+// waitLog waits up to 10 s for the node role to log line.
+func (r *nvmlRole) waitLog(t *testing.T, line string) {
+	t.Helper()
+	for range 500 {
+		if strings.Contains(r.logs.String(), line) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("the node role did not log %s within 10s", line)
+}
+
+// fault runs VGPUD_TEST_NVML_FAULT, if set, and reports whether it did.
+func fault(t *testing.T) bool {
+	t.Helper()
+	cmd := os.Getenv("VGPUD_TEST_NVML_FAULT")
+	if cmd == "" {
+		return false
+	}
+	out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	t.Logf("%s: %s", cmd, out)
+	return true
+}
+
+// nvidiaSMI lists the machine's GPUs in index order, skipping the test
+// unless VGPUD_TEST_NVML=1 says there is a driver to ask.
+func nvidiaSMI(t *testing.T) []smiGPU {
+	t.Helper()
+	if os.Getenv("VGPUD_TEST_NVML") != "1" {
+		t.Skip("set VGPUD_TEST_NVML=1 on a machine with an NVIDIA GPU and driver to run the node role on NVML")
+	}
+	out, err := exec.Command("nvidia-smi", "--query-gpu=uuid,name,memory.total,pci.bus_id", "--format=csv,noheader,nounits").Output()
+	if err != nil {
+		t.Fatalf("nvidia-smi: %v", err)
+	}
+	var gpus []smiGPU
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, ", ")
+		if len(f) != 4 {
+			t.Fatalf("nvidia-smi line %q", line)
+		}
+		mem, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			t.Fatalf("nvidia-smi memory %q: %v", f[2], err)
+		}
+		gpus = append(gpus, smiGPU{uuid: f[0], name: f[1], memoryMiB: mem, busID: f[3]})
+	}
+	t.Logf("nvidia-smi: %s", out)
+	return gpus
+}
+
+// sysfsNUMA is the GPU's NUMA node from sysfs, 0 where it says none (-1).
+func sysfsNUMA(busID string) int {
+	id := strings.ToLower(busID[len(busID)-12:])
+	raw, err := os.ReadFile(filepath.Join("/sys/bus/pci/devices", id, "numa_node"))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// lockedBuffer collects the node role's log across its goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
