@@ -3,6 +3,8 @@
 # its webhook and the extender benchmarks (no kubelet, no network namespace).
 #   scripts/apiserver.sh up     start (idempotent); prints the kubeconfig path
 #   scripts/apiserver.sh down   stop by recorded PIDs
+# VGPUD_K8S_BIN names a folder holding kube-apiserver (else
+# scripts/k8s-binaries.sh builds it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run=${VGPUD_APISERVER_DIR:-/var/lib/vgpud-e2e/apiserver}
@@ -16,7 +18,7 @@ up() {
 	if [ ${#missing[@]} -gt 0 ]; then
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 	fi
-	bin=$("$here/k8s-binaries.sh")
+	bin=${VGPUD_K8S_BIN:-$("$here/k8s-binaries.sh")}
 	mkdir -p "$run/pki" "$run/etcd" "$run/log"
 	if [ -f "$run/apiserver.pid" ] && kill -0 "$(cat "$run/apiserver.pid")" 2>/dev/null; then
 		echo "$run/kubeconfig"
@@ -53,7 +55,7 @@ KC
 		>"$run/log/kube-apiserver.log" 2>&1 </dev/null &
 	echo $! >"$run/apiserver.pid"
 	for _ in $(seq 1 120); do
-		if kubectl --kubeconfig "$run/kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+		if curl -fsS --cacert "$run/pki/ca.crt" -H "Authorization: Bearer $token" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
 			echo "$run/kubeconfig"
 			return
 		fi

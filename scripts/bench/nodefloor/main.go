@@ -4,7 +4,8 @@
 // libraries vgpud is held to: it links only what every replica must run
 // (client-go's typed core and coordination clients and Lease election,
 // kubelet's device-plugin gRPC API, go-nvml, fsnotify), runs their package
-// initialisation, and sleeps. make bench builds it as bin/vgpud is built and reads its RSS
+// initialisation, and sleeps; with --nvml it also opens the driver's NVML
+// and lists the GPUs (for a GPU machine). make bench builds it as bin/vgpud is built and reads its RSS
 // next to the node-only daemon's: the binary's mapped pages are most of
 // both.
 package main
@@ -38,7 +39,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "elector:", err)
 	}
 	_ = corev1client.NewForConfigOrDie(cfg)
-	_ = nvml.New() // the library handle only: no driver here
+	lib := nvml.New() // the library handle only: no driver on the bench machines
+	if len(os.Args) > 1 && os.Args[1] == "--nvml" {
+		// On a GPU machine: load the driver's library and ask what the node
+		// role asks, so the floor includes NVML's own memory.
+		if ret := lib.Init(); ret != nvml.SUCCESS {
+			fmt.Fprintln(os.Stderr, "nvml:", nvml.ErrorString(ret))
+			os.Exit(1)
+		}
+		n, _ := lib.DeviceGetCount()
+		for i := range n {
+			d, _ := lib.DeviceGetHandleByIndex(i)
+			_, _ = d.GetUUID()
+			_, _ = d.GetMemoryInfo()
+		}
+		fmt.Println("nvml: GPUs", n)
+	}
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
 		defer w.Close()

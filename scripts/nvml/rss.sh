@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Node-only memory on a GPU machine: vgpud's node role on the 8-GPU mock and
+# on the driver, next to the floor program (scripts/bench/nodefloor) without
+# and with NVML, each started afresh RUNS times (default 3) and read 5 s in.
+# Needs etcd, openssl, curl, the NVIDIA driver, VGPUD_BIN and
+# VGPUD_NODE_FLOOR (make build bench-floor), and kube-apiserver in
+# VGPUD_K8S_BIN (else scripts/k8s-binaries.sh builds it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+runs=${RUNS:-3}
+run=${VGPUD_APISERVER_DIR:-/var/lib/vgpud-e2e/apiserver}
+kubeconfig=$("$here/apiserver.sh" up)
+tmp=$(mktemp -d)
+trap '"$here/apiserver.sh" down; rm -rf "$tmp"' EXIT
+token=$(cut -d, -f1 "$run/pki/tokens.csv")
+# The node role publishes its inventory on its Node; 409 if it exists.
+curl -sS -o /dev/null --cacert "$run/pki/ca.crt" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+	-d '{"metadata":{"name":"rss-node"}}' "https://127.0.0.1:${VGPUD_APISERVER_PORT:-6443}/api/v1/nodes"
+mkdir -p "$tmp/dp"
+
+node() {
+	exec "$VGPUD_BIN" run --roles=node --gpu-backend="$1" --node-name=rss-node --kubeconfig="$kubeconfig" \
+		--device-plugin-dir="$tmp/dp" --inspect-socket="$tmp/inspect.sock" --pod-resources-socket= --metrics-listen=
+}
+
+# measure LABEL READY COMMAND...: start the command RUNS times and print
+# its RSS, once its output says READY (the node role found its GPUs).
+measure() {
+	local label=$1 ready=$2 pid i
+	shift 2
+	for i in $(seq "$runs"); do
+		"$@" >"$tmp/out" 2>&1 &
+		pid=$!
+		sleep 5
+		if ! kill -0 "$pid" 2>/dev/null || ! grep -q "$ready" "$tmp/out"; then
+			echo "$label: not ready after 5 s:" >&2
+			cat "$tmp/out" >&2
+			kill "$pid" 2>/dev/null
+			exit 1
+		fi
+		echo "$label, run $i: $(awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s %.1f MiB  ", $1, $2 / 1024}' "/proc/$pid/status")"
+		kill -TERM "$pid"
+		wait "$pid" || true
+	done
+}
+
+measure "vgpud node-only, mock:dgxa100" "node role serving" node mock:dgxa100
+measure "vgpud node-only, nvml" "node role serving" node nvml
+measure "floor" ready "$VGPUD_NODE_FLOOR"
+measure "floor --nvml" ready "$VGPUD_NODE_FLOOR" --nvml
