@@ -68,10 +68,14 @@ ROUNDS ?= 20
 chaos:
 	ROUNDS=$(ROUNDS) bash scripts/chaos.sh
 
-# The node role on a real NVIDIA GPU and driver (needs CuPy for the fault);
+# The node role on a real NVIDIA GPU and driver (needs CuPy for the fault;
+# INTERPOSER=<dir with HAMi-core's libvgpu.so> adds the interposer test);
 # see README "On a real GPU". Not part of make test: CI has no GPU.
+INTERPOSER ?=
 nvml:
-	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" $(GO) test -count=1 -v -run NVML ./node/agent
+	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" \
+		VGPUD_TEST_NVML_INTERPOSER="$(INTERPOSER)" VGPUD_TEST_NVML_PROBE="python3 $(CURDIR)/scripts/nvml/probe.py" \
+		$(GO) test -count=1 -v -run NVML ./node/agent
 
 # Everything the project has.
 test: lint unit fuzz e2e

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -66,18 +67,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 	// A pod bound to a quarter of GPU 0: kubelet admits it.
 	ctx := context.Background()
 	uuid, mem := inv.GPUs[0].UUID, inv.GPUs[0].MemoryMiB/4
-	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: mem, Cores: 25}}}}})
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
-		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main"}}},
-	}
-	if _, err := r.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := r.kubelet.Allocate(ctx, []string{uuid + "-0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := r.allocate(t, uuid, mem, 25)
 	if resp.Envs["NVIDIA_VISIBLE_DEVICES"] != uuid || resp.Envs["CUDA_DEVICE_MEMORY_LIMIT_0"] != strconv.FormatInt(mem, 10)+"m" || resp.Envs["CUDA_DEVICE_SM_LIMIT"] != "25" {
 		t.Errorf("Allocate's env %v", resp.Envs)
 	}
@@ -143,6 +133,83 @@ func TestNVMLFaultHealth(t *testing.T) {
 	r.waitLog(t, `msg="GPUs recovered after a quiet period"`)
 }
 
+// TestNVMLInterposerHoldsTheSlice hands HAMi-core's libvgpu.so out with
+// a quarter of GPU 0 and runs a CUDA program as the container would see
+// it: Allocate's env, the preloaded library, the GPU the runtime exposes.
+// The program must see the slice's memory as the GPU's total and fail to
+// allocate beyond it. VGPUD_TEST_NVML_INTERPOSER is a directory holding
+// libvgpu.so; VGPUD_TEST_NVML_PROBE a command that takes the limit in MiB
+// and prints scripts/nvml/probe.py's JSON.
+func TestNVMLInterposerHoldsTheSlice(t *testing.T) {
+	nvidiaSMI(t)
+	dir, probe := os.Getenv("VGPUD_TEST_NVML_INTERPOSER"), os.Getenv("VGPUD_TEST_NVML_PROBE")
+	if dir == "" || probe == "" {
+		t.Skip("set VGPUD_TEST_NVML_INTERPOSER to a directory holding HAMi-core's libvgpu.so and VGPUD_TEST_NVML_PROBE to scripts/nvml/probe.py's command")
+	}
+	r := startNVMLRole(t, func(c *node.Config) { c.Interposer = dir })
+	<-r.lists
+	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) > 0 })
+	mem := inv.GPUs[0].MemoryMiB / 4
+	resp := r.allocate(t, inv.GPUs[0].UUID, mem, 25)
+	cmd := exec.Command("sh", "-c", probe+" "+strconv.FormatInt(mem, 10))
+	cmd.Env = append(os.Environ(), asContainer(t, resp)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Logf("probe: %s\n%s", out, stderr.String())
+	if err != nil {
+		t.Fatalf("%s: %v", probe, err)
+	}
+	var got struct {
+		TotalMiB    int64 `json:"totalMiB"`
+		Under, Over bool
+	}
+	if err := json.Unmarshal(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:], &got); err != nil {
+		t.Fatalf("probe's output: %v", err)
+	}
+	if got.TotalMiB != mem || !got.Under || got.Over {
+		t.Errorf("under the interposer the program saw %d MiB total (want %d), allocated 1 GiB under the limit: %v (want true), 1 GiB over: %v (want false)", got.TotalMiB, mem, got.Under, got.Over)
+	}
+}
+
+// asContainer is the environment of a process standing in for the
+// container of resp: its env with container paths mapped to the mounts'
+// host paths, the library the mounted ld.so.preload names as LD_PRELOAD,
+// and only the GPUs the NVIDIA runtime would expose.
+func asContainer(t *testing.T, resp *pluginapi.ContainerAllocateResponse) []string {
+	t.Helper()
+	host := func(p string) (string, bool) {
+		for _, m := range resp.Mounts {
+			if p == m.ContainerPath || strings.HasPrefix(p, m.ContainerPath+"/") {
+				return m.HostPath + p[len(m.ContainerPath):], true
+			}
+		}
+		return "", false
+	}
+	var env []string
+	for k, v := range resp.Envs {
+		if h, ok := host(v); ok {
+			v = h
+		}
+		env = append(env, k+"="+v)
+	}
+	preload, ok := host("/etc/ld.so.preload")
+	if !ok {
+		t.Fatalf("no ld.so.preload among the mounts %v", resp.Mounts)
+	}
+	raw, err := os.ReadFile(preload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, ok := host(strings.TrimSpace(string(raw)))
+	if !ok {
+		t.Fatalf("ld.so.preload names %q, which no mount provides", raw)
+	}
+	// HAMi-core opens itself again by its container path; CUDA_REDIRECT
+	// names it where no mount put it there.
+	return append(env, "LD_PRELOAD="+lib, "CUDA_REDIRECT="+lib, "CUDA_VISIBLE_DEVICES="+resp.Envs["NVIDIA_VISIBLE_DEVICES"])
+}
+
 // nvmlRole is a node role on the real driver, serving a fake kubelet.
 type nvmlRole struct {
 	cfg     node.Config
@@ -183,10 +250,33 @@ func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
 	select {
 	case <-r.kubelet.Registrations:
 		t.Logf("registered with kubelet %v after start", time.Since(start))
+	case err := <-done:
+		done <- err // for cleanup
+		t.Fatalf("the node role stopped before registering: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("no registration within 30s")
 	}
 	return r
+}
+
+// allocate binds a pod to a slice of one GPU, as the leader would, and
+// has kubelet allocate it a device of that GPU.
+func (r *nvmlRole) allocate(t *testing.T, uuid string, mem int64, cores int) *pluginapi.ContainerAllocateResponse {
+	t.Helper()
+	ctx := context.Background()
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: mem, Cores: cores}}}}})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main"}}},
+	}
+	if _, err := r.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.kubelet.Allocate(ctx, []string{uuid + "-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 func (r *nvmlRole) inventory(t *testing.T, ok func(protocol.Inventory) bool) protocol.Inventory {
