@@ -24,6 +24,7 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/node/metrics"
 	"github.com/vgpud/vgpud/protocol"
@@ -56,7 +57,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 		if g.UUID != w.uuid || g.Model != w.name || g.MemoryMiB != w.memoryMiB || !g.Healthy {
 			t.Errorf("GPU %d: inventory %+v, nvidia-smi says %+v", i, g, w)
 		}
-		if n := sysfsNUMA(w.busID); g.NUMA != n {
+		if n := gpu.SysfsNUMA(w.busID); g.NUMA != n {
 			t.Errorf("GPU %d: NUMA %d, sysfs says %d", i, g.NUMA, n)
 		}
 	}
@@ -336,20 +337,6 @@ func nvidiaSMI(t *testing.T) []smiGPU {
 	}
 	t.Logf("nvidia-smi: %s", out)
 	return gpus
-}
-
-// sysfsNUMA is the GPU's NUMA node from sysfs, 0 where it says none (-1).
-func sysfsNUMA(busID string) int {
-	id := strings.ToLower(busID[len(busID)-12:])
-	raw, err := os.ReadFile(filepath.Join("/sys/bus/pci/devices", id, "numa_node"))
-	if err != nil {
-		return 0
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }
 
 // lockedBuffer collects the node role's log across its goroutines.

@@ -15,6 +15,12 @@ func numaNode(d nvml.Device, busID string) int {
 	if n, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS && n >= 0 {
 		return n
 	}
+	return SysfsNUMA(busID)
+}
+
+// SysfsNUMA is the NUMA node sysfs gives the PCI device at NVML's busID,
+// 0 where it gives none.
+func SysfsNUMA(busID string) int {
 	if len(busID) < 12 {
 		return 0
 	}
