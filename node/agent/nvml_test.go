@@ -47,7 +47,7 @@ type smiGPU struct {
 func TestNodeRoleOnNVML(t *testing.T) {
 	want := nvidiaSMI(t)
 	r := startNVMLRole(t, func(*node.Config) {})
-	devs := <-r.lists
+	devs := r.list(t)
 	if len(devs) != r.cfg.Split*len(want) {
 		t.Fatalf("%d devices advertised, want %d (split %d × %d GPUs)", len(devs), r.cfg.Split*len(want), r.cfg.Split, len(want))
 	}
@@ -61,9 +61,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 			t.Errorf("GPU %d: NUMA %d, sysfs says %d", i, g.NUMA, n)
 		}
 	}
-	if !strings.Contains(r.logs.String(), fmt.Sprintf(`msg="watching GPU health through XID events" component=health gpus=%d of=%d`, len(want), len(want))) {
-		t.Error("the health watcher did not register XID events for every GPU")
-	}
+	r.waitLog(t, fmt.Sprintf(`msg="watching GPU health through XID events" component=health gpus=%d of=%d`, len(want), len(want)))
 
 	// A pod bound to a quarter of GPU 0: kubelet admits it.
 	ctx := context.Background()
@@ -88,7 +86,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 		t.Error("an XID was injected into a real GPU")
 	}
 
-	if fault(t) {
+	if fault(t, uuid) {
 		r.waitLog(t, `msg="ignored XID"`)
 		if inv := r.inventory(t, func(protocol.Inventory) bool { return true }); !inv.GPUs[0].Healthy {
 			t.Error("an application fault made GPU 0 unhealthy")
@@ -96,8 +94,10 @@ func TestNodeRoleOnNVML(t *testing.T) {
 		select {
 		case devs := <-r.lists:
 			t.Errorf("kubelet was sent %d devices after an ignored XID", len(devs))
-		default:
+		case <-time.After(time.Second):
 		}
+	} else {
+		t.Log("VGPUD_TEST_NVML_FAULT is not set: no XID made")
 	}
 	if strings.Contains(r.logs.String(), "level=ERROR") {
 		t.Error("the node role logged an error")
@@ -114,20 +114,20 @@ func TestNVMLFaultHealth(t *testing.T) {
 		t.Skip("set VGPUD_TEST_NVML_FAULT to a command that makes a kernel on GPU 0 fault (scripts/nvml/fault.py)")
 	}
 	r := startNVMLRole(t, func(c *node.Config) { c.IgnoredXIDs, c.HealthRecovery = []uint64{}, 3*time.Second })
-	if devs := <-r.lists; len(devs) != r.cfg.Split*len(want) {
+	if devs := r.list(t); len(devs) != r.cfg.Split*len(want) {
 		t.Fatalf("%d devices advertised, want %d", len(devs), r.cfg.Split*len(want))
 	}
-	r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) == len(want) && inv.GPUs[0].Healthy })
+	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) == len(want) && inv.GPUs[0].Healthy })
 	faulted := time.Now()
-	fault(t)
+	fault(t, inv.GPUs[0].UUID)
 	r.inventory(t, func(inv protocol.Inventory) bool { return !inv.GPUs[0].Healthy })
 	t.Logf("GPU 0 unhealthy in the inventory %v after the fault began", time.Since(faulted))
-	if devs := <-r.lists; len(devs) != r.cfg.Split*(len(want)-1) {
+	if devs := r.list(t); len(devs) != r.cfg.Split*(len(want)-1) {
 		t.Errorf("%d devices advertised with GPU 0 unhealthy, want %d", len(devs), r.cfg.Split*(len(want)-1))
 	}
 	r.inventory(t, func(inv protocol.Inventory) bool { return inv.GPUs[0].Healthy })
 	t.Logf("GPU 0 healthy again %v after the fault began (quiet period 3s)", time.Since(faulted))
-	if devs := <-r.lists; len(devs) != r.cfg.Split*len(want) {
+	if devs := r.list(t); len(devs) != r.cfg.Split*len(want) {
 		t.Errorf("%d devices advertised after recovery, want %d", len(devs), r.cfg.Split*len(want))
 	}
 	r.waitLog(t, `msg="critical XID: GPU unhealthy"`)
@@ -148,7 +148,7 @@ func TestNVMLInterposerHoldsTheSlice(t *testing.T) {
 		t.Skip("set VGPUD_TEST_NVML_INTERPOSER to a directory holding HAMi-core's libvgpu.so and VGPUD_TEST_NVML_PROBE to scripts/nvml/probe.py's command")
 	}
 	r := startNVMLRole(t, func(c *node.Config) { c.Interposer = dir })
-	<-r.lists
+	r.list(t)
 	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) > 0 })
 	mem := inv.GPUs[0].MemoryMiB / 4
 	resp := r.allocate(t, inv.GPUs[0].UUID, mem, 25)
@@ -162,14 +162,17 @@ func TestNVMLInterposerHoldsTheSlice(t *testing.T) {
 		t.Fatalf("%s: %v", probe, err)
 	}
 	var got struct {
-		TotalMiB    int64 `json:"totalMiB"`
-		Under, Over bool
+		TotalMiB int64 `json:"totalMiB"`
+		Under    *bool `json:"under"`
+		Over     *bool `json:"over"`
 	}
-	if err := json.Unmarshal(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:], &got); err != nil {
-		t.Fatalf("probe's output: %v", err)
+	last := bytes.TrimSpace(out)
+	last = last[bytes.LastIndexByte(last, '\n')+1:]
+	if err := json.Unmarshal(last, &got); err != nil || got.Under == nil || got.Over == nil {
+		t.Fatalf("probe's last line %q: want totalMiB, under and over (%v)", last, err)
 	}
-	if got.TotalMiB != mem || !got.Under || got.Over {
-		t.Errorf("under the interposer the program saw %d MiB total (want %d), allocated 1 GiB under the limit: %v (want true), 1 GiB over: %v (want false)", got.TotalMiB, mem, got.Under, got.Over)
+	if got.TotalMiB != mem || !*got.Under || *got.Over {
+		t.Errorf("under the interposer the program saw %d MiB total (want %d), allocated 1 GiB under the limit: %v (want true), 1 GiB over: %v (want false)", got.TotalMiB, mem, *got.Under, *got.Over)
 	}
 }
 
@@ -218,6 +221,8 @@ type nvmlRole struct {
 	kubelet *fakekubelet.Kubelet
 	lists   chan []*pluginapi.Device
 	logs    *lockedBuffer
+	stopped chan struct{} // closed when Run returned, with err
+	err     error
 }
 
 // startNVMLRole starts the node role on NVML and waits until kubelet has
@@ -237,13 +242,21 @@ func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
 	tune(&r.cfg)
 	a := New(r.cfg, "n1", protocol.DefaultResourceNames(), unstreamed{r.kube.CoreV1()}, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	r.stopped = make(chan struct{})
 	start := time.Now()
-	go func() { done <- a.Run(ctx) }()
+	go func() {
+		defer close(r.stopped)
+		r.err = a.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+		select {
+		case <-r.stopped:
+			if r.err != nil {
+				t.Errorf("Run: %v", r.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the node role did not stop within 30s")
 		}
 		r.kubelet.Stop()
 		t.Logf("node role's log:\n%s", r.logs.String())
@@ -251,12 +264,13 @@ func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
 	select {
 	case <-r.kubelet.Registrations:
 		t.Logf("registered with kubelet %v after start", time.Since(start))
-	case err := <-done:
-		done <- err // for cleanup
-		t.Fatalf("the node role stopped before registering: %v", err)
+	case <-r.stopped:
+		t.Fatal("the node role stopped before registering")
 	case <-time.After(30 * time.Second):
 		t.Fatal("no registration within 30s")
 	}
+	// A fault made before the watcher registers for XID events is lost.
+	r.waitLog(t, `msg="watching GPU health through XID events"`)
 	return r
 }
 
@@ -280,6 +294,20 @@ func (r *nvmlRole) allocate(t *testing.T, uuid string, mem int64, cores int) *pl
 	return resp
 }
 
+// list is the next device list the plugin sent kubelet.
+func (r *nvmlRole) list(t *testing.T) []*pluginapi.Device {
+	t.Helper()
+	select {
+	case devs := <-r.lists:
+		return devs
+	case <-r.stopped:
+		t.Fatal("the node role stopped")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no device list within 30s")
+	}
+	return nil
+}
+
 func (r *nvmlRole) inventory(t *testing.T, ok func(protocol.Inventory) bool) protocol.Inventory {
 	t.Helper()
 	return waitInventory(t, r.kube, ok)
@@ -297,14 +325,17 @@ func (r *nvmlRole) waitLog(t *testing.T, line string) {
 	t.Errorf("the node role did not log %s within 10s", line)
 }
 
-// fault runs VGPUD_TEST_NVML_FAULT, if set, and reports whether it did.
-func fault(t *testing.T) bool {
+// fault runs VGPUD_TEST_NVML_FAULT, if set, on the GPU uuid alone, and
+// reports whether it did.
+func fault(t *testing.T, uuid string) bool {
 	t.Helper()
 	cmd := os.Getenv("VGPUD_TEST_NVML_FAULT")
 	if cmd == "" {
 		return false
 	}
-	out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+	c := exec.Command("sh", "-c", cmd)
+	c.Env = append(os.Environ(), "CUDA_VISIBLE_DEVICES="+uuid)
+	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", cmd, err, out)
 	}

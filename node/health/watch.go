@@ -140,7 +140,11 @@ func (w *Watcher) register() (nvml.EventSet, error) {
 		}
 		watched++
 	}
-	w.log.Info("watching GPU health through XID events", "gpus", watched, "of", len(w.uuids))
+	if watched == 0 {
+		w.log.Warn("no GPU reports XID events; GPU health is not watched", "gpus", len(w.uuids))
+	} else {
+		w.log.Info("watching GPU health through XID events", "gpus", watched, "of", len(w.uuids))
+	}
 	return set, nil
 }
 

@@ -1,4 +1,4 @@
-"""Make a CUDA kernel on GPU 0 write through a bad pointer.
+"""Make a CUDA kernel on the first GPU CUDA sees write through a bad pointer.
 
 The driver kills the context and reports an application XID (an MMU
 fault, XID 31), which is what TestNodeRoleOnNVML and TestNVMLFaultHealth

@@ -9,13 +9,19 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 runs=${RUNS:-3}
 run=${VGPUD_APISERVER_DIR:-/var/lib/vgpud-e2e/apiserver}
-kubeconfig=$("$here/apiserver.sh" up)
 tmp=$(mktemp -d)
-trap '"$here/apiserver.sh" down; rm -rf "$tmp"' EXIT
+pid=
+# Stops the apiserver this script started (or found running) too.
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; "$here/apiserver.sh" down; rm -rf "$tmp"' EXIT
+kubeconfig=$("$here/apiserver.sh" up)
 token=$(cut -d, -f1 "$run/pki/tokens.csv")
-# The node role publishes its inventory on its Node; 409 if it exists.
-curl -sS -o /dev/null --cacert "$run/pki/ca.crt" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-	-d '{"metadata":{"name":"rss-node"}}' "https://127.0.0.1:${VGPUD_APISERVER_PORT:-6443}/api/v1/nodes"
+# The node role publishes its inventory on its Node (409: made earlier).
+code=$(curl -sS -o "$tmp/out" -w '%{http_code}' --cacert "$run/pki/ca.crt" -H "Authorization: Bearer $token" \
+	-H 'Content-Type: application/json' -d '{"metadata":{"name":"rss-node"}}' "https://127.0.0.1:${VGPUD_APISERVER_PORT:-6443}/api/v1/nodes")
+case $code in
+201 | 409) ;;
+*) echo "create Node rss-node: HTTP $code: $(cat "$tmp/out")" >&2; exit 1 ;;
+esac
 mkdir -p "$tmp/dp"
 
 node() {
@@ -26,7 +32,7 @@ node() {
 # measure LABEL READY COMMAND...: start the command RUNS times and print
 # its RSS, once its output says READY (the node role found its GPUs).
 measure() {
-	local label=$1 ready=$2 pid i
+	local label=$1 ready=$2 i
 	shift 2
 	for i in $(seq "$runs"); do
 		"$@" >"$tmp/out" 2>&1 &
@@ -35,12 +41,12 @@ measure() {
 		if ! kill -0 "$pid" 2>/dev/null || ! grep -q "$ready" "$tmp/out"; then
 			echo "$label: not ready after 5 s:" >&2
 			cat "$tmp/out" >&2
-			kill "$pid" 2>/dev/null
 			exit 1
 		fi
 		echo "$label, run $i: $(awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s %.1f MiB  ", $1, $2 / 1024}' "/proc/$pid/status")"
 		kill -TERM "$pid"
 		wait "$pid" || true
+		pid=
 	done
 }
 

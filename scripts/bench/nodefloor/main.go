@@ -5,9 +5,9 @@
 // (client-go's typed core and coordination clients and Lease election,
 // kubelet's device-plugin gRPC API, go-nvml, fsnotify), runs their package
 // initialisation, and sleeps; with --nvml it also opens the driver's NVML
-// and lists the GPUs (for a GPU machine). make bench builds it as bin/vgpud is built and reads its RSS
-// next to the node-only daemon's: the binary's mapped pages are most of
-// both.
+// and lists the GPUs (for a GPU machine). make bench builds it as bin/vgpud
+// is built and reads its RSS next to the node-only daemon's: the binary's
+// mapped pages are most of both.
 package main
 
 import (
