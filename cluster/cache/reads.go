@@ -1,0 +1,125 @@
+package cache
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// The books as their readers see them: the extender's filter and bind,
+// the quota check, the ghost sweep and the metrics.
+
+// Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
+func (c *Cache) Node(name string) (core.Node, *core.Reason) { return c.NodeFor(name, "") }
+
+// NodeFor is Node as pod sees it: without pod's own booking, so a pod
+// filtered or bound again (an earlier bind of it wrote its assignment but
+// never reached a Binding) is not in its own way.
+func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[name]
+	switch {
+	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
+		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
+	case st.invErr != nil:
+		return core.Node{}, &core.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+	case !st.usable:
+		// kube-scheduler saw GPUs here (it filters on allocatable first),
+		// so the books lag a plugin that is coming back.
+		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
+	case st.plugin != protocol.PluginServing:
+		// A pod bound now would meet a plugin that is going away (or not
+		// back yet), or a restarting kubelet, and fail kubelet's admission.
+		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
+	}
+	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
+		return c.usage(name, pod), nil
+	}
+	// Shared, not copied: recompute replaces current and never changes it
+	// in place, and callers only read a Node (core does not write one).
+	return st.current, nil
+}
+
+// NamespaceUsage is what the booked pods of namespace hold, summed over
+// their GPUs (core.PlacementTotal), leaving out the pod except: the
+// figure bind checks quota against.
+func (c *Cache) NamespaceUsage(namespace string, except types.UID) core.Usage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var total core.Usage
+	for uid, p := range c.pods {
+		if p.namespace != namespace || uid == except {
+			continue
+		}
+		u := core.PlacementTotal(p.placement)
+		total.MemMiB += u.MemMiB
+		total.Cores += u.Cores
+		total.Slots += u.Slots
+	}
+	return total
+}
+
+// Ghost is a booking on a pod that never got a node.
+type Ghost struct {
+	UID       types.UID
+	Namespace string
+	Name      string
+	Node      string
+	Since     time.Time
+}
+
+// Ghosts lists bookings seen without a node since before cutoff: their
+// bind wrote the assignment but never reached a Binding.
+func (c *Cache) Ghosts(cutoff time.Time) []Ghost {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []Ghost
+	for uid, p := range c.pods {
+		if !p.bound && p.unboundSince.Before(cutoff) {
+			out = append(out, Ghost{UID: uid, Namespace: p.namespace, Name: p.name, Node: p.node, Since: p.unboundSince})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out
+}
+
+// PodCount is how many pods the books hold.
+func (c *Cache) PodCount() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.pods)
+}
+
+// Pods lists the booked pods as namespace/name, sorted, for debugging and tests.
+func (c *Cache) Pods() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.pods))
+	for _, p := range c.pods {
+		out = append(out, p.namespace+"/"+p.name+"@"+p.node)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Usage is every node's per-GPU usage, keyed by node then GPU UUID, for
+// comparing two caches (a restart must rebuild the same books).
+func (c *Cache) Usage() map[string]map[string]core.Usage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]map[string]core.Usage, len(c.nodes))
+	for name, st := range c.nodes {
+		m := make(map[string]core.Usage, len(st.current.GPUs))
+		for _, g := range st.current.GPUs {
+			m[g.UUID] = g.Used
+		}
+		out[name] = m
+	}
+	return out
+}
