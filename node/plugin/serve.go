@@ -41,7 +41,8 @@ type Server struct {
 	retry  time.Duration // retryGone; shorter in tests
 	log    *slog.Logger
 
-	grpc *grpc.Server
+	grpc   *grpc.Server
+	events chan pluginwatch.Event // socket events Run has yet to handle
 
 	self        string      // this replica's pod, namespace/name
 	kubeletPods KubeletPods // nil: serving does not wait for kubelet's pod list
@@ -99,6 +100,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("device-plugin directory: %w", err)
 	}
 	events := make(chan pluginwatch.Event, 16)
+	s.events = events
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- pluginwatch.Watch(ctx, s.dir, s.socket, events) }()
 	defer s.drain()
@@ -205,38 +207,63 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	s.log.Info("registered with kubelet", "resource", s.plugin.opts.Resources.GPU, "trigger", trigger, "latency", lat.Round(time.Microsecond))
 	// Serving only once kubelet holds the devices: a pod bound before
 	// that is refused ("no healthy devices present").
-	if !s.listedSince(ctx, listings) {
+	switch s.listedSince(ctx, listings) {
+	case superseded:
+		s.log.Info("the sockets changed again before kubelet read the devices; serving and registering again")
+		return
+	case timedOut:
 		s.log.Warn("kubelet has not read the device list; saying serving anyway", "waited", listWait)
 	}
-	if waited, ok := s.kubeletListsSelf(ctx); !ok {
+	switch waited, res := s.kubeletListsSelf(ctx); {
+	case res == superseded:
+		s.log.Info("the sockets changed again before kubelet listed this replica's pod; serving and registering again")
+		return
+	case res == timedOut:
 		s.log.Warn("kubelet does not list this replica's pod; saying serving anyway", "pod", s.self, "waited", waited.Round(time.Millisecond))
-	} else if waited > 0 {
+	case waited > 0:
 		s.log.Info("kubelet lists this replica's pod", "pod", s.self, "waited", waited.Round(time.Millisecond))
 	}
 	s.setState(ctx, protocol.PluginServing)
 }
 
+// waitResult is how a wait after registering ended.
+type waitResult int
+
+const (
+	seen       waitResult = iota
+	timedOut              // or ctx ended
+	superseded            // a socket event came: Run serves and registers again
+)
+
+// superseding reports a socket event Run has yet to handle. The waits
+// after a registration give way to it: kubelet may have deleted the
+// socket it was to dial for this registration, and only the next refresh
+// serves and registers again.
+func (s *Server) superseding() bool { return len(s.events) > 0 }
+
 // podsWait bounds the wait for kubelet to list this replica's pod.
 const podsWait = 15 * time.Second
 
 // kubeletListsSelf waits until kubelet lists this replica's pod (see
-// AwaitKubeletPods), and says how long it waited and whether it saw it.
-func (s *Server) kubeletListsSelf(ctx context.Context) (time.Duration, bool) {
+// AwaitKubeletPods), and says how long it waited and how the wait ended.
+func (s *Server) kubeletListsSelf(ctx context.Context) (time.Duration, waitResult) {
 	if s.kubeletPods == nil {
-		return 0, true
+		return 0, seen
 	}
 	start := time.Now()
 	for {
 		names, err := s.kubeletPods(ctx)
-		if err == nil && slices.Contains(names, s.self) {
-			return time.Since(start), true
-		}
-		if time.Since(start) >= podsWait {
-			return time.Since(start), false
+		switch {
+		case err == nil && slices.Contains(names, s.self):
+			return time.Since(start), seen
+		case s.superseding():
+			return time.Since(start), superseded
+		case time.Since(start) >= podsWait:
+			return time.Since(start), timedOut
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), false
+			return time.Since(start), timedOut
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -247,20 +274,26 @@ const listWait = 5 * time.Second
 
 // listedSince waits until a ListAndWatch stream newer than the count n
 // has sent kubelet the devices.
-func (s *Server) listedSince(ctx context.Context, n uint64) bool {
+func (s *Server) listedSince(ctx context.Context, n uint64) waitResult {
 	timeout := time.NewTimer(listWait)
 	defer timeout.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		now, grew := s.plugin.Listings()
 		if now > n {
-			return true
+			return seen
 		}
 		select {
 		case <-grew:
+		case <-poll.C:
+			if s.superseding() {
+				return superseded
+			}
 		case <-timeout.C:
-			return false
+			return timedOut
 		case <-ctx.Done():
-			return false
+			return timedOut
 		}
 	}
 }
