@@ -31,6 +31,7 @@ type Kubelet struct {
 
 	mu       sync.Mutex
 	endpoint string
+	unfollow func(*pluginapi.RegisterRequest) bool
 	streams  context.Context // the ListAndWatch streams' context
 	drop     context.CancelFunc
 }
@@ -56,10 +57,22 @@ func Start(dir string, lists chan []*pluginapi.Device) (*Kubelet, error) {
 func (k *Kubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
 	k.mu.Lock()
 	k.endpoint = r.Endpoint
+	unfollow := k.unfollow
 	k.mu.Unlock()
 	k.Registrations <- r
-	go k.follow(r.Endpoint)
+	if unfollow == nil || !unfollow(r) {
+		go k.follow(r.Endpoint)
+	}
 	return &pluginapi.Empty{}, nil
+}
+
+// Unfollow has f run on each registration before kubelet follows the
+// plugin; where f returns true kubelet takes the registration but never
+// reads the devices, as when it deleted the socket meanwhile.
+func (k *Kubelet) Unfollow(f func(*pluginapi.RegisterRequest) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.unfollow = f
 }
 
 func (k *Kubelet) follow(endpoint string) {
