@@ -176,7 +176,7 @@ func (e env) apiserverRequests(t *testing.T, ctx context.Context) map[string]flo
 	if err != nil {
 		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
-	out, _, err := sums(bytes.NewReader(raw), "apiserver_request_total", func(l map[string]string) string {
+	out, _, err := harness.MetricSums(bytes.NewReader(raw), "apiserver_request_total", func(l map[string]string) string {
 		res := l["resource"]
 		if sub := l["subresource"]; sub != "" {
 			res += "/" + sub

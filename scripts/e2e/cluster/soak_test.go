@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -551,30 +552,21 @@ func (e env) booksMatch() error {
 		return fmt.Errorf("leader %s metrics: %w", l.Name, err)
 	}
 	books := map[string]*use{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || !strings.HasPrefix(name, "vgpud_gpu_allocated_") {
-			continue
-		}
-		labels, value, _ := strings.Cut(rest, "} ")
-		_, uuid, _ := strings.Cut(labels, `uuid="`)
-		uuid, _, _ = strings.Cut(uuid, `"`)
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+	fields := map[string]func(u *use, v float64){
+		"vgpud_gpu_allocated_memory_mib": func(u *use, v float64) { u.MemMiB = int64(v) },
+		"vgpud_gpu_allocated_cores":      func(u *use, v float64) { u.Cores = int(v) },
+		"vgpud_gpu_allocated_slots":      func(u *use, v float64) { u.Slices = int(v) },
+	}
+	for metric, set := range fields {
+		values, _, err := harness.MetricSums(bytes.NewReader(raw), metric, func(l map[string]string) string { return l["uuid"] })
 		if err != nil {
-			return fmt.Errorf("metric line %q: %w", line, err)
+			return fmt.Errorf("leader %s metrics: %w", l.Name, err)
 		}
-		u := books[uuid]
-		if u == nil {
-			u = &use{}
-			books[uuid] = u
-		}
-		switch name {
-		case "vgpud_gpu_allocated_memory_mib":
-			u.MemMiB = int64(v)
-		case "vgpud_gpu_allocated_cores":
-			u.Cores = int(v)
-		case "vgpud_gpu_allocated_slots":
-			u.Slices = int(v)
+		for uuid, v := range values {
+			if books[uuid] == nil {
+				books[uuid] = &use{}
+			}
+			set(books[uuid], v)
 		}
 	}
 	api, err := apiUsage(e)
