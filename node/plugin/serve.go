@@ -127,7 +127,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		case <-retry:
 			retry = nil
-			if open, _ := s.plugin.Streams(); open == 0 && len(events) == 0 && s.kubeletListening() {
+			if open, _ := s.plugin.Streams(); open == 0 && !s.superseding() && s.kubeletListening() {
 				s.refresh(ctx, "stream ended", time.Now())
 			}
 		}
