@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,6 +226,30 @@ func (e env) profile(t *testing.T, name string) func() {
 		b, _ := io.ReadAll(resp.Body)
 		if err := os.WriteFile(filepath.Join(dir, name+".pprof"), b, 0o644); err != nil {
 			t.Logf("profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// apiserverProfile starts a CPU profile of kube-apiserver for seconds;
+// calling the result waits for it and saves it in $VGPUD_BENCH_PROFILES
+// as apiserver-<name>.pprof: on these 2 cores its CPU is most of a GPU
+// pod's cost.
+func (e env) apiserverProfile(t *testing.T, name string, seconds int) func() {
+	dir := os.Getenv("VGPUD_BENCH_PROFILES")
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(context.Background())
+		if err != nil {
+			t.Logf("kube-apiserver profile %s: %v", name, err)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, "apiserver-"+name+".pprof"), b, 0o644); err != nil {
+			t.Logf("kube-apiserver profile %s: %v", name, err)
 		}
 	}()
 	return func() { <-done }

@@ -20,13 +20,16 @@ import (
 type env struct {
 	kubeconfig, vgpud, k8sBin, out string
 	kube                           kubernetes.Interface
-	leaderPID                      int // the vgpud leader, once spawned
+	// proto speaks protobuf: for the API calls the bench makes in vgpud's
+	// or a kubelet's place, and its watches during the pipeline.
+	proto     kubernetes.Interface
+	leaderPID int // the vgpud leader, once spawned
 }
 
 func setup(t *testing.T) env {
 	t.Helper()
 	v := harness.Getenv(t, "make bench", "KUBECONFIG", "VGPUD_BIN", "VGPUD_K8S_BIN", "VGPUD_BENCH_OUT")
-	return env{kubeconfig: v[0], vgpud: v[1], k8sBin: v[2], out: v[3], kube: harness.Client(t, v[0], 1000)}
+	return env{kubeconfig: v[0], vgpud: v[1], k8sBin: v[2], out: v[3], kube: harness.Client(t, v[0], 1000), proto: harness.ProtobufClient(t, v[0], 1000)}
 }
 
 // record appends one result row: section, metric, value, target, met.
