@@ -550,7 +550,7 @@ func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
 		t.Fatalf("ghost not booked: %d", e.usedMiB())
 	}
 	// Its own booking is not in the way of filter either.
-	fits, _, err := NewPlacer(e.books, nil, protocol.DefaultResourceNames(), Defaults{GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(ghost, []string{"n1"})
+	fits, _, err := NewPlacer(e.books, nil, protocol.DefaultResourceNames(), Defaults{GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(recordOf(ghost), []string{"n1"})
 	if err != nil || len(fits) != 1 {
 		t.Fatalf("filter of the ghost itself: %v %v", fits, err)
 	}

@@ -78,8 +78,8 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 // one extender call per pod: its configuration then needs no
 // prioritizeVerb, which would cost a second round trip over every
 // candidate name, and kube-scheduler's own scores choose among equals.
-func (p *Placer) Filter(pod *corev1.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
-	req, nodePolicy, err := requestFor(pods.Of(pod, p.names), p.defaults)
+func (p *Placer) Filter(pod *pods.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
+	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -210,8 +210,8 @@ func passing(reasons map[string]core.Reason) error {
 // pod does not fit scores 0. vgpud's own scheduler profile does not call
 // it (Filter returns the best nodes only); a profile that does gets the
 // same order.
-func (p *Placer) Prioritize(pod *corev1.Pod, names []string) (extenderv1.HostPriorityList, error) {
-	req, nodePolicy, err := requestFor(pods.Of(pod, p.names), p.defaults)
+func (p *Placer) Prioritize(pod *pods.Pod, names []string) (extenderv1.HostPriorityList, error) {
+	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -122,10 +122,10 @@ func TestFilterPassesOverQueuedNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
-	if fits, _, err := p.Filter(pod, []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
+	if fits, _, err := p.Filter(recordOf(pod), []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
 		t.Errorf("roomy queued: fits %v (%v), want empty", fits, err)
 	}
-	if fits, _, err := p.Filter(pod, []string{"roomy", "full"}); err != nil || !slices.Equal(fits, []string{"roomy"}) {
+	if fits, _, err := p.Filter(recordOf(pod), []string{"roomy", "full"}); err != nil || !slices.Equal(fits, []string{"roomy"}) {
 		t.Errorf("roomy queued but the only fit: fits %v (%v)", fits, err)
 	}
 }
@@ -207,7 +207,7 @@ func TestPrioritizeAvoidsQueuedNodes(t *testing.T) {
 	}
 	scores := func(q fakeQueue, names ...string) map[string]int64 {
 		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
-		list, err := p.Prioritize(pod, names)
+		list, err := p.Prioritize(recordOf(pod), names)
 		if err != nil {
 			t.Fatal(err)
 		}

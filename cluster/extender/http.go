@@ -26,11 +26,16 @@ const (
 func FilterHandler(p *Placer) http.HandlerFunc {
 	in := newInterner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, names, ok := decodeArgs(w, r, in)
+		args, ok := decodeArgs(w, r, in)
 		if !ok {
 			return
 		}
-		fits, failed, err := p.Filter(args.Pod, names)
+		pod, err := p.Pod(args.pod)
+		if err != nil {
+			http.Error(w, "malformed ExtenderArgs Pod: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		fits, failed, err := p.Filter(pod, args.names)
 		res := extenderv1.ExtenderFilterResult{FailedNodes: failed}
 		if err != nil {
 			// The scheduler shows Error to the user.
@@ -40,7 +45,7 @@ func FilterHandler(p *Placer) http.HandlerFunc {
 		}
 		// Answer in the form asked: names for a cache-capable scheduler,
 		// the Node objects it sent otherwise.
-		if args.NodeNames != nil {
+		if args.nodes == nil {
 			res.NodeNames = &fits
 		} else {
 			res.Nodes = &corev1.NodeList{}
@@ -48,7 +53,7 @@ func FilterHandler(p *Placer) http.HandlerFunc {
 			for _, f := range fits {
 				keep[f] = true
 			}
-			for _, n := range args.Nodes.Items {
+			for _, n := range args.nodes.Items {
 				if keep[n.Name] {
 					res.Nodes.Items = append(res.Nodes.Items, n)
 				}
@@ -62,11 +67,16 @@ func FilterHandler(p *Placer) http.HandlerFunc {
 func PrioritizeHandler(p *Placer) http.HandlerFunc {
 	in := newInterner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, names, ok := decodeArgs(w, r, in)
+		args, ok := decodeArgs(w, r, in)
 		if !ok {
 			return
 		}
-		scores, err := p.Prioritize(args.Pod, names)
+		pod, err := p.Pod(args.pod)
+		if err != nil {
+			http.Error(w, "malformed ExtenderArgs Pod: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		scores, err := p.Prioritize(pod, args.names)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -98,42 +108,46 @@ func BindHandler(b *Binder) http.HandlerFunc {
 	}
 }
 
-// decodeArgs reads ExtenderArgs, answering 4xx itself on bad input, and
-// returns the node names it carries in either form, interned by in.
-func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (*extenderv1.ExtenderArgs, []string, bool) {
+// args is ExtenderArgs as vgpud reads it: the pod still as JSON (Placer.Pod
+// reads it), the candidates as names whichever form they came in.
+type args struct {
+	pod   json.RawMessage
+	names []string
+	nodes *corev1.NodeList // the Node objects, when the scheduler sent those
+}
+
+// decodeArgs reads ExtenderArgs, answering 4xx itself on bad input; names
+// are interned by in.
+func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (args, bool) {
 	if !post(w, r, "ExtenderArgs") {
-		return nil, nil, false
+		return args{}, false
 	}
 	// ExtenderArgs with the names read by nodeNames.
 	var body struct {
-		Pod       *corev1.Pod
+		Pod       json.RawMessage
 		Nodes     *corev1.NodeList
 		NodeNames nodeNames
 	}
 	body.NodeNames.intern = in
 	if !decode(w, r, maxArgsBody, "ExtenderArgs", &body) {
-		return nil, nil, false
+		return args{}, false
 	}
-	args := extenderv1.ExtenderArgs{Pod: body.Pod, Nodes: body.Nodes}
-	if body.NodeNames.set {
-		args.NodeNames = &body.NodeNames.names
-	}
-	if args.Pod == nil {
+	if len(body.Pod) == 0 || string(body.Pod) == "null" {
 		http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)
-		return nil, nil, false
+		return args{}, false
 	}
 	switch {
-	case args.NodeNames != nil:
-		return &args, *args.NodeNames, true
-	case args.Nodes != nil:
-		names := make([]string, 0, len(args.Nodes.Items))
-		for _, n := range args.Nodes.Items {
+	case body.NodeNames.set:
+		return args{pod: body.Pod, names: body.NodeNames.names}, true
+	case body.Nodes != nil:
+		names := make([]string, 0, len(body.Nodes.Items))
+		for _, n := range body.Nodes.Items {
 			names = append(names, n.Name)
 		}
-		return &args, names, true
+		return args{pod: body.Pod, names: names, nodes: body.Nodes}, true
 	}
 	http.Error(w, "ExtenderArgs has neither NodeNames nor Nodes; send the candidate nodes (vgpud's scheduler profile sets nodeCacheCapable: true)", http.StatusBadRequest)
-	return nil, nil, false
+	return args{}, false
 }
 
 func post(w http.ResponseWriter, r *http.Request, what string) bool {

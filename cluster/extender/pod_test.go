@@ -1,0 +1,62 @@
+package extender
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// The placer reads the informer's record of the pod when it is the very
+// version the body carries, and the body otherwise: here the two differ in
+// what they ask, so the answer shows which was read.
+func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
+	// In the informer: resourceVersion 7 asks 15000 MiB, which only
+	// "empty" has free.
+	informer := recordOf(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ai", UID: "uid-train", ResourceVersion: "7"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("15000")}}}}},
+	})
+	lookup := func(ns, name string) *pods.Pod {
+		if ns == "ai" && name == "train" {
+			return informer
+		}
+		return nil
+	}
+	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "empty": gpuNode("empty", 0)}
+	p := NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}},
+		lookup, func(*corev1.Pod, string, string) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// The body asks 10000 MiB: roomy (binpack's pick) fits that.
+	body := func(uid, rv string) string {
+		return `{"Pod":{"metadata":{"name":"train","namespace":"ai","uid":"` + uid + `","resourceVersion":"` + rv + `"},` +
+			`"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"}}}]}},"NodeNames":["roomy","empty"]}`
+	}
+	for _, c := range []struct {
+		what, uid, rv, want string
+	}{
+		{"same UID and version: the informer's record", "uid-train", "7", `"NodeNames":["empty"]`},
+		{"another version: the body", "uid-train", "8", `"NodeNames":["roomy"]`},
+		{"another pod under the name: the body", "uid-other", "7", `"NodeNames":["roomy"]`},
+		{"no version: the body", "uid-train", "", `"NodeNames":["roomy"]`},
+	} {
+		w := postTo(FilterHandler(p), body(c.uid, c.rv))
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s: %d %s, want %s", c.what, w.Code, w.Body, c.want)
+		}
+	}
+	// A pod that is not a JSON object is refused, saying so.
+	w := postTo(FilterHandler(p), `{"Pod":5,"NodeNames":["roomy"]}`)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "malformed ExtenderArgs Pod") {
+		t.Errorf("Pod 5: %d %s", w.Code, w.Body)
+	}
+}
