@@ -36,6 +36,8 @@ type BindQueue interface {
 const maxQueued = 2
 
 // PodLookup finds a pod in the leader's informer; nil if it has none.
+// The placer puts its Events on the pod it finds, and reads the pod from
+// it instead of decoding the request's copy (Placer.Pod).
 type PodLookup func(namespace, name string) *pods.Pod
 
 // Placer answers filter and prioritize from the books; http.go carries
@@ -56,11 +58,13 @@ type Placer struct {
 func (p *Placer) NotifyRefused(f func(pod *pods.Pod)) { p.refused = f }
 
 // NewPlacer returns a Placer. Events are recorded only on pods lookup
-// finds; lookup and events may be nil (no Events), queue too (no binds
-// counted).
+// finds. lookup may be nil (every request's pod decoded, no Events),
+// events too (no Events), queue too (no binds counted).
 func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Defaults, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
-	if events == nil || lookup == nil {
+	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
+	}
+	if lookup == nil {
 		lookup = func(string, string) *pods.Pod { return nil }
 	}
 	if queue == nil {

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -63,9 +62,17 @@ const podJSON = `{"metadata":{"name":"train","namespace":"ai","uid":"uid-train",
 func placer(t testing.TB, events *[]string) *Placer {
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "full": gpuNode("full", 10000), "empty": gpuNode("empty", 0)}
 	rec := func(p *corev1.Pod, reason, msg string) { *events = append(*events, p.Name+": "+msg) }
+	// The informer holds podJSON at resourceVersion 7; bodies without a
+	// resourceVersion are decoded.
+	var api corev1.Pod
+	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), &api); err != nil {
+		t.Fatal(err)
+	}
+	api.ResourceVersion = "7"
+	record := pods.Of(&api, protocol.DefaultResourceNames())
 	known := func(ns, name string) *pods.Pod {
 		if ns == "ai" && name == "train" {
-			return &pods.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-train"}}
+			return record
 		}
 		return nil
 	}
@@ -239,6 +246,11 @@ func TestBadInput(t *testing.T) {
 		{`{"Pod":`, 400, "malformed ExtenderArgs JSON"},
 		{`{"NodeNames":["a"]}`, 400, "no pod"},
 		{`[1,2]`, 400, "malformed"},
+		{`{"Pod":null,"NodeNames":["a"]}`, 400, "no pod"},
+		{`{"Pod":"x","NodeNames":["a"]}`, 400, "malformed ExtenderArgs Pod: the pod is not a JSON object"},
+		{`{"Pod":[],"NodeNames":["a"]}`, 400, "malformed ExtenderArgs Pod: the pod is not a JSON object"},
+		{`{"Pod":{"metadata":{"uid":5}},"NodeNames":["a"]}`, 400, "malformed ExtenderArgs Pod: pod metadata: json: cannot unmarshal number into Go struct field"},
+		{`{"Pod":{"metadata":{"name":"p"},"spec":{"containers":7}},"NodeNames":["a"]}`, 400, "malformed ExtenderArgs Pod: pod /p: json: cannot unmarshal number"},
 		// Neither NodeNames nor Nodes: refused, not dereferenced.
 		{`{"Pod":` + fmt.Sprintf(podJSON, "") + `}`, 400, "neither NodeNames nor Nodes"},
 	} {

@@ -17,6 +17,8 @@ func FuzzExtenderBodies(f *testing.F) {
 		`{"Pod":` + fmt.Sprintf(podJSON, "") + `,"NodeNames":["full","roomy","gone","empty"]}`,
 		`{"Pod":` + fmt.Sprintf(podJSON, `"vgpud.io/gpu-policy":"binpack"`) + `,"Nodes":{"items":[{"metadata":{"name":"roomy"}}]}}`,
 		`{"Pod":` + fmt.Sprintf(podJSON, "") + `}`,
+		// The version the placer's informer holds: read from there.
+		`{"Pod":{"metadata":{"name":"train","namespace":"ai","uid":"uid-train","resourceVersion":"7"}},"NodeNames":["full","roomy","empty"]}`,
 		`{"PodName":"p1","PodNamespace":"ai","PodUID":"uid-p1","Node":"n1"}`,
 		`{"PodName":"p1","PodNamespace":"ai","Node":"n1"}`,
 		`{"Pod":{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"9223372036854775807","nvidia.com/gpumem":"1e18"}}}]}},"NodeNames":[]}`,

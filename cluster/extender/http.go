@@ -108,9 +108,9 @@ func BindHandler(b *Binder) http.HandlerFunc {
 	}
 }
 
-// args is ExtenderArgs as vgpud reads it: the pod still as JSON (Placer.Pod
+// extenderArgs is ExtenderArgs as vgpud reads it: the pod still as JSON (Placer.Pod
 // reads it), the candidates as names whichever form they came in.
-type args struct {
+type extenderArgs struct {
 	pod   json.RawMessage
 	names []string
 	nodes *corev1.NodeList // the Node objects, when the scheduler sent those
@@ -118,9 +118,9 @@ type args struct {
 
 // decodeArgs reads ExtenderArgs, answering 4xx itself on bad input; names
 // are interned by in.
-func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (args, bool) {
+func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (extenderArgs, bool) {
 	if !post(w, r, "ExtenderArgs") {
-		return args{}, false
+		return extenderArgs{}, false
 	}
 	// ExtenderArgs with the names read by nodeNames.
 	var body struct {
@@ -130,24 +130,24 @@ func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (args, boo
 	}
 	body.NodeNames.intern = in
 	if !decode(w, r, maxArgsBody, "ExtenderArgs", &body) {
-		return args{}, false
+		return extenderArgs{}, false
 	}
 	if len(body.Pod) == 0 || string(body.Pod) == "null" {
 		http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)
-		return args{}, false
+		return extenderArgs{}, false
 	}
 	switch {
 	case body.NodeNames.set:
-		return args{pod: body.Pod, names: body.NodeNames.names}, true
+		return extenderArgs{pod: body.Pod, names: body.NodeNames.names}, true
 	case body.Nodes != nil:
 		names := make([]string, 0, len(body.Nodes.Items))
 		for _, n := range body.Nodes.Items {
 			names = append(names, n.Name)
 		}
-		return args{pod: body.Pod, names: names, nodes: body.Nodes}, true
+		return extenderArgs{pod: body.Pod, names: names, nodes: body.Nodes}, true
 	}
 	http.Error(w, "ExtenderArgs has neither NodeNames nor Nodes; send the candidate nodes (vgpud's scheduler profile sets nodeCacheCapable: true)", http.StatusBadRequest)
-	return args{}, false
+	return extenderArgs{}, false
 }
 
 func post(w http.ResponseWriter, r *http.Request, what string) bool {

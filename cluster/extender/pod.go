@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -10,22 +11,33 @@ import (
 	"github.com/vgpud/vgpud/cluster/pods"
 )
 
+// podMeta is what Pod reads of ExtenderArgs.Pod before deciding whether
+// to decode the rest.
+type podMeta struct {
+	Metadata struct {
+		Name            string    `json:"name"`
+		Namespace       string    `json:"namespace"`
+		UID             types.UID `json:"uid"`
+		ResourceVersion string    `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
 // Pod reads ExtenderArgs.Pod as the placer needs it: the leader's own
-// record when its informer holds the very same version of the pod (name,
-// UID and resourceVersion), else the record of the pod decoded from raw.
-// The informer usually has it (kube-scheduler and the leader watch the
-// same apiserver), and decoding a whole Pod by reflection (every
-// container, quantity and managedFields entry) was a fifth of the
-// leader's CPU per pod in make bench's pipeline.
+// record when its informer holds the very same version of the pod
+// (namespace, name, UID and resourceVersion), else the record of the pod
+// decoded from raw. The informer usually has it (kube-scheduler and the
+// leader watch the same apiserver), and decoding a whole Pod by
+// reflection (every container, quantity and managedFields entry) was a
+// fifth of the leader's CPU per pod in make bench's pipeline. On a hit
+// the rest of raw is not read: the record is the apiserver's copy of that
+// version, which the body can only repeat.
 func (p *Placer) Pod(raw []byte) (*pods.Pod, error) {
-	var meta struct {
-		Metadata struct {
-			Name, Namespace, ResourceVersion string
-			UID                              types.UID
-		}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, fmt.Errorf("the pod is not a JSON object")
 	}
+	var meta podMeta
 	if err := json.Unmarshal(raw, &meta); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pod metadata: %w", err)
 	}
 	m := meta.Metadata
 	if m.UID != "" && m.ResourceVersion != "" {

@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -58,5 +59,26 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 	w := postTo(FilterHandler(p), `{"Pod":5,"NodeNames":["roomy"]}`)
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "malformed ExtenderArgs Pod") {
 		t.Errorf("Pod 5: %d %s", w.Code, w.Body)
+	}
+}
+
+// The same pod read from the informer and decoded from the body gets the
+// same answer.
+func TestPodFromInformerAnswersAsTheBody(t *testing.T) {
+	var events []string
+	h := placer(t, &events)
+	withVersion := strings.Replace(fmt.Sprintf(podJSON, ""), `"uid":"uid-train"`, `"uid":"uid-train","resourceVersion":"7"`, 1)
+	if !strings.Contains(withVersion, `"resourceVersion":"7"`) {
+		t.Fatal("podJSON has no uid to put the version beside")
+	}
+	if rec, err := h.Pod([]byte(withVersion)); err != nil || rec.ResourceVersion != "7" || rec != h.lookup("ai", "train") {
+		t.Fatalf("not the informer's record: %+v %v", rec, err)
+	}
+	for _, verb := range []http.HandlerFunc{FilterHandler(h), PrioritizeHandler(h)} {
+		names := `,"NodeNames":["full","roomy","gone","empty"]}`
+		body, informer := postTo(verb, `{"Pod":`+fmt.Sprintf(podJSON, "")+names), postTo(verb, `{"Pod":`+withVersion+names)
+		if body.Code != 200 || body.Body.String() != informer.Body.String() {
+			t.Errorf("decoded: %d %s; from the informer: %d %s", body.Code, body.Body, informer.Code, informer.Body)
+		}
 	}
 }
