@@ -111,6 +111,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	// A pod refused just before GPUs freed is nudged to be tried again.
 	requeue := newRequeuer(r.api.Core, term.Fence, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
+	placer.NotifyPodRead(r.metrics.PodRead)
 	books.NotifyFreed(func() { requeue.freed(ctx) })
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
 	// The extender's verbs answer only kube-scheduler (mutual TLS); the

@@ -50,12 +50,17 @@ type Placer struct {
 	lookup   PodLookup
 	events   func(pod *corev1.Pod, reason, message string)
 	refused  func(pod *pods.Pod)
+	podRead  func(fromInformer bool)
 	log      *slog.Logger
 }
 
 // NotifyRefused has f told of every pod the leader knows that Filter
 // found no node for; call before serving.
 func (p *Placer) NotifyRefused(f func(pod *pods.Pod)) { p.refused = f }
+
+// NotifyPodRead has f told where each pod filter and prioritize read came
+// from (metrics); call before serving.
+func (p *Placer) NotifyPodRead(f func(fromInformer bool)) { p.podRead = f }
 
 // NewPlacer returns a Placer. Events are recorded only on pods lookup
 // finds. lookup may be nil (every request's pod decoded, no Events),

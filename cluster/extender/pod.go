@@ -42,6 +42,7 @@ func (p *Placer) Pod(raw []byte) (*pods.Pod, error) {
 	m := meta.Metadata
 	if m.UID != "" && m.ResourceVersion != "" {
 		if known := p.lookup(m.Namespace, m.Name); known != nil && known.UID == m.UID && known.ResourceVersion == m.ResourceVersion {
+			p.read(true)
 			return known, nil
 		}
 	}
@@ -49,5 +50,12 @@ func (p *Placer) Pod(raw []byte) (*pods.Pod, error) {
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", m.Namespace, m.Name, err)
 	}
+	p.read(false)
 	return pods.Of(&pod, p.names), nil
+}
+
+func (p *Placer) read(fromInformer bool) {
+	if p.podRead != nil {
+		p.podRead(fromInformer)
+	}
 }

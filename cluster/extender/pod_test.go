@@ -42,6 +42,8 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 		return `{"Pod":{"metadata":{"name":"train","namespace":"ai","uid":"` + uid + `","resourceVersion":"` + rv + `"},` +
 			`"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"}}}]}},"NodeNames":["roomy","empty"]}`
 	}
+	reads := map[bool]int{}
+	p.NotifyPodRead(func(fromInformer bool) { reads[fromInformer]++ })
 	for _, c := range []struct {
 		what, uid, rv, want string
 	}{
@@ -54,6 +56,9 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), c.want) {
 			t.Errorf("%s: %d %s, want %s", c.what, w.Code, w.Body, c.want)
 		}
+	}
+	if reads[true] != 1 || reads[false] != 3 {
+		t.Errorf("reads told: %d from the informer, %d decoded; want 1 and 3", reads[true], reads[false])
 	}
 	// A pod that is not a JSON object is refused, saying so.
 	w := postTo(FilterHandler(p), `{"Pod":5,"NodeNames":["roomy"]}`)

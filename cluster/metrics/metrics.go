@@ -28,6 +28,7 @@ type Metrics struct {
 	binds    *prometheus.CounterVec
 	leader   prometheus.Gauge
 	bindWait prometheus.Histogram
+	podReads *prometheus.CounterVec
 	books    *gpuCollector
 }
 
@@ -48,8 +49,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "vgpud_bind_wait_seconds", Help: "Time a bind waited for the node's previous pod to be allocated by kubelet.",
 			Buckets: []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
+		podReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_extender_pod_reads_total", Help: "Pods filter and prioritize read, by where from: informer (the leader's record of that very version) or body (decoded from the request).",
+		}, []string{"from"}),
 	}
-	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.books)
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.books)
 	return m
 }
 
@@ -82,6 +86,16 @@ func (m *Metrics) Bind(ok bool, waited time.Duration) {
 	}
 	m.binds.WithLabelValues(outcome).Inc()
 	m.bindWait.Observe(waited.Seconds())
+}
+
+// PodRead counts one pod filter or prioritize read, from the informer
+// or decoded from the request body.
+func (m *Metrics) PodRead(fromInformer bool) {
+	from := "body"
+	if fromInformer {
+		from = "informer"
+	}
+	m.podReads.WithLabelValues(from).Inc()
 }
 
 // gpuCollector reads the books at scrape time, so the gauges never drift

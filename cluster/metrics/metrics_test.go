@@ -43,12 +43,17 @@ func TestScrape(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/filter", nil))
 	m.Bind(true, 40*time.Millisecond)
 	m.Bind(false, 0)
+	m.PodRead(true)
+	m.PodRead(true)
+	m.PodRead(false)
 	body := scrape(t, reg)
 	for _, want := range []string{
 		`vgpud_extender_request_seconds_count{verb="filter"} 1`,
 		`vgpud_binds_total{outcome="bound"} 1`,
 		`vgpud_binds_total{outcome="failed"} 1`,
 		`vgpud_bind_wait_seconds_count 2`,
+		`vgpud_extender_pod_reads_total{from="informer"} 2`,
+		`vgpud_extender_pod_reads_total{from="body"} 1`,
 		`vgpud_leader 1`,
 		`vgpud_gpu_allocated_memory_mib{node="n1",uuid="GPU-0"} 3000`,
 		`vgpud_gpu_allocated_cores{node="n1",uuid="GPU-0"} 30`,

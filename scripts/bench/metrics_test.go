@@ -5,6 +5,7 @@ package bench
 import (
 	"fmt"
 	"net/http"
+	"testing"
 
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -37,4 +38,13 @@ func leaderMetric(name string) (float64, error) {
 func leaderRequests() (map[string]float64, error) {
 	s, _, err := leaderSums("vgpud_api_requests_total", func(l map[string]string) string { return l["verb"] + " " + l["resource"] })
 	return s, err
+}
+
+// podReads reads the leader's vgpud_extender_pod_reads_total by "from".
+func podReads(t *testing.T) map[string]float64 {
+	s, _, err := leaderSums("vgpud_extender_pod_reads_total", func(l map[string]string) string { return l["from"] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -82,6 +82,7 @@ extenders:
 		if err != nil {
 			t.Fatal(err)
 		}
+		readsBefore := podReads(t)
 		served := e.apiserverRequests(t, ctx)
 		// Where the CPU goes, process by process: on these 2 cores the
 		// pipeline is bound by the sum.
@@ -137,6 +138,10 @@ extenders:
 				t.Fatal(err)
 			}
 			t.Logf("gpu: the leader's API requests per pod (0.1 or more): %s", perPod(after, leaderBefore, n))
+			reads := podReads(t)
+			informer, body := reads["informer"]-readsBefore["informer"], reads["body"]-readsBefore["body"]
+			e.record(t, "kube-scheduler pipeline", "gpu pods: filter calls that read the pod from the leader's informer (that very version), not decoded from the request",
+				fmt.Sprintf("%.0f of %.0f (%.0f %%)", informer, informer+body, 100*informer/max(informer+body, 1)), "-", "-")
 		}
 		e.logEvents(t, ctx, ns)
 		return float64(n) / last.Sub(first).Seconds()
