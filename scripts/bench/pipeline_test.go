@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,13 +66,14 @@ extenders:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	floorCfg := e.nullExtender(t, ctx, floorWrites{})
-	eventCfg := e.nullExtender(t, ctx, floorWrites{event: true})
-	writesCfg := e.nullExtender(t, ctx, floorWrites{annotate: true, event: true})
+	floorCfg, _ := e.nullExtender(t, ctx, floorWrites{})
+	eventCfg, eventSink := e.nullExtender(t, ctx, floorWrites{event: true})
+	writesCfg, writesSink := e.nullExtender(t, ctx, floorWrites{annotate: true, event: true})
 
 	// phaseKey names the annotation the stand-in node roles mark
-	// allocated; "" runs none.
-	run := func(ns, cfg, phaseKey string, n int, mk func(i int) *corev1.Pod) float64 {
+	// allocated; "" runs none. sent, if not nil, counts the Events the
+	// extender has sent (one per pod) and says when the last went.
+	run := func(ns, cfg, phaseKey string, sent func() (int64, time.Time), n int, mk func(i int) *corev1.Pod) float64 {
 		harness.EnsureNamespace(t, e.kube, ns, nil)
 		harness.Parallel(t, n, 32, func(i int) error {
 			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, mk(i), metav1.CreateOptions{})
@@ -115,6 +117,13 @@ extenders:
 				last = at
 			}
 		}
+		if sent != nil {
+			// And every Event sent: they go after the answer, and those
+			// still queued at the last bind would fall outside too.
+			if at := waitSent(t, n, sent); at.After(last) {
+				last = at
+			}
+		}
 		var parts []string
 		total := 0.0
 		for name, pid := range procs {
@@ -126,6 +135,9 @@ extenders:
 		what := "the last bind"
 		if nodeRoles != nil {
 			what = "the last allocation recorded"
+		}
+		if sent != nil {
+			what += " and the last Event sent"
 		}
 		e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%s pods: CPU ms per pod by process, kube-scheduler's start to %s (%.0f s): %s", ns, what, time.Since(began).Seconds(), strings.Join(parts, ", ")),
 			fmt.Sprintf("%.2f ms", total), "-", "-")
@@ -160,18 +172,18 @@ extenders:
 		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpucores"] = resource.MustParse("5")
 		return p
 	}
-	cpu := run("cpu", cfgPath, "", pods, func(i int) *corev1.Pod {
+	cpu := run("cpu", cfgPath, "", nil, pods, func(i int) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%05d", i)}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("10m")}}}}}}
 	})
 	e.clearPods(t, ctx, "cpu")
-	floor := run("floor", floorCfg, "", pods, gpuPod)
+	floor := run("floor", floorCfg, "", nil, pods, gpuPod)
 	e.clearPods(t, ctx, "floor")
-	event := run("floor-event", eventCfg, "", pods, gpuPod)
+	event := run("floor-event", eventCfg, "", eventSink.sent, pods, gpuPod)
 	e.clearPods(t, ctx, "floor-event")
-	writes := run("floor-writes", writesCfg, benchPhase, pods, gpuPod)
+	writes := run("floor-writes", writesCfg, benchPhase, writesSink.sent, pods, gpuPod)
 	e.clearPods(t, ctx, "floor-writes")
-	gpu := run("gpu", cfgPath, protocol.AnnotationPhase, pods, gpuPod)
+	gpu := run("gpu", cfgPath, protocol.AnnotationPhase, leaderEventsSent(t), pods, gpuPod)
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d CPU-only pods, default profile", pods), fmt.Sprintf("%.0f pods/s", cpu), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, kube-scheduler + an extender that answers at once (filter: the first candidate node, plain HTTP; bind: one Binding)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", floor, 100*floor/cpu), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, the same extender sending one Event per pod after the answer (the least the issue allows: its Event off the bind path, but sent)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", event, 100*event/cpu), "-", "-")
@@ -486,10 +498,12 @@ type floorWrites struct {
 // writes vgpud's protocol makes for each pod, with no decision behind
 // them. It returns the path of a scheduler config whose vgpud-scheduler
 // profile uses it.
-func (e env) nullExtender(t *testing.T, ctx context.Context, fw floorWrites) string {
+func (e env) nullExtender(t *testing.T, ctx context.Context, fw floorWrites) (string, *countingSink) {
 	var rec events.EventRecorder
+	var sink *countingSink
 	if fw.event {
-		bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: e.proto.EventsV1()})
+		sink = &countingSink{EventSink: &events.EventSinkImpl{Interface: e.proto.EventsV1()}}
+		bc := events.NewBroadcaster(sink)
 		if err := bc.StartRecordingToSinkWithContext(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -563,5 +577,57 @@ extenders:
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return path, sink
+}
+
+// countingSink counts the Events a null extender's broadcaster wrote.
+type countingSink struct {
+	events.EventSink
+	n    atomic.Int64
+	last atomic.Int64 // unix ns of the last write
+}
+
+func (c *countingSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	out, err := c.EventSink.Create(ctx, ev)
+	if err == nil {
+		c.n.Add(1)
+		c.last.Store(time.Now().UnixNano())
+	}
+	return out, err
+}
+
+func (c *countingSink) sent() (int64, time.Time) { return c.n.Load(), time.Unix(0, c.last.Load()) }
+
+// leaderEventsSent counts, from now, the Events the leader sends (its
+// vgpud_api_requests_total for events, counted as each request goes),
+// each seen at the time it was read.
+func leaderEventsSent(t *testing.T) func() (int64, time.Time) {
+	key := "post events"
+	before, err := leaderRequests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (int64, time.Time) {
+		now, err := leaderRequests()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(now[key] - before[key]), time.Now()
+	}
+}
+
+// waitSent returns when sent has counted n Events (at most 2 minutes),
+// with the time of the last.
+func waitSent(t *testing.T, n int, sent func() (int64, time.Time)) time.Time {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got, at := sent()
+		if got >= int64(n) {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d Events sent after 2 minutes", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
