@@ -210,25 +210,14 @@ func (e env) heapInUse(t *testing.T) float64 {
 // profile starts a CPU profile of the leader; calling the result waits
 // for it and saves it in $VGPUD_BENCH_PROFILES (bench.sh summarises it).
 func (e env) profile(t *testing.T, name string) func() {
-	dir := os.Getenv("VGPUD_BENCH_PROFILES")
-	if dir == "" {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return saveProfile(t, name+".pprof", func() ([]byte, error) {
 		resp, err := http.Get("http://127.0.0.1:9090/debug/pprof/profile?seconds=6")
 		if err != nil {
-			t.Logf("profile %s: %v", name, err)
-			return
+			return nil, err
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if err := os.WriteFile(filepath.Join(dir, name+".pprof"), b, 0o644); err != nil {
-			t.Logf("profile %s: %v", name, err)
-		}
-	}()
-	return func() { <-done }
+		return io.ReadAll(resp.Body)
+	})
 }
 
 // apiserverProfile starts a CPU profile of kube-apiserver for seconds;
@@ -236,6 +225,14 @@ func (e env) profile(t *testing.T, name string) func() {
 // as apiserver-<name>.pprof: on these 2 cores its CPU is most of a GPU
 // pod's cost.
 func (e env) apiserverProfile(t *testing.T, name string, seconds int) func() {
+	return saveProfile(t, "apiserver-"+name+".pprof", func() ([]byte, error) {
+		return e.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(context.Background())
+	})
+}
+
+// saveProfile runs fetch in the background and writes what it returns to
+// file in $VGPUD_BENCH_PROFILES (nothing without it); the result waits.
+func saveProfile(t *testing.T, file string, fetch func() ([]byte, error)) func() {
 	dir := os.Getenv("VGPUD_BENCH_PROFILES")
 	if dir == "" {
 		return func() {}
@@ -243,13 +240,12 @@ func (e env) apiserverProfile(t *testing.T, name string, seconds int) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(context.Background())
-		if err != nil {
-			t.Logf("kube-apiserver profile %s: %v", name, err)
-			return
+		b, err := fetch()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, file), b, 0o644)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "apiserver-"+name+".pprof"), b, 0o644); err != nil {
-			t.Logf("kube-apiserver profile %s: %v", name, err)
+		if err != nil {
+			t.Logf("profile %s: %v", file, err)
 		}
 	}()
 	return func() { <-done }
