@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/vgpud/vgpud/cluster/pods"
 )
 
 // Body limits. vgpud's scheduler profile sets nodeCacheCapable, so a
@@ -26,13 +28,8 @@ const (
 func FilterHandler(p *Placer) http.HandlerFunc {
 	in := newInterner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, ok := decodeArgs(w, r, in)
+		args, pod, ok := readArgs(w, r, in, p)
 		if !ok {
-			return
-		}
-		pod, err := p.Pod(args.pod)
-		if err != nil {
-			http.Error(w, "malformed ExtenderArgs Pod: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		fits, failed, err := p.Filter(pod, args.names)
@@ -67,13 +64,8 @@ func FilterHandler(p *Placer) http.HandlerFunc {
 func PrioritizeHandler(p *Placer) http.HandlerFunc {
 	in := newInterner()
 	return func(w http.ResponseWriter, r *http.Request) {
-		args, ok := decodeArgs(w, r, in)
+		args, pod, ok := readArgs(w, r, in, p)
 		if !ok {
-			return
-		}
-		pod, err := p.Pod(args.pod)
-		if err != nil {
-			http.Error(w, "malformed ExtenderArgs Pod: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		scores, err := p.Prioritize(pod, args.names)
@@ -148,6 +140,21 @@ func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (extenderA
 	}
 	http.Error(w, "ExtenderArgs has neither NodeNames nor Nodes; send the candidate nodes (vgpud's scheduler profile sets nodeCacheCapable: true)", http.StatusBadRequest)
 	return extenderArgs{}, false
+}
+
+// readArgs is decodeArgs and the pod read from them (Placer.Pod), answering
+// 4xx itself on bad input.
+func readArgs(w http.ResponseWriter, r *http.Request, in *interner, p *Placer) (extenderArgs, *pods.Pod, bool) {
+	args, ok := decodeArgs(w, r, in)
+	if !ok {
+		return extenderArgs{}, nil, false
+	}
+	pod, err := p.Pod(args.pod)
+	if err != nil {
+		http.Error(w, "malformed ExtenderArgs Pod: "+err.Error(), http.StatusBadRequest)
+		return extenderArgs{}, nil, false
+	}
+	return args, pod, true
 }
 
 func post(w http.ResponseWriter, r *http.Request, what string) bool {
