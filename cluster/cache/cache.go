@@ -70,6 +70,11 @@ type podState struct {
 	bound bool
 	// unboundSince is when the booking was first seen without a node.
 	unboundSince time.Time
+	// shown: an informer event has carried this booking's assignment.
+	// Until then the booking is a bind's own (Book), made before its
+	// writes, and an event without the assignment is older than them: it
+	// must not drop the booking (the bind takes it back if it fails).
+	shown bool
 }
 
 // New returns an empty cache for the given resource names; it books pods
@@ -115,8 +120,14 @@ func (c *Cache) DeleteNode(name string) {
 // to a node other than the assignment's); the caller should say so loudly.
 func (c *Cache) SetPod(p *pods.Pod) error {
 	raw, ok := p.Assignment, p.HasAssignment
-	if !ok || p.Terminated() {
+	if p.Terminated() {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
+		return nil
+	}
+	if !ok {
+		if !c.bindsOwn(p.UID) {
+			c.unbook(p.UID, false)
+		}
 		return nil
 	}
 	phase, err := protocol.ParsePhase(p.AssignmentPhase)
@@ -135,7 +146,7 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 		c.DeletePod(p.UID)
 		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	c.book(p, a, raw, inFlight)
+	c.book(p, a, raw, inFlight, true)
 	return nil
 }
 
@@ -146,10 +157,29 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 // echoes then cost a map lookup instead of a decode and a recompute.
 func (c *Cache) unchanged(p *pods.Pod, raw string, inFlight bool) bool {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	old, ok := c.pods[p.UID]
-	return ok && old.raw == raw && old.inFlight == inFlight && old.name == p.Name &&
+	same := ok && old.raw == raw && old.inFlight == inFlight && old.name == p.Name &&
 		(p.NodeName == "" || (p.NodeName == old.node && old.bound))
+	c.mu.RUnlock()
+	if same && !old.shown {
+		// The echo of a bind's own booking: shown from now on.
+		c.mu.Lock()
+		if cur, ok := c.pods[p.UID]; ok && cur.raw == raw {
+			cur.shown = true
+			c.pods[p.UID] = cur
+		}
+		c.mu.Unlock()
+	}
+	return same
+}
+
+// bindsOwn reports whether the pod's booking is a bind's own that no
+// informer event has shown yet.
+func (c *Cache) bindsOwn(uid types.UID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	old, ok := c.pods[uid]
+	return ok && !old.shown
 }
 
 // trusted checks that a could only have come from vgpud's own bind. The
@@ -193,15 +223,17 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 // flight until kubelet allocates it. The pod's containers say which are
 // init containers and sidecars (core's footprint rule); raw is a's
 // encoding, as the Binding writes it, so the informer's echo of it
-// changes nothing.
-func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string) { c.book(p, a, raw, true) }
+// changes nothing. Until that echo, informer events without an assignment
+// leave the booking alone: they predate the bind's writes, and the bind
+// takes its booking back itself if it fails (SetPod or DeletePod).
+func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string) { c.book(p, a, raw, true, false) }
 
-func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight bool) {
+func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight, shown bool) {
 	pl := core.PlacementOf(a, p.Kinds())
 	uid, namespace, name := p.UID, p.Namespace, p.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := podState{node: a.Node, namespace: namespace, name: name, raw: raw, placement: pl, inFlight: inFlight, bound: p.NodeName != ""}
+	st := podState{node: a.Node, namespace: namespace, name: name, raw: raw, placement: pl, inFlight: inFlight, bound: p.NodeName != "", shown: shown}
 	old, ok := c.pods[uid]
 	if ok && old.node != a.Node {
 		delete(c.node(old.node).pods, uid)

@@ -405,3 +405,58 @@ func TestEchoesOfABind(t *testing.T) {
 		t.Fatalf("pods %v, want p on n2", got)
 	}
 }
+
+// A bind books its pod before its Binding lands (Book). An informer event
+// without the assignment (the pod's own creation, or a status change,
+// delivered late) is older than the bind's writes and must leave that
+// booking alone: dropping it would free the room and the node's in-flight
+// slot for a second bind while the first pod is being bound. Once an
+// event has shown the assignment, one without it unbooks again (the ghost
+// sweeper cleared it), and a deletion always does.
+func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	p := assigned("p", "n1", 0, 1000)
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Status.Phase = corev1.PodPending
+	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := p.DeepCopy()
+	older.Annotations = nil
+	c.Book(record(p), a, p.Annotations[protocol.AnnotationAssignment])
+	if err := c.SetPod(record(older)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
+		t.Fatalf("an event older than the bind dropped its booking: %+v", got)
+	}
+	c.MarkBound(p.UID, "n1") // the Binding landed
+	_ = c.SetPod(record(older))
+	if busy := c.InFlight("n1", ""); busy != "ns/p" {
+		t.Fatalf("in flight %q after an older event; want ns/p", busy)
+	}
+	c.DeletePod(p.UID)
+	if got := c.Pods(); len(got) != 0 {
+		t.Fatalf("a deleted pod is still booked: %v", got)
+	}
+
+	// Shown by an event, then cleared: unbooked.
+	q := assigned("q", "n1", 0, 2000)
+	q.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	q.Status.Phase = corev1.PodPending
+	qa, _ := protocol.DecodeAssignment(q.Annotations[protocol.AnnotationAssignment])
+	c.Book(record(q), qa, q.Annotations[protocol.AnnotationAssignment])
+	if err := c.SetPod(record(q)); err != nil { // the echo
+		t.Fatal(err)
+	}
+	cleared := q.DeepCopy()
+	cleared.Annotations = nil
+	if err := c.SetPod(record(cleared)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Pods(); len(got) != 0 {
+		t.Fatalf("an assignment cleared after its echo is still booked: %v", got)
+	}
+}

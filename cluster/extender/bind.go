@@ -69,8 +69,9 @@ type Binder struct {
 	log    *slog.Logger
 
 	mu         sync.Mutex
-	nodeLocks  map[string]*sync.Mutex
+	nodeLocks  map[string]*sync.Mutex // held from the wait for the node to the Binding
 	quotaLocks map[string]*sync.Mutex
+	fitLocks   map[string]*sync.Mutex // held to fit and book a pod on the node
 	queue      bindQueue
 
 	// observe is told of every bind's outcome and how long it waited for
@@ -96,7 +97,7 @@ func NewBinder(api corev1client.PodsGetter, books Books, lookup PodLookup, limit
 		lookup = func(string, string) *pods.Pod { return nil }
 	}
 	return &Binder{api: api, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
-		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}}
+		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}, fitLocks: map[string]*sync.Mutex{}}
 }
 
 // Bind places the pod on args.Node and binds it there, or says why not.
@@ -125,37 +126,43 @@ func (b *Binder) lock(locks map[string]*sync.Mutex, key string) *sync.Mutex {
 	return l
 }
 
-func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) (time.Duration, error) {
+func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) (waited time.Duration, err error) {
 	if args.PodUID == "" {
 		return 0, fmt.Errorf("bind pod %s/%s: no PodUID; vgpud binds a pod only by UID, so a recreated pod is never bound in its place", args.PodNamespace, args.PodName)
 	}
 	start := time.Now()
 	b.queue.enter(args.Node)
 	defer b.queue.leave(args.Node)
-	// Lock order: node, then namespace.
+	var h held
+	defer func() {
+		if err != nil && h.booked {
+			b.unbook(h.pod)
+		}
+	}()
+	// The informer's copy of the pod saves a read: the Binding is
+	// conditional on its resourceVersion, so a stale copy only costs a
+	// conflict, and then the pod is read afresh and everything checked
+	// again.
+	cached := b.lookup(args.PodNamespace, args.PodName)
+	if cached != nil && cached.UID != args.PodUID {
+		cached = nil
+	}
+	if cached != nil {
+		b.reserve(args, cached, &h)
+	}
+	// Lock order: node, then namespace, then fit.
 	lock := b.lock(b.nodeLocks, args.Node)
 	lock.Lock()
 	defer lock.Unlock()
-	err := b.waitForNode(ctx, args.Node, args.PodUID)
-	waited := time.Since(start)
-	if err != nil {
-		return waited, err
+	if err := b.waitForNode(ctx, args.Node, args.PodUID); err != nil {
+		return time.Since(start), err
 	}
+	waited = time.Since(start)
 	// Binds in a namespace with a vGPU quota are serialised, so two cannot
 	// both fit the last of it; other namespaces bind in parallel.
-	if b.limits != nil {
-		if q := b.limits.NamespaceLimits(args.PodNamespace); q.Memory.Set || q.Cores.Set {
-			ns := b.lock(b.quotaLocks, args.PodNamespace)
-			ns.Lock()
-			defer ns.Unlock()
-		}
-	}
-	// The informer's copy of the pod saves a read: the assignment patch
-	// is conditional on its resourceVersion, so a stale copy only costs a
-	// conflict, and then the pod is read afresh and everything checked
-	// again.
-	if pod := b.lookup(args.PodNamespace, args.PodName); pod != nil && pod.UID == args.PodUID {
-		if err := b.place(ctx, args, pod); !errors.Is(err, errStale) {
+	defer b.lockQuota(args.PodNamespace)()
+	if cached != nil {
+		if err := b.place(ctx, args, cached, &h); !errors.Is(err, errStale) {
 			return waited, err
 		}
 	}
@@ -166,11 +173,56 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if err != nil {
 		return waited, fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
 	}
-	return waited, b.place(ctx, args, pods.Of(pod, b.cfg.Names))
+	return waited, b.place(ctx, args, pods.Of(pod, b.cfg.Names), &h)
 }
 
-// place checks pod, fits it on args.Node and commits the assignment.
-func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *pods.Pod) error {
+// held is what one bind booked: if the bind fails, the books go back to
+// what the pod as last read carries.
+type held struct {
+	pod    *pods.Pod
+	booked bool
+}
+
+// lockQuota takes the namespace's quota lock when it has a vGPU quota,
+// and returns its unlock.
+func (b *Binder) lockQuota(namespace string) func() {
+	if b.limits == nil {
+		return func() {}
+	}
+	if q := b.limits.NamespaceLimits(namespace); !q.Memory.Set && !q.Cores.Set {
+		return func() {}
+	}
+	l := b.lock(b.quotaLocks, namespace)
+	l.Lock()
+	return l.Unlock
+}
+
+// reserve books the pod's room on the node as soon as its bind arrives,
+// before it waits for the node's in-flight pod: filters meanwhile count
+// it, so kube-scheduler does not send a second pod to the same last room
+// only to have that bind refused ("no longer fits") and retried. The
+// place after the wait fits again, leaving this booking out (NodeFor),
+// and replaces it. A pod that does not fit now, or fails any check,
+// reserves nothing and is decided after the wait as before.
+func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) {
+	if b.bindable(pod, args.PodUID) != nil {
+		return
+	}
+	req, _, err := requestFor(pod, b.cfg.Defaults)
+	if err != nil {
+		return
+	}
+	defer b.lockQuota(pod.Namespace)()
+	h.pod = pod
+	// What fails here is decided, and said, after the wait.
+	_, _, _ = b.book(args.Node, pod, req, h)
+}
+
+// place checks pod, fits it on args.Node, books it and binds it there.
+// Fit and booking hold the node's fit lock, as reserve does, so no two
+// pods are fitted into the same room.
+func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) error {
+	h.pod = pod
 	if err := b.bindable(pod, args.PodUID); err != nil {
 		return err
 	}
@@ -178,17 +230,41 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	node, reason := b.books.NodeFor(args.Node, pod.UID)
+	a, raw, err := b.book(args.Node, pod, req, h)
+	if err != nil {
+		return err
+	}
+	return b.commit(ctx, pod, a, raw)
+}
+
+// book fits the pod on node under the node's fit lock, checks its quota
+// and books it.
+func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held) (protocol.Assignment, string, error) {
+	fit := b.lock(b.fitLocks, nodeName)
+	fit.Lock()
+	defer fit.Unlock()
+	node, reason := b.books.NodeFor(nodeName, pod.UID)
 	if reason == nil {
 		var res core.Result
 		if res, reason = core.Fit(node, req, b.cfg.Defaults.Options); reason == nil {
 			if err := b.checkQuota(pod, res.Placement); err != nil {
-				return err
+				return protocol.Assignment{}, "", err
 			}
-			return b.commit(ctx, pod, res.Placement.Assignment(args.Node))
+			a := res.Placement.Assignment(nodeName)
+			raw, err := protocol.EncodeAssignment(a)
+			if err != nil {
+				return protocol.Assignment{}, "", fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+			if err := b.fence(); err != nil {
+				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
+			}
+			// Booked first, so the next filter already counts the pod.
+			b.books.Book(pod, a, raw)
+			h.booked = true
+			return a, raw, nil
 		}
 	}
-	return fmt.Errorf("node %s no longer fits pod %s/%s: %s", args.Node, pod.Namespace, pod.Name, reason.Text)
+	return protocol.Assignment{}, "", fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text)
 }
 
 // bindable refuses what kube-scheduler's vgpud profile would never ask:
@@ -280,23 +356,14 @@ func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) e
 // read.
 var errStale = errors.New("the pod changed since vgpud read it")
 
-// commit books the assignment, then writes it and the node in one
-// Binding. The apiserver copies a Binding's annotations onto the pod as it
-// sets spec.nodeName, under the UID and resourceVersion we read: a pod
-// never carries an assignment without its node or the other way round,
-// and a concurrent change (or a pod recreated under the name) fails with
-// a conflict instead of being overwritten. (A Binding, so vgpud's Role
-// needs no update on pods.)
-func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment) error {
-	raw, err := protocol.EncodeAssignment(a)
-	if err != nil {
-		return fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	if err := b.fence(); err != nil {
-		return fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
-	}
-	// Booked first, so the next filter already counts the pod.
-	b.books.Book(pod, a, raw)
+// commit writes the booked assignment and the node in one Binding. The
+// apiserver copies a Binding's annotations onto the pod as it sets
+// spec.nodeName, under the UID and resourceVersion we read: a pod never
+// carries an assignment without its node or the other way round, and a
+// concurrent change (or a pod recreated under the name) fails with a
+// conflict instead of being overwritten. (A Binding, so vgpud's Role
+// needs no update on pods.) On an error the bind takes the booking back.
+func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment, raw string) error {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			Annotations: map[string]string{
@@ -308,14 +375,12 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 	if err := b.api.Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
-			b.unbook(pod)
 			return fmt.Errorf("bind pod %s/%s to %s: %w: %w", pod.Namespace, pod.Name, a.Node, errStale, err)
 		case b.boundAnyway(pod, a.Node, raw):
 			// The Binding landed though its answer was lost (a timeout):
 			// the pod runs there, and its assignment must stay booked.
 			b.log.Warn("Binding answered with an error but the pod is bound; keeping the assignment", "pod", pod.Namespace+"/"+pod.Name, "node", a.Node, "err", err)
 		default:
-			b.unbook(pod)
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}
 	}

@@ -563,3 +563,57 @@ func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A bind that waits for the node's in-flight pod books its room as it
+// arrives: a filter meanwhile counts it, so kube-scheduler sends no second
+// pod into the same last room only to have that bind refused ("no longer
+// fits") and retried. If the wait runs out, the room is given back; once
+// the node is free the pod binds into it.
+func TestQueuedBindReservesItsRoom(t *testing.T) {
+	p1, p2, p3 := bindPod("p1", "4000"), bindPod("p2", "10000"), bindPod("p3", "4000")
+	e := newBindEnv(t, 10, 300*time.Millisecond, p1, p2, p3)
+	for _, p := range []*corev1.Pod{p1, p2, p3} {
+		e.informer.Store("ai/"+p.Name, p.DeepCopy())
+	}
+	placer := NewPlacer(e.books, e.binder, protocol.DefaultResourceNames(), e.binder.cfg.Defaults, nil, nil, quietLogger())
+	filterP3 := func() (bool, string) {
+		fits, failed, err := placer.Filter(recordOf(p3), []string{"n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fits) == 1, failed["n1"]
+	}
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	<-e.bindings // p1 is in flight until kubelet allocates it
+	done := make(chan string, 1)
+	go func() { done <- e.bind("p2") }()
+	for deadline := time.Now().Add(200 * time.Millisecond); e.usedMiB() != 14000; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("p2's bind is waiting for p1 and its 10000 MiB are not booked: %d MiB", e.usedMiB())
+		}
+	}
+	if e.binder.Queued("n1") != 1 || len(e.bindings) != 0 {
+		t.Fatalf("p2 not waiting: %d queued, %d bindings", e.binder.Queued("n1"), len(e.bindings))
+	}
+	if fits, why := filterP3(); fits || !strings.Contains(why, "largest free 2000 MiB") {
+		t.Fatalf("p3 filtered onto the room p2 waits for: fits %v, reason %q", fits, why)
+	}
+	if msg := <-done; !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") {
+		t.Fatalf("p2 after the wait: %q", msg)
+	}
+	if e.usedMiB() != 4000 || len(e.books.Pods()) != 1 {
+		t.Fatalf("the wait ran out and p2's room is still booked: %d MiB, %v", e.usedMiB(), e.books.Pods())
+	}
+	if fits, why := filterP3(); !fits {
+		t.Fatalf("p3 refused once p2 gave its room back: %q", why)
+	}
+	e.allocated(t, "p1")
+	if msg := e.bind("p2"); msg != "" {
+		t.Fatal(msg)
+	}
+	if got := <-e.bindings; got != "p2@n1" || e.usedMiB() != 14000 {
+		t.Fatalf("binding %s, %d MiB booked", got, e.usedMiB())
+	}
+}
