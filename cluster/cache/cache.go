@@ -30,9 +30,10 @@ type Cache struct {
 	// freed, if set, is told after a booking is dropped (NotifyFreed).
 	freed func()
 
-	mu    sync.RWMutex
-	nodes map[string]*nodeState
-	pods  map[types.UID]podState
+	mu     sync.RWMutex
+	nodes  map[string]*nodeState
+	pods   map[types.UID]podState
+	tokens uint64 // the last Book's token
 }
 
 type nodeState struct {
@@ -70,11 +71,14 @@ type podState struct {
 	bound bool
 	// unboundSince is when the booking was first seen without a node.
 	unboundSince time.Time
-	// shown: an informer event has carried this booking's assignment.
-	// Until then the booking is a bind's own (Book), made before its
-	// writes, and an event without the assignment is older than them: it
-	// must not drop the booking (the bind takes it back if it fails).
+	// shown: an informer event has carried this booking's assignment;
+	// until then it is a bind's own (binds.go).
 	shown bool
+	// token names the Book that made a booking not shown yet (Release).
+	token uint64
+	// api, for a booking not shown yet, is what the API last showed of
+	// the pod, to go back to if the bind fails; nil: no assignment.
+	api *podState
 }
 
 // New returns an empty cache for the given resource names; it books pods
@@ -114,7 +118,8 @@ func (c *Cache) DeleteNode(name string) {
 	}
 }
 
-// SetPod books or unbooks a pod from its assignment annotation. It returns
+// SetPod books or unbooks a pod from its assignment annotation (beneath a
+// bind's own booking, if the event predates the bind's Binding: binds.go). It returns
 // an error for an assignment it will not book — unreadable, or not one
 // vgpud's bind could have written (another scheduler's pod, or a pod bound
 // to a node other than the assignment's); the caller should say so loudly.
@@ -124,30 +129,51 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
 		return nil
 	}
+	if handled, err := c.beneath(p); handled {
+		return err
+	}
 	if !ok {
-		if !c.bindsOwn(p.UID) {
-			c.unbook(p.UID, false)
-		}
+		c.unbook(p.UID, false)
 		return nil
 	}
+	inFlight := inFlightOf(p)
+	if c.unchanged(p, raw, inFlight) {
+		return nil
+	}
+	a, err := c.readAssignment(p)
+	if err != nil {
+		c.DeletePod(p.UID)
+		return err
+	}
+	st := c.stateOf(p, a, raw, inFlight)
+	st.shown = true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.put(p.UID, st)
+	return nil
+}
+
+// inFlightOf says whether the pod as the API shows it waits for kubelet's
+// Allocate: its phase annotation still bound, and the pod pending.
+func inFlightOf(p *pods.Pod) bool {
 	phase, err := protocol.ParsePhase(p.AssignmentPhase)
 	if err != nil {
 		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
 	}
-	inFlight := phase == protocol.PhaseBound && p.Phase == corev1.PodPending
-	if c.unchanged(p, raw, inFlight) {
-		return nil
-	}
-	a, err := protocol.DecodeAssignment(raw)
+	return phase == protocol.PhaseBound && p.Phase == corev1.PodPending
+}
+
+// readAssignment decodes the pod's assignment and checks it is one
+// vgpud's bind could have written.
+func (c *Cache) readAssignment(p *pods.Pod) (protocol.Assignment, error) {
+	a, err := protocol.DecodeAssignment(p.Assignment)
 	if err == nil {
 		err = c.trusted(p, a)
 	}
 	if err != nil {
-		c.DeletePod(p.UID)
-		return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		return protocol.Assignment{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	c.book(p, a, raw, inFlight, true)
-	return nil
+	return a, nil
 }
 
 // unchanged reports whether p's event would change nothing in its
@@ -165,21 +191,12 @@ func (c *Cache) unchanged(p *pods.Pod, raw string, inFlight bool) bool {
 		// The echo of a bind's own booking: shown from now on.
 		c.mu.Lock()
 		if cur, ok := c.pods[p.UID]; ok && cur.raw == raw {
-			cur.shown = true
+			cur.shown, cur.token, cur.api = true, 0, nil
 			c.pods[p.UID] = cur
 		}
 		c.mu.Unlock()
 	}
 	return same
-}
-
-// bindsOwn reports whether the pod's booking is a bind's own that no
-// informer event has shown yet.
-func (c *Cache) bindsOwn(uid types.UID) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	old, ok := c.pods[uid]
-	return ok && !old.shown
 }
 
 // trusted checks that a could only have come from vgpud's own bind. The
@@ -218,28 +235,22 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 	return nil
 }
 
-// Book records a placement at once, before the informer sees it: bind
-// calls it so the next filter already counts the pod, and the pod is in
-// flight until kubelet allocates it. The pod's containers say which are
-// init containers and sidecars (core's footprint rule); raw is a's
-// encoding, as the Binding writes it, so the informer's echo of it
-// changes nothing. Until that echo, informer events without an assignment
-// leave the booking alone: they predate the bind's writes, and the bind
-// takes its booking back itself if it fails (SetPod or DeletePod).
-func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string) { c.book(p, a, raw, true, false) }
+// stateOf is the booking of a for the pod as p shows it, not shown yet.
+// The pod's containers say which are init containers and sidecars
+// (core's footprint rule).
+func (c *Cache) stateOf(p *pods.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
+	return podState{node: a.Node, namespace: p.Namespace, name: p.Name, raw: raw, placement: core.PlacementOf(a, p.Kinds()),
+		inFlight: inFlight, bound: p.NodeName != ""}
+}
 
-func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight, shown bool) {
-	pl := core.PlacementOf(a, p.Kinds())
-	uid, namespace, name := p.UID, p.Namespace, p.Name
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := podState{node: a.Node, namespace: namespace, name: name, raw: raw, placement: pl, inFlight: inFlight, bound: p.NodeName != "", shown: shown}
+// put books st for the pod, in place of its booking so far. c.mu held.
+func (c *Cache) put(uid types.UID, st podState) {
 	old, ok := c.pods[uid]
-	if ok && old.node != a.Node {
+	if ok && old.node != st.node {
 		delete(c.node(old.node).pods, uid)
 		c.recompute(old.node)
 	}
-	if ok && old.node == a.Node {
+	if ok && old.node == st.node {
 		// A pod's node never goes back to empty: an informer event older
 		// than our own Binding must not make a bound pod look unbound.
 		st.bound = st.bound || old.bound
@@ -249,8 +260,8 @@ func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, inFlight, s
 		st.unboundSince = c.now()
 	}
 	c.pods[uid] = st
-	c.node(a.Node).pods[uid] = true
-	c.recompute(a.Node)
+	c.node(st.node).pods[uid] = true
+	c.recompute(st.node)
 }
 
 // NotifyFreed has f called, outside the books' lock, after each booking
@@ -261,15 +272,16 @@ func (c *Cache) NotifyFreed(f func()) { c.freed = f }
 func (c *Cache) DeletePod(uid types.UID) { c.unbook(uid, true) }
 
 func (c *Cache) unbook(uid types.UID, deleted bool) {
-	if c.unbookLocked(uid, deleted) && c.freed != nil {
+	c.mu.Lock()
+	dropped := c.drop(uid, deleted)
+	c.mu.Unlock()
+	if dropped && c.freed != nil {
 		c.freed()
 	}
 }
 
-// unbookLocked drops the booking and reports whether there was one.
-func (c *Cache) unbookLocked(uid types.UID, deleted bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// drop drops the booking and reports whether there was one. c.mu held.
+func (c *Cache) drop(uid types.UID, deleted bool) bool {
 	old, ok := c.pods[uid]
 	if !ok {
 		return false

@@ -407,25 +407,19 @@ func TestEchoesOfABind(t *testing.T) {
 }
 
 // A bind books its pod before its Binding lands (Book). An informer event
-// without the assignment (the pod's own creation, or a status change,
-// delivered late) is older than the bind's writes and must leave that
-// booking alone: dropping it would free the room and the node's in-flight
-// slot for a second bind while the first pod is being bound. Once an
-// event has shown the assignment, one without it unbooks again (the ghost
-// sweeper cleared it), and a deletion always does.
+// that shows the pod without a node (the pod's own creation, or a status
+// change, delivered late) is older than the bind's writes and must leave
+// that booking alone: dropping it would free the room and the node's
+// in-flight slot for a second bind while the first pod is being bound.
+// Once an event has shown the assignment, the API's word counts again,
+// and a deletion always does.
 func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 1, "10"))
-	p := assigned("p", "n1", 0, 1000)
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
-	p.Status.Phase = corev1.PodPending
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pendingAssigned("p", 1000)
 	older := p.DeepCopy()
 	older.Annotations = nil
-	c.Book(record(p), a, p.Annotations[protocol.AnnotationAssignment])
+	c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
 	if err := c.SetPod(record(older)); err != nil {
 		t.Fatal(err)
 	}
@@ -442,13 +436,10 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 		t.Fatalf("a deleted pod is still booked: %v", got)
 	}
 
-	// Shown by an event, then cleared: unbooked.
-	q := assigned("q", "n1", 0, 2000)
-	q.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
-	q.Status.Phase = corev1.PodPending
-	qa, _ := protocol.DecodeAssignment(q.Annotations[protocol.AnnotationAssignment])
-	c.Book(record(q), qa, q.Annotations[protocol.AnnotationAssignment])
-	if err := c.SetPod(record(q)); err != nil { // the echo
+	// Shown by its echo, then cleared: unbooked.
+	q := pendingAssigned("q", 2000)
+	c.Book(record(q), assignmentOf(t, q), q.Annotations[protocol.AnnotationAssignment])
+	if err := c.SetPod(record(q)); err != nil {
 		t.Fatal(err)
 	}
 	cleared := q.DeepCopy()
@@ -459,4 +450,99 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 	if got := c.Pods(); len(got) != 0 {
 		t.Fatalf("an assignment cleared after its echo is still booked: %v", got)
 	}
+}
+
+// A failed bind takes back what it booked (Release), and the books go back
+// to what the API last showed of the pod; only its own booking, never one
+// made since or shown by the API.
+func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	c.SetNode(gpuNode("n2", 1, "10"))
+	usage := func() string { return fmt.Sprint(c.Pods(), c.NamespaceUsage("ns", "").MemMiB) }
+
+	// An assignment an earlier bind left (no node): a bind books over it
+	// and fails; the leftover is booked again.
+	left := assigned("p", "n2", 0, 3000)
+	left.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	left.Status.Phase = corev1.PodPending
+	if err := c.SetPod(record(left)); err != nil {
+		t.Fatal(err)
+	}
+	p := pendingAssigned("p", 1000)
+	token := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	if got := usage(); got != "[ns/p@n1] 1000" {
+		t.Fatalf("booked over the leftover: %s", got)
+	}
+	c.Release(p.UID, token)
+	if got := usage(); got != "[ns/p@n2] 3000" {
+		t.Fatalf("released: %s, want the leftover back", got)
+	}
+
+	// The leftover cleared (the ghost sweeper) while a bind held its own
+	// booking: the event is kept beneath, and a release leaves nothing.
+	token = c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	cleared := left.DeepCopy()
+	cleared.Annotations = nil
+	if err := c.SetPod(record(cleared)); err != nil {
+		t.Fatal(err)
+	}
+	if got := usage(); got != "[ns/p@n1] 1000" {
+		t.Fatalf("an older event replaced the bind's booking: %s", got)
+	}
+	c.Release(p.UID, token)
+	if got := usage(); got != "[] 0" {
+		t.Fatalf("released after the leftover was cleared: %s, want nothing", got)
+	}
+
+	// Two binds of one pod: the first one's release does not take back the
+	// second one's booking.
+	first := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	c.Book(record(left), assignmentOf(t, left), left.Annotations[protocol.AnnotationAssignment])
+	c.Release(p.UID, first)
+	if got := usage(); got != "[ns/p@n2] 3000" {
+		t.Fatalf("an earlier bind released a later one's booking: %s", got)
+	}
+	c.DeletePod(p.UID)
+
+	// A bind that bound the pod, then another bind of it (a replay, with
+	// a stale copy of the pod) that fails: the first one's booking stays.
+	bound := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	c.MarkBound(p.UID, "n1")
+	again := c.Book(record(left), assignmentOf(t, left), left.Annotations[protocol.AnnotationAssignment])
+	c.Release(p.UID, again)
+	c.Release(p.UID, bound)
+	if got, busy := usage(), c.InFlight("n1", ""); got != "[ns/p@n1] 1000" || busy != "ns/p" {
+		t.Fatalf("after a failed replay: %s, in flight %q; want p on n1 in flight", got, busy)
+	}
+
+	// Shown by its echo: no release takes it back.
+	q := pendingAssigned("q", 2000)
+	token = c.Book(record(q), assignmentOf(t, q), q.Annotations[protocol.AnnotationAssignment])
+	q.Spec.NodeName = "n1"
+	if err := c.SetPod(record(q)); err != nil {
+		t.Fatal(err)
+	}
+	c.Release(q.UID, token)
+	if got := c.NamespaceUsage("ns", "uid-p"); got.MemMiB != 2000 {
+		t.Fatalf("a booking the API showed was released: %+v", got)
+	}
+}
+
+// pendingAssigned is a pending pod with name's assignment of mem MiB on
+// n1, phase bound: what a bind writes.
+func pendingAssigned(name string, mem int64) *corev1.Pod {
+	p := assigned(name, "n1", 0, mem)
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Status.Phase = corev1.PodPending
+	return p
+}
+
+func assignmentOf(t *testing.T, p *corev1.Pod) protocol.Assignment {
+	t.Helper()
+	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

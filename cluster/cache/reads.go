@@ -74,14 +74,15 @@ type Ghost struct {
 	Since     time.Time
 }
 
-// Ghosts lists bookings seen without a node since before cutoff: their
-// bind wrote the assignment but never reached a Binding.
+// Ghosts lists bookings the API has shown without a node since before
+// cutoff: their bind wrote the assignment but never reached a Binding. (A
+// bind's own booking, not shown yet, is that bind's to settle.)
 func (c *Cache) Ghosts(cutoff time.Time) []Ghost {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []Ghost
 	for uid, p := range c.pods {
-		if !p.bound && p.unboundSince.Before(cutoff) {
+		if p.shown && !p.bound && p.unboundSince.Before(cutoff) {
 			out = append(out, Ghost{UID: uid, Namespace: p.namespace, Name: p.name, Node: p.node, Since: p.unboundSince})
 		}
 	}

@@ -25,12 +25,13 @@ import (
 // Books is the cache as bind needs it.
 type Books interface {
 	Nodes
-	// Book books a as the pod's placement, raw its encoding.
-	Book(pod *pods.Pod, a protocol.Assignment, raw string)
-	// SetPod books the pod as the API shows it.
-	SetPod(pod *pods.Pod) error
+	// Book books a as the pod's placement, raw its encoding, and returns
+	// the token Release takes.
+	Book(pod *pods.Pod, a protocol.Assignment, raw string) uint64
+	// Release takes back what Book booked, if it is still that booking
+	// and not shown by the API: the books go back to what the API shows.
+	Release(uid types.UID, token uint64)
 	MarkBound(uid types.UID, node string)
-	DeletePod(uid types.UID)
 	InFlight(node string, except types.UID) string
 	// InFlightChanged is closed when the node's in-flight pods next change.
 	InFlightChanged(node string) <-chan struct{}
@@ -136,7 +137,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	var h held
 	defer func() {
 		if err != nil && h.booked {
-			b.unbook(h.pod)
+			b.books.Release(args.PodUID, h.token)
 		}
 	}()
 	// The informer's copy of the pod saves a read: the Binding is
@@ -176,10 +177,9 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	return waited, b.place(ctx, args, pods.Of(pod, b.cfg.Names), &h)
 }
 
-// held is what one bind booked: if the bind fails, the books go back to
-// what the pod as last read carries.
+// held is what one bind booked last, to take back if it fails.
 type held struct {
-	pod    *pods.Pod
+	token  uint64
 	booked bool
 }
 
@@ -203,7 +203,10 @@ func (b *Binder) lockQuota(namespace string) func() {
 // only to have that bind refused ("no longer fits") and retried. The
 // place after the wait fits again, leaving this booking out (NodeFor),
 // and replaces it. A pod that does not fit now, or fails any check,
-// reserves nothing and is decided after the wait as before.
+// reserves nothing and is decided after the wait as before. Meanwhile the
+// booking counts in its namespace's quota for the other binds there: a
+// bind that then fails gives it back (Release), and kube-scheduler
+// retries whatever it refused.
 func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) {
 	if b.bindable(pod, args.PodUID) != nil {
 		return
@@ -213,7 +216,6 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *
 		return
 	}
 	defer b.lockQuota(pod.Namespace)()
-	h.pod = pod
 	// What fails here is decided, and said, after the wait.
 	_, _, _ = b.book(args.Node, pod, req, h)
 }
@@ -222,7 +224,6 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *
 // Fit and booking hold the node's fit lock, as reserve does, so no two
 // pods are fitted into the same room.
 func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) error {
-	h.pod = pod
 	if err := b.bindable(pod, args.PodUID); err != nil {
 		return err
 	}
@@ -259,8 +260,7 @@ func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held)
 				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
 			}
 			// Booked first, so the next filter already counts the pod.
-			b.books.Book(pod, a, raw)
-			h.booked = true
+			h.token, h.booked = b.books.Book(pod, a, raw), true
 			return a, raw, nil
 		}
 	}
@@ -388,18 +388,6 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 	b.books.MarkBound(pod.UID, a.Node)
 	b.events(pod.Ref(), "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
 	return nil
-}
-
-// unbook takes back the booking of a Binding that did not land: the books
-// go back to what the pod as read carries (an assignment an earlier
-// unfinished bind left, or none).
-func (b *Binder) unbook(pod *pods.Pod) {
-	if pod.HasAssignment {
-		if err := b.books.SetPod(pod); err == nil {
-			return
-		}
-	}
-	b.books.DeletePod(pod.UID)
 }
 
 // boundAnyway re-reads the pod after a failed Binding: if it is bound to

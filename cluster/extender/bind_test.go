@@ -617,3 +617,44 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 		t.Fatalf("binding %s, %d MiB booked", got, e.usedMiB())
 	}
 }
+
+// A pod deleted and created again under its name while its bind waits:
+// the bind finds it recreated and fails, and takes back exactly what it
+// booked, for the old pod; the new one holds nothing until bound itself.
+func TestBindOfARecreatedPodLeavesNothingBooked(t *testing.T) {
+	p1, p2 := bindPod("p1", "4000"), bindPod("p2", "4000")
+	e := newBindEnv(t, 10, 2*time.Second, p1, p2)
+	e.informer.Store("ai/p2", p2.DeepCopy())
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	<-e.bindings
+	done := make(chan string, 1)
+	go func() { done <- e.bind("p2") }()
+	for deadline := time.Now().Add(time.Second); e.usedMiB() != 8000; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("p2's bind did not book its room while waiting: %d MiB", e.usedMiB())
+		}
+	}
+	// p2 goes, and comes back as a new pod; the informer sees both.
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	if err := e.kube.Tracker().Delete(gvr, "ai", "p2"); err != nil {
+		t.Fatal(err)
+	}
+	e.books.DeletePod(p2.UID)
+	again := bindPod("p2", "4000")
+	again.UID = "uid-p2-again"
+	if err := e.kube.Tracker().Create(gvr, again, "ai"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.books.SetPod(recordOf(again)); err != nil {
+		t.Fatal(err)
+	}
+	e.allocated(t, "p1") // p2's bind goes on, with its copy of the old pod
+	if msg := <-done; !strings.Contains(msg, "was recreated") {
+		t.Fatalf("bind of the recreated pod: %q", msg)
+	}
+	if got := e.books.Pods(); len(got) != 1 || got[0] != "ai/p1@n1" || e.usedMiB() != 4000 {
+		t.Fatalf("books %v, %d MiB; want p1 alone", got, e.usedMiB())
+	}
+}
