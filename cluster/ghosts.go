@@ -16,10 +16,10 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// ghostAge is how long a booking may stay without a node before it is
-// cleared: a bind writes the assignment and creates the Binding within
-// one request, so far longer than any bind (its wait included) means the
-// leader died between the two.
+// ghostAge is how long a booking the API shows without a node may stay
+// before it is cleared. A bind writes the assignment in its Binding, with
+// the node; an assignment without one was left by an older vgpud, whose
+// bind wrote the two apart and whose leader died between them.
 func ghostAge(bindWait time.Duration) time.Duration { return 2*bindWait + 30*time.Second }
 
 // ghostSweeper clears the assignments of pods that never got a node, so

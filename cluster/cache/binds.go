@@ -22,24 +22,39 @@ import (
 // Binding writes it, so the informer's echo of it changes nothing. The
 // booking is in flight once MarkBound says its Binding landed.
 func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string) uint64 {
+	token, _ := c.book(p, a, raw, false)
+	return token
+}
+
+// Reserve is Book for a bind that has not waited for the node yet, unless
+// the books already hold a bind's own booking of the pod: another bind of
+// it is under way (kube-scheduler retried while it lasted), and that
+// booking is not this one's to move. ok says whether it booked.
+func (c *Cache) Reserve(p *pods.Pod, a protocol.Assignment, raw string) (token uint64, ok bool) {
+	return c.book(p, a, raw, true)
+}
+
+func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, reserve bool) (uint64, bool) {
 	st := c.stateOf(p, a, raw, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	old, ok := c.pods[p.UID]
+	switch {
+	case ok && reserve && !old.shown:
+		return 0, false
+	case ok && (old.shown || old.bound):
+		// What the API shows, or will: a bound pod's booking is its own
+		// truth, whoever bound it.
+		api := old
+		api.token, api.api = 0, nil // its bind is done
+		st.api = &api
+	case ok:
+		st.api = old.api // an earlier Book's, over the same
+	}
 	c.tokens++
 	st.token = c.tokens
-	if old, ok := c.pods[p.UID]; ok {
-		if old.shown || old.bound {
-			// What the API shows, or will: a bound pod's booking is its
-			// own truth, whoever bound it.
-			api := old
-			api.token, api.api = 0, nil // its bind is done
-			st.api = &api
-		} else {
-			st.api = old.api // an earlier Book's, over the same
-		}
-	}
 	c.put(p.UID, st)
-	return st.token
+	return st.token, true
 }
 
 // Release takes back the booking Book returned token for, when its bind
@@ -65,43 +80,15 @@ func (c *Cache) Release(uid types.UID, token uint64) {
 }
 
 // beneath keeps an event that predates a bind's own booking of the pod
-// beneath it, and reports whether it did: the pod without a node, and
-// without that booking's assignment. An unbookable assignment beneath is
-// kept as none, with the error.
-func (c *Cache) beneath(p *pods.Pod) (bool, error) {
-	if p.NodeName != "" || !c.bindsOwnOver(p) {
-		return false, nil
-	}
-	var api *podState
-	var err error
-	if p.HasAssignment {
-		var a protocol.Assignment
-		if a, err = c.readAssignment(p); err == nil {
-			st := c.stateOf(p, a, p.Assignment, inFlightOf(p))
-			st.shown = true
-			api = &st
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ownOver(p) {
-		return false, nil // the bind's booking went meanwhile
-	}
-	st := c.pods[p.UID]
-	st.api = api
-	c.pods[p.UID] = st
-	return true, err
-}
-
-func (c *Cache) bindsOwnOver(p *pods.Pod) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.ownOver(p)
-}
-
-// ownOver: the pod's booking is a bind's own that p does not show. c.mu
-// held.
-func (c *Cache) ownOver(p *pods.Pod) bool {
+// beneath that booking, and reports whether it did: the pod without a
+// node, and without that booking's assignment. next is the booking the
+// event shows (nil: none, or none bookable). c.mu held.
+func (c *Cache) beneath(p *pods.Pod, next *podState) bool {
 	st, ok := c.pods[p.UID]
-	return ok && !st.shown && (!p.HasAssignment || st.raw != p.Assignment)
+	if p.NodeName != "" || !ok || st.shown || (p.HasAssignment && st.raw == p.Assignment) {
+		return false
+	}
+	st.api = next
+	c.pods[p.UID] = st
+	return true
 }

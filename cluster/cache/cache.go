@@ -27,7 +27,8 @@ type Cache struct {
 	// holds its node's in-flight slot (KeepDeletedInFlight).
 	deletedInFlight time.Duration
 
-	// freed, if set, is told after a booking is dropped (NotifyFreed).
+	// freed, if set, is told after a booking is dropped or given back
+	// (NotifyFreed).
 	freed func()
 
 	mu     sync.RWMutex
@@ -129,28 +130,41 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
 		return nil
 	}
-	if handled, err := c.beneath(p); handled {
-		return err
-	}
-	if !ok {
-		c.unbook(p.UID, false)
-		return nil
-	}
 	inFlight := inFlightOf(p)
-	if c.unchanged(p, raw, inFlight) {
+	if ok && c.unchanged(p, raw, inFlight) {
 		return nil
 	}
-	a, err := c.readAssignment(p)
-	if err != nil {
-		c.DeletePod(p.UID)
+	// Decoded outside the lock (the inventory check takes it); what the
+	// books then hold is looked at and changed under one lock, so a bind
+	// booking the pod meanwhile is not undone (binds.go).
+	var next *podState
+	var err error
+	if ok {
+		var a protocol.Assignment
+		if a, err = c.readAssignment(p); err == nil {
+			st := c.stateOf(p, a, raw, inFlight)
+			st.shown = true
+			next = &st
+		}
+	}
+	c.mu.Lock()
+	if c.beneath(p, next) {
+		c.mu.Unlock()
 		return err
 	}
-	st := c.stateOf(p, a, raw, inFlight)
-	st.shown = true
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.put(p.UID, st)
-	return nil
+	dropped := false
+	if next != nil {
+		c.put(p.UID, *next)
+	} else {
+		// An unreadable or untrusted assignment is dropped as if the pod
+		// were deleted: if it was in flight, it keeps the slot a while.
+		dropped = c.drop(p.UID, err != nil)
+	}
+	c.mu.Unlock()
+	if dropped && c.freed != nil {
+		c.freed()
+	}
+	return err
 }
 
 // inFlightOf says whether the pod as the API shows it waits for kubelet's
@@ -179,8 +193,9 @@ func (c *Cache) readAssignment(p *pods.Pod) (protocol.Assignment, error) {
 // unchanged reports whether p's event would change nothing in its
 // booking: the same assignment, already checked when booked, on the node
 // it names, in the same state. Every bind echoes back through the
-// informer two or three times (assignment, Binding, allocation); those
-// echoes then cost a map lookup instead of a decode and a recompute.
+// informer twice (Binding, allocation); those echoes, once the bind has
+// marked its pod bound, cost a map lookup instead of a decode and a
+// recompute.
 func (c *Cache) unchanged(p *pods.Pod, raw string, inFlight bool) bool {
 	c.mu.RLock()
 	old, ok := c.pods[p.UID]

@@ -546,3 +546,27 @@ func assignmentOf(t *testing.T, p *corev1.Pod) protocol.Assignment {
 	}
 	return a
 }
+
+// A bind reserving room while another bind of the same pod is under way
+// (kube-scheduler retried meanwhile) leaves that bind's booking alone.
+func TestReserveLeavesAnotherBindsBooking(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	c.SetNode(gpuNode("n2", 1, "10"))
+	p := pendingAssigned("p", 1000)
+	c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	other := assigned("p", "n2", 0, 3000)
+	if _, ok := c.Reserve(record(other), assignmentOf(t, other), other.Annotations[protocol.AnnotationAssignment]); ok {
+		t.Fatal("reserved over another bind's booking under way")
+	}
+	if got := c.Pods(); len(got) != 1 || got[0] != "ns/p@n1" {
+		t.Fatalf("books %v, want the first bind's", got)
+	}
+	p.Spec.NodeName = "n1" // its Binding's echo
+	if err := c.SetPod(record(p)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Reserve(record(other), assignmentOf(t, other), other.Annotations[protocol.AnnotationAssignment]); !ok {
+		t.Fatal("a booking the API shows blocks a reservation")
+	}
+}

@@ -17,9 +17,9 @@ import (
 // Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
 func (c *Cache) Node(name string) (core.Node, *core.Reason) { return c.NodeFor(name, "") }
 
-// NodeFor is Node as pod sees it: without pod's own booking, so a pod
-// filtered or bound again (an earlier bind of it wrote its assignment but
-// never reached a Binding) is not in its own way.
+// NodeFor is Node as pod sees it: without pod's own booking, so a pod is
+// not in its own way when its bind fits it again after reserving room
+// (binds.go), nor when a leftover assignment is booked for it.
 func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

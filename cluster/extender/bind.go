@@ -28,6 +28,9 @@ type Books interface {
 	// Book books a as the pod's placement, raw its encoding, and returns
 	// the token Release takes.
 	Book(pod *pods.Pod, a protocol.Assignment, raw string) uint64
+	// Reserve is Book unless another bind of the pod has booked it and
+	// is under way; ok says whether it booked.
+	Reserve(pod *pods.Pod, a protocol.Assignment, raw string) (token uint64, ok bool)
 	// Release takes back what Book booked, if it is still that booking
 	// and not shown by the API: the books go back to what the API shows.
 	Release(uid types.UID, token uint64)
@@ -217,7 +220,7 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *
 	}
 	defer b.lockQuota(pod.Namespace)()
 	// What fails here is decided, and said, after the wait.
-	_, _, _ = b.book(args.Node, pod, req, h)
+	_, _, _ = b.book(args.Node, pod, req, h, true)
 }
 
 // place checks pod, fits it on args.Node, books it and binds it there.
@@ -231,7 +234,7 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	a, raw, err := b.book(args.Node, pod, req, h)
+	a, raw, err := b.book(args.Node, pod, req, h, false)
 	if err != nil {
 		return err
 	}
@@ -239,8 +242,8 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 }
 
 // book fits the pod on node under the node's fit lock, checks its quota
-// and books it.
-func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held) (protocol.Assignment, string, error) {
+// and books it (Books.Reserve when reserving, else Books.Book).
+func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held, reserving bool) (protocol.Assignment, string, error) {
 	fit := b.lock(b.fitLocks, nodeName)
 	fit.Lock()
 	defer fit.Unlock()
@@ -260,7 +263,13 @@ func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held)
 				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
 			}
 			// Booked first, so the next filter already counts the pod.
-			h.token, h.booked = b.books.Book(pod, a, raw), true
+			if reserving {
+				if token, ok := b.books.Reserve(pod, a, raw); ok {
+					h.token, h.booked = token, true
+				}
+			} else {
+				h.token, h.booked = b.books.Book(pod, a, raw), true
+			}
 			return a, raw, nil
 		}
 	}
@@ -287,7 +296,7 @@ func (b *Binder) bindable(pod *pods.Pod, uid types.UID) error {
 
 // leftByFailedBind accepts a pod without an assignment, or with the one an
 // earlier bind of this same pod object left when it did not reach a
-// Binding (its leader died, or the Binding and its undo both failed):
+// Binding (an older vgpud wrote the assignment apart, and its leader died):
 // readable, phase bound, and no node. The UID check above makes it this
 // pod's; the apiserver lets no one but vgpud write either annotation.
 // Such an assignment is replaced. Anything else (a phase the node wrote,
