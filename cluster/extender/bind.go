@@ -151,7 +151,9 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if cached != nil && cached.UID != args.PodUID {
 		cached = nil
 	}
-	if cached != nil {
+	// Only a bind that will wait has room to hold: one that goes straight
+	// on books its pod at once anyway.
+	if cached != nil && (b.books.InFlight(args.Node, args.PodUID) != "" || b.queue.Queued(args.Node) > 1) {
 		b.reserve(args, cached, &h)
 	}
 	// Lock order: node, then namespace, then fit.
