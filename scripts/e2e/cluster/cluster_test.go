@@ -249,7 +249,8 @@ func TestCluster(t *testing.T) {
 		}
 		killed := time.Now()
 		// An ordinary delete: SIGTERM, which vgpud answers by releasing the
-		// Lease; the pod leaves the Service's ready endpoints at once.
+		// Lease; the pod stays behind the Service while it carries the
+		// leader label (the Service routes by the label alone).
 		if err := e.kube.CoreV1().Pods(system).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
