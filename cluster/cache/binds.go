@@ -20,36 +20,28 @@ import (
 // Book books a as the pod's placement at once, before the informer sees
 // it, and returns the token Release takes. raw is a's encoding, as the
 // Binding writes it, so the informer's echo of it changes nothing. The
-// booking is in flight once MarkBound says its Binding landed.
-func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string) uint64 {
-	token, _ := c.book(p, a, raw, false)
-	return token
-}
-
-// Reserve is Book for a bind that has not waited for the node yet, unless
-// the books already hold a bind's own booking of the pod: another bind of
-// it is under way (kube-scheduler retried while it lasted), and that
-// booking is not this one's to move. ok says whether it booked.
-func (c *Cache) Reserve(p *pods.Pod, a protocol.Assignment, raw string) (token uint64, ok bool) {
-	return c.book(p, a, raw, true)
-}
-
-func (c *Cache) book(p *pods.Pod, a protocol.Assignment, raw string, reserve bool) (uint64, bool) {
+// booking is in flight once MarkBound says its Binding landed. held is
+// the token of this bind's earlier booking of the pod (0: none). A
+// booking that another bind of the pod made, and no event has shown yet,
+// is that bind's: Book then books nothing and says so (kube-scheduler
+// retried the pod while its first bind was under way, and that one may
+// still land).
+func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
 	st := c.stateOf(p, a, raw, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old, ok := c.pods[p.UID]
+	old, found := c.pods[p.UID]
 	switch {
-	case ok && reserve && !old.shown:
+	case found && !old.shown && old.token != held:
 		return 0, false
-	case ok && (old.shown || old.bound):
+	case found && (old.shown || old.bound):
 		// What the API shows, or will: a bound pod's booking is its own
 		// truth, whoever bound it.
 		api := old
 		api.token, api.api = 0, nil // its bind is done
 		st.api = &api
-	case ok:
-		st.api = old.api // an earlier Book's, over the same
+	case found:
+		st.api = old.api // this bind's earlier booking's, over the same
 	}
 	c.tokens++
 	st.token = c.tokens

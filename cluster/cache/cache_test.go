@@ -366,11 +366,7 @@ func TestEchoesOfABind(t *testing.T) {
 	p := assigned("p", "n1", 0, 1000)
 	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
 	p.Status.Phase = corev1.PodPending
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Book(record(p), a, p.Annotations[protocol.AnnotationAssignment])
+	mustBook(t, c, p, 0)
 	if err := c.SetPod(record(p)); err != nil { // the assignment's echo
 		t.Fatal(err)
 	}
@@ -419,7 +415,7 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 	p := pendingAssigned("p", 1000)
 	older := p.DeepCopy()
 	older.Annotations = nil
-	c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	mustBook(t, c, p, 0)
 	if err := c.SetPod(record(older)); err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +434,7 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 
 	// Shown by its echo, then cleared: unbooked.
 	q := pendingAssigned("q", 2000)
-	c.Book(record(q), assignmentOf(t, q), q.Annotations[protocol.AnnotationAssignment])
+	mustBook(t, c, q, 0)
 	if err := c.SetPod(record(q)); err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +450,7 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 
 // A failed bind takes back what it booked (Release), and the books go back
 // to what the API last showed of the pod; only its own booking, never one
-// made since or shown by the API.
+// shown by the API.
 func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 1, "10"))
@@ -470,7 +466,7 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pendingAssigned("p", 1000)
-	token := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	token := mustBook(t, c, p, 0)
 	if got := usage(); got != "[ns/p@n1] 1000" {
 		t.Fatalf("booked over the leftover: %s", got)
 	}
@@ -479,9 +475,26 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 		t.Fatalf("released: %s, want the leftover back", got)
 	}
 
+	// A bind books twice (its reservation, then before its Binding) and
+	// fails: the leftover is back, and the first token takes nothing.
+	reserved := mustBook(t, c, p, 0)
+	again := pendingAssigned("p", 2000)
+	placed := mustBook(t, c, again, reserved)
+	if got := usage(); got != "[ns/p@n1] 2000" {
+		t.Fatalf("booked again: %s", got)
+	}
+	c.Release(p.UID, reserved)
+	if got := usage(); got != "[ns/p@n1] 2000" {
+		t.Fatalf("an earlier token released the later booking: %s", got)
+	}
+	c.Release(p.UID, placed)
+	if got := usage(); got != "[ns/p@n2] 3000" {
+		t.Fatalf("released after two bookings: %s, want the leftover back", got)
+	}
+
 	// The leftover cleared (the ghost sweeper) while a bind held its own
 	// booking: the event is kept beneath, and a release leaves nothing.
-	token = c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
+	token = mustBook(t, c, p, 0)
 	cleared := left.DeepCopy()
 	cleared.Annotations = nil
 	if err := c.SetPod(record(cleared)); err != nil {
@@ -495,37 +508,55 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 		t.Fatalf("released after the leftover was cleared: %s, want nothing", got)
 	}
 
-	// Two binds of one pod: the first one's release does not take back the
-	// second one's booking.
-	first := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
-	c.Book(record(left), assignmentOf(t, left), left.Annotations[protocol.AnnotationAssignment])
-	c.Release(p.UID, first)
-	if got := usage(); got != "[ns/p@n2] 3000" {
-		t.Fatalf("an earlier bind released a later one's booking: %s", got)
-	}
-	c.DeletePod(p.UID)
-
-	// A bind that bound the pod, then another bind of it (a replay, with
-	// a stale copy of the pod) that fails: the first one's booking stays.
-	bound := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
-	c.MarkBound(p.UID, "n1")
-	again := c.Book(record(left), assignmentOf(t, left), left.Annotations[protocol.AnnotationAssignment])
-	c.Release(p.UID, again)
-	c.Release(p.UID, bound)
-	if got, busy := usage(), c.InFlight("n1", ""); got != "[ns/p@n1] 1000" || busy != "ns/p" {
-		t.Fatalf("after a failed replay: %s, in flight %q; want p on n1 in flight", got, busy)
-	}
-
 	// Shown by its echo: no release takes it back.
 	q := pendingAssigned("q", 2000)
-	token = c.Book(record(q), assignmentOf(t, q), q.Annotations[protocol.AnnotationAssignment])
+	token = mustBook(t, c, q, 0)
 	q.Spec.NodeName = "n1"
 	if err := c.SetPod(record(q)); err != nil {
 		t.Fatal(err)
 	}
 	c.Release(q.UID, token)
-	if got := c.NamespaceUsage("ns", "uid-p"); got.MemMiB != 2000 {
+	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 2000 {
 		t.Fatalf("a booking the API showed was released: %+v", got)
+	}
+}
+
+// A second bind of a pod while the first is under way (kube-scheduler
+// retried it meanwhile) books nothing: the first may still land, and
+// moving its booking would free its room and node's in-flight slot. Once
+// the API shows the pod bound, that booking is the pod's own truth, and a
+// bind that books over it and fails puts it back.
+func TestAnotherBindsBookingIsLeftAlone(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10"))
+	c.SetNode(gpuNode("n2", 1, "10"))
+	p := pendingAssigned("p", 1000)
+	mustBook(t, c, p, 0)
+	other := assigned("p", "n2", 0, 3000)
+	book := func() (uint64, bool) {
+		return c.Book(record(other), assignmentOf(t, other), other.Annotations[protocol.AnnotationAssignment], 0)
+	}
+	if _, ok := book(); ok {
+		t.Fatal("booked over another bind's booking under way")
+	}
+	c.MarkBound(p.UID, "n1") // the first bind's Binding landed
+	if _, ok := book(); ok {
+		t.Fatal("booked over a bind's booking whose Binding landed")
+	}
+	if got, busy := c.Pods(), c.InFlight("n1", ""); len(got) != 1 || got[0] != "ns/p@n1" || busy != "ns/p" {
+		t.Fatalf("books %v, in flight %q; want the first bind's, in flight", got, busy)
+	}
+	p.Spec.NodeName = "n1" // its echo
+	if err := c.SetPod(record(p)); err != nil {
+		t.Fatal(err)
+	}
+	token, ok := book() // a replay, with a stale copy of the pod
+	if !ok {
+		t.Fatal("a booking the API shows blocks a bind")
+	}
+	c.Release(p.UID, token)
+	if got, busy := c.Pods(), c.InFlight("n1", ""); len(got) != 1 || got[0] != "ns/p@n1" || busy != "ns/p" {
+		t.Fatalf("after the replay failed: books %v, in flight %q; want p on n1, in flight", got, busy)
 	}
 }
 
@@ -547,26 +578,12 @@ func assignmentOf(t *testing.T, p *corev1.Pod) protocol.Assignment {
 	return a
 }
 
-// A bind reserving room while another bind of the same pod is under way
-// (kube-scheduler retried meanwhile) leaves that bind's booking alone.
-func TestReserveLeavesAnotherBindsBooking(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
-	c.SetNode(gpuNode("n1", 1, "10"))
-	c.SetNode(gpuNode("n2", 1, "10"))
-	p := pendingAssigned("p", 1000)
-	c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment])
-	other := assigned("p", "n2", 0, 3000)
-	if _, ok := c.Reserve(record(other), assignmentOf(t, other), other.Annotations[protocol.AnnotationAssignment]); ok {
-		t.Fatal("reserved over another bind's booking under way")
+// mustBook books p's assignment as a bind holding token held would.
+func mustBook(t *testing.T, c *Cache, p *corev1.Pod, held uint64) uint64 {
+	t.Helper()
+	token, ok := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment], held)
+	if !ok {
+		t.Fatalf("%s not booked", p.Name)
 	}
-	if got := c.Pods(); len(got) != 1 || got[0] != "ns/p@n1" {
-		t.Fatalf("books %v, want the first bind's", got)
-	}
-	p.Spec.NodeName = "n1" // its Binding's echo
-	if err := c.SetPod(record(p)); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := c.Reserve(record(other), assignmentOf(t, other), other.Annotations[protocol.AnnotationAssignment]); !ok {
-		t.Fatal("a booking the API shows blocks a reservation")
-	}
+	return token
 }

@@ -53,7 +53,7 @@ func syntheticCache(b *testing.B, nodes, pods int) (*cache.Cache, []string) {
 			GPUs: []protocol.GPUSlice{{UUID: fmt.Sprintf("GPU-%05d-%d", n, (k/nodes)%8), MemoryMiB: 4000, Cores: 10}}}}}
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", k), Namespace: "bench", UID: types.UID(fmt.Sprintf("uid-%d", k))},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
-		c.Book(recordOf(p), a, "")
+		c.Book(recordOf(p), a, "", 0)
 	}
 	return c, names
 }

@@ -26,11 +26,10 @@ import (
 type Books interface {
 	Nodes
 	// Book books a as the pod's placement, raw its encoding, and returns
-	// the token Release takes.
-	Book(pod *pods.Pod, a protocol.Assignment, raw string) uint64
-	// Reserve is Book unless another bind of the pod has booked it and
-	// is under way; ok says whether it booked.
-	Reserve(pod *pods.Pod, a protocol.Assignment, raw string) (token uint64, ok bool)
+	// the token Release takes; held is this bind's earlier token (0:
+	// none). It books nothing (false) over another bind's booking of the
+	// pod that is under way.
+	Book(pod *pods.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool)
 	// Release takes back what Book booked, if it is still that booking
 	// and not shown by the API: the books go back to what the API shows.
 	Release(uid types.UID, token uint64)
@@ -222,7 +221,7 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *
 	}
 	defer b.lockQuota(pod.Namespace)()
 	// What fails here is decided, and said, after the wait.
-	_, _, _ = b.book(args.Node, pod, req, h, true)
+	_, _, _ = b.book(args.Node, pod, req, h)
 }
 
 // place checks pod, fits it on args.Node, books it and binds it there.
@@ -236,7 +235,7 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	a, raw, err := b.book(args.Node, pod, req, h, false)
+	a, raw, err := b.book(args.Node, pod, req, h)
 	if err != nil {
 		return err
 	}
@@ -244,8 +243,8 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 }
 
 // book fits the pod on node under the node's fit lock, checks its quota
-// and books it (Books.Reserve when reserving, else Books.Book).
-func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held, reserving bool) (protocol.Assignment, string, error) {
+// and books it.
+func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held) (protocol.Assignment, string, error) {
 	fit := b.lock(b.fitLocks, nodeName)
 	fit.Lock()
 	defer fit.Unlock()
@@ -265,13 +264,11 @@ func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held,
 				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
 			}
 			// Booked first, so the next filter already counts the pod.
-			if reserving {
-				if token, ok := b.books.Reserve(pod, a, raw); ok {
-					h.token, h.booked = token, true
-				}
-			} else {
-				h.token, h.booked = b.books.Book(pod, a, raw), true
+			token, ok := b.books.Book(pod, a, raw, h.token)
+			if !ok {
+				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s: another bind of it is still under way; kube-scheduler retries it", pod.Namespace, pod.Name)
 			}
+			h.token, h.booked = token, true
 			return a, raw, nil
 		}
 	}

@@ -658,3 +658,22 @@ func TestBindOfARecreatedPodLeavesNothingBooked(t *testing.T) {
 		t.Fatalf("books %v, %d MiB; want p1 alone", got, e.usedMiB())
 	}
 }
+
+// A bind of a pod that another bind of it is still booking (kube-scheduler
+// retried the pod while the first bind was under way) books and binds
+// nothing: the first one may still land.
+func TestSecondBindOfAPodUnderWayIsRefused(t *testing.T) {
+	p := bindPod("p1", "4000")
+	e := newBindEnv(t, 10, time.Second, p)
+	a := protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 4000}}}}}
+	raw, _ := protocol.EncodeAssignment(a)
+	if _, ok := e.books.Book(recordOf(p), a, raw, 0); !ok { // the first bind's booking
+		t.Fatal("first booking refused")
+	}
+	if msg := e.bind("p1"); !strings.Contains(msg, "another bind of it is still under way") {
+		t.Fatalf("second bind: %q", msg)
+	}
+	if len(e.bindings) != 0 || e.usedMiB() != 4000 {
+		t.Fatalf("the second bind bound (%d Bindings) or moved the first one's booking (%d MiB)", len(e.bindings), e.usedMiB())
+	}
+}
