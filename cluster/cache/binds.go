@@ -66,9 +66,7 @@ func (c *Cache) Release(uid types.UID, token uint64) {
 		}
 	}
 	c.mu.Unlock()
-	if release && c.freed != nil {
-		c.freed()
-	}
+	c.tellFreed(release)
 }
 
 // beneath keeps an event that predates a bind's own booking of the pod

@@ -161,9 +161,7 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 		dropped = c.drop(p.UID, err != nil)
 	}
 	c.mu.Unlock()
-	if dropped && c.freed != nil {
-		c.freed()
-	}
+	c.tellFreed(dropped)
 	return err
 }
 
@@ -283,6 +281,14 @@ func (c *Cache) put(uid types.UID, st podState) {
 // they drop: GPUs may have freed. Call before use.
 func (c *Cache) NotifyFreed(f func()) { c.freed = f }
 
+// tellFreed tells freed, if set, when a booking was dropped or given
+// back. Call without c.mu.
+func (c *Cache) tellFreed(dropped bool) {
+	if dropped && c.freed != nil {
+		c.freed()
+	}
+}
+
 // DeletePod unbooks a pod that is gone.
 func (c *Cache) DeletePod(uid types.UID) { c.unbook(uid, true) }
 
@@ -290,9 +296,7 @@ func (c *Cache) unbook(uid types.UID, deleted bool) {
 	c.mu.Lock()
 	dropped := c.drop(uid, deleted)
 	c.mu.Unlock()
-	if dropped && c.freed != nil {
-		c.freed()
-	}
+	c.tellFreed(dropped)
 }
 
 // drop drops the booking and reports whether there was one. c.mu held.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/cluster/pods"
-	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -44,11 +43,6 @@ type Books interface {
 // Fence returns nil while this replica may still write as the leader
 // (leader.Term.Fence).
 type Fence func() error
-
-// Limits gives a namespace's vGPU ResourceQuota hard limits (cluster/quota).
-type Limits interface {
-	NamespaceLimits(namespace string) quota.Quota
-}
 
 // BindConfig is what a Binder needs to know besides its dependencies.
 type BindConfig struct {
@@ -138,7 +132,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	defer b.queue.leave(args.Node)
 	var h held
 	defer func() {
-		if err != nil && h.booked {
+		if err != nil && h.token != 0 {
 			b.books.Release(args.PodUID, h.token)
 		}
 	}()
@@ -181,24 +175,10 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	return waited, b.place(ctx, args, pods.Of(pod, b.cfg.Names), &h)
 }
 
-// held is what one bind booked last, to take back if it fails.
+// held is what one bind booked last, to take back if it fails: the token
+// of its last booking, 0 while it has none.
 type held struct {
-	token  uint64
-	booked bool
-}
-
-// lockQuota takes the namespace's quota lock when it has a vGPU quota,
-// and returns its unlock.
-func (b *Binder) lockQuota(namespace string) func() {
-	if b.limits == nil {
-		return func() {}
-	}
-	if q := b.limits.NamespaceLimits(namespace); !q.Memory.Set && !q.Cores.Set {
-		return func() {}
-	}
-	l := b.lock(b.quotaLocks, namespace)
-	l.Lock()
-	return l.Unlock
+	token uint64
 }
 
 // reserve books the pod's room on the node as soon as its bind arrives,
@@ -212,10 +192,7 @@ func (b *Binder) lockQuota(namespace string) func() {
 // bind that then fails gives it back (Release), and kube-scheduler
 // retries whatever it refused.
 func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) {
-	if b.bindable(pod, args.PodUID) != nil {
-		return
-	}
-	req, _, err := requestFor(pod, b.cfg.Defaults)
+	req, err := b.request(pod, args.PodUID)
 	if err != nil {
 		return
 	}
@@ -228,18 +205,27 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *
 // Fit and booking hold the node's fit lock, as reserve does, so no two
 // pods are fitted into the same room.
 func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) error {
-	if err := b.bindable(pod, args.PodUID); err != nil {
-		return err
-	}
-	req, _, err := requestFor(pod, b.cfg.Defaults)
+	req, err := b.request(pod, args.PodUID)
 	if err != nil {
-		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return err
 	}
 	a, raw, err := b.book(args.Node, pod, req, h)
 	if err != nil {
 		return err
 	}
 	return b.commit(ctx, pod, a, raw)
+}
+
+// request checks pod (bindable) and reads what it asks for.
+func (b *Binder) request(pod *pods.Pod, uid types.UID) (core.Request, error) {
+	if err := b.bindable(pod, uid); err != nil {
+		return core.Request{}, err
+	}
+	req, _, err := requestFor(pod, b.cfg.Defaults)
+	if err != nil {
+		return core.Request{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return req, nil
 }
 
 // book fits the pod on node under the node's fit lock, checks its quota
@@ -249,30 +235,31 @@ func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held)
 	fit.Lock()
 	defer fit.Unlock()
 	node, reason := b.books.NodeFor(nodeName, pod.UID)
+	var res core.Result
 	if reason == nil {
-		var res core.Result
-		if res, reason = core.Fit(node, req, b.cfg.Defaults.Options); reason == nil {
-			if err := b.checkQuota(pod, res.Placement); err != nil {
-				return protocol.Assignment{}, "", err
-			}
-			a := res.Placement.Assignment(nodeName)
-			raw, err := protocol.EncodeAssignment(a)
-			if err != nil {
-				return protocol.Assignment{}, "", fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-			}
-			if err := b.fence(); err != nil {
-				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
-			}
-			// Booked first, so the next filter already counts the pod.
-			token, ok := b.books.Book(pod, a, raw, h.token)
-			if !ok {
-				return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s: another bind of it is still under way; kube-scheduler retries it", pod.Namespace, pod.Name)
-			}
-			h.token, h.booked = token, true
-			return a, raw, nil
-		}
+		res, reason = core.Fit(node, req, b.cfg.Defaults.Options)
 	}
-	return protocol.Assignment{}, "", fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text)
+	if reason != nil {
+		return protocol.Assignment{}, "", fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text)
+	}
+	if err := b.checkQuota(pod, res.Placement); err != nil {
+		return protocol.Assignment{}, "", err
+	}
+	a := res.Placement.Assignment(nodeName)
+	raw, err := protocol.EncodeAssignment(a)
+	if err != nil {
+		return protocol.Assignment{}, "", fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if err := b.fence(); err != nil {
+		return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
+	}
+	// Booked first, so the next filter already counts the pod.
+	token, ok := b.books.Book(pod, a, raw, h.token)
+	if !ok {
+		return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s: another bind of it is still under way; kube-scheduler retries it", pod.Namespace, pod.Name)
+	}
+	h.token = token
+	return a, raw, nil
 }
 
 // bindable refuses what kube-scheduler's vgpud profile would never ask:
@@ -311,26 +298,6 @@ func leftByFailedBind(pod *pods.Pod) error {
 	}
 	if phase := pod.AssignmentPhase; phase != string(protocol.PhaseBound) {
 		return fmt.Errorf("pod %s carries an assignment with %s %q, which no unfinished bind leaves; vgpud will not bind over it: delete the pod and create it again", id, protocol.AnnotationPhase, phase)
-	}
-	return nil
-}
-
-// checkQuota is the authoritative quota check: the namespace's binds are
-// serialised (bind holds its lock), and memory is counted in MiB of the
-// GPUs actually chosen, so gpumem-percentage and whole-card requests
-// count in full.
-func (b *Binder) checkQuota(pod *pods.Pod, pl core.Placement) error {
-	if b.limits == nil {
-		return nil
-	}
-	q := b.limits.NamespaceLimits(pod.Namespace)
-	if !q.Memory.Set && !q.Cores.Set {
-		return nil
-	}
-	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
-	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
-	if msg := quota.Check(pod.Namespace, q, core.PlacementTotal(pl), b.cfg.Names); msg != "" {
-		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
 	}
 	return nil
 }

@@ -1,0 +1,51 @@
+package extender
+
+import (
+	"fmt"
+
+	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/quota"
+)
+
+// Limits gives a namespace's vGPU ResourceQuota hard limits (cluster/quota).
+type Limits interface {
+	NamespaceLimits(namespace string) quota.Quota
+}
+
+// quotaOf is the namespace's vGPU quota, and whether it has one.
+func (b *Binder) quotaOf(namespace string) (quota.Quota, bool) {
+	if b.limits == nil {
+		return quota.Quota{}, false
+	}
+	q := b.limits.NamespaceLimits(namespace)
+	return q, q.Memory.Set || q.Cores.Set
+}
+
+// lockQuota takes the namespace's quota lock when it has a vGPU quota,
+// and returns its unlock.
+func (b *Binder) lockQuota(namespace string) func() {
+	if _, ok := b.quotaOf(namespace); !ok {
+		return func() {}
+	}
+	l := b.lock(b.quotaLocks, namespace)
+	l.Lock()
+	return l.Unlock
+}
+
+// checkQuota is the authoritative quota check: the namespace's binds are
+// serialised (bind holds its lock), and memory is counted in MiB of the
+// GPUs actually chosen, so gpumem-percentage and whole-card requests
+// count in full.
+func (b *Binder) checkQuota(pod *pods.Pod, pl core.Placement) error {
+	q, ok := b.quotaOf(pod.Namespace)
+	if !ok {
+		return nil
+	}
+	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
+	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
+	if msg := quota.Check(pod.Namespace, q, core.PlacementTotal(pl), b.cfg.Names); msg != "" {
+		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
+	}
+	return nil
+}
