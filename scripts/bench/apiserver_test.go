@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	// working on them. make bench runs everything.
 	if os.Getenv("VGPUD_BENCH_ONLY") == "pipeline" {
 		e.pipeline(t)
-		logFailedBinds(t, leader)
+		e.logFailedBinds(t, leader)
 		return
 	}
 
@@ -103,47 +104,87 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 	e.admission(t)
 	e.pipeline(t)
-	logFailedBinds(t, leader)
+	e.logFailedBinds(t, leader)
 }
 
 // logFailedBinds says how many binds the leader refused, by reason: in the
-// pipeline each is a pod kube-scheduler retries after a backoff.
-func logFailedBinds(t *testing.T, leader *harness.Process) {
+// pipeline each is a pod kube-scheduler retries after a backoff. For a
+// bind that waited out --bind-wait it also says when the pod it waited
+// for was bound and when its allocation was recorded, which tells a slow
+// stand-in node role from a leader that heard late.
+func (e env) logFailedBinds(t *testing.T, leader *harness.Process) {
 	b, err := os.ReadFile(leader.Log)
 	if err != nil {
 		t.Logf("leader log: %v", err)
 		return
 	}
 	reasons := map[string]int{}
-	var other string // the first, as an example
+	first := map[string]string{} // the first of each reason, as an example
 	for _, l := range strings.Split(string(b), "\n") {
 		if !strings.Contains(l, "bind failed") {
 			continue
 		}
+		reason := "other"
 		switch {
 		case strings.Contains(l, "has not allocated its GPUs"):
-			reasons["waited out --bind-wait for the node's previous pod"]++
+			reason = "waited out --bind-wait for the node's previous pod"
 		case strings.Contains(l, "no longer fits"):
-			reasons["no longer fits"]++
+			reason = "no longer fits"
 		case strings.Contains(l, "context canceled"):
-			reasons["kube-scheduler went away while the bind waited"]++
-		default:
-			reasons["other"]++
-			if other == "" {
-				other = l
-			}
+			reason = "kube-scheduler went away while the bind waited"
+		}
+		reasons[reason]++
+		if first[reason] == "" {
+			first[reason] = l
 		}
 	}
 	t.Logf("binds the leader refused (kube-scheduler retries each): %v", reasons)
-	if other != "" {
-		t.Logf("the first of the others: %s", other)
+	for reason, l := range first {
+		t.Logf("the first %q: %s", reason, l)
 	}
+	if l := first["waited out --bind-wait for the node's previous pod"]; l != "" {
+		e.logTimeline(t, l)
+		// The whole log, for what else the leader said then.
+		keep := filepath.Join(os.TempDir(), "vgpud-bench-leader.log")
+		if err := os.WriteFile(keep, b, 0o644); err == nil {
+			t.Logf("the leader's log is kept in %s", keep)
+		}
+	}
+}
+
+// waitedFor finds the pod a bind that waited out --bind-wait waited for.
+var waitedFor = regexp.MustCompile(`pod ([a-z0-9-]+)/([a-z0-9.-]+) is bound but`)
+
+// logTimeline logs, for the pod a refused bind waited for, its Events
+// and its writers' times (managedFields: to the second).
+func (e env) logTimeline(t *testing.T, line string) {
+	m := waitedFor.FindStringSubmatch(line)
+	if m == nil {
+		return
+	}
+	ctx := context.Background()
+	p, err := e.kube.CoreV1().Pods(m[1]).Get(ctx, m[2], metav1.GetOptions{})
+	if err != nil {
+		t.Logf("the pod waited for: %v", err)
+		return
+	}
+	var parts []string
+	for _, f := range p.ManagedFields {
+		parts = append(parts, fmt.Sprintf("%s %s%s at %s", f.Manager, f.Operation, "/"+f.Subresource, f.Time.UTC().Format(time.TimeOnly)))
+	}
+	evs, err := e.kube.EventsV1().Events(m[1]).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + m[2]})
+	if err == nil {
+		for _, ev := range evs.Items {
+			parts = append(parts, fmt.Sprintf("Event %s at %s", ev.Reason, ev.EventTime.UTC().Format("15:04:05.000")))
+		}
+	}
+	t.Logf("the pod waited for, %s/%s: %s", m[1], m[2], strings.Join(parts, "; "))
 }
 
 // spawnLeader starts the cluster role as a process and records its PID.
 func (e *env) spawnLeader(t *testing.T) *harness.Process {
 	p := harness.Spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--extender-listen="+extListen, "--metrics-listen=127.0.0.1:9090", "--profiling",
-		"--pod-name=vgpud-bench", "--pod-namespace=vgpud-system", "--kubeconfig="+e.kubeconfig, "--log-format=text", "--log-level=warn")
+		"--pod-name=vgpud-bench", "--pod-namespace=vgpud-system", "--kubeconfig="+e.kubeconfig, "--log-format=text", "--log-level=info")
 	e.leaderPID = p.Cmd.Process.Pid
 	return p
 }
