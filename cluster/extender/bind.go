@@ -50,6 +50,9 @@ type BindConfig struct {
 	Scheduler string // only pods of this scheduler are bound
 	Defaults  Defaults
 	Wait      time.Duration // how long a bind waits for the node's in-flight pod
+	// Unanswered is how long a Binding that got no answer may still land
+	// (0: DefaultUnansweredHold).
+	Unanswered time.Duration
 }
 
 // Binder commits placements: the leader is the only binder, so binds to a
@@ -93,6 +96,9 @@ func NewBinder(api corev1client.PodsGetter, books Books, lookup PodLookup, limit
 	if lookup == nil {
 		lookup = func(string, string) *pods.Pod { return nil }
 	}
+	if cfg.Unanswered <= 0 {
+		cfg.Unanswered = DefaultUnansweredHold
+	}
 	return &Binder{api: api, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
 		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}, fitLocks: map[string]*sync.Mutex{}}
 }
@@ -132,7 +138,8 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	defer b.queue.leave(args.Node)
 	var h held
 	defer func() {
-		if err != nil && h.token != 0 {
+		// A booking whose Binding went unanswered is settle's to decide.
+		if err != nil && h.token != 0 && !errors.Is(err, errUnanswered) {
 			b.books.Release(args.PodUID, h.token)
 		}
 	}()
@@ -213,7 +220,7 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 	if err != nil {
 		return err
 	}
-	return b.commit(ctx, pod, a, raw)
+	return b.commit(ctx, pod, a, raw, h.token)
 }
 
 // request checks pod (bindable) and reads what it asks for.
@@ -337,8 +344,9 @@ var errStale = errors.New("the pod changed since vgpud read it")
 // carries an assignment without its node or the other way round, and a
 // concurrent change (or a pod recreated under the name) fails with a
 // conflict instead of being overwritten. (A Binding, so vgpud's Role
-// needs no update on pods.) On an error the bind takes the booking back.
-func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment, raw string) error {
+// needs no update on pods.) On a refusal the bind takes the booking back;
+// a Binding that got no answer holds it until it can tell (settle).
+func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment, raw string, token uint64) error {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			Annotations: map[string]string{
@@ -355,6 +363,11 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 			// The Binding landed though its answer was lost (a timeout):
 			// the pod runs there, and its assignment must stay booked.
 			b.log.Warn("Binding answered with an error but the pod is bound; keeping the assignment", "pod", pod.Namespace+"/"+pod.Name, "node", a.Node, "err", err)
+		case unanswered(err):
+			b.books.MarkBound(pod.UID, a.Node)
+			go b.settle(pod, a.Node, raw, token)
+			return fmt.Errorf("bind pod %s/%s to %s: %w: %w; its room there, and the node for other binds, stay held for up to %s until vgpud can tell",
+				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.Unanswered)
 		default:
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}

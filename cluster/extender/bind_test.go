@@ -290,12 +290,13 @@ func TestBindDeletedPod(t *testing.T) {
 	}
 }
 
-// A Binding that fails writes nothing, and the booking goes with it.
+// A Binding the apiserver refused writes nothing, and the booking goes
+// with it.
 func TestFailedBindingLeavesNothing(t *testing.T) {
 	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"))
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "binding" {
-			return true, nil, errors.New("node n1 is gone")
+			return true, nil, apierrors.NewBadRequest("node n1 is gone")
 		}
 		return false, nil, nil
 	})
@@ -675,5 +676,103 @@ func TestSecondBindOfAPodUnderWayIsRefused(t *testing.T) {
 	}
 	if len(e.bindings) != 0 || e.usedMiB() != 4000 {
 		t.Fatalf("the second bind bound (%d Bindings) or moved the first one's booking (%d MiB)", len(e.bindings), e.usedMiB())
+	}
+}
+
+// unanswerBinding makes p1's Bindings fail with a deadline, unwritten;
+// land, if set, is called with each one.
+func (e *bindEnv) unanswerBinding(land func(b *corev1.Binding)) {
+	e.binder.cfg.Unanswered = 300 * time.Millisecond
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		b, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		if a.GetSubresource() != "binding" || !ok || b.Name != "p1" {
+			return false, nil, nil
+		}
+		if land != nil {
+			land(b.DeepCopy())
+		}
+		return true, nil, context.DeadlineExceeded
+	})
+}
+
+// A Binding that got no answer may still land: until it no longer can,
+// the pod's room stays booked and the node stays in flight, and a retry
+// of the pod is refused; then, not bound, it is all given back.
+func TestUnansweredBindingHoldsItsRoomUntilItCanTell(t *testing.T) {
+	e := newBindEnv(t, 10, 100*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
+	e.unanswerBinding(nil)
+	if msg := e.bind("p1"); !strings.Contains(msg, "the Binding got no answer and may still land: context deadline exceeded") {
+		t.Fatalf("bind: %q", msg)
+	}
+	if used, busy := e.usedMiB(), e.books.InFlight("n1", ""); used != 4000 || busy != "ai/p1" {
+		t.Fatalf("right after: usage %d MiB, in flight %q; want 4000 and ai/p1", used, busy)
+	}
+	if msg := e.bind("p2"); !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") {
+		t.Fatalf("another pod's bind to the node meanwhile: %q", msg)
+	}
+	if msg := e.bind("p1"); !strings.Contains(msg, "another bind of it is still under way") {
+		t.Fatalf("a retry of the pod meanwhile: %q", msg)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.usedMiB() != 0 || e.books.InFlight("n1", "") != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not given back: usage %d MiB, in flight %q", e.usedMiB(), e.books.InFlight("n1", ""))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if msg := e.bind("p2"); msg != "" {
+		t.Fatalf("bind after: %q", msg)
+	}
+}
+
+// An unanswered Binding that lands later keeps its booking, even when
+// the informer has not shown it yet: the pod runs with those GPUs.
+func TestUnansweredBindingThatLandsIsKept(t *testing.T) {
+	e := newBindEnv(t, 10, 100*time.Millisecond, bindPod("p1", "4000"))
+	e.unanswerBinding(func(b *corev1.Binding) {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			obj, err := e.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ai", "p1")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			p := obj.(*corev1.Pod).DeepCopy()
+			p.Spec.NodeName = b.Target.Name
+			p.Annotations = b.Annotations
+			if err := e.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ai"); err != nil {
+				t.Error(err)
+			}
+		}()
+	})
+	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
+		t.Fatalf("bind: %q", msg)
+	}
+	time.Sleep(800 * time.Millisecond) // past the hold
+	if used := e.usedMiB(); used != 4000 {
+		t.Fatalf("a Binding that landed lost its booking: usage %d MiB", used)
+	}
+}
+
+func TestUnansweredIsWhatTheAPIServerDidNotRefuse(t *testing.T) {
+	gr := corev1.Resource("pods")
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewConflict(gr, "p1", errors.New("modified")), false},
+		{apierrors.NewNotFound(gr, "p1"), false},
+		{apierrors.NewBadRequest("bad"), false},
+		{apierrors.NewForbidden(gr, "p1", errors.New("no")), false},
+		{apierrors.NewTooManyRequests("busy", 1), false},
+		{apierrors.NewTimeoutError("slow", 1), true},
+		{apierrors.NewServerTimeout(gr, "create", 1), true},
+		{apierrors.NewInternalError(errors.New("etcd")), true},
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("post: %w", errors.New("connection reset by peer")), true},
+	} {
+		if got := unanswered(c.err); got != c.want {
+			t.Errorf("unanswered(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
