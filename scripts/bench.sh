@@ -74,6 +74,10 @@ KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_NODE_FLOOR=$PWD/bin/nodefl
 	go test -tags bench -count=1 -v -timeout 25m ./scripts/bench/ 2>&1 | grep -E '^(---|ok|FAIL|panic)|_test.go' >&2 ||
 	row "against kube-apiserver" "a part failed (see the log); its rows are missing" "-" "-" "NO"
 "$here/apiserver.sh" down
+# etcd stalls of a second or more (a slow disk sync holds every write,
+# allocation records included), to read beside any refused binds above.
+stalls=$(grep -cE 'slow fdatasync|took too long \([0-9.]+s\)' "${VGPUD_APISERVER_DIR:-/var/lib/vgpud-e2e/apiserver}/log/etcd.log" || true)
+echo "bench: etcd requests or disk syncs that took a second or more: ${stalls:-0}" >&2
 # Where the leader's CPU (and, for leader-heap, its heap) went, for the
 # targets above; apiserver-*: kube-apiserver's during the pipeline's runs
 # with writes, by cumulative time (its handlers, not its allocator).
