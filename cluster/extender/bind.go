@@ -381,10 +381,8 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 // boundAnyway re-reads the pod after a failed Binding: if it is bound to
 // node with this assignment all the same, the bind succeeded.
 func (b *Binder) boundAnyway(pod *pods.Pod, node, raw string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	got, err := b.api.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	return err == nil && got.UID == pod.UID && got.Spec.NodeName == node && got.Annotations[protocol.AnnotationAssignment] == raw
+	landed, err := b.landed(pod, node, raw)
+	return err == nil && landed
 }
 
 func describe(a protocol.Assignment) string {

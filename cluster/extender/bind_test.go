@@ -93,7 +93,7 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.
 		case b.UID != "" && b.UID != p.UID, b.ResourceVersion != "" && b.ResourceVersion != p.ResourceVersion:
 			return true, nil, apierrors.NewConflict(corev1.Resource("pods"), b.Name, errors.New("the object has been modified"))
 		case p.Spec.NodeName != "":
-			return true, nil, fmt.Errorf("pod %s is already assigned to node %q", p.Name, p.Spec.NodeName)
+			return true, nil, apierrors.NewConflict(corev1.Resource("pods/binding"), p.Name, fmt.Errorf("pod %s is already assigned to node %q", p.Name, p.Spec.NodeName))
 		}
 		p.Spec.NodeName = b.Target.Name
 		if p.Annotations == nil {
@@ -679,10 +679,10 @@ func TestSecondBindOfAPodUnderWayIsRefused(t *testing.T) {
 	}
 }
 
-// unanswerBinding makes p1's Bindings fail with a deadline, unwritten;
-// land, if set, is called with each one.
-func (e *bindEnv) unanswerBinding(land func(b *corev1.Binding)) {
-	e.binder.cfg.Unanswered = 300 * time.Millisecond
+// unanswerBinding makes p1's Bindings fail with a deadline, unwritten,
+// and may land for hold; land, if set, is called with each one.
+func (e *bindEnv) unanswerBinding(hold time.Duration, land func(b *corev1.Binding)) {
+	e.binder.cfg.Unanswered = hold
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		b, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
 		if a.GetSubresource() != "binding" || !ok || b.Name != "p1" {
@@ -699,8 +699,8 @@ func (e *bindEnv) unanswerBinding(land func(b *corev1.Binding)) {
 // the pod's room stays booked and the node stays in flight, and a retry
 // of the pod is refused; then, not bound, it is all given back.
 func TestUnansweredBindingHoldsItsRoomUntilItCanTell(t *testing.T) {
-	e := newBindEnv(t, 10, 100*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
-	e.unanswerBinding(nil)
+	e := newBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
+	e.unanswerBinding(time.Second, nil)
 	if msg := e.bind("p1"); !strings.Contains(msg, "the Binding got no answer and may still land: context deadline exceeded") {
 		t.Fatalf("bind: %q", msg)
 	}
@@ -728,29 +728,85 @@ func TestUnansweredBindingHoldsItsRoomUntilItCanTell(t *testing.T) {
 // An unanswered Binding that lands later keeps its booking, even when
 // the informer has not shown it yet: the pod runs with those GPUs.
 func TestUnansweredBindingThatLandsIsKept(t *testing.T) {
-	e := newBindEnv(t, 10, 100*time.Millisecond, bindPod("p1", "4000"))
-	e.unanswerBinding(func(b *corev1.Binding) {
-		go func() {
-			time.Sleep(100 * time.Millisecond)
-			obj, err := e.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ai", "p1")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			p := obj.(*corev1.Pod).DeepCopy()
-			p.Spec.NodeName = b.Target.Name
-			p.Annotations = b.Annotations
-			if err := e.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ai"); err != nil {
-				t.Error(err)
-			}
-		}()
+	e := newBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
+	e.unanswerBinding(time.Second, func(b *corev1.Binding) { go e.landLater(t, b, 300*time.Millisecond) })
+	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
+		t.Fatalf("bind: %q", msg)
+	}
+	time.Sleep(1600 * time.Millisecond) // past the hold
+	if used := e.usedMiB(); used != 4000 {
+		t.Fatalf("a Binding that landed lost its booking: usage %d MiB", used)
+	}
+}
+
+// landLater writes b as the apiserver would, after d, and tells no
+// informer.
+func (e *bindEnv) landLater(t *testing.T, b *corev1.Binding, d time.Duration) {
+	time.Sleep(d)
+	obj, err := e.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ai", b.Name)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	p := obj.(*corev1.Pod).DeepCopy()
+	p.Spec.NodeName = b.Target.Name
+	p.Annotations = b.Annotations
+	if err := e.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ai"); err != nil {
+		t.Error(err)
+	}
+}
+
+// When the hold ends and the pod cannot be read, nothing is known: the
+// booking stays, and settle reads again until the apiserver answers.
+func TestSettleReadsAgainUntilTheAPIServerAnswers(t *testing.T) {
+	e := newBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
+	var down atomic.Bool
+	e.kube.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	e.unanswerBinding(500*time.Millisecond, func(b *corev1.Binding) {
+		down.Store(true)
+		go e.landLater(t, b, 100*time.Millisecond)
+		go func() { time.Sleep(800 * time.Millisecond); down.Store(false) }()
 	})
 	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
 		t.Fatalf("bind: %q", msg)
 	}
-	time.Sleep(800 * time.Millisecond) // past the hold
+	time.Sleep(700 * time.Millisecond) // the first read, at 500 ms, failed
+	if used := e.usedMiB(); used != 4000 {
+		t.Fatalf("given back on a failed read: usage %d MiB", used)
+	}
+	time.Sleep(1300 * time.Millisecond) // the second, at 1.5 s, answered
 	if used := e.usedMiB(); used != 4000 {
 		t.Fatalf("a Binding that landed lost its booking: usage %d MiB", used)
+	}
+}
+
+// A pod that carried an assignment without a node (a vgpud before the
+// assignment went in the Binding) and whose new Binding went unanswered
+// goes back to just that: booked, not bound, so it holds no in-flight
+// slot on the node.
+func TestUnansweredBindingOfALeftoverGoesBackUnbound(t *testing.T) {
+	p1 := bindPod("p1", "4000")
+	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 4000}}}}})
+	p1.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}
+	e := newBindEnv(t, 10, 50*time.Millisecond, p1)
+	if err := e.books.SetPod(recordOf(p1)); err != nil {
+		t.Fatal(err)
+	}
+	e.unanswerBinding(300*time.Millisecond, nil)
+	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
+		t.Fatalf("bind: %q", msg)
+	}
+	if busy := e.books.InFlight("n1", ""); busy != "ai/p1" {
+		t.Fatalf("during the hold, in flight %q, want ai/p1", busy)
+	}
+	time.Sleep(800 * time.Millisecond)
+	if busy, used := e.books.InFlight("n1", ""), e.usedMiB(); busy != "" || used != 4000 {
+		t.Fatalf("after: in flight %q, usage %d MiB; want none and the leftover's 4000", busy, used)
 	}
 }
 

@@ -1,12 +1,16 @@
 package extender
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // DefaultUnansweredHold is how long a Binding that got no answer may
@@ -37,13 +41,37 @@ func unanswered(err error) bool {
 // into it, and binding a second pod to the node before kubelet's
 // Allocate could hand that one these GPUs. If the pod is bound with this
 // assignment by then, the booking is the pod's (its echo showed it, or
-// will); otherwise it is taken back. Release leaves a booking an event
-// has shown alone, so a read that fails cannot undo a bind that landed.
+// will); if the pod is clearly not, it is taken back. A read that fails
+// tells nothing, so it is read again until one answers: the apiserver
+// that lost the answer may still be down, and the informer's echo with it.
 func (b *Binder) settle(pod *pods.Pod, node, raw string, token uint64) {
-	time.Sleep(b.cfg.Unanswered)
-	if b.boundAnyway(pod, node, raw) {
-		return
+	wait := b.cfg.Unanswered
+	for {
+		time.Sleep(wait)
+		landed, err := b.landed(pod, node, raw)
+		if err == nil {
+			if !landed {
+				b.books.Release(pod.UID, token)
+				b.log.Info("an unanswered Binding did not land; its booking is taken back", "pod", pod.Namespace+"/"+pod.Name, "node", node)
+			}
+			return
+		}
+		b.log.Warn("cannot tell yet whether an unanswered Binding landed; its booking stays", "pod", pod.Namespace+"/"+pod.Name, "node", node, "err", err)
+		wait = min(2*wait, 30*time.Second)
 	}
-	b.books.Release(pod.UID, token)
-	b.log.Info("an unanswered Binding did not land; its booking is taken back", "pod", pod.Namespace+"/"+pod.Name, "node", node)
+}
+
+// landed reads the pod: whether it is bound to node with this
+// assignment. An error means no answer (a pod gone is an answer: no).
+func (b *Binder) landed(pod *pods.Pod, node, raw string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := b.api.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return got.UID == pod.UID && got.Spec.NodeName == node && got.Annotations[protocol.AnnotationAssignment] == raw, nil
 }
