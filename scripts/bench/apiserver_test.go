@@ -139,6 +139,10 @@ func (e env) logFailedBinds(t *testing.T, leader *harness.Process) {
 		}
 	}
 	t.Logf("binds the leader refused (kube-scheduler retries each): %v", reasons)
+	// A lost Lease restarts the cluster role (the books rebuilt from the
+	// API): the two runs whose binds waited out --bind-wait had each
+	// lost it a minute or two before.
+	t.Logf("the leader's Lease renewals that failed: %d", strings.Count(string(b), "Failed to renew lease"))
 	for reason, l := range first {
 		t.Logf("the first %q: %s", reason, l)
 	}
