@@ -59,15 +59,13 @@ func (c *Cache) Release(uid types.UID, token uint64) {
 	st, ok := c.pods[uid]
 	release := ok && st.token == token && !st.shown
 	if release {
+		// Dropped first, so what the API showed comes back as it was: put
+		// over the booking would keep its bound mark (MarkBound after a
+		// Binding that got no answer and never landed), and a pod without
+		// a node would then hold the node's in-flight slot.
+		c.drop(uid, false)
 		if st.api != nil {
-			// What the API showed, as it was: put alone would keep this
-			// booking's bound mark (MarkBound after a Binding that got no
-			// answer and never landed), and a pod without a node would
-			// then hold the node's in-flight slot.
-			c.drop(uid, false)
 			c.put(uid, *st.api)
-		} else {
-			c.drop(uid, false)
 		}
 	}
 	c.mu.Unlock()
