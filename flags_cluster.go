@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpud/vgpud/cluster"
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -28,8 +28,8 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.StringFlag{Name: "service-name", Usage: "Service in front of the leader; the serving certificate covers its DNS names", EnvVars: envVar("service-name"), Value: cfg.TLS.ServiceName, Destination: &cfg.TLS.ServiceName},
 		&cli.DurationFlag{Name: "tls-cert-validity", Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", EnvVars: envVar("tls-cert-validity"), Value: cfg.TLS.Validity, Destination: &cfg.TLS.Validity},
 		&cli.DurationFlag{Name: "tls-cert-renew-before", Usage: "renew the serving certificate this long before it expires", EnvVars: envVar("tls-cert-renew-before"), Value: cfg.TLS.RenewBefore, Destination: &cfg.TLS.RenewBefore},
-		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + core.Binpack + " or " + core.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
-		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + core.Spread + " or " + core.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
+		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
+		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
 		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
 		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + cluster.MaxBindWait.String() + ")", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
 	}
@@ -72,11 +72,11 @@ func validateCluster(c cluster.Config) error {
 	if c.TLS.RenewBefore <= 0 || c.TLS.RenewBefore >= c.TLS.Validity {
 		add("tls-cert-renew-before", c.TLS.RenewBefore, "must be positive and shorter than --tls-cert-validity ("+c.TLS.Validity.String()+")")
 	}
-	if c.NodePolicy != core.Binpack && c.NodePolicy != core.Spread {
-		add("node-policy", c.NodePolicy, "want "+core.Binpack+" or "+core.Spread)
+	if c.NodePolicy != fit.Binpack && c.NodePolicy != fit.Spread {
+		add("node-policy", c.NodePolicy, "want "+fit.Binpack+" or "+fit.Spread)
 	}
-	if c.GPUPolicy != core.Binpack && c.GPUPolicy != core.Spread {
-		add("gpu-policy", c.GPUPolicy, "want "+core.Spread+" or "+core.Binpack)
+	if c.GPUPolicy != fit.Binpack && c.GPUPolicy != fit.Spread {
+		add("gpu-policy", c.GPUPolicy, "want "+fit.Spread+" or "+fit.Binpack)
 	}
 	if c.BindWait <= 0 || c.BindWait > cluster.MaxBindWait {
 		add("bind-wait", c.BindWait, "want a duration above 0 and at most "+cluster.MaxBindWait.String()+", e.g. 10s")

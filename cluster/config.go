@@ -3,7 +3,7 @@ package cluster
 import (
 	"time"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/server/certs"
 )
 
@@ -24,8 +24,8 @@ type Config struct {
 	// webhook whose caBundle trusts it, the Service it names. Its
 	// Namespace is this pod's, filled by the Role.
 	TLS        certs.Config
-	NodePolicy string // core.Binpack | core.Spread
-	GPUPolicy  string // core.Spread | core.Binpack
+	NodePolicy string // fit.Binpack | fit.Spread
+	GPUPolicy  string // fit.Spread | fit.Binpack
 	// DefaultMemPercent is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultMemPercent int
@@ -50,8 +50,8 @@ func DefaultConfig() Config {
 		ListenAddr:        ":9443",
 		ExtenderAddr:      ":9444",
 		TLS:               certs.DefaultConfig(),
-		NodePolicy:        core.Binpack,
-		GPUPolicy:         core.Spread,
+		NodePolicy:        fit.Binpack,
+		GPUPolicy:         fit.Spread,
 		DefaultMemPercent: 100,
 		BindWait:          10 * time.Second,
 	}

@@ -23,8 +23,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/cache"
-	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/cluster/extender"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/leader"
 	"github.com/vgpud/vgpud/cluster/metrics"
 	"github.com/vgpud/vgpud/cluster/pods"
@@ -102,7 +102,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	defaults := extender.Defaults{
 		NodePolicy: r.cfg.NodePolicy,
 		GPUPolicy:  r.cfg.GPUPolicy,
-		Options:    core.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
+		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
 	}
 	lookup := pods.NewStore(inf.pods).Get
 	binder := extender.NewBinder(r.api.Core, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/podmodel"
 )
 
 // BenchmarkAdmission times one admission in process: the HTTP handler
@@ -18,7 +18,7 @@ func BenchmarkAdmission(b *testing.B) {
 	_, body := readReview(b, "visible_devices_none")
 	cfg := testConfig()
 	cfg.VisibleDevicesNone = true
-	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 1 << 40}}}), quietLog())
+	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: podmodel.Limit{Set: true, Hard: 1 << 40}}}), quietLog())
 	durations := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -8,31 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
-
-// vgpuNames lists the vGPU resources container c names in its limits or
-// requests; priority alone asks for no GPU and is not among them.
-func vgpuNames(c *corev1.Container, names protocol.ResourceNames) []string {
-	var out []string
-	for _, n := range []string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores} {
-		_, l := c.Resources.Limits[corev1.ResourceName(n)]
-		_, r := c.Resources.Requests[corev1.ResourceName(n)]
-		if l || r {
-			out = append(out, n)
-		}
-	}
-	return out
-}
 
 func privileged(c *corev1.Container) bool {
 	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 }
 
 // checkContainer reads what c asks for and says what is wrong with it.
-func checkContainer(c *corev1.Container, names protocol.ResourceNames) (protocol.ContainerRequest, []string) {
+func checkContainer(c *corev1.Container, names protocol.ResourceNames) (podmodel.ContainerRequest, []string) {
 	var problems []string
-	if asked := vgpuNames(c, names); len(asked) > 0 && privileged(c) {
+	if asked := podmodel.VGPUNames(c, names); len(asked) > 0 && privileged(c) {
 		// HAMi skipped such containers, so the pod went to the default
 		// scheduler and stayed Pending forever (no node has gpumem).
 		problems = append(problems, fmt.Sprintf(
@@ -47,7 +34,7 @@ func checkContainer(c *corev1.Container, names protocol.ResourceNames) (protocol
 				c.Name, n, r.String(), l.String()))
 		}
 	}
-	req, err := protocol.ContainerRequestOf(c, names)
+	req, err := podmodel.ContainerRequestOf(c, names)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -56,7 +43,7 @@ func checkContainer(c *corev1.Container, names protocol.ResourceNames) (protocol
 
 // mutateContainer applies the per-container rules to a valid, unprivileged
 // container r that asks for vGPU resources.
-func (p *Pods) mutateContainer(c *corev1.Container, r protocol.ContainerRequest) {
+func (p *Pods) mutateContainer(c *corev1.Container, r podmodel.ContainerRequest) {
 	names := p.names
 	if c.Resources.Limits == nil {
 		c.Resources.Limits = corev1.ResourceList{}

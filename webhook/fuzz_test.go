@@ -13,7 +13,7 @@ import (
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/podmodel"
 )
 
 // FuzzHandler feeds arbitrary bodies to /webhook: it never panics, and every
@@ -40,7 +40,7 @@ func FuzzHandler(f *testing.F) {
 	cfg.VisibleDevicesNone = true
 	cfg.RuntimeClassName = "nvidia"
 	cfg.CorePolicy = CorePolicyDefault
-	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}}}), quietLog())
+	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: podmodel.Limit{Set: true, Hard: 40000, Used: 38000}}}), quietLog())
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/server/certs"
 	"github.com/vgpud/vgpud/manifests"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -73,7 +74,7 @@ func TestWebhookConfigShape(t *testing.T) {
 
 // The matchCondition decides which pods reach the handler; with
 // failurePolicy Fail a pod it wrongly skips goes to the default scheduler
-// and hangs Pending. It must agree with protocol.PodWants on every pod.
+// and hangs Pending. It must agree with podmodel.Wants on every pod.
 func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 	expr := readWebhookConfig(t).Webhooks[0].MatchConditions[0].Expression
 	env, err := cel.NewEnv(cel.Variable("object", cel.DynType))
@@ -134,7 +135,7 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: eval: %v", name, err)
 		}
-		if got, want := out.Value() == true, protocol.PodWants(&pod, names); got != want {
+		if got, want := out.Value() == true, podmodel.Wants(&pod, names); got != want {
 			t.Errorf("%s: matchCondition says %v, PodWants says %v", name, got, want)
 		}
 		if out.Value() == true {

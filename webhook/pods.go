@@ -10,14 +10,14 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // Quotas gives a namespace's vGPU quota and what its pods already use
 // (cluster/quota over informers).
 type Quotas interface {
-	NamespaceQuota(namespace string) quota.Quota
+	NamespaceQuota(namespace string) podmodel.Quota
 }
 
 // Handler decides one admission request. The transport (NewHTTPHandler)
@@ -93,7 +93,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	if l := pod.Labels; l[protocol.LabelWebhook] == protocol.WebhookIgnore || l[protocol.LabelWebhookHAMi] == protocol.WebhookIgnore {
 		return Verdict{Skip: "opted out by label " + protocol.LabelWebhook + "=" + protocol.WebhookIgnore}
 	}
-	if !protocol.PodWants(pod, names) {
+	if !podmodel.Wants(pod, names) {
 		return Verdict{Skip: "asks for no vGPU resources"}
 	}
 	if s := pod.Spec.SchedulerName; s != "" && s != p.scheduler && (s != defaultSchedulerName || !p.cfg.OverrideDefaultScheduler) {
@@ -105,7 +105,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 
 	var problems []string
 	visit := func(c *corev1.Container) {
-		if len(vgpuNames(c, names)) == 0 {
+		if len(podmodel.VGPUNames(c, names)) == 0 {
 			// A privileged container sees every device whatever its env
 			// says; it is not ours to judge.
 			if p.cfg.VisibleDevicesNone && !privileged(c) {
@@ -120,11 +120,8 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		}
 		p.mutateContainer(c, r)
 	}
-	for i := range pod.Spec.InitContainers {
-		visit(&pod.Spec.InitContainers[i])
-	}
-	for i := range pod.Spec.Containers {
-		visit(&pod.Spec.Containers[i])
+	for c := range podmodel.Containers(&pod.Spec) {
+		visit(c)
 	}
 	if len(problems) > 0 {
 		return Verdict{Deny: strings.Join(problems, "; ")}
@@ -137,11 +134,11 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	}
 	if p.quotas != nil {
 		// After mutation: the GPU count just defaulted counts too.
-		ask, err := quota.PodUsage(pod, names)
+		ask, err := podmodel.PodUsage(pod, names)
 		if err != nil {
 			return Verdict{Deny: err.Error()}
 		}
-		if msg := quota.Check(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
+		if msg := podmodel.CheckQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
 			return Verdict{Deny: msg}
 		}
 	}

@@ -13,14 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // quotas is a fixed Quotas for tests.
-type quotas map[string]quota.Quota
+type quotas map[string]podmodel.Quota
 
-func (q quotas) NamespaceQuota(ns string) quota.Quota { return q[ns] }
+func (q quotas) NamespaceQuota(ns string) podmodel.Quota { return q[ns] }
 
 func testConfig() Config { return DefaultConfig() }
 
@@ -75,7 +75,7 @@ func TestPodsAdmission(t *testing.T) {
 		deny      = "denied"
 		errorCode = "errored"
 	)
-	aiTeam := quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}, Cores: quota.Limit{Set: true, Hard: 200, Used: 100}}}
+	aiTeam := quotas{"ai-team": {Memory: podmodel.Limit{Set: true, Hard: 40000, Used: 38000}, Cores: podmodel.Limit{Set: true, Hard: 200, Used: 100}}}
 	tests := []struct {
 		name   string
 		cfg    func(*Config)
@@ -238,7 +238,7 @@ func TestPodsHandleNamespaceFromRequest(t *testing.T) {
 	}
 	delete(obj["metadata"].(map[string]any), "namespace")
 	req.Object.Raw, _ = json.Marshal(obj)
-	q := quotas{"ai-team": {Memory: quota.Limit{Set: true, Hard: 40000, Used: 38000}}}
+	q := quotas{"ai-team": {Memory: podmodel.Limit{Set: true, Hard: 40000, Used: 38000}}}
 	if resp := newPods(testConfig(), q).Handle(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, "namespace ai-team") {
 		t.Fatalf("quota not checked in the request's namespace: %+v", resp.Result)
 	}

@@ -13,8 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -43,7 +44,7 @@ type nodeState struct {
 	plugin  string // the node role's vgpud.io/plugin: serving or draining
 	invErr  error
 	pods    map[types.UID]bool
-	current core.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
 	// inFlight are the node's bound pods kubelet has not allocated yet
 	// (usually none or one), kept up to date; changed, when a bind waits
 	// on them, is closed at their next recount.
@@ -61,7 +62,7 @@ type podState struct {
 	// raw is the assignment annotation as booked (bind passes the value
 	// its Binding writes), so the informer's echo of it is recognised.
 	raw       string
-	placement core.Placement
+	placement podmodel.Placement
 	// inFlight: bound by the leader, not yet allocated by kubelet. While
 	// one pod on a node is in flight no other may be bound there, since
 	// Allocate carries only device counts.
@@ -250,9 +251,9 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 
 // stateOf is the booking of a for the pod as p shows it, not shown yet.
 // The pod's containers say which are init containers and sidecars
-// (core's footprint rule).
+// (podmodel's footprint rule).
 func (c *Cache) stateOf(p *pods.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
-	return podState{node: a.Node, namespace: p.Namespace, name: p.Name, raw: raw, placement: core.PlacementOf(a, p.Kinds()),
+	return podState{node: a.Node, namespace: p.Namespace, name: p.Name, raw: raw, placement: podmodel.PlacementOf(a, p.Kinds()),
 		inFlight: inFlight, bound: p.NodeName != ""}
 }
 
@@ -338,15 +339,15 @@ func (c *Cache) recompute(name string) {
 }
 
 // usage is the node's GPUs with what its pods, except one, hold.
-func (c *Cache) usage(name string, except types.UID) core.Node {
+func (c *Cache) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
-	n := core.Node{Name: name, GPUs: make([]core.GPU, len(st.gpus))}
+	n := fit.Node{Name: name, GPUs: make([]fit.GPU, len(st.gpus))}
 	for i, g := range st.gpus {
-		n.GPUs[i] = core.GPU{GPU: g}
+		n.GPUs[i] = fit.GPU{GPU: g}
 	}
 	for uid := range st.pods {
 		if uid != except {
-			core.Add(&n, c.pods[uid].placement)
+			fit.Add(&n, c.pods[uid].placement)
 		}
 	}
 	return n

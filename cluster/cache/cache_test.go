@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -75,7 +75,7 @@ func TestUsageFromAnnotations(t *testing.T) {
 		t.Fatal(r)
 	}
 	// a: 3000 summed over its two app containers; b: peak of init 30000 and app 5000.
-	want := core.Usage{MemMiB: 33000, Cores: 30, Slots: 3}
+	want := podmodel.Usage{MemMiB: 33000, Cores: 30, Slots: 3}
 	if n.GPUs[0].Used != want {
 		t.Fatalf("GPU 0 usage %+v, want %+v", n.GPUs[0].Used, want)
 	}
@@ -83,12 +83,12 @@ func TestUsageFromAnnotations(t *testing.T) {
 	done.Status.Phase = corev1.PodSucceeded
 	_ = c.SetPod(record(done))
 	n, _ = c.Node("n1")
-	if n.GPUs[0].Used != (core.Usage{MemMiB: 3000, Cores: 20, Slots: 2}) {
+	if n.GPUs[0].Used != (podmodel.Usage{MemMiB: 3000, Cores: 20, Slots: 2}) {
 		t.Fatalf("a terminated pod still holds GPUs: %+v", n.GPUs[0].Used)
 	}
 	c.DeletePod("uid-a")
 	n, _ = c.Node("n1")
-	if n.GPUs[0].Used != (core.Usage{}) {
+	if n.GPUs[0].Used != (podmodel.Usage{}) {
 		t.Fatalf("usage leaked: %+v", n.GPUs[0].Used)
 	}
 }
@@ -106,7 +106,7 @@ func TestSidecarIsBookedForLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := c.Node("n1")
-	if want := (core.Usage{MemMiB: 9000, Cores: 10, Slots: 2}); n.GPUs[0].Used != want {
+	if want := (podmodel.Usage{MemMiB: 9000, Cores: 10, Slots: 2}); n.GPUs[0].Used != want {
 		t.Fatalf("sidecar pod books %+v, want %+v", n.GPUs[0].Used, want)
 	}
 }
@@ -137,7 +137,7 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 		t.Errorf("GPU of another node: %v", err)
 	}
 	n, _ := c.Node("n1")
-	if n.GPUs[0].Used != (core.Usage{}) || len(c.Pods()) != 0 {
+	if n.GPUs[0].Used != (podmodel.Usage{}) || len(c.Pods()) != 0 {
 		t.Fatalf("forged assignments booked: %+v %v", n.GPUs[0].Used, c.Pods())
 	}
 	// Ours, bound or not yet bound, is.
@@ -229,7 +229,7 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[protocol.AnnotationPhase] {
 		t.Errorf("not trimmed: %+v", r)
 	}
-	want := []protocol.ContainerRequest{{Name: "init", Kind: protocol.KindInit}, {Name: "c0", GPUs: 1, HasGPUs: true}}
+	want := []podmodel.ContainerRequest{{Name: "init", Kind: podmodel.KindInit}, {Name: "c0", GPUs: 1, HasGPUs: true}}
 	if r.Assignment != p.Annotations[protocol.AnnotationAssignment] || r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" ||
 		r.Phase != corev1.PodRunning || r.NodeName != "n1" || r.SchedulerName != "vgpud-scheduler" || r.UID != p.UID || !r.Wants || r.Invalid != nil || !reflect.DeepEqual(r.Containers, want) {
 		t.Errorf("trimmed too much: %+v", r)

@@ -7,7 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -15,28 +16,28 @@ import (
 // the quota check, the ghost sweep and the metrics.
 
 // Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
-func (c *Cache) Node(name string) (core.Node, *core.Reason) { return c.NodeFor(name, "") }
+func (c *Cache) Node(name string) (fit.Node, *fit.Reason) { return c.NodeFor(name, "") }
 
 // NodeFor is Node as pod sees it: without pod's own booking, so a pod is
 // not in its own way when its bind fits it again after reserving room
 // (binds.go), nor when a leftover assignment is booked for it.
-func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
+func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.nodes[name]
 	switch {
 	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
-		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
+		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
 	case st.invErr != nil:
-		return core.Node{}, &core.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+		return fit.Node{}, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
 	case !st.usable:
 		// kube-scheduler saw GPUs here (it filters on allocatable first),
 		// so the books lag a plugin that is coming back.
-		return core.Node{}, &core.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
+		return fit.Node{}, &fit.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
 	case st.plugin != protocol.PluginServing:
 		// A pod bound now would meet a plugin that is going away (or not
 		// back yet), or a restarting kubelet, and fail kubelet's admission.
-		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
+		return fit.Node{}, &fit.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
 	}
 	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
 		return c.usage(name, pod), nil
@@ -47,17 +48,17 @@ func (c *Cache) NodeFor(name string, pod types.UID) (core.Node, *core.Reason) {
 }
 
 // NamespaceUsage is what the booked pods of namespace hold, summed over
-// their GPUs (core.PlacementTotal), leaving out the pod except: the
+// their GPUs (podmodel.Placement.Total), leaving out the pod except: the
 // figure bind checks quota against.
-func (c *Cache) NamespaceUsage(namespace string, except types.UID) core.Usage {
+func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usage {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var total core.Usage
+	var total podmodel.Usage
 	for uid, p := range c.pods {
 		if p.namespace != namespace || uid == except {
 			continue
 		}
-		u := core.PlacementTotal(p.placement)
+		u := p.placement.Total()
 		total.MemMiB += u.MemMiB
 		total.Cores += u.Cores
 		total.Slots += u.Slots
@@ -111,12 +112,12 @@ func (c *Cache) Pods() []string {
 
 // Usage is every node's per-GPU usage, keyed by node then GPU UUID, for
 // comparing two caches (a restart must rebuild the same books).
-func (c *Cache) Usage() map[string]map[string]core.Usage {
+func (c *Cache) Usage() map[string]map[string]podmodel.Usage {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make(map[string]map[string]core.Usage, len(c.nodes))
+	out := make(map[string]map[string]podmodel.Usage, len(c.nodes))
 	for name, st := range c.nodes {
-		m := make(map[string]core.Usage, len(st.current.GPUs))
+		m := make(map[string]podmodel.Usage, len(st.current.GPUs))
 		for _, g := range st.current.GPUs {
 			m[g.UUID] = g.Used
 		}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/cluster/cache"
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -72,7 +72,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			var after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			h := NewPlacer(c, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			h := NewPlacer(c, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			pod := `{"metadata":{"name":"train","namespace":"ai"},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000","nvidia.com/gpucores":"20"}}}]}}`
 			nn, _ := json.Marshal(names)
 			body := `{"Pod":` + pod + `,"NodeNames":` + string(nn) + `}`
@@ -104,7 +104,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 func BenchmarkBindDistinctNodes(b *testing.B) {
 	c, names := syntheticCache(b, 1000, 0)
 	kube := fake.NewClientset()
-	binder := NewBinder(kube.CoreV1(), c, nil, nil, nil, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: time.Second}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	binder := NewBinder(kube.CoreV1(), c, nil, nil, nil, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: time.Second}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
 	// The fake clientset's Binding leaves the pod as it was, so 1000 pods
 	// serve any b.N, each bound again once its node is free.

@@ -16,8 +16,9 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -37,7 +38,7 @@ type Books interface {
 	// InFlightChanged is closed when the node's in-flight pods next change.
 	InFlightChanged(node string) <-chan struct{}
 	// NamespaceUsage is what the namespace's booked pods, except one, hold.
-	NamespaceUsage(namespace string, except types.UID) core.Usage
+	NamespaceUsage(namespace string, except types.UID) podmodel.Usage
 }
 
 // Fence returns nil while this replica may still write as the leader
@@ -224,35 +225,35 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 }
 
 // request checks pod (bindable) and reads what it asks for.
-func (b *Binder) request(pod *pods.Pod, uid types.UID) (core.Request, error) {
+func (b *Binder) request(pod *pods.Pod, uid types.UID) (fit.Request, error) {
 	if err := b.bindable(pod, uid); err != nil {
-		return core.Request{}, err
+		return fit.Request{}, err
 	}
 	req, _, err := requestFor(pod, b.cfg.Defaults)
 	if err != nil {
-		return core.Request{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return fit.Request{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return req, nil
 }
 
 // book fits the pod on node under the node's fit lock, checks its quota
 // and books it.
-func (b *Binder) book(nodeName string, pod *pods.Pod, req core.Request, h *held) (protocol.Assignment, string, error) {
-	fit := b.lock(b.fitLocks, nodeName)
-	fit.Lock()
-	defer fit.Unlock()
+func (b *Binder) book(nodeName string, pod *pods.Pod, req fit.Request, h *held) (protocol.Assignment, string, error) {
+	lock := b.lock(b.fitLocks, nodeName)
+	lock.Lock()
+	defer lock.Unlock()
 	node, reason := b.books.NodeFor(nodeName, pod.UID)
-	var res core.Result
+	var pl podmodel.Placement
 	if reason == nil {
-		res, reason = core.Fit(node, req, b.cfg.Defaults.Options)
+		pl, reason = fit.Place(node, req, b.cfg.Defaults.Options)
 	}
 	if reason != nil {
 		return protocol.Assignment{}, "", fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text)
 	}
-	if err := b.checkQuota(pod, res.Placement); err != nil {
+	if err := b.checkQuota(pod, pl); err != nil {
 		return protocol.Assignment{}, "", err
 	}
-	a := res.Placement.Assignment(nodeName)
+	a := pl.Assignment(nodeName)
 	raw, err := protocol.EncodeAssignment(a)
 	if err != nil {
 		return protocol.Assignment{}, "", fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)

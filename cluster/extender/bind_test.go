@@ -28,9 +28,9 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/cache"
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -57,9 +57,9 @@ type bindEnv struct {
 }
 
 // fixedLimits is a Limits of fixed hard limits per namespace.
-type fixedLimits map[string]quota.Quota
+type fixedLimits map[string]podmodel.Quota
 
-func (f fixedLimits) NamespaceLimits(ns string) quota.Quota { return f[ns] }
+func (f fixedLimits) NamespaceLimits(ns string) podmodel.Quota { return f[ns] }
 
 // newBindEnv: one node "n1" with one 16000 MiB GPU shared by split.
 // record is what the leader's informer stores for p.
@@ -115,7 +115,7 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.
 		}
 		return nil
 	}
-	e.binder = NewBinder(kube.CoreV1(), e.books, lookup, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.binder = NewBinder(kube.CoreV1(), e.books, lookup, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return e
 }
 
@@ -418,7 +418,7 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 		pods = append(pods, p)
 	}
 	e := newBindEnv(t, 10, time.Second, pods...)
-	e.limits["ai"] = quota.Quota{Memory: quota.Limit{Set: true, Hard: 16000}}
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 16000}}
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-x", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true}}})
 	for i := range n {
 		inv := strings.Replace(inv, "GPU-x", fmt.Sprintf("GPU-n%d", i), 1)
@@ -462,7 +462,7 @@ func TestBindEnforcesNamespaceQuota(t *testing.T) {
 	half := bindPod("half", "1")
 	half.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}
 	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"), bindPod("p2", "4000"), half)
-	e.limits["ai"] = quota.Quota{Memory: quota.Limit{Set: true, Hard: 10000}}
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 10000}}
 	if msg := e.bind("p1"); msg != "" {
 		t.Fatal(msg)
 	}
@@ -551,7 +551,7 @@ func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
 		t.Fatalf("ghost not booked: %d", e.usedMiB())
 	}
 	// Its own booking is not in the way of filter either.
-	fits, _, err := NewPlacer(e.books, nil, protocol.DefaultResourceNames(), Defaults{GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(recordOf(ghost), []string{"n1"})
+	fits, _, err := NewPlacer(e.books, nil, protocol.DefaultResourceNames(), Defaults{GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(recordOf(ghost), []string{"n1"})
 	if err != nil || len(fits) != 1 {
 		t.Fatalf("filter of the ghost itself: %v %v", fits, err)
 	}

@@ -3,20 +3,19 @@ package extender
 import (
 	"fmt"
 
-	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/cluster/pods"
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/podmodel"
 )
 
 // Limits gives a namespace's vGPU ResourceQuota hard limits (cluster/quota).
 type Limits interface {
-	NamespaceLimits(namespace string) quota.Quota
+	NamespaceLimits(namespace string) podmodel.Quota
 }
 
 // quotaOf is the namespace's vGPU quota, and whether it has one.
-func (b *Binder) quotaOf(namespace string) (quota.Quota, bool) {
+func (b *Binder) quotaOf(namespace string) (podmodel.Quota, bool) {
 	if b.limits == nil {
-		return quota.Quota{}, false
+		return podmodel.Quota{}, false
 	}
 	q := b.limits.NamespaceLimits(namespace)
 	return q, q.Memory.Set || q.Cores.Set
@@ -37,14 +36,14 @@ func (b *Binder) lockQuota(namespace string) func() {
 // serialised (bind holds its lock), and memory is counted in MiB of the
 // GPUs actually chosen, so gpumem-percentage and whole-card requests
 // count in full.
-func (b *Binder) checkQuota(pod *pods.Pod, pl core.Placement) error {
+func (b *Binder) checkQuota(pod *pods.Pod, pl podmodel.Placement) error {
 	q, ok := b.quotaOf(pod.Namespace)
 	if !ok {
 		return nil
 	}
 	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
 	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
-	if msg := quota.Check(pod.Namespace, q, core.PlacementTotal(pl), b.cfg.Names); msg != "" {
+	if msg := podmodel.CheckQuota(pod.Namespace, q, pl.Total(), b.cfg.Names); msg != "" {
 		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -21,7 +21,7 @@ import (
 type Nodes interface {
 	// NodeFor is a node's GPUs and usage as pod sees them: without its
 	// own earlier booking.
-	NodeFor(name string, pod types.UID) (core.Node, *core.Reason)
+	NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason)
 }
 
 // BindQueue says how many binds to a node are under way (Binder.Queued).
@@ -97,11 +97,11 @@ func (p *Placer) Filter(pod *pods.Pod, names []string) ([]string, extenderv1.Fai
 	fits, fullness := sc.fits[:0], sc.fullness[:0]
 	defer func() { sc.fits, sc.fullness = fits[:0], fullness[:0] }()
 	failed := extenderv1.FailedNodesMap{}
-	reasons := map[string]core.Reason{}
+	reasons := map[string]fit.Reason{}
 	for _, name := range names {
 		n, reason := p.nodes.NodeFor(name, pod.UID)
 		if reason == nil {
-			reason = core.Fits(n, req, p.defaults.Options)
+			reason = fit.Fits(n, req, p.defaults.Options)
 		}
 		if reason != nil {
 			failed[name] = reason.Text
@@ -109,13 +109,13 @@ func (p *Placer) Filter(pod *pods.Pod, names []string) ([]string, extenderv1.Fai
 			continue
 		}
 		fits = append(fits, name)
-		fullness = append(fullness, core.Fullness(n))
+		fullness = append(fullness, fit.Fullness(n))
 	}
 	if len(fits) == 0 {
 		// The Event goes on the pod the leader knows by that name and UID,
 		// never on whatever object the request body carries.
 		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID && len(reasons) > 0 {
-			p.events(known.Ref(), "FilteredNodes", core.Summarize(len(names), 0, reasons))
+			p.events(known.Ref(), "FilteredNodes", fit.Summarize(len(names), 0, reasons))
 			if p.refused != nil {
 				p.refused(known)
 			}
@@ -127,16 +127,16 @@ func (p *Placer) Filter(pod *pods.Pod, names []string) ([]string, extenderv1.Fai
 	}
 	scores := p.rank(fits, fullness, nodePolicy, sc)
 	// A copy, not fits: the scratch goes back to the pool.
-	best := make([]string, 0, countScore(scores, core.MaxScore))
+	best := make([]string, 0, countScore(scores, fit.MaxScore))
 	for i, score := range scores {
-		if score == core.MaxScore {
+		if score == fit.MaxScore {
 			best = append(best, fits[i])
 		}
 	}
 	return best, failed, nil
 }
 
-// rank scores nodes 0..10 by policy from their fullness (core.Rank). A
+// rank scores nodes 0..10 by policy from their fullness (fit.Rank). A
 // node with maxQueued binds already under way scores below every node
 // without (unless none is without), so a burst flows to the next nodes by
 // the policy instead of waiting for one node's Allocates one by one; pods
@@ -159,13 +159,13 @@ func (p *Placer) rank(nodes []string, fullness []int64, policy string, sc *scrat
 		full = append(full, fullness[i])
 	}
 	sc.full = full
-	sc.ranked = core.RankInto(sc.ranked, full, policy)
+	sc.ranked = fit.RankInto(sc.ranked, full, policy)
 	scores := slices.Grow(sc.scores[:0], len(nodes))[:len(nodes)]
 	clear(scores)
 	sc.scores = scores
 	for k, score := range sc.ranked {
 		if len(busy) > 0 {
-			score = 1 + score*(core.MaxScore-1)/core.MaxScore // above the busy nodes' 0
+			score = 1 + score*(fit.MaxScore-1)/fit.MaxScore // above the busy nodes' 0
 		}
 		scores[free[k]] = score
 	}
@@ -198,7 +198,7 @@ var scratches = sync.Pool{New: func() any { return new(scratch) }}
 // unschedulable queue until an event it watches; the node's plugin
 // annotation turning back to serving is none, so the pod would wait
 // minutes. An error sends it to the backoff queue: retried within seconds.
-func passing(reasons map[string]core.Reason) error {
+func passing(reasons map[string]fit.Reason) error {
 	var nodes []string
 	for name, r := range reasons {
 		if r.Passing {
@@ -231,10 +231,10 @@ func (p *Placer) Prioritize(pod *pods.Pod, names []string) (extenderv1.HostPrior
 	for i, name := range names {
 		out[i].Host = name
 		n, reason := p.nodes.NodeFor(name, pod.UID)
-		if reason != nil || core.Fits(n, req, p.defaults.Options) != nil {
+		if reason != nil || fit.Fits(n, req, p.defaults.Options) != nil {
 			continue
 		}
-		fits, at, fullness = append(fits, name), append(at, i), append(fullness, core.Fullness(n))
+		fits, at, fullness = append(fits, name), append(at, i), append(fullness, fit.Fullness(n))
 	}
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)

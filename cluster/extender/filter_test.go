@@ -16,34 +16,35 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // fakeNodes is a map-backed Nodes.
-type fakeNodes map[string]core.Node
+type fakeNodes map[string]fit.Node
 
-func (f fakeNodes) NodeFor(name string, _ types.UID) (core.Node, *core.Reason) {
+func (f fakeNodes) NodeFor(name string, _ types.UID) (fit.Node, *fit.Reason) {
 	if name == "restarting" {
-		return core.Node{}, &core.Reason{Kind: "device plugin not serving", Text: "vgpud there is stopping or starting", Passing: true}
+		return fit.Node{}, &fit.Reason{Kind: "device plugin not serving", Text: "vgpud there is stopping or starting", Passing: true}
 	}
 	n, ok := f[name]
 	if !ok {
-		return core.Node{}, &core.Reason{Kind: "no vgpud inventory", Text: "node has no vgpud.io/gpus annotation"}
+		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no vgpud.io/gpus annotation"}
 	}
-	g := make([]core.GPU, len(n.GPUs))
+	g := make([]fit.GPU, len(n.GPUs))
 	copy(g, n.GPUs)
 	n.GPUs = g
 	return n, nil
 }
 
-func gpuNode(name string, usedMem ...int64) core.Node {
-	n := core.Node{Name: name}
+func gpuNode(name string, usedMem ...int64) fit.Node {
+	n := fit.Node{Name: name}
 	for i, m := range usedMem {
-		n.GPUs = append(n.GPUs, core.GPU{
+		n.GPUs = append(n.GPUs, fit.GPU{
 			GPU:  protocol.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: "NVIDIA A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true},
-			Used: core.Usage{MemMiB: m, Slots: btoi(m > 0)},
+			Used: podmodel.Usage{MemMiB: m, Slots: btoi(m > 0)},
 		})
 	}
 	return n
@@ -76,7 +77,7 @@ func placer(t testing.TB, events *[]string) *Placer {
 		}
 		return nil
 	}
-	return NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func postTo(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
@@ -128,7 +129,7 @@ func TestFilterPassesOverQueuedNodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), pod); err != nil {
 		t.Fatal(err)
 	}
-	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
+	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
 	if fits, _, err := p.Filter(recordOf(pod), []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
 		t.Errorf("roomy queued: fits %v (%v), want empty", fits, err)
 	}
@@ -213,7 +214,7 @@ func TestPrioritizeAvoidsQueuedNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	scores := func(q fakeQueue, names ...string) map[string]int64 {
-		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
+		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
 		list, err := p.Prioritize(recordOf(pod), names)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -35,7 +35,7 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 		return nil
 	}
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "empty": gpuNode("empty", 0)}
-	p := NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: core.Binpack, GPUPolicy: core.Spread, Options: core.Options{DefaultMemPercent: 100}},
+	p := NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}},
 		lookup, func(*corev1.Pod, string, string) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// The body asks 10000 MiB: roomy (binpack's pick) fits that.
 	body := func(uid, rv string) string {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -16,17 +16,17 @@ import (
 type Defaults struct {
 	NodePolicy string
 	GPUPolicy  string
-	Options    core.Options
+	Options    fit.Options
 }
 
-// requestFor reads a pod into a core.Request; the error names what to fix.
-func requestFor(pod *pods.Pod, d Defaults) (core.Request, string, error) {
+// requestFor reads a pod into a fit.Request; the error names what to fix.
+func requestFor(pod *pods.Pod, d Defaults) (fit.Request, string, error) {
 	if pod.Invalid != nil {
-		return core.Request{}, "", pod.Invalid
+		return fit.Request{}, "", pod.Invalid
 	}
 	a := pod.Annotations
 	var err error
-	req := core.Request{
+	req := fit.Request{
 		Containers: pod.Containers,
 		UseTypes:   list(a[protocol.AnnotationUseGPUType]),
 		NoUseTypes: list(a[protocol.AnnotationNoUseGPUType]),
@@ -34,11 +34,11 @@ func requestFor(pod *pods.Pod, d Defaults) (core.Request, string, error) {
 		NoUseUUIDs: list(a[protocol.AnnotationNoUseGPUUUID]),
 	}
 	if req.GPUPolicy, err = policy(a, d.GPUPolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi); err != nil {
-		return core.Request{}, "", err
+		return fit.Request{}, "", err
 	}
 	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
 	if err != nil {
-		return core.Request{}, "", err
+		return fit.Request{}, "", err
 	}
 	return req, nodePolicy, nil
 }
@@ -51,10 +51,10 @@ func policy(a map[string]string, def string, keys ...string) (string, error) {
 			continue
 		}
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
-		case core.Binpack, core.Spread:
+		case fit.Binpack, fit.Spread:
 			return v, nil
 		}
-		return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], core.Binpack, core.Spread)
+		return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], fit.Binpack, fit.Spread)
 	}
 	return def, nil
 }

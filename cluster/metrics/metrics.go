@@ -13,12 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/podmodel"
 )
 
 // Source is what the GPU gauges read at scrape time.
 type Source interface {
-	Usage() map[string]map[string]core.Usage
+	Usage() map[string]map[string]podmodel.Usage
 	PodCount() int
 }
 

@@ -11,13 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/podmodel"
 )
 
 type fakeSource struct{}
 
-func (fakeSource) Usage() map[string]map[string]core.Usage {
-	return map[string]map[string]core.Usage{"n1": {"GPU-0": {MemMiB: 3000, Cores: 30, Slots: 2}}}
+func (fakeSource) Usage() map[string]map[string]podmodel.Usage {
+	return map[string]map[string]podmodel.Usage{"n1": {"GPU-0": {MemMiB: 3000, Cores: 30, Slots: 2}}}
 }
 func (fakeSource) PodCount() int { return 2 }
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -37,7 +37,7 @@ type Pod struct {
 	// Containers are the pod's containers in the order kubelet admits them
 	// (init containers first), each with what it asks of vgpud. When
 	// Invalid is set they carry only names and kinds.
-	Containers []protocol.ContainerRequest
+	Containers []podmodel.ContainerRequest
 	// Wants: some container names a vGPU resource, even unreadably.
 	Wants bool
 	// Invalid says why the containers' vGPU resources cannot be read.
@@ -62,17 +62,14 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 		NodeName:        p.Spec.NodeName,
 		SchedulerName:   p.Spec.SchedulerName,
 		Phase:           p.Status.Phase,
-		Wants:           protocol.PodWants(p, names),
+		Wants:           podmodel.Wants(p, names),
 	}
-	cs, err := protocol.PodRequests(p, names)
+	cs, err := podmodel.Requests(p, names)
 	if err != nil {
 		r.Invalid = err
-		cs = make([]protocol.ContainerRequest, 0, len(p.Spec.InitContainers)+len(p.Spec.Containers))
-		for i := range p.Spec.InitContainers {
-			cs = append(cs, protocol.ContainerRequest{Name: p.Spec.InitContainers[i].Name, Kind: protocol.KindOf(&p.Spec.InitContainers[i], true)})
-		}
-		for i := range p.Spec.Containers {
-			cs = append(cs, protocol.ContainerRequest{Name: p.Spec.Containers[i].Name, Kind: protocol.KindApp})
+		cs = make([]podmodel.ContainerRequest, 0, len(p.Spec.InitContainers)+len(p.Spec.Containers))
+		for c, k := range podmodel.Containers(&p.Spec) {
+			cs = append(cs, podmodel.ContainerRequest{Name: c.Name, Kind: k})
 		}
 	}
 	r.Containers = cs
@@ -100,25 +97,25 @@ func leaderAnnotations(a map[string]string) map[string]string {
 }
 
 // Terminated reports whether the pod has finished for good
-// (protocol.Terminated).
-func (p *Pod) Terminated() bool { return protocol.TerminatedPhase(p.Phase) }
+// (podmodel.Terminated).
+func (p *Pod) Terminated() bool { return podmodel.TerminatedPhase(p.Phase) }
 
-// Kinds maps each container to its kind (protocol.Kinds).
-func (p *Pod) Kinds() map[string]protocol.ContainerKind {
-	out := make(map[string]protocol.ContainerKind, len(p.Containers))
+// Kinds maps each container to its kind (podmodel.Kinds).
+func (p *Pod) Kinds() map[string]podmodel.ContainerKind {
+	out := make(map[string]podmodel.ContainerKind, len(p.Containers))
 	for _, c := range p.Containers {
 		out[c.Name] = c.Kind
 	}
 	return out
 }
 
-// Usage is what the pod counts against quota (quota.PodUsage), or an
+// Usage is what the pod counts against quota (podmodel.PodUsage), or an
 // error if its requests cannot be read.
-func (p *Pod) Usage() (core.Usage, error) {
+func (p *Pod) Usage() (podmodel.Usage, error) {
 	if p.Invalid != nil {
-		return core.Usage{}, p.Invalid
+		return podmodel.Usage{}, p.Invalid
 	}
-	return core.Requested(p.Containers), nil
+	return podmodel.Requested(p.Containers), nil
 }
 
 // Ref is a stub API object naming the pod, for Events.
@@ -133,6 +130,6 @@ func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind 
 func (p *Pod) DeepCopyObject() runtime.Object {
 	c := *p
 	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	c.Containers = append([]protocol.ContainerRequest(nil), p.Containers...)
+	c.Containers = append([]podmodel.ContainerRequest(nil), p.Containers...)
 	return &c
 }

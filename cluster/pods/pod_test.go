@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -28,7 +29,7 @@ func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
 	if !r.Wants {
 		t.Error("an unreadable vGPU resource is still wanted")
 	}
-	want := map[string]protocol.ContainerKind{"side": protocol.KindSidecar, "c": protocol.KindApp}
+	want := map[string]podmodel.ContainerKind{"side": podmodel.KindSidecar, "c": podmodel.KindApp}
 	if got := r.Kinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}

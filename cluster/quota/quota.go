@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -35,28 +36,28 @@ func New(podInformer, quotaInformer cache.SharedIndexInformer, names protocol.Re
 // NamespaceQuota sums the namespace's live pods against its hard limits.
 // A pod whose resources cannot be read counts as nothing: the webhook
 // would have denied it, so it can only be one admitted before vgpud was.
-func (s *Source) NamespaceQuota(namespace string) Quota {
+func (s *Source) NamespaceQuota(namespace string) podmodel.Quota {
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil || len(quotas) == 0 {
-		return Quota{}
+		return podmodel.Quota{}
 	}
 	return Compute(s.pods.List(namespace), quotas, s.names)
 }
 
 // NamespaceLimits is the namespace's hard limits alone; bind counts the
 // usage from its own books.
-func (s *Source) NamespaceLimits(namespace string) Quota {
+func (s *Source) NamespaceLimits(namespace string) podmodel.Quota {
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil {
-		return Quota{}
+		return podmodel.Quota{}
 	}
-	return Quota{Memory: hardLimit(quotas, s.names.GPUMem), Cores: hardLimit(quotas, s.names.GPUCores)}
+	return podmodel.Quota{Memory: hardLimit(quotas, s.names.GPUMem), Cores: hardLimit(quotas, s.names.GPUCores)}
 }
 
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
-func Compute(live []*pods.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) Quota {
-	var q Quota
+func Compute(live []*pods.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) podmodel.Quota {
+	var q podmodel.Quota
 	q.Memory = hardLimit(quotas, names.GPUMem)
 	q.Cores = hardLimit(quotas, names.GPUCores)
 	if !q.Memory.Set && !q.Cores.Set {
@@ -78,8 +79,8 @@ func Compute(live []*pods.Pod, quotas []*corev1.ResourceQuota, names protocol.Re
 
 // hardLimit reads name in any form ResourceQuota accepts for an extended
 // resource (bare, requests., limits.) and keeps the smallest.
-func hardLimit(quotas []*corev1.ResourceQuota, name string) Limit {
-	var l Limit
+func hardLimit(quotas []*corev1.ResourceQuota, name string) podmodel.Limit {
+	var l podmodel.Limit
 	for _, rq := range quotas {
 		for _, key := range []string{name, "requests." + name, "limits." + name} {
 			v, ok := rq.Spec.Hard[corev1.ResourceName(key)]
@@ -87,7 +88,7 @@ func hardLimit(quotas []*corev1.ResourceQuota, name string) Limit {
 				continue
 			}
 			if n := v.Value(); !l.Set || n < l.Hard {
-				l = Limit{Set: true, Hard: n}
+				l = podmodel.Limit{Set: true, Hard: n}
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -52,14 +53,14 @@ func TestCompute(t *testing.T) {
 		rq("q2", "ai", map[string]string{"nvidia.com/gpumem": "50000", "limits.nvidia.com/gpucores": "100"}),
 	}
 	got := Compute(live, quotas, names)
-	want := Quota{
-		Memory: Limit{Set: true, Hard: 40000, Used: 28000},
-		Cores:  Limit{Set: true, Hard: 100, Used: 40},
+	want := podmodel.Quota{
+		Memory: podmodel.Limit{Set: true, Hard: 40000, Used: 28000},
+		Cores:  podmodel.Limit{Set: true, Hard: 100, Used: 40},
 	}
 	if got != want {
 		t.Fatalf("got %+v want %+v", got, want)
 	}
-	if got := Compute(live, nil, names); got != (Quota{}) {
+	if got := Compute(live, nil, names); got != (podmodel.Quota{}) {
 		t.Errorf("no quota must mean no limits, got %+v", got)
 	}
 }

@@ -87,6 +87,13 @@ func TestUsageCountsInitAndSidecarLikeTheBooks(t *testing.T) {
 	if g := gpus[0]; g.MemoryUsedMiB != 30000 || g.CoresUsed != 40 || g.SlicesUsed != 2 {
 		t.Errorf("GPU %+v", g)
 	}
+	// Each pod has its own peak; two pods add up.
+	q := p.DeepCopy()
+	q.Name = "q"
+	gpus, _ = Usage("n1", inv, []*corev1.Pod{p, q})
+	if g := gpus[0]; g.MemoryUsedMiB != 60000 || g.CoresUsed != 80 || g.SlicesUsed != 4 {
+		t.Errorf("two pods: GPU %+v", g)
+	}
 }
 
 func TestServeFetchAndNoDaemon(t *testing.T) {

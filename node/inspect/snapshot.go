@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vgpud/vgpud/cluster/core"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -65,18 +65,19 @@ type Registration struct {
 
 // Usage fills the GPUs' used columns and lists the allocations from the
 // node's pods. A pod assigned here holds its share until it terminates,
-// counted by core's footprint rule (init containers at peak, sidecars for
-// the pod's life, app containers summed), so inspect agrees with the
+// counted by podmodel's footprint rule (init containers at peak, sidecars
+// for the pod's life, app containers summed), so inspect agrees with the
 // leader's books.
 func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Allocation) {
-	n := core.Node{Name: node, GPUs: make([]core.GPU, len(inv.GPUs))}
+	uuids := make([]string, len(inv.GPUs))
 	for i, g := range inv.GPUs {
-		n.GPUs[i] = core.GPU{GPU: g}
+		uuids[i] = g.UUID
 	}
+	used := make([]podmodel.Usage, len(inv.GPUs))
 	allocs := []Allocation{}
 	for _, p := range pods {
 		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || protocol.Terminated(p) {
+		if !ok || podmodel.Terminated(p) {
 			continue
 		}
 		a, err := protocol.DecodeAssignment(raw)
@@ -89,15 +90,17 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Al
 				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: phase})
 			}
 		}
-		core.Add(&n, core.PlacementOf(a, protocol.Kinds(&p.Spec)))
+		for i, u := range podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec)).Footprint(uuids) {
+			used[i] = used[i].Plus(u)
+		}
 	}
-	gpus := make([]GPU, len(n.GPUs))
-	for i, g := range n.GPUs {
+	gpus := make([]GPU, len(inv.GPUs))
+	for i, g := range inv.GPUs {
 		gpus[i] = GPU{
 			Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
-			MemoryMiB: g.MemoryMiB, MemoryUsedMiB: g.Used.MemMiB,
-			Cores: g.GPU.Cores, CoresUsed: g.Used.Cores,
-			Slices: g.Split, SlicesUsed: g.Used.Slots,
+			MemoryMiB: g.MemoryMiB, MemoryUsedMiB: used[i].MemMiB,
+			Cores: g.Cores, CoresUsed: used[i].Cores,
+			Slices: g.Split, SlicesUsed: used[i].Slots,
 		}
 	}
 	slices.SortFunc(allocs, func(a, b Allocation) int {

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -66,20 +67,5 @@ func (p *Plugin) awaitsGPUs(q *corev1.Pod) bool {
 	if _, failed := phase.IsFailed(); failed || phase == protocol.PhaseAllocated {
 		return false
 	}
-	return asks(q, corev1.ResourceName(p.opts.Resources.GPU))
-}
-
-// asks reports whether any of the pod's containers asks for resource.
-func asks(q *corev1.Pod, resource corev1.ResourceName) bool {
-	for _, cs := range [][]corev1.Container{q.Spec.InitContainers, q.Spec.Containers} {
-		for _, c := range cs {
-			if l, ok := c.Resources.Limits[resource]; ok && !l.IsZero() {
-				return true
-			}
-			if r, ok := c.Resources.Requests[resource]; ok && !r.IsZero() {
-				return true
-			}
-		}
-	}
-	return false
+	return podmodel.NeedsDevices(q, p.opts.Resources)
 }

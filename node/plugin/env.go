@@ -9,6 +9,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -46,7 +47,7 @@ func containerResponse(t target, o envOptions) (*pluginapi.ContainerAllocateResp
 		env[protocol.EnvOversubscribe] = "true"
 	}
 	if t.spec != nil {
-		r, err := protocol.ContainerRequestOf(t.spec, o.resources)
+		r, err := podmodel.ContainerRequestOf(t.spec, o.resources)
 		if err == nil && r.HasPriority {
 			env[protocol.EnvTaskPriority] = strconv.Itoa(r.Priority)
 		}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/kubeletapi"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -34,7 +35,7 @@ func CheckPodResources(node string, pods []*corev1.Pod, devices []kubeletapi.Pod
 	var out []Mismatch
 	checked := 0
 	for _, p := range pods {
-		if p.Spec.NodeName != node || protocol.Terminated(p) || p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
+		if p.Spec.NodeName != node || podmodel.Terminated(p) || p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
 			continue
 		}
 		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])

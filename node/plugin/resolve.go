@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -209,11 +210,9 @@ func waiting(node string, p *corev1.Pod, pr *progress) (target, string) {
 // the order kubelet admits them: init containers first.
 func gpuContainers(p *corev1.Pod, a protocol.Assignment) []*corev1.Container {
 	var out []*corev1.Container
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range cs {
-			if _, ok := a.Container(cs[i].Name); ok {
-				out = append(out, &cs[i])
-			}
+	for c := range podmodel.Containers(&p.Spec) {
+		if _, ok := a.Container(c.Name); ok {
+			out = append(out, c)
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -63,7 +64,7 @@ func TestCacheTrimsAndSignalsChanges(t *testing.T) {
 	switch {
 	case p.UID != "uid-a" || p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseBound) || p.Spec.NodeName != "n1":
 		t.Errorf("identity, annotations or node lost: %+v", p.ObjectMeta)
-	case len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].RestartPolicy == nil || protocol.KindOf(&p.Spec.InitContainers[0], true) != protocol.KindSidecar:
+	case len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].RestartPolicy == nil || podmodel.KindOf(&p.Spec.InitContainers[0], true) != podmodel.KindSidecar:
 		t.Errorf("sidecar lost: %+v", p.Spec.InitContainers)
 	case p.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1:
 		t.Errorf("resources lost: %+v", p.Spec.Containers[0])

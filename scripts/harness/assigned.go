@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -33,7 +34,7 @@ func AssignedUse(pods []corev1.Pod) (map[string]*GPUUse, []Assigned, []error) {
 	for i := range pods {
 		p := &pods[i]
 		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || protocol.Terminated(p) {
+		if !ok || podmodel.Terminated(p) {
 			continue
 		}
 		a, err := protocol.DecodeAssignment(raw)

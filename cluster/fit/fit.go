@@ -1,28 +1,24 @@
-package core
+package fit
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// Result is a pod placed on one node.
-type Result struct {
-	Placement Placement
-	Footprint []Usage // index-aligned with Node.GPUs
-}
-
-// Fit places req on n, or says why it cannot. It does not change n.
+// Place places req on n, or says why it cannot. It does not change n.
 // App containers are placed first, cumulatively; init containers and
-// sidecars then fit in spec order against the pod's peak (footprint.go).
-// The placement is returned in kubelet's order: init containers first.
-func Fit(n Node, req Request, opts Options) (Result, *Reason) {
+// sidecars then fit in spec order against the pod's peak (podmodel's
+// rule). The placement is returned in kubelet's order: init containers
+// first.
+func Place(n Node, req Request, opts Options) (podmodel.Placement, *Reason) {
 	return fit(n, req, opts, true)
 }
 
-// Fits is Fit without building the placement: /filter asks it of every
+// Fits is Place without building the placement: /filter asks it of every
 // node, so it allocates as little as it can.
 func Fits(n Node, req Request, opts Options) *Reason {
 	_, r := fit(n, req, opts, false)
@@ -34,16 +30,16 @@ func Fits(n Node, req Request, opts Options) *Reason {
 // for an ordinary node.
 const scratchGPUs = 16
 
-func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
-	var pkBuf [scratchGPUs]Peak
+func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *Reason) {
+	var pkBuf [scratchGPUs]podmodel.Peak
 	pk := pkBuf[:0]
 	if len(n.GPUs) > scratchGPUs {
-		pk = make([]Peak, 0, len(n.GPUs))
+		pk = make([]podmodel.Peak, 0, len(n.GPUs))
 	}
 	pk = pk[:len(n.GPUs)]
-	var placed []ContainerPlacement
+	var placed []podmodel.ContainerPlacement
 	if record {
-		placed = make([]ContainerPlacement, len(req.Containers))
+		placed = make([]podmodel.ContainerPlacement, len(req.Containers))
 	}
 	left := 0 // GPU containers still to place
 	for _, c := range req.Containers {
@@ -62,7 +58,7 @@ func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
 			// placement that is kept: for a yes or no, enough candidates do.
 			cp, reason := placeContainer(n, req, opts, c, pk, record, !record && left == 0)
 			if reason != nil {
-				return Result{}, reason
+				return nil, reason
 			}
 			if record {
 				placed[ci] = cp
@@ -70,23 +66,19 @@ func fit(n Node, req Request, opts Options, record bool) (Result, *Reason) {
 		}
 	}
 	if !record {
-		return Result{}, nil
+		return nil, nil
 	}
-	var out Placement
+	var out podmodel.Placement
 	for ci, c := range req.Containers {
 		if c.GPUs > 0 {
 			out = append(out, placed[ci])
 		}
 	}
-	fp := make([]Usage, len(n.GPUs))
-	for i := range fp {
-		fp[i] = pk[i].Total()
-	}
-	return Result{Placement: out, Footprint: fp}, nil
+	return out, nil
 }
 
 // memFor is the MiB container c gets on GPU g.
-func memFor(c protocol.ContainerRequest, g GPU, opts Options) int64 {
+func memFor(c podmodel.ContainerRequest, g GPU, opts Options) int64 {
 	switch {
 	case c.MemoryMiB > 0:
 		return c.MemoryMiB
@@ -107,7 +99,7 @@ type rejections struct {
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
 // record, to the placement; with answerOnly it only says whether c fits.
-func placeContainer(n Node, req Request, opts Options, c protocol.ContainerRequest, pk []Peak, record, answerOnly bool) (ContainerPlacement, *Reason) {
+func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
 	exclusive := c.Cores >= 100
 	var rej rejections
 	var candBuf [scratchGPUs]candidate
@@ -126,15 +118,15 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 		}
 		// The pod's own earlier containers on this GPU, if any (usually
 		// none: this loop runs per GPU of every node a /filter considers).
-		var cur, total Usage
-		u := Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
-		if pk[i] == (Peak{}) {
-			total = g.Used.plus(u)
+		var cur, total podmodel.Usage
+		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
+		if pk[i] == (podmodel.Peak{}) {
+			total = g.Used.Plus(u)
 		} else {
 			cur = pk[i].Total()
-			total = g.Used.plus(pk[i].With(u, c.Kind))
+			total = g.Used.Plus(pk[i].With(u, c.Kind))
 		}
-		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.idle() && cur.idle())) {
+		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.Idle() && cur.Idle())) {
 			rej.exclusive++
 			continue
 		}
@@ -158,15 +150,15 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
 			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA})
 			if answerOnly && !req.SingleNUMA && len(cands) == c.GPUs {
-				return ContainerPlacement{}, nil // enough: the rest cannot make it a no
+				return podmodel.ContainerPlacement{}, nil // enough: the rest cannot make it a no
 			}
 		}
 	}
 	pick, numaShort := choose(cands, c.GPUs, req)
 	if pick == nil {
-		return ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
+		return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
 	}
-	cp := ContainerPlacement{Name: c.Name, Kind: c.Kind}
+	cp := podmodel.ContainerPlacement{Name: c.Name, Kind: c.Kind}
 	for _, k := range pick {
 		pk[k.idx].Add(k.usage, c.Kind)
 		if record {
@@ -178,7 +170,7 @@ func placeContainer(n Node, req Request, opts Options, c protocol.ContainerReque
 
 type candidate struct {
 	idx   int
-	usage Usage
+	usage podmodel.Usage
 	load  float64
 	numa  int
 }
@@ -218,7 +210,7 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 	return nil, true
 }
 
-func (r rejections) reason(c protocol.ContainerRequest, fitting int, numaShort bool) *Reason {
+func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort bool) *Reason {
 	need := fmt.Sprintf("container %q needs %d GPU(s)", c.Name, c.GPUs)
 	switch {
 	case numaShort:

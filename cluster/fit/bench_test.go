@@ -1,9 +1,10 @@
-package core
+package fit
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -25,7 +26,7 @@ func synthetic(nodes, pods int) ([]Node, int) {
 	}
 	for k := 0; k < pods; k++ {
 		g := &out[k%nodes].GPUs[(k/nodes)%8]
-		g.Used = g.Used.plus(Usage{MemMiB: 4000, Cores: 10, Slots: 1})
+		g.Used = g.Used.Plus(podmodel.Usage{MemMiB: 4000, Cores: 10, Slots: 1})
 	}
 	return out, pods
 }
@@ -34,7 +35,7 @@ func synthetic(nodes, pods int) ([]Node, int) {
 // Fits and Fullness of a pod asking 1 GPU, 10000 MiB, 20 cores against
 // every node.
 func BenchmarkFilterPass(b *testing.B) {
-	req := Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1, HasGPUs: true, MemoryMiB: 10000, Cores: 20}}}
+	req := Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, HasGPUs: true, MemoryMiB: 10000, Cores: 20}}}
 	for _, nodes := range []int{100, 1000, 5000} {
 		for _, pods := range []int{0, 10000, 20000} {
 			cluster, placed := synthetic(nodes, pods)

@@ -1,11 +1,14 @@
-package protocol
+package podmodel
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 func ctr(name string, limits map[string]string) corev1.Container {
@@ -17,7 +20,7 @@ func ctr(name string, limits map[string]string) corev1.Container {
 }
 
 func TestPodRequestsOrderAndValues(t *testing.T) {
-	names := DefaultResourceNames()
+	names := protocol.DefaultResourceNames()
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{ctr("init", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})},
 		Containers: []corev1.Container{
@@ -31,7 +34,7 @@ func TestPodRequestsOrderAndValues(t *testing.T) {
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
 	// A request without a limit is read too.
 	pod.Spec.Containers[1].Resources.Requests = corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("512")}
-	got, err := PodRequests(pod, names)
+	got, err := Requests(pod, names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +52,16 @@ func TestPodRequestsOrderAndValues(t *testing.T) {
 			t.Errorf("[%d] got %+v want %+v", i, got[i], want[i])
 		}
 	}
-	if !PodWants(pod, names) {
+	if !Wants(pod, names) {
 		t.Error("PodWants = false")
 	}
-	if PodWants(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("x", map[string]string{"cpu": "1"})}}}, names) {
+	if Wants(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("x", map[string]string{"cpu": "1"})}}}, names) {
 		t.Error("PodWants = true for a CPU pod")
 	}
 }
 
 func TestContainerRequestRejects(t *testing.T) {
-	names := DefaultResourceNames()
+	names := protocol.DefaultResourceNames()
 	for _, tc := range []struct {
 		limits map[string]string
 		want   string
@@ -78,5 +81,63 @@ func TestContainerRequestRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `container "c"`) {
 			t.Errorf("%v: error %v, want one containing %q and the container name", tc.limits, err, tc.want)
 		}
+	}
+}
+
+func TestVGPUNamesIgnoresPriorityAlone(t *testing.T) {
+	names := protocol.DefaultResourceNames()
+	c := corev1.Container{Resources: corev1.ResourceRequirements{
+		Limits:   corev1.ResourceList{corev1.ResourceName(names.Priority): resource.MustParse("1")},
+		Requests: corev1.ResourceList{corev1.ResourceName(names.GPUCores): resource.MustParse("10")},
+	}}
+	if got := VGPUNames(&c, names); len(got) != 1 || got[0] != names.GPUCores {
+		t.Fatalf("VGPUNames = %v", got)
+	}
+	if Wants(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceName(names.Priority): resource.MustParse("1")}}}}}}, names) {
+		t.Error("Wants: priority alone asks for no GPU")
+	}
+}
+
+// kubelet asks the device plugin only for a non-zero GPU count, whatever
+// else the container names.
+func TestNeedsDevices(t *testing.T) {
+	names := protocol.DefaultResourceNames()
+	for _, tc := range []struct {
+		name string
+		c    corev1.Container
+		want bool
+	}{
+		{"gpu 1", ctr("a", map[string]string{"nvidia.com/gpu": "1"}), true},
+		{"gpu 0", ctr("a", map[string]string{"nvidia.com/gpu": "0"}), false},
+		{"memory alone", ctr("a", map[string]string{"nvidia.com/gpumem": "1000"}), false},
+		{"unreadable memory beside a count", ctr("a", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "-5"}), true},
+	} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{tc.c}}}
+		if got := NeedsDevices(pod, names); got != tc.want {
+			t.Errorf("%s: NeedsDevices = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestContainersInKubeletOrder(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	spec := corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}},
+		Containers:     []corev1.Container{{Name: "main"}, {Name: "log"}},
+	}
+	var got []string
+	for c, k := range Containers(&spec) {
+		got = append(got, fmt.Sprintf("%s:%d", c.Name, k))
+	}
+	want := fmt.Sprintf("[setup:%d proxy:%d main:%d log:%d]", KindInit, KindSidecar, KindApp, KindApp)
+	if fmt.Sprint(got) != want {
+		t.Fatalf("Containers = %v, want %s", got, want)
+	}
+	for c := range Containers(&spec) {
+		if c.Name != "setup" {
+			t.Fatalf("stopping early yielded %s", c.Name)
+		}
+		break
 	}
 }

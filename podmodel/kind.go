@@ -1,6 +1,10 @@
-package protocol
+package podmodel
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"iter"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // ContainerKind says when a container holds its GPUs. Kubelet admits init
 // containers (sidecars among them) first, in spec order, then the app
@@ -35,14 +39,29 @@ func KindOf(c *corev1.Container, init bool) ContainerKind {
 	}
 }
 
+// Containers yields every container of spec with its kind, in the order
+// kubelet admits them: init containers first, then app containers.
+// Ephemeral containers ask for no resources and are not among them.
+func Containers(spec *corev1.PodSpec) iter.Seq2[*corev1.Container, ContainerKind] {
+	return func(yield func(*corev1.Container, ContainerKind) bool) {
+		for i := range spec.InitContainers {
+			if !yield(&spec.InitContainers[i], KindOf(&spec.InitContainers[i], true)) {
+				return
+			}
+		}
+		for i := range spec.Containers {
+			if !yield(&spec.Containers[i], KindApp) {
+				return
+			}
+		}
+	}
+}
+
 // Kinds maps each container of spec to its kind.
 func Kinds(spec *corev1.PodSpec) map[string]ContainerKind {
 	out := make(map[string]ContainerKind, len(spec.InitContainers)+len(spec.Containers))
-	for i := range spec.InitContainers {
-		out[spec.InitContainers[i].Name] = KindOf(&spec.InitContainers[i], true)
-	}
-	for i := range spec.Containers {
-		out[spec.Containers[i].Name] = KindApp
+	for c, k := range Containers(spec) {
+		out[c.Name] = k
 	}
 	return out
 }

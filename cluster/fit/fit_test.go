@@ -1,4 +1,4 @@
-package core
+package fit
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -16,11 +17,11 @@ func gpu(i int, model string, mem int64, numa int) GPU {
 
 func node(gpus ...GPU) Node { return Node{Name: "n1", GPUs: gpus} }
 
-func app(name string, gpus int, mem int64, cores int) protocol.ContainerRequest {
-	return protocol.ContainerRequest{Name: name, GPUs: gpus, HasGPUs: true, MemoryMiB: mem, Cores: cores}
+func app(name string, gpus int, mem int64, cores int) podmodel.ContainerRequest {
+	return podmodel.ContainerRequest{Name: name, GPUs: gpus, HasGPUs: true, MemoryMiB: mem, Cores: cores}
 }
 
-func uuids(c ContainerPlacement) string {
+func uuids(c podmodel.ContainerPlacement) string {
 	var s []string
 	for _, g := range c.GPUs {
 		s = append(s, fmt.Sprintf("%s:%d:%d", g.UUID, g.MemoryMiB, g.Cores))
@@ -30,18 +31,18 @@ func uuids(c ContainerPlacement) string {
 
 var opts = Options{DefaultMemPercent: 100}
 
-func TestFit(t *testing.T) {
+func TestPlace(t *testing.T) {
 	used := func(g GPU, mem int64, cores, slots int) GPU {
-		g.Used = Usage{MemMiB: mem, Cores: cores, Slots: slots}
+		g.Used = podmodel.Usage{MemMiB: mem, Cores: cores, Slots: slots}
 		return g
 	}
 	a100 := func(i, numa int) GPU { return gpu(i, "NVIDIA A100-SXM4-40GB", 40000, numa) }
 	unhealthy := a100(1, 0)
 	unhealthy.Healthy = false
 	excl := a100(0, 0)
-	excl.Used = Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}
+	excl.Used = podmodel.Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}
 	init := app("init", 1, 30000, 0)
-	init.Kind = protocol.KindInit
+	init.Kind = podmodel.KindInit
 
 	for _, tc := range []struct {
 		name       string
@@ -52,61 +53,61 @@ func TestFit(t *testing.T) {
 		wantText   string
 	}{
 		{name: "spread picks the emptier gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 10000, 20)}}, want: []string{"GPU-1:10000:20"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 20)}}, want: []string{"GPU-1:10000:20"}},
 		{name: "binpack picks the fuller gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 10000, 20)}, GPUPolicy: Binpack}, want: []string{"GPU-0:10000:20"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 20)}, GPUPolicy: Binpack}, want: []string{"GPU-0:10000:20"}},
 		{name: "memory percentage of that gpu", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1, MemoryPercent: 25}}}, want: []string{"GPU-0:10000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, MemoryPercent: 25}}}, want: []string{"GPU-0:10000:0"}},
 		{name: "default memory is the whole card", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{{Name: "c", GPUs: 1}}}, want: []string{"GPU-0:40000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1}}}, want: []string{"GPU-0:40000:0"}},
 		{name: "two gpus are distinct", n: node(a100(0, 0), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 2, 1000, 0)}}, want: []string{"GPU-0:1000:0,GPU-1:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}}, want: []string{"GPU-0:1000:0,GPU-1:1000:0"}},
 		{name: "insufficient memory names the largest free", n: node(used(a100(0, 0), 34000, 0, 1), used(a100(1, 0), 38000, 0, 1)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem", wantText: "largest free 6000 MiB < 10000"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem", wantText: "largest free 6000 MiB < 10000"},
 		{name: "insufficient cores", n: node(used(a100(0, 0), 0, 90, 1)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 20)}}, wantReason: "insufficient gpucores", wantText: "largest free 10 < 20"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 20)}}, wantReason: "insufficient gpucores", wantText: "largest free 10 < 20"},
 		{name: "split slots run out", n: node(used(a100(0, 0), 1000, 0, 10)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no free slot"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no free slot"},
 		{name: "unhealthy gpus are skipped", n: node(unhealthy),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no healthy gpu"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no healthy gpu"},
 		{name: "100 cores needs an idle gpu", n: node(used(a100(0, 0), 1000, 0, 1), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 100)}}, want: []string{"GPU-1:1000:100"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 100)}}, want: []string{"GPU-1:1000:100"}},
 		{name: "nobody joins an exclusive gpu", n: node(excl),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1, 0)}}, wantReason: "gpu in exclusive use"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1, 0)}}, wantReason: "gpu in exclusive use"},
 		{name: "a 100-core container is exclusive within its pod too", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("a", 1, 1000, 100), app("b", 1, 1000, 0)}}, wantReason: "gpu in exclusive use"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("a", 1, 1000, 100), app("b", 1, 1000, 0)}}, wantReason: "gpu in exclusive use"},
 		{name: "use-gputype", n: node(gpu(0, "Tesla T4", 16000, 0), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{"a100"}}, want: []string{"GPU-1:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{"a100"}}, want: []string{"GPU-1:1000:0"}},
 		{name: "nouse-gputype", n: node(gpu(0, "Tesla T4", 16000, 0), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, NoUseTypes: []string{"A100"}}, want: []string{"GPU-0:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, NoUseTypes: []string{"A100"}}, want: []string{"GPU-0:1000:0"}},
 		{name: "use-gpuuuid", n: node(a100(0, 0), a100(1, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, UseUUIDs: []string{"gpu-1"}}, want: []string{"GPU-1:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseUUIDs: []string{"gpu-1"}}, want: []string{"GPU-1:1000:0"}},
 		{name: "selectors exclude everything", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, NoUseUUIDs: []string{"GPU-0"}}, wantReason: "no matching gpu"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, NoUseUUIDs: []string{"GPU-0"}}, wantReason: "no matching gpu"},
 		{name: "single NUMA keeps a container on one node", n: node(a100(0, 0), a100(1, 1), a100(2, 1)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, want: []string{"GPU-1:1000:0,GPU-2:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, want: []string{"GPU-1:1000:0,GPU-2:1000:0"}},
 		{name: "single NUMA impossible", n: node(a100(0, 0), a100(1, 1)),
-			req: Request{Containers: []protocol.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, wantReason: "no single NUMA node"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, wantReason: "no single NUMA node"},
 		{name: "app containers add up", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{app("a", 1, 25000, 0), app("b", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
+			req: Request{Containers: []podmodel.ContainerRequest{app("a", 1, 25000, 0), app("b", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "init container counts at peak, not on top", n: node(a100(0, 0)),
-			req:  Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 20000, 0), app("b", 1, 15000, 0)}},
+			req:  Request{Containers: []podmodel.ContainerRequest{init, app("a", 1, 20000, 0), app("b", 1, 15000, 0)}},
 			want: []string{"GPU-0:30000:0", "GPU-0:20000:0", "GPU-0:15000:0"}},
 		{name: "an init container larger than what is free does not fit", n: node(used(a100(0, 0), 15000, 0, 1)),
-			req: Request{Containers: []protocol.ContainerRequest{init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
+			req: Request{Containers: []podmodel.ContainerRequest{init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "a sidecar holds its slice beside the apps", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{sidecar("proxy", 1, 20000), app("a", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
+			req: Request{Containers: []podmodel.ContainerRequest{sidecar("proxy", 1, 20000), app("a", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "an init container after a sidecar runs beside it", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{sidecar("proxy", 1, 15000), init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
+			req: Request{Containers: []podmodel.ContainerRequest{sidecar("proxy", 1, 15000), init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "an init container before a sidecar does not", n: node(a100(0, 0)),
-			req:  Request{Containers: []protocol.ContainerRequest{init, sidecar("proxy", 1, 5000), app("a", 1, 1000, 0)}},
+			req:  Request{Containers: []podmodel.ContainerRequest{init, sidecar("proxy", 1, 5000), app("a", 1, 1000, 0)}},
 			want: []string{"GPU-0:30000:0", "GPU-0:5000:0", "GPU-0:1000:0"}},
 		{name: "containers without gpus are skipped", n: node(a100(0, 0)),
-			req: Request{Containers: []protocol.ContainerRequest{{Name: "sidecar"}, app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{{Name: "sidecar"}, app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprint(tc.n)
-			res, reason := Fit(tc.n, tc.req, opts)
+			pl, reason := Place(tc.n, tc.req, opts)
 			if fr := Fits(tc.n, tc.req, opts); (fr == nil) != (reason == nil) || (fr != nil && *fr != *reason) {
 				t.Fatalf("Fits %+v disagrees with Fit %+v", fr, reason)
 			}
@@ -115,7 +116,7 @@ func TestFit(t *testing.T) {
 			}
 			if tc.wantReason != "" {
 				if reason == nil {
-					t.Fatalf("fits with %+v, want %q", res.Placement, tc.wantReason)
+					t.Fatalf("fits with %+v, want %q", pl, tc.wantReason)
 				}
 				if reason.Kind != tc.wantReason || !strings.Contains(reason.Text, tc.wantText) {
 					t.Fatalf("reason %+v, want kind %q containing %q", reason, tc.wantReason, tc.wantText)
@@ -125,11 +126,11 @@ func TestFit(t *testing.T) {
 			if reason != nil {
 				t.Fatalf("does not fit: %+v", reason)
 			}
-			if len(res.Placement) != len(tc.want) {
-				t.Fatalf("placement %+v", res.Placement)
+			if len(pl) != len(tc.want) {
+				t.Fatalf("placement %+v", pl)
 			}
 			for i, w := range tc.want {
-				if got := uuids(res.Placement[i]); got != w {
+				if got := uuids(pl[i]); got != w {
 					t.Errorf("container %d: %s, want %s", i, got, w)
 				}
 			}
@@ -137,39 +138,33 @@ func TestFit(t *testing.T) {
 	}
 }
 
-func sidecar(name string, gpus int, mem int64) protocol.ContainerRequest {
+func sidecar(name string, gpus int, mem int64) podmodel.ContainerRequest {
 	c := app(name, gpus, mem, 0)
-	c.Kind = protocol.KindSidecar
+	c.Kind = podmodel.KindSidecar
 	return c
 }
 
-func TestFootprintApplyRoundTrip(t *testing.T) {
+func TestPlaceThenAdd(t *testing.T) {
 	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
 	init := app("init", 1, 30000, 0)
-	init.Kind = protocol.KindInit
-	req := Request{Containers: []protocol.ContainerRequest{init, app("a", 2, 20000, 10), app("b", 1, 5000, 0)}}
-	res, reason := Fit(n, req, opts)
+	init.Kind = podmodel.KindInit
+	req := Request{Containers: []podmodel.ContainerRequest{init, app("a", 2, 20000, 10), app("b", 1, 5000, 0)}}
+	pl, reason := Place(n, req, opts)
 	if reason != nil {
 		t.Fatal(reason)
 	}
-	// The cache rebuilds from the assignment alone; it must agree with Fit.
-	fp := Footprint(n, res.Placement)
-	if fmt.Sprint(fp) != fmt.Sprint(res.Footprint) {
-		t.Fatalf("footprint from placement %v != from fit %v", fp, res.Footprint)
-	}
+	// The books rebuild from the assignment alone: Add of the placement.
 	// a: 20000 on both; b joins GPU-0 (spread tie goes to the lower index);
 	// init (30000) goes to the less loaded GPU-1, where it is the peak.
-	if fp[0] != (Usage{MemMiB: 25000, Cores: 10, Slots: 2}) || fp[1] != (Usage{MemMiB: 30000, Cores: 10, Slots: 1}) {
-		t.Fatalf("peak footprint %+v", fp)
+	Add(&n, pl)
+	if n.GPUs[0].Used != (podmodel.Usage{MemMiB: 25000, Cores: 10, Slots: 2}) || n.GPUs[1].Used != (podmodel.Usage{MemMiB: 30000, Cores: 10, Slots: 1}) {
+		t.Fatalf("peak footprint %+v, %+v", n.GPUs[0].Used, n.GPUs[1].Used)
 	}
-	Apply(&n, fp)
-	if _, r := Fit(n, Request{Containers: []protocol.ContainerRequest{app("x", 1, 15001, 0)}}, opts); r == nil {
-		t.Error("fits above what is left after Apply")
+	if _, r := Place(n, Request{Containers: []podmodel.ContainerRequest{app("x", 1, 15001, 0)}}, opts); r == nil {
+		t.Error("fits above what is left after Add")
 	}
 }
 
-// Binpack and spread must choose differently between nodes, also when a
-// few small pods move an 8-GPU node's fullness by less than a tenth.
 func TestRank(t *testing.T) {
 	big := func(usedMiB ...int64) Node {
 		var gs []GPU
@@ -178,7 +173,7 @@ func TestRank(t *testing.T) {
 		}
 		n := node(gs...)
 		for i, m := range usedMiB {
-			n.GPUs[i].Used = Usage{MemMiB: m, Cores: 10, Slots: 1}
+			n.GPUs[i].Used = podmodel.Usage{MemMiB: m, Cores: 10, Slots: 1}
 		}
 		return n
 	}
@@ -231,10 +226,10 @@ func TestFitsDoesNotAllocate(t *testing.T) {
 		gs = append(gs, gpu(i, "NVIDIA A100-SXM4-40GB", 40960, i/4))
 	}
 	n := node(gs...)
-	n.GPUs[2].Used = Usage{MemMiB: 30000, Cores: 50, Slots: 3}
+	n.GPUs[2].Used = podmodel.Usage{MemMiB: 30000, Cores: 50, Slots: 3}
 	for name, req := range map[string]Request{
-		"plain":     {Containers: []protocol.ContainerRequest{app("c", 2, 10000, 20)}},
-		"selectors": {Containers: []protocol.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{" a100 "}, NoUseTypes: []string{"h100"}},
+		"plain":     {Containers: []podmodel.ContainerRequest{app("c", 2, 10000, 20)}},
+		"selectors": {Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{" a100 "}, NoUseTypes: []string{"h100"}},
 	} {
 		if r := Fits(n, req, opts); r != nil {
 			t.Fatalf("%s: does not fit: %+v", name, r)
@@ -265,9 +260,9 @@ func TestContainsFold(t *testing.T) {
 // Fits takes shortcuts Fit cannot (it stops at enough candidates, skips
 // the choice for the last container): on random nodes and pods the two
 // must still agree on whether, and why not, a pod fits.
-func TestFitsAgreesWithFit(t *testing.T) {
+func TestFitsAgreesWithPlace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	kinds := []protocol.ContainerKind{protocol.KindApp, protocol.KindInit, protocol.KindSidecar}
+	kinds := []podmodel.ContainerKind{podmodel.KindApp, podmodel.KindInit, podmodel.KindSidecar}
 	fits := 0
 	const rounds = 3000
 	for round := range rounds {
@@ -276,7 +271,7 @@ func TestFitsAgreesWithFit(t *testing.T) {
 			g := gpu(i, []string{"NVIDIA A100", "NVIDIA L4"}[rng.IntN(2)], 1000*int64(1+rng.IntN(40)), rng.IntN(2))
 			g.Healthy = rng.IntN(10) > 0
 			if rng.IntN(2) == 0 {
-				g.Used = Usage{MemMiB: int64(rng.IntN(int(g.MemoryMiB))), Cores: rng.IntN(101), Slots: rng.IntN(11), Exclusive: rng.IntN(20) == 0}
+				g.Used = podmodel.Usage{MemMiB: int64(rng.IntN(int(g.MemoryMiB))), Cores: rng.IntN(101), Slots: rng.IntN(11), Exclusive: rng.IntN(20) == 0}
 			}
 			gs = append(gs, g)
 		}
@@ -292,7 +287,7 @@ func TestFitsAgreesWithFit(t *testing.T) {
 		}
 		req.SingleNUMA = rng.IntN(4) == 0
 		req.GPUPolicy = []string{Binpack, Spread}[rng.IntN(2)]
-		_, full := Fit(n, req, opts)
+		_, full := Place(n, req, opts)
 		quick := Fits(n, req, opts)
 		if (full == nil) != (quick == nil) || (full != nil && *full != *quick) {
 			t.Fatalf("round %d: Fit says %+v, Fits %+v\nnode %+v\nrequest %+v", round, full, quick, n, req)

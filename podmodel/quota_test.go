@@ -1,4 +1,4 @@
-package quota
+package podmodel
 
 import (
 	"testing"
@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -34,18 +33,18 @@ func TestPodUsage(t *testing.T) {
 		name string
 		init []corev1.Container
 		apps []corev1.Container
-		want core.Usage
+		want Usage
 	}{
-		{"none", nil, []corev1.Container{{Name: "web"}}, core.Usage{}},
+		{"none", nil, []corev1.Container{{Name: "web"}}, Usage{}},
 		// Native quota would count 4000 here: one gpumem value, not one per GPU.
-		{"multi-GPU", nil, []corev1.Container{gpuContainer(2, 4000, 30, false)}, core.Usage{MemMiB: 8000, Cores: 60, Slots: 2}},
-		{"apps add up", nil, []corev1.Container{gpuContainer(1, 1000, 0, false), gpuContainer(3, 1000, 10, false)}, core.Usage{MemMiB: 4000, Cores: 30, Slots: 4}},
-		{"init larger than apps", []corev1.Container{gpuContainer(1, 9000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 50, false)}, core.Usage{MemMiB: 9000, Cores: 50, Slots: 1}},
-		{"init one at a time", []corev1.Container{gpuContainer(1, 3000, 0, false), gpuContainer(1, 3000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, core.Usage{MemMiB: 3000, Cores: 0, Slots: 1}},
-		{"sidecar runs beside apps", []corev1.Container{gpuContainer(1, 2000, 0, true)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, core.Usage{MemMiB: 3000, Cores: 0, Slots: 2}},
-		{"sidecar beside later init", []corev1.Container{gpuContainer(1, 2000, 0, true), gpuContainer(1, 5000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, core.Usage{MemMiB: 7000, Cores: 0, Slots: 2}},
+		{"multi-GPU", nil, []corev1.Container{gpuContainer(2, 4000, 30, false)}, Usage{MemMiB: 8000, Cores: 60, Slots: 2}},
+		{"apps add up", nil, []corev1.Container{gpuContainer(1, 1000, 0, false), gpuContainer(3, 1000, 10, false)}, Usage{MemMiB: 4000, Cores: 30, Slots: 4}},
+		{"init larger than apps", []corev1.Container{gpuContainer(1, 9000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 50, false)}, Usage{MemMiB: 9000, Cores: 50, Slots: 1}},
+		{"init one at a time", []corev1.Container{gpuContainer(1, 3000, 0, false), gpuContainer(1, 3000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{MemMiB: 3000, Cores: 0, Slots: 1}},
+		{"sidecar runs beside apps", []corev1.Container{gpuContainer(1, 2000, 0, true)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{MemMiB: 3000, Cores: 0, Slots: 2}},
+		{"sidecar beside later init", []corev1.Container{gpuContainer(1, 2000, 0, true), gpuContainer(1, 5000, 0, false)}, []corev1.Container{gpuContainer(1, 1000, 0, false)}, Usage{MemMiB: 7000, Cores: 0, Slots: 2}},
 		{"percentage not counted", nil, []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}}}}, core.Usage{Slots: 1}},
+			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem-percentage": resource.MustParse("50")}}}}, Usage{Slots: 1}},
 	}
 	for _, tt := range tests {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tt.init, Containers: tt.apps}}
@@ -62,7 +61,7 @@ func TestPodUsage(t *testing.T) {
 
 func TestCheckQuota(t *testing.T) {
 	names := protocol.DefaultResourceNames()
-	ask := core.Usage{MemMiB: 4000, Cores: 50}
+	ask := Usage{MemMiB: 4000, Cores: 50}
 	tests := []struct {
 		name string
 		q    Quota
@@ -77,7 +76,7 @@ func TestCheckQuota(t *testing.T) {
 		{"unset limit ignores usage", Quota{Memory: Limit{Used: 1 << 40}}, ""},
 	}
 	for _, tt := range tests {
-		if got := Check("ai-team", tt.q, ask, names); got != tt.want {
+		if got := CheckQuota("ai-team", tt.q, ask, names); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -1,11 +1,10 @@
-package quota
+package podmodel
 
 import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vgpud/vgpud/cluster/core"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -23,21 +22,21 @@ type Limit struct {
 	Used int64
 }
 
-// PodUsage is what pod counts against quota: core's footprint rule over
-// its requests (init containers at peak, sidecars for the pod's life, app
+// PodUsage is what pod counts against quota: the footprint rule over its
+// requests (init containers at peak, sidecars for the pod's life, app
 // containers summed), memory and cores per GPU times the GPU count, since
 // native quota sees one gpumem value however many GPUs share it.
-func PodUsage(pod *corev1.Pod, names protocol.ResourceNames) (core.Usage, error) {
-	cs, err := protocol.PodRequests(pod, names)
+func PodUsage(pod *corev1.Pod, names protocol.ResourceNames) (Usage, error) {
+	cs, err := Requests(pod, names)
 	if err != nil {
-		return core.Usage{}, err
+		return Usage{}, err
 	}
-	return core.Requested(cs), nil
+	return Requested(cs), nil
 }
 
 // Check returns a message naming the exceeded limit and what to change, or
 // "" when ask fits.
-func Check(namespace string, q Quota, ask core.Usage, names protocol.ResourceNames) string {
+func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNames) string {
 	if q.Memory.Set && ask.MemMiB > 0 && q.Memory.Used+ask.MemMiB > q.Memory.Hard {
 		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d; lower %s or %s (counted per GPU times %s) or raise the ResourceQuota",
 			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, names.GPUMem, names.GPUMemPercentage, names.GPU)

@@ -1,4 +1,4 @@
-package protocol
+package podmodel
 
 import (
 	"fmt"
@@ -6,22 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-)
 
-// Bounds past which a quantity is a typo (or an attack), not a request.
-// Decoders enforce them too, so no sum of slices can overflow.
-const (
-	MaxGPUsPerContainer = 64
-	MaxMemoryMiB        = 16 << 20 // 16 TiB per GPU
-	MaxPriority         = 100
-	// MaxPercent bounds a memory percentage and a share of a GPU's cores.
-	MaxPercent = 100
-	// MaxSplit is the most virtual devices per GPU; the node role's
-	// --split bound.
-	MaxSplit = 1000
-	// MaxScaledCores is a GPU's cores (100 percent) at the largest
-	// --core-scaling (100).
-	MaxScaledCores = 100 * 100
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // ContainerRequest is what one container asks of vgpud, read from its
@@ -43,51 +29,58 @@ func (c ContainerRequest) Wants() bool {
 	return c.GPUs > 0 || c.MemoryMiB > 0 || c.MemoryPercent > 0 || c.Cores > 0 || c.HasGPUs
 }
 
-// PodRequests reads every container of pod in the order kubelet admits them:
+// Requests reads every container of pod in the order kubelet admits them:
 // init containers first, then app containers. An error names the container,
 // the resource and the value.
-func PodRequests(pod *corev1.Pod, names ResourceNames) ([]ContainerRequest, error) {
+func Requests(pod *corev1.Pod, names protocol.ResourceNames) ([]ContainerRequest, error) {
 	out := make([]ContainerRequest, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
+	for c, k := range Containers(&pod.Spec) {
 		r, err := ContainerRequestOf(c, names)
 		if err != nil {
 			return nil, err
 		}
-		r.Kind = KindOf(c, true)
-		out = append(out, r)
-	}
-	for i := range pod.Spec.Containers {
-		r, err := ContainerRequestOf(&pod.Spec.Containers[i], names)
-		if err != nil {
-			return nil, err
-		}
+		r.Kind = k
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// PodWants reports whether any container of pod asks for a vGPU resource.
-// It looks only at which names are present, so it never fails.
-func PodWants(pod *corev1.Pod, names ResourceNames) bool {
-	has := func(c *corev1.Container) bool {
-		for _, n := range []string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores} {
-			if _, ok := c.Resources.Limits[corev1.ResourceName(n)]; ok {
-				return true
-			}
-			if _, ok := c.Resources.Requests[corev1.ResourceName(n)]; ok {
-				return true
-			}
+// VGPUNames lists the vGPU resources container c names in its limits or
+// requests, present even as 0; priority alone asks for no GPU and is not
+// among them. It looks only at which names are present, so it never fails.
+func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
+	var out []string
+	for _, n := range [...]string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores} {
+		_, l := c.Resources.Limits[corev1.ResourceName(n)]
+		_, r := c.Resources.Requests[corev1.ResourceName(n)]
+		if l || r {
+			out = append(out, n)
 		}
-		return false
 	}
-	for i := range pod.Spec.InitContainers {
-		if has(&pod.Spec.InitContainers[i]) {
+	return out
+}
+
+// Wants reports whether any container of pod names a vGPU resource
+// (VGPUNames).
+func Wants(pod *corev1.Pod, names protocol.ResourceNames) bool {
+	for c := range Containers(&pod.Spec) {
+		if len(VGPUNames(c, names)) > 0 {
 			return true
 		}
 	}
-	for i := range pod.Spec.Containers {
-		if has(&pod.Spec.Containers[i]) {
+	return false
+}
+
+// NeedsDevices reports whether kubelet will ask the device plugin for
+// devices for some container of pod: one asks a non-zero count of the GPU
+// resource, however its other vGPU resources read.
+func NeedsDevices(pod *corev1.Pod, names protocol.ResourceNames) bool {
+	res := corev1.ResourceName(names.GPU)
+	for c := range Containers(&pod.Spec) {
+		if l, ok := c.Resources.Limits[res]; ok && !l.IsZero() {
+			return true
+		}
+		if r, ok := c.Resources.Requests[res]; ok && !r.IsZero() {
 			return true
 		}
 	}
@@ -95,19 +88,19 @@ func PodWants(pod *corev1.Pod, names ResourceNames) bool {
 }
 
 // ContainerRequestOf reads one container and checks each value's range.
-func ContainerRequestOf(c *corev1.Container, names ResourceNames) (ContainerRequest, error) {
+func ContainerRequestOf(c *corev1.Container, names protocol.ResourceNames) (ContainerRequest, error) {
 	r := ContainerRequest{Name: c.Name}
 	var err error
 	var ok bool
 	var v int64
-	if v, r.HasGPUs, err = quantity(c, names.GPU, 0, MaxGPUsPerContainer); err != nil {
+	if v, r.HasGPUs, err = quantity(c, names.GPU, 0, protocol.MaxGPUsPerContainer); err != nil {
 		return r, err
 	}
 	r.GPUs = int(v)
-	if r.MemoryMiB, _, err = quantity(c, names.GPUMem, 1, MaxMemoryMiB); err != nil {
+	if r.MemoryMiB, _, err = quantity(c, names.GPUMem, 1, protocol.MaxMemoryMiB); err != nil {
 		return r, err
 	}
-	if v, _, err = quantity(c, names.GPUMemPercentage, 1, MaxPercent); err != nil {
+	if v, _, err = quantity(c, names.GPUMemPercentage, 1, protocol.MaxPercent); err != nil {
 		return r, err
 	}
 	r.MemoryPercent = int(v)
@@ -115,7 +108,7 @@ func ContainerRequestOf(c *corev1.Container, names ResourceNames) (ContainerRequ
 		return r, err
 	}
 	r.Cores = int(v)
-	if v, ok, err = quantity(c, names.Priority, 0, MaxPriority); err != nil {
+	if v, ok, err = quantity(c, names.Priority, 0, protocol.MaxPriority); err != nil {
 		return r, err
 	}
 	r.Priority, r.HasPriority = int(v), ok

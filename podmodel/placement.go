@@ -1,0 +1,89 @@
+package podmodel
+
+import (
+	"slices"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// ContainerPlacement is the GPUs one container gets.
+type ContainerPlacement struct {
+	Name string
+	Kind ContainerKind
+	GPUs []protocol.GPUSlice
+}
+
+// Placement is a pod's GPUs, container by container in kubelet's order
+// (init containers first).
+type Placement []ContainerPlacement
+
+// Assignment renders p as the vgpud.io/assignment value for node.
+func (p Placement) Assignment(node string) protocol.Assignment {
+	a := protocol.Assignment{Version: protocol.Version, Node: node}
+	for _, c := range p {
+		a.Containers = append(a.Containers, protocol.ContainerAssignment{Name: c.Name, GPUs: c.GPUs})
+	}
+	return a
+}
+
+// PlacementOf reads an assignment back into a placement, taking each
+// container's kind from kinds (see Kinds); containers the pod does not
+// have count as app containers, the safe side.
+func PlacementOf(a protocol.Assignment, kinds map[string]ContainerKind) Placement {
+	pl := make(Placement, 0, len(a.Containers))
+	for _, c := range a.Containers {
+		pl = append(pl, ContainerPlacement{Name: c.Name, Kind: kinds[c.Name], GPUs: c.GPUs})
+	}
+	return pl
+}
+
+// SliceUsage is what one container's slice of a GPU uses.
+func SliceUsage(s protocol.GPUSlice) Usage {
+	return Usage{MemMiB: s.MemoryMiB, Cores: s.Cores, Slots: 1, Exclusive: s.Cores >= 100}
+}
+
+// AddPeaks adds each slice of p to the peak of its GPU: peaks[at(uuid)].
+// Slices on GPUs at does not know (-1) are ignored: the inventory changed
+// under the pod, and the books report that separately. It allocates
+// nothing, since the books recount a node this way on every booking.
+func (p Placement) AddPeaks(peaks []Peak, at func(uuid string) int) {
+	for _, c := range p {
+		for _, s := range c.GPUs {
+			if i := at(s.UUID); i >= 0 {
+				peaks[i].Add(SliceUsage(s), c.Kind)
+			}
+		}
+	}
+}
+
+// Footprint is what p holds on each of the GPUs named by uuids,
+// index-aligned with it.
+func (p Placement) Footprint(uuids []string) []Usage {
+	peaks := make([]Peak, len(uuids))
+	p.AddPeaks(peaks, func(uuid string) int { return slices.Index(uuids, uuid) })
+	out := make([]Usage, len(uuids))
+	for i := range out {
+		out[i] = peaks[i].Total()
+	}
+	return out
+}
+
+// Total is what p holds summed over its GPUs, each GPU at its own peak:
+// what quota counts once the GPUs are chosen, so memory given as a
+// percentage or the whole card counts in MiB.
+func (p Placement) Total() Usage {
+	var uuids []string
+	for _, c := range p {
+		for _, s := range c.GPUs {
+			if !slices.Contains(uuids, s.UUID) {
+				uuids = append(uuids, s.UUID)
+			}
+		}
+	}
+	var total Usage
+	for _, u := range p.Footprint(uuids) {
+		total = total.Plus(u)
+	}
+	total.Exclusive = false // a sum over GPUs holds no one GPU
+	return total
+}
