@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/leader"
@@ -162,7 +163,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	kube, err := newKubeClient(cfg.Kubeconfig, cfg.APIQPS, clustermetrics.NewAPICalls(reg).Wrap)
+	kube, err := newKubeClient(cfg.Kubeconfig, cfg.APIQPS, newAPICalls(reg).wrap)
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		}, kube.coordination, kube.core, log.With("role", roleCluster, "component", "leader"))
 		status = elector
 		role := cluster.NewRole(cfg.Cluster, cfg.PodNamespace, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
-			cluster.API{Core: kube.core, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps}, clustermetrics.New(reg), log.With("role", roleCluster))
+			cluster.API{Core: kube.core, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps}, clustermetrics.New(reg), clock.RealClock{}, log.With("role", roleCluster))
 		// The cluster role works only while this replica holds the Lease.
 		g.Go(func() error { return elector.Run(ctx, role.Lead) })
 	}

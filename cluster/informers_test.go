@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -22,6 +23,20 @@ import (
 type unstreamed struct{ corev1client.CoreV1Interface }
 
 func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }
+
+// assignedPod is a pod bound to node with a 1000 MiB assignment there.
+func assignedPod(name, node string) *corev1.Pod {
+	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: node, Containers: []protocol.ContainerAssignment{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 1000}}}}})
+	if err != nil {
+		panic(err)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: "7",
+			Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		Spec:   corev1.PodSpec{SchedulerName: "vgpud-scheduler", NodeName: node, Containers: []corev1.Container{{Name: "c"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+}
 
 // The leader's informers list and watch through the typed client, keep
 // pods and nodes as the transform makes them, and index by namespace for

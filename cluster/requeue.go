@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
@@ -31,7 +32,7 @@ const maxNudges = 16
 type requeuer struct {
 	api   corev1client.PodsGetter
 	fence func() error
-	now   func() time.Time
+	clock clock.PassiveClock
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -45,15 +46,15 @@ type refusal struct {
 	at              time.Time
 }
 
-func newRequeuer(api corev1client.PodsGetter, fence func() error, log *slog.Logger) *requeuer {
-	return &requeuer{api: api, fence: fence, now: time.Now, log: log, recent: map[types.UID]refusal{}}
+func newRequeuer(api corev1client.PodsGetter, fence func() error, clk clock.PassiveClock, log *slog.Logger) *requeuer {
+	return &requeuer{api: api, fence: fence, clock: clk, log: log, recent: map[types.UID]refusal{}}
 }
 
 // refused records that Filter found no node for p.
 func (r *requeuer) refused(p *pods.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
+	now := r.clock.Now()
 	for uid, f := range r.recent {
 		if now.Sub(f.at) > requeueWindow {
 			delete(r.recent, uid)
@@ -82,7 +83,7 @@ func (r *requeuer) freed(ctx context.Context) {
 func (r *requeuer) take() map[types.UID]refusal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
+	now := r.clock.Now()
 	out := map[types.UID]refusal{}
 	for uid, f := range r.recent {
 		delete(r.recent, uid)
@@ -118,7 +119,7 @@ func (r *requeuer) patch(ctx context.Context, uid types.UID, f refusal) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, uid, protocol.AnnotationRequeued, r.now().UTC().Format(time.RFC3339Nano))
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, uid, protocol.AnnotationRequeued, r.clock.Now().UTC().Format(time.RFC3339Nano))
 	_, err := r.api.Pods(f.namespace).Patch(ctx, f.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }

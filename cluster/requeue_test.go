@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -11,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/cluster/pods"
 	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/scripts/harness"
 )
 
 // A pod refused just before a booking is dropped is annotated, so
@@ -25,32 +26,44 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ai", UID: ktypes.UID("uid-" + name)}}
 	}
 	kube := fake.NewClientset(pending("fresh"), pending("stale"))
-	now := time.Now()
-	r := newRequeuer(kube.CoreV1(), func() error { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r.now = func() time.Time { return now }
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	r := newRequeuer(kube.CoreV1(), func() error { return nil }, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.refused(pods.Of(pending("stale"), protocol.DefaultResourceNames()))
-	now = now.Add(requeueWindow + time.Second)
+	clk.SetTime(clk.Now().Add(requeueWindow + time.Second))
 	r.refused(pods.Of(pending("fresh"), protocol.DefaultResourceNames()))
+	w, err := kube.CoreV1().Pods("ai").Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	r.freed(context.Background())
-	harness.Eventually(t, 5*time.Second, "fresh pod nudged", func() error {
-		p, err := kube.CoreV1().Pods("ai").Get(context.Background(), "fresh", metav1.GetOptions{})
-		if err != nil {
-			return err
+	// The nudge goes out from a goroutine: wait for its write, not a while.
+	timeout := time.After(wait.ForeverTestTimeout)
+	for nudged := false; !nudged; {
+		select {
+		case ev := <-w.ResultChan():
+			p := ev.Object.(*corev1.Pod)
+			if ev.Type != watch.Modified {
+				continue
+			}
+			if p.Name != "fresh" || p.Annotations[protocol.AnnotationRequeued] == "" {
+				t.Fatalf("first write is to %s with %v", p.Name, p.Annotations)
+			}
+			nudged = true
+		case <-timeout:
+			t.Fatal("fresh pod never nudged")
 		}
-		if p.Annotations[protocol.AnnotationRequeued] == "" {
-			return errors.New("not annotated yet")
-		}
-		return nil
-	})
+	}
 	p, _ := kube.CoreV1().Pods("ai").Get(context.Background(), "stale", metav1.GetOptions{})
 	if _, ok := p.Annotations[protocol.AnnotationRequeued]; ok {
 		t.Errorf("a pod refused %s before the GPUs freed was nudged", requeueWindow+time.Second)
 	}
-	// Nudged once: the next freed booking writes nothing more.
-	kube.ClearActions()
+	// Nudged once: the next freed booking finds nothing to nudge and
+	// starts no round.
 	r.freed(context.Background())
-	time.Sleep(50 * time.Millisecond)
-	if n := len(kube.Actions()); n != 0 {
-		t.Errorf("%d API calls for no refused pod", n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recent) != 0 {
+		t.Errorf("refusals left after the round: %v", r.recent)
 	}
 }

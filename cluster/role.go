@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/cluster/extender"
@@ -55,14 +55,16 @@ type Role struct {
 	admission webhook.Config
 	api       API
 	metrics   *metrics.Metrics
+	clock     clock.WithTicker
 	log       *slog.Logger
 }
 
 // NewRole returns the cluster role. m is registered on the process's
-// metrics registry; bind outcomes are observed there.
+// metrics registry; bind outcomes are observed there. clk times every
+// wait, hold and expiry of the role but the Lease's own.
 func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNames, admission webhook.Config,
-	api API, m *metrics.Metrics, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, api: api, metrics: m, log: log}
+	api API, m *metrics.Metrics, clk clock.WithTicker, log *slog.Logger) *Role {
+	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, api: api, metrics: m, clock: clk, log: log}
 }
 
 // Lead is the cluster role's work while this replica holds the Lease; ctx
@@ -95,7 +97,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 
 	tlsCfg := r.cfg.TLS
 	tlsCfg.Namespace = r.namespace
-	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), time.Now)
+	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), r.clock.Now)
 	srv := server.New(r.cfg.ListenAddr, certMgr.WebhookTLS(), log.With("component", "https"))
 	ext := server.New(r.cfg.ExtenderAddr, certMgr.ExtenderTLS(), log.With("component", "extender-https"))
 
@@ -105,11 +107,12 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
 	}
 	lookup := pods.NewStore(inf.pods).Get
-	binder := extender.NewBinder(r.api.Core, books, lookup, quotas, term.Fence, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
-		events.as(corev1.EventTypeNormal, "Binding"), r.metrics.Bind, log.With("component", "bind"))
+	binder := extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+		extender.BinderDeps{API: r.api.Core, Books: books, Lookup: lookup, Limits: quotas, Fence: term.Fence,
+			Events: events.as(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
 	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.as(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
-	requeue := newRequeuer(r.api.Core, term.Fence, log.With("component", "requeue"))
+	requeue := newRequeuer(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
 	placer.NotifyPodRead(r.metrics.PodRead)
 	books.NotifyFreed(func() { requeue.freed(ctx) })
@@ -135,7 +138,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 
 	// Admission (which writes nothing) and the informers behind it run
 	// until term.Serving ends, past the term on a planned handoff; what
-	// writes or places (certificates, the extender, the sweeper) stops
+	// writes or places (certificates, the extender) stops
 	// with the term.
 	g, serving := errgroup.WithContext(term.Serving)
 	ctx, cancel := context.WithCancel(ctx)
@@ -149,8 +152,6 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		}
 		return nil
 	})
-	sweeper := ghostSweeper{api: r.api.Core, books: books, fence: term.Fence, age: ghostAge(r.cfg.BindWait),
-		events: events.as(corev1.EventTypeWarning, "Clearing"), now: time.Now, log: log.With("component", "ghosts")}
 	g.Go(func() error {
 		inf.start(serving)
 		if err := inf.sync(ctx); err != nil {
@@ -168,7 +169,6 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		srv.ReconnectAfter(ctx)
 		g.Go(func() error { return srv.Run(serving) })
 		g.Go(func() error { return ext.Run(ctx) })
-		g.Go(func() error { return sweeper.run(ctx) })
 		if err := term.Serve(ctx); err != nil {
 			return err
 		}

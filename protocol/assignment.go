@@ -118,11 +118,3 @@ func CheckSlices(containers []ContainerAssignment, memoryOf func(uuid string) (i
 	}
 	return nil
 }
-
-// ClearAssignmentPatch is the JSON merge patch that removes a pod's
-// assignment and phase, conditional on the pod still being uid at
-// resourceVersion: it never strips what another bind wrote since.
-func ClearAssignmentPatch(uid, resourceVersion string) []byte {
-	return []byte(fmt.Sprintf(`{"metadata":{"uid":%q,"resourceVersion":%q,"annotations":{%q:null,%q:null}}}`,
-		uid, resourceVersion, AnnotationAssignment, AnnotationPhase))
-}

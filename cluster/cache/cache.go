@@ -23,7 +23,7 @@ import (
 type Cache struct {
 	names     protocol.ResourceNames
 	scheduler string           // only pods of this scheduler are booked from the API
-	now       func() time.Time // when a booking was first seen without a node
+	now       func() time.Time // when a deleted pod's in-flight slot runs out
 	// deletedInFlight is how long a pod deleted while in flight still
 	// holds its node's in-flight slot (KeepDeletedInFlight).
 	deletedInFlight time.Duration
@@ -68,11 +68,8 @@ type podState struct {
 	// Allocate carries only device counts.
 	inFlight bool
 	// bound: the pod has a node (spec.nodeName, or our own Binding just
-	// succeeded). A booked pod without one is a bind in progress or, once
-	// old, a ghost: its leader died between assignment and Binding.
+	// succeeded). A booked pod without one is a bind in progress.
 	bound bool
-	// unboundSince is when the booking was first seen without a node.
-	unboundSince time.Time
 	// shown: an informer event has carried this booking's assignment;
 	// until then it is a bind's own (binds.go).
 	shown bool
@@ -268,10 +265,6 @@ func (c *Cache) put(uid types.UID, st podState) {
 		// A pod's node never goes back to empty: an informer event older
 		// than our own Binding must not make a bound pod look unbound.
 		st.bound = st.bound || old.bound
-		st.unboundSince = old.unboundSince
-	}
-	if !st.bound && st.unboundSince.IsZero() {
-		st.unboundSince = c.now()
 	}
 	c.pods[uid] = st
 	c.node(st.node).pods[uid] = true

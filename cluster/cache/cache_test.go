@@ -249,11 +249,9 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 	}
 }
 
-// A booking without a node (a bind that never reached its Binding) does
-// not hold the node's one in-flight slot, and shows up as a ghost once
-// old; once the pod has a node, an older event without it does not undo
-// that.
-func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
+// A booking without a node does not hold the node's one in-flight slot;
+// once the pod has a node, an older event without it does not undo that.
+func TestUnboundBookingsAreNotInFlight(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 1, "10"))
 	ghost := assigned("ghost", "n1", 0, 1000)
@@ -265,16 +263,10 @@ func TestUnboundBookingsAreGhostsNotInFlight(t *testing.T) {
 	if busy := c.InFlight("n1", ""); busy != "" {
 		t.Fatalf("a booking without a node blocks binds: %s", busy)
 	}
-	if got := c.Ghosts(time.Now().Add(time.Second)); len(got) != 1 || got[0].Name != "ghost" {
-		t.Fatalf("ghosts %+v", got)
-	}
 	c.MarkBound(ghost.UID, "n1") // its Binding succeeded
 	_ = c.SetPod(record(ghost))  // the informer's older event, without the node
 	if busy := c.InFlight("n1", ""); busy != "ns/ghost" {
 		t.Fatalf("bound pod not in flight: %q", busy)
-	}
-	if got := c.Ghosts(time.Now().Add(time.Second)); len(got) != 0 {
-		t.Fatalf("a bound pod is a ghost: %+v", got)
 	}
 }
 
@@ -457,8 +449,9 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	c.SetNode(gpuNode("n2", 1, "10"))
 	usage := func() string { return fmt.Sprint(c.Pods(), c.NamespaceUsage("ns", "").MemMiB) }
 
-	// An assignment an earlier bind left (no node): a bind books over it
-	// and fails; the leftover is booked again.
+	// Whatever the API shows of the pod (here an assignment without a
+	// node, which vgpud never writes but the books still take as shown):
+	// a bind books over it and fails; what the API showed is booked again.
 	left := assigned("p", "n2", 0, 3000)
 	left.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
 	left.Status.Phase = corev1.PodPending
@@ -468,11 +461,11 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	p := pendingAssigned("p", 1000)
 	token := mustBook(t, c, p, 0)
 	if got := usage(); got != "[ns/p@n1] 1000" {
-		t.Fatalf("booked over the leftover: %s", got)
+		t.Fatalf("booked over what the API showed: %s", got)
 	}
 	c.Release(p.UID, token)
 	if got := usage(); got != "[ns/p@n2] 3000" {
-		t.Fatalf("released: %s, want the leftover back", got)
+		t.Fatalf("released: %s, want what the API showed back", got)
 	}
 
 	// A bind books twice (its reservation, then before its Binding) and
@@ -489,11 +482,11 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	}
 	c.Release(p.UID, placed)
 	if got := usage(); got != "[ns/p@n2] 3000" {
-		t.Fatalf("released after two bookings: %s, want the leftover back", got)
+		t.Fatalf("released after two bookings: %s, want what the API showed back", got)
 	}
 
-	// The leftover cleared (the ghost sweeper) while a bind held its own
-	// booking: the event is kept beneath, and a release leaves nothing.
+	// The API's assignment cleared while a bind held its own booking: the
+	// event is kept beneath, and a release leaves nothing.
 	token = mustBook(t, c, p, 0)
 	cleared := left.DeepCopy()
 	cleared.Annotations = nil
@@ -505,7 +498,7 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	}
 	c.Release(p.UID, token)
 	if got := usage(); got != "[] 0" {
-		t.Fatalf("released after the leftover was cleared: %s, want nothing", got)
+		t.Fatalf("released after the API cleared it: %s, want nothing", got)
 	}
 
 	// Shown by its echo: no release takes it back.

@@ -3,7 +3,6 @@ package cache
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -13,14 +12,14 @@ import (
 )
 
 // The books as their readers see them: the extender's filter and bind,
-// the quota check, the ghost sweep and the metrics.
+// the quota check and the metrics.
 
 // Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
 func (c *Cache) Node(name string) (fit.Node, *fit.Reason) { return c.NodeFor(name, "") }
 
 // NodeFor is Node as pod sees it: without pod's own booking, so a pod is
 // not in its own way when its bind fits it again after reserving room
-// (binds.go), nor when a leftover assignment is booked for it.
+// (binds.go).
 func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -64,31 +63,6 @@ func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usag
 		total.Slots += u.Slots
 	}
 	return total
-}
-
-// Ghost is a booking on a pod that never got a node.
-type Ghost struct {
-	UID       types.UID
-	Namespace string
-	Name      string
-	Node      string
-	Since     time.Time
-}
-
-// Ghosts lists bookings the API has shown without a node since before
-// cutoff: their bind wrote the assignment but never reached a Binding. (A
-// bind's own booking, not shown yet, is that bind's to settle.)
-func (c *Cache) Ghosts(cutoff time.Time) []Ghost {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	var out []Ghost
-	for uid, p := range c.pods {
-		if p.shown && !p.bound && p.unboundSince.Before(cutoff) {
-			out = append(out, Ghost{UID: uid, Namespace: p.namespace, Name: p.name, Node: p.node, Since: p.unboundSince})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
-	return out
 }
 
 // PodCount is how many pods the books hold.

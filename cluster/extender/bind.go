@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/pods"
@@ -67,7 +68,12 @@ type Binder struct {
 	fence  Fence
 	cfg    BindConfig
 	events func(pod *corev1.Pod, reason, message string)
-	log    *slog.Logger
+	clock  clock.WithTicker
+	// term ends with this replica's term as leader: what a bind leaves
+	// running (settle) stops with it, as the books it keeps do.
+	term     context.Context
+	settling sync.WaitGroup // settle calls under way
+	log      *slog.Logger
 
 	mu         sync.Mutex
 	nodeLocks  map[string]*sync.Mutex // held from the wait for the node to the Binding
@@ -80,29 +86,51 @@ type Binder struct {
 	observe func(ok bool, waited time.Duration)
 }
 
-// NewBinder returns a Binder; lookup, limits, fence, events and observe
-// may be nil (every bind reads the pod from the apiserver; no quota, no
-// fencing: tests and benchmarks).
-func NewBinder(api corev1client.PodsGetter, books Books, lookup PodLookup, limits Limits, fence Fence, cfg BindConfig,
-	events func(*corev1.Pod, string, string), observe func(ok bool, waited time.Duration), log *slog.Logger) *Binder {
-	if events == nil {
-		events = func(*corev1.Pod, string, string) {}
+// BinderDeps are a Binder's dependencies. Lookup, Limits, Fence, Events,
+// Observe and Clock may be nil: every bind reads the pod from the
+// apiserver, no quota, no fencing, no Events or metrics, the wall clock
+// (tests and benchmarks).
+type BinderDeps struct {
+	API     corev1client.PodsGetter
+	Books   Books
+	Lookup  PodLookup
+	Limits  Limits
+	Fence   Fence
+	Events  func(pod *corev1.Pod, reason, message string)
+	Observe func(ok bool, waited time.Duration)
+	Clock   clock.WithTicker
+	Log     *slog.Logger
+}
+
+// NewBinder returns a Binder for one term of leadership, which ends with
+// term.
+func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
+	if d.Events == nil {
+		d.Events = func(*corev1.Pod, string, string) {}
 	}
-	if observe == nil {
-		observe = func(bool, time.Duration) {}
+	if d.Observe == nil {
+		d.Observe = func(bool, time.Duration) {}
 	}
-	if fence == nil {
-		fence = func() error { return nil }
+	if d.Fence == nil {
+		d.Fence = func() error { return nil }
 	}
-	if lookup == nil {
-		lookup = func(string, string) *pods.Pod { return nil }
+	if d.Lookup == nil {
+		d.Lookup = func(string, string) *pods.Pod { return nil }
+	}
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
 	}
 	if cfg.Unanswered <= 0 {
 		cfg.Unanswered = DefaultUnansweredHold
 	}
-	return &Binder{api: api, books: books, lookup: lookup, limits: limits, fence: fence, cfg: cfg, events: events, observe: observe, log: log,
+	return &Binder{api: d.API, books: d.Books, lookup: d.Lookup, limits: d.Limits, fence: d.Fence, cfg: cfg, events: d.Events, observe: d.Observe,
+		clock: d.Clock, term: term, log: d.Log,
 		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}, fitLocks: map[string]*sync.Mutex{}}
 }
+
+// Wait returns once nothing a bind left running is: each ends with the
+// term.
+func (b *Binder) Wait() { b.settling.Wait() }
 
 // Bind places the pod on args.Node and binds it there, or says why not.
 func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
@@ -134,7 +162,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if args.PodUID == "" {
 		return 0, fmt.Errorf("bind pod %s/%s: no PodUID; vgpud binds a pod only by UID, so a recreated pod is never bound in its place", args.PodNamespace, args.PodName)
 	}
-	start := time.Now()
+	start := b.clock.Now()
 	b.queue.enter(args.Node)
 	defer b.queue.leave(args.Node)
 	var h held
@@ -162,9 +190,9 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	lock.Lock()
 	defer lock.Unlock()
 	if err := b.waitForNode(ctx, args.Node, args.PodUID); err != nil {
-		return time.Since(start), err
+		return b.clock.Since(start), err
 	}
-	waited = time.Since(start)
+	waited = b.clock.Since(start)
 	// Binds in a namespace with a vGPU quota are serialised, so two cannot
 	// both fit the last of it; other namespaces bind in parallel.
 	defer b.lockQuota(args.PodNamespace)()
@@ -285,35 +313,26 @@ func (b *Binder) bindable(pod *pods.Pod, uid types.UID) error {
 	case pod.Terminated() || pod.DeletionTimestamp != nil:
 		return fmt.Errorf("pod %s is finished or being deleted", id)
 	}
-	return leftByFailedBind(pod)
+	return carriesNoAssignment(pod)
 }
 
-// leftByFailedBind accepts a pod without an assignment, or with the one an
-// earlier bind of this same pod object left when it did not reach a
-// Binding (an older vgpud wrote the assignment apart, and its leader died):
-// readable, phase bound, and no node. The UID check above makes it this
-// pod's; the apiserver lets no one but vgpud write either annotation.
-// Such an assignment is replaced. Anything else (a phase the node wrote,
-// or an unreadable value) was not left by a bind, and is not bound over.
-func leftByFailedBind(pod *pods.Pod) error {
-	raw, ok := pod.Assignment, pod.HasAssignment
-	if !ok {
+// carriesNoAssignment refuses a pod that already carries an assignment.
+// vgpud writes one only in a Binding, with the node, so a pod without a
+// node never has one from vgpud, and the apiserver lets no one else write
+// it (manifests/: the ValidatingAdmissionPolicy). Whatever it is, it is
+// not bound over.
+func carriesNoAssignment(pod *pods.Pod) error {
+	if !pod.HasAssignment {
 		return nil
 	}
-	id := pod.Namespace + "/" + pod.Name
-	if _, err := protocol.DecodeAssignment(raw); err != nil {
-		return fmt.Errorf("pod %s carries an assignment vgpud cannot read (%v); vgpud will not bind over it: delete the pod and create it again", id, err)
-	}
-	if phase := pod.AssignmentPhase; phase != string(protocol.PhaseBound) {
-		return fmt.Errorf("pod %s carries an assignment with %s %q, which no unfinished bind leaves; vgpud will not bind over it: delete the pod and create it again", id, protocol.AnnotationPhase, phase)
-	}
-	return nil
+	return fmt.Errorf("pod %s/%s carries a %s annotation but no node, which vgpud never writes; vgpud will not bind over it: delete the pod and create it again",
+		pod.Namespace, pod.Name, protocol.AnnotationAssignment)
 }
 
 // waitForNode blocks while another pod on node is bound but not yet
 // allocated, up to the configured wait; then kube-scheduler retries, maybe elsewhere.
 func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) error {
-	deadline := time.NewTimer(b.cfg.Wait)
+	deadline := b.clock.NewTimer(b.cfg.Wait)
 	defer deadline.Stop()
 	for {
 		changed := b.books.InFlightChanged(node)
@@ -324,13 +343,13 @@ func (b *Binder) waitForNode(ctx context.Context, node string, self types.UID) e
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node %s: waiting for pod %s to be allocated: %w", node, busy, ctx.Err())
-		case <-deadline.C:
+		case <-deadline.C():
 			if busy = b.books.InFlight(node, self); busy == "" {
 				return nil
 			}
 			return fmt.Errorf("node %s: pod %s is bound but kubelet has not allocated its GPUs after %s; binding another pod there now could hand it the wrong GPUs", node, busy, b.cfg.Wait)
 		case <-changed:
-		case <-time.After(100 * time.Millisecond): // a deleted pod's slot runs out by the clock
+		case <-b.clock.After(100 * time.Millisecond): // a deleted pod's slot runs out by the clock
 		}
 	}
 }
@@ -366,7 +385,7 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 			b.log.Warn("Binding answered with an error but the pod is bound; keeping the assignment", "pod", pod.Namespace+"/"+pod.Name, "node", a.Node, "err", err)
 		case unanswered(err):
 			b.books.MarkBound(pod.UID, a.Node)
-			go b.settle(pod, a.Node, raw, token)
+			b.settling.Go(func() { b.settle(pod, a.Node, raw, token) })
 			return fmt.Errorf("bind pod %s/%s to %s: %w: %w; its room there, and the node for other binds, stay held for up to %s until vgpud can tell",
 				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.Unanswered)
 		default:
@@ -382,7 +401,7 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 // boundAnyway re-reads the pod after a failed Binding: if it is bound to
 // node with this assignment all the same, the bind succeeded.
 func (b *Binder) boundAnyway(pod *pods.Pod, node, raw string) bool {
-	landed, err := b.landed(pod, node, raw)
+	landed, err := b.landed(b.term, pod, node, raw)
 	return err == nil && landed
 }
 

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,9 +24,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/cluster/cache"
 	"github.com/vgpud/vgpud/cluster/fit"
@@ -54,6 +58,28 @@ type bindEnv struct {
 	bindings chan string
 	// informer plays the leader's pod informer: namespace/name -> *Pod.
 	informer sync.Map
+	// clk is the binder's clock: the wall clock, or fake (withFakeClock).
+	clk  clock.WithTicker
+	fake *clocktesting.FakeClock
+	// landing is a Binding that got no answer, to land when the test says.
+	landing *corev1.Binding
+	// term is the binder's term of leadership; the test's end ends it.
+	term    context.Context
+	endTerm context.CancelFunc
+}
+
+// newFakeClockBindEnv is newBindEnv with a fake clock: the test steps
+// time, so a hold or a wait ends exactly when the test says and never
+// before.
+func newFakeClockBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
+	fc := clocktesting.NewFakeClock(time.Now())
+	e := newBindEnvWithClock(t, fc, split, wait, initial...)
+	e.fake = fc
+	return e
+}
+
+func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
+	return newBindEnvWithClock(t, clock.RealClock{}, split, wait, initial...)
 }
 
 // fixedLimits is a Limits of fixed hard limits per namespace.
@@ -65,14 +91,14 @@ func (f fixedLimits) NamespaceLimits(ns string) podmodel.Quota { return f[ns] }
 // record is what the leader's informer stores for p.
 func recordOf(p *corev1.Pod) *pods.Pod { return pods.Of(p, protocol.DefaultResourceNames()) }
 
-func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
+func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
 	t.Helper()
 	objs := []runtime.Object{}
 	for _, p := range initial {
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
-	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10)}
+	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk}
 	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
@@ -115,7 +141,10 @@ func newBindEnv(t testing.TB, split int, wait time.Duration, initial ...*corev1.
 		}
 		return nil
 	}
-	e.binder = NewBinder(kube.CoreV1(), e.books, lookup, e.limits, e.fence, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.term, e.endTerm = context.WithCancel(context.Background())
+	t.Cleanup(e.endTerm)
+	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait},
+		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e
 }
 
@@ -367,8 +396,9 @@ func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
 	running.Spec.NodeName = "n1"
 	other := bindPod("other", "4000")
 	other.Spec.SchedulerName = "default-scheduler"
-	// An assignment no unfinished bind leaves: the node's phase on it, or
-	// unreadable. (The apiserver refuses both from anyone but vgpud.)
+	// An assignment on a pod without a node, which vgpud never writes:
+	// readable or not, it is not bound over. (The apiserver refuses it from
+	// anyone but vgpud.)
 	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 4000}}}}})
 	allocated := bindPod("allocated", "4000")
 	allocated.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseAllocated)}
@@ -376,8 +406,8 @@ func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
 	garbled.Annotations = map[string]string{protocol.AnnotationAssignment: "{", protocol.AnnotationPhase: string(protocol.PhaseBound)}
 	e := newBindEnv(t, 10, time.Second, running, other, allocated, garbled, bindPod("fresh", "4000"))
 	for _, tc := range []struct{ body, want string }{
-		{`{"PodName":"allocated","PodNamespace":"ai","PodUID":"uid-allocated","Node":"n1"}`, `vgpud.io/phase "allocated", which no unfinished bind leaves`},
-		{`{"PodName":"garbled","PodNamespace":"ai","PodUID":"uid-garbled","Node":"n1"}`, "carries an assignment vgpud cannot read"},
+		{`{"PodName":"allocated","PodNamespace":"ai","PodUID":"uid-allocated","Node":"n1"}`, "carries a vgpud.io/assignment annotation but no node"},
+		{`{"PodName":"garbled","PodNamespace":"ai","PodUID":"uid-garbled","Node":"n1"}`, "carries a vgpud.io/assignment annotation but no node"},
 		{`{"PodName":"fresh","PodNamespace":"ai","Node":"n1"}`, "no PodUID"},
 		{`{"PodName":"fresh","PodNamespace":"ai","PodUID":"uid-old","Node":"n1"}`, "was recreated"},
 		{`{"PodName":"running","PodNamespace":"ai","PodUID":"uid-running","Node":"n1"}`, "already bound to n1"},
@@ -428,7 +458,7 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 	// The slow step sits between the quota check and the booking, outside
 	// the fake clientset (which serialises every call under its own lock).
 	slow := func() error { time.Sleep(20 * time.Millisecond); return nil }
-	binder := NewBinder(e.kube.CoreV1(), e.books, nil, e.limits, slow, e.binder.cfg, nil, nil, quietLogger())
+	binder := NewBinder(e.term, e.binder.cfg, BinderDeps{API: e.kube.CoreV1(), Books: e.books, Limits: e.limits, Fence: slow, Log: quietLogger()})
 	errs := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -533,33 +563,6 @@ func TestBindingErrorButBoundIsKept(t *testing.T) {
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
 	if _, ok := p.Annotations[protocol.AnnotationAssignment]; !ok || e.usedMiB() != 4000 {
 		t.Fatalf("a bound pod lost its assignment: %v, usage %d", p.Annotations, e.usedMiB())
-	}
-}
-
-// A pod whose earlier bind wrote its assignment but never reached a
-// Binding (the leader died between the two) is booked from that
-// assignment; binding it again must not count it against itself.
-func TestRebindIgnoresThePodsOwnEarlierBooking(t *testing.T) {
-	ghost := bindPod("ghost", "16000")
-	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 16000}}}}})
-	ghost.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}
-	e := newBindEnv(t, 10, time.Second, ghost)
-	if err := e.books.SetPod(recordOf(ghost)); err != nil {
-		t.Fatal(err)
-	}
-	if e.usedMiB() != 16000 {
-		t.Fatalf("ghost not booked: %d", e.usedMiB())
-	}
-	// Its own booking is not in the way of filter either.
-	fits, _, err := NewPlacer(e.books, nil, protocol.DefaultResourceNames(), Defaults{GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger()).Filter(recordOf(ghost), []string{"n1"})
-	if err != nil || len(fits) != 1 {
-		t.Fatalf("filter of the ghost itself: %v %v", fits, err)
-	}
-	if msg := e.bind("ghost"); msg != "" {
-		t.Fatalf("re-bind: %q", msg)
-	}
-	if got := <-e.bindings; got != "ghost@n1" || e.usedMiB() != 16000 {
-		t.Fatalf("binding %s, usage %d", got, e.usedMiB())
 	}
 }
 
@@ -695,30 +698,55 @@ func (e *bindEnv) unanswerBinding(hold time.Duration, land func(b *corev1.Bindin
 	})
 }
 
+// waitForTimers blocks until the fake clock has n timers waiting: the
+// goroutine the test awaits has reached its wait.
+func (e *bindEnv) waitForTimers(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(wait.ForeverTestTimeout)
+	for e.fake.Waiters() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d timers waiting, want %d", e.fake.Waiters(), n)
+		}
+		goruntime.Gosched()
+	}
+}
+
 // A Binding that got no answer may still land: until it no longer can,
 // the pod's room stays booked and the node stays in flight, and a retry
 // of the pod is refused; then, not bound, it is all given back.
 func TestUnansweredBindingHoldsItsRoomUntilItCanTell(t *testing.T) {
-	e := newBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
-	e.unanswerBinding(time.Second, nil)
+	const hold, bindWait = time.Second, 50 * time.Millisecond
+	e := newFakeClockBindEnv(t, 10, bindWait, bindPod("p1", "4000"), bindPod("p2", "4000"))
+	e.unanswerBinding(hold, nil)
 	if msg := e.bind("p1"); !strings.Contains(msg, "the Binding got no answer and may still land: context deadline exceeded") {
 		t.Fatalf("bind: %q", msg)
 	}
 	if used, busy := e.usedMiB(), e.books.InFlight("n1", ""); used != 4000 || busy != "ai/p1" {
 		t.Fatalf("right after: usage %d MiB, in flight %q; want 4000 and ai/p1", used, busy)
 	}
-	if msg := e.bind("p2"); !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") {
+	e.waitForTimers(t, 1) // settle's hold
+	other := make(chan string, 1)
+	go func() { other <- e.bind("p2") }()
+	e.waitForTimers(t, 3) // p2's bind waits for the node: its deadline and its look again
+	e.fake.Step(bindWait)
+	if msg := <-other; !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") {
 		t.Fatalf("another pod's bind to the node meanwhile: %q", msg)
 	}
 	if msg := e.bind("p1"); !strings.Contains(msg, "another bind of it is still under way") {
 		t.Fatalf("a retry of the pod meanwhile: %q", msg)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.usedMiB() != 0 || e.books.InFlight("n1", "") != "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("not given back: usage %d MiB, in flight %q", e.usedMiB(), e.books.InFlight("n1", ""))
-		}
-		time.Sleep(10 * time.Millisecond)
+	e.fake.Step(hold - bindWait - time.Nanosecond)
+	// A fake timer fires, and leaves the waiters, in Step itself.
+	if e.fake.Waiters() != 1 {
+		t.Fatal("settle's hold ended early")
+	}
+	if used, busy := e.usedMiB(), e.books.InFlight("n1", ""); used != 4000 || busy != "ai/p1" {
+		t.Fatalf("given back before the hold ended: usage %d MiB, in flight %q", used, busy)
+	}
+	e.fake.Step(time.Nanosecond)
+	e.binder.Wait()
+	if used, busy := e.usedMiB(), e.books.InFlight("n1", ""); used != 0 || busy != "" {
+		t.Fatalf("not given back when the hold ended: usage %d MiB, in flight %q", used, busy)
 	}
 	if msg := e.bind("p2"); msg != "" {
 		t.Fatalf("bind after: %q", msg)
@@ -728,85 +756,100 @@ func TestUnansweredBindingHoldsItsRoomUntilItCanTell(t *testing.T) {
 // An unanswered Binding that lands later keeps its booking, even when
 // the informer has not shown it yet: the pod runs with those GPUs.
 func TestUnansweredBindingThatLandsIsKept(t *testing.T) {
-	e := newBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
-	e.unanswerBinding(time.Second, func(b *corev1.Binding) { go e.landLater(t, b, 300*time.Millisecond) })
+	const hold = time.Second
+	e := newFakeClockBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
+	var sent *corev1.Binding
+	e.unanswerBinding(hold, func(b *corev1.Binding) { sent = b })
 	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
 		t.Fatalf("bind: %q", msg)
 	}
-	time.Sleep(1600 * time.Millisecond) // past the hold
+	e.land(t, sent) // after its answer was lost; no informer hears of it
+	e.waitForTimers(t, 1)
+	e.fake.Step(hold - time.Nanosecond)
+	if e.fake.Waiters() != 1 {
+		t.Fatal("settle's hold ended early")
+	}
+	e.fake.Step(time.Nanosecond)
+	e.binder.Wait()
 	if used := e.usedMiB(); used != 4000 {
 		t.Fatalf("a Binding that landed lost its booking: usage %d MiB", used)
 	}
 }
 
-// landLater writes b as the apiserver would, after d, and tells no
-// informer.
-func (e *bindEnv) landLater(t *testing.T, b *corev1.Binding, d time.Duration) {
-	time.Sleep(d)
+// land writes b as the apiserver would, and tells no informer.
+func (e *bindEnv) land(t *testing.T, b *corev1.Binding) {
+	t.Helper()
 	obj, err := e.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ai", b.Name)
 	if err != nil {
-		t.Error(err)
-		return
+		t.Fatal(err)
 	}
 	p := obj.(*corev1.Pod).DeepCopy()
 	p.Spec.NodeName = b.Target.Name
 	p.Annotations = b.Annotations
 	if err := e.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ai"); err != nil {
-		t.Error(err)
+		t.Fatal(err)
 	}
 }
 
 // When the hold ends and the pod cannot be read, nothing is known: the
-// booking stays, and settle reads again until the apiserver answers.
+// booking stays, and settle reads again, backing off, until the apiserver
+// answers.
 func TestSettleReadsAgainUntilTheAPIServerAnswers(t *testing.T) {
-	e := newBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
+	const hold = 500 * time.Millisecond
+	e := newFakeClockBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
 	var down atomic.Bool
+	reads := make(chan struct{}, 10)
 	e.kube.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		reads <- struct{}{}
 		if down.Load() {
 			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 		}
 		return false, nil, nil
 	})
-	e.unanswerBinding(500*time.Millisecond, func(b *corev1.Binding) {
-		down.Store(true)
-		go e.landLater(t, b, 100*time.Millisecond)
-		go func() { time.Sleep(800 * time.Millisecond); down.Store(false) }()
-	})
+	var sent *corev1.Binding
+	e.unanswerBinding(hold, func(b *corev1.Binding) { sent = b; down.Store(true) })
 	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
 		t.Fatalf("bind: %q", msg)
 	}
-	time.Sleep(700 * time.Millisecond) // the first read, at 500 ms, failed
+	for len(reads) > 0 { // boundAnyway's read, refused
+		<-reads
+	}
+	e.land(t, sent)
+	e.waitForTimers(t, 1)
+	e.fake.Step(hold)
+	<-reads               // the first read, which fails
+	e.waitForTimers(t, 1) // and the next wait, twice as long
 	if used := e.usedMiB(); used != 4000 {
 		t.Fatalf("given back on a failed read: usage %d MiB", used)
 	}
-	time.Sleep(1300 * time.Millisecond) // the second, at 1.5 s, answered
+	down.Store(false)
+	e.fake.Step(2*hold - time.Nanosecond)
+	if e.fake.Waiters() != 1 {
+		t.Fatal("read again before the backoff ended")
+	}
+	e.fake.Step(time.Nanosecond)
+	e.binder.Wait()
+	if len(reads) != 1 {
+		t.Fatalf("%d reads after the backoff, want 1", len(reads))
+	}
 	if used := e.usedMiB(); used != 4000 {
 		t.Fatalf("a Binding that landed lost its booking: usage %d MiB", used)
 	}
 }
 
-// A pod that carried an assignment without a node (a vgpud before the
-// assignment went in the Binding) and whose new Binding went unanswered
-// goes back to just that: booked, not bound, so it holds no in-flight
-// slot on the node.
-func TestUnansweredBindingOfALeftoverGoesBackUnbound(t *testing.T) {
-	p1 := bindPod("p1", "4000")
-	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 4000}}}}})
-	p1.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}
-	e := newBindEnv(t, 10, 50*time.Millisecond, p1)
-	if err := e.books.SetPod(recordOf(p1)); err != nil {
-		t.Fatal(err)
-	}
-	e.unanswerBinding(300*time.Millisecond, nil)
+// settle ends with the term, holding what it held: the next term's books
+// are built afresh from the API.
+func TestSettleEndsWithTheTerm(t *testing.T) {
+	e := newFakeClockBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
+	e.unanswerBinding(time.Second, nil)
 	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
 		t.Fatalf("bind: %q", msg)
 	}
-	if busy := e.books.InFlight("n1", ""); busy != "ai/p1" {
-		t.Fatalf("during the hold, in flight %q, want ai/p1", busy)
-	}
-	time.Sleep(800 * time.Millisecond)
-	if busy, used := e.books.InFlight("n1", ""), e.usedMiB(); busy != "" || used != 4000 {
-		t.Fatalf("after: in flight %q, usage %d MiB; want none and the leftover's 4000", busy, used)
+	e.waitForTimers(t, 1)
+	e.endTerm()
+	e.binder.Wait()
+	if e.fake.HasWaiters() {
+		t.Fatal("settle left its timer behind")
 	}
 }
 

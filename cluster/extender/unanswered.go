@@ -18,6 +18,9 @@ import (
 // a margin.
 const DefaultUnansweredHold = 70 * time.Second
 
+// readTimeout bounds one read of a pod whose Binding went unanswered.
+const readTimeout = 5 * time.Second
+
 // errUnanswered marks a bind whose Binding got no answer: it may yet
 // land, so its booking is held (settle), not taken back.
 var errUnanswered = errors.New("the Binding got no answer and may still land")
@@ -44,11 +47,19 @@ func unanswered(err error) bool {
 // will); if the pod is clearly not, it is taken back. A read that fails
 // tells nothing, so it is read again until one answers: the apiserver
 // that lost the answer may still be down, and the informer's echo with it.
+// It ends with the term: the books it would correct go with it, and the
+// next term rebuilds them from what the API shows.
 func (b *Binder) settle(pod *pods.Pod, node, raw string, token uint64) {
 	wait := b.cfg.Unanswered
 	for {
-		time.Sleep(wait)
-		landed, err := b.landed(pod, node, raw)
+		t := b.clock.NewTimer(wait)
+		select {
+		case <-b.term.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		landed, err := b.landed(b.term, pod, node, raw)
 		if err == nil {
 			if !landed {
 				b.books.Release(pod.UID, token)
@@ -63,8 +74,8 @@ func (b *Binder) settle(pod *pods.Pod, node, raw string, token uint64) {
 
 // landed reads the pod: whether it is bound to node with this
 // assignment. An error means no answer (a pod gone is an answer: no).
-func (b *Binder) landed(pod *pods.Pod, node, raw string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (b *Binder) landed(ctx context.Context, pod *pods.Pod, node, raw string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	got, err := b.api.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	switch {

@@ -1,4 +1,4 @@
-package metrics
+package main
 
 import (
 	"net/http"
@@ -7,15 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// APICalls counts the process's requests to the apiserver by verb and
+// apiCalls counts the process's requests to the apiserver by verb and
 // resource, so what a bind costs the apiserver is measured, not assumed.
-type APICalls struct {
+type apiCalls struct {
 	total *prometheus.CounterVec
 }
 
-// NewAPICalls registers vgpud_api_requests_total on reg.
-func NewAPICalls(reg prometheus.Registerer) *APICalls {
-	a := &APICalls{total: prometheus.NewCounterVec(prometheus.CounterOpts{
+// newAPICalls registers vgpud_api_requests_total on reg.
+func newAPICalls(reg prometheus.Registerer) *apiCalls {
+	a := &apiCalls{total: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vgpud_api_requests_total",
 		Help: "Requests this process sent to the apiserver, by verb (the HTTP method, or watch) and resource (with its subresource, as pods/binding).",
 	}, []string{"verb", "resource"})}
@@ -23,8 +23,8 @@ func NewAPICalls(reg prometheus.Registerer) *APICalls {
 	return a
 }
 
-// Wrap is a rest.Config WrapTransport that counts each request.
-func (a *APICalls) Wrap(next http.RoundTripper) http.RoundTripper {
+// wrap is a rest.Config WrapTransport that counts each request.
+func (a *apiCalls) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(r *http.Request) (*http.Response, error) {
 		verb := strings.ToLower(r.Method)
 		if r.URL.Query().Get("watch") == "true" {
