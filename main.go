@@ -35,10 +35,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster"
+	"github.com/vgpud/vgpud/cluster/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/leader"
-	clustermetrics "github.com/vgpud/vgpud/cluster/metrics"
 	"github.com/vgpud/vgpud/node/agent"
-	nodemetrics "github.com/vgpud/vgpud/node/metrics"
+	"github.com/vgpud/vgpud/node/nodemetrics"
 )
 
 // shutdownGrace bounds how long the roles may take to stop after a signal:

@@ -40,6 +40,12 @@ const (
 	MaxBindWait = 5 * time.Minute
 )
 
+// DeletedInFlight is how long a pod deleted while in flight keeps its
+// node's in-flight slot: long enough for kubelet to finish admitting it,
+// since the node role's GetPreferredAllocation and Allocate each wait up
+// to --allocate-wait, which is at most --bind-wait in a sound setup.
+func (c Config) DeletedInFlight() time.Duration { return 2 * c.BindWait }
+
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/vgpud/vgpud/cluster/cache"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/books"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -50,7 +50,7 @@ func TestInformersFeedTheStores(t *testing.T) {
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("4000")}}},
 	)
-	inf, err := newInformers(unstreamed{kube.CoreV1()}, cache.Transform(names))
+	inf, err := newInformers(unstreamed{kube.CoreV1()}, books.Transform(names))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestInformersFeedTheStores(t *testing.T) {
 	if _, err := kube.CoreV1().Pods("ns").Create(ctx, assignedPod("b", "n1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := pods.NewStore(inf.pods)
+	store := podrecord.NewStore(inf.pods)
 	for store.Get("ns", "b") == nil && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,8 +1,9 @@
 // Package cluster is the cluster role: while this replica leads, it keeps
 // the GPU books from the API and serves the admission webhook and the
 // scheduler extender, each on its own HTTPS listener. Its parts live in the
-// subpackages (core: fit and footprint rules; cache: the books; extender;
-// quota; server: the listener and its TLS; leader; metrics).
+// subpackages (fit: the scheduling core; books; extender; quota; podrecord:
+// what the leader keeps of a pod; server: the listeners and their TLS;
+// leader; clustermetrics). role.go builds a term's parts, then runs them.
 package cluster
 
 import (
@@ -22,12 +23,12 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/books"
+	"github.com/vgpud/vgpud/cluster/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/extender"
 	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/leader"
-	"github.com/vgpud/vgpud/cluster/metrics"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
 	"github.com/vgpud/vgpud/cluster/server/certs"
@@ -54,7 +55,7 @@ type Role struct {
 	names     protocol.ResourceNames
 	admission webhook.Config
 	api       API
-	metrics   *metrics.Metrics
+	metrics   *clustermetrics.Metrics
 	clock     clock.WithTicker
 	log       *slog.Logger
 }
@@ -63,83 +64,118 @@ type Role struct {
 // metrics registry; bind outcomes are observed there. clk times every
 // wait, hold and expiry of the role but the Lease's own.
 func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNames, admission webhook.Config,
-	api API, m *metrics.Metrics, clk clock.WithTicker, log *slog.Logger) *Role {
+	api API, m *clustermetrics.Metrics, clk clock.WithTicker, log *slog.Logger) *Role {
 	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, api: api, metrics: m, clock: clk, log: log}
 }
 
 // Lead is the cluster role's work while this replica holds the Lease; ctx
-// ends when leadership does. Every term builds its books afresh from the
-// API, so a new leader never trusts a previous term's memory; it takes
-// traffic (term.Serve) only once they are complete, and every bind write
-// is fenced by term.Fence.
+// ends when leadership does. Every term builds its parts afresh (build),
+// so a new leader never trusts a previous term's memory, then runs them
+// (run): it takes traffic (term.Serve) only once its books are complete,
+// and every bind write is fenced by term.Fence.
 func (r *Role) Lead(ctx context.Context, term leader.Term) error {
-	log := r.log
-	inf, err := newInformers(r.api.Core, cache.Transform(r.names))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t, err := r.build(ctx, term)
 	if err != nil {
 		return err
 	}
-	quotas := quota.New(inf.pods, inf.quotas, r.names)
-	books := cache.New(r.names, r.scheduler)
-	// Long enough for kubelet to finish admitting a pod deleted mid-way:
-	// the node role's GetPreferredAllocation and Allocate each wait up to
-	// --allocate-wait, 10 s by default, as --bind-wait does.
-	books.KeepDeletedInFlight(2 * r.cfg.BindWait)
-	booksSynced, err := books.Watch(inf.pods, inf.nodes, log.With("component", "cache"))
+	err = t.run(ctx, term)
+	cancel() // what the term left running ends with it, before close waits
+	t.close()
+	return err
+}
+
+// termParts are one term's parts, built and not yet running.
+type termParts struct {
+	inf         *informers
+	booksSynced toolscache.InformerSynced
+	certs       *certs.Manager
+	webhook     *server.Server // the webhook and the probes
+	extender    *server.Server // filter, prioritize, bind: kube-scheduler only
+	binder      *extender.Binder
+	synced      *atomic.Bool // the books are complete: take traffic
+	close       func()
+	log         *slog.Logger
+}
+
+// build makes one term's parts and wires them to each other; nothing
+// runs yet but the Event broadcaster, which ends with ctx.
+func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) {
+	log := r.log
+	inf, err := newInformers(r.api.Core, books.Transform(r.names))
 	if err != nil {
-		return fmt.Errorf("watch nodes and pods: %w", err)
+		return nil, err
+	}
+	quotas := quota.New(inf.pods, inf.quotas, r.names)
+	ledger := books.New(r.names, r.scheduler)
+	ledger.KeepDeletedInFlight(r.cfg.DeletedInFlight())
+	booksSynced, err := ledger.Watch(inf.pods, inf.nodes, log.With("component", "books"))
+	if err != nil {
+		return nil, fmt.Errorf("watch nodes and pods: %w", err)
 	}
 	events, err := podEvents(ctx, r.api.Events)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer events.shutdown()
-	defer r.metrics.Lead(books)()
+	stopMetrics := r.metrics.Lead(ledger)
 
 	tlsCfg := r.cfg.TLS
 	tlsCfg.Namespace = r.namespace
 	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), r.clock.Now)
-	srv := server.New(r.cfg.ListenAddr, certMgr.WebhookTLS(), log.With("component", "https"))
-	ext := server.New(r.cfg.ExtenderAddr, certMgr.ExtenderTLS(), log.With("component", "extender-https"))
+	t := &termParts{
+		inf: inf, booksSynced: booksSynced, certs: certMgr, synced: &atomic.Bool{}, log: log,
+		webhook:  server.New(r.cfg.ListenAddr, certMgr.WebhookTLS(), log.With("component", "https")),
+		extender: server.New(r.cfg.ExtenderAddr, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
+	}
 
 	defaults := extender.Defaults{
 		NodePolicy: r.cfg.NodePolicy,
 		GPUPolicy:  r.cfg.GPUPolicy,
 		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultMemPercent},
 	}
-	lookup := pods.NewStore(inf.pods).Get
-	binder := extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
-		extender.BinderDeps{API: r.api.Core, Books: books, Lookup: lookup, Limits: quotas, Fence: term.Fence,
+	lookup := podrecord.NewStore(inf.pods).Get
+	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.as(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
-	placer := extender.NewPlacer(books, binder, r.names, defaults, lookup, events.as(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
+	placer := extender.NewPlacer(ledger, t.binder, r.names, defaults, lookup, events.as(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
 	requeue := newRequeuer(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
 	placer.NotifyPodRead(r.metrics.PodRead)
-	books.NotifyFreed(func() { requeue.freed(ctx) })
-	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
+	ledger.NotifyFreed(func() { requeue.freed(ctx) })
+
 	// The extender's verbs answer only kube-scheduler (mutual TLS); the
 	// webhook answers the apiserver, which checks the caBundle.
-	var synced atomic.Bool
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
-		"/bind":       extender.BindHandler(binder),
+		"/bind":       extender.BindHandler(t.binder),
 	} {
-		ext.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, &synced, h)))
+		t.extender.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, t.synced, h)))
 	}
-	srv.Handle("/webhook", r.metrics.Instrument("webhook", admission))
-	srv.AddCheck(server.Check{Name: "informers", Func: func() error {
-		if !synced.Load() {
+	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
+	t.webhook.Handle("/webhook", r.metrics.Instrument("webhook", admission))
+	t.webhook.AddCheck(server.Check{Name: "informers", Func: func() error {
+		if !t.synced.Load() {
 			return errors.New("caches not synced yet")
 		}
 		return nil
 	}})
-	srv.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
+	t.webhook.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
+	t.close = func() {
+		t.binder.Wait()
+		stopMetrics()
+		events.shutdown()
+	}
+	return t, nil
+}
 
-	// Admission (which writes nothing) and the informers behind it run
-	// until term.Serving ends, past the term on a planned handoff; what
-	// writes or places (certificates, the extender) stops
-	// with the term.
+// run runs the term's parts. Admission (which writes nothing) and the
+// informers behind it run until term.Serving ends, past the term on a
+// planned handoff; what writes or places (certificates, the extender,
+// a hold on an unanswered Binding) stops with the term, ctx.
+func (t *termParts) run(ctx context.Context, term leader.Term) error {
 	g, serving := errgroup.WithContext(term.Serving)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -147,33 +183,33 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	g.Go(func() error {
 		// The term ending is no failure: an error here would stop
 		// admission with it, before the handoff.
-		if err := certMgr.Run(ctx); ctx.Err() == nil {
+		if err := t.certs.Run(ctx); ctx.Err() == nil {
 			return err
 		}
 		return nil
 	})
 	g.Go(func() error {
-		inf.start(serving)
-		if err := inf.sync(ctx); err != nil {
+		t.inf.start(serving)
+		if err := t.inf.sync(ctx); err != nil {
 			return err
 		}
-		if !toolscache.WaitForCacheSync(ctx.Done(), booksSynced) {
-			return fmt.Errorf("fill the GPU cache: %w", ctx.Err())
+		if !toolscache.WaitForCacheSync(ctx.Done(), t.booksSynced) {
+			return fmt.Errorf("fill the GPU books: %w", ctx.Err())
 		}
-		synced.Store(true)
+		t.synced.Store(true)
 		// Listen only now: a webhook answering from half-filled informers
 		// would count quota wrong, wherever the traffic comes from.
-		log.Info("caches synced; taking traffic")
+		t.log.Info("caches synced; taking traffic")
 		// From the term's end until the handover is done, the apiserver is
 		// sent on to the successor connection by connection.
-		srv.ReconnectAfter(ctx)
-		g.Go(func() error { return srv.Run(serving) })
-		g.Go(func() error { return ext.Run(ctx) })
+		t.webhook.ReconnectAfter(ctx)
+		g.Go(func() error { return t.webhook.Run(serving) })
+		g.Go(func() error { return t.extender.Run(ctx) })
 		if err := term.Serve(ctx); err != nil {
 			return err
 		}
 		<-serving.Done()
-		inf.stop()
+		t.inf.stop()
 		return nil
 	})
 	return g.Wait()

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/books"
 	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -28,9 +28,9 @@ import (
 // syntheticCache is 1000 nodes × 8 GPUs (80 GB, split 10) with 20000 pods
 // placed round-robin (1 GPU, 4000 MiB, 10 cores each), built through the
 // same annotations a real leader reads.
-func syntheticCache(b *testing.B, nodes, pods int) (*cache.Cache, []string) {
+func syntheticCache(b *testing.B, nodes, pods int) (*books.Cache, []string) {
 	b.Helper()
-	c := cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := books.New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%05d", i)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -30,7 +30,7 @@ type Books interface {
 	// the token Release takes; held is this bind's earlier token (0:
 	// none). It books nothing (false) over another bind's booking of the
 	// pod that is under way.
-	Book(pod *pods.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool)
+	Book(pod *podrecord.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool)
 	// Release takes back what Book booked, if it is still that booking
 	// and not shown by the API: the books go back to what the API shows.
 	Release(uid types.UID, token uint64)
@@ -115,7 +115,7 @@ func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
 		d.Fence = func() error { return nil }
 	}
 	if d.Lookup == nil {
-		d.Lookup = func(string, string) *pods.Pod { return nil }
+		d.Lookup = func(string, string) *podrecord.Pod { return nil }
 	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
@@ -208,7 +208,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	if err != nil {
 		return waited, fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
 	}
-	return waited, b.place(ctx, args, pods.Of(pod, b.cfg.Names), &h)
+	return waited, b.place(ctx, args, podrecord.Of(pod, b.cfg.Names), &h)
 }
 
 // held is what one bind booked last, to take back if it fails: the token
@@ -227,7 +227,7 @@ type held struct {
 // booking counts in its namespace's quota for the other binds there: a
 // bind that then fails gives it back (Release), and kube-scheduler
 // retries whatever it refused.
-func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) {
+func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *podrecord.Pod, h *held) {
 	req, err := b.request(pod, args.PodUID)
 	if err != nil {
 		return
@@ -240,7 +240,7 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *
 // place checks pod, fits it on args.Node, books it and binds it there.
 // Fit and booking hold the node's fit lock, as reserve does, so no two
 // pods are fitted into the same room.
-func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *pods.Pod, h *held) error {
+func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *podrecord.Pod, h *held) error {
 	req, err := b.request(pod, args.PodUID)
 	if err != nil {
 		return err
@@ -253,7 +253,7 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 }
 
 // request checks pod (bindable) and reads what it asks for.
-func (b *Binder) request(pod *pods.Pod, uid types.UID) (fit.Request, error) {
+func (b *Binder) request(pod *podrecord.Pod, uid types.UID) (fit.Request, error) {
 	if err := b.bindable(pod, uid); err != nil {
 		return fit.Request{}, err
 	}
@@ -266,7 +266,7 @@ func (b *Binder) request(pod *pods.Pod, uid types.UID) (fit.Request, error) {
 
 // book fits the pod on node under the node's fit lock, checks its quota
 // and books it.
-func (b *Binder) book(nodeName string, pod *pods.Pod, req fit.Request, h *held) (protocol.Assignment, string, error) {
+func (b *Binder) book(nodeName string, pod *podrecord.Pod, req fit.Request, h *held) (protocol.Assignment, string, error) {
 	lock := b.lock(b.fitLocks, nodeName)
 	lock.Lock()
 	defer lock.Unlock()
@@ -301,7 +301,7 @@ func (b *Binder) book(nodeName string, pod *pods.Pod, req fit.Request, h *held) 
 // bindable refuses what kube-scheduler's vgpud profile would never ask:
 // a pod recreated under the name, already bound, of another scheduler, or
 // carrying an assignment no earlier bind of it left.
-func (b *Binder) bindable(pod *pods.Pod, uid types.UID) error {
+func (b *Binder) bindable(pod *podrecord.Pod, uid types.UID) error {
 	id := pod.Namespace + "/" + pod.Name
 	switch {
 	case pod.UID != uid:
@@ -321,7 +321,7 @@ func (b *Binder) bindable(pod *pods.Pod, uid types.UID) error {
 // node never has one from vgpud, and the apiserver lets no one else write
 // it (manifests/: the ValidatingAdmissionPolicy). Whatever it is, it is
 // not bound over.
-func carriesNoAssignment(pod *pods.Pod) error {
+func carriesNoAssignment(pod *podrecord.Pod) error {
 	if !pod.HasAssignment {
 		return nil
 	}
@@ -366,7 +366,7 @@ var errStale = errors.New("the pod changed since vgpud read it")
 // conflict instead of being overwritten. (A Binding, so vgpud's Role
 // needs no update on pods.) On a refusal the bind takes the booking back;
 // a Binding that got no answer holds it until it can tell (settle).
-func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignment, raw string, token uint64) error {
+func (b *Binder) commit(ctx context.Context, pod *podrecord.Pod, a protocol.Assignment, raw string, token uint64) error {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			Annotations: map[string]string{
@@ -400,7 +400,7 @@ func (b *Binder) commit(ctx context.Context, pod *pods.Pod, a protocol.Assignmen
 
 // boundAnyway re-reads the pod after a failed Binding: if it is bound to
 // node with this assignment all the same, the bind succeeded.
-func (b *Binder) boundAnyway(pod *pods.Pod, node, raw string) bool {
+func (b *Binder) boundAnyway(pod *podrecord.Pod, node, raw string) bool {
 	landed, err := b.landed(b.term, pod, node, raw)
 	return err == nil && landed
 }

@@ -31,9 +31,9 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpud/vgpud/cluster/cache"
+	"github.com/vgpud/vgpud/cluster/books"
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -50,7 +50,7 @@ func bindPod(name string, mem string) *corev1.Pod {
 
 type bindEnv struct {
 	kube   *fake.Clientset
-	books  *cache.Cache
+	books  *books.Cache
 	limits fixedLimits
 	// fences is how many more fence checks pass; negative: all of them.
 	fences   atomic.Int32
@@ -89,7 +89,7 @@ func (f fixedLimits) NamespaceLimits(ns string) podmodel.Quota { return f[ns] }
 
 // newBindEnv: one node "n1" with one 16000 MiB GPU shared by split.
 // record is what the leader's informer stores for p.
-func recordOf(p *corev1.Pod) *pods.Pod { return pods.Of(p, protocol.DefaultResourceNames()) }
+func recordOf(p *corev1.Pod) *podrecord.Pod { return podrecord.Of(p, protocol.DefaultResourceNames()) }
 
 func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
 	t.Helper()
@@ -98,7 +98,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
-	e := &bindEnv{kube: kube, books: cache.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk}
+	e := &bindEnv{kube: kube, books: books.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk}
 	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
@@ -135,7 +135,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 		}
 		return true, b, nil
 	})
-	lookup := func(ns, name string) *pods.Pod {
+	lookup := func(ns, name string) *podrecord.Pod {
 		if p, ok := e.informer.Load(ns + "/" + name); ok {
 			return recordOf(p.(*corev1.Pod))
 		}

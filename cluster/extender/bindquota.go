@@ -3,7 +3,7 @@ package extender
 import (
 	"fmt"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 )
 
@@ -36,7 +36,7 @@ func (b *Binder) lockQuota(namespace string) func() {
 // serialised (bind holds its lock), and memory is counted in MiB of the
 // GPUs actually chosen, so gpumem-percentage and whole-card requests
 // count in full.
-func (b *Binder) checkQuota(pod *pods.Pod, pl podmodel.Placement) error {
+func (b *Binder) checkQuota(pod *podrecord.Pod, pl podmodel.Placement) error {
 	q, ok := b.quotaOf(pod.Namespace)
 	if !ok {
 		return nil

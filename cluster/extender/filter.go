@@ -13,7 +13,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -38,7 +38,7 @@ const maxQueued = 2
 // PodLookup finds a pod in the leader's informer; nil if it has none.
 // The placer puts its Events on the pod it finds, and reads the pod from
 // it instead of decoding the request's copy (Placer.Pod).
-type PodLookup func(namespace, name string) *pods.Pod
+type PodLookup func(namespace, name string) *podrecord.Pod
 
 // Placer answers filter and prioritize from the books; http.go carries
 // them over HTTP.
@@ -49,14 +49,14 @@ type Placer struct {
 	defaults Defaults
 	lookup   PodLookup
 	events   func(pod *corev1.Pod, reason, message string)
-	refused  func(pod *pods.Pod)
+	refused  func(pod *podrecord.Pod)
 	podRead  func(fromInformer bool)
 	log      *slog.Logger
 }
 
 // NotifyRefused has f told of every pod the leader knows that Filter
 // found no node for; call before serving.
-func (p *Placer) NotifyRefused(f func(pod *pods.Pod)) { p.refused = f }
+func (p *Placer) NotifyRefused(f func(pod *podrecord.Pod)) { p.refused = f }
 
 // NotifyPodRead has f told where each pod filter and prioritize read came
 // from (metrics); call before serving.
@@ -70,7 +70,7 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 		events = func(*corev1.Pod, string, string) {}
 	}
 	if lookup == nil {
-		lookup = func(string, string) *pods.Pod { return nil }
+		lookup = func(string, string) *podrecord.Pod { return nil }
 	}
 	if queue == nil {
 		queue = &bindQueue{}
@@ -87,7 +87,7 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 // one extender call per pod: its configuration then needs no
 // prioritizeVerb, which would cost a second round trip over every
 // candidate name, and kube-scheduler's own scores choose among equals.
-func (p *Placer) Filter(pod *pods.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
+func (p *Placer) Filter(pod *podrecord.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
 	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -219,7 +219,7 @@ func passing(reasons map[string]fit.Reason) error {
 // pod does not fit scores 0. vgpud's own scheduler profile does not call
 // it (Filter returns the best nodes only); a profile that does gets the
 // same order.
-func (p *Placer) Prioritize(pod *pods.Pod, names []string) (extenderv1.HostPriorityList, error) {
+func (p *Placer) Prioritize(pod *podrecord.Pod, names []string) (extenderv1.HostPriorityList, error) {
 	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)

@@ -17,7 +17,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -70,8 +70,8 @@ func placer(t testing.TB, events *[]string) *Placer {
 		t.Fatal(err)
 	}
 	api.ResourceVersion = "7"
-	record := pods.Of(&api, protocol.DefaultResourceNames())
-	known := func(ns, name string) *pods.Pod {
+	record := podrecord.Of(&api, protocol.DefaultResourceNames())
+	known := func(ns, name string) *podrecord.Pod {
 		if ns == "ai" && name == "train" {
 			return record
 		}

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 )
 
 // Body limits. vgpud's scheduler profile sets nodeCacheCapable, so a
@@ -144,7 +144,7 @@ func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (extenderA
 
 // readArgs is decodeArgs and the pod read from them (Placer.Pod), answering
 // 4xx itself on bad input.
-func readArgs(w http.ResponseWriter, r *http.Request, in *interner, p *Placer) (extenderArgs, *pods.Pod, bool) {
+func readArgs(w http.ResponseWriter, r *http.Request, in *interner, p *Placer) (extenderArgs, *podrecord.Pod, bool) {
 	args, ok := decodeArgs(w, r, in)
 	if !ok {
 		return extenderArgs{}, nil, false

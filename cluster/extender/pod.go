@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 )
 
 // podMeta is what Pod reads of ExtenderArgs.Pod before deciding whether
@@ -31,7 +31,7 @@ type podMeta struct {
 // fifth of the leader's CPU per pod in make bench's pipeline. On a hit
 // the rest of raw is not read: the record is the apiserver's copy of that
 // version, which the body can only repeat.
-func (p *Placer) Pod(raw []byte) (*pods.Pod, error) {
+func (p *Placer) Pod(raw []byte) (*podrecord.Pod, error) {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("the pod is not a JSON object")
 	}
@@ -51,7 +51,7 @@ func (p *Placer) Pod(raw []byte) (*pods.Pod, error) {
 		return nil, fmt.Errorf("pod %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	p.read(false)
-	return pods.Of(&pod, p.names), nil
+	return podrecord.Of(&pod, p.names), nil
 }
 
 func (p *Placer) read(fromInformer bool) {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -28,7 +28,7 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 			"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("15000")}}}}},
 	})
-	lookup := func(ns, name string) *pods.Pod {
+	lookup := func(ns, name string) *podrecord.Pod {
 		if ns == "ai" && name == "train" {
 			return informer
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -20,7 +20,7 @@ type Defaults struct {
 }
 
 // requestFor reads a pod into a fit.Request; the error names what to fix.
-func requestFor(pod *pods.Pod, d Defaults) (fit.Request, string, error) {
+func requestFor(pod *podrecord.Pod, d Defaults) (fit.Request, string, error) {
 	if pod.Invalid != nil {
 		return fit.Request{}, "", pod.Invalid
 	}

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -49,7 +49,7 @@ func unanswered(err error) bool {
 // that lost the answer may still be down, and the informer's echo with it.
 // It ends with the term: the books it would correct go with it, and the
 // next term rebuilds them from what the API shows.
-func (b *Binder) settle(pod *pods.Pod, node, raw string, token uint64) {
+func (b *Binder) settle(pod *podrecord.Pod, node, raw string, token uint64) {
 	wait := b.cfg.Unanswered
 	for {
 		t := b.clock.NewTimer(wait)
@@ -74,7 +74,7 @@ func (b *Binder) settle(pod *pods.Pod, node, raw string, token uint64) {
 
 // landed reads the pod: whether it is bound to node with this
 // assignment. An error means no answer (a pod gone is an answer: no).
-func (b *Binder) landed(ctx context.Context, pod *pods.Pod, node, raw string) (bool, error) {
+func (b *Binder) landed(ctx context.Context, pod *podrecord.Pod, node, raw string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	got, err := b.api.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})

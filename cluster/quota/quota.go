@@ -9,25 +9,25 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // Source reads quotas and pods from shared informers.
 type Source struct {
-	pods   pods.Store
+	pods   podrecord.Store
 	quotas corelisters.ResourceQuotaLister
 	names  protocol.ResourceNames
 }
 
 // New reads pods from podInformer, whose transform must be
-// pods.Transform, and quotas from quotaInformer; both must be indexed by
+// podrecord.Transform, and quotas from quotaInformer; both must be indexed by
 // namespace. Start them and wait for their sync before trusting the
 // answers.
 func New(podInformer, quotaInformer cache.SharedIndexInformer, names protocol.ResourceNames) *Source {
 	return &Source{
-		pods:   pods.NewStore(podInformer),
+		pods:   podrecord.NewStore(podInformer),
 		quotas: corelisters.NewResourceQuotaLister(quotaInformer.GetIndexer()),
 		names:  names,
 	}
@@ -56,7 +56,7 @@ func (s *Source) NamespaceLimits(namespace string) podmodel.Quota {
 
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
-func Compute(live []*pods.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) podmodel.Quota {
+func Compute(live []*podrecord.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) podmodel.Quota {
 	var q podmodel.Quota
 	q.Memory = hardLimit(quotas, names.GPUMem)
 	q.Cores = hardLimit(quotas, names.GPUCores)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -38,7 +38,7 @@ func rq(name, ns string, hard map[string]string) *corev1.ResourceQuota {
 
 func TestCompute(t *testing.T) {
 	names := protocol.DefaultResourceNames()
-	var live []*pods.Pod
+	var live []*podrecord.Pod
 	for _, p := range []*corev1.Pod{
 		gpuPod("a", "ai", "2", "10000", "20", corev1.PodRunning), // 20000 MiB, 40 cores
 		gpuPod("b", "ai", "1", "8000", "", corev1.PodPending),    // 8000 MiB
@@ -46,7 +46,7 @@ func TestCompute(t *testing.T) {
 		gpuPod("bad", "ai", "1", "0.5", "", corev1.PodRunning), // unreadable: counts as nothing
 		{ObjectMeta: metav1.ObjectMeta{Name: "cpu", Namespace: "ai"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
 	} {
-		live = append(live, pods.Of(p, names))
+		live = append(live, podrecord.Of(p, names))
 	}
 	quotas := []*corev1.ResourceQuota{
 		rq("q1", "ai", map[string]string{"requests.nvidia.com/gpumem": "40000"}),
@@ -71,7 +71,7 @@ func TestSourceReadsInformers(t *testing.T) {
 		gpuPod("other", "ml", "1", "99999", "", corev1.PodRunning),
 		rq("q", "ai", map[string]string{"requests.nvidia.com/gpumem": "40000"}),
 	)
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(pods.Transform(protocol.DefaultResourceNames())))
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(podrecord.Transform(protocol.DefaultResourceNames())))
 	src := New(factory.Core().V1().Pods().Informer(), factory.Core().V1().ResourceQuotas().Informer(), protocol.DefaultResourceNames())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -23,7 +23,7 @@ import (
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/node/inventory"
 	"github.com/vgpud/vgpud/node/plugin"
-	"github.com/vgpud/vgpud/node/pods"
+	"github.com/vgpud/vgpud/node/podwatch"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -56,7 +56,7 @@ type Agent struct {
 	notReady string
 	inv      protocol.Inventory
 	server   *plugin.Server
-	podCache *pods.Cache
+	podCache *podwatch.Cache
 }
 
 // New returns the node role for nodeName; role names what this replica
@@ -124,7 +124,7 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 		return err
 	}
 	a.setNotReady("waiting for this node's pods to sync")
-	cache, err := pods.New(a.core, a.node)
+	cache, err := podwatch.New(a.core, a.node)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.ResolveWait,
-	}, gpus, cache, pods.NewPhaseWriter(a.core), a.metrics, a.log.With("component", "plugin"))
+	}, gpus, cache, podwatch.NewPhaseWriter(a.core), a.metrics, a.log.With("component", "plugin"))
 	pub := inventory.NewPublisher(a.core, a.node)
 	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, pub, a.log.With("component", "plugin"))
 	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {

@@ -20,7 +20,7 @@ import (
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/inspect"
-	"github.com/vgpud/vgpud/node/metrics"
+	"github.com/vgpud/vgpud/node/nodemetrics"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -45,7 +45,7 @@ func TestNodeRole(t *testing.T) {
 	cfg := node.DefaultConfig()
 	cfg.Backend, cfg.PluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
 	cfg.HealthRecovery, cfg.ResolveWait = time.Hour, 500*time.Millisecond
-	a := New(cfg, "n1", protocol.DefaultResourceNames(), unstreamed{kube.CoreV1()}, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := New(cfg, "n1", protocol.DefaultResourceNames(), unstreamed{kube.CoreV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

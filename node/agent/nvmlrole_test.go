@@ -22,7 +22,7 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node"
-	"github.com/vgpud/vgpud/node/metrics"
+	"github.com/vgpud/vgpud/node/nodemetrics"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -59,7 +59,7 @@ func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
 	r.cfg.Backend, r.cfg.PluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
 	r.cfg.ResolveWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
 	tune(&r.cfg)
-	a := New(r.cfg, "n1", protocol.DefaultResourceNames(), unstreamed{r.kube.CoreV1()}, noLeader{}, "node", metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
+	a := New(r.cfg, "n1", protocol.DefaultResourceNames(), unstreamed{r.kube.CoreV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopped = make(chan struct{})
 	start := time.Now()

@@ -1,8 +1,8 @@
-// Package metrics is the cluster role's Prometheus view: whether this
+// Package clustermetrics is the cluster role's Prometheus view: whether this
 // replica leads, extender and webhook latency, bind outcomes, and per-GPU
 // allocation read from the leader's books at scrape time. It is registered
 // at process start, so a replica that does not lead reports vgpud_leader 0.
-package metrics
+package clustermetrics
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package cache
+package books
 
 import (
 	"log/slog"
@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 )
 
 // Watch feeds the cache from the pod and node informers, whose transform
@@ -15,7 +15,7 @@ import (
 // initial list.
 func (c *Cache) Watch(podInformer, nodeInformer cache.SharedIndexInformer, log *slog.Logger) (func() bool, error) {
 	setPod := func(obj any) {
-		if p, ok := obj.(*pods.Pod); ok {
+		if p, ok := obj.(*podrecord.Pod); ok {
 			if err := c.SetPod(p); err != nil {
 				log.Error("pod not booked", "err", err)
 			}
@@ -28,7 +28,7 @@ func (c *Cache) Watch(podInformer, nodeInformer cache.SharedIndexInformer, log *
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if p, ok := obj.(*pods.Pod); ok {
+			if p, ok := obj.(*podrecord.Pod); ok {
 				c.DeletePod(p.UID)
 			}
 		},

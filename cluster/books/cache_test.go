@@ -1,4 +1,4 @@
-package cache
+package books
 
 import (
 	"context"
@@ -18,13 +18,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // record is what the leader's informer stores for p (Transform).
-func record(p *corev1.Pod) *pods.Pod { return pods.Of(p, protocol.DefaultResourceNames()) }
+func record(p *corev1.Pod) *podrecord.Pod { return podrecord.Of(p, protocol.DefaultResourceNames()) }
 
 func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
 	inv := protocol.Inventory{}
@@ -225,7 +225,7 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := out.(*pods.Pod)
+	r := out.(*podrecord.Pod)
 	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[protocol.AnnotationPhase] {
 		t.Errorf("not trimmed: %+v", r)
 	}

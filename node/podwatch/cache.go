@@ -1,7 +1,7 @@
-// Package pods is the node role's view of the pods on its own node: an
+// Package podwatch is the node role's view of the pods on its own node: an
 // informer with a field selector, so Allocate reads memory, never the API,
 // and the phase annotation it writes back.
-package pods
+package podwatch
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-// Package pods is what the leader keeps of each pod: a small record read
+// Package podrecord is what the leader keeps of each pod: a small record read
 // once from the API object, instead of the object. With tens of thousands
 // of pods, a trimmed *corev1.Pod still costs kilobytes each (the Pod
 // struct alone is over 1 KiB); the books, quota and bind need only
 // names, vgpud's annotations, node, scheduler, phase and what each
 // container asks of vgpud.
-package pods
+package podrecord
 
 import (
 	"strings"

@@ -1,7 +1,7 @@
-// Package metrics is the node role's Prometheus view: registrations with
+// Package nodemetrics is the node role's Prometheus view: registrations with
 // kubelet, Allocate latency and outcomes, and GPU health. Every replica
 // serves it from process start.
-package metrics
+package nodemetrics
 
 import (
 	"time"

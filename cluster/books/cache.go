@@ -1,8 +1,8 @@
-// Package cache is the leader's picture of GPU usage, rebuilt only from
+// Package books is the leader's picture of GPU usage, rebuilt only from
 // the API: GPU inventories from the vgpud.io/gpus node annotation and
 // placements from the vgpud.io/assignment annotation of pods that are not
 // terminated. A restarted or new leader therefore rebuilds the same books.
-package cache
+package books
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -122,7 +122,7 @@ func (c *Cache) DeleteNode(name string) {
 // an error for an assignment it will not book — unreadable, or not one
 // vgpud's bind could have written (another scheduler's pod, or a pod bound
 // to a node other than the assignment's); the caller should say so loudly.
-func (c *Cache) SetPod(p *pods.Pod) error {
+func (c *Cache) SetPod(p *podrecord.Pod) error {
 	raw, ok := p.Assignment, p.HasAssignment
 	if p.Terminated() {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
@@ -165,7 +165,7 @@ func (c *Cache) SetPod(p *pods.Pod) error {
 
 // inFlightOf says whether the pod as the API shows it waits for kubelet's
 // Allocate: its phase annotation still bound, and the pod pending.
-func inFlightOf(p *pods.Pod) bool {
+func inFlightOf(p *podrecord.Pod) bool {
 	phase, err := protocol.ParsePhase(p.AssignmentPhase)
 	if err != nil {
 		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
@@ -175,7 +175,7 @@ func inFlightOf(p *pods.Pod) bool {
 
 // readAssignment decodes the pod's assignment and checks it is one
 // vgpud's bind could have written.
-func (c *Cache) readAssignment(p *pods.Pod) (protocol.Assignment, error) {
+func (c *Cache) readAssignment(p *podrecord.Pod) (protocol.Assignment, error) {
 	a, err := protocol.DecodeAssignment(p.Assignment)
 	if err == nil {
 		err = c.trusted(p, a)
@@ -192,7 +192,7 @@ func (c *Cache) readAssignment(p *pods.Pod) (protocol.Assignment, error) {
 // informer twice (Binding, allocation); those echoes, once the bind has
 // marked its pod bound, cost a map lookup instead of a decode and a
 // recompute.
-func (c *Cache) unchanged(p *pods.Pod, raw string, inFlight bool) bool {
+func (c *Cache) unchanged(p *podrecord.Pod, raw string, inFlight bool) bool {
 	c.mu.RLock()
 	old, ok := c.pods[p.UID]
 	same := ok && old.raw == raw && old.inFlight == inFlight && old.name == p.Name &&
@@ -213,7 +213,7 @@ func (c *Cache) unchanged(p *pods.Pod, raw string, inFlight bool) bool {
 // trusted checks that a could only have come from vgpud's own bind. The
 // apiserver already refuses the annotation from anyone but vgpud (the
 // ValidatingAdmissionPolicy in the manifest); this is defence in depth.
-func (c *Cache) trusted(p *pods.Pod, a protocol.Assignment) error {
+func (c *Cache) trusted(p *podrecord.Pod, a protocol.Assignment) error {
 	if p.SchedulerName != c.scheduler {
 		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", p.SchedulerName, c.scheduler)
 	}
@@ -249,7 +249,7 @@ func (c *Cache) fitsInventory(a protocol.Assignment) error {
 // stateOf is the booking of a for the pod as p shows it, not shown yet.
 // The pod's containers say which are init containers and sidecars
 // (podmodel's footprint rule).
-func (c *Cache) stateOf(p *pods.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
+func (c *Cache) stateOf(p *podrecord.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
 	return podState{node: a.Node, namespace: p.Namespace, name: p.Name, raw: raw, placement: podmodel.PlacementOf(a, p.Kinds()),
 		inFlight: inFlight, bound: p.NodeName != ""}
 }

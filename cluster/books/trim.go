@@ -1,21 +1,21 @@
-package cache
+package books
 
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// Transform is the leader's informer transform: pods become pods.Pod
+// Transform is the leader's informer transform: pods become podrecord.Pod
 // records, and nodes keep only their metadata and allocatable, so the
 // leader holds tens of thousands of pods without their specs, labels,
 // other annotations, managed fields and conditions. Set it on the
-// informers (SetTransform); read pods through pods.Store.
+// informers (SetTransform); read pods through podrecord.Store.
 func Transform(names protocol.ResourceNames) toolscache.TransformFunc {
-	pod := pods.Transform(names)
+	pod := podrecord.Transform(names)
 	return func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			return trimNode(n), nil

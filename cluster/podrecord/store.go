@@ -1,4 +1,4 @@
-package pods
+package podrecord
 
 import (
 	corev1 "k8s.io/api/core/v1"

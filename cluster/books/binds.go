@@ -1,9 +1,9 @@
-package cache
+package books
 
 import (
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/cluster/pods"
+	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -26,7 +26,7 @@ import (
 // is that bind's: Book then books nothing and says so (kube-scheduler
 // retried the pod while its first bind was under way, and that one may
 // still land).
-func (c *Cache) Book(p *pods.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
+func (c *Cache) Book(p *podrecord.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
 	st := c.stateOf(p, a, raw, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -76,7 +76,7 @@ func (c *Cache) Release(uid types.UID, token uint64) {
 // beneath that booking, and reports whether it did: the pod without a
 // node, and without that booking's assignment. next is the booking the
 // event shows (nil: none, or none bookable). c.mu held.
-func (c *Cache) beneath(p *pods.Pod, next *podState) bool {
+func (c *Cache) beneath(p *podrecord.Pod, next *podState) bool {
 	st, ok := c.pods[p.UID]
 	if p.NodeName != "" || !ok || st.shown || (p.HasAssignment && st.raw == p.Assignment) {
 		return false

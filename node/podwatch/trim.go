@@ -1,4 +1,4 @@
-package pods
+package podwatch
 
 import (
 	corev1 "k8s.io/api/core/v1"
