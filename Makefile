@@ -75,7 +75,7 @@ INTERPOSER ?=
 nvml:
 	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" \
 		VGPUD_TEST_NVML_INTERPOSER="$(if $(INTERPOSER),$(abspath $(INTERPOSER)))" VGPUD_TEST_NVML_PROBE="python3 $(CURDIR)/scripts/nvml/probe.py" \
-		$(GO) test -count=1 -v -run NVML ./node/agent
+		$(GO) test -count=1 -v -run NVML ./node
 
 # Everything the project has.
 test: lint unit fuzz e2e

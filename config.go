@@ -35,7 +35,7 @@ type config struct {
 	LogLevel     string
 	LogFormat    string
 	Kubeconfig   string
-	APIQPS       int // client-side rate limit towards kube-apiserver
+	KubeAPIQPS   int // client-side rate limit towards kube-apiserver
 	NodeName     string
 	PodName      string
 	PodNamespace string
@@ -44,8 +44,8 @@ type config struct {
 	// SchedulerName is the kube-scheduler profile that calls the extender:
 	// the webhook gives it to GPU pods.
 	SchedulerName string
-	MetricsAddr   string // plain HTTP /metrics on every replica; "" disables
-	Profiling     bool   // /debug/pprof on MetricsAddr
+	MetricsListen string // plain HTTP /metrics on every replica; "" disables
+	Profiling     bool   // /debug/pprof on MetricsListen
 
 	Node    node.Config
 	Cluster cluster.Config
@@ -57,10 +57,10 @@ func defaultConfig() config {
 		LogLevel:      "info",
 		LogFormat:     "auto",
 		Roles:         []string{roleNode, roleCluster},
-		APIQPS:        1000,
+		KubeAPIQPS:    1000,
 		Resources:     protocol.DefaultResourceNames(),
 		SchedulerName: "vgpud-scheduler",
-		MetricsAddr:   ":9090",
+		MetricsListen: ":9090",
 		Node:          node.DefaultConfig(),
 		Cluster:       cluster.DefaultConfig(),
 		Webhook:       webhook.DefaultConfig(),
@@ -110,8 +110,8 @@ func (c config) validate() error {
 		add(flagError("pod-namespace", `""`, "set POD_NAMESPACE from the downward API (metadata.namespace)"))
 	}
 	add(validateResources(c.Resources))
-	if c.APIQPS < minAPIQPS || c.APIQPS > maxAPIQPS {
-		add(flagError("kube-api-qps", c.APIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
+	if c.KubeAPIQPS < minAPIQPS || c.KubeAPIQPS > maxAPIQPS {
+		add(flagError("kube-api-qps", c.KubeAPIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
 	}
 	if c.runs(roleNode) {
 		add(validateNode(c.Node))

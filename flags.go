@@ -18,12 +18,12 @@ func commonFlags(cfg *config) []cli.Flag {
 		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", EnvVars: envVar("log-level"), Value: cfg.LogLevel, Destination: &cfg.LogLevel},
 		&cli.StringFlag{Name: "log-format", Usage: strings.Join(logFormats(), ", ") + " (auto: colour on a terminal)", EnvVars: envVar("log-format"), Value: cfg.LogFormat, Destination: &cfg.LogFormat},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty means in-cluster", EnvVars: append(envVar("kubeconfig"), "KUBECONFIG"), Destination: &cfg.Kubeconfig},
-		&cli.IntFlag{Name: "kube-api-qps", Usage: "requests per second this replica may send kube-apiserver (burst twice that); binds need three each", EnvVars: envVar("kube-api-qps"), Value: cfg.APIQPS, Destination: &cfg.APIQPS},
+		&cli.IntFlag{Name: "kube-api-qps", Usage: "requests per second this replica may send kube-apiserver (burst twice that); binds need three each", EnvVars: envVar("kube-api-qps"), Value: cfg.KubeAPIQPS, Destination: &cfg.KubeAPIQPS},
 		&cli.StringFlag{Name: "node-name", Usage: "this node's name (downward API spec.nodeName)", EnvVars: []string{"NODE_NAME"}, Destination: &cfg.NodeName},
 		&cli.StringFlag{Name: "pod-name", Usage: "this replica's pod name (downward API metadata.name)", EnvVars: []string{"POD_NAME"}, Destination: &cfg.PodName},
 		&cli.StringFlag{Name: "pod-namespace", Usage: "this replica's namespace (downward API metadata.namespace)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.PodNamespace},
 		&cli.StringFlag{Name: "scheduler-name", Usage: "schedulerName of the kube-scheduler profile that calls the extender; the webhook gives it to GPU pods", EnvVars: envVar("scheduler-name"), Value: cfg.SchedulerName, Destination: &cfg.SchedulerName},
-		&cli.StringFlag{Name: "metrics-listen", Usage: "HTTP address of /metrics, served by every replica from start; empty disables", EnvVars: envVar("metrics-listen"), Value: cfg.MetricsAddr, Destination: &cfg.MetricsAddr},
+		&cli.StringFlag{Name: "metrics-listen", Usage: "HTTP address of /metrics, served by every replica from start; empty disables", EnvVars: envVar("metrics-listen"), Value: cfg.MetricsListen, Destination: &cfg.MetricsListen},
 		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's /debug/pprof on the metrics address (for benchmarks and debugging)", EnvVars: envVar("profiling"), Value: cfg.Profiling, Destination: &cfg.Profiling},
 		&cli.StringSliceFlag{Name: "roles", Usage: "roles to run: node, cluster (the cluster role runs only while this replica leads)", EnvVars: envVar("roles"), Value: cli.NewStringSlice(cfg.Roles...)},
 	}
@@ -47,7 +47,7 @@ func commonFlags(cfg *config) []cli.Flag {
 func readSliceFlags(c *cli.Context, cfg *config) {
 	cfg.Roles = splitList(c.StringSlice("roles"))
 	cfg.Node.Exclude = splitList(c.StringSlice("exclude-gpus"))
-	cfg.Node.IgnoredXIDs = c.Uint64Slice("health-ignore-xids")
+	cfg.Node.HealthIgnoreXIDs = c.Uint64Slice("health-ignore-xids")
 }
 
 // splitList trims entries and drops empty ones, so "a, b," reads as [a b].

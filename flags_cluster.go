@@ -20,14 +20,14 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "lease-duration", Usage: "how long followers wait before taking a silent leader's lease", EnvVars: envVar("lease-duration"), Value: cfg.LeaseDuration, Destination: &cfg.LeaseDuration},
 		&cli.DurationFlag{Name: "lease-renew-deadline", Usage: "how long the leader retries renewing before it steps down", EnvVars: envVar("lease-renew-deadline"), Value: cfg.RenewDeadline, Destination: &cfg.RenewDeadline},
 		&cli.DurationFlag{Name: "lease-retry-period", Usage: "wait between election attempts", EnvVars: envVar("lease-retry-period"), Value: cfg.RetryPeriod, Destination: &cfg.RetryPeriod},
-		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the /healthz and /readyz probes", EnvVars: envVar("listen"), Value: cfg.ListenAddr, Destination: &cfg.ListenAddr},
-		&cli.StringFlag{Name: "extender-listen", Usage: "HTTPS address of the scheduler extender; callers must present kube-scheduler's client certificate from the TLS Secret", EnvVars: envVar("extender-listen"), Value: cfg.ExtenderAddr, Destination: &cfg.ExtenderAddr},
+		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the /healthz and /readyz probes", EnvVars: envVar("listen"), Value: cfg.Listen, Destination: &cfg.Listen},
+		&cli.StringFlag{Name: "extender-listen", Usage: "HTTPS address of the scheduler extender; callers must present kube-scheduler's client certificate from the TLS Secret", EnvVars: envVar("extender-listen"), Value: cfg.ExtenderListen, Destination: &cfg.ExtenderListen},
 		&cli.StringFlag{Name: "tls-secret-name", Usage: "Secret in this pod's namespace holding the listener's CA and serving certificate", EnvVars: envVar("tls-secret-name"), Value: cfg.TLS.SecretName, Destination: &cfg.TLS.SecretName},
-		&cli.StringFlag{Name: "webhook-config-name", Usage: "MutatingWebhookConfiguration whose caBundle the leader keeps", EnvVars: envVar("webhook-config-name"), Value: cfg.TLS.WebhookName, Destination: &cfg.TLS.WebhookName},
+		&cli.StringFlag{Name: "webhook-config-name", Usage: "MutatingWebhookConfiguration whose caBundle the leader keeps", EnvVars: envVar("webhook-config-name"), Value: cfg.TLS.WebhookConfigName, Destination: &cfg.TLS.WebhookConfigName},
 		&cli.StringFlag{Name: "scheduler-deployment", Usage: "kube-scheduler Deployment in this pod's namespace that a CA rotation restarts at each step (empty: a kube-scheduler you restart yourself)", EnvVars: envVar("scheduler-deployment"), Value: cfg.TLS.SchedulerDeployment, Destination: &cfg.TLS.SchedulerDeployment},
 		&cli.StringFlag{Name: "service-name", Usage: "Service in front of the leader; the serving certificate covers its DNS names", EnvVars: envVar("service-name"), Value: cfg.TLS.ServiceName, Destination: &cfg.TLS.ServiceName},
-		&cli.DurationFlag{Name: "tls-cert-validity", Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", EnvVars: envVar("tls-cert-validity"), Value: cfg.TLS.Validity, Destination: &cfg.TLS.Validity},
-		&cli.DurationFlag{Name: "tls-cert-renew-before", Usage: "renew the serving certificate this long before it expires", EnvVars: envVar("tls-cert-renew-before"), Value: cfg.TLS.RenewBefore, Destination: &cfg.TLS.RenewBefore},
+		&cli.DurationFlag{Name: "tls-cert-validity", Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", EnvVars: envVar("tls-cert-validity"), Value: cfg.TLS.CertValidity, Destination: &cfg.TLS.CertValidity},
+		&cli.DurationFlag{Name: "tls-cert-renew-before", Usage: "renew the serving certificate this long before it expires", EnvVars: envVar("tls-cert-renew-before"), Value: cfg.TLS.CertRenewBefore, Destination: &cfg.TLS.CertRenewBefore},
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
 		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
 		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
@@ -52,13 +52,13 @@ func validateCluster(c cluster.Config) error {
 	if c.RetryPeriod <= 0 || c.RenewDeadline <= c.RetryPeriod {
 		add("lease-renew-deadline", c.RenewDeadline, "must be longer than --lease-retry-period ("+c.RetryPeriod.String()+"), which must be positive")
 	}
-	if c.ListenAddr == "" {
+	if c.Listen == "" {
 		add("listen", `""`, "want an address such as :9443")
 	}
-	if c.ExtenderAddr == "" || c.ExtenderAddr == c.ListenAddr {
-		add("extender-listen", quoteEmpty(c.ExtenderAddr), "want an address other than --listen's, such as :9444")
+	if c.ExtenderListen == "" || c.ExtenderListen == c.Listen {
+		add("extender-listen", quoteEmpty(c.ExtenderListen), "want an address other than --listen's, such as :9444")
 	}
-	for _, n := range []struct{ flag, value string }{{"tls-secret-name", c.TLS.SecretName}, {"webhook-config-name", c.TLS.WebhookName}} {
+	for _, n := range []struct{ flag, value string }{{"tls-secret-name", c.TLS.SecretName}, {"webhook-config-name", c.TLS.WebhookConfigName}} {
 		if len(validation.IsDNS1123Subdomain(n.value)) > 0 {
 			add(n.flag, quoteEmpty(n.value), "want an object name: lower-case letters, digits, '-' and '.'")
 		}
@@ -66,11 +66,11 @@ func validateCluster(c cluster.Config) error {
 	if len(validation.IsDNS1035Label(c.TLS.ServiceName)) > 0 {
 		add("service-name", quoteEmpty(c.TLS.ServiceName), "want a Service name: lower-case letters, digits and '-', starting with a letter")
 	}
-	if c.TLS.Validity < time.Hour {
-		add("tls-cert-validity", c.TLS.Validity, "want at least 1h")
+	if c.TLS.CertValidity < time.Hour {
+		add("tls-cert-validity", c.TLS.CertValidity, "want at least 1h")
 	}
-	if c.TLS.RenewBefore <= 0 || c.TLS.RenewBefore >= c.TLS.Validity {
-		add("tls-cert-renew-before", c.TLS.RenewBefore, "must be positive and shorter than --tls-cert-validity ("+c.TLS.Validity.String()+")")
+	if c.TLS.CertRenewBefore <= 0 || c.TLS.CertRenewBefore >= c.TLS.CertValidity {
+		add("tls-cert-renew-before", c.TLS.CertRenewBefore, "must be positive and shorter than --tls-cert-validity ("+c.TLS.CertValidity.String()+")")
 	}
 	if c.NodePolicy != fit.Binpack && c.NodePolicy != fit.Spread {
 		add("node-policy", c.NodePolicy, "want "+fit.Binpack+" or "+fit.Spread)

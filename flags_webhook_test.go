@@ -56,7 +56,7 @@ func TestClusterValidationOnlyForClusterRole(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.NodeName = "n1"
 	cfg.Roles = []string{roleNode}
-	cfg.Cluster.TLS.Validity = time.Minute
+	cfg.Cluster.TLS.CertValidity = time.Minute
 	cfg.Webhook.DefaultGPUCount = 0
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("node-only replica judged on cluster settings: %v", err)

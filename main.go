@@ -37,7 +37,7 @@ import (
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/leader"
-	"github.com/vgpud/vgpud/node/agent"
+	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/nodemetrics"
 )
 
@@ -163,16 +163,16 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	kube, err := newKubeClient(cfg.Kubeconfig, cfg.APIQPS, newAPICalls(reg).wrap)
+	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, newAPICalls(reg).wrap)
 	if err != nil {
 		return err
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	if cfg.MetricsAddr != "" {
-		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, cfg.Profiling, log) })
+	if cfg.MetricsListen != "" {
+		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsListen, reg, cfg.Profiling, log) })
 	}
-	var status agent.LeaderStatus = leader.NewLeaseHolder(kube.coordination, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
+	var status node.LeaderStatus = leader.NewLeaseHolder(kube.coordination, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
 	if cfg.runs(roleCluster) {
 		elector := leader.New(leader.Config{
 			LeaseName:      cfg.Cluster.LeaseName,
@@ -194,7 +194,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		if cfg.PodName != "" && cfg.PodNamespace != "" {
 			nodeCfg.Pod = cfg.PodNamespace + "/" + cfg.PodName
 		}
-		a := agent.New(nodeCfg, cfg.NodeName, cfg.Resources, kube.core, status, strings.Join(cfg.Roles, "+"),
+		a := node.NewRole(nodeCfg, cfg.NodeName, cfg.Resources, node.API{Core: kube.core, Events: kube.events}, status, strings.Join(cfg.Roles, "+"),
 			nodemetrics.New(reg), log.With("role", roleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}

@@ -18,8 +18,8 @@ type Config struct {
 	LeaseDuration  time.Duration
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
-	ListenAddr     string // HTTPS: the webhook and the probes
-	ExtenderAddr   string // mutual TLS: the extender, for kube-scheduler only
+	Listen         string // HTTPS: the webhook and the probes
+	ExtenderListen string // mutual TLS: the extender, for kube-scheduler only
 	// TLS is the listener's certificate: the Secret it lives in, the
 	// webhook whose caBundle trusts it, the Service it names. Its
 	// Namespace is this pod's, filled by the Role.
@@ -53,8 +53,8 @@ func DefaultConfig() Config {
 		LeaseDuration:     4 * time.Second,
 		RenewDeadline:     3 * time.Second,
 		RetryPeriod:       500 * time.Millisecond,
-		ListenAddr:        ":9443",
-		ExtenderAddr:      ":9444",
+		Listen:            ":9443",
+		ExtenderListen:    ":9444",
 		TLS:               certs.DefaultConfig(),
 		NodePolicy:        fit.Binpack,
 		GPUPolicy:         fit.Spread,

@@ -32,6 +32,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/cluster/server"
 	"github.com/vgpud/vgpud/cluster/server/certs"
+	"github.com/vgpud/vgpud/podevents"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/webhook"
 )
@@ -114,7 +115,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	if err != nil {
 		return nil, fmt.Errorf("watch nodes and pods: %w", err)
 	}
-	events, err := podEvents(ctx, r.api.Events)
+	events, err := podevents.Start(ctx, r.api.Events)
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +126,8 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), r.clock.Now)
 	t := &termParts{
 		inf: inf, booksSynced: booksSynced, certs: certMgr, synced: &atomic.Bool{}, log: log,
-		webhook:  server.New(r.cfg.ListenAddr, certMgr.WebhookTLS(), log.With("component", "https")),
-		extender: server.New(r.cfg.ExtenderAddr, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
+		webhook:  server.New(r.cfg.Listen, certMgr.WebhookTLS(), log.With("component", "https")),
+		extender: server.New(r.cfg.ExtenderListen, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
 	}
 
 	defaults := extender.Defaults{
@@ -137,8 +138,8 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	lookup := podrecord.NewStore(inf.pods).Get
 	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
-			Events: events.as(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
-	placer := extender.NewPlacer(ledger, t.binder, r.names, defaults, lookup, events.as(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
+			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
+	placer := extender.NewPlacer(ledger, t.binder, r.names, defaults, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
 	requeue := newRequeuer(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
@@ -166,7 +167,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	t.close = func() {
 		t.binder.Wait()
 		stopMetrics()
-		events.shutdown()
+		events.Shutdown()
 	}
 	return t, nil
 }

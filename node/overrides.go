@@ -43,24 +43,24 @@ type NodeOverride struct {
 // entry applied. Unknown fields and duplicate nodes are errors, so a typo
 // is not silently ignored.
 func (c Config) ForNode(node string) (Config, error) {
-	if c.OverridesFile == "" {
+	if c.NodeOverrides == "" {
 		return c, nil
 	}
-	raw, err := os.ReadFile(c.OverridesFile)
+	raw, err := os.ReadFile(c.NodeOverrides)
 	if err != nil {
 		return c, fmt.Errorf("node overrides: %w", err)
 	}
 	var o Overrides
 	if err := yaml.UnmarshalStrict(raw, &o); err != nil {
-		return c, fmt.Errorf("node overrides %s: %w; see the nodes: [{name, split, memoryScaling, coreScaling, exclude, backend}] format in the README", c.OverridesFile, err)
+		return c, fmt.Errorf("node overrides %s: %w; see the nodes: [{name, split, memoryScaling, coreScaling, exclude, backend}] format in the README", c.NodeOverrides, err)
 	}
 	seen := map[string]bool{}
 	for i, n := range o.Nodes {
 		if n.Name == "" {
-			return c, fmt.Errorf("node overrides %s: nodes[%d] has no name", c.OverridesFile, i)
+			return c, fmt.Errorf("node overrides %s: nodes[%d] has no name", c.NodeOverrides, i)
 		}
 		if seen[n.Name] {
-			return c, fmt.Errorf("node overrides %s: node %s is listed twice", c.OverridesFile, n.Name)
+			return c, fmt.Errorf("node overrides %s: node %s is listed twice", c.NodeOverrides, n.Name)
 		}
 		seen[n.Name] = true
 		if n.Name != node {
@@ -80,12 +80,12 @@ func (c Config) ForNode(node string) (Config, error) {
 		}
 		if n.Backend != nil {
 			if err := gpu.ValidateBackend(*n.Backend); err != nil {
-				return c, fmt.Errorf("node overrides %s, node %s: %w", c.OverridesFile, node, err)
+				return c, fmt.Errorf("node overrides %s, node %s: %w", c.NodeOverrides, node, err)
 			}
 			c.Backend = *n.Backend
 		}
 		if err := c.ValidateScaling(); err != nil {
-			return c, fmt.Errorf("node overrides %s, node %s: %w", c.OverridesFile, node, err)
+			return c, fmt.Errorf("node overrides %s, node %s: %w", c.NodeOverrides, node, err)
 		}
 	}
 	return c, nil

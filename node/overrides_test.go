@@ -16,7 +16,7 @@ func writeOverrides(t *testing.T, s string) Config {
 		t.Fatal(err)
 	}
 	c := DefaultConfig()
-	c.OverridesFile = path
+	c.NodeOverrides = path
 	return c
 }
 

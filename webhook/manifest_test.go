@@ -34,8 +34,8 @@ func TestWebhookConfigShape(t *testing.T) {
 	mwc := readWebhookConfig(t)
 	// The leader patches this object's caBundle and serves this Service.
 	def := certs.DefaultConfig()
-	if mwc.Name != def.WebhookName || len(mwc.Webhooks) != 1 {
-		t.Fatalf("name %q with %d webhooks; want %q with 1", mwc.Name, len(mwc.Webhooks), def.WebhookName)
+	if mwc.Name != def.WebhookConfigName || len(mwc.Webhooks) != 1 {
+		t.Fatalf("name %q with %d webhooks; want %q with 1", mwc.Name, len(mwc.Webhooks), def.WebhookConfigName)
 	}
 	w := mwc.Webhooks[0]
 	svc := w.ClientConfig.Service

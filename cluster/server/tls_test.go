@@ -79,7 +79,7 @@ func TestListenerServesTheManagedCertAcrossRenewal(t *testing.T) {
 	}
 	first := call(now)
 
-	later := now.Add(cfg.Validity - cfg.RenewBefore + time.Hour)
+	later := now.Add(cfg.CertValidity - cfg.CertRenewBefore + time.Hour)
 	mu.Lock()
 	now = later
 	mu.Unlock()

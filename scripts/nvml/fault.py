@@ -2,7 +2,7 @@
 
 The driver kills the context and reports an application XID (an MMU
 fault, XID 31), which is what TestNodeRoleOnNVML and TestNVMLFaultHealth
-in node/agent watch vgpud's health watcher receive. Needs CuPy. Exits 0
+in node watch vgpud's health watcher receive. Needs CuPy. Exits 0
 only if the fault was reported to CUDA as expected.
 """
 import os

@@ -54,17 +54,17 @@ const caValidityFactor = 10
 
 // Config says where the certificate lives and how long it lasts.
 type Config struct {
-	Namespace   string // the leader's namespace; the Service and Secret live there (filled at run time)
-	SecretName  string
-	WebhookName string // MutatingWebhookConfiguration whose caBundle is kept
-	ServiceName string
+	Namespace         string // the leader's namespace; the Service and Secret live there (filled at run time)
+	SecretName        string
+	WebhookConfigName string // MutatingWebhookConfiguration whose caBundle is kept
+	ServiceName       string
 	// SchedulerDeployment is kube-scheduler's Deployment in Namespace; a
 	// CA rotation restarts it at each step. Empty, or absent from the
 	// cluster, means a kube-scheduler vgpud does not manage: its operator
 	// restarts it.
 	SchedulerDeployment string
-	Validity            time.Duration // of the serving certificate
-	RenewBefore         time.Duration // renew this long before expiry
+	CertValidity        time.Duration // of the serving certificate
+	CertRenewBefore     time.Duration // renew this long before expiry
 	// Recheck bounds the wait between checks, which also repairs a caBundle
 	// that `kubectl apply` reset and notices a rotation asked for on the
 	// Secret. Zero means 10 s.
@@ -76,11 +76,11 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		SecretName:          "vgpud-tls",
-		WebhookName:         "vgpud",
+		WebhookConfigName:   "vgpud",
 		ServiceName:         "vgpud",
 		SchedulerDeployment: "vgpud-scheduler",
-		Validity:            365 * 24 * time.Hour,
-		RenewBefore:         30 * 24 * time.Hour,
+		CertValidity:        365 * 24 * time.Hour,
+		CertRenewBefore:     30 * 24 * time.Hour,
 	}
 }
 
@@ -233,15 +233,15 @@ func (m *Manager) Ensure(ctx context.Context) (time.Time, error) {
 		// The next step waits for kube-scheduler's restart: look soon.
 		return m.now().Add(rotationPoll), nil
 	}
-	ca, err := RenewAt(b.trust.signer.Cert, m.cfg.RenewBefore)
+	ca, err := RenewAt(b.trust.signer.Cert, m.cfg.CertRenewBefore)
 	if err != nil {
 		return time.Time{}, err
 	}
-	serving, err := RenewAt(b.serving.Cert, m.cfg.RenewBefore)
+	serving, err := RenewAt(b.serving.Cert, m.cfg.CertRenewBefore)
 	if err != nil {
 		return time.Time{}, err
 	}
-	client, err := RenewAt(b.client.Cert, m.cfg.RenewBefore)
+	client, err := RenewAt(b.client.Cert, m.cfg.CertRenewBefore)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -340,13 +340,13 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 func (m *Manager) ensureCABundle(ctx context.Context, caCert []byte) error {
 	mwcs := m.api.Webhooks.MutatingWebhookConfigurations()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		mwc, err := mwcs.Get(ctx, m.cfg.WebhookName, metav1.GetOptions{})
+		mwc, err := mwcs.Get(ctx, m.cfg.WebhookConfigName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			m.log.Warn("MutatingWebhookConfiguration not found; pods will not be mutated until it exists", "name", m.cfg.WebhookName)
+			m.log.Warn("MutatingWebhookConfiguration not found; pods will not be mutated until it exists", "name", m.cfg.WebhookConfigName)
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read MutatingWebhookConfiguration %s: %w", m.cfg.WebhookName, err)
+			return fmt.Errorf("read MutatingWebhookConfiguration %s: %w", m.cfg.WebhookConfigName, err)
 		}
 		changed := false
 		for i := range mwc.Webhooks {
@@ -359,9 +359,9 @@ func (m *Manager) ensureCABundle(ctx context.Context, caCert []byte) error {
 			return nil
 		}
 		if _, err := mwcs.Update(ctx, mwc, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("set caBundle of MutatingWebhookConfiguration %s: %w", m.cfg.WebhookName, err)
+			return fmt.Errorf("set caBundle of MutatingWebhookConfiguration %s: %w", m.cfg.WebhookConfigName, err)
 		}
-		m.log.Info("webhook caBundle set", "name", m.cfg.WebhookName)
+		m.log.Info("webhook caBundle set", "name", m.cfg.WebhookConfigName)
 		return nil
 	})
 }

@@ -26,12 +26,12 @@ import (
 const ns = "vgpud-system"
 
 var testConfig = Config{
-	Namespace:   ns,
-	SecretName:  "vgpud-tls",
-	WebhookName: "vgpud",
-	ServiceName: "vgpud",
-	Validity:    validity,
-	RenewBefore: renewBefore,
+	Namespace:         ns,
+	SecretName:        "vgpud-tls",
+	WebhookConfigName: "vgpud",
+	ServiceName:       "vgpud",
+	CertValidity:      validity,
+	CertRenewBefore:   renewBefore,
 }
 
 // clock is a settable time for the Manager.

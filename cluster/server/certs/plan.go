@@ -32,7 +32,7 @@ func (m *Manager) plan(s *corev1.Secret, rolled bool) (b bundle, changed bool, e
 		}
 	}
 	newCA := func() (KeyPair, error) {
-		ca, err := GenerateCA(at, caValidityFactor*m.cfg.Validity)
+		ca, err := GenerateCA(at, caValidityFactor*m.cfg.CertValidity)
 		if err != nil {
 			return KeyPair{}, fmt.Errorf("generate CA: %w", err)
 		}
@@ -54,7 +54,7 @@ func (m *Manager) plan(s *corev1.Secret, rolled bool) (b bundle, changed bool, e
 		if asked != "" {
 			b.rotated = asked
 		}
-	case b.phase == steady && caDue(b.trust.signer, at, m.cfg.RenewBefore, asked != ""):
+	case b.phase == steady && caDue(b.trust.signer, at, m.cfg.CertRenewBefore, asked != ""):
 		next, err := newCA()
 		if err != nil {
 			return b, false, err
@@ -72,17 +72,17 @@ func (m *Manager) plan(s *corev1.Secret, rolled bool) (b bundle, changed bool, e
 		b.trust.bundle, b.phase, changed = [][]byte{b.trust.signer.Cert}, steady, true
 		m.log.Info("CA rotation: kube-scheduler holds the new certificates; old CA retired")
 	}
-	if v := CheckServing(b.trust.signer.Cert, b.serving, names, at, m.cfg.RenewBefore); !v.Keep {
+	if v := CheckServing(b.trust.signer.Cert, b.serving, names, at, m.cfg.CertRenewBefore); !v.Keep {
 		say("new serving certificate", "reason", v.Reason)
-		if b.serving, err = GenerateServing(b.trust.signer, names, at, m.cfg.Validity); err != nil {
+		if b.serving, err = GenerateServing(b.trust.signer, names, at, m.cfg.CertValidity); err != nil {
 			return b, false, fmt.Errorf("generate serving certificate: %w", err)
 		}
 		changed = true
 	}
-	if v := CheckClient(b.trust.signer.Cert, b.client, ClientName, at, m.cfg.RenewBefore); !v.Keep {
+	if v := CheckClient(b.trust.signer.Cert, b.client, ClientName, at, m.cfg.CertRenewBefore); !v.Keep {
 		say("new kube-scheduler client certificate", "reason", v.Reason)
 		b.clientRenewed = len(b.client.Cert) > 0
-		if b.client, err = GenerateClient(b.trust.signer, ClientName, at, m.cfg.Validity); err != nil {
+		if b.client, err = GenerateClient(b.trust.signer, ClientName, at, m.cfg.CertValidity); err != nil {
 			return b, false, fmt.Errorf("generate client certificate: %w", err)
 		}
 		changed = true

@@ -1,4 +1,4 @@
-package agent
+package node
 
 import (
 	"bytes"
@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
-	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/nodemetrics"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -35,7 +34,7 @@ type smiGPU struct {
 
 // nvmlRole is a node role on the real driver, serving a fake kubelet.
 type nvmlRole struct {
-	cfg     node.Config
+	cfg     Config
 	kube    *fake.Clientset
 	kubelet *fakekubelet.Kubelet
 	lists   chan []*pluginapi.Device
@@ -46,7 +45,7 @@ type nvmlRole struct {
 
 // startNVMLRole starts the node role on NVML and waits until kubelet has
 // its registration; cleanup stops it and logs what it said.
-func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
+func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	t.Helper()
 	dir := t.TempDir()
 	r := &nvmlRole{lists: make(chan []*pluginapi.Device, 64), logs: &lockedBuffer{}}
@@ -55,11 +54,11 @@ func startNVMLRole(t *testing.T, tune func(*node.Config)) *nvmlRole {
 		t.Fatal(err)
 	}
 	r.kube = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-	r.cfg = node.DefaultConfig()
-	r.cfg.Backend, r.cfg.PluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
-	r.cfg.ResolveWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
+	r.cfg = DefaultConfig()
+	r.cfg.Backend, r.cfg.DevicePluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
+	r.cfg.AllocateWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
 	tune(&r.cfg)
-	a := New(r.cfg, "n1", protocol.DefaultResourceNames(), unstreamed{r.kube.CoreV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
+	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopped = make(chan struct{})
 	start := time.Now()

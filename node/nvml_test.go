@@ -1,4 +1,4 @@
-package agent
+package node
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/protocol"
@@ -29,7 +28,7 @@ import (
 // reaches the health watcher, which ignores it as an application fault.
 func TestNodeRoleOnNVML(t *testing.T) {
 	want := nvidiaSMI(t)
-	r := startNVMLRole(t, func(*node.Config) {})
+	r := startNVMLRole(t, func(*Config) {})
 	devs := r.list(t)
 	if len(devs) != r.cfg.Split*len(want) {
 		t.Fatalf("%d devices advertised, want %d (split %d × %d GPUs)", len(devs), r.cfg.Split*len(want), r.cfg.Split, len(want))
@@ -96,7 +95,7 @@ func TestNVMLFaultHealth(t *testing.T) {
 	if os.Getenv("VGPUD_TEST_NVML_FAULT") == "" {
 		t.Skip("set VGPUD_TEST_NVML_FAULT to a command that makes a kernel on GPU 0 fault (scripts/nvml/fault.py)")
 	}
-	r := startNVMLRole(t, func(c *node.Config) { c.IgnoredXIDs, c.HealthRecovery = []uint64{}, 3*time.Second })
+	r := startNVMLRole(t, func(c *Config) { c.HealthIgnoreXIDs, c.HealthRecovery = []uint64{}, 3*time.Second })
 	if devs := r.list(t); len(devs) != r.cfg.Split*len(want) {
 		t.Fatalf("%d devices advertised, want %d", len(devs), r.cfg.Split*len(want))
 	}
@@ -130,7 +129,7 @@ func TestNVMLInterposerHoldsTheSlice(t *testing.T) {
 	if dir == "" || probe == "" {
 		t.Skip("set VGPUD_TEST_NVML_INTERPOSER to a directory holding HAMi-core's libvgpu.so and VGPUD_TEST_NVML_PROBE to scripts/nvml/probe.py's command")
 	}
-	r := startNVMLRole(t, func(c *node.Config) { c.Interposer = dir })
+	r := startNVMLRole(t, func(c *Config) { c.Interposer = dir })
 	r.list(t)
 	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) > 0 })
 	mem := inv.GPUs[0].MemoryMiB / 4

@@ -1,7 +1,4 @@
-// Package agent runs the node role: GPU discovery, the device plugin and
-// its registration, health, the inventory annotation and the inspect
-// socket. main wires it; this package sequences it.
-package agent
+package node
 
 import (
 	"context"
@@ -12,18 +9,17 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 
 	"github.com/vgpud/vgpud/kubeletapi"
-	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/node/health"
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/node/inventory"
 	"github.com/vgpud/vgpud/node/plugin"
 	"github.com/vgpud/vgpud/node/podwatch"
+	"github.com/vgpud/vgpud/podevents"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -34,19 +30,26 @@ type LeaderStatus interface {
 	IsLeader() bool
 }
 
-// Metrics are the node's metrics as the agent feeds them.
+// Metrics are the node's metrics as the role feeds them.
 type Metrics interface {
 	plugin.Observer
 	Health(uuids []string, unhealthy map[string]bool)
 	PodResourcesMismatch()
 }
 
-// Agent is the node role of one replica.
-type Agent struct {
-	cfg       node.Config
+// API is what the node role calls: core/v1 (its node's inventory
+// annotation, its pods and their phase) and Events.
+type API struct {
+	Core   typedcorev1.CoreV1Interface
+	Events eventsv1client.EventsV1Interface
+}
+
+// Role is the node role of one replica.
+type Role struct {
+	cfg       Config
 	node      string
 	resources protocol.ResourceNames
-	core      typedcorev1.CoreV1Interface
+	api       API
 	leader    LeaderStatus
 	role      string
 	metrics   Metrics
@@ -59,14 +62,14 @@ type Agent struct {
 	podCache *podwatch.Cache
 }
 
-// New returns the node role for nodeName; role names what this replica
+// NewRole returns the node role for nodeName; role names what this replica
 // runs, for inspect.
-func New(cfg node.Config, nodeName string, resources protocol.ResourceNames, core typedcorev1.CoreV1Interface, leader LeaderStatus, role string, m Metrics, log *slog.Logger) *Agent {
-	return &Agent{cfg: cfg, node: nodeName, resources: resources, core: core, leader: leader, role: role, metrics: m, log: log, notReady: "starting"}
+func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string, m Metrics, log *slog.Logger) *Role {
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: m, log: log, notReady: "starting"}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
-func (a *Agent) Ready() (bool, string) {
+func (a *Role) Ready() (bool, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.notReady != "" {
@@ -85,7 +88,7 @@ func (a *Agent) Ready() (bool, string) {
 // overrides, a missing interposer, an exclusion matching no GPU) end it
 // with an error; a missing driver is retried, with the reason shown by
 // inspect and in the log.
-func (a *Agent) Run(ctx context.Context) error {
+func (a *Role) Run(ctx context.Context) error {
 	cfg, err := a.cfg.ForNode(a.node)
 	if err != nil {
 		return err
@@ -112,9 +115,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// serve discovers the GPUs (retrying without a driver), then starts the
-// parts that need them.
-func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface) error {
+// serve discovers the GPUs (retrying without a driver), then builds the
+// parts that need them and runs them in g.
+func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface) error {
 	devs, err := a.discover(ctx, lib)
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -124,19 +127,50 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 		return err
 	}
 	a.setNotReady("waiting for this node's pods to sync")
-	cache, err := podwatch.New(a.core, a.node)
+	pods, err := podwatch.New(a.api.Core, a.node)
 	if err != nil {
 		return err
 	}
 	// The informer outlives ctx until the plugin has drained: a pod bound
 	// here just before "draining" must still show up, or kubelet's
 	// Allocate for it waits in vain and meets a stopped plugin.
-	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
-	cache.Start(cacheCtx)
-	if !cache.WaitForSync(ctx) {
-		stopCache()
+	podsCtx, stopPods := context.WithCancel(context.WithoutCancel(ctx))
+	pods.Start(podsCtx)
+	if !pods.WaitForSync(ctx) {
+		stopPods()
 		return nil
 	}
+	p := a.build(ctx, lib, devs, pods)
+	g.Go(func() error { return p.health.Run(ctx) })
+	g.Go(func() error {
+		defer stopPods()
+		return p.server.Run(ctx)
+	})
+	g.Go(func() error { return a.publish(ctx, p.publisher, p.healthChanged) })
+	if p.check != nil {
+		g.Go(func() error {
+			defer p.events.Shutdown()
+			return p.check.Run(ctx)
+		})
+	}
+	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
+	return nil
+}
+
+// nodeParts are the node role's parts once its GPUs are known, built and
+// not yet running.
+type nodeParts struct {
+	server        *plugin.Server
+	health        *health.Watcher
+	publisher     *inventory.Publisher
+	healthChanged chan protocol.Inventory // the newest inventory, for publisher
+	check         *plugin.PodResourcesCheck
+	events        podevents.Sink
+}
+
+// build makes the parts that serve devs and wires them to each other and
+// to the role's state, which inspect and readiness read.
+func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *podwatch.Cache) *nodeParts {
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	inv := inventory.Build(devs, scaling, nil)
 	gpus := make([]plugin.GPU, len(devs))
@@ -147,22 +181,21 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 	}
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
-		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.ResolveWait,
-	}, gpus, cache, podwatch.NewPhaseWriter(a.core), a.metrics, a.log.With("component", "plugin"))
-	pub := inventory.NewPublisher(a.core, a.node)
-	server := plugin.NewServer(p, a.cfg.PluginDir, a.cfg.PluginSocket, pub, a.log.With("component", "plugin"))
+		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.AllocateWait,
+	}, gpus, pods, podwatch.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
+	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
+	parts.server = plugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
 	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
-		server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
+		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
 			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
 		})
 	}
 	a.mu.Lock()
-	a.server, a.podCache, a.notReady = server, cache, ""
+	a.server, a.podCache, a.notReady = parts.server, pods, ""
 	a.inv = inv
 	a.mu.Unlock()
 	a.metrics.Health(uuids, nil)
 
-	healthChanged := make(chan protocol.Inventory, 1)
 	onHealth := func(unhealthy map[string]bool) {
 		p.SetUnhealthy(unhealthy)
 		a.metrics.Health(uuids, unhealthy)
@@ -172,42 +205,45 @@ func (a *Agent) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface
 		a.mu.Unlock()
 		// Keep only the newest inventory for the publisher.
 		select {
-		case <-healthChanged:
+		case <-parts.healthChanged:
 		default:
 		}
-		healthChanged <- inv
+		parts.healthChanged <- inv
 	}
-	watcher := health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.IgnoredXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
-	g.Go(func() error { return watcher.Run(ctx) })
-	g.Go(func() error {
-		defer stopCache()
-		return server.Run(ctx)
-	})
-	g.Go(func() error { return a.publish(ctx, pub, healthChanged) })
+	parts.health = health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
 	if a.cfg.PodResourcesSocket != "" {
-		events := record.NewBroadcaster()
-		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.core.Events("")})
-		rec := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpud", Host: a.node})
-		check := plugin.PodResourcesCheck{
-			Node: a.node, Socket: a.cfg.PodResourcesSocket, Resource: a.resources.GPU, Pods: cache, Period: 10 * time.Second,
-			Report: func(m plugin.Mismatch) {
-				a.metrics.PodResourcesMismatch()
-				rec.Event(m.Pod, corev1.EventTypeWarning, "DevicesDisagree", m.Message)
-			},
-			Log: a.log.With("component", "podresources"),
-		}
-		g.Go(func() error {
-			defer events.Shutdown()
-			return check.Run(ctx)
-		})
+		parts.check = a.podResourcesCheck(ctx, pods, parts)
 	}
-	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
-	return nil
+	return parts
+}
+
+// podResourcesCheck compares kubelet's PodResources with each pod's
+// assignment every PodResourcesPeriod, and reports a mismatch as an Event
+// and a metric.
+func (a *Role) podResourcesCheck(ctx context.Context, pods *podwatch.Cache, parts *nodeParts) *plugin.PodResourcesCheck {
+	events, err := podevents.Start(ctx, a.api.Events)
+	if err != nil {
+		// Only a broadcaster already shut down refuses; the check still
+		// counts mismatches in the metric.
+		a.log.Warn("no Events for PodResources mismatches", "err", err)
+	}
+	parts.events = events
+	report := events.As(corev1.EventTypeWarning, "Checking")
+	return &plugin.PodResourcesCheck{
+		Node: a.node, Socket: a.cfg.PodResourcesSocket, Resource: a.resources.GPU, Pods: pods, Period: a.cfg.PodResourcesPeriod,
+		Report: func(m plugin.Mismatch) {
+			a.metrics.PodResourcesMismatch()
+			if err == nil {
+				report(m.Pod, "DevicesDisagree", m.Message)
+			}
+		},
+		Log: a.log.With("component", "podresources"),
+	}
 }
 
 // discover retries every 30 s until NVML answers, so a pod started
 // before the driver picks it up later.
-func (a *Agent) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, error) {
+func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, error) {
 	for {
 		devs, err := gpu.Discover(lib)
 		if err == nil {
@@ -225,7 +261,7 @@ func (a *Agent) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device,
 
 // publish writes the inventory annotation at start and whenever health
 // changes it, retrying failed writes.
-func (a *Agent) publish(ctx context.Context, pub *inventory.Publisher, changed <-chan protocol.Inventory) error {
+func (a *Role) publish(ctx context.Context, pub *inventory.Publisher, changed <-chan protocol.Inventory) error {
 	a.mu.Lock()
 	inv := a.inv
 	a.mu.Unlock()
@@ -256,13 +292,13 @@ func (a *Agent) publish(ctx context.Context, pub *inventory.Publisher, changed <
 	}
 }
 
-func (a *Agent) setNotReady(why string) {
+func (a *Role) setNotReady(why string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.notReady = why
 }
 
-func (a *Agent) snapshot() inspect.Snapshot {
+func (a *Role) snapshot() inspect.Snapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
 	inv, server, cache := a.inv, a.server, a.podCache

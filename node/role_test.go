@@ -1,4 +1,4 @@
-package agent
+package node
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
-	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/node/nodemetrics"
 	"github.com/vgpud/vgpud/protocol"
@@ -42,10 +41,10 @@ func TestNodeRole(t *testing.T) {
 	}
 	defer kubelet.Stop()
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-	cfg := node.DefaultConfig()
-	cfg.Backend, cfg.PluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
-	cfg.HealthRecovery, cfg.ResolveWait = time.Hour, 500*time.Millisecond
-	a := New(cfg, "n1", protocol.DefaultResourceNames(), unstreamed{kube.CoreV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := DefaultConfig()
+	cfg.Backend, cfg.DevicePluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
+	cfg.HealthRecovery, cfg.AllocateWait = time.Hour, 500*time.Millisecond
+	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
