@@ -46,7 +46,7 @@ func commonFlags(cfg *config) []cli.Flag {
 // plain []string, into cfg.
 func readSliceFlags(c *cli.Context, cfg *config) {
 	cfg.Roles = splitList(c.StringSlice("roles"))
-	cfg.Node.Exclude = splitList(c.StringSlice("exclude-gpus"))
+	cfg.Node.ExcludeGPUs = splitList(c.StringSlice("exclude-gpus"))
 	cfg.Node.HealthIgnoreXIDs = c.Uint64Slice("health-ignore-xids")
 }
 

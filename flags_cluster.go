@@ -18,8 +18,8 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.StringFlag{Name: "lease-name", Usage: "Lease that elects the leader", EnvVars: envVar("lease-name"), Value: cfg.LeaseName, Destination: &cfg.LeaseName},
 		&cli.StringFlag{Name: "lease-namespace", Usage: "namespace of the Lease; empty means this pod's namespace", EnvVars: envVar("lease-namespace"), Value: cfg.LeaseNamespace, Destination: &cfg.LeaseNamespace},
 		&cli.DurationFlag{Name: "lease-duration", Usage: "how long followers wait before taking a silent leader's lease", EnvVars: envVar("lease-duration"), Value: cfg.LeaseDuration, Destination: &cfg.LeaseDuration},
-		&cli.DurationFlag{Name: "lease-renew-deadline", Usage: "how long the leader retries renewing before it steps down", EnvVars: envVar("lease-renew-deadline"), Value: cfg.RenewDeadline, Destination: &cfg.RenewDeadline},
-		&cli.DurationFlag{Name: "lease-retry-period", Usage: "wait between election attempts", EnvVars: envVar("lease-retry-period"), Value: cfg.RetryPeriod, Destination: &cfg.RetryPeriod},
+		&cli.DurationFlag{Name: "lease-renew-deadline", Usage: "how long the leader retries renewing before it steps down", EnvVars: envVar("lease-renew-deadline"), Value: cfg.LeaseRenewDeadline, Destination: &cfg.LeaseRenewDeadline},
+		&cli.DurationFlag{Name: "lease-retry-period", Usage: "wait between election attempts", EnvVars: envVar("lease-retry-period"), Value: cfg.LeaseRetryPeriod, Destination: &cfg.LeaseRetryPeriod},
 		&cli.StringFlag{Name: "listen", Usage: "HTTPS address of the webhook and the /healthz and /readyz probes", EnvVars: envVar("listen"), Value: cfg.Listen, Destination: &cfg.Listen},
 		&cli.StringFlag{Name: "extender-listen", Usage: "HTTPS address of the scheduler extender; callers must present kube-scheduler's client certificate from the TLS Secret", EnvVars: envVar("extender-listen"), Value: cfg.ExtenderListen, Destination: &cfg.ExtenderListen},
 		&cli.StringFlag{Name: "tls-secret-name", Usage: "Secret in this pod's namespace holding the listener's CA and serving certificate", EnvVars: envVar("tls-secret-name"), Value: cfg.TLS.SecretName, Destination: &cfg.TLS.SecretName},
@@ -30,7 +30,7 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "tls-cert-renew-before", Usage: "renew the serving certificate this long before it expires", EnvVars: envVar("tls-cert-renew-before"), Value: cfg.TLS.CertRenewBefore, Destination: &cfg.TLS.CertRenewBefore},
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
 		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
-		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultMemPercent, Destination: &cfg.DefaultMemPercent},
+		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultGPUMemPercentage, Destination: &cfg.DefaultGPUMemPercentage},
 		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + cluster.MaxBindWait.String() + ")", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
 	}
 }
@@ -46,11 +46,11 @@ func validateCluster(c cluster.Config) error {
 		// make every follower see the lease as expired at once.
 		add("lease-duration", c.LeaseDuration, "want whole seconds, at least 1s")
 	}
-	if c.LeaseDuration <= c.RenewDeadline {
-		add("lease-duration", c.LeaseDuration, "must be longer than --lease-renew-deadline ("+c.RenewDeadline.String()+")")
+	if c.LeaseDuration <= c.LeaseRenewDeadline {
+		add("lease-duration", c.LeaseDuration, "must be longer than --lease-renew-deadline ("+c.LeaseRenewDeadline.String()+")")
 	}
-	if c.RetryPeriod <= 0 || c.RenewDeadline <= c.RetryPeriod {
-		add("lease-renew-deadline", c.RenewDeadline, "must be longer than --lease-retry-period ("+c.RetryPeriod.String()+"), which must be positive")
+	if c.LeaseRetryPeriod <= 0 || c.LeaseRenewDeadline <= c.LeaseRetryPeriod {
+		add("lease-renew-deadline", c.LeaseRenewDeadline, "must be longer than --lease-retry-period ("+c.LeaseRetryPeriod.String()+"), which must be positive")
 	}
 	if c.Listen == "" {
 		add("listen", `""`, "want an address such as :9443")
@@ -81,8 +81,8 @@ func validateCluster(c cluster.Config) error {
 	if c.BindWait <= 0 || c.BindWait > cluster.MaxBindWait {
 		add("bind-wait", c.BindWait, "want a duration above 0 and at most "+cluster.MaxBindWait.String()+", e.g. 10s")
 	}
-	if c.DefaultMemPercent < 1 || c.DefaultMemPercent > protocol.MaxPercent {
-		add("default-gpumem-percentage", c.DefaultMemPercent, "want 1.."+strconv.Itoa(protocol.MaxPercent))
+	if c.DefaultGPUMemPercentage < 1 || c.DefaultGPUMemPercentage > protocol.MaxPercent {
+		add("default-gpumem-percentage", c.DefaultGPUMemPercentage, "want 1.."+strconv.Itoa(protocol.MaxPercent))
 	}
 	return errors.Join(errs...)
 }

@@ -14,7 +14,7 @@ import (
 
 func nodeFlags(cfg *node.Config) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "gpu-backend", Usage: "where GPUs come from: " + gpu.Backends(), EnvVars: envVar("gpu-backend"), Value: cfg.Backend, Destination: &cfg.Backend},
+		&cli.StringFlag{Name: "gpu-backend", Usage: "where GPUs come from: " + gpu.Backends(), EnvVars: envVar("gpu-backend"), Value: cfg.GPUBackend, Destination: &cfg.GPUBackend},
 		&cli.StringFlag{Name: "device-plugin-dir", Usage: "kubelet's device-plugin directory", EnvVars: envVar("device-plugin-dir"), Value: cfg.DevicePluginDir, Destination: &cfg.DevicePluginDir},
 		&cli.IntFlag{Name: "split", Usage: fmt.Sprintf("virtual devices advertised per GPU, how many containers may share one (%d..%d)", node.MinSplit, node.MaxSplit), EnvVars: envVar("split"), Value: cfg.Split, Destination: &cfg.Split},
 		&cli.Float64Flag{Name: "memory-scaling", Usage: fmt.Sprintf("factor on each GPU's memory; above 1 oversubscribes (at most %d)", node.MaxScaling), EnvVars: envVar("memory-scaling"), Value: cfg.MemoryScaling, Destination: &cfg.MemoryScaling},
@@ -24,7 +24,7 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 		&cli.StringFlag{Name: "node-overrides", Usage: "YAML file of per-node split, memoryScaling, coreScaling and exclude (usually a ConfigMap key); empty for none", EnvVars: envVar("node-overrides"), Value: cfg.NodeOverrides, Destination: &cfg.NodeOverrides},
 		&cli.Uint64SliceFlag{Name: "health-ignore-xids", Usage: "XIDs that do not make a GPU unhealthy (application faults)", EnvVars: envVar("health-ignore-xids"), Value: cli.NewUint64Slice(cfg.HealthIgnoreXIDs...)},
 		&cli.DurationFlag{Name: "health-recovery", Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", EnvVars: envVar("health-recovery"), Value: cfg.HealthRecovery, Destination: &cfg.HealthRecovery},
-		&cli.StringFlag{Name: "interposer-dir", Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", EnvVars: envVar("interposer-dir"), Value: cfg.Interposer, Destination: &cfg.Interposer},
+		&cli.StringFlag{Name: "interposer-dir", Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", EnvVars: envVar("interposer-dir"), Value: cfg.InterposerDir, Destination: &cfg.InterposerDir},
 		&cli.DurationFlag{Name: "allocate-wait", Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + node.MaxAllocateWait.String() + ")", EnvVars: envVar("allocate-wait"), Value: cfg.AllocateWait, Destination: &cfg.AllocateWait},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", EnvVars: envVar("pod-resources-socket"), Value: cfg.PodResourcesSocket, Destination: &cfg.PodResourcesSocket},
 		&cli.StringFlag{Name: "inspect-socket", Usage: "unix socket that `vgpud inspect` reads", EnvVars: envVar("inspect-socket"), Value: cfg.InspectSocket, Destination: &cfg.InspectSocket},
@@ -33,8 +33,8 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 
 func validateNode(c node.Config) error {
 	var errs []error
-	if err := gpu.ValidateBackend(c.Backend); err != nil {
-		errs = append(errs, flagError("gpu-backend", c.Backend, err.Error()))
+	if err := gpu.ValidateBackend(c.GPUBackend); err != nil {
+		errs = append(errs, flagError("gpu-backend", c.GPUBackend, err.Error()))
 	}
 	if p := node.SplitProblem(c.Split); p != "" {
 		errs = append(errs, flagError("split", c.Split, p))
@@ -54,8 +54,8 @@ func validateNode(c node.Config) error {
 	if c.AllocateWait <= 0 || c.AllocateWait > node.MaxAllocateWait {
 		errs = append(errs, flagError("allocate-wait", c.AllocateWait, "want above 0 and at most "+node.MaxAllocateWait.String()+" (kubelet's Allocate times out)"))
 	}
-	if c.Interposer != "" && !filepath.IsAbs(c.Interposer) {
-		errs = append(errs, flagError("interposer-dir", c.Interposer, "want an absolute host path, such as /usr/local/vgpu"))
+	if c.InterposerDir != "" && !filepath.IsAbs(c.InterposerDir) {
+		errs = append(errs, flagError("interposer-dir", c.InterposerDir, "want an absolute host path, such as /usr/local/vgpu"))
 	}
 	if c.DevicePluginDir == "" {
 		errs = append(errs, flagError("device-plugin-dir", `""`, "want kubelet's device-plugin directory, usually /var/lib/kubelet/device-plugins"))

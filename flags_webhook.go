@@ -19,7 +19,7 @@ func webhookFlags(cfg *webhook.Config) []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "webhook-default-gpu-count", Usage: fmt.Sprintf("nvidia.com/gpu added to a container that gives only GPU memory or cores (1..%d)", protocol.MaxGPUsPerContainer), EnvVars: envVar("webhook-default-gpu-count"), Value: cfg.DefaultGPUCount, Destination: &cfg.DefaultGPUCount},
 		&cli.BoolFlag{Name: "webhook-override-default-scheduler", Usage: "also take GPU pods whose schedulerName is default-scheduler (the apiserver's default)", EnvVars: envVar("webhook-override-default-scheduler"), Value: cfg.OverrideDefaultScheduler, Destination: &cfg.OverrideDefaultScheduler},
-		&cli.StringFlag{Name: "webhook-runtime-class", Usage: "runtimeClassName set on GPU pods that have none; empty sets nothing", EnvVars: envVar("webhook-runtime-class"), Value: cfg.RuntimeClassName, Destination: &cfg.RuntimeClassName},
+		&cli.StringFlag{Name: "webhook-runtime-class", Usage: "runtimeClassName set on GPU pods that have none; empty sets nothing", EnvVars: envVar("webhook-runtime-class"), Value: cfg.RuntimeClass, Destination: &cfg.RuntimeClass},
 		&cli.StringFlag{Name: "webhook-core-policy", Usage: "core-limit policy injected as " + webhook.EnvCorePolicy + ": " + strings.Join(webhook.CorePolicies(), ", ") + "; empty injects nothing", EnvVars: envVar("webhook-core-policy"), Value: cfg.CorePolicy, Destination: &cfg.CorePolicy},
 		&cli.BoolFlag{Name: "webhook-visible-devices-none", Usage: "set " + webhook.EnvVisibleDevices + "=none in the containers of a GPU pod that ask for no GPU", EnvVars: envVar("webhook-visible-devices-none"), Value: cfg.VisibleDevicesNone, Destination: &cfg.VisibleDevicesNone},
 	}
@@ -34,8 +34,8 @@ func validateWebhook(c webhook.Config) error {
 	if c.CorePolicy != "" && !slices.Contains(webhook.CorePolicies(), c.CorePolicy) {
 		add("webhook-core-policy", c.CorePolicy, "want "+strings.Join(webhook.CorePolicies(), ", ")+" or empty")
 	}
-	if c.RuntimeClassName != "" && len(validation.IsDNS1123Subdomain(c.RuntimeClassName)) > 0 {
-		add("webhook-runtime-class", c.RuntimeClassName, "want a RuntimeClass name such as nvidia")
+	if c.RuntimeClass != "" && len(validation.IsDNS1123Subdomain(c.RuntimeClass)) > 0 {
+		add("webhook-runtime-class", c.RuntimeClass, "want a RuntimeClass name such as nvidia")
 	}
 	return errors.Join(errs...)
 }

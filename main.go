@@ -180,8 +180,8 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 			Identity:       cfg.PodName,
 			PodNamespace:   cfg.PodNamespace,
 			LeaseDuration:  cfg.Cluster.LeaseDuration,
-			RenewDeadline:  cfg.Cluster.RenewDeadline,
-			RetryPeriod:    cfg.Cluster.RetryPeriod,
+			RenewDeadline:  cfg.Cluster.LeaseRenewDeadline,
+			RetryPeriod:    cfg.Cluster.LeaseRetryPeriod,
 		}, kube.coordination, kube.core, log.With("role", roleCluster, "component", "leader"))
 		status = elector
 		role := cluster.NewRole(cfg.Cluster, cfg.PodNamespace, cfg.SchedulerName, cfg.Resources, cfg.Webhook,

@@ -14,21 +14,21 @@ type Config struct {
 	LeaseName string
 	// LeaseNamespace holds the Lease; "" means this pod's namespace, which
 	// is where the manifest's Role lets vgpud reach Leases.
-	LeaseNamespace string
-	LeaseDuration  time.Duration
-	RenewDeadline  time.Duration
-	RetryPeriod    time.Duration
-	Listen         string // HTTPS: the webhook and the probes
-	ExtenderListen string // mutual TLS: the extender, for kube-scheduler only
+	LeaseNamespace     string
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+	Listen             string // HTTPS: the webhook and the probes
+	ExtenderListen     string // mutual TLS: the extender, for kube-scheduler only
 	// TLS is the listener's certificate: the Secret it lives in, the
 	// webhook whose caBundle trusts it, the Service it names. Its
 	// Namespace is this pod's, filled by the Role.
 	TLS        certs.Config
 	NodePolicy string // fit.Binpack | fit.Spread
 	GPUPolicy  string // fit.Spread | fit.Binpack
-	// DefaultMemPercent is the GPU memory share of a container that names
+	// DefaultGPUMemPercentage is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
-	DefaultMemPercent int
+	DefaultGPUMemPercentage int
 	// BindWait bounds how long a bind waits for the node's previous pod to
 	// be allocated by kubelet before giving up (the scheduler retries).
 	BindWait time.Duration
@@ -49,16 +49,16 @@ func (c Config) DeletedInFlight() time.Duration { return 2 * c.BindWait }
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
-		LeaseName:         "vgpud-leader",
-		LeaseDuration:     4 * time.Second,
-		RenewDeadline:     3 * time.Second,
-		RetryPeriod:       500 * time.Millisecond,
-		Listen:            ":9443",
-		ExtenderListen:    ":9444",
-		TLS:               certs.DefaultConfig(),
-		NodePolicy:        fit.Binpack,
-		GPUPolicy:         fit.Spread,
-		DefaultMemPercent: 100,
-		BindWait:          10 * time.Second,
+		LeaseName:               "vgpud-leader",
+		LeaseDuration:           4 * time.Second,
+		LeaseRenewDeadline:      3 * time.Second,
+		LeaseRetryPeriod:        500 * time.Millisecond,
+		Listen:                  ":9443",
+		ExtenderListen:          ":9444",
+		TLS:                     certs.DefaultConfig(),
+		NodePolicy:              fit.Binpack,
+		GPUPolicy:               fit.Spread,
+		DefaultGPUMemPercentage: 100,
+		BindWait:                10 * time.Second,
 	}
 }

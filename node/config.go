@@ -13,13 +13,13 @@ import (
 
 // Config is the node role's settings.
 type Config struct {
-	Backend            string  // "nvml", "mock:<machine>" or "fake:<spec>" (gpu.Backends)
+	GPUBackend         string  // "nvml", "mock:<machine>" or "fake:<spec>" (gpu.Backends)
 	DevicePluginDir    string  // kubelet's device-plugin directory
 	DevicePluginSocket string  // our socket's file name in DevicePluginDir
 	Split              int     // virtual devices advertised per GPU
 	MemoryScaling      float64 // > 1 oversubscribes memory
 	CoreScaling        float64
-	Exclude            []string // GPUs left alone, by UUID or index
+	ExcludeGPUs        []string // GPUs left alone, by UUID or index
 	// NodeOverrides holds per-node settings (see Overrides); "" for none.
 	NodeOverrides string
 	InspectSocket string // unix socket `vgpud inspect` talks to
@@ -36,9 +36,9 @@ type Config struct {
 	// HealthRecovery is how long a GPU must stay quiet after a critical
 	// XID before it is offered again.
 	HealthRecovery time.Duration
-	// Interposer is a host directory with HAMi-core's libvgpu.so to mount
+	// InterposerDir is a host directory with HAMi-core's libvgpu.so to mount
 	// into GPU containers; "" mounts nothing.
-	Interposer string
+	InterposerDir string
 	// AllocateWait bounds how long Allocate waits for the bound pod to
 	// reach this replica's informer.
 	AllocateWait time.Duration
@@ -47,7 +47,7 @@ type Config struct {
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
-		Backend:            "nvml",
+		GPUBackend:         "nvml",
 		DevicePluginDir:    "/var/lib/kubelet/device-plugins",
 		DevicePluginSocket: "vgpud.sock",
 		Split:              10,

@@ -129,7 +129,7 @@ func TestNVMLInterposerHoldsTheSlice(t *testing.T) {
 	if dir == "" || probe == "" {
 		t.Skip("set VGPUD_TEST_NVML_INTERPOSER to a directory holding HAMi-core's libvgpu.so and VGPUD_TEST_NVML_PROBE to scripts/nvml/probe.py's command")
 	}
-	r := startNVMLRole(t, func(c *Config) { c.Interposer = dir })
+	r := startNVMLRole(t, func(c *Config) { c.InterposerDir = dir })
 	r.list(t)
 	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) > 0 })
 	mem := inv.GPUs[0].MemoryMiB / 4

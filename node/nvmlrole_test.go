@@ -55,7 +55,7 @@ func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	}
 	r.kube = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	r.cfg = DefaultConfig()
-	r.cfg.Backend, r.cfg.DevicePluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
+	r.cfg.GPUBackend, r.cfg.DevicePluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
 	r.cfg.AllocateWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
 	tune(&r.cfg)
 	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))

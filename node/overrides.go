@@ -76,13 +76,13 @@ func (c Config) ForNode(node string) (Config, error) {
 			c.CoreScaling = *n.CoreScaling
 		}
 		if n.Exclude != nil {
-			c.Exclude = n.Exclude
+			c.ExcludeGPUs = n.Exclude
 		}
 		if n.Backend != nil {
 			if err := gpu.ValidateBackend(*n.Backend); err != nil {
 				return c, fmt.Errorf("node overrides %s, node %s: %w", c.NodeOverrides, node, err)
 			}
-			c.Backend = *n.Backend
+			c.GPUBackend = *n.Backend
 		}
 		if err := c.ValidateScaling(); err != nil {
 			return c, fmt.Errorf("node overrides %s, node %s: %w", c.NodeOverrides, node, err)
@@ -129,7 +129,7 @@ func (c Config) ValidateScaling() error {
 	if p := ScalingProblem(c.CoreScaling); p != "" {
 		errs = append(errs, fmt.Errorf("coreScaling %v: %s", c.CoreScaling, p))
 	}
-	for _, e := range c.Exclude {
+	for _, e := range c.ExcludeGPUs {
 		if e == "" {
 			errs = append(errs, errors.New("exclude: an empty entry; want a GPU index or UUID"))
 		}
@@ -140,11 +140,11 @@ func (c Config) ValidateScaling() error {
 // Excluded drops the GPUs named in c.Exclude by index or UUID. An entry
 // that matches no GPU is an error: it is a typo or the wrong node.
 func (c Config) Excluded(devs []gpu.Device) ([]gpu.Device, error) {
-	matched := make([]bool, len(c.Exclude))
+	matched := make([]bool, len(c.ExcludeGPUs))
 	var out []gpu.Device
 	for _, d := range devs {
 		hit := false
-		for i, e := range c.Exclude {
+		for i, e := range c.ExcludeGPUs {
 			if e == d.UUID || e == strconv.Itoa(d.Index) {
 				matched[i], hit = true, true
 			}
@@ -154,7 +154,7 @@ func (c Config) Excluded(devs []gpu.Device) ([]gpu.Device, error) {
 		}
 	}
 	if i := slices.Index(matched, false); i >= 0 {
-		return nil, fmt.Errorf("exclude %q matches no GPU on this node; want an index 0..%d or one of its UUIDs", c.Exclude[i], len(devs)-1)
+		return nil, fmt.Errorf("exclude %q matches no GPU on this node; want an index 0..%d or one of its UUIDs", c.ExcludeGPUs[i], len(devs)-1)
 	}
 	return out, nil
 }

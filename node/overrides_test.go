@@ -26,17 +26,17 @@ func TestForNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Split != 4 || a.MemoryScaling != 1.5 || a.CoreScaling != 1 || len(a.Exclude) != 1 {
+	if a.Split != 4 || a.MemoryScaling != 1.5 || a.CoreScaling != 1 || len(a.ExcludeGPUs) != 1 {
 		t.Errorf("node a: %+v", a)
 	}
-	if a.Backend != "nvml" {
-		t.Errorf("node a's backend %q, want the flag's nvml", a.Backend)
+	if a.GPUBackend != "nvml" {
+		t.Errorf("node a's backend %q, want the flag's nvml", a.GPUBackend)
 	}
-	if b, err := c.ForNode("b"); err != nil || b.Backend != "fake:4xNVIDIA L4:23034" {
-		t.Errorf("node b: backend %q, %v", b.Backend, err)
+	if b, err := c.ForNode("b"); err != nil || b.GPUBackend != "fake:4xNVIDIA L4:23034" {
+		t.Errorf("node b: backend %q, %v", b.GPUBackend, err)
 	}
 	other, err := c.ForNode("zzz")
-	if err != nil || other.Split != 10 || other.Exclude != nil {
+	if err != nil || other.Split != 10 || other.ExcludeGPUs != nil {
 		t.Errorf("unlisted node: %+v, %v", other, err)
 	}
 }
@@ -61,12 +61,12 @@ func TestForNodeRejects(t *testing.T) {
 func TestExcluded(t *testing.T) {
 	devs := []gpu.Device{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}, {Index: 2, UUID: "GPU-c"}}
 	c := DefaultConfig()
-	c.Exclude = []string{"0", "GPU-c"}
+	c.ExcludeGPUs = []string{"0", "GPU-c"}
 	got, err := c.Excluded(devs)
 	if err != nil || len(got) != 1 || got[0].UUID != "GPU-b" {
 		t.Fatalf("Excluded = %v, %v", got, err)
 	}
-	c.Exclude = []string{"9"}
+	c.ExcludeGPUs = []string{"9"}
 	if _, err := c.Excluded(devs); err == nil || !strings.Contains(err.Error(), "matches no GPU") {
 		t.Fatalf("err = %v", err)
 	}

@@ -94,13 +94,13 @@ func (a *Role) Run(ctx context.Context) error {
 		return err
 	}
 	a.cfg = cfg
-	if cfg.Interposer != "" {
-		if err := plugin.PrepareInterposer(cfg.Interposer); err != nil {
+	if cfg.InterposerDir != "" {
+		if err := plugin.PrepareInterposer(cfg.InterposerDir); err != nil {
 			return err
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	lib, err := gpu.Open(a.cfg.Backend, a.node)
+	lib, err := gpu.Open(a.cfg.GPUBackend, a.node)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface)
 			return p.check.Run(ctx)
 		})
 	}
-	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.Backend)
+	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend)
 	return nil
 }
 
@@ -181,7 +181,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	}
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
-		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.Interposer, ResolveWait: a.cfg.AllocateWait,
+		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,
 	}, gpus, pods, podwatch.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
 	parts.server = plugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
@@ -303,7 +303,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 	a.mu.Lock()
 	inv, server, cache := a.inv, a.server, a.podCache
 	a.mu.Unlock()
-	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.Backend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPU{}, Allocations: []inspect.Allocation{}}
+	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPU{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
 		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
 	}

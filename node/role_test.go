@@ -42,7 +42,7 @@ func TestNodeRole(t *testing.T) {
 	defer kubelet.Stop()
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	cfg := DefaultConfig()
-	cfg.Backend, cfg.DevicePluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
+	cfg.GPUBackend, cfg.DevicePluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
 	cfg.HealthRecovery, cfg.AllocateWait = time.Hour, 500*time.Millisecond
 	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())

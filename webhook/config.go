@@ -28,8 +28,8 @@ type Config struct {
 	// DefaultGPUCount is the nvidia.com/gpu added when a container gives
 	// only memory or cores.
 	DefaultGPUCount int
-	// RuntimeClassName is set on GPU pods that have none; empty sets nothing.
-	RuntimeClassName string
+	// RuntimeClass is set on GPU pods that have none; empty sets nothing.
+	RuntimeClass string
 	// CorePolicy is injected as env when set: default, force or disable.
 	CorePolicy string
 	// VisibleDevicesNone hides every GPU from the containers of a GPU pod

@@ -38,7 +38,7 @@ func FuzzHandler(f *testing.F) {
 
 	cfg := testConfig()
 	cfg.VisibleDevicesNone = true
-	cfg.RuntimeClassName = "nvidia"
+	cfg.RuntimeClass = "nvidia"
 	cfg.CorePolicy = CorePolicyDefault
 	h := NewHTTPHandler(newPods(cfg, quotas{"ai-team": {Memory: podmodel.Limit{Set: true, Hard: 40000, Used: 38000}}}), quietLog())
 

@@ -128,8 +128,8 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	}
 
 	pod.Spec.SchedulerName = p.scheduler
-	if p.cfg.RuntimeClassName != "" && pod.Spec.RuntimeClassName == nil {
-		rc := p.cfg.RuntimeClassName
+	if p.cfg.RuntimeClass != "" && pod.Spec.RuntimeClassName == nil {
+		rc := p.cfg.RuntimeClass
 		pod.Spec.RuntimeClassName = &rc
 	}
 	if p.quotas != nil {
