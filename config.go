@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/setting"
 	"github.com/vgpud/vgpud/webhook"
 )
 
@@ -46,6 +48,10 @@ type config struct {
 	SchedulerName string
 	MetricsListen string // plain HTTP /metrics on every replica; "" disables
 	Profiling     bool   // /debug/pprof on MetricsListen
+	// ShutdownGrace bounds how long the roles may take to stop after a
+	// signal: the node role drains while the leader hands admission over,
+	// both inside the pod's terminationGracePeriodSeconds (30 s).
+	ShutdownGrace time.Duration
 
 	Node    node.Config
 	Cluster cluster.Config
@@ -61,6 +67,7 @@ func defaultConfig() config {
 		Resources:     protocol.DefaultResourceNames(),
 		SchedulerName: "vgpud-scheduler",
 		MetricsListen: ":9090",
+		ShutdownGrace: 20 * time.Second,
 		Node:          node.DefaultConfig(),
 		Cluster:       cluster.DefaultConfig(),
 		Webhook:       webhook.DefaultConfig(),
@@ -77,11 +84,6 @@ func (c config) leaseNamespace() string {
 	return c.PodNamespace
 }
 
-// flagError names the flag, the value it got and what it accepts.
-func flagError(flag string, value any, allowed string) error {
-	return fmt.Errorf("--%s=%v is invalid: %s", flag, value, allowed)
-}
-
 // validate reports every invalid setting, one per line.
 func (c config) validate() error {
 	var errs []error
@@ -92,36 +94,39 @@ func (c config) validate() error {
 	}
 	add(validateLogging(c.LogLevel, c.LogFormat))
 	if len(c.Roles) == 0 {
-		add(flagError("roles", "", "want node, cluster or node,cluster"))
+		add(setting.Invalid("roles", "", "want node, cluster or node,cluster"))
 	}
 	for _, r := range c.Roles {
 		if r != roleNode && r != roleCluster {
-			add(flagError("roles", strings.Join(c.Roles, ","), "want node, cluster or node,cluster"))
+			add(setting.Invalid("roles", strings.Join(c.Roles, ","), "want node, cluster or node,cluster"))
 			break
 		}
 	}
 	if c.NodeName == "" && c.runs(roleNode) {
-		add(flagError("node-name", `""`, "the node role needs the node's name; set NODE_NAME from the downward API (spec.nodeName)"))
+		add(setting.Invalid("node-name", "", "the node role needs the node's name; set NODE_NAME from the downward API (spec.nodeName)"))
 	}
 	if c.PodName == "" && c.runs(roleCluster) {
-		add(flagError("pod-name", `""`, "leader election needs this replica's pod name; set POD_NAME from the downward API (metadata.name)"))
+		add(setting.Invalid("pod-name", "", "leader election needs this replica's pod name; set POD_NAME from the downward API (metadata.name)"))
 	}
 	if c.PodNamespace == "" && c.runs(roleCluster) {
-		add(flagError("pod-namespace", `""`, "set POD_NAMESPACE from the downward API (metadata.namespace)"))
+		add(setting.Invalid("pod-namespace", "", "set POD_NAMESPACE from the downward API (metadata.namespace)"))
 	}
 	add(validateResources(c.Resources))
+	if c.ShutdownGrace < time.Second {
+		add(setting.Invalid("shutdown-grace", c.ShutdownGrace, "want at least 1s, and less than the pod's terminationGracePeriodSeconds"))
+	}
 	if c.KubeAPIQPS < minAPIQPS || c.KubeAPIQPS > maxAPIQPS {
-		add(flagError("kube-api-qps", c.KubeAPIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
+		add(setting.Invalid("kube-api-qps", c.KubeAPIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
 	}
 	if c.runs(roleNode) {
-		add(validateNode(c.Node))
+		add(c.Node.Validate())
 	}
 	if c.runs(roleCluster) {
 		if c.SchedulerName == "" || len(validation.IsDNS1123Subdomain(c.SchedulerName)) > 0 {
-			add(flagError("scheduler-name", quoteEmpty(c.SchedulerName), "want the scheduler profile name, e.g. vgpud-scheduler"))
+			add(setting.Invalid("scheduler-name", c.SchedulerName, "want the scheduler profile name, e.g. vgpud-scheduler"))
 		}
-		add(validateCluster(c.Cluster))
-		add(validateWebhook(c.Webhook))
+		add(c.Cluster.Validate())
+		add(c.Webhook.Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -139,20 +144,13 @@ func validateResources(r protocol.ResourceNames) error {
 	seen := map[string]string{}
 	for i, name := range r.All() {
 		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 || !strings.Contains(name, "/") {
-			errs = append(errs, flagError(flags[i], name, "want a domain-prefixed resource name such as nvidia.com/gpu"))
+			errs = append(errs, setting.Invalid(flags[i], name, "want a domain-prefixed resource name such as nvidia.com/gpu"))
 			continue
 		}
 		if other, dup := seen[name]; dup {
-			errs = append(errs, flagError(flags[i], name, "already used by --"+other))
+			errs = append(errs, setting.Invalid(flags[i], name, "already used by --"+other))
 		}
 		seen[name] = flags[i]
 	}
 	return errors.Join(errs...)
-}
-
-func quoteEmpty(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return s
 }

@@ -12,6 +12,23 @@ func envVar(flag string) []string {
 	return []string{"VGPUD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }
 
+// flagGroup is the flags of `vgpud run` that set one part's settings.
+type flagGroup struct {
+	name  string // as the README's settings section titles it
+	flags []cli.Flag
+}
+
+// flagGroups are every flag of `vgpud run`, by the part whose settings
+// they set; the README's settings tables are these (settings_test.go).
+func flagGroups(cfg *config) []flagGroup {
+	return []flagGroup{
+		{"both roles", commonFlags(cfg)},
+		{"node role", nodeFlags(&cfg.Node)},
+		{"cluster role", clusterFlags(&cfg.Cluster)},
+		{"webhook", webhookFlags(&cfg.Webhook)},
+	}
+}
+
 // commonFlags are the settings of the whole process, or shared by roles.
 func commonFlags(cfg *config) []cli.Flag {
 	flags := []cli.Flag{
@@ -24,6 +41,7 @@ func commonFlags(cfg *config) []cli.Flag {
 		&cli.StringFlag{Name: "pod-namespace", Usage: "this replica's namespace (downward API metadata.namespace)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.PodNamespace},
 		&cli.StringFlag{Name: "scheduler-name", Usage: "schedulerName of the kube-scheduler profile that calls the extender; the webhook gives it to GPU pods", EnvVars: envVar("scheduler-name"), Value: cfg.SchedulerName, Destination: &cfg.SchedulerName},
 		&cli.StringFlag{Name: "metrics-listen", Usage: "HTTP address of /metrics, served by every replica from start; empty disables", EnvVars: envVar("metrics-listen"), Value: cfg.MetricsListen, Destination: &cfg.MetricsListen},
+		&cli.DurationFlag{Name: "shutdown-grace", Usage: "how long the roles may take to stop after SIGTERM before vgpud exits anyway; keep it below the pod's terminationGracePeriodSeconds", EnvVars: envVar("shutdown-grace"), Value: cfg.ShutdownGrace, Destination: &cfg.ShutdownGrace},
 		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's /debug/pprof on the metrics address (for benchmarks and debugging)", EnvVars: envVar("profiling"), Value: cfg.Profiling, Destination: &cfg.Profiling},
 		&cli.StringSliceFlag{Name: "roles", Usage: "roles to run: node, cluster (the cluster role runs only while this replica leads)", EnvVars: envVar("roles"), Value: cli.NewStringSlice(cfg.Roles...)},
 	}

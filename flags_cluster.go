@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"strconv"
-	"time"
 
 	"github.com/urfave/cli/v2"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/fit"
@@ -31,58 +28,7 @@ func clusterFlags(cfg *cluster.Config) []cli.Flag {
 		&cli.StringFlag{Name: "node-policy", Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, EnvVars: envVar("node-policy"), Value: cfg.NodePolicy, Destination: &cfg.NodePolicy},
 		&cli.StringFlag{Name: "gpu-policy", Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack, EnvVars: envVar("gpu-policy"), Value: cfg.GPUPolicy, Destination: &cfg.GPUPolicy},
 		&cli.IntFlag{Name: "default-gpumem-percentage", Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", EnvVars: envVar("default-gpumem-percentage"), Value: cfg.DefaultGPUMemPercentage, Destination: &cfg.DefaultGPUMemPercentage},
+		&cli.DurationFlag{Name: "bind-unanswered-hold", Usage: "how long a Binding that got no answer may still land; its pod's room stays held until then (above kube-apiserver's --request-timeout)", EnvVars: envVar("bind-unanswered-hold"), Value: cfg.BindUnansweredHold, Destination: &cfg.BindUnansweredHold},
 		&cli.DurationFlag{Name: "bind-wait", Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + cluster.MaxBindWait.String() + ")", EnvVars: envVar("bind-wait"), Value: cfg.BindWait, Destination: &cfg.BindWait},
 	}
-}
-
-func validateCluster(c cluster.Config) error {
-	var errs []error
-	add := func(flag string, value any, allowed string) { errs = append(errs, flagError(flag, value, allowed)) }
-	if c.LeaseName == "" {
-		add("lease-name", `""`, "want a Lease name such as vgpud-leader")
-	}
-	if c.LeaseDuration < time.Second || c.LeaseDuration%time.Second != 0 {
-		// The Lease object stores its duration in whole seconds; 0 would
-		// make every follower see the lease as expired at once.
-		add("lease-duration", c.LeaseDuration, "want whole seconds, at least 1s")
-	}
-	if c.LeaseDuration <= c.LeaseRenewDeadline {
-		add("lease-duration", c.LeaseDuration, "must be longer than --lease-renew-deadline ("+c.LeaseRenewDeadline.String()+")")
-	}
-	if c.LeaseRetryPeriod <= 0 || c.LeaseRenewDeadline <= c.LeaseRetryPeriod {
-		add("lease-renew-deadline", c.LeaseRenewDeadline, "must be longer than --lease-retry-period ("+c.LeaseRetryPeriod.String()+"), which must be positive")
-	}
-	if c.Listen == "" {
-		add("listen", `""`, "want an address such as :9443")
-	}
-	if c.ExtenderListen == "" || c.ExtenderListen == c.Listen {
-		add("extender-listen", quoteEmpty(c.ExtenderListen), "want an address other than --listen's, such as :9444")
-	}
-	for _, n := range []struct{ flag, value string }{{"tls-secret-name", c.TLS.SecretName}, {"webhook-config-name", c.TLS.WebhookConfigName}} {
-		if len(validation.IsDNS1123Subdomain(n.value)) > 0 {
-			add(n.flag, quoteEmpty(n.value), "want an object name: lower-case letters, digits, '-' and '.'")
-		}
-	}
-	if len(validation.IsDNS1035Label(c.TLS.ServiceName)) > 0 {
-		add("service-name", quoteEmpty(c.TLS.ServiceName), "want a Service name: lower-case letters, digits and '-', starting with a letter")
-	}
-	if c.TLS.CertValidity < time.Hour {
-		add("tls-cert-validity", c.TLS.CertValidity, "want at least 1h")
-	}
-	if c.TLS.CertRenewBefore <= 0 || c.TLS.CertRenewBefore >= c.TLS.CertValidity {
-		add("tls-cert-renew-before", c.TLS.CertRenewBefore, "must be positive and shorter than --tls-cert-validity ("+c.TLS.CertValidity.String()+")")
-	}
-	if c.NodePolicy != fit.Binpack && c.NodePolicy != fit.Spread {
-		add("node-policy", c.NodePolicy, "want "+fit.Binpack+" or "+fit.Spread)
-	}
-	if c.GPUPolicy != fit.Binpack && c.GPUPolicy != fit.Spread {
-		add("gpu-policy", c.GPUPolicy, "want "+fit.Spread+" or "+fit.Binpack)
-	}
-	if c.BindWait <= 0 || c.BindWait > cluster.MaxBindWait {
-		add("bind-wait", c.BindWait, "want a duration above 0 and at most "+cluster.MaxBindWait.String()+", e.g. 10s")
-	}
-	if c.DefaultGPUMemPercentage < 1 || c.DefaultGPUMemPercentage > protocol.MaxPercent {
-		add("default-gpumem-percentage", c.DefaultGPUMemPercentage, "want 1.."+strconv.Itoa(protocol.MaxPercent))
-	}
-	return errors.Join(errs...)
 }

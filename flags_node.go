@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -27,41 +24,7 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 		&cli.StringFlag{Name: "interposer-dir", Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", EnvVars: envVar("interposer-dir"), Value: cfg.InterposerDir, Destination: &cfg.InterposerDir},
 		&cli.DurationFlag{Name: "allocate-wait", Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + node.MaxAllocateWait.String() + ")", EnvVars: envVar("allocate-wait"), Value: cfg.AllocateWait, Destination: &cfg.AllocateWait},
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", EnvVars: envVar("pod-resources-socket"), Value: cfg.PodResourcesSocket, Destination: &cfg.PodResourcesSocket},
+		&cli.DurationFlag{Name: "pod-resources-period", Usage: "how often the node role checks kubelet's PodResources against the assignments", EnvVars: envVar("pod-resources-period"), Value: cfg.PodResourcesPeriod, Destination: &cfg.PodResourcesPeriod},
 		&cli.StringFlag{Name: "inspect-socket", Usage: "unix socket that `vgpud inspect` reads", EnvVars: envVar("inspect-socket"), Value: cfg.InspectSocket, Destination: &cfg.InspectSocket},
 	}
-}
-
-func validateNode(c node.Config) error {
-	var errs []error
-	if err := gpu.ValidateBackend(c.GPUBackend); err != nil {
-		errs = append(errs, flagError("gpu-backend", c.GPUBackend, err.Error()))
-	}
-	if p := node.SplitProblem(c.Split); p != "" {
-		errs = append(errs, flagError("split", c.Split, p))
-	}
-	if p := node.ScalingProblem(c.MemoryScaling); p != "" {
-		errs = append(errs, flagError("memory-scaling", c.MemoryScaling, p))
-	}
-	if p := node.ScalingProblem(c.CoreScaling); p != "" {
-		errs = append(errs, flagError("core-scaling", c.CoreScaling, p))
-	}
-	if c.DevicePluginSocket == "" || strings.ContainsRune(c.DevicePluginSocket, '/') || c.DevicePluginSocket == "kubelet.sock" {
-		errs = append(errs, flagError("device-plugin-socket", c.DevicePluginSocket, "want a plain file name other than kubelet.sock, such as vgpud.sock"))
-	}
-	if c.HealthRecovery < node.MinHealthRecovery {
-		errs = append(errs, flagError("health-recovery", c.HealthRecovery, "want at least "+node.MinHealthRecovery.String()))
-	}
-	if c.AllocateWait <= 0 || c.AllocateWait > node.MaxAllocateWait {
-		errs = append(errs, flagError("allocate-wait", c.AllocateWait, "want above 0 and at most "+node.MaxAllocateWait.String()+" (kubelet's Allocate times out)"))
-	}
-	if c.InterposerDir != "" && !filepath.IsAbs(c.InterposerDir) {
-		errs = append(errs, flagError("interposer-dir", c.InterposerDir, "want an absolute host path, such as /usr/local/vgpu"))
-	}
-	if c.DevicePluginDir == "" {
-		errs = append(errs, flagError("device-plugin-dir", `""`, "want kubelet's device-plugin directory, usually /var/lib/kubelet/device-plugins"))
-	}
-	if c.InspectSocket == "" {
-		errs = append(errs, flagError("inspect-socket", `""`, fmt.Sprintf("want a socket path such as %s", node.DefaultConfig().InspectSocket)))
-	}
-	return errors.Join(errs...)
 }

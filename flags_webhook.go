@@ -1,13 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/webhook"
@@ -23,19 +20,4 @@ func webhookFlags(cfg *webhook.Config) []cli.Flag {
 		&cli.StringFlag{Name: "webhook-core-policy", Usage: "core-limit policy injected as " + webhook.EnvCorePolicy + ": " + strings.Join(webhook.CorePolicies(), ", ") + "; empty injects nothing", EnvVars: envVar("webhook-core-policy"), Value: cfg.CorePolicy, Destination: &cfg.CorePolicy},
 		&cli.BoolFlag{Name: "webhook-visible-devices-none", Usage: "set " + webhook.EnvVisibleDevices + "=none in the containers of a GPU pod that ask for no GPU", EnvVars: envVar("webhook-visible-devices-none"), Value: cfg.VisibleDevicesNone, Destination: &cfg.VisibleDevicesNone},
 	}
-}
-
-func validateWebhook(c webhook.Config) error {
-	var errs []error
-	add := func(flag string, value any, allowed string) { errs = append(errs, flagError(flag, value, allowed)) }
-	if c.DefaultGPUCount < 1 || c.DefaultGPUCount > protocol.MaxGPUsPerContainer {
-		add("webhook-default-gpu-count", c.DefaultGPUCount, fmt.Sprintf("want 1..%d", protocol.MaxGPUsPerContainer))
-	}
-	if c.CorePolicy != "" && !slices.Contains(webhook.CorePolicies(), c.CorePolicy) {
-		add("webhook-core-policy", c.CorePolicy, "want "+strings.Join(webhook.CorePolicies(), ", ")+" or empty")
-	}
-	if c.RuntimeClass != "" && len(validation.IsDNS1123Subdomain(c.RuntimeClass)) > 0 {
-		add("webhook-runtime-class", c.RuntimeClass, "want a RuntimeClass name such as nvidia")
-	}
-	return errors.Join(errs...)
 }

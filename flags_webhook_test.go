@@ -67,7 +67,7 @@ func TestClusterValidationOnlyForClusterRole(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--tls-cert-validity") || !strings.Contains(err.Error(), "--webhook-default-gpu-count") {
 		t.Fatalf("cluster replica: got %v, want the cert validity and the GPU count named", err)
 	}
-	if err := validateWebhook(webhook.DefaultConfig()); err != nil {
+	if err := webhook.DefaultConfig().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/lmittmann/tint"
 	"k8s.io/klog/v2"
+
+	"github.com/vgpud/vgpud/setting"
 )
 
 // logFormats are the accepted --log-format values.
@@ -17,10 +19,10 @@ func logFormats() []string { return []string{"auto", "text", "color", "json"} }
 func validateLogging(level, format string) error {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return flagError("log-level", level, "want debug, info, warn or error")
+		return setting.Invalid("log-level", level, "want debug, info, warn or error")
 	}
 	if !slices.Contains(logFormats(), format) {
-		return flagError("log-format", format, "want "+strings.Join(logFormats(), ", "))
+		return setting.Invalid("log-format", format, "want "+strings.Join(logFormats(), ", "))
 	}
 	return nil
 }

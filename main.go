@@ -41,11 +41,6 @@ import (
 	"github.com/vgpud/vgpud/node/nodemetrics"
 )
 
-// shutdownGrace bounds how long the roles may take to stop after a signal:
-// the node role drains (up to 8 s) while the leader hands admission over
-// (up to 10 s), both inside the pod's default 30 s grace period.
-const shutdownGrace = 20 * time.Second
-
 func main() {
 	os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
 }
@@ -67,9 +62,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	cfg := defaultConfig()
-	runFlags := append(commonFlags(&cfg), nodeFlags(&cfg.Node)...)
-	runFlags = append(runFlags, clusterFlags(&cfg.Cluster)...)
-	runFlags = append(runFlags, webhookFlags(&cfg.Webhook)...)
+	var runFlags []cli.Flag
+	for _, g := range flagGroups(&cfg) {
+		runFlags = append(runFlags, g.flags...)
+	}
 	return &cli.App{
 		Name:      "vgpud",
 		Usage:     "share GPUs between Kubernetes pods",
@@ -92,7 +88,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					if err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
-					return runWithSignals(c.Context, log, func(ctx context.Context) error {
+					return runWithSignals(c.Context, cfg.ShutdownGrace, log, func(ctx context.Context) error {
 						return runDaemon(ctx, cfg, log)
 					})
 				},
@@ -126,8 +122,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 }
 
 // runWithSignals runs fn under a context that SIGINT or SIGTERM cancels. fn
-// then has shutdownGrace to return; a second signal gives up at once.
-func runWithSignals(parent context.Context, log *slog.Logger, fn func(context.Context) error) error {
+// then has grace to return; a second signal gives up at once.
+func runWithSignals(parent context.Context, grace time.Duration, log *slog.Logger, fn func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -153,8 +149,8 @@ func runWithSignals(parent context.Context, log *slog.Logger, fn func(context.Co
 		return nil
 	case sig := <-sigs:
 		return cli.Exit(fmt.Sprintf("second %s: exiting without waiting for the roles to stop", sig), 130)
-	case <-time.After(shutdownGrace):
-		return cli.Exit(fmt.Sprintf("roles did not stop within %s of the signal", shutdownGrace), 1)
+	case <-time.After(grace):
+		return cli.Exit(fmt.Sprintf("roles did not stop within %s of the signal (--shutdown-grace)", grace), 1)
 	}
 }
 

@@ -32,6 +32,10 @@ type Config struct {
 	// BindWait bounds how long a bind waits for the node's previous pod to
 	// be allocated by kubelet before giving up (the scheduler retries).
 	BindWait time.Duration
+	// BindUnansweredHold is how long a Binding that got no answer may
+	// still land, during which its pod's room stays held: kube-apiserver's
+	// --request-timeout (1 minute by default), and a margin.
+	BindUnansweredHold time.Duration
 }
 
 // Bounds of the settings that have them; the flags' checks and help text
@@ -60,5 +64,6 @@ func DefaultConfig() Config {
 		GPUPolicy:               fit.Spread,
 		DefaultGPUMemPercentage: 100,
 		BindWait:                10 * time.Second,
+		BindUnansweredHold:      70 * time.Second,
 	}
 }

@@ -136,7 +136,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultGPUMemPercentage},
 	}
 	lookup := podrecord.NewStore(inf.pods).Get
-	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait},
+	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
 	placer := extender.NewPlacer(ledger, t.binder, r.names, defaults, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))

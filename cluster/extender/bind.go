@@ -52,9 +52,9 @@ type BindConfig struct {
 	Scheduler string // only pods of this scheduler are bound
 	Defaults  Defaults
 	Wait      time.Duration // how long a bind waits for the node's in-flight pod
-	// Unanswered is how long a Binding that got no answer may still land
-	// (0: DefaultUnansweredHold).
-	Unanswered time.Duration
+	// UnansweredHold is how long a Binding that got no answer may still
+	// land (cluster.Config.BindUnansweredHold).
+	UnansweredHold time.Duration
 }
 
 // Binder commits placements: the leader is the only binder, so binds to a
@@ -119,9 +119,6 @@ func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
 	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
-	}
-	if cfg.Unanswered <= 0 {
-		cfg.Unanswered = DefaultUnansweredHold
 	}
 	return &Binder{api: d.API, books: d.Books, lookup: d.Lookup, limits: d.Limits, fence: d.Fence, cfg: cfg, events: d.Events, observe: d.Observe,
 		clock: d.Clock, term: term, log: d.Log,
@@ -387,7 +384,7 @@ func (b *Binder) commit(ctx context.Context, pod *podrecord.Pod, a protocol.Assi
 			b.books.MarkBound(pod.UID, a.Node)
 			b.settling.Go(func() { b.settle(pod, a.Node, raw, token) })
 			return fmt.Errorf("bind pod %s/%s to %s: %w: %w; its room there, and the node for other binds, stay held for up to %s until vgpud can tell",
-				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.Unanswered)
+				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.UnansweredHold)
 		default:
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}

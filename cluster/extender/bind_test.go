@@ -143,7 +143,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 	}
 	e.term, e.endTerm = context.WithCancel(context.Background())
 	t.Cleanup(e.endTerm)
-	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait},
+	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait, UnansweredHold: time.Minute},
 		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e
 }
@@ -685,7 +685,7 @@ func TestSecondBindOfAPodUnderWayIsRefused(t *testing.T) {
 // unanswerBinding makes p1's Bindings fail with a deadline, unwritten,
 // and may land for hold; land, if set, is called with each one.
 func (e *bindEnv) unanswerBinding(hold time.Duration, land func(b *corev1.Binding)) {
-	e.binder.cfg.Unanswered = hold
+	e.binder.cfg.UnansweredHold = hold
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		b, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
 		if a.GetSubresource() != "binding" || !ok || b.Name != "p1" {

@@ -13,11 +13,6 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// DefaultUnansweredHold is how long a Binding that got no answer may
-// still land: kube-apiserver's default --request-timeout (1 minute), and
-// a margin.
-const DefaultUnansweredHold = 70 * time.Second
-
 // readTimeout bounds one read of a pod whose Binding went unanswered.
 const readTimeout = 5 * time.Second
 
@@ -50,7 +45,7 @@ func unanswered(err error) bool {
 // It ends with the term: the books it would correct go with it, and the
 // next term rebuilds them from what the API shows.
 func (b *Binder) settle(pod *podrecord.Pod, node, raw string, token uint64) {
-	wait := b.cfg.Unanswered
+	wait := b.cfg.UnansweredHold
 	for {
 		t := b.clock.NewTimer(wait)
 		select {

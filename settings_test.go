@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// sliceFlagFields are the slice flags urfave/cli cannot bind to a field
+// (readSliceFlags copies them), by the field they fill.
+var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs"}
+
+// Every flag sets the field of its own name (--allocate-wait sets
+// AllocateWait, --tls-cert-validity sets TLS.CertValidity), so a reader
+// finds a setting under one name from the command line to the code.
+func TestEveryFlagSetsTheFieldOfItsName(t *testing.T) {
+	cfg := defaultConfig()
+	fields := fieldsByAddress(reflect.ValueOf(&cfg).Elem(), "")
+	for _, g := range flagGroups(&cfg) {
+		for _, f := range g.flags {
+			name := f.Names()[0]
+			var path string
+			if dest := reflect.ValueOf(f).Elem().FieldByName("Destination"); dest.IsValid() && !dest.IsNil() {
+				path = fields[dest.Pointer()]
+			} else if field, ok := sliceFlagFields[name]; ok {
+				path = field
+			} else {
+				t.Errorf("--%s sets no field", name)
+				continue
+			}
+			last := path[strings.LastIndex(path, ".")+1:]
+			if !strings.HasSuffix(strings.ReplaceAll(name, "-", ""), strings.ToLower(last)) {
+				t.Errorf("--%s sets %s: name one after the other", name, path)
+			}
+		}
+	}
+}
+
+// fieldsByAddress maps the address of every field under v to its path.
+func fieldsByAddress(v reflect.Value, prefix string) map[uintptr]string {
+	out := map[uintptr]string{}
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		path := prefix + sf.Name
+		out[f.Addr().Pointer()] = path
+		if f.Kind() == reflect.Struct {
+			for a, p := range fieldsByAddress(f, path+".") {
+				if _, ok := out[a]; !ok || strings.Count(p, ".") > strings.Count(out[a], ".") {
+					out[a] = p // a struct's first field shares its address
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The README's settings tables are rendered from the flags; run with
+// VGPUD_UPDATE_README=1 to write them after changing a flag.
+func TestREADMESettingsTablesMatchTheFlags(t *testing.T) {
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	cfg := defaultConfig()
+	want := readme
+	for _, g := range flagGroups(&cfg) {
+		block := regexp.MustCompile(`(?s)<!-- flags: ` + g.name + ` -->\n.*?<!-- end flags -->`)
+		if !block.MatchString(want) {
+			t.Fatalf("README.md has no <!-- flags: %s --> ... <!-- end flags --> block", g.name)
+		}
+		table := "<!-- flags: " + g.name + " -->\n" + flagTable(g.flags) + "<!-- end flags -->"
+		want = block.ReplaceAllLiteralString(want, table)
+	}
+	if want == readme {
+		return
+	}
+	if os.Getenv("VGPUD_UPDATE_README") != "" {
+		if err := os.WriteFile("README.md", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Error("README.md's settings tables differ from the flags; run VGPUD_UPDATE_README=1 go test -run TestREADMESettingsTablesMatchTheFlags .")
+}
+
+func flagTable(flags []cli.Flag) string {
+	var b strings.Builder
+	b.WriteString("| flag | default | what |\n| --- | --- | --- |\n")
+	for _, f := range flags {
+		doc := f.(cli.DocGenerationFlag)
+		def := strings.ReplaceAll(doc.GetDefaultText(), `"`, "")
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		usage := strings.ReplaceAll(doc.GetUsage(), "|", `\|`)
+		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Names()[0], def, usage)
+	}
+	return b.String()
+}
