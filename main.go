@@ -223,7 +223,7 @@ func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) htt
 	}
 	// A bind is two writes (the Binding, and the Event off its path);
 	// client-go's default 5 QPS, or even 200, would cap binds well below
-	// what the apiserver takes (bench: 200 QPS held binds to 83/s).
+	// what the apiserver takes (bench/runs.md).
 	rc.QPS, rc.Burst = float32(qps), 2*qps
 	rc.Wrap(count)
 	rc.UserAgent = "vgpud/" + version

@@ -2,8 +2,8 @@
 # A real Kubernetes cluster of VGPUD_NODES nodes (default 3) on this
 # machine: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 # in node 1's network namespace; every node has its own network namespace
-# and IP, containerd + runc + bridge CNI, kubelet and kube-proxy (facts
-# behind it: ../shared/E2E-RECIPE.md).
+# and IP, containerd + runc + bridge CNI, kubelet and kube-proxy
+# (docs/development.md describes it).
 #   scripts/cluster.sh up     start (idempotent); prints the kubeconfig path
 #   scripts/cluster.sh down   stop every process by its recorded PID, remove pods' state
 #   scripts/cluster.sh restart-kubelet [K]   restart node K's kubelet (default 1)

@@ -220,7 +220,7 @@ type held struct {
 // only to have that bind refused ("no longer fits") and retried. The
 // place after the wait fits again, leaving this booking out (NodeFor),
 // and replaces it. A pod that does not fit now, or fails any check,
-// reserves nothing and is decided after the wait as before. Meanwhile the
+// reserves nothing and is decided after the wait. Meanwhile the
 // booking counts in its namespace's quota for the other binds there: a
 // bind that then fails gives it back (Release), and kube-scheduler
 // retries whatever it refused.

@@ -62,7 +62,7 @@ func TestAllocateServesTheOnlyWaitingPodBeingDeleted(t *testing.T) {
 
 // A pod pinned by nodeName that the API shows, even one the informer
 // does not yet, may be the pod kubelet admits: it must never be handed the
-// dying pod's GPUs, so Allocate is refused as before, naming the pods.
+// dying pod's GPUs, so Allocate is refused, naming the pods.
 func TestAllocateRefusesADyingPodsGPUsWhileAnotherPodMayBeAdmitted(t *testing.T) {
 	g := testGPUs(8)
 	for _, informerSees := range []bool{true, false} {

@@ -188,7 +188,7 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 	t.Logf("%s's vgpud pod gone within %v of its label", off, time.Since(removed).Round(time.Millisecond))
 	// Back: a new vgpud pod runs there, ready and serving, and the node
 	// advertises. Each is checked on its own object: the DaemonSet's status
-	// and kubelet's node status can lag and still read as before.
+	// and kubelet's node status can lag and still read the old state.
 	label(`"true"`)
 	restored = true
 	back := harness.Eventually(t, 120*time.Second, off+" served again", func() error {
