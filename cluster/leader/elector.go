@@ -16,6 +16,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 )
 
 // Config says which Lease to campaign for and how fast.
@@ -36,6 +37,9 @@ type Elector struct {
 	pods   corev1client.PodsGetter
 	log    *slog.Logger
 	label  *podLabel
+	// clock times vgpud's own waits: the fence, the handover, the pause
+	// between campaigns. client-go's LeaderElector keeps its own.
+	clock clock.WithTicker
 
 	mu       sync.Mutex
 	leader   string
@@ -50,6 +54,7 @@ func New(cfg Config, leases coordinationv1client.LeasesGetter, pods corev1client
 		pods:   pods,
 		log:    log,
 		label:  &podLabel{pods: pods, namespace: cfg.PodNamespace, name: cfg.Identity},
+		clock:  clock.RealClock{},
 	}
 }
 
@@ -90,7 +95,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(e.cfg.RetryPeriod):
+		case <-e.clock.After(e.cfg.RetryPeriod):
 		}
 	}
 	return nil
@@ -104,7 +109,7 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 			LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
 		},
 		identity: e.cfg.Identity,
-		now:      time.Now,
+		now:      e.clock.Now,
 	}
 	// The round ends with ctx; a leader's term then outlives it for the
 	// handoff (runLeading), and the round waits for that.

@@ -27,32 +27,32 @@ const (
 // handoverWait; it then removes the label itself. The Lease is already
 // released, so the successor is campaigning.
 func (e *Elector) handOver(serving context.Context) {
-	start := time.Now()
+	start := e.clock.Now()
 	e.log.Info("handing over: Lease released, admission served until a successor takes the label")
-	tick := time.NewTicker(handoverPoll)
+	tick := e.clock.NewTicker(handoverPoll)
 	defer tick.Stop()
-	deadline := time.NewTimer(handoverWait)
+	deadline := e.clock.NewTimer(handoverWait)
 	defer deadline.Stop()
 	for {
 		switch e.labelState(serving) {
 		case podGone:
 			return // a process run outside Kubernetes: no Service routes here
 		case unlabelled:
-			e.log.Info("successor took the leader label", "after", time.Since(start).Round(time.Millisecond), "leader", e.Leader())
+			e.log.Info("successor took the leader label", "after", e.clock.Since(start).Round(time.Millisecond), "leader", e.Leader())
 			select {
 			case <-serving.Done():
-			case <-time.After(handoverGrace):
+			case <-e.clock.After(handoverGrace):
 			}
 			return
 		}
 		select {
 		case <-serving.Done():
 			return
-		case <-deadline.C:
+		case <-deadline.C():
 			e.log.Warn("no successor took the leader label; stopping admission anyway", "waited", handoverWait)
 			e.dropLabel()
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Check is one readiness condition; nil means ready.
@@ -31,12 +33,13 @@ type Server struct {
 	mux       *http.ServeMux
 	checks    []Check
 	reconnect context.Context // once done, answers ask clients to reconnect
+	clock     clock.WithTicker
 	log       *slog.Logger
 }
 
 // New returns a Server for addr. Register handlers and checks before Run.
 func New(addr string, tlsConfig *tls.Config, log *slog.Logger) *Server {
-	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), log: log}
+	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), clock: clock.RealClock{}, log: log}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/readyz", s.readyz)
 	return s
@@ -82,13 +85,14 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
+// listenWait bounds the wait for a predecessor to free the address.
 const listenWait = 15 * time.Second
 
 func (s *Server) listen(ctx context.Context) (net.Listener, error) {
-	deadline := time.Now().Add(listenWait)
+	deadline := s.clock.Now().Add(listenWait)
 	for {
 		ln, err := net.Listen("tcp", s.addr)
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || s.clock.Now().After(deadline) {
 			if err != nil {
 				return nil, fmt.Errorf("listen on %s: %w", s.addr, err)
 			}
@@ -97,7 +101,7 @@ func (s *Server) listen(ctx context.Context) (net.Listener, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("listen on %s: %w", s.addr, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-s.clock.After(100 * time.Millisecond):
 		}
 	}
 }

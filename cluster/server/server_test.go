@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"net"
 	"net/http"
@@ -115,6 +117,8 @@ func TestRunWaitsForAnAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(held.Addr().String(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fc := clocktesting.NewFakeClock(time.Now())
+	s.clock = fc
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan net.Listener, 1)
@@ -125,20 +129,39 @@ func TestRunWaitsForAnAddressInUse(t *testing.T) {
 		}
 		got <- ln
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Each wait between tries is one timer on the fake clock: the address
+	// was in use every time.
+	for range 3 {
+		waitForTimer(t, fc)
+		fc.Step(100 * time.Millisecond)
+	}
+	waitForTimer(t, fc)
 	select {
 	case <-got:
 		t.Fatal("listened on an address in use")
 	default:
 	}
 	_ = held.Close()
+	fc.Step(100 * time.Millisecond)
 	select {
 	case ln := <-got:
 		if ln != nil {
 			_ = ln.Close()
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("did not listen within 2 s of the address being freed")
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("did not listen once the address was freed")
+	}
+}
+
+// waitForTimer blocks until something waits on fc.
+func waitForTimer(t *testing.T, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(wait.ForeverTestTimeout)
+	for !fc.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

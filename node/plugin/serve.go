@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/pluginwatch"
@@ -39,6 +40,7 @@ type Server struct {
 	state  StateWriter
 	quiet  time.Duration // drainQuiet; shorter in tests
 	retry  time.Duration // retryGone; shorter in tests
+	clock  clock.WithTicker
 	log    *slog.Logger
 
 	grpc   *grpc.Server
@@ -83,7 +85,7 @@ const (
 
 // NewServer serves plugin as dir/socket; state may be nil.
 func NewServer(plugin *Plugin, dir, socket string, state StateWriter, log *slog.Logger) *Server {
-	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, log: log}
+	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, clock: clock.RealClock{}, log: log}
 }
 
 // Registration returns the registration record.
@@ -104,7 +106,7 @@ func (s *Server) Run(ctx context.Context) error {
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- pluginwatch.Watch(ctx, s.dir, s.socket, events) }()
 	defer s.drain()
-	s.refresh(ctx, "start", time.Now())
+	s.refresh(ctx, "start", s.clock.Now())
 	_, streams := s.plugin.Streams()
 	var retry <-chan time.Time // registering again after kubelet dropped the plugin
 	for {
@@ -117,18 +119,18 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return nil
 		case ev := <-events:
-			s.refresh(ctx, string(ev), time.Now())
+			s.refresh(ctx, string(ev), s.clock.Now())
 		case <-streams:
 			var open int
 			open, streams = s.plugin.Streams()
 			if open == 0 {
 				s.kubeletGone(ctx)
-				retry = time.After(s.retry)
+				retry = s.clock.After(s.retry)
 			}
 		case <-retry:
 			retry = nil
 			if open, _ := s.plugin.Streams(); open == 0 && !s.superseding() && s.kubeletListening() {
-				s.refresh(ctx, "stream ended", time.Now())
+				s.refresh(ctx, "stream ended", s.clock.Now())
 			}
 		}
 	}
@@ -199,10 +201,10 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 		s.failed(trigger, err)
 		return
 	}
-	lat := time.Since(at)
+	lat := s.clock.Since(at)
 	s.mu.Lock()
 	s.reg.Count++
-	s.reg.Last, s.reg.Latency, s.reg.Trigger, s.reg.Error = time.Now(), lat, trigger, ""
+	s.reg.Last, s.reg.Latency, s.reg.Trigger, s.reg.Error = s.clock.Now(), lat, trigger, ""
 	s.mu.Unlock()
 	s.log.Info("registered with kubelet", "resource", s.plugin.opts.Resources.GPU, "trigger", trigger, "latency", lat.Round(time.Microsecond))
 	// Serving only once kubelet holds the devices: a pod bound before
@@ -250,21 +252,21 @@ func (s *Server) kubeletListsSelf(ctx context.Context) (time.Duration, waitResul
 	if s.kubeletPods == nil {
 		return 0, seen
 	}
-	start := time.Now()
+	start := s.clock.Now()
 	for {
 		names, err := s.kubeletPods(ctx)
 		switch {
 		case err == nil && slices.Contains(names, s.self):
-			return time.Since(start), seen
+			return s.clock.Since(start), seen
 		case s.superseding():
-			return time.Since(start), superseded
-		case time.Since(start) >= podsWait:
-			return time.Since(start), timedOut
+			return s.clock.Since(start), superseded
+		case s.clock.Since(start) >= podsWait:
+			return s.clock.Since(start), timedOut
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), timedOut
-		case <-time.After(100 * time.Millisecond):
+			return s.clock.Since(start), timedOut
+		case <-s.clock.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -275,9 +277,9 @@ const listWait = 5 * time.Second
 // listedSince waits until a ListAndWatch stream newer than the count n
 // has sent kubelet the devices.
 func (s *Server) listedSince(ctx context.Context, n uint64) waitResult {
-	timeout := time.NewTimer(listWait)
+	timeout := s.clock.NewTimer(listWait)
 	defer timeout.Stop()
-	poll := time.NewTicker(50 * time.Millisecond)
+	poll := s.clock.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
 	for {
 		now, grew := s.plugin.Listings()
@@ -286,11 +288,11 @@ func (s *Server) listedSince(ctx context.Context, n uint64) waitResult {
 		}
 		select {
 		case <-grew:
-		case <-poll.C:
+		case <-poll.C():
 			if s.superseding() {
 				return superseded
 			}
-		case <-timeout.C:
+		case <-timeout.C():
 			return timedOut
 		case <-ctx.Done():
 			return timedOut
@@ -306,7 +308,7 @@ func (s *Server) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	s.setState(ctx, protocol.PluginDraining)
-	if pod := s.plugin.settled(ctx, time.Now().Add(s.quiet)); pod != "" {
+	if pod := s.plugin.settled(ctx, time.Now().Add(s.quiet)); pod != "" { // the plugin keeps the wall clock
 		s.log.Warn("stopping with a bound pod not yet allocated", "pod", pod, "waited", drainTimeout)
 	}
 	if !s.plugin.idle(ctx) {
@@ -366,9 +368,9 @@ const predecessorWait = 15 * time.Second
 // plugin's stream ends, kubelet disconnects whichever client is
 // registered for the resource, by then the new one.
 func (s *Server) awaitPredecessor(path string) {
-	deadline := time.Now().Add(predecessorWait)
+	deadline := s.clock.Now().Add(predecessorWait)
 	waited := false
-	for time.Now().Before(deadline) {
+	for s.clock.Now().Before(deadline) {
 		c, err := net.DialTimeout("unix", path, 200*time.Millisecond)
 		if err != nil {
 			break
@@ -378,11 +380,11 @@ func (s *Server) awaitPredecessor(path string) {
 			s.log.Info("a previous vgpud still serves the device-plugin socket; waiting for it to drain", "socket", path)
 			waited = true
 		}
-		time.Sleep(200 * time.Millisecond)
+		<-s.clock.After(200 * time.Millisecond)
 	}
 	if waited {
 		// Let kubelet see the old stream end before the new registration.
-		time.Sleep(500 * time.Millisecond)
+		<-s.clock.After(500 * time.Millisecond)
 	}
 }
 

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 	"net"
 	"os"
 	"path/filepath"
@@ -306,22 +308,46 @@ func TestServeWaitsForThePredecessor(t *testing.T) {
 		}
 	}()
 	s := NewServer(nil, filepath.Dir(path), "vgpud.sock", nil, quietLog())
-	start := time.Now()
+	fc := clocktesting.NewFakeClock(time.Now())
+	s.clock = fc
 	done := make(chan struct{})
 	go func() { s.awaitPredecessor(path); close(done) }()
-	time.Sleep(400 * time.Millisecond)
+	// Each wait between dials is one timer on the fake clock; it found
+	// the predecessor serving every time.
+	for range 3 {
+		waitForTimer(t, fc)
+		fc.Step(200 * time.Millisecond)
+	}
+	waitForTimer(t, fc)
 	select {
 	case <-done:
 		t.Fatal("took over while the predecessor still served")
 	default:
 	}
 	_ = old.Close()
+	fc.Step(200 * time.Millisecond) // the next dial fails: it stopped
+	waitForTimer(t, fc)             // and kubelet is given time to see its stream end
 	select {
 	case <-done:
-	case <-time.After(3 * time.Second):
-		t.Fatal("still waiting 3 s after the predecessor stopped")
+		t.Fatal("registered before kubelet could see the old stream end")
+	default:
 	}
-	if waited := time.Since(start); waited < 400*time.Millisecond {
-		t.Fatalf("returned after %v", waited)
+	fc.Step(500 * time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("still waiting after the predecessor stopped")
+	}
+}
+
+// waitForTimer blocks until something waits on fc.
+func waitForTimer(t *testing.T, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(wait.ForeverTestTimeout)
+	for !fc.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
