@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/manifests"
 )
 
 // validEnv is the minimum a DaemonSet replica gets from the downward API.
@@ -126,5 +128,22 @@ func TestSplitList(t *testing.T) {
 	got := splitList([]string{"a, b,", " c"})
 	if strings.Join(got, "|") != "a|b|c" {
 		t.Errorf("splitList = %q", got)
+	}
+}
+
+// The leader patches the caBundle of the webhook configuration the
+// manifest installs, and its serving certificate names the Service the
+// webhook calls: their default names agree.
+func TestManifestNamesWhatTheLeaderKeeps(t *testing.T) {
+	mwc, err := manifests.WebhookConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := defaultConfig().Cluster.TLS
+	if mwc.Name != def.WebhookConfigName {
+		t.Errorf("webhook configuration %q; --webhook-config-name defaults to %q", mwc.Name, def.WebhookConfigName)
+	}
+	if len(mwc.Webhooks) != 1 || mwc.Webhooks[0].ClientConfig.Service == nil || mwc.Webhooks[0].ClientConfig.Service.Name != def.ServiceName {
+		t.Errorf("the webhook does not call Service %q (--service-name)", def.ServiceName)
 	}
 }

@@ -198,9 +198,19 @@ func (t *termParts) run(ctx context.Context, term leader.Term) error {
 			return fmt.Errorf("fill the GPU books: %w", ctx.Err())
 		}
 		t.synced.Store(true)
+		// Nor is traffic taken before a serving certificate is loaded: a
+		// new term's first Ensure may take seconds (a CA rotation restarts
+		// kube-scheduler), and a labelled pod without one fails every
+		// handshake ("tls: internal error") while the predecessor could
+		// still answer.
+		select {
+		case <-t.certs.Loaded():
+		case <-ctx.Done():
+			return fmt.Errorf("load the serving certificate: %w", ctx.Err())
+		}
 		// Listen only now: a webhook answering from half-filled informers
 		// would count quota wrong, wherever the traffic comes from.
-		t.log.Info("caches synced; taking traffic")
+		t.log.Info("caches synced and certificate loaded; taking traffic")
 		// From the term's end until the handover is done, the apiserver is
 		// sent on to the successor connection by connection.
 		t.webhook.ReconnectAfter(ctx)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,6 +93,10 @@ type Manager struct {
 	log  *slog.Logger
 	now  func() time.Time
 	cert atomic.Pointer[loaded]
+	// loaded is closed once a certificate is: a listener that takes
+	// traffic before then fails every handshake.
+	loaded     chan struct{}
+	loadedOnce sync.Once
 }
 
 type loaded struct {
@@ -125,8 +130,11 @@ func NewManager(cfg Config, api API, log *slog.Logger, now func() time.Time) *Ma
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, api: api, log: log, now: now}
+	return &Manager{cfg: cfg, api: api, log: log, now: now, loaded: make(chan struct{})}
 }
+
+// Loaded is closed once a serving certificate is loaded.
+func (m *Manager) Loaded() <-chan struct{} { return m.loaded }
 
 // GetCertificate serves the current certificate; plug it into tls.Config so
 // a renewed certificate is used without a restart.
@@ -274,6 +282,7 @@ func (m *Manager) load(p KeyPair, caCert []byte) error {
 		return fmt.Errorf("load serving certificate: %w", err)
 	}
 	m.cert.Store(&loaded{tls: &c, pair: p, clients: clients, notAfter: end})
+	m.loadedOnce.Do(func() { close(m.loaded) })
 	m.log.Info("webhook serving certificate loaded", "expires", end.UTC().Format(time.RFC3339))
 	return nil
 }

@@ -104,10 +104,20 @@ func TestManagerCreatesRenewsAndReuses(t *testing.T) {
 	if _, err := m.GetCertificate(nil); err == nil {
 		t.Fatal("GetCertificate before any certificate: want an error")
 	}
+	select {
+	case <-m.Loaded():
+		t.Fatal("Loaded before any certificate")
+	default:
+	}
 
 	renew, err := m.Ensure(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-m.Loaded():
+	default:
+		t.Fatal("not Loaded after Ensure")
 	}
 	if want := t0.Add(validity - renewBefore); !renew.Equal(want) {
 		t.Fatalf("renew at %s, want %s", renew, want)
