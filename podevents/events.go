@@ -5,6 +5,7 @@ package podevents
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -34,7 +35,9 @@ func Start(ctx context.Context, api eventsv1client.EventsV1Interface) (Sink, err
 // As returns a recorder of eventType Events for action (what vgpud was
 // doing with the pod: Binding, Scheduling, Checking).
 func (s Sink) As(eventType, action string) func(pod *corev1.Pod, reason, message string) {
-	return func(p *corev1.Pod, reason, msg string) { s.rec.Eventf(p, nil, eventType, reason, action, "%s", msg) }
+	return func(p *corev1.Pod, reason, msg string) {
+		s.rec.Eventf(p, nil, eventType, reason, action, "%s", truncate(msg, maxNote))
+	}
 }
 
 // Shutdown stops the broadcaster.
@@ -42,4 +45,21 @@ func (s Sink) Shutdown() {
 	if s.bc != nil {
 		s.bc.Shutdown()
 	}
+}
+
+// maxNote is the longest note events.k8s.io/v1 accepts; a longer one is
+// refused and the Event lost.
+const maxNote = 1024
+
+// truncate cuts msg to at most n bytes on a UTF-8 boundary, marking the cut.
+func truncate(msg string, n int) string {
+	if len(msg) <= n {
+		return msg
+	}
+	const more = " ..."
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + more
 }

@@ -73,6 +73,7 @@ type Binder struct {
 	// running (settle) stops with it, as the books it keeps do.
 	term     context.Context
 	settling sync.WaitGroup // settle calls under way
+	closed   bool           // Wait has begun: settle starts no more (mu)
 	log      *slog.Logger
 
 	mu         sync.Mutex
@@ -126,8 +127,23 @@ func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
 }
 
 // Wait returns once nothing a bind left running is: each ends with the
-// term.
-func (b *Binder) Wait() { b.settling.Wait() }
+// term. A bind that ends after Wait began starts nothing.
+func (b *Binder) Wait() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.settling.Wait()
+}
+
+// startSettle runs settle unless Wait has begun: the term is over, and
+// settle would end at once.
+func (b *Binder) startSettle(settle func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.settling.Go(settle)
+	}
+}
 
 // Bind places the pod on args.Node and binds it there, or says why not.
 func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
@@ -297,7 +313,7 @@ func (b *Binder) book(nodeName string, pod *podrecord.Pod, req fit.Request, h *h
 
 // bindable refuses what kube-scheduler's vgpud profile would never ask:
 // a pod recreated under the name, already bound, of another scheduler, or
-// carrying an assignment no earlier bind of it left.
+// carrying any assignment.
 func (b *Binder) bindable(pod *podrecord.Pod, uid types.UID) error {
 	id := pod.Namespace + "/" + pod.Name
 	switch {
@@ -382,7 +398,7 @@ func (b *Binder) commit(ctx context.Context, pod *podrecord.Pod, a protocol.Assi
 			b.log.Warn("Binding answered with an error but the pod is bound; keeping the assignment", "pod", pod.Namespace+"/"+pod.Name, "node", a.Node, "err", err)
 		case unanswered(err):
 			b.books.MarkBound(pod.UID, a.Node)
-			b.settling.Go(func() { b.settle(pod, a.Node, raw, token) })
+			b.startSettle(func() { b.settle(pod, a.Node, raw, token) })
 			return fmt.Errorf("bind pod %s/%s to %s: %w: %w; its room there, and the node for other binds, stay held for up to %s until vgpud can tell",
 				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.UnansweredHold)
 		default:
@@ -398,7 +414,8 @@ func (b *Binder) commit(ctx context.Context, pod *podrecord.Pod, a protocol.Assi
 // boundAnyway re-reads the pod after a failed Binding: if it is bound to
 // node with this assignment all the same, the bind succeeded.
 func (b *Binder) boundAnyway(pod *podrecord.Pod, node, raw string) bool {
-	landed, err := b.landed(b.term, pod, node, raw)
+	// Read even when the term has just ended: the answer is the bind's.
+	landed, err := b.landed(context.WithoutCancel(b.term), pod, node, raw)
 	return err == nil && landed
 }
 

@@ -853,6 +853,24 @@ func TestSettleEndsWithTheTerm(t *testing.T) {
 	}
 }
 
+// A bind that ends once Wait has begun starts no settle, so Wait never
+// races a new one, nor is held up by one.
+func TestNoSettleStartsOnceWaitBegan(t *testing.T) {
+	e := newFakeClockBindEnv(t, 10, 50*time.Millisecond, bindPod("p1", "4000"))
+	e.unanswerBinding(time.Second, nil)
+	e.binder.Wait()
+	if msg := e.bind("p1"); !strings.Contains(msg, "may still land") {
+		t.Fatalf("bind: %q", msg)
+	}
+	done := make(chan struct{})
+	go func() { e.binder.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("Wait waits for a settle started after it began")
+	}
+}
+
 func TestUnansweredIsWhatTheAPIServerDidNotRefuse(t *testing.T) {
 	gr := corev1.Resource("pods")
 	for _, c := range []struct {

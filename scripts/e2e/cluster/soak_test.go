@@ -503,7 +503,12 @@ func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, logs
 			if !seen[string(ev.UID)] {
 				seen[string(ev.UID)] = true
 				violate(inv, what)
-				e.explain(t, logs, ev.Source.Host, ev.InvolvedObject.Name)
+				// events.k8s.io Events carry no source host: the pod names the node.
+				node := ev.Source.Host
+				if p, err := e.kube.CoreV1().Pods(ev.Namespace).Get(ctx, ev.InvolvedObject.Name, metav1.GetOptions{}); err == nil {
+					node = p.Spec.NodeName
+				}
+				e.explain(t, logs, node, ev.InvolvedObject.Name)
 			}
 		}
 	}
