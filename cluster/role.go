@@ -110,7 +110,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	}
 	quotas := quota.New(inf.pods, inf.quotas, r.names)
 	ledger := books.New(r.names, r.scheduler)
-	ledger.KeepDeletedInFlight(r.cfg.DeletedInFlight())
+	ledger.KeepDeletedInFlight(r.cfg.DeletedInFlight(), r.clock)
 	booksSynced, err := ledger.Watch(inf.pods, inf.nodes, log.With("component", "books"))
 	if err != nil {
 		return nil, fmt.Errorf("watch nodes and pods: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/podrecord"
@@ -22,8 +23,8 @@ import (
 // Cache maps node names to their GPUs and committed usage.
 type Cache struct {
 	names     protocol.ResourceNames
-	scheduler string           // only pods of this scheduler are booked from the API
-	now       func() time.Time // when a deleted pod's in-flight slot runs out
+	scheduler string             // only pods of this scheduler are booked from the API
+	clock     clock.PassiveClock // times a deleted pod's in-flight hold
 	// deletedInFlight is how long a pod deleted while in flight still
 	// holds its node's in-flight slot (KeepDeletedInFlight).
 	deletedInFlight time.Duration
@@ -83,7 +84,7 @@ type podState struct {
 // New returns an empty cache for the given resource names; it books pods
 // of scheduler only.
 func New(names protocol.ResourceNames, scheduler string) *Cache {
-	return &Cache{names: names, scheduler: scheduler, now: time.Now, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
+	return &Cache{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
 }
 
 // SetNode records a node's inventory and whether its plugin is up. A node
@@ -303,7 +304,7 @@ func (c *Cache) drop(uid types.UID, deleted bool) bool {
 	st := c.node(old.node)
 	delete(st.pods, uid)
 	if deleted && old.inFlight && old.bound && c.deletedInFlight > 0 {
-		now := c.now()
+		now := c.clock.Now()
 		for name, until := range st.gone {
 			if !now.Before(until) {
 				delete(st.gone, name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -275,9 +276,8 @@ func TestUnboundBookingsAreNotInFlight(t *testing.T) {
 // would be served its Allocate.
 func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
-	now := time.Now()
-	c.now = func() time.Time { return now }
-	c.KeepDeletedInFlight(20 * time.Second)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	c.KeepDeletedInFlight(20*time.Second, clk)
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("first", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
@@ -290,7 +290,11 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	if busy := c.InFlight("n1", ""); busy != "ns/first (deleted)" {
 		t.Fatalf("in flight %q right after the delete", busy)
 	}
-	now = now.Add(21 * time.Second)
+	clk.SetTime(clk.Now().Add(20*time.Second - time.Nanosecond))
+	if busy := c.InFlight("n1", ""); busy != "ns/first (deleted)" {
+		t.Fatalf("in flight %q just before the grace ends", busy)
+	}
+	clk.SetTime(clk.Now().Add(time.Nanosecond))
 	if busy := c.InFlight("n1", ""); busy != "" {
 		t.Fatalf("in flight %q after the grace", busy)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // A node takes one bound pod at a time: kubelet's Allocate carries only
@@ -34,8 +35,10 @@ func (c *Cache) MarkBound(uid types.UID, node string) {
 // KeepDeletedInFlight makes a pod deleted while in flight (bound, not yet
 // allocated) hold its node's in-flight slot for d more: kubelet may still
 // be admitting it, and Allocate, which carries no pod identity, must not
-// meet a second bound pod then. Call before use.
-func (c *Cache) KeepDeletedInFlight(d time.Duration) { c.deletedInFlight = d }
+// meet a second bound pod then; clk times the hold. Call before use.
+func (c *Cache) KeepDeletedInFlight(d time.Duration, clk clock.PassiveClock) {
+	c.deletedInFlight, c.clock = d, clk
+}
 
 // InFlight names a pod on node, other than except, that is bound but not
 // yet allocated; "" if there is none.
@@ -52,7 +55,7 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 			names = append(names, f.name)
 		}
 	}
-	now := c.now()
+	now := c.clock.Now()
 	for name, until := range st.gone {
 		if now.Before(until) {
 			names = append(names, name)
