@@ -209,28 +209,36 @@ func TestBindWritesAssignmentBooksAndBinds(t *testing.T) {
 }
 
 func TestBindWaitsWhileAnotherPodIsInFlight(t *testing.T) {
-	e := newBindEnv(t, 10, 200*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "3000"))
+	const bindWait = 200 * time.Millisecond
+	e := newFakeClockBindEnv(t, 10, bindWait, bindPod("p1", "4000"), bindPod("p2", "3000"))
 	if msg := e.bind("p1"); msg != "" {
 		t.Fatal(msg)
 	}
-	start := time.Now()
-	msg := e.bind("p2")
-	if !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") || time.Since(start) < 200*time.Millisecond {
-		t.Fatalf("second bind while p1 in flight: %q after %v", msg, time.Since(start))
+	// While it waits, p2's bind counts as queued on the node (prioritize
+	// reads it); it gives up exactly when --bind-wait runs out.
+	answer := make(chan string, 1)
+	go func() { answer <- e.bind("p2") }()
+	e.waitForTimers(t, 2) // its deadline, and its look again
+	if q := e.binder.Queued("n1"); q != 1 {
+		t.Errorf("binds queued on n1 while p2 waits: %d, want 1", q)
 	}
-	// Once kubelet has allocated p1, the next bind goes through at once;
-	// while it waits, it counts as queued on the node (prioritize reads it).
-	queued := make(chan int, 1)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		queued <- e.binder.Queued("n1")
-		e.allocated(t, "p1")
-	}()
-	if msg := e.bind("p2"); msg != "" {
+	e.fake.Step(bindWait - time.Nanosecond)
+	select {
+	case msg := <-answer:
+		t.Fatalf("gave up before --bind-wait ran out: %q", msg)
+	default:
+	}
+	e.fake.Step(time.Nanosecond)
+	if msg := <-answer; !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") {
+		t.Fatalf("second bind while p1 in flight: %q", msg)
+	}
+	// Once kubelet has allocated p1, the waiting bind goes through at
+	// once, with no time passing.
+	go func() { answer <- e.bind("p2") }()
+	e.waitForTimers(t, 2)
+	e.allocated(t, "p1")
+	if msg := <-answer; msg != "" {
 		t.Fatal(msg)
-	}
-	if q := <-queued; q != 1 {
-		t.Errorf("binds queued on n1 while p2 waited: %d, want 1", q)
 	}
 	if q := e.binder.Queued("n1"); q != 0 {
 		t.Errorf("binds queued on n1 after: %d, want 0", q)
