@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -166,8 +167,17 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	}
 
 	first := waitLeader("")
-	// Everyone agrees who leads, and exactly one runs the work.
-	time.Sleep(300 * time.Millisecond)
+	// Everyone agrees who leads (each has read the Lease the leader holds,
+	// so none campaigns until it runs out), and exactly one runs the work.
+	for _, id := range ids {
+		deadline := time.Now().Add(wait.ForeverTestTimeout)
+		for electors[id].Leader() != first {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s sees leader %q, not %s", id, electors[id].Leader(), first)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	mu.Lock()
 	n := 0
 	for _, v := range leading {
