@@ -146,8 +146,20 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	placer.NotifyPodRead(r.metrics.PodRead)
 	ledger.NotifyFreed(func() { requeue.freed(ctx) })
 
-	// The extender's verbs answer only kube-scheduler (mutual TLS); the
-	// webhook answers the apiserver, which checks the caBundle.
+	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
+	r.route(ctx, t, placer, admission)
+	t.close = func() {
+		t.binder.Wait()
+		stopMetrics()
+		events.Shutdown()
+	}
+	return t, nil
+}
+
+// route puts the term's handlers and readiness checks on its listeners.
+// The extender's verbs answer only kube-scheduler (mutual TLS); the
+// webhook answers the apiserver, which checks the caBundle.
+func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer, admission http.Handler) {
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
@@ -155,7 +167,6 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	} {
 		t.extender.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, t.synced, h)))
 	}
-	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
 	t.webhook.Handle("/webhook", r.metrics.Instrument("webhook", admission))
 	t.webhook.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !t.synced.Load() {
@@ -163,13 +174,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		}
 		return nil
 	}})
-	t.webhook.AddCheck(server.Check{Name: "certificate", Func: certMgr.Ready})
-	t.close = func() {
-		t.binder.Wait()
-		stopMetrics()
-		events.Shutdown()
-	}
-	return t, nil
+	t.webhook.AddCheck(server.Check{Name: "certificate", Func: t.certs.Ready})
 }
 
 // run runs the term's parts. Admission (which writes nothing) and the
