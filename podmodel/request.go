@@ -50,10 +50,8 @@ func Requests(pod *corev1.Pod, names protocol.ResourceNames) ([]ContainerRequest
 // among them. It looks only at which names are present, so it never fails.
 func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
 	var out []string
-	for _, n := range [...]string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores} {
-		_, l := c.Resources.Limits[corev1.ResourceName(n)]
-		_, r := c.Resources.Requests[corev1.ResourceName(n)]
-		if l || r {
+	for _, n := range vgpuResources(names) {
+		if namesResource(c, n) {
 			out = append(out, n)
 		}
 	}
@@ -61,14 +59,30 @@ func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
 }
 
 // Wants reports whether any container of pod names a vGPU resource
-// (VGPUNames).
+// (VGPUNames). It allocates nothing: the leader's informer asks it of
+// every pod event.
 func Wants(pod *corev1.Pod, names protocol.ResourceNames) bool {
 	for c := range Containers(&pod.Spec) {
-		if len(VGPUNames(c, names)) > 0 {
-			return true
+		for _, n := range vgpuResources(names) {
+			if namesResource(c, n) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// vgpuResources are the resources that ask for a vGPU; priority alone
+// does not.
+func vgpuResources(names protocol.ResourceNames) [4]string {
+	return [...]string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores}
+}
+
+// namesResource reports whether c names resource in its limits or requests.
+func namesResource(c *corev1.Container, resource string) bool {
+	_, l := c.Resources.Limits[corev1.ResourceName(resource)]
+	_, r := c.Resources.Requests[corev1.ResourceName(resource)]
+	return l || r
 }
 
 // NeedsDevices reports whether kubelet will ask the device plugin for

@@ -141,3 +141,14 @@ func TestContainersInKubeletOrder(t *testing.T) {
 		break
 	}
 }
+
+// The leader's informer asks Wants of every pod event: it allocates
+// nothing, for a GPU pod or a CPU pod.
+func TestWantsDoesNotAllocate(t *testing.T) {
+	names := protocol.DefaultResourceNames()
+	gpu := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpumem": "1000"})}}}
+	cpu := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"cpu": "1"})}}}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = Wants(gpu, names), Wants(cpu, names) }); allocs != 0 {
+		t.Errorf("Wants allocates %.0f times per call", allocs)
+	}
+}
