@@ -33,6 +33,25 @@ func unanswered(err error) bool {
 	return true
 }
 
+// Wait returns once nothing a bind left running is: each ends with the
+// term. A bind that ends after Wait began starts nothing.
+func (b *Binder) Wait() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.settling.Wait()
+}
+
+// startSettle runs settle unless Wait has begun: the term is over, and
+// settle would end at once.
+func (b *Binder) startSettle(settle func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.settling.Go(settle)
+	}
+}
+
 // settle decides, once a Binding that got no answer can no longer land,
 // what it did. Until then its booking stays, and stays in flight (bind
 // marked it bound): giving the room back early could let a second pod
