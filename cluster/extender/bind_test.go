@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -710,12 +709,9 @@ func (e *bindEnv) unanswerBinding(hold time.Duration, land func(b *corev1.Bindin
 // goroutine the test awaits has reached its wait.
 func (e *bindEnv) waitForTimers(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(wait.ForeverTestTimeout)
-	for e.fake.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timers waiting, want %d", e.fake.Waiters(), n)
-		}
-		goruntime.Gosched()
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return e.fake.Waiters() >= n, nil }); err != nil {
+		t.Fatalf("%d timers waiting, want %d", e.fake.Waiters(), n)
 	}
 }
 

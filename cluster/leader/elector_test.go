@@ -170,12 +170,9 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	// Everyone agrees who leads (each has read the Lease the leader holds,
 	// so none campaigns until it runs out), and exactly one runs the work.
 	for _, id := range ids {
-		deadline := time.Now().Add(wait.ForeverTestTimeout)
-		for electors[id].Leader() != first {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s sees leader %q, not %s", id, electors[id].Leader(), first)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true,
+			func(context.Context) (bool, error) { return electors[id].Leader() == first, nil }); err != nil {
+			t.Fatalf("%s sees leader %q, not %s", id, electors[id].Leader(), first)
 		}
 	}
 	mu.Lock()

@@ -343,11 +343,8 @@ func TestServeWaitsForThePredecessor(t *testing.T) {
 // waitForTimer blocks until something waits on fc.
 func waitForTimer(t *testing.T, fc *clocktesting.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(wait.ForeverTestTimeout)
-	for !fc.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing waits on the clock")
-		}
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return fc.HasWaiters(), nil }); err != nil {
+		t.Fatal("nothing waits on the clock")
 	}
 }
