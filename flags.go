@@ -65,6 +65,7 @@ func commonFlags(cfg *config) []cli.Flag {
 func readSliceFlags(c *cli.Context, cfg *config) {
 	cfg.Roles = splitList(c.StringSlice("roles"))
 	cfg.Node.ExcludeGPUs = splitList(c.StringSlice("exclude-gpus"))
+	cfg.Node.NRIExemptNamespaces = splitList(c.StringSlice("nri-exempt-namespaces"))
 	cfg.Node.HealthIgnoreXIDs = c.Uint64Slice("health-ignore-xids")
 }
 

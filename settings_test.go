@@ -13,7 +13,7 @@ import (
 
 // sliceFlagFields are the slice flags urfave/cli cannot bind to a field
 // (readSliceFlags copies them), by the field they fill.
-var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs"}
+var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs", "nri-exempt-namespaces": "NRIExemptNamespaces"}
 
 // Every flag sets the field of its own name (--allocate-wait sets
 // AllocateWait, --tls-cert-validity sets TLS.CertValidity), so a reader

@@ -42,6 +42,13 @@ type Config struct {
 	// AllocateWait bounds how long Allocate waits for the bound pod to
 	// reach this replica's informer.
 	AllocateWait time.Duration
+	// NRISocket is the container runtime's NRI socket. Where it is
+	// present the runtime names each container's pod to vgpud's hook;
+	// where it is not, or "" here, the node guesses, as before NRI.
+	NRISocket string
+	// NRIExemptNamespaces keep every GPU their containers' images or pods
+	// name: the GPU operator's, vgpud's own. Never a tenant's.
+	NRIExemptNamespaces []string
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
@@ -55,11 +62,13 @@ func DefaultConfig() Config {
 		CoreScaling:        1,
 		InspectSocket:      "/run/vgpud/inspect.sock",
 
-		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
-		PodResourcesPeriod: 10 * time.Second,
-		HealthIgnoreXIDs:   health.DefaultIgnoredXIDs,
-		HealthRecovery:     5 * time.Minute,
-		AllocateWait:       10 * time.Second,
+		PodResourcesSocket:  "/var/lib/kubelet/pod-resources/kubelet.sock",
+		PodResourcesPeriod:  10 * time.Second,
+		HealthIgnoreXIDs:    health.DefaultIgnoredXIDs,
+		HealthRecovery:      5 * time.Minute,
+		AllocateWait:        10 * time.Second,
+		NRISocket:           "/var/run/nri/nri.sock",
+		NRIExemptNamespaces: []string{"vgpud-system", "gpu-operator"},
 	}
 }
 

@@ -2,21 +2,26 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/node/grant"
 	"github.com/vgpud/vgpud/node/health"
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/node/inventory"
+	"github.com/vgpud/vgpud/node/nrihook"
 	"github.com/vgpud/vgpud/node/plugin"
 	"github.com/vgpud/vgpud/node/podwatch"
 	"github.com/vgpud/vgpud/podevents"
@@ -33,6 +38,8 @@ type LeaderStatus interface {
 // Metrics are the node's metrics as the role feeds them.
 type Metrics interface {
 	plugin.Observer
+	nrihook.Observer
+	Identity(mode string)
 	Health(uuids []string, unhealthy map[string]bool)
 	PodResourcesMismatch()
 }
@@ -60,6 +67,7 @@ type Role struct {
 	inv      protocol.Inventory
 	server   *plugin.Server
 	podCache *podwatch.Cache
+	hook     *nrihook.Hook // nil where the node guesses
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
@@ -81,6 +89,11 @@ func (a *Role) Ready() (bool, string) {
 	if r := a.server.Registration(); r.Count == 0 {
 		return false, "device plugin not registered with kubelet yet"
 	}
+	if a.hook != nil {
+		if up, _ := a.hook.Connected(); !up {
+			return false, "NRI hook not connected to the container runtime at " + a.cfg.NRISocket
+		}
+	}
 	return true, ""
 }
 
@@ -95,7 +108,7 @@ func (a *Role) Run(ctx context.Context) error {
 	}
 	a.cfg = cfg
 	if cfg.InterposerDir != "" {
-		if err := plugin.PrepareInterposer(cfg.InterposerDir); err != nil {
+		if err := grant.PrepareInterposer(cfg.InterposerDir); err != nil {
 			return err
 		}
 	}
@@ -140,7 +153,15 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface)
 		stopPods()
 		return nil
 	}
-	p := a.build(ctx, lib, devs, pods)
+	mode := a.identity()
+	if err := a.announceIdentity(ctx, mode); err != nil || ctx.Err() != nil {
+		stopPods()
+		return err
+	}
+	p := a.build(ctx, lib, devs, pods, mode)
+	if p.hook != nil {
+		g.Go(func() error { return p.hook.Run(ctx, a.cfg.NRISocket) })
+	}
 	g.Go(func() error { return p.health.Run(ctx) })
 	g.Go(func() error {
 		defer stopPods()
@@ -153,8 +174,42 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface)
 			return p.check.Run(ctx)
 		})
 	}
-	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend)
+	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)
 	return nil
+}
+
+// identity is how this node will tell which pod a container is: by the
+// runtime's word where its NRI socket is present, else by a guess, said
+// loudly.
+func (a *Role) identity() string {
+	if a.cfg.NRISocket != "" {
+		if fi, err := os.Stat(a.cfg.NRISocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return protocol.IdentityRuntime
+		}
+	}
+	a.log.Warn("IDENTITY IS GUESSED: no NRI socket, so Allocate guesses which pod kubelet admits, the leader binds one pod at a time here, and a pod vgpud did not schedule can be handed another's GPUs; run containerd 1.7+ or CRI-O 1.26+ with NRI enabled",
+		"nri-socket", a.cfg.NRISocket)
+	return protocol.IdentityGuessed
+}
+
+// announceIdentity writes the node's identity annotation before the
+// plugin serves: the leader reads it to decide whether binds there wait
+// for the previous pod.
+func (a *Role) announceIdentity(ctx context.Context, mode string) error {
+	a.metrics.Identity(mode)
+	pub := inventory.NewPublisher(a.api.Core, a.node)
+	for {
+		err := pub.SetIdentity(ctx, mode)
+		if err == nil {
+			return nil
+		}
+		a.log.Error("announce the node's identity mode; retrying in 2s", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // nodeParts are the node role's parts once its GPUs are known, built and
@@ -166,11 +221,12 @@ type nodeParts struct {
 	healthChanged chan protocol.Inventory // the newest inventory, for publisher
 	check         *plugin.PodResourcesCheck
 	events        podevents.Sink
+	hook          *nrihook.Hook // nil where the node guesses
 }
 
 // build makes the parts that serve devs and wires them to each other and
 // to the role's state, which inspect and readiness read.
-func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *podwatch.Cache) *nodeParts {
+func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *podwatch.Cache, mode string) *nodeParts {
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	inv := inventory.Build(devs, scaling, nil)
 	gpus := make([]plugin.GPU, len(devs))
@@ -182,16 +238,28 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	p := plugin.New(plugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,
+		RuntimeNamesPods: mode == protocol.IdentityRuntime,
 	}, gpus, pods, podwatch.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
 	parts.server = plugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
+	if mode == protocol.IdentityRuntime {
+		exempt := make(map[string]bool, len(a.cfg.NRIExemptNamespaces))
+		for _, ns := range a.cfg.NRIExemptNamespaces {
+			exempt[ns] = true
+		}
+		parts.hook = nrihook.New(nrihook.Rules{
+			Node: a.node, Resources: a.resources,
+			Slice:  grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir},
+			Exempt: func(ns string) bool { return exempt[ns] },
+		}, pods, hookWait, a.metrics, a.log.With("component", "nri"))
+	}
 	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
 			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
 		})
 	}
 	a.mu.Lock()
-	a.server, a.podCache, a.notReady = parts.server, pods, ""
+	a.server, a.podCache, a.hook, a.notReady = parts.server, pods, parts.hook, ""
 	a.inv = inv
 	a.mu.Unlock()
 	a.metrics.Health(uuids, nil)
@@ -211,11 +279,17 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		parts.healthChanged <- inv
 	}
 	parts.health = health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
-	if a.cfg.PodResourcesSocket != "" {
+	// Where the runtime names pods, kubelet's device IDs are bookkeeping
+	// only, not the pod's GPUs: there is nothing to cross-check.
+	if a.cfg.PodResourcesSocket != "" && mode == protocol.IdentityGuessed {
 		parts.check = a.podResourcesCheck(ctx, pods, parts)
 	}
 	return parts
 }
+
+// hookWait bounds how long the NRI hook waits for the informer to show a
+// pod the runtime names; the runtime gives a whole call 2 s.
+const hookWait = time.Second
 
 // podResourcesCheck compares kubelet's PodResources with each pod's
 // assignment every PodResourcesPeriod, and reports a mismatch as an Event
@@ -301,18 +375,43 @@ func (a *Role) setNotReady(why string) {
 func (a *Role) snapshot() inspect.Snapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
-	inv, server, cache := a.inv, a.server, a.podCache
+	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
 	a.mu.Unlock()
 	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPU{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
 		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
 	}
+	var phase func(*corev1.Pod, string) string
+	if hook != nil {
+		s.Identity = protocol.IdentityRuntime
+		up, conns := hook.Connected()
+		s.Runtime = fmt.Sprintf("connected %d time(s), now %s", conns, map[bool]string{true: "connected", false: "DISCONNECTED"}[up])
+		phase = runtimePhase(hook.Records())
+	} else if server != nil {
+		s.Identity = protocol.IdentityGuessed
+	}
 	if cache != nil {
-		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List())
+		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
 	}
 	if server != nil {
 		r := server.Registration()
 		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
 	}
 	return s
+}
+
+// runtimePhase is where a container's share stands by what the NRI hook
+// did: created with its slice, refused (and why), or waiting for the
+// runtime to create it.
+func runtimePhase(seen map[types.UID]nrihook.Record) func(*corev1.Pod, string) string {
+	return func(p *corev1.Pod, container string) string {
+		r := seen[p.UID]
+		if why, ok := r.Refused[container]; ok {
+			return "refused: " + why
+		}
+		if _, ok := r.Granted[container]; ok {
+			return "created"
+		}
+		return "waiting for the runtime"
+	}
 }

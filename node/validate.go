@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/vgpud/vgpud/node/gpu"
 	"github.com/vgpud/vgpud/setting"
 )
@@ -48,6 +50,15 @@ func (c Config) Validate() error {
 	}
 	if c.InspectSocket == "" {
 		errs = append(errs, setting.Invalid("inspect-socket", "", fmt.Sprintf("want a socket path such as %s", DefaultConfig().InspectSocket)))
+	}
+	if c.NRISocket != "" && !filepath.IsAbs(c.NRISocket) {
+		errs = append(errs, setting.Invalid("nri-socket", c.NRISocket, "want an absolute path such as /var/run/nri/nri.sock, or empty to guess which pod kubelet admits"))
+	}
+	for _, ns := range c.NRIExemptNamespaces {
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			errs = append(errs, setting.Invalid("nri-exempt-namespaces", strings.Join(c.NRIExemptNamespaces, ","), fmt.Sprintf("%q is not a namespace name", ns)))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }

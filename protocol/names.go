@@ -24,6 +24,17 @@ const (
 	PluginDraining   = "draining"
 	PluginWaiting    = "waiting"
 
+	// AnnotationIdentity says how the node's containers get their GPUs,
+	// written by the node role. IdentityRuntime: the container runtime
+	// names each container's pod to vgpud's NRI hook, so the leader binds
+	// to the node without waiting for its previous pod. IdentityGuessed
+	// (no NRI socket): Allocate picks the one pod bound and waiting, so
+	// the leader binds one pod at a time there and the node records each
+	// pod's phase.
+	AnnotationIdentity = "vgpud.io/identity"
+	IdentityRuntime    = "runtime"
+	IdentityGuessed    = "guessed"
+
 	// LabelRole marks the replica that leads; the Service selects on it.
 	LabelRole = "vgpud.io/role"
 	// RoleLeader is the value of LabelRole on the leader's pod.

@@ -43,6 +43,9 @@ type nodeState struct {
 	gpus    []protocol.GPU
 	usable  bool   // the device plugin is registered: allocatable GPUs > 0
 	plugin  string // the node role's vgpud.io/plugin: serving or draining
+	// exact: the runtime names each container's pod there (NRI), so its
+	// binds need no order and its pods record no phase.
+	exact bool
 	invErr  error
 	pods    map[types.UID]bool
 	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
@@ -96,6 +99,7 @@ func (c *Cache) SetNode(n *corev1.Node) {
 	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
 	st.usable = q.Value() > 0
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
+	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
 	st.gpus, st.invErr = nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)

@@ -46,7 +46,7 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.nodes[node]
-	if !ok {
+	if !ok || st.exact {
 		return ""
 	}
 	var names []string
@@ -97,4 +97,13 @@ func (c *Cache) refreshInFlight(name string) {
 			st.inFlight = append(st.inFlight, flying{uid: uid, name: p.namespace + "/" + p.name})
 		}
 	}
+}
+
+// NamesPods reports whether the runtime names each container's pod on
+// node (NRI): there a bind waits for no other pod, and writes no phase.
+func (c *Cache) NamesPods(node string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[node]
+	return ok && st.exact
 }

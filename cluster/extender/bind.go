@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -255,13 +254,16 @@ var errStale = errors.New("the pod changed since vgpud read it")
 // needs no update on pods.) On a refusal the bind takes the booking back;
 // a Binding that got no answer holds it until it can tell (settle).
 func (b *Binder) commit(ctx context.Context, pod *podrecord.Pod, a protocol.Assignment, raw string, token uint64) error {
+	annotations := map[string]string{protocol.AnnotationAssignment: raw}
+	// Where the node guesses which pod kubelet admits, it finds the one
+	// bound and waiting by this phase; where the runtime names pods,
+	// nothing needs it.
+	if !b.books.NamesPods(a.Node) {
+		annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	}
 	binding := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			Annotations: map[string]string{
-				protocol.AnnotationAssignment: raw,
-				protocol.AnnotationPhase:      string(protocol.PhaseBound),
-			}},
-		Target: corev1.ObjectReference{Kind: "Node", Name: a.Node},
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion, Annotations: annotations},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: a.Node},
 	}
 	if err := b.api.Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		switch {
@@ -280,9 +282,10 @@ func (b *Binder) commit(ctx context.Context, pod *podrecord.Pod, a protocol.Assi
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}
 	}
-	// Bound: the pod is in flight on its node until kubelet allocates it.
+	// Bound: the pod is in flight on its node until kubelet allocates it
+	// (where the node guesses). kube-scheduler's own Scheduled event and
+	// the assignment on the pod say the rest; Events are for refusals.
 	b.books.MarkBound(pod.UID, a.Node)
-	b.events(pod.Ref(), "GPUsAssigned", fmt.Sprintf("bound to %s with %s", a.Node, describe(a)))
 	return nil
 }
 
@@ -292,14 +295,4 @@ func (b *Binder) boundAnyway(pod *podrecord.Pod, node, raw string) bool {
 	// Read even when the term has just ended: the answer is the bind's.
 	landed, err := b.landed(context.WithoutCancel(b.term), pod, node, raw)
 	return err == nil && landed
-}
-
-func describe(a protocol.Assignment) string {
-	var parts []string
-	for _, c := range a.Containers {
-		for _, g := range c.GPUs {
-			parts = append(parts, fmt.Sprintf("%s: %s %d MiB %d cores", c.Name, g.UUID, g.MemoryMiB, g.Cores))
-		}
-	}
-	return strings.Join(parts, "; ")
 }

@@ -897,3 +897,25 @@ func TestUnansweredIsWhatTheAPIServerDidNotRefuse(t *testing.T) {
 		}
 	}
 }
+
+// Where the runtime names pods (NRI), binds to one node go one after
+// another with no wait, and the Binding writes no phase.
+func TestBindNeedsNoOrderWhereTheRuntimeNamesPods(t *testing.T) {
+	e := newBindEnv(t, 10, time.Hour, bindPod("p1", "4000"), bindPod("p2", "3000"))
+	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true}}})
+	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
+		protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing, protocol.AnnotationIdentity: protocol.IdentityRuntime}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
+	for _, name := range []string{"p1", "p2"} {
+		if msg := e.bind(name); msg != "" {
+			t.Fatalf("%s: %s", name, msg)
+		}
+		p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), name, metav1.GetOptions{})
+		if _, ok := p.Annotations[protocol.AnnotationPhase]; ok || p.Annotations[protocol.AnnotationAssignment] == "" {
+			t.Fatalf("%s annotations %v: want an assignment and no phase", name, p.Annotations)
+		}
+	}
+	if e.usedMiB() != 7000 {
+		t.Fatalf("usage %d", e.usedMiB())
+	}
+}

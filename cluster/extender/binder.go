@@ -28,7 +28,13 @@ type Books interface {
 	// and not shown by the API: the books go back to what the API shows.
 	Release(uid types.UID, token uint64)
 	MarkBound(uid types.UID, node string)
+	// InFlight names a pod bound to node and not yet allocated, which a
+	// bind there waits for; "" for none, and always where the runtime
+	// names pods (NamesPods).
 	InFlight(node string, except types.UID) string
+	// NamesPods reports whether node's runtime names each container's
+	// pod (NRI): its pods need no phase.
+	NamesPods(node string) bool
 	// InFlightChanged is closed when the node's in-flight pods next change.
 	InFlightChanged(node string) <-chan struct{}
 	// NamespaceUsage is what the namespace's booked pods, except one, hold.

@@ -38,7 +38,7 @@ func TestUsageAndRender(t *testing.T) {
 		pod("other", "n2", protocol.PhaseAllocated, protocol.GPUSlice{UUID: "GPU-aaaaaaaa-1111", MemoryMiB: 7000}),
 		done,
 	}
-	gpus, allocs := Usage("n1", inv, pods)
+	gpus, allocs := Usage("n1", inv, pods, nil)
 	if g := gpus[0]; g.MemoryUsedMiB != 15000 || g.CoresUsed != 20 || g.SlicesUsed != 2 {
 		t.Errorf("GPU 0 %+v", g)
 	}
@@ -82,7 +82,7 @@ func TestUsageCountsInitAndSidecarLikeTheBooks(t *testing.T) {
 			Containers:     []corev1.Container{{Name: "main"}},
 		},
 	}
-	gpus, _ := Usage("n1", inv, []*corev1.Pod{p})
+	gpus, _ := Usage("n1", inv, []*corev1.Pod{p}, nil)
 	// max(setup 30000, proxy 4000 + main 20000) = 30000 MiB; cores 10 + 30; two slots for life.
 	if g := gpus[0]; g.MemoryUsedMiB != 30000 || g.CoresUsed != 40 || g.SlicesUsed != 2 {
 		t.Errorf("GPU %+v", g)
@@ -90,7 +90,7 @@ func TestUsageCountsInitAndSidecarLikeTheBooks(t *testing.T) {
 	// Each pod has its own peak; two pods add up.
 	q := p.DeepCopy()
 	q.Name = "q"
-	gpus, _ = Usage("n1", inv, []*corev1.Pod{p, q})
+	gpus, _ = Usage("n1", inv, []*corev1.Pod{p, q}, nil)
 	if g := gpus[0]; g.MemoryUsedMiB != 60000 || g.CoresUsed != 80 || g.SlicesUsed != 4 {
 		t.Errorf("two pods: GPU %+v", g)
 	}

@@ -22,6 +22,13 @@ func Render(w io.Writer, s Snapshot) error {
 		leader = "unknown"
 	}
 	fmt.Fprintf(tw, "node\t%s\nbackend\t%s\nstate\t%s\nrole\t%s\nleader\t%s\n", s.Node, s.Backend, ready, s.Role, leader)
+	switch s.Identity {
+	case "runtime":
+		fmt.Fprintf(tw, "identity\tthe runtime names each container's pod (NRI): %s\n", s.Runtime)
+	case "":
+	default:
+		fmt.Fprintf(tw, "identity\tGUESSED: no NRI socket, so Allocate guesses which pod kubelet admits; one pod binds here at a time\n")
+	}
 	r := s.Registration
 	switch {
 	case r.Count == 0:

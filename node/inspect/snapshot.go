@@ -20,6 +20,10 @@ type Snapshot struct {
 	Ready        bool         `json:"ready"`
 	NotReady     string       `json:"notReady,omitempty"` // why not, when not
 	Role         string       `json:"role"`               // "node" or "node+cluster"
+	// Identity is how the node tells a container's pod: "runtime" (NRI)
+	// or "guessed"; Runtime says how the NRI hook stands.
+	Identity string `json:"identity"`
+	Runtime  string `json:"runtime,omitempty"`
 	Leader       string       `json:"leader"`             // the current leader's pod, "" if unknown
 	IsLeader     bool         `json:"isLeader"`
 	GPUs         []GPU        `json:"gpus"`
@@ -68,7 +72,13 @@ type Registration struct {
 // counted by podmodel's footprint rule (init containers at peak, sidecars
 // for the pod's life, app containers summed), so inspect agrees with the
 // leader's books.
-func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Allocation) {
+//
+// phase says where a container's share stands; nil reads the pod's
+// vgpud.io/phase annotation, which the guessing path writes.
+func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p *corev1.Pod, container string) string) ([]GPU, []Allocation) {
+	if phase == nil {
+		phase = func(p *corev1.Pod, _ string) string { return p.Annotations[protocol.AnnotationPhase] }
+	}
 	uuids := make([]string, len(inv.GPUs))
 	for i, g := range inv.GPUs {
 		uuids[i] = g.UUID
@@ -84,10 +94,10 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod) ([]GPU, []Al
 		if err != nil || a.Node != node {
 			continue
 		}
-		phase := p.Annotations[protocol.AnnotationPhase]
 		for _, c := range a.Containers {
+			ph := phase(p, c.Name)
 			for _, s := range c.GPUs {
-				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: phase})
+				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: ph})
 			}
 		}
 		for i, u := range podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec)).Footprint(uuids) {

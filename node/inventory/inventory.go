@@ -41,6 +41,18 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inv
 	return inv
 }
 
+// SetIdentity writes the node's vgpud.io/identity annotation.
+func (p *Publisher) SetIdentity(ctx context.Context, mode string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationIdentity: mode}}})
+	if err != nil {
+		return err
+	}
+	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationIdentity, mode, err)
+	}
+	return nil
+}
+
 // SetPluginState writes the node's vgpud.io/plugin annotation.
 func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationPlugin: state}}})

@@ -15,6 +15,8 @@ type Metrics struct {
 	allocate      *prometheus.HistogramVec
 	healthy       *prometheus.GaugeVec
 	mismatches    prometheus.Counter
+	hook          *prometheus.HistogramVec
+	identity      *prometheus.GaugeVec
 }
 
 // New registers the node role's metrics on reg.
@@ -34,7 +36,14 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.mismatches = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vgpud_node_podresources_mismatches_total", Help: "Pods whose devices in kubelet's PodResources API are not slices of their assigned GPUs.",
 	})
-	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches)
+	m.hook = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vgpud_node_runtime_hook_seconds", Help: "Time the NRI hook took to decide a container as the runtime created it, by verdict (grant, void, exempt, refuse).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .1, .5, 1, 2},
+	}, []string{"verdict"})
+	m.identity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vgpud_node_identity", Help: "1 for how this node tells which pod a container is: runtime (the NRI hook is told) or guessed (no NRI socket: Allocate guesses the pod kubelet admits).",
+	}, []string{"mode"})
+	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity)
 	return m
 }
 
@@ -70,3 +79,19 @@ func (m *Metrics) Health(uuids []string, unhealthy map[string]bool) {
 // PodResourcesMismatch counts one pod whose kubelet devices disagree with
 // its assignment.
 func (m *Metrics) PodResourcesMismatch() { m.mismatches.Inc() }
+
+// RuntimeHook records one container decided by the NRI hook.
+func (m *Metrics) RuntimeHook(verdict string, took time.Duration) {
+	m.hook.WithLabelValues(verdict).Observe(took.Seconds())
+}
+
+// Identity sets how the node tells which pod a container is.
+func (m *Metrics) Identity(mode string) {
+	for _, k := range []string{"runtime", "guessed"} {
+		v := 0.0
+		if k == mode {
+			v = 1
+		}
+		m.identity.WithLabelValues(k).Set(v)
+	}
+}

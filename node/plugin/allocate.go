@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpud/vgpud/node/grant"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -19,14 +20,24 @@ import (
 // write is retried in the background so kubelet is not held up.
 const phaseWriteTimeout = 5 * time.Second
 
-// Allocate answers for the container kubelet is admitting. An Allocate it
-// cannot tie to exactly one container fails with a message naming the
-// node, the device count and the pods considered; kubelet shows it on the pod.
+// Allocate answers for the container kubelet is admitting. Where the
+// runtime names the pod (RuntimeNamesPods) it hands out no GPU and picks
+// no pod. Otherwise it guesses the one pod bound here and waiting; an
+// Allocate it cannot tie to exactly one container fails with a message
+// naming the node, the device count and the pods considered, which
+// kubelet shows on the pod.
 func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	start := time.Now()
 	p.allocMu.Lock()
 	defer p.allocMu.Unlock()
 	resp := &pluginapi.AllocateResponse{}
+	if p.opts.RuntimeNamesPods {
+		for range req.ContainerRequests {
+			resp.ContainerResponses = append(resp.ContainerResponses, voidResponse())
+		}
+		p.obs.Allocated(true, time.Since(start))
+		return resp, nil
+	}
 	for _, cr := range req.ContainerRequests {
 		r, err := p.allocateContainer(ctx, cr.DevicesIds)
 		if err != nil {
@@ -50,7 +61,7 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 	}
 	var r *pluginapi.ContainerAllocateResponse
 	if err == nil {
-		r, err = containerResponse(t, envOptions{resources: p.opts.Resources, oversubscribe: p.opts.Oversubscribe, interposer: p.opts.Interposer})
+		r, err = containerResponse(t, p.opts.Resources, grant.Options{Oversubscribe: p.opts.Oversubscribe, Interposer: p.opts.Interposer})
 		if err != nil {
 			err = &resolveError{pod: t.pod, msg: "node " + p.opts.Node + ": " + err.Error()}
 		}

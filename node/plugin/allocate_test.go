@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpud/vgpud/node/grant"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -242,11 +243,11 @@ func TestAllocateEnvOptions(t *testing.T) {
 	pod := boundPod("prio", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
 	pod.Spec.Containers[0].Resources.Limits["nvidia.com/priority"] = *resourceQty(1)
 	dir := t.TempDir()
-	if err := PrepareInterposer(dir); err == nil {
+	if err := grant.PrepareInterposer(dir); err == nil {
 		t.Fatal("PrepareInterposer accepted a directory without libvgpu.so")
 	}
 	writeFile(t, dir+"/libvgpu.so", "")
-	if err := PrepareInterposer(dir); err != nil {
+	if err := grant.PrepareInterposer(dir); err != nil {
 		t.Fatal(err)
 	}
 	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, quietLog())
@@ -413,5 +414,24 @@ func TestSettledCatchesABindDuringTheQuietPeriod(t *testing.T) {
 	start = time.Now()
 	if w := p.settled(ctx, start.Add(200*time.Millisecond)); w != "" || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("settled returned %q after %v, before the 200 ms quiet period ended", w, time.Since(start))
+	}
+}
+
+// Where the runtime names pods, Allocate picks none: every container gets
+// no GPU, whichever pod is bound, and no phase is written.
+func TestAllocateWhereTheRuntimeNamesPodsHandsOutNoGPU(t *testing.T) {
+	g := testGPUs(8)
+	phases := newFakePhases(nil, 0)
+	pod := boundPod("victim", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, quietLog())
+	r, err := allocate(p, ids(g[0].UUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Envs) != 1 || r.Envs["NVIDIA_VISIBLE_DEVICES"] != "void" || len(r.Mounts) != 0 {
+		t.Fatalf("response %v", r)
+	}
+	if got := phases.phases("default/victim"); len(got) != 0 {
+		t.Fatalf("phases written: %v", got)
 	}
 }

@@ -52,6 +52,11 @@ type Options struct {
 	// ResolveWait bounds how long Allocate waits for the informer to show
 	// the bound pod, which kubelet may see a moment before this replica.
 	ResolveWait time.Duration
+	// RuntimeNamesPods is set where the container runtime calls vgpud's
+	// NRI hook: Allocate then picks no pod and answers only kubelet's
+	// device bookkeeping, with no GPU, which the hook raises to each
+	// container's own slice.
+	RuntimeNamesPods bool
 }
 
 // Plugin serves the DevicePlugin gRPC service.
@@ -193,6 +198,12 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 	defer p.allocMu.Unlock()
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.ContainerRequests {
+		if p.opts.RuntimeNamesPods {
+			// Which pod this is, nobody here knows: any free slices do.
+			resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{
+				DeviceIDs: preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize), nil, p.numa)})
+			continue
+		}
 		var want []string
 		t, err := p.waitForTarget(ctx, nil)
 		if err == nil {

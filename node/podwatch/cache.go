@@ -81,6 +81,17 @@ func (c *Cache) List() []*corev1.Pod {
 	return out
 }
 
+// Get returns the node's pod of that namespace and name, nil if the
+// informer holds none. It is the cache's own: do not modify.
+func (c *Cache) Get(namespace, name string) *corev1.Pod {
+	obj, ok, err := c.informer.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}
+
 // Fresh reads the node's pods from the API, not the informer: a
 // consistent list that shows every pod kubelet can know of.
 func (c *Cache) Fresh(ctx context.Context) ([]*corev1.Pod, error) {

@@ -6,7 +6,7 @@ import (
 
 // trim is the informer transform of the node's pod cache: it keeps what
 // Allocate and inspect read — identity, annotations, the node, container
-// names, resources and restart policies (sidecars), phase — and drops the
+// names, resources, restart policies (sidecars) and privilege, phase — and drops the
 // rest (env, volumes, managed fields, conditions).
 func trim(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -28,6 +28,10 @@ func containers(cs []corev1.Container) []corev1.Container {
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
 		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		// The runtime hook leaves a privileged container's GPUs alone.
+		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil {
+			out[i].SecurityContext = &corev1.SecurityContext{Privileged: sc.Privileged}
+		}
 	}
 	return out
 }

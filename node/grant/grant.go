@@ -1,0 +1,138 @@
+// Package grant is what a container's GPU slice looks like inside it:
+// the environment and mounts that hand it exactly the GPUs, memory and
+// cores the leader assigned, and the environment that hands it none. It
+// is pure, so the device plugin and the runtime hook give one answer.
+package grant
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/podmodel"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Where the interposer's files appear inside a container. HAMi-core reads
+// the same paths, so images built for HAMi work unchanged.
+const (
+	containerLib     = "/usr/local/vgpu/libvgpu.so"
+	containerPreload = "/etc/ld.so.preload"
+	containerCache   = "/usr/local/vgpu/cache"
+	interposerLib    = "libvgpu.so"
+	interposerLoad   = "ld.so.preload"
+)
+
+// Void is NVIDIA_VISIBLE_DEVICES for a container that gets no GPU: the
+// NVIDIA container runtime then exposes none.
+const Void = "void"
+
+// Options are the node's settings that shape every slice.
+type Options struct {
+	Oversubscribe bool   // memory scaled above 1
+	Interposer    string // host directory holding libvgpu.so; "" mounts nothing
+}
+
+// Mount is one bind mount into the container.
+type Mount struct {
+	Host, Container string
+	ReadOnly        bool
+}
+
+// Slice is what one container receives.
+type Slice struct {
+	Env    map[string]string
+	Mounts []Mount
+	// CacheDir is the host directory the interposer shares between the
+	// container's processes; the caller creates it. "" without one.
+	CacheDir string
+}
+
+// For is the slice of container c of the pod with UID podUID. priority
+// is the container's task priority, when it asks one.
+func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options) Slice {
+	uuids := make([]string, len(c.GPUs))
+	env := make(map[string]string, len(c.GPUs)+5)
+	for i, g := range c.GPUs {
+		uuids[i] = g.UUID
+		env[protocol.EnvMemoryLimitPrefix+strconv.Itoa(i)] = fmt.Sprintf("%dm", g.MemoryMiB)
+	}
+	env[protocol.EnvVisibleDevices] = strings.Join(uuids, ",")
+	// One SM limit per container: the leader gives every GPU of a
+	// container the same cores.
+	if len(c.GPUs) > 0 {
+		env[protocol.EnvSMLimit] = strconv.Itoa(c.GPUs[0].Cores)
+	}
+	if o.Oversubscribe {
+		env[protocol.EnvOversubscribe] = "true"
+	}
+	if priority != nil {
+		env[protocol.EnvTaskPriority] = strconv.Itoa(*priority)
+	}
+	s := Slice{Env: env}
+	if o.Interposer != "" {
+		s.CacheDir = filepath.Join(o.Interposer, "containers", podUID+"_"+c.Name)
+		env[protocol.EnvSharedCache] = containerCache + "/" + podUID + ".cache"
+		s.Mounts = []Mount{
+			{Host: filepath.Join(o.Interposer, interposerLib), Container: containerLib, ReadOnly: true},
+			{Host: filepath.Join(o.Interposer, interposerLoad), Container: containerPreload, ReadOnly: true},
+			{Host: s.CacheDir, Container: containerCache},
+		}
+	}
+	return s
+}
+
+// Owned reports whether env names a variable the slice decides: what a
+// pod spec or an image sets for it is never what the container sees.
+func Owned(name string) bool {
+	switch name {
+	case protocol.EnvVisibleDevices, protocol.EnvSMLimit, protocol.EnvTaskPriority,
+		protocol.EnvOversubscribe, protocol.EnvSharedCache, envVisibleGPUs:
+		return true
+	}
+	return strings.HasPrefix(name, protocol.EnvMemoryLimitPrefix)
+}
+
+// envVisibleGPUs is the legacy spelling of NVIDIA_VISIBLE_DEVICES that
+// the NVIDIA container runtime still reads.
+const envVisibleGPUs = "NVIDIA_GPUS"
+
+// DeviceListMount reports whether a container path is where the NVIDIA
+// container runtime's volume-mounts strategy reads the devices to
+// expose: a pod could ask for GPUs there instead of through env.
+func DeviceListMount(containerPath string) bool {
+	p := filepath.Clean(containerPath)
+	return p == deviceListDir || strings.HasPrefix(p, deviceListDir+"/")
+}
+
+const deviceListDir = "/var/run/nvidia-container-devices"
+
+// Priority is the task priority container c asks, if it asks one (nil
+// for a nil c, or a value out of range, which admission refuses).
+func Priority(c *corev1.Container, names protocol.ResourceNames) *int {
+	if c == nil {
+		return nil
+	}
+	r, err := podmodel.ContainerRequestOf(c, names)
+	if err != nil || !r.HasPriority {
+		return nil
+	}
+	return &r.Priority
+}
+
+// PrepareInterposer checks that dir holds libvgpu.so and writes the
+// ld.so.preload that makes every process in the container load it.
+func PrepareInterposer(dir string) error {
+	lib := filepath.Join(dir, interposerLib)
+	if _, err := os.Stat(lib); err != nil {
+		return fmt.Errorf("interposer: %w; put HAMi-core's libvgpu.so there or leave --interposer-dir empty", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, interposerLoad), []byte(containerLib+"\n"), 0o644); err != nil {
+		return fmt.Errorf("interposer: %w", err)
+	}
+	return nil
+}

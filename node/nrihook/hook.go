@@ -1,0 +1,237 @@
+package nrihook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/node/grant"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Pods is the node's pod informer.
+type Pods interface {
+	Get(namespace, name string) *corev1.Pod
+	// Changed returns a channel closed at the next change.
+	Changed() <-chan struct{}
+}
+
+// Observer is told how long each container's decision took, and its
+// verdict (the node's metrics).
+type Observer interface {
+	RuntimeHook(verdict string, took time.Duration)
+}
+
+// Hook answers the runtime's NRI calls.
+type Hook struct {
+	rules Rules
+	pods  Pods
+	// wait bounds how long a call waits for the informer to show a pod
+	// the runtime names and it does not have yet; NRI's own limit for a
+	// whole call is 2 s by default.
+	wait time.Duration
+	obs  Observer
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	seen  map[types.UID]*Record
+	conns int // connections to the runtime made so far
+	up    bool
+}
+
+// Record is what the hook did to one pod's containers, for inspect.
+type Record struct {
+	Pod     string            // namespace/name
+	Granted map[string]string // container → NVIDIA_VISIBLE_DEVICES
+	Refused map[string]string // container → why
+	Last    time.Time
+}
+
+// New returns a hook deciding by r from pods.
+func New(r Rules, pods Pods, wait time.Duration, obs Observer, log *slog.Logger) *Hook {
+	return &Hook{rules: r, pods: pods, wait: wait, obs: obs, log: log, seen: map[types.UID]*Record{}}
+}
+
+// CreateContainer is NRI's call as the runtime creates a container, after
+// the image's and the pod's settings are in its spec.
+func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	start := time.Now()
+	c := Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}
+	c.Known = h.lookup(ctx, c)
+	d := Decide(c, h.rules)
+	adj, err := h.apply(d, ctr)
+	verdict := d.Verdict.String()
+	if err != nil {
+		verdict = Refuse.String()
+	}
+	h.obs.RuntimeHook(verdict, time.Since(start))
+	h.remember(c, d, err)
+	if err != nil {
+		h.log.Warn("container refused", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "err", err)
+		return nil, nil, err
+	}
+	if d.Verdict == Grant {
+		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", time.Since(start))
+	}
+	return adj, nil, nil
+}
+
+// lookup is the informer's pod of the runtime's name and UID, waiting a
+// little when it does not show it yet: kubelet may see a pod a moment
+// before this replica's watch does.
+func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
+	deadline := time.NewTimer(h.wait)
+	defer deadline.Stop()
+	for {
+		changed := h.pods.Changed()
+		p := h.pods.Get(c.Namespace, c.Pod)
+		if p != nil && samePod(p, c.UID) || c.Static || h.rules.Exempt(c.Namespace) {
+			return p
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return p
+		case <-ctx.Done():
+			return p
+		}
+	}
+}
+
+// apply turns d into the runtime's adjustment of ctr.
+func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, error) {
+	switch d.Verdict {
+	case Exempt:
+		return nil, nil
+	case Refuse:
+		return nil, errors.New(d.Reason)
+	}
+	adj := &api.ContainerAdjustment{}
+	want := d.Slice.Env
+	if d.Verdict == Void {
+		want = map[string]string{protocol.EnvVisibleDevices: grant.Void}
+	}
+	// What the pod or image set for a name the slice owns goes, unless
+	// the slice sets it.
+	for _, kv := range ctr.GetEnv() {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, set := want[name]; !set && grant.Owned(name) {
+			adj.RemoveEnv(name)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		adj.AddEnv(k, want[k])
+	}
+	for _, m := range ctr.GetMounts() {
+		if grant.DeviceListMount(m.GetDestination()) {
+			adj.RemoveMount(m.GetDestination())
+		}
+	}
+	if d.Slice.CacheDir != "" {
+		if err := os.MkdirAll(d.Slice.CacheDir, 0o777); err != nil {
+			return nil, fmt.Errorf("create the interposer's cache directory: %w", err)
+		}
+	}
+	for _, m := range d.Slice.Mounts {
+		opts := []string{"rbind", "rprivate"}
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		adj.AddMount(&api.Mount{Source: m.Host, Destination: m.Container, Type: "bind", Options: opts})
+	}
+	return adj, nil
+}
+
+// remember keeps what the hook did, for inspect and the node's phase.
+func (h *Hook) remember(c Container, d Decision, err error) {
+	if d.Verdict != Grant && err == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.seen[types.UID(c.UID)]
+	if r == nil {
+		r = &Record{Pod: c.Namespace + "/" + c.Pod, Granted: map[string]string{}, Refused: map[string]string{}}
+		h.seen[types.UID(c.UID)] = r
+	}
+	r.Last = time.Now()
+	if err != nil {
+		r.Refused[c.Name] = err.Error()
+		return
+	}
+	delete(r.Refused, c.Name)
+	r.Granted[c.Name] = d.Slice.Env[protocol.EnvVisibleDevices]
+}
+
+// RemovePodSandbox forgets the pod.
+func (h *Hook) RemovePodSandbox(_ context.Context, sb *api.PodSandbox) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.seen, types.UID(sb.GetUid()))
+	return nil
+}
+
+// Synchronize is the runtime's list of what already runs, sent at each
+// connection; running containers keep what they were created with.
+func (h *Hook) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	h.mu.Lock()
+	h.conns++
+	h.up = true
+	live := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		live[types.UID(p.GetUid())] = true
+	}
+	for uid := range h.seen {
+		if !live[uid] {
+			delete(h.seen, uid)
+		}
+	}
+	h.mu.Unlock()
+	h.log.Info("connected to the container runtime", "pods", len(pods), "containers", len(ctrs))
+	return nil, nil
+}
+
+// Records is what the hook did, by pod UID; the caller may keep it.
+func (h *Hook) Records() map[types.UID]Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[types.UID]Record, len(h.seen))
+	for uid, r := range h.seen {
+		out[uid] = Record{Pod: r.Pod, Granted: maps.Clone(r.Granted), Refused: maps.Clone(r.Refused), Last: r.Last}
+	}
+	return out
+}
+
+// Connected reports whether the runtime is connected now, and how many
+// times it connected.
+func (h *Hook) Connected() (bool, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up, h.conns
+}
+
+func (h *Hook) setDown() {
+	h.mu.Lock()
+	h.up = false
+	h.mu.Unlock()
+}
+
+// static reports a pod kubelet runs from a file, by the annotation kubelet
+// puts on every pod it runs.
+func static(sb *api.PodSandbox) bool {
+	src, ok := sb.GetAnnotations()[configSourceAnnotation]
+	return ok && src != "api"
+}
+
+const configSourceAnnotation = "kubernetes.io/config.source"

@@ -1,0 +1,110 @@
+package nrihook
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	corev1 "k8s.io/api/core/v1"
+)
+
+type fakePods map[string]*corev1.Pod
+
+func (f fakePods) Get(ns, name string) *corev1.Pod { return f[ns+"/"+name] }
+func (f fakePods) Changed() <-chan struct{}        { return make(chan struct{}) }
+
+type nopObserver struct{ verdicts []string }
+
+func (o *nopObserver) RuntimeHook(v string, _ time.Duration) { o.verdicts = append(o.verdicts, v) }
+
+func testHook(pods ...*corev1.Pod) (*Hook, *nopObserver) {
+	f := fakePods{}
+	for _, p := range pods {
+		f[p.Namespace+"/"+p.Name] = p
+	}
+	obs := &nopObserver{}
+	return New(rules(), f, 10*time.Millisecond, obs, slog.New(slog.NewTextHandler(io.Discard, nil))), obs
+}
+
+func sandbox(p *corev1.Pod) *api.PodSandbox {
+	return &api.PodSandbox{Namespace: p.Namespace, Name: p.Name, Uid: string(p.UID)}
+}
+
+// envAfter is the container's env once the runtime applied adj, the way
+// the runtime's adaptation does: removals, then additions replacing.
+func envAfter(ctr *api.Container, adj *api.ContainerAdjustment) map[string]string {
+	env := map[string]string{}
+	for _, kv := range ctr.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if adj == nil {
+		return env
+	}
+	for _, kv := range adj.Env {
+		if k, removed := api.IsMarkedForRemoval(kv.Key); removed {
+			delete(env, k)
+			continue
+		}
+		env[kv.Key] = kv.Value
+	}
+	return env
+}
+
+func TestPodEnvCannotWidenTheSlice(t *testing.T) {
+	victim := gpuPod("victim", "GPU-0")
+	h, obs := testHook(victim)
+	ctr := &api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "CUDA_DEVICE_MEMORY_LIMIT_0=80000m", "CUDA_DEVICE_MEMORY_LIMIT_1=80000m", "PATH=/bin"},
+		Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/all"}}}
+	adj, _, err := h.CreateContainer(context.Background(), sandbox(victim), ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envAfter(ctr, adj)
+	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["PATH"] != "/bin" {
+		t.Errorf("env = %v", env)
+	}
+	if _, ok := env["CUDA_DEVICE_MEMORY_LIMIT_1"]; ok {
+		t.Errorf("the pod's CUDA_DEVICE_MEMORY_LIMIT_1 survived: %v", env)
+	}
+	if len(adj.Mounts) != 1 || adj.Mounts[0].Destination != "-/var/run/nvidia-container-devices/all" {
+		t.Errorf("mounts = %v, want the device-list mount removed", adj.Mounts)
+	}
+	if obs.verdicts[0] != "grant" {
+		t.Errorf("verdicts = %v", obs.verdicts)
+	}
+	if r := h.Records()[victim.UID]; r.Granted["app"] != "GPU-0" {
+		t.Errorf("record = %+v", r)
+	}
+}
+
+func TestImageEnvWithoutABookingIsVoided(t *testing.T) {
+	plain := gpuPod("plain", "")
+	plain.Spec.Containers = plain.Spec.Containers[1:]
+	h, _ := testHook(plain)
+	ctr := &api.Container{Name: "sidecar", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_GPUS=all", "CUDA_DEVICE_SM_LIMIT=100"}}
+	adj, _, err := h.CreateContainer(context.Background(), sandbox(plain), ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envAfter(ctr, adj)
+	if env["NVIDIA_VISIBLE_DEVICES"] != "void" || len(env) != 1 {
+		t.Errorf("env = %v, want only NVIDIA_VISIBLE_DEVICES=void", env)
+	}
+}
+
+func TestAnAttackerIsRefused(t *testing.T) {
+	attacker := gpuPod("attacker", "")
+	h, _ := testHook(attacker)
+	_, _, err := h.CreateContainer(context.Background(), sandbox(attacker), &api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=GPU-0"}})
+	if err == nil || !strings.Contains(err.Error(), "vgpud assigned it no GPUs") {
+		t.Fatalf("err = %v", err)
+	}
+	if r := h.Records()[attacker.UID]; r.Refused["app"] == "" {
+		t.Errorf("record = %+v", r)
+	}
+}
