@@ -9,6 +9,11 @@
 #   scripts/cluster.sh restart-kubelet [K]   restart node K's kubelet (default 1)
 #   scripts/cluster.sh kubelet-log [K]       print node K's kubelet log, across its restarts
 #   scripts/cluster.sh env    print `export KUBECONFIG=...`
+# Each node runs containerd 2.x built from the Go module proxy
+# (scripts/containerd-binaries.sh) with NRI on, its own NRI socket and
+# CDI directories, and the NRI validator requiring vgpud's hook;
+# VGPUD_CONTAINERD=1.6 runs Debian's containerd 1.6 instead (no NRI), for
+# the fallback scenario.
 # Every node is labelled nvidia.com/gpu.present=true, as GPU feature
 # discovery labels a GPU node, so the DaemonSet's own nodeSelector applies.
 # Node k is vgpud-node (k=1) or vgpud-node-k, at 10.201.0.(k+1) on a veth
@@ -32,6 +37,11 @@ rund=/run/vgpud-e2e
 pki=$state/pki
 logs=$state/log
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
+CONTAINERD=${VGPUD_CONTAINERD:-2}
+# The annotation with which a pod may start while vgpud's NRI hook is not
+# connected: vgpud's own pods, which must start first. Admission lets
+# only vgpud's namespace use it (manifests/vgpud.yaml).
+HOOK_OPTIONAL=vgpud.io/runtime-hook-optional
 control=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 per_node=(containerd kubelet kube-proxy)
 
@@ -62,6 +72,21 @@ in_ns() {
 }
 
 running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
+
+# containerd_bin prints the directory of the containerd that nodes run
+# ("" for Debian's, on PATH).
+containerd_bin() {
+	if [ "$CONTAINERD" = 1.6 ]; then echo ""; else "$here/containerd-binaries.sh"; fi
+}
+
+# ctr_ K ARGS... runs the ctr matching node K's containerd, on its socket.
+ctr_() {
+	node_vars "$1"
+	shift
+	local b
+	b=$(containerd_bin)
+	"${b:+$b/}ctr" -a "$n_run/containerd.sock" "$@"
+}
 
 packages() {
 	local missing=()
@@ -130,8 +155,10 @@ mount_ns() {
 		unshare --mount="$n_mnt" --propagation private true
 		# kubelet's log GC removes the pod log directories of pods it does
 		# not run, so the nodes cannot share /var/log/pods either.
+		# Nor NRI's socket, nor CDI's spec directories: each node's
+		# containerd has its own.
 		local d
-		for d in /var/lib/kubelet /var/log/pods /var/log/containers; do
+		for d in /var/lib/kubelet /var/log/pods /var/log/containers /run/nri /etc/cdi /run/cdi; do
 			mkdir -p "$n_dir$d" "$d"
 			nsenter --mount="$n_mnt" mount --bind "$n_dir$d" "$d"
 		done
@@ -198,7 +225,8 @@ esac
 exec runc "$@"
 SH
 	chmod +x "$d/runc-wrapper"
-	cat >"$d/containerd/config.toml" <<TOML
+	if [ "$CONTAINERD" = 1.6 ]; then
+		cat >"$d/containerd/config.toml" <<TOML
 version = 2
 root = "$d/containerd/root"
 state = "$n_run/containerd"
@@ -217,6 +245,38 @@ state = "$n_run/containerd"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$d/cni"
 TOML
+	else
+		# NRI on, at the default socket (each node's own /run/nri), and
+		# its validator requiring vgpud's hook for every container but
+		# those annotated HOOK_OPTIONAL: no container is created without
+		# vgpud's word on its GPUs.
+		cat >"$d/containerd/config.toml" <<TOML
+version = 3
+root = "$d/containerd/root"
+state = "$n_run/containerd"
+[grpc]
+  address = "$n_run/containerd.sock"
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "registry.k8s.io/pause:3.10"
+[plugins."io.containerd.cri.v1.runtime".containerd]
+  default_runtime_name = "runc"
+  [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+      BinaryName = "$d/runc-wrapper"
+      SystemdCgroup = false
+[plugins."io.containerd.cri.v1.runtime".cni]
+  bin_dirs = ["/usr/lib/cni"]
+  conf_dir = "$d/cni"
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = "/var/run/nri/nri.sock"
+  [plugins."io.containerd.nri.v1.nri".default_validator]
+    enable = true
+    required_plugins = ["vgpud"]
+    tolerate_missing_plugins_annotation = "$HOOK_OPTIONAL"
+TOML
+	fi
 	cat >"$d/cni/10-vgpud-e2e.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "vgpud-e2e", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
@@ -315,11 +375,14 @@ start_node() {
 	mount_ns "$k"
 	node_vars "$k"
 	[ "$k" = 1 ] || in_mnt=$n_mnt
-	running containerd$n_sfx || in_ns containerd$n_sfx $n_ns containerd --config "$n_dir/containerd/config.toml"
-	wait_for 30 "containerd of $n_name" ctr -a "$n_run/containerd.sock" version
+	local cb
+	cb=$(containerd_bin)
+	# The shim is found on PATH, beside the containerd that starts it.
+	running containerd$n_sfx || PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/containerd/config.toml"
+	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 	local img
 	for img in "$images"/*.tar; do
-		ctr -a "$n_run/containerd.sock" -n k8s.io images import --no-unpack=false "$img" >/dev/null
+		ctr_ "$k" -n k8s.io images import --no-unpack=false "$img" >/dev/null
 	done
 	running kubelet$n_sfx || start_kubelet "$k" "$bin"
 	running kube-proxy$n_sfx || in_mnt="" in_ns kube-proxy$n_sfx $n_ns "$bin/kube-proxy" --config "$n_dir/kube-proxy.yaml"
@@ -369,11 +432,12 @@ down() {
 		# kill them through containerd first, while it still answers.
 		if running containerd$n_sfx; then
 			stop kubelet$n_sfx
-			local c="ctr -a $n_run/containerd.sock -n k8s.io"
+			local c="ctr_ $k -n k8s.io"
 			for task in $($c tasks ls -q 2>/dev/null); do $c tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
 			sleep 1
 			for task in $($c tasks ls -q 2>/dev/null); do $c tasks delete -f "$task" >/dev/null 2>&1 || true; done
 			for ctr in $($c containers ls -q 2>/dev/null); do $c containers delete "$ctr" >/dev/null 2>&1 || true; done
+			node_vars "$k"
 		fi
 		for i in kube-proxy kubelet containerd; do stop $i$n_sfx; done
 		# Pod sandboxes' network namespaces and the bridge go with a fresh netns.

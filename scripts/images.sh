@@ -3,6 +3,8 @@
 # into $out (default bin/images), and prints that directory:
 #   pause            registry.k8s.io/pause:3.10 (a tiny static Go program)
 #   busybox          vgpud.local/busybox:1 (Debian's busybox-static)
+#   cuda-like        vgpud.local/cuda-like:1 (busybox whose image config sets
+#                    NVIDIA_VISIBLE_DEVICES=all, as CUDA base images do)
 #   vgpud            ghcr.io/vgpud/vgpud:dev (bin/vgpud and the glibc it links)
 #   kube-scheduler   registry.k8s.io/kube-scheduler:v1.36.3 (the binary built by k8s-binaries.sh)
 # Names match what manifests/ and the cluster config use, so pods find
@@ -25,7 +27,8 @@ blob() {
 	echo "$d $s"
 }
 
-# oci NAME ROOTFS OUT.tar Entrypoint|Cmd ARGV...: one-layer image of ROOTFS.
+# oci NAME ROOTFS OUT.tar Entrypoint|Cmd ARGV...: one-layer image of ROOTFS,
+# its config's Env PATH and what $img_env adds (a JSON list).
 oci() {
 	local name=$1 rootfs=$2 tarball=$3 key=$4
 	shift 4
@@ -34,8 +37,8 @@ oci() {
 	mkdir -p "$lay/blobs/sha256"
 	tar -C "$rootfs" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" .
 	read -r ld ls < <(blob "$work/layer.tar")
-	jq -cn --arg diff "sha256:$ld" --arg key "$key" --args '{architecture:"amd64",os:"linux",
-		config:({Env:["PATH=/usr/local/bin:/usr/bin:/bin"]} + {($key):$ARGS.positional}),
+	jq -cn --arg diff "sha256:$ld" --arg key "$key" --argjson env "${img_env:-[]}" --args '{architecture:"amd64",os:"linux",
+		config:({Env:(["PATH=/usr/local/bin:/usr/bin:/bin"] + $env)} + {($key):$ARGS.positional}),
 		rootfs:{type:"layers",diff_ids:[$diff]}}' "$@" >"$work/config.json"
 	read -r cd cs < <(blob "$work/config.json")
 	jq -cn --arg cd "sha256:$cd" --argjson cs "$cs" --arg ld "sha256:$ld" --argjson ls "$ls" '{schemaVersion:2,
@@ -71,6 +74,7 @@ r=$work/busybox && mkdir -p "$r/bin" "$r/tmp"
 cp /bin/busybox "$r/bin/busybox"
 for app in sh ash cat env echo grep ls sleep true wc head tail wget; do ln -sf busybox "$r/bin/$app"; done
 oci vgpud.local/busybox:1 "$r" "$out/busybox.tar" Cmd sh
+img_env='["NVIDIA_VISIBLE_DEVICES=all","NVIDIA_DRIVER_CAPABILITIES=compute,utility"]' oci vgpud.local/cuda-like:1 "$r" "$out/cuda-like.tar" Cmd sh
 
 # vgpud
 make -s build >/dev/null
