@@ -44,6 +44,9 @@ func TestNodeRole(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.GPUBackend, cfg.DevicePluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
 	cfg.HealthRecovery, cfg.AllocateWait = time.Hour, 500*time.Millisecond
+	// No NRI socket, whatever this machine runs: the guessing path. (The
+	// runtime hook is proven against a real containerd in the e2e suite.)
+	cfg.NRISocket = filepath.Join(dir, "no-nri.sock")
 	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

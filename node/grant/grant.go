@@ -67,9 +67,8 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 	if len(c.GPUs) > 0 {
 		env[protocol.EnvSMLimit] = strconv.Itoa(c.GPUs[0].Cores)
 	}
-	if o.Oversubscribe {
-		env[protocol.EnvOversubscribe] = "true"
-	}
+	// Always set, so no pod or image env can turn it on.
+	env[protocol.EnvOversubscribe] = strconv.FormatBool(o.Oversubscribe)
 	if priority != nil {
 		env[protocol.EnvTaskPriority] = strconv.Itoa(*priority)
 	}
@@ -91,15 +90,12 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 func Owned(name string) bool {
 	switch name {
 	case protocol.EnvVisibleDevices, protocol.EnvSMLimit, protocol.EnvTaskPriority,
-		protocol.EnvOversubscribe, protocol.EnvSharedCache, envVisibleGPUs:
+		protocol.EnvOversubscribe, protocol.EnvSharedCache:
 		return true
 	}
 	return strings.HasPrefix(name, protocol.EnvMemoryLimitPrefix)
 }
 
-// envVisibleGPUs is the legacy spelling of NVIDIA_VISIBLE_DEVICES that
-// the NVIDIA container runtime still reads.
-const envVisibleGPUs = "NVIDIA_GPUS"
 
 // DeviceListMount reports whether a container path is where the NVIDIA
 // container runtime's volume-mounts strategy reads the devices to

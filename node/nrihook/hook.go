@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,14 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 }
 
 // apply turns d into the runtime's adjustment of ctr.
+//
+// NRI sets a variable by replacing its first occurrence in the
+// container's env and cannot remove one the pod or image set: a name
+// that occurs twice (kubelet's device env and the pod's own) keeps the
+// pod's value, and a name the slice does not set keeps whatever was
+// written. So a container whose env would still decide any of the
+// slice's names is refused, saying which to remove, never created with
+// a slice wider than granted.
 func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, error) {
 	switch d.Verdict {
 	case Exempt:
@@ -117,25 +126,20 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 	case Refuse:
 		return nil, errors.New(d.Reason)
 	}
-	adj := &api.ContainerAdjustment{}
 	want := d.Slice.Env
 	if d.Verdict == Void {
 		want = map[string]string{protocol.EnvVisibleDevices: grant.Void}
 	}
-	// What the pod or image set for a name the slice owns goes, unless
-	// the slice sets it.
-	for _, kv := range ctr.GetEnv() {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, set := want[name]; !set && grant.Owned(name) {
-			adj.RemoveEnv(name)
-		}
+	if bad := overriding(ctr.GetEnv(), want, d.Verdict == Grant); len(bad) > 0 {
+		return nil, fmt.Errorf("container %q sets %s in its own env (pod spec, envFrom or image); vgpud decides these from the pod's GPU assignment: remove them", ctr.GetName(), strings.Join(bad, ", "))
 	}
+	adj := &api.ContainerAdjustment{}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		adj.AddEnv(k, want[k])
 	}
 	for _, m := range ctr.GetMounts() {
 		if grant.DeviceListMount(m.GetDestination()) {
-			adj.RemoveMount(m.GetDestination())
+			return nil, fmt.Errorf("container %q mounts %s, where the NVIDIA container runtime reads which GPUs to expose; vgpud decides that from the pod's GPU assignment: remove the mount", ctr.GetName(), m.GetDestination())
 		}
 	}
 	if d.Slice.CacheDir != "" {
@@ -151,6 +155,41 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 		adj.AddMount(&api.Mount{Source: m.Host, Destination: m.Container, Type: "bind", Options: opts})
 	}
 	return adj, nil
+}
+
+// overriding lists the names in env that setting want cannot override:
+// a name of want that occurs more than once, and, in a granted
+// container, a name the slice owns but does not set (a memory limit for
+// a GPU index the container has not got names no device and stays).
+func overriding(env []string, want map[string]string, granted bool) []string {
+	seen := map[string]int{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		seen[name]++
+	}
+	var bad []string
+	for name, n := range seen {
+		_, set := want[name]
+		switch {
+		case set && n > 1:
+			bad = append(bad, name)
+		case !set && granted && grant.Owned(name) && !beyond(name, want):
+			bad = append(bad, name)
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// beyond reports a CUDA_DEVICE_MEMORY_LIMIT_<i> for an index past the
+// container's GPUs, which names no device it sees.
+func beyond(name string, want map[string]string) bool {
+	i, ok := strings.CutPrefix(name, protocol.EnvMemoryLimitPrefix)
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(i)
+	return err == nil && n >= 0 && n >= strings.Count(want[protocol.EnvVisibleDevices], ",")+1
 }
 
 // remember keeps what the hook did, for inspect and the node's phase.

@@ -46,10 +46,6 @@ func envAfter(ctr *api.Container, adj *api.ContainerAdjustment) map[string]strin
 		return env
 	}
 	for _, kv := range adj.Env {
-		if k, removed := api.IsMarkedForRemoval(kv.Key); removed {
-			delete(env, k)
-			continue
-		}
 		env[kv.Key] = kv.Value
 	}
 	return env
@@ -58,21 +54,15 @@ func envAfter(ctr *api.Container, adj *api.ContainerAdjustment) map[string]strin
 func TestPodEnvCannotWidenTheSlice(t *testing.T) {
 	victim := gpuPod("victim", "GPU-0")
 	h, obs := testHook(victim)
-	ctr := &api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "CUDA_DEVICE_MEMORY_LIMIT_0=80000m", "CUDA_DEVICE_MEMORY_LIMIT_1=80000m", "PATH=/bin"},
-		Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/all"}}}
+	// What the image or the pod set once is replaced.
+	ctr := &api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "CUDA_DEVICE_MEMORY_LIMIT_0=80000m", "CUDA_DEVICE_MEMORY_LIMIT_1=80000m", "CUDA_OVERSUBSCRIBE=true", "PATH=/bin"}}
 	adj, _, err := h.CreateContainer(context.Background(), sandbox(victim), ctr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := envAfter(ctr, adj)
-	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["PATH"] != "/bin" {
+	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["CUDA_OVERSUBSCRIBE"] != "false" || env["PATH"] != "/bin" {
 		t.Errorf("env = %v", env)
-	}
-	if _, ok := env["CUDA_DEVICE_MEMORY_LIMIT_1"]; ok {
-		t.Errorf("the pod's CUDA_DEVICE_MEMORY_LIMIT_1 survived: %v", env)
-	}
-	if len(adj.Mounts) != 1 || adj.Mounts[0].Destination != "-/var/run/nvidia-container-devices/all" {
-		t.Errorf("mounts = %v, want the device-list mount removed", adj.Mounts)
 	}
 	if obs.verdicts[0] != "grant" {
 		t.Errorf("verdicts = %v", obs.verdicts)
@@ -80,20 +70,35 @@ func TestPodEnvCannotWidenTheSlice(t *testing.T) {
 	if r := h.Records()[victim.UID]; r.Granted["app"] != "GPU-0" {
 		t.Errorf("record = %+v", r)
 	}
+	// What NRI cannot replace is refused: a name set twice (kubelet's
+	// device env, then the pod's), a slice name the slice does not set,
+	// the NVIDIA runtime's device-list mount.
+	for _, tc := range []struct {
+		ctr  *api.Container
+		want string
+	}{
+		{&api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all"}}, "sets NVIDIA_VISIBLE_DEVICES"},
+		{&api.Container{Name: "app", Env: []string{"CUDA_TASK_PRIORITY=0"}}, "sets CUDA_TASK_PRIORITY"},
+		{&api.Container{Name: "app", Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/all"}}}, "mounts /var/run/nvidia-container-devices/all"},
+	} {
+		if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), tc.ctr); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("env %v: err = %v, want %q", tc.ctr.Env, err, tc.want)
+		}
+	}
 }
 
 func TestImageEnvWithoutABookingIsVoided(t *testing.T) {
 	plain := gpuPod("plain", "")
 	plain.Spec.Containers = plain.Spec.Containers[1:]
 	h, _ := testHook(plain)
-	ctr := &api.Container{Name: "sidecar", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_GPUS=all", "CUDA_DEVICE_SM_LIMIT=100"}}
+	ctr := &api.Container{Name: "sidecar", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "CUDA_DEVICE_SM_LIMIT=100"}}
 	adj, _, err := h.CreateContainer(context.Background(), sandbox(plain), ctr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := envAfter(ctr, adj)
-	if env["NVIDIA_VISIBLE_DEVICES"] != "void" || len(env) != 1 {
-		t.Errorf("env = %v, want only NVIDIA_VISIBLE_DEVICES=void", env)
+	// The limits without a device limit nothing; the device goes.
+	if env := envAfter(ctr, adj); env["NVIDIA_VISIBLE_DEVICES"] != "void" {
+		t.Errorf("env = %v, want NVIDIA_VISIBLE_DEVICES=void", env)
 	}
 }
 

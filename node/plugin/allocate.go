@@ -21,8 +21,8 @@ import (
 const phaseWriteTimeout = 5 * time.Second
 
 // Allocate answers for the container kubelet is admitting. Where the
-// runtime names the pod (RuntimeNamesPods) it hands out no GPU and picks
-// no pod. Otherwise it guesses the one pod bound here and waiting; an
+// runtime names the pod (RuntimeNamesPods) it picks no pod and answers
+// only kubelet's device bookkeeping. Otherwise it guesses the one pod bound here and waiting; an
 // Allocate it cannot tie to exactly one container fails with a message
 // naming the node, the device count and the pods considered, which
 // kubelet shows on the pod.
@@ -33,7 +33,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 	resp := &pluginapi.AllocateResponse{}
 	if p.opts.RuntimeNamesPods {
 		for range req.ContainerRequests {
-			resp.ContainerResponses = append(resp.ContainerResponses, voidResponse())
+			resp.ContainerResponses = append(resp.ContainerResponses, bookkeepingResponse())
 		}
 		p.obs.Allocated(true, time.Since(start))
 		return resp, nil

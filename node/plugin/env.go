@@ -26,9 +26,14 @@ func containerResponse(t target, resources protocol.ResourceNames, o grant.Optio
 	return resp, nil
 }
 
-// voidResponse is Allocate's answer where the runtime names the pod: no
-// GPU, which only the runtime hook raises to the container's slice, so a
-// container the hook never saw gets none.
-func voidResponse() *pluginapi.ContainerAllocateResponse {
-	return &pluginapi.ContainerAllocateResponse{Envs: map[string]string{protocol.EnvVisibleDevices: grant.Void}}
+// bookkeepingResponse is Allocate's answer where the runtime names the
+// pod: nothing at all. The runtime hook sets each container's GPUs, and
+// the runtime's NRI validator creates no container without the hook.
+// Not even NVIDIA_VISIBLE_DEVICES=void: containerd appends the image's
+// env and kubelet's device env without merging them, and NRI replaces
+// only a variable's first occurrence, so a void here would outlive the
+// hook's grant to any container whose image sets the variable (every
+// CUDA base image).
+func bookkeepingResponse() *pluginapi.ContainerAllocateResponse {
+	return &pluginapi.ContainerAllocateResponse{}
 }

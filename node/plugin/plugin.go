@@ -54,8 +54,7 @@ type Options struct {
 	ResolveWait time.Duration
 	// RuntimeNamesPods is set where the container runtime calls vgpud's
 	// NRI hook: Allocate then picks no pod and answers only kubelet's
-	// device bookkeeping, with no GPU, which the hook raises to each
-	// container's own slice.
+	// device bookkeeping; the hook sets each container's own slice.
 	RuntimeNamesPods bool
 }
 
