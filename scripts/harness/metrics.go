@@ -3,6 +3,9 @@ package harness
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -46,4 +49,40 @@ func value(m *dto.Metric) float64 {
 	default:
 		return m.GetUntyped().GetValue()
 	}
+}
+
+// HistogramQuantile reads Prometheus text from r and returns the upper
+// bound of the bucket that holds quantile q of histogram metric, all its
+// series merged, and how many observations it has. The bound is what a
+// bucketed histogram can say: the quantile is at most that.
+func HistogramQuantile(r io.Reader, metric string, q float64) (float64, uint64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse metrics: %w", err)
+	}
+	f, ok := families[metric]
+	if !ok {
+		return 0, 0, nil
+	}
+	cum := map[float64]uint64{}
+	var count uint64
+	for _, m := range f.GetMetric() {
+		h := m.GetHistogram()
+		count += h.GetSampleCount()
+		for _, b := range h.GetBucket() {
+			cum[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	if count == 0 {
+		return 0, 0, nil
+	}
+	bounds := slices.Sorted(maps.Keys(cum))
+	need := uint64(math.Ceil(q * float64(count)))
+	for _, b := range bounds {
+		if cum[b] >= need {
+			return b, count, nil
+		}
+	}
+	return math.Inf(1), count, nil
 }
