@@ -40,12 +40,12 @@ type Cache struct {
 }
 
 type nodeState struct {
-	gpus    []protocol.GPU
-	usable  bool   // the device plugin is registered: allocatable GPUs > 0
-	plugin  string // the node role's vgpud.io/plugin: serving or draining
+	gpus   []protocol.GPU
+	usable bool   // the device plugin is registered: allocatable GPUs > 0
+	plugin string // the node role's vgpud.io/plugin: serving or draining
 	// exact: the runtime names each container's pod there (NRI), so its
 	// binds need no order and its pods record no phase.
-	exact bool
+	exact   bool
 	invErr  error
 	pods    map[types.UID]bool
 	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place

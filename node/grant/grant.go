@@ -96,7 +96,6 @@ func Owned(name string) bool {
 	return strings.HasPrefix(name, protocol.EnvMemoryLimitPrefix)
 }
 
-
 // DeviceListMount reports whether a container path is where the NVIDIA
 // container runtime's volume-mounts strategy reads the devices to
 // expose: a pod could ask for GPUs there instead of through env.

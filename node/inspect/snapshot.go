@@ -15,16 +15,16 @@ import (
 
 // Snapshot is everything `vgpud inspect` shows.
 type Snapshot struct {
-	Node         string       `json:"node"`
-	Backend      string       `json:"backend"`
-	Ready        bool         `json:"ready"`
-	NotReady     string       `json:"notReady,omitempty"` // why not, when not
-	Role         string       `json:"role"`               // "node" or "node+cluster"
+	Node     string `json:"node"`
+	Backend  string `json:"backend"`
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"notReady,omitempty"` // why not, when not
+	Role     string `json:"role"`               // "node" or "node+cluster"
 	// Identity is how the node tells a container's pod: "runtime" (NRI)
 	// or "guessed"; Runtime says how the NRI hook stands.
-	Identity string `json:"identity"`
-	Runtime  string `json:"runtime,omitempty"`
-	Leader       string       `json:"leader"`             // the current leader's pod, "" if unknown
+	Identity     string       `json:"identity"`
+	Runtime      string       `json:"runtime,omitempty"`
+	Leader       string       `json:"leader"` // the current leader's pod, "" if unknown
 	IsLeader     bool         `json:"isLeader"`
 	GPUs         []GPU        `json:"gpus"`
 	Allocations  []Allocation `json:"allocations"`
