@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
+	"net"
 	"sync"
 	"time"
 
@@ -182,8 +182,11 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface)
 // runtime's word where its NRI socket is present, else by a guess, said
 // loudly.
 func (a *Role) identity() string {
+	// A socket that answers: a runtime without NRI may leave a stale
+	// file behind, or an empty directory the DaemonSet's hostPath made.
 	if a.cfg.NRISocket != "" {
-		if fi, err := os.Stat(a.cfg.NRISocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.DialTimeout("unix", a.cfg.NRISocket, 2*time.Second); err == nil {
+			c.Close()
 			return protocol.IdentityRuntime
 		}
 	}

@@ -460,6 +460,7 @@ down() {
 	# Secret and emptyDir volumes are mounts under kubelet's pod directory.
 	awk '$2 ~ "^/var/lib/kubelet/pods/" {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
+	rm -f /run/nri/nri.sock # node 1's containerd 2.x; a 1.6 node must find none
 	rm -f "$logs"/kubelet*.log.* # the logs of kubelets before a restart
 	# Pod netns of nodes after the first were mounts in their mount
 	# namespace, gone with it; what is left in the host's view is a name.

@@ -27,5 +27,13 @@ trap '"$here/cluster.sh" down' EXIT
 start=$(date +%s%N)
 kubeconfig=$("$here/cluster.sh" up)
 echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - start) / 1000000)) ms"
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m ./scripts/e2e/cluster/ 2>&1 |
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m -run TestCluster ./scripts/e2e/cluster/ 2>&1 |
+	grep -vE '^I[0-9]{4} '
+"$here/cluster.sh" down
+
+# The fallback: one node on Debian's containerd 1.6, which has no NRI.
+start=$(date +%s%N)
+kubeconfig=$(VGPUD_CONTAINERD=1.6 VGPUD_NODES=1 "$here/cluster.sh" up)
+echo "e2e: containerd 1.6 node ready in $((($(date +%s%N) - start) / 1000000)) ms"
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_CONTAINERD=1.6 go test -tags e2e -count=1 -v -timeout 10m -run TestFallback ./scripts/e2e/cluster/ 2>&1 |
 	grep -vE '^I[0-9]{4} '

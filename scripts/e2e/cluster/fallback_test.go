@@ -1,0 +1,100 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// TestFallback runs on a node with containerd 1.6, which has no NRI
+// (make e2e brings one up with VGPUD_CONTAINERD=1.6 after TestCluster):
+// the node says loudly that it guesses which pod kubelet admits, GPU
+// pods still run on their slices, and admission refuses the pods that
+// guessing would hand another pod's GPUs.
+func TestFallback(t *testing.T) {
+	if os.Getenv("VGPUD_CONTAINERD") != "1.6" {
+		t.Skip("runs on a cluster with containerd 1.6 (VGPUD_CONTAINERD=1.6); make e2e brings one up")
+	}
+	e := setup(t)
+	ctx := context.Background()
+	if out, err := exec.Command(e.scripts + "/install.sh").CombinedOutput(); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	nodes := e.nodes(t)
+	node := nodes[0]
+	t.Run("the node says identity is guessed", func(t *testing.T) {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := n.Annotations[protocol.AnnotationIdentity]; id != protocol.IdentityGuessed {
+			t.Errorf("%s=%q, want %q", protocol.AnnotationIdentity, id, protocol.IdentityGuessed)
+		}
+		if s := e.inspect(t, node); s.Identity != protocol.IdentityGuessed {
+			t.Errorf("inspect identity %q", s.Identity)
+		}
+		vp, err := e.vgpudPod(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := e.kubectl("-n", system, "logs", vp.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := harness.Contains(logs, "IDENTITY IS GUESSED"); err != nil {
+			t.Error(err)
+		}
+		raw, err := e.kube.CoreV1().Pods(system).ProxyGet("http", vp.Name, "9090", "metrics", nil).DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums, _, err := harness.MetricSums(strings.NewReader(string(raw)), "vgpud_node_identity", func(l map[string]string) string { return l["mode"] })
+		if err != nil || sums["guessed"] != 1 || sums["runtime"] != 0 {
+			t.Errorf("vgpud_node_identity %v, %v", sums, err)
+		}
+	})
+
+	ns := "e2e-fallback"
+	asTenant := newTenant(t, e, ns)
+	t.Run("GPU pods run on their slices", func(t *testing.T) {
+		for _, name := range []string{"one", "two"} {
+			if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod(name, map[string]string{"nvidia.com/gpumem": "2000"}, nil), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.waitRunning(t, ns, []string{"one", "two"}, 90*time.Second)
+		for _, name := range []string{"one", "two"} {
+			p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if ph := p.Annotations[protocol.AnnotationPhase]; ph != string(protocol.PhaseAllocated) {
+				t.Errorf("%s: phase %q, want %q (the guessing path records it)", name, ph, protocol.PhaseAllocated)
+			}
+			if env := e.containerEnv(t, ns, name); env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "2000m" {
+				t.Errorf("%s sees %v", name, env)
+			}
+		}
+	})
+	t.Run("pinned and opted-out vGPU pods are refused at create", func(t *testing.T) {
+		for name, spec := range map[string]string{
+			"pinned":    "  nodeName: " + node + "\n",
+			"opted-out": "  schedulerName: default-scheduler\n",
+		} {
+			y := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels: {vgpud.io/webhook: ignore}\nspec:\n" + spec +
+				"  containers:\n  - {name: main, image: vgpud.local/busybox:1, command: [sleep, \"3600\"], resources: {limits: {nvidia.com/gpu: \"1\"}}}\n"
+			out, err := asTenant(y, "apply", "-f", "-")
+			if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-scheduled-only'") != nil {
+				t.Fatalf("%s: %v %s", name, err, out)
+			}
+			t.Logf("%s refused: %s", name, strings.TrimSpace(out))
+		}
+	})
+}
