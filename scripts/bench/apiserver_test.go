@@ -302,7 +302,10 @@ func (e env) createNode(ctx context.Context, i int) error {
 		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true})
 	}
 	raw, _ := protocol.EncodeInventory(inv)
-	n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{"kubernetes.io/hostname": nodeName(i)}, Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}}}, metav1.CreateOptions{})
+	n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{"kubernetes.io/hostname": nodeName(i)}, Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing,
+		// Nodes whose runtime names pods to vgpud's NRI hook: binds wait
+		// for no previous pod there, and no allocation is recorded.
+		protocol.AnnotationIdentity: protocol.IdentityRuntime}}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
