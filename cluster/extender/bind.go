@@ -30,8 +30,15 @@ func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 }
 
 // Queued is how many binds to node are under way: waiting for the pod
-// bound there before to be allocated, or committing.
-func (b *Binder) Queued(node string) int { return b.queue.Queued(node) }
+// bound there before to be allocated, or committing. Where the runtime
+// names pods no bind waits for another pod, so none counts as queued:
+// a burst packs there as the policy says.
+func (b *Binder) Queued(node string) int {
+	if b.books.NamesPods(node) {
+		return 0
+	}
+	return b.queue.Queued(node)
+}
 
 // lock returns the mutex for key in locks, made on first use.
 func (b *Binder) lock(locks map[string]*sync.Mutex, key string) *sync.Mutex {

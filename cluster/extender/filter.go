@@ -30,9 +30,9 @@ type BindQueue interface {
 }
 
 // maxQueued is how many binds may wait on one node before prioritize
-// prefers nodes that can take a pod now. Kubelet's Allocate names no pod,
-// so a node takes one bound pod at a time; binpack alone would queue a
-// whole burst behind one node's Allocates.
+// prefers nodes that can take a pod now. Where a node guesses which pod
+// kubelet admits it takes one bound pod at a time; binpack alone would
+// queue a whole burst behind one node's Allocates.
 const maxQueued = 2
 
 // PodLookup finds a pod in the leader's informer; nil if it has none.
