@@ -27,7 +27,7 @@ trap '"$here/cluster.sh" down' EXIT
 start=$(date +%s%N)
 kubeconfig=$("$here/cluster.sh" up)
 echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - start) / 1000000)) ms"
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m -run TestCluster ./scripts/e2e/cluster/ 2>&1 |
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m -run 'TestCluster|TestChaosSoak' ./scripts/e2e/cluster/ 2>&1 |
 	grep -vE '^I[0-9]{4} '
 "$here/cluster.sh" down
 

@@ -420,11 +420,20 @@ func TestCluster(t *testing.T) {
 	t.Run("h opt-out namespace", func(t *testing.T) {
 		ns := "e2e-optout"
 		e.namespace(t, ns, map[string]string{"vgpud.io/webhook": "ignore"})
-		p, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("untouched", map[string]string{"nvidia.com/gpumem": "1000"}, nil), metav1.CreateOptions{})
+		// Admission refuses a vGPU pod another scheduler would place
+		// (vgpud-scheduled-only), so an opted-out pod names
+		// vgpud-scheduler itself; the webhook still leaves it as written.
+		refused := gpuPod("refused", map[string]string{"nvidia.com/gpumem": "1000"}, nil)
+		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, refused, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "vgpud-scheduled-only") {
+			t.Errorf("an opted-out vGPU pod for the default scheduler: %v", err)
+		}
+		untouched := gpuPod("untouched", map[string]string{"nvidia.com/gpumem": "1000"}, nil)
+		untouched.Spec.SchedulerName = "vgpud-scheduler"
+		p, err := e.kube.CoreV1().Pods(ns).Create(ctx, untouched, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Spec.SchedulerName != "default-scheduler" || len(p.Spec.Containers[0].Resources.Limits) != 1 || len(p.Annotations) != 0 {
+		if len(p.Spec.Containers[0].Resources.Limits) != 1 || len(p.Annotations) != 0 {
 			t.Errorf("pod was changed: scheduler %q, limits %v, annotations %v", p.Spec.SchedulerName, p.Spec.Containers[0].Resources.Limits, p.Annotations)
 		}
 	})
