@@ -86,22 +86,43 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 }
 
 // Owned reports whether env names a variable the slice decides: what a
-// pod spec or an image sets for it is never what the container sees.
+// pod spec or an image sets for it is never what the container sees. It
+// covers the interposer's per-GPU spellings (CUDA_DEVICE_SM_LIMIT_<i>,
+// which HAMi-core prefers to CUDA_DEVICE_SM_LIMIT) and the NVIDIA
+// container runtime's switches that add devices beside a GPU.
 func Owned(name string) bool {
 	switch name {
 	case protocol.EnvVisibleDevices, protocol.EnvSMLimit, protocol.EnvTaskPriority,
-		protocol.EnvOversubscribe, protocol.EnvSharedCache:
+		protocol.EnvOversubscribe, protocol.EnvSharedCache,
+		"NVIDIA_MOFED", "NVIDIA_GDS", "NVIDIA_NVSWITCH", "NVIDIA_GDRCOPY", "NVIDIA_IMEX_CHANNELS":
 		return true
 	}
-	return strings.HasPrefix(name, protocol.EnvMemoryLimitPrefix)
+	_, i, ok := PerGPU(name)
+	return ok && i >= 0
+}
+
+// PerGPU splits a per-GPU variable, CUDA_DEVICE_MEMORY_LIMIT_<i> or
+// CUDA_DEVICE_SM_LIMIT_<i>, into its stem and index; ok is false for any
+// other name, and i is -1 for a suffix that is not an index.
+func PerGPU(name string) (stem string, i int, ok bool) {
+	for _, stem := range []string{protocol.EnvMemoryLimitPrefix, protocol.EnvSMLimit + "_"} {
+		if rest, found := strings.CutPrefix(name, stem); found {
+			n, err := strconv.Atoi(rest)
+			if err != nil || n < 0 {
+				return stem, -1, true
+			}
+			return stem, n, true
+		}
+	}
+	return "", 0, false
 }
 
 // DeviceListMount reports whether a container path is where the NVIDIA
 // container runtime's volume-mounts strategy reads the devices to
-// expose: a pod could ask for GPUs there instead of through env.
+// expose: a pod could ask for GPUs there instead of through env. The
+// runtime matches by prefix, so this does too.
 func DeviceListMount(containerPath string) bool {
-	p := filepath.Clean(containerPath)
-	return p == deviceListDir || strings.HasPrefix(p, deviceListDir+"/")
+	return strings.HasPrefix(filepath.Clean(containerPath), deviceListDir)
 }
 
 const deviceListDir = "/var/run/nvidia-container-devices"

@@ -67,7 +67,7 @@ type Rules struct {
 // name and UID); the pod's env and the image never widen a slice.
 func Decide(c Container, r Rules) Decision {
 	pod := c.Known
-	if pod != nil && !samePod(pod, c.UID) {
+	if pod != nil && !samePod(pod, c.UID, c.Static) {
 		pod = nil
 	}
 	id := c.Namespace + "/" + c.Pod
@@ -115,8 +115,8 @@ func Decide(c Container, r Rules) Decision {
 
 // samePod reports whether pod is the one with the runtime's uid. A
 // static pod's mirror in the API has its own UID and names kubelet's.
-func samePod(pod *corev1.Pod, uid string) bool {
-	return string(pod.UID) == uid || (uid != "" && pod.Annotations[corev1.MirrorPodAnnotationKey] == uid)
+func samePod(pod *corev1.Pod, uid string, static bool) bool {
+	return string(pod.UID) == uid || (static && uid != "" && pod.Annotations[corev1.MirrorPodAnnotationKey] == uid)
 }
 
 // containerSpec is the pod's container of that name; nil for one the

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,7 +96,7 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 	for {
 		changed := h.pods.Changed()
 		p := h.pods.Get(c.Namespace, c.Pod)
-		if p != nil && samePod(p, c.UID) || c.Static || h.rules.Exempt(c.Namespace) {
+		if p != nil && samePod(p, c.UID, c.Static) || c.Static || h.rules.Exempt(c.Namespace) {
 			return p
 		}
 		select {
@@ -157,39 +156,37 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 	return adj, nil
 }
 
-// overriding lists the names in env that setting want cannot override:
-// a name of want that occurs more than once, and, in a granted
-// container, a name the slice owns but does not set (a memory limit for
-// a GPU index the container has not got names no device and stays).
+// overriding lists the names in env that setting want cannot override.
+// NRI replaces a name's first occurrence and keeps the later ones, whose
+// last value wins: a name of want set more than once is lost unless its
+// last value is want's (a pod admitted before NRI carries kubelet's
+// replayed device env, the very grant). In a granted container a name
+// the slice owns but does not set stays as written, so it must not be
+// there, except a per-GPU limit for an index past the container's GPUs,
+// which names no device it sees.
 func overriding(env []string, want map[string]string, granted bool) []string {
-	seen := map[string]int{}
+	count, last := map[string]int{}, map[string]string{}
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		seen[name]++
+		name, value, _ := strings.Cut(kv, "=")
+		count[name]++
+		last[name] = value
 	}
+	gpus := strings.Count(want[protocol.EnvVisibleDevices], ",") + 1
 	var bad []string
-	for name, n := range seen {
-		_, set := want[name]
+	for name, n := range count {
+		w, set := want[name]
 		switch {
-		case set && n > 1:
+		case set && n > 1 && last[name] != w:
 			bad = append(bad, name)
-		case !set && granted && grant.Owned(name) && !beyond(name, want):
+		case !set && granted && grant.Owned(name):
+			if _, i, perGPU := grant.PerGPU(name); perGPU && i >= gpus {
+				continue
+			}
 			bad = append(bad, name)
 		}
 	}
 	slices.Sort(bad)
 	return bad
-}
-
-// beyond reports a CUDA_DEVICE_MEMORY_LIMIT_<i> for an index past the
-// container's GPUs, which names no device it sees.
-func beyond(name string, want map[string]string) bool {
-	i, ok := strings.CutPrefix(name, protocol.EnvMemoryLimitPrefix)
-	if !ok {
-		return false
-	}
-	n, err := strconv.Atoi(i)
-	return err == nil && n >= 0 && n >= strings.Count(want[protocol.EnvVisibleDevices], ",")+1
 }
 
 // remember keeps what the hook did, for inspect and the node's phase.

@@ -80,10 +80,26 @@ func TestPodEnvCannotWidenTheSlice(t *testing.T) {
 		{&api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all"}}, "sets NVIDIA_VISIBLE_DEVICES"},
 		{&api.Container{Name: "app", Env: []string{"CUDA_TASK_PRIORITY=0"}}, "sets CUDA_TASK_PRIORITY"},
 		{&api.Container{Name: "app", Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/all"}}}, "mounts /var/run/nvidia-container-devices/all"},
+		{&api.Container{Name: "app", Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devicesall"}}}, "mounts /var/run/nvidia-container-devicesall"},
+		// HAMi-core prefers the per-GPU core limit to the one vgpud sets.
+		{&api.Container{Name: "app", Env: []string{"CUDA_DEVICE_SM_LIMIT_0=100"}}, "sets CUDA_DEVICE_SM_LIMIT_0"},
+		// The NVIDIA runtime adds InfiniBand devices beside a GPU.
+		{&api.Container{Name: "app", Env: []string{"NVIDIA_MOFED=enabled"}}, "sets NVIDIA_MOFED"},
 	} {
 		if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), tc.ctr); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("env %v: err = %v, want %q", tc.ctr.Env, err, tc.want)
 		}
+	}
+}
+
+// A pod admitted before its node ran NRI restarts its container with
+// kubelet's replayed device env: the same grant, set twice, is kept.
+func TestTheSameGrantTwiceIsKept(t *testing.T) {
+	victim := gpuPod("victim", "GPU-0")
+	h, _ := testHook(victim)
+	ctr := &api.Container{Name: "app", Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES=GPU-0", "CUDA_DEVICE_MEMORY_LIMIT_1=5m", "CUDA_DEVICE_SM_LIMIT_3=100"}}
+	if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), ctr); err != nil {
+		t.Fatalf("a duplicate whose last value is the grant, and per-GPU limits past its one GPU: %v", err)
 	}
 }
 
