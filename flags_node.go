@@ -26,7 +26,7 @@ func nodeFlags(cfg *node.Config) []cli.Flag {
 		&cli.StringFlag{Name: "pod-resources-socket", Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", EnvVars: envVar("pod-resources-socket"), Value: cfg.PodResourcesSocket, Destination: &cfg.PodResourcesSocket},
 		&cli.DurationFlag{Name: "pod-resources-period", Usage: "how often the node role checks kubelet's PodResources against the assignments", EnvVars: envVar("pod-resources-period"), Value: cfg.PodResourcesPeriod, Destination: &cfg.PodResourcesPeriod},
 		&cli.StringFlag{Name: "nri-socket", Usage: "the container runtime's NRI socket: where present, the runtime names each container's pod and vgpud sets its GPUs as it is created; where absent, or empty here, the node guesses which pod kubelet admits", EnvVars: envVar("nri-socket"), Value: cfg.NRISocket, Destination: &cfg.NRISocket},
-		&cli.StringSliceFlag{Name: "nri-exempt-namespaces", Usage: "namespaces whose containers keep the GPUs their image or pod names (the GPU operator's, vgpud's own; never a tenant's)", EnvVars: envVar("nri-exempt-namespaces"), Value: cli.NewStringSlice(cfg.NRIExemptNamespaces...)},
+		&cli.StringSliceFlag{Name: "nri-exempt-namespaces", Usage: "namespaces whose containers keep the GPUs their image or pod names, and are never held up by vgpud's informer (vgpud's own, the cluster's, the GPU operator's; never a tenant's)", EnvVars: envVar("nri-exempt-namespaces"), Value: cli.NewStringSlice(cfg.NRIExemptNamespaces...)},
 		&cli.StringFlag{Name: "inspect-socket", Usage: "unix socket that `vgpud inspect` reads", EnvVars: envVar("inspect-socket"), Value: cfg.InspectSocket, Destination: &cfg.InspectSocket},
 	}
 }

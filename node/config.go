@@ -47,7 +47,8 @@ type Config struct {
 	// where it is not, or "" here, the node guesses, as before NRI.
 	NRISocket string
 	// NRIExemptNamespaces keep every GPU their containers' images or pods
-	// name: the GPU operator's, vgpud's own. Never a tenant's.
+	// name: vgpud's own, the cluster's (whose network pods must start
+	// before vgpud after a reboot) and the GPU operator's. Never a tenant's.
 	NRIExemptNamespaces []string
 }
 
@@ -68,7 +69,7 @@ func DefaultConfig() Config {
 		HealthRecovery:      5 * time.Minute,
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
-		NRIExemptNamespaces: []string{"vgpud-system", "gpu-operator"},
+		NRIExemptNamespaces: []string{"vgpud-system", "kube-system", "gpu-operator"},
 	}
 }
 

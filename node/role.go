@@ -124,22 +124,6 @@ func (a *Role) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return inspect.Serve(ctx, cfg.InspectSocket, a.snapshot, inject, a.log.With("component", "inspect"))
 	})
-	g.Go(func() error { return a.serve(ctx, g, lib) })
-	return g.Wait()
-}
-
-// serve discovers the GPUs (retrying without a driver), then builds the
-// parts that need them and runs them in g.
-func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface) error {
-	devs, err := a.discover(ctx, lib)
-	if err != nil || ctx.Err() != nil {
-		return err
-	}
-	devs, err = a.cfg.Excluded(devs)
-	if err != nil {
-		return err
-	}
-	a.setNotReady("waiting for this node's pods to sync")
 	pods, err := podwatch.New(a.api.Core, a.node)
 	if err != nil {
 		return err
@@ -149,19 +133,103 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface)
 	// Allocate for it waits in vain and meets a stopped plugin.
 	podsCtx, stopPods := context.WithCancel(context.WithoutCancel(ctx))
 	pods.Start(podsCtx)
-	if !pods.WaitForSync(ctx) {
-		stopPods()
+	// The hook connects before anything else, the GPUs and the API
+	// included: after a reboot the runtime creates no container on this
+	// node without it, the network's and the GPU driver's among them.
+	mode := a.identity()
+	var hook *nrihook.Hook
+	if mode == protocol.IdentityRuntime {
+		hook = a.newHook(pods)
+		a.mu.Lock()
+		a.hook = hook
+		a.mu.Unlock()
+		g.Go(func() error { return hook.Run(ctx, a.cfg.NRISocket) })
+	} else {
+		g.Go(func() error { return a.watchForNRI(ctx) })
+	}
+	g.Go(func() error {
+		started := false
+		defer func() {
+			if !started {
+				stopPods()
+			}
+		}()
+		var err error
+		started, err = a.serve(ctx, g, lib, pods, stopPods, mode)
+		return err
+	})
+	return g.Wait()
+}
+
+// newHook is the NRI hook for this node's containers.
+func (a *Role) newHook(pods *podwatch.Cache) *nrihook.Hook {
+	exempt := make(map[string]bool, len(a.cfg.NRIExemptNamespaces))
+	for _, ns := range a.cfg.NRIExemptNamespaces {
+		exempt[ns] = true
+	}
+	return nrihook.New(nrihook.Rules{
+		Node: a.node, Resources: a.resources,
+		Slice:  grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir},
+		Exempt: func(ns string) bool { return exempt[ns] },
+	}, pods, hookWait, a.metrics, a.log.With("component", "nri"))
+}
+
+// watchForNRI ends the role, so that the process restarts and the
+// runtime names pods from then on, once the NRI socket answers: a node
+// guesses only while its runtime cannot say.
+func (a *Role) watchForNRI(ctx context.Context) error {
+	if a.cfg.NRISocket == "" {
 		return nil
 	}
-	mode := a.identity()
+	t := time.NewTicker(nriProbePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if nriAnswers(a.cfg.NRISocket) {
+			return fmt.Errorf("the container runtime's NRI socket %s answers now; exiting so that vgpud restarts with the runtime naming each container's pod", a.cfg.NRISocket)
+		}
+	}
+}
+
+// nriProbePeriod is how often a node that guesses looks for NRI again.
+const nriProbePeriod = 30 * time.Second
+
+// nriAnswers reports whether a runtime listens on socket: a runtime
+// without NRI may leave a stale file behind, or an empty directory the
+// DaemonSet's hostPath made.
+func nriAnswers(socket string) bool {
+	c, err := net.DialTimeout("unix", socket, 2*time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// serve discovers the GPUs (retrying without a driver), then builds the
+// parts that need them and runs them in g; started says whether the
+// plugin took over stopping the pod informer.
+func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *podwatch.Cache, stopPods func(), mode string) (started bool, err error) {
+	devs, err := a.discover(ctx, lib)
+	if err != nil || ctx.Err() != nil {
+		return false, err
+	}
+	devs, err = a.cfg.Excluded(devs)
+	if err != nil {
+		return false, err
+	}
+	a.setNotReady("waiting for this node's pods to sync")
+	if !pods.WaitForSync(ctx) {
+		return false, nil
+	}
 	if err := a.announceIdentity(ctx, mode); err != nil || ctx.Err() != nil {
-		stopPods()
-		return err
+		return false, err
 	}
 	p := a.build(ctx, lib, devs, pods, mode)
-	if p.hook != nil {
-		g.Go(func() error { return p.hook.Run(ctx, a.cfg.NRISocket) })
-	}
 	g.Go(func() error { return p.health.Run(ctx) })
 	g.Go(func() error {
 		defer stopPods()
@@ -175,20 +243,15 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface)
 		})
 	}
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)
-	return nil
+	return true, nil
 }
 
 // identity is how this node will tell which pod a container is: by the
 // runtime's word where its NRI socket is present, else by a guess, said
 // loudly.
 func (a *Role) identity() string {
-	// A socket that answers: a runtime without NRI may leave a stale
-	// file behind, or an empty directory the DaemonSet's hostPath made.
-	if a.cfg.NRISocket != "" {
-		if c, err := net.DialTimeout("unix", a.cfg.NRISocket, 2*time.Second); err == nil {
-			c.Close()
-			return protocol.IdentityRuntime
-		}
+	if a.cfg.NRISocket != "" && nriAnswers(a.cfg.NRISocket) {
+		return protocol.IdentityRuntime
 	}
 	a.log.Warn("IDENTITY IS GUESSED: no NRI socket, so Allocate guesses which pod kubelet admits, the leader binds one pod at a time here, and a pod vgpud did not schedule can be handed another's GPUs; run containerd 1.7+ or CRI-O 1.26+ with NRI enabled",
 		"nri-socket", a.cfg.NRISocket)
@@ -224,7 +287,6 @@ type nodeParts struct {
 	healthChanged chan protocol.Inventory // the newest inventory, for publisher
 	check         *plugin.PodResourcesCheck
 	events        podevents.Sink
-	hook          *nrihook.Hook // nil where the node guesses
 }
 
 // build makes the parts that serve devs and wires them to each other and
@@ -245,24 +307,13 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	}, gpus, pods, podwatch.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
 	parts.server = plugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
-	if mode == protocol.IdentityRuntime {
-		exempt := make(map[string]bool, len(a.cfg.NRIExemptNamespaces))
-		for _, ns := range a.cfg.NRIExemptNamespaces {
-			exempt[ns] = true
-		}
-		parts.hook = nrihook.New(nrihook.Rules{
-			Node: a.node, Resources: a.resources,
-			Slice:  grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir},
-			Exempt: func(ns string) bool { return exempt[ns] },
-		}, pods, hookWait, a.metrics, a.log.With("component", "nri"))
-	}
 	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
 			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
 		})
 	}
 	a.mu.Lock()
-	a.server, a.podCache, a.hook, a.notReady = parts.server, pods, parts.hook, ""
+	a.server, a.podCache, a.notReady = parts.server, pods, ""
 	a.inv = inv
 	a.mu.Unlock()
 	a.metrics.Health(uuids, nil)

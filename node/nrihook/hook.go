@@ -23,6 +23,8 @@ import (
 // Pods is the node's pod informer.
 type Pods interface {
 	Get(namespace, name string) *corev1.Pod
+	// HasSynced reports whether the first list is in.
+	HasSynced() bool
 	// Changed returns a channel closed at the next change.
 	Changed() <-chan struct{}
 }
@@ -44,10 +46,12 @@ type Hook struct {
 	obs  Observer
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	seen  map[types.UID]*Record
-	conns int // connections to the runtime made so far
-	up    bool
+	mu       sync.Mutex
+	seen     map[types.UID]*Record
+	conns    int // connections to the runtime made so far
+	up       bool
+	closing  bool // the hook is stopping: it refuses every call
+	inflight int  // calls being answered
 }
 
 // Record is what the hook did to one pod's containers, for inspect.
@@ -68,6 +72,12 @@ func New(r Rules, pods Pods, wait time.Duration, obs Observer, log *slog.Logger)
 func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	start := time.Now()
 	c := Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}
+	if !h.enter() {
+		// The runtime would create the container unadjusted if the
+		// connection closed during this call: refuse while stopping.
+		return nil, nil, fmt.Errorf("vgpud on node %s is stopping; kubelet retries the container once vgpud is back", h.rules.Node)
+	}
+	defer h.leave()
 	c.Known = h.lookup(ctx, c)
 	d := Decide(c, h.rules)
 	adj, err := h.apply(d, ctr)
@@ -96,7 +106,9 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 	for {
 		changed := h.pods.Changed()
 		p := h.pods.Get(c.Namespace, c.Pod)
-		if p != nil && samePod(p, c.UID, c.Static) || c.Static || h.rules.Exempt(c.Namespace) {
+		// Before the first list, a wait would only hold every other
+		// container start on the node (NRI answers one call at a time).
+		if p != nil && samePod(p, c.UID, c.Static) || c.Static || h.rules.Exempt(c.Namespace) || !h.pods.HasSynced() {
 			return p
 		}
 		select {
@@ -255,6 +267,39 @@ func (h *Hook) Connected() (bool, int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.up, h.conns
+}
+
+// enter counts a call in, unless the hook is stopping.
+func (h *Hook) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.inflight++
+	return true
+}
+
+func (h *Hook) leave() {
+	h.mu.Lock()
+	h.inflight--
+	h.mu.Unlock()
+}
+
+// drain makes the hook refuse every call from now, and returns once no
+// call is being answered, or after max.
+func (h *Hook) drain(max time.Duration) {
+	h.mu.Lock()
+	h.closing = true
+	h.mu.Unlock()
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		h.mu.Lock()
+		n := h.inflight
+		h.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
 }
 
 func (h *Hook) setDown() {

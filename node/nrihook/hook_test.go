@@ -16,6 +16,7 @@ type fakePods map[string]*corev1.Pod
 
 func (f fakePods) Get(ns, name string) *corev1.Pod { return f[ns+"/"+name] }
 func (f fakePods) Changed() <-chan struct{}        { return make(chan struct{}) }
+func (f fakePods) HasSynced() bool                 { return true }
 
 type nopObserver struct{ verdicts []string }
 
@@ -127,5 +128,14 @@ func TestAnAttackerIsRefused(t *testing.T) {
 	}
 	if r := h.Records()[attacker.UID]; r.Refused["app"] == "" {
 		t.Errorf("record = %+v", r)
+	}
+}
+
+func TestAStoppingHookRefusesEveryCall(t *testing.T) {
+	victim := gpuPod("victim", "GPU-0")
+	h, _ := testHook(victim)
+	h.drain(time.Second)
+	if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), &api.Container{Name: "app"}); err == nil || !strings.Contains(err.Error(), "is stopping") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -15,13 +15,31 @@ import (
 // created without vgpud's word on its GPUs.
 const PluginName = "vgpud"
 
+// drainMax bounds how long stopping waits for the call being answered
+// (the runtime gives one 2 s).
+const drainMax = 3 * time.Second
+
 // pluginIndex orders vgpud among NRI plugins: late, so what vgpud sets
 // about GPUs is what stays.
 const pluginIndex = "90"
 
 // Run connects to the runtime's NRI socket and serves it until ctx ends,
 // connecting again whenever the runtime restarts.
+//
+// The runtime creates a container without the hook's adjustment when the
+// connection closes during a call, and its validator lets that pass: so
+// the hook stops by refusing new calls and letting the one being answered
+// finish, and only then closes the connection. After that the validator
+// refuses what needs the hook.
 func (h *Hook) Run(ctx context.Context, socket string) error {
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		h.drain(drainMax)
+		stop()
+	}()
+	ctx = runCtx
 	backoff := 200 * time.Millisecond
 	for {
 		s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithSocketPath(socket),

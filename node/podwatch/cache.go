@@ -69,6 +69,9 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced)
 }
 
+// HasSynced reports whether the first list is in.
+func (c *Cache) HasSynced() bool { return c.informer.HasSynced() }
+
 // List returns the node's pods. They are the cache's own: do not modify.
 func (c *Cache) List() []*corev1.Pod {
 	objs := c.informer.GetStore().List()
