@@ -297,9 +297,30 @@ func hostPID(pod string) (int, error) {
 		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "POD_NAME="+pod) {
 			continue
 		}
+		// The daemon, not a `vgpud inspect --ready` probe exec'd beside
+		// it with the same env: the container's first process.
+		if !containerInit(dir) {
+			continue
+		}
 		return strconv.Atoi(filepath.Base(dir))
 	}
 	return 0, fmt.Errorf("no vgpud process with POD_NAME=%s on this host", pod)
+}
+
+// containerInit reports whether the process in /proc dir is PID 1 of its
+// own PID namespace (the last field of NSpid).
+func containerInit(dir string) bool {
+	status, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
 }
 
 func deleteLeader(t *testing.T, e env) error {

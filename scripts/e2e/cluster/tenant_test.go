@@ -100,7 +100,10 @@ spec:
 	}
 
 	t.Run("steal a GPU with a forged assignment", func(t *testing.T) {
-		out, err := asTenant(podYAML("steal", "  nodeName: "+node+"\n"), "apply", "-f", "-")
+		// vgpud-scheduler and no nodeName, so that only the annotation
+		// policy has cause to refuse it (vgpud-scheduled-only refuses
+		// pinned pods; which refusal the apiserver reports first varies).
+		out, err := asTenant(podYAML("steal", "  schedulerName: vgpud-scheduler\n"), "apply", "-f", "-")
 		if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-annotations'", "vgpud.io/assignment") != nil {
 			t.Fatalf("forged pod: %v %s", err, out)
 		}
@@ -108,7 +111,7 @@ spec:
 	})
 
 	t.Run("block a node with a pending forged bound pod", func(t *testing.T) {
-		out, err := asTenant(podYAML("squat", "  schedulerName: nobody\n"), "apply", "-f", "-")
+		out, err := asTenant(podYAML("squat", "  schedulerName: vgpud-scheduler\n"), "apply", "-f", "-")
 		if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-annotations'") != nil {
 			t.Fatalf("squatting pod: %v %s", err, out)
 		}
