@@ -94,7 +94,9 @@ func Owned(name string) bool {
 	switch name {
 	case protocol.EnvVisibleDevices, protocol.EnvSMLimit, protocol.EnvTaskPriority,
 		protocol.EnvOversubscribe, protocol.EnvSharedCache,
-		"NVIDIA_MOFED", "NVIDIA_GDS", "NVIDIA_NVSWITCH", "NVIDIA_GDRCOPY", "NVIDIA_IMEX_CHANNELS":
+		"NVIDIA_MOFED", "NVIDIA_GDS", "NVIDIA_NVSWITCH", "NVIDIA_GDRCOPY", "NVIDIA_IMEX_CHANNELS",
+		// The interposer's limit for every GPU, without an index.
+		strings.TrimSuffix(protocol.EnvMemoryLimitPrefix, "_"):
 		return true
 	}
 	_, i, ok := PerGPU(name)
