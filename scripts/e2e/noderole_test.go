@@ -46,7 +46,11 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 	defer kubelet.Stop()
 	sock := filepath.Join(dir, "inspect.sock")
 	cmd := exec.Command(e.vgpud, "run", "--roles=node", "--gpu-backend=mock:dgxa100", "--node-name="+nodeName, "--kubeconfig="+e.kubeconfig,
-		"--device-plugin-dir="+dir, "--inspect-socket="+sock, "--health-recovery=2s", "--log-format=text")
+		"--device-plugin-dir="+dir, "--inspect-socket="+sock, "--health-recovery=2s", "--log-format=text",
+		// The guessing path, which this suite's fake kubelet exercises,
+		// whatever runtime this machine runs (the cluster suite's
+		// containerd leaves its NRI socket on the host).
+		"--nri-socket=")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
