@@ -342,8 +342,9 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 }
 
 // hookWait bounds how long the NRI hook waits for the informer to show a
-// pod the runtime names; the runtime gives a whole call 2 s.
-const hookWait = time.Second
+// pod the runtime names: the runtime answers one call at a time, so the
+// wait holds every container start and stop on the node.
+const hookWait = 300 * time.Millisecond
 
 // podResourcesCheck compares kubelet's PodResources with each pod's
 // assignment every PodResourcesPeriod, and reports a mismatch as an Event

@@ -62,6 +62,10 @@ type Record struct {
 	Last    time.Time
 }
 
+// callMargin is what the hook leaves of the runtime's deadline for a
+// call, for the decision and the answer.
+const callMargin = 700 * time.Millisecond
+
 // New returns a hook deciding by r from pods.
 func New(r Rules, pods Pods, wait time.Duration, obs Observer, log *slog.Logger) *Hook {
 	return &Hook{rules: r, pods: pods, wait: wait, obs: obs, log: log, seen: map[types.UID]*Record{}}
@@ -101,7 +105,13 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 // little when it does not show it yet: kubelet may see a pod a moment
 // before this replica's watch does.
 func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
-	deadline := time.NewTimer(h.wait)
+	wait := h.wait
+	// The runtime drops a plugin that overruns its call and creates the
+	// container unadjusted: stay well inside the call's deadline.
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-callMargin)
+	}
+	deadline := time.NewTimer(max(wait, 0))
 	defer deadline.Stop()
 	for {
 		changed := h.pods.Changed()
