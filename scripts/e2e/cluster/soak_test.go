@@ -164,7 +164,7 @@ func (w window) contains(at time.Time) bool { return !at.Before(w.from) && !at.A
 func (e env) recovered(t *testing.T, ns string, old *corev1.Pod, moved bool) (served, ready time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	harness.Eventually(t, 180*time.Second, "the cluster serving again", func() error {
+	harness.Eventually(t, recoveryLimit, "the cluster serving again", func() error {
 		l, err := e.leader()
 		if err != nil {
 			return err
@@ -205,6 +205,16 @@ func (e env) recovered(t *testing.T, ns string, old *corev1.Pod, moved bool) (se
 	})
 	return served, time.Now()
 }
+
+// recoveryLimit bounds how long a fault may take to recover from. On
+// nodes with NRI a rolling restart of the DaemonSet under the workload
+// took 157 s in one full run and over 180 s in the next, with the load
+// average above 100 and runc and the CNI plugins waiting in the kernel
+// on network-namespace teardown. The likely cause, not proven: binds no
+// longer wait per node, so nearly every workload pod gets a sandbox
+// before the workload deletes it, and each node's new vgpud pod waits on
+// the pod network like the rest.
+const recoveryLimit = 300 * time.Second
 
 func restarts(p *corev1.Pod) int32 {
 	var n int32
@@ -425,7 +435,7 @@ func rolloutDaemonSet(t *testing.T, e env) error {
 	}()
 	_, err := e.kubectl("-n", system, "rollout", "restart", "ds/vgpud")
 	if err == nil {
-		_, err = e.kubectl("-n", system, "rollout", "status", "ds/vgpud", "--timeout=180s")
+		_, err = e.kubectl("-n", system, "rollout", "status", "ds/vgpud", "--timeout="+recoveryLimit.String())
 	}
 	cancel()
 	most := <-worst
