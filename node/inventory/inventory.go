@@ -43,11 +43,7 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inv
 
 // SetIdentity writes the node's vgpud.io/identity annotation.
 func (p *Publisher) SetIdentity(ctx context.Context, mode string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationIdentity: mode}}})
-	if err != nil {
-		return err
-	}
-	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := p.annotate(ctx, protocol.AnnotationIdentity, mode); err != nil {
 		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationIdentity, mode, err)
 	}
 	return nil
@@ -55,14 +51,20 @@ func (p *Publisher) SetIdentity(ctx context.Context, mode string) error {
 
 // SetPluginState writes the node's vgpud.io/plugin annotation.
 func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationPlugin: state}}})
-	if err != nil {
-		return err
-	}
-	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := p.annotate(ctx, protocol.AnnotationPlugin, state); err != nil {
 		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationPlugin, state, err)
 	}
 	return nil
+}
+
+// annotate sets one annotation on the node with a merge patch.
+func (p *Publisher) annotate(ctx context.Context, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // Publisher writes the annotation on one node.
@@ -87,11 +89,7 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	if raw == p.last {
 		return false, nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationGPUs: raw}}})
-	if err != nil {
-		return false, err
-	}
-	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := p.annotate(ctx, protocol.AnnotationGPUs, raw); err != nil {
 		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationGPUs, err)
 	}
 	p.last = raw

@@ -53,3 +53,30 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 		t.Error("a missing node must be an error")
 	}
 }
+
+// The identity and plugin-state annotations are merged into the node's,
+// leaving the inventory as it was.
+func TestSetIdentityAndPluginState(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: "kept"}}})
+	p := NewPublisher(kube.CoreV1(), "n1")
+	if err := p.SetIdentity(ctx, protocol.IdentityRuntime); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPluginState(ctx, protocol.PluginServing); err != nil {
+		t.Fatal(err)
+	}
+	n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{protocol.AnnotationGPUs: "kept", protocol.AnnotationIdentity: protocol.IdentityRuntime, protocol.AnnotationPlugin: protocol.PluginServing}
+	for k, v := range want {
+		if n.Annotations[k] != v {
+			t.Errorf("%s=%q, want %q (all: %v)", k, n.Annotations[k], v, n.Annotations)
+		}
+	}
+	if err := NewPublisher(kube.CoreV1(), "gone").SetIdentity(ctx, protocol.IdentityGuessed); err == nil {
+		t.Error("SetIdentity on a node that does not exist: no error")
+	}
+}
