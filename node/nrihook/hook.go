@@ -56,10 +56,8 @@ type Hook struct {
 
 // Record is what the hook did to one pod's containers, for inspect.
 type Record struct {
-	Pod     string            // namespace/name
 	Granted map[string]string // container → NVIDIA_VISIBLE_DEVICES
 	Refused map[string]string // container → why
-	Last    time.Time
 }
 
 // callMargin is what the hook leaves of the runtime's deadline for a
@@ -220,10 +218,9 @@ func (h *Hook) remember(c Container, d Decision, err error) {
 	defer h.mu.Unlock()
 	r := h.seen[types.UID(c.UID)]
 	if r == nil {
-		r = &Record{Pod: c.Namespace + "/" + c.Pod, Granted: map[string]string{}, Refused: map[string]string{}}
+		r = &Record{Granted: map[string]string{}, Refused: map[string]string{}}
 		h.seen[types.UID(c.UID)] = r
 	}
-	r.Last = time.Now()
 	if err != nil {
 		r.Refused[c.Name] = err.Error()
 		return
@@ -266,7 +263,7 @@ func (h *Hook) Records() map[types.UID]Record {
 	defer h.mu.Unlock()
 	out := make(map[types.UID]Record, len(h.seen))
 	for uid, r := range h.seen {
-		out[uid] = Record{Pod: r.Pod, Granted: maps.Clone(r.Granted), Refused: maps.Clone(r.Refused), Last: r.Last}
+		out[uid] = Record{Granted: maps.Clone(r.Granted), Refused: maps.Clone(r.Refused)}
 	}
 	return out
 }
