@@ -34,10 +34,13 @@ func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 // names pods no bind waits for another pod, so none counts as queued:
 // a burst packs there as the policy says.
 func (b *Binder) Queued(node string) int {
-	if b.books.NamesPods(node) {
+	// The filter asks this of every candidate node: ask the books only
+	// when a bind is under way there.
+	n := b.queue.Queued(node)
+	if n > 0 && b.books.NamesPods(node) {
 		return 0
 	}
-	return b.queue.Queued(node)
+	return n
 }
 
 // lock returns the mutex for key in locks, made on first use.
