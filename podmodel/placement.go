@@ -37,6 +37,18 @@ func PlacementOf(a protocol.Assignment, kinds map[string]ContainerKind) Placemen
 	return pl
 }
 
+// HoldsGPU reports whether some container of p has a slice: kubelet
+// calls Allocate only for a container that asks for GPUs, so a placement
+// without one is never allocated and must hold no node's in-flight slot.
+func (p Placement) HoldsGPU() bool {
+	for _, c := range p {
+		if len(c.GPUs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // SliceUsage is what one container's slice of a GPU uses.
 func SliceUsage(s protocol.GPUSlice) Usage {
 	return Usage{MemMiB: s.MemoryMiB, Cores: s.Cores, Slots: 1, Exclusive: s.Cores >= 100}

@@ -132,6 +132,12 @@ func ContainerRequestOf(c *corev1.Container, names protocol.ResourceNames) (Cont
 	if r.HasGPUs && r.GPUs == 0 && (r.MemoryMiB > 0 || r.MemoryPercent > 0 || r.Cores > 0) {
 		return r, fmt.Errorf("container %q: %s is 0 but it asks for GPU memory or cores; set %s to 1 or more, or drop the other GPU resources", c.Name, names.GPU, names.GPU)
 	}
+	// A zero count would be bound with an empty assignment that kubelet
+	// never allocates: on a guessing node such a pod held the node's
+	// in-flight slot for good, at no quota. No pod needs to ask for none.
+	if r.HasGPUs && r.GPUs == 0 {
+		return r, fmt.Errorf("container %q: %s is 0; a container that needs no GPU names no vGPU resource: remove %s (or set it to 1 or more)", c.Name, names.GPU, names.GPU)
+	}
 	return r, nil
 }
 

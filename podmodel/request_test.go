@@ -74,6 +74,7 @@ func TestContainerRequestRejects(t *testing.T) {
 		{map[string]string{"nvidia.com/gpumem": "0"}, "within 1.."},
 		{map[string]string{"nvidia.com/gpumem": "100Ti"}, "within 1.."},
 		{map[string]string{"nvidia.com/gpu": "0", "nvidia.com/gpumem": "100"}, "is 0 but it asks"},
+		{map[string]string{"nvidia.com/gpu": "0"}, "needs no GPU names no vGPU resource"},
 		{map[string]string{"nvidia.com/gpumem": "100", "nvidia.com/gpumem-percentage": "10"}, "not both"},
 	} {
 		c := ctr("c", tc.limits)

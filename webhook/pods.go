@@ -103,6 +103,10 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		return Verdict{Deny: fmt.Sprintf("pod asks for vGPU resources but spec.nodeName is already %q, which skips the scheduler that assigns GPUs; remove spec.nodeName and pin the node with a nodeSelector on kubernetes.io/hostname instead", pod.Spec.NodeName)}
 	}
 
+	if _, err := podmodel.SelectorsOf(pod.Annotations); err != nil {
+		return Verdict{Deny: err.Error()}
+	}
+
 	var problems []string
 	visit := func(c *corev1.Container) {
 		if len(podmodel.VGPUNames(c, names)) == 0 {

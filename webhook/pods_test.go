@@ -125,6 +125,8 @@ func TestPodsAdmission(t *testing.T) {
 		{name: "percentage_over_100", want: deny, msg: `container "train": nvidia.com/gpumem-percentage is 150; it must be within 1..100`},
 		{name: "cores_over_100", want: deny, msg: `container "train": nvidia.com/gpucores is 120; it must be within 0..100`},
 		{name: "memory_with_zero_count", want: deny, msg: `container "train": nvidia.com/gpu is 0 but it asks for GPU memory or cores; set nvidia.com/gpu to 1 or more`},
+		{name: "gpu_zero_alone", want: deny, msg: `container "train": nvidia.com/gpu is 0; a container that needs no GPU names no vGPU resource: remove nvidia.com/gpu`},
+		{name: "selector_too_many", want: deny, msg: "annotation nvidia.com/use-gputype lists 65 entries, more than 64: name fewer GPU types or UUIDs"},
 		{name: "memory_zero", want: deny, msg: `container "train": nvidia.com/gpumem is 0; it must be within 1..`},
 		{name: "absurd_gpu_count", want: deny, msg: `container "train": nvidia.com/gpu is 1000; it must be within 0..64`},
 		{name: "request_differs_from_limit", want: deny, msg: `container "train": nvidia.com/gpumem request 2k differs from its limit 4k; set them equal or drop the request`},

@@ -307,7 +307,7 @@ func (c *Cache) drop(uid types.UID, deleted bool) bool {
 	delete(c.pods, uid)
 	st := c.node(old.node)
 	delete(st.pods, uid)
-	if deleted && old.inFlight && old.bound && c.deletedInFlight > 0 {
+	if deleted && old.inFlight && old.bound && old.placement.HoldsGPU() && c.deletedInFlight > 0 {
 		now := c.clock.Now()
 		for name, until := range st.gone {
 			if !now.Before(until) {

@@ -271,6 +271,37 @@ func TestUnboundBookingsAreNotInFlight(t *testing.T) {
 	}
 }
 
+// A bound booking that holds no GPU (an init container that never ends,
+// an app container asking none) is no Allocate kubelet will make: it must
+// not hold the node's in-flight slot, alive or deleted.
+func TestBookingWithoutGPUsIsNotInFlight(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.KeepDeletedInFlight(time.Minute, clocktesting.NewFakePassiveClock(time.Now()))
+	c.SetNode(gpuNode("n1", 1, "10"))
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "ns", UID: "uid-empty", Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{SchedulerName: "vgpud-scheduler", NodeName: "n1",
+			InitContainers: []corev1.Container{{Name: "wait"}}, Containers: []corev1.Container{{Name: "main"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[protocol.AnnotationAssignment] = raw
+	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	if err := c.SetPod(record(p)); err != nil {
+		t.Fatal(err)
+	}
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("a booking without GPUs blocks binds on its node: %s", busy)
+	}
+	c.DeletePod(p.UID)
+	if busy := c.InFlight("n1", ""); busy != "" {
+		t.Fatalf("a deleted booking without GPUs blocks binds on its node: %s", busy)
+	}
+}
+
 // A pod deleted while in flight holds the node's in-flight slot a while
 // longer: kubelet may still be admitting it, and a second bound pod then
 // would be served its Allocate.

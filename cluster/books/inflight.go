@@ -92,8 +92,9 @@ func (c *Cache) refreshInFlight(name string) {
 	}
 	st.inFlight = st.inFlight[:0]
 	for uid := range st.pods {
-		// A booking without a node is no Allocate kubelet will make.
-		if p := c.pods[uid]; p.inFlight && p.bound {
+		// A booking without a node, or without a GPU, is no Allocate
+		// kubelet will make.
+		if p := c.pods[uid]; p.inFlight && p.bound && p.placement.HoldsGPU() {
 			st.inFlight = append(st.inFlight, flying{uid: uid, name: p.namespace + "/" + p.name})
 		}
 	}

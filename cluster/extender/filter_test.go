@@ -277,6 +277,21 @@ func TestBadInput(t *testing.T) {
 	if !strings.Contains(res.Error, `vgpud.io/gpu-policy="random"`) {
 		t.Errorf("error %q", res.Error)
 	}
+	// A selector list past the bound (a tenant may patch it onto a
+	// pending pod after admission) is refused before any node is matched.
+	bad = `{"Pod":` + fmt.Sprintf(podJSON, `"nvidia.com/use-gputype":"`+strings.Repeat("A100,", 50000)+`"`) + `,"NodeNames":["roomy"]}`
+	res = extenderv1.ExtenderFilterResult{}
+	_ = json.Unmarshal(postTo(FilterHandler(h), bad).Body.Bytes(), &res)
+	if !strings.Contains(res.Error, "annotation nvidia.com/use-gputype is longer than 4096 bytes") {
+		t.Errorf("error %q", res.Error)
+	}
+	bad = `{"Pod":` + fmt.Sprintf(podJSON, "") + `,"NodeNames":["roomy"]}`
+	bad = strings.Replace(bad, `"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000"`, `"nvidia.com/gpu":"0"`, 1)
+	res = extenderv1.ExtenderFilterResult{}
+	_ = json.Unmarshal(postTo(FilterHandler(h), bad).Body.Bytes(), &res)
+	if !strings.Contains(res.Error, "nvidia.com/gpu is 0") {
+		t.Errorf("a pod asking for no GPU: error %q", res.Error)
+	}
 	if w := postTo(FilterHandler(h), string(bytes.Repeat([]byte(" "), maxArgsBody+1))); w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "nodeCacheCapable") {
 		t.Errorf("oversized body: %d %s", w.Code, w.Body)
 	}

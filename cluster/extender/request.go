@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/podrecord"
+	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -25,13 +26,16 @@ func requestFor(pod *podrecord.Pod, d Defaults) (fit.Request, string, error) {
 		return fit.Request{}, "", pod.Invalid
 	}
 	a := pod.Annotations
-	var err error
+	sel, err := podmodel.SelectorsOf(a)
+	if err != nil {
+		return fit.Request{}, "", err
+	}
 	req := fit.Request{
 		Containers: pod.Containers,
-		UseTypes:   list(a[protocol.AnnotationUseGPUType]),
-		NoUseTypes: list(a[protocol.AnnotationNoUseGPUType]),
-		UseUUIDs:   list(a[protocol.AnnotationUseGPUUUID]),
-		NoUseUUIDs: list(a[protocol.AnnotationNoUseGPUUUID]),
+		UseTypes:   sel.UseTypes,
+		NoUseTypes: sel.NoUseTypes,
+		UseUUIDs:   sel.UseUUIDs,
+		NoUseUUIDs: sel.NoUseUUIDs,
 	}
 	if req.GPUPolicy, err = policy(a, d.GPUPolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi); err != nil {
 		return fit.Request{}, "", err
@@ -57,14 +61,4 @@ func policy(a map[string]string, def string, keys ...string) (string, error) {
 		return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], fit.Binpack, fit.Spread)
 	}
 	return def, nil
-}
-
-func list(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -7,8 +7,6 @@
 package podrecord
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -76,24 +74,35 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 	return r
 }
 
-// leaderAnnotations keeps vgpud's own annotations and the NVIDIA and HAMi
-// selectors and policies it honours (protocol/names.go), but for the two
-// kept as fields; kubectl's last-applied-configuration alone can be
-// kilobytes.
+// leaderAnnotations keeps the selector and policy annotations the leader
+// reads (extender's requestFor), and nothing else: a tenant may fill
+// annotations up to the apiserver's 256 KiB on every pod, and the record
+// is kept for each. A value past podmodel.MaxSelectorBytes is kept cut
+// just past the bound, so it is still refused for its length.
 func leaderAnnotations(a map[string]string) map[string]string {
 	var keep map[string]string
-	for k, v := range a {
-		if k == protocol.AnnotationAssignment || k == protocol.AnnotationPhase {
+	for _, k := range leaderKeys() {
+		v, ok := a[k]
+		if !ok {
 			continue
 		}
-		if strings.HasPrefix(k, "vgpud.io/") || strings.HasPrefix(k, "nvidia.com/") || strings.HasPrefix(k, "hami.io/") {
-			if keep == nil {
-				keep = make(map[string]string, 2)
-			}
-			keep[k] = v
+		if len(v) > podmodel.MaxSelectorBytes {
+			v = v[:podmodel.MaxSelectorBytes+1]
 		}
+		if keep == nil {
+			keep = make(map[string]string, 2)
+		}
+		keep[k] = v
 	}
 	return keep
+}
+
+// leaderKeys are the pod annotations the leader reads; an array, so each
+// pod event allocates no list.
+func leaderKeys() [8]string {
+	sel := podmodel.SelectorKeys()
+	return [8]string{sel[0], sel[1], sel[2], sel[3],
+		protocol.AnnotationNodePolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationNodePolicyHAMi, protocol.AnnotationGPUPolicyHAMi}
 }
 
 // Terminated reports whether the pod has finished for good

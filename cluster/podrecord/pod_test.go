@@ -46,3 +46,24 @@ func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
 		t.Error("DeepCopyObject shares state with the original")
 	}
 }
+
+// The record keeps only the annotations the leader reads, each at most
+// just past the selector bound: a tenant's 256 KiB of annotations on each
+// of many pods must not become the leader's memory.
+func TestOfKeepsOnlyWhatTheLeaderReads(t *testing.T) {
+	long := strings.Repeat("A100,", 50000)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{
+		"nvidia.com/padding": long, "vgpud.io/padding": long, "hami.io/padding": long,
+		protocol.AnnotationNoUseGPUType: long, protocol.AnnotationGPUPolicyHAMi: "spread",
+	}}}
+	r := Of(p, protocol.DefaultResourceNames())
+	if len(r.Annotations) != 2 || r.Annotations[protocol.AnnotationGPUPolicyHAMi] != "spread" {
+		t.Fatalf("kept %d annotations: want the selector and the policy", len(r.Annotations))
+	}
+	if got := len(r.Annotations[protocol.AnnotationNoUseGPUType]); got != podmodel.MaxSelectorBytes+1 {
+		t.Fatalf("kept %d bytes of a long selector, want %d", got, podmodel.MaxSelectorBytes+1)
+	}
+	if _, err := podmodel.SelectorsOf(r.Annotations); err == nil {
+		t.Fatal("a selector cut to the bound reads as valid")
+	}
+}
