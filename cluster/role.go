@@ -168,6 +168,8 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 		t.extender.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, t.synced, h)))
 	}
 	t.webhook.Handle("/webhook", r.metrics.Instrument("webhook", admission))
+	t.webhook.OnRefused(r.metrics.Refused("webhook"))
+	t.extender.OnRefused(r.metrics.Refused("extender"))
 	t.webhook.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !t.synced.Load() {
 			return errors.New("caches not synced yet")

@@ -76,7 +76,7 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 		return allowed(v.Skip)
 	}
 	pod.Namespace = original.Namespace
-	resp, err := patchResponse(req.Object.Raw, original, &pod)
+	resp, err := patchResponse(podPatch(original, &pod))
 	if err != nil {
 		return errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
 	}

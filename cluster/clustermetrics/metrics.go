@@ -28,6 +28,7 @@ type Metrics struct {
 	leader   prometheus.Gauge
 	bindWait prometheus.Histogram
 	podReads *prometheus.CounterVec
+	refused  *prometheus.CounterVec
 	books    *gpuCollector
 }
 
@@ -51,8 +52,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		podReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpud_extender_pod_reads_total", Help: "Pods filter and prioritize read, by where from: informer (the leader's record of that very version) or body (decoded from the request).",
 		}, []string{"from"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_http_refused_total", Help: "Requests answered 429 because others in flight held the listener's share of memory or concurrency, by listener (webhook, extender).",
+		}, []string{"listener"}),
 	}
-	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.books)
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.books)
 	return m
 }
 
@@ -66,6 +70,9 @@ func (m *Metrics) Lead(books Source) (done func()) {
 		m.books.set(nil)
 	}
 }
+
+// Refused returns the counter of requests listener refused for load.
+func (m *Metrics) Refused(listener string) func() { return m.refused.WithLabelValues(listener).Inc }
 
 // Instrument times every request to h under verb.
 func (m *Metrics) Instrument(verb string, h http.Handler) http.Handler {

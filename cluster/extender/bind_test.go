@@ -588,7 +588,7 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 	}
 	placer := NewPlacer(e.books, e.binder, protocol.DefaultResourceNames(), e.binder.cfg.Defaults, nil, nil, quietLogger())
 	filterP3 := func() (bool, string) {
-		fits, failed, err := placer.Filter(recordOf(p3), []string{"n1"})
+		fits, failed, err := placer.Filter(context.Background(), recordOf(p3), []string{"n1"})
 		if err != nil {
 			t.Fatal(err)
 		}

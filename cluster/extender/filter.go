@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -87,7 +88,10 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 // one extender call per pod: its configuration then needs no
 // prioritizeVerb, which would cost a second round trip over every
 // candidate name, and kube-scheduler's own scores choose among equals.
-func (p *Placer) Filter(pod *podrecord.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
+//
+// It stops when ctx ends: kube-scheduler gave up on the call, and nobody
+// reads the answer.
+func (p *Placer) Filter(ctx context.Context, pod *podrecord.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
 	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -98,7 +102,10 @@ func (p *Placer) Filter(pod *podrecord.Pod, names []string) ([]string, extenderv
 	defer func() { sc.fits, sc.fullness = fits[:0], fullness[:0] }()
 	failed := extenderv1.FailedNodesMap{}
 	reasons := map[string]fit.Reason{}
-	for _, name := range names {
+	for i, name := range names {
+		if err := given(ctx, i); err != nil {
+			return nil, nil, err
+		}
 		n, reason := p.nodes.NodeFor(name, pod.UID)
 		if reason == nil {
 			reason = fit.Fits(n, req, p.defaults.Options)
@@ -219,7 +226,7 @@ func passing(reasons map[string]fit.Reason) error {
 // pod does not fit scores 0. vgpud's own scheduler profile does not call
 // it (Filter returns the best nodes only); a profile that does gets the
 // same order.
-func (p *Placer) Prioritize(pod *podrecord.Pod, names []string) (extenderv1.HostPriorityList, error) {
+func (p *Placer) Prioritize(ctx context.Context, pod *podrecord.Pod, names []string) (extenderv1.HostPriorityList, error) {
 	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -229,6 +236,9 @@ func (p *Placer) Prioritize(pod *podrecord.Pod, names []string) (extenderv1.Host
 	var at []int // fits[k] is names[at[k]]
 	var fullness []int64
 	for i, name := range names {
+		if err := given(ctx, i); err != nil {
+			return nil, err
+		}
 		out[i].Host = name
 		n, reason := p.nodes.NodeFor(name, pod.UID)
 		if reason != nil || fit.Fits(n, req, p.defaults.Options) != nil {
@@ -243,4 +253,13 @@ func (p *Placer) Prioritize(pod *podrecord.Pod, names []string) (extenderv1.Host
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Host < out[b].Host })
 	return out, nil
+}
+
+// given is ctx's error, looked at every 64th node so that a call over
+// thousands of nodes stops soon after its caller gives up.
+func given(ctx context.Context, i int) error {
+	if i%64 != 0 || ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("stopped after %d nodes: the caller gave up (%w)", i, context.Cause(ctx))
 }

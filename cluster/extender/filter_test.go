@@ -2,6 +2,7 @@ package extender
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -130,10 +131,10 @@ func TestFilterPassesOverQueuedNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
-	if fits, _, err := p.Filter(recordOf(pod), []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
+	if fits, _, err := p.Filter(context.Background(), recordOf(pod), []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
 		t.Errorf("roomy queued: fits %v (%v), want empty", fits, err)
 	}
-	if fits, _, err := p.Filter(recordOf(pod), []string{"roomy", "full"}); err != nil || !slices.Equal(fits, []string{"roomy"}) {
+	if fits, _, err := p.Filter(context.Background(), recordOf(pod), []string{"roomy", "full"}); err != nil || !slices.Equal(fits, []string{"roomy"}) {
 		t.Errorf("roomy queued but the only fit: fits %v (%v)", fits, err)
 	}
 }
@@ -215,7 +216,7 @@ func TestPrioritizeAvoidsQueuedNodes(t *testing.T) {
 	}
 	scores := func(q fakeQueue, names ...string) map[string]int64 {
 		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, nil, nil, quietLogger())
-		list, err := p.Prioritize(recordOf(pod), names)
+		list, err := p.Prioritize(context.Background(), recordOf(pod), names)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,5 +328,31 @@ func TestFilterRetriesWhileVGPUDRestarts(t *testing.T) {
 		if res.Error != tc.err || fits != tc.fits {
 			t.Errorf("nodes %s: error %q, fits %q; want %q, %q", tc.nodes, res.Error, fits, tc.err, tc.fits)
 		}
+	}
+}
+
+// A filter whose caller has given up stops instead of matching the rest
+// of the nodes, and says why.
+func TestFilterStopsWhenTheCallerGivesUp(t *testing.T) {
+	var events []string
+	p := placer(t, &events)
+	var api corev1.Pod
+	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), &api); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = "roomy"
+	}
+	if _, _, err := p.Filter(ctx, recordOf(&api), names); err == nil || !strings.Contains(err.Error(), "caller gave up") {
+		t.Fatalf("filter after cancel: %v", err)
+	}
+	if _, err := p.Prioritize(ctx, recordOf(&api), names); err == nil || !strings.Contains(err.Error(), "caller gave up") {
+		t.Fatalf("prioritize after cancel: %v", err)
+	}
+	if len(events) != 0 {
+		t.Fatalf("events %q for a call nobody waits on", events)
 	}
 }

@@ -32,7 +32,7 @@ func FilterHandler(p *Placer) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		fits, failed, err := p.Filter(pod, args.names)
+		fits, failed, err := p.Filter(r.Context(), pod, args.names)
 		res := extenderv1.ExtenderFilterResult{FailedNodes: failed}
 		if err != nil {
 			// The scheduler shows Error to the user.
@@ -68,7 +68,7 @@ func PrioritizeHandler(p *Placer) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		scores, err := p.Prioritize(pod, args.names)
+		scores, err := p.Prioritize(r.Context(), pod, args.names)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -34,12 +34,13 @@ type Server struct {
 	checks    []Check
 	reconnect context.Context // once done, answers ask clients to reconnect
 	clock     clock.WithTicker
+	bound     *bounder
 	log       *slog.Logger
 }
 
 // New returns a Server for addr. Register handlers and checks before Run.
 func New(addr string, tlsConfig *tls.Config, log *slog.Logger) *Server {
-	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), clock: clock.RealClock{}, log: log}
+	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), clock: clock.RealClock{}, bound: newBounder(), log: log}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/readyz", s.readyz)
 	return s
@@ -56,6 +57,10 @@ func (s *Server) Handle(path string, h http.Handler) { s.mux.Handle(path, h) }
 // next request: a webhook call failed with "broken pipe", a create refused.
 // Asked to reconnect, the client opens a new connection, to the successor.
 func (s *Server) ReconnectAfter(ctx context.Context) { s.reconnect = ctx }
+
+// OnRefused calls f for each request answered 429 because others in
+// flight held the listener's share (bound.go). Call before Run.
+func (s *Server) OnRefused(f func()) { s.bound.onRefused = f }
 
 // AddCheck adds a readiness condition to /readyz.
 func (s *Server) AddCheck(c Check) { s.checks = append(s.checks, c) }
@@ -108,13 +113,15 @@ func (s *Server) listen(ctx context.Context) (net.Listener, error) {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	var h http.Handler = s.mux
+	h := s.bound.wrap(s.mux)
 	if s.reconnect != nil {
 		h = reconnecting(s.reconnect, h)
 	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       readTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// kube-scheduler and kube-apiserver reuse connections; idle ones
 		// are cheap, but not forever.
 		IdleTimeout: 2 * time.Minute,

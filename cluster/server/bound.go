@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// What requests in flight may cost one listener. Any client that reaches
+// the port can send a body up to the handlers' limits, and decoding one
+// costs about ten times its size: eight 5 MB admission reviews at once
+// once took the leader past its memory limit. Bodies are weighed by their
+// length; small ones (every real filter, bind and the reviews of real
+// pods) are only counted, so a flood of large bodies does not queue them.
+const (
+	// maxBody is the most any handler here reads; a longer declared body
+	// is refused before it is read.
+	maxBody = 8 << 20
+	// smallBody and below is counted, not weighed.
+	smallBody = 256 << 10
+	// maxSmall small requests are served at once.
+	maxSmall = 64
+	// largeBudget bytes of larger bodies are in flight at once: with the
+	// decoding factor, about 160 MiB of the leader's heap.
+	largeBudget = 16 << 20
+	// waitForRoom is how long a request waits for its share before it is
+	// answered 429: shorter than the apiserver's webhook timeout, so the
+	// apiserver sees an answer it can report.
+	waitForRoom = 3 * time.Second
+	// readTimeout bounds reading a whole request, body included: a client
+	// that trickles its body holds its share no longer than this.
+	readTimeout = 15 * time.Second
+	// maxHeaderBytes bounds a request's headers.
+	maxHeaderBytes = 64 << 10
+)
+
+// bounder admits requests while their cost fits.
+type bounder struct {
+	small, large *semaphore.Weighted
+	wait         time.Duration
+	refused      atomic.Uint64
+	onRefused    func()
+}
+
+func newBounder() *bounder {
+	return &bounder{small: semaphore.NewWeighted(maxSmall), large: semaphore.NewWeighted(largeBudget), wait: waitForRoom}
+}
+
+// wrap serves h to requests that fit, answering 413 or 429 to the rest.
+func (b *bounder) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := r.ContentLength
+		if n == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// Probes cost nothing and must answer under any load.
+			h.ServeHTTP(w, r)
+			return
+		}
+		if n > maxBody {
+			http.Error(w, fmt.Sprintf("request body of %d bytes; at most %d are read", n, maxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		sem, weight := b.small, int64(1)
+		switch {
+		case n < 0: // length unknown: weighed as the largest
+			sem, weight = b.large, maxBody
+		case n > smallBody:
+			sem, weight = b.large, n
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), b.wait)
+		err := sem.Acquire(ctx, weight)
+		cancel()
+		if err != nil {
+			b.refused.Add(1)
+			if b.onRefused != nil {
+				b.onRefused()
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(1))
+			http.Error(w, "vgpud is busy with other requests; retry", http.StatusTooManyRequests)
+			return
+		}
+		defer sem.Release(weight)
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,73 @@
+package webhook
+
+import (
+	"fmt"
+	"strconv"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+)
+
+// podPatch is the JSON patch from original to mutated, given that Decide
+// changes only the scheduler, the RuntimeClass, and containers' resources
+// and env (replacing an env entry in place or appending). It is built
+// from those fields alone, in time linear in the pod: a generic JSON diff
+// of a pod with 90 000 env entries cost the leader 21 s of CPU.
+func podPatch(original, mutated *corev1.Pod) []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	add := func(path string, v any) { ops = append(ops, jsonpatch.NewOperation("add", path, v)) }
+	if original.Spec.SchedulerName != mutated.Spec.SchedulerName {
+		add("/spec/schedulerName", mutated.Spec.SchedulerName)
+	}
+	if rc := mutated.Spec.RuntimeClassName; rc != nil && (original.Spec.RuntimeClassName == nil || *original.Spec.RuntimeClassName != *rc) {
+		add("/spec/runtimeClassName", *rc)
+	}
+	lists := []struct {
+		path          string
+		before, after []corev1.Container
+	}{
+		{"/spec/initContainers", original.Spec.InitContainers, mutated.Spec.InitContainers},
+		{"/spec/containers", original.Spec.Containers, mutated.Spec.Containers},
+	}
+	for _, l := range lists {
+		for i := range l.after {
+			ops = containerPatch(ops, l.path+"/"+strconv.Itoa(i), &l.before[i], &l.after[i])
+		}
+	}
+	return ops
+}
+
+// containerPatch appends the ops that turn before's resources and env
+// into after's.
+func containerPatch(ops []jsonpatch.Operation, path string, before, after *corev1.Container) []jsonpatch.Operation {
+	add := func(p string, v any) { ops = append(ops, jsonpatch.NewOperation("add", p, v)) }
+	b, a := &before.Resources, &after.Resources
+	switch {
+	case b.Limits == nil && b.Requests == nil && b.Claims == nil && (a.Limits != nil || a.Requests != nil):
+		// The object may have no resources member at all.
+		add(path+"/resources", a)
+	default:
+		if !apiequality.Semantic.DeepEqual(b.Limits, a.Limits) {
+			add(path+"/resources/limits", a.Limits)
+		}
+		if !apiequality.Semantic.DeepEqual(b.Requests, a.Requests) {
+			add(path+"/resources/requests", a.Requests)
+		}
+	}
+	switch {
+	case len(after.Env) == len(before.Env) && len(before.Env) == 0:
+	case len(before.Env) == 0:
+		add(path+"/env", after.Env)
+	default:
+		for j := range after.Env {
+			switch {
+			case j >= len(before.Env):
+				add(path+"/env/-", after.Env[j])
+			case !apiequality.Semantic.DeepEqual(before.Env[j], after.Env[j]):
+				ops = append(ops, jsonpatch.NewOperation("replace", fmt.Sprintf("%s/env/%d", path, j), after.Env[j]))
+			}
+		}
+	}
+	return ops
+}
