@@ -15,7 +15,7 @@ func TestWebhookFlagsRejectBadValues(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--webhook-default-gpu-count=0"}, []string{"--webhook-default-gpu-count=0", "1..64"}},
-		{[]string{"--webhook-core-policy=always"}, []string{"--webhook-core-policy=always", "default, force, disable"}},
+		{[]string{"--webhook-core-policy=always"}, []string{"--webhook-core-policy=always", "default, force or empty"}},
 		{[]string{"--webhook-runtime-class=Not_A_Name"}, []string{"--webhook-runtime-class=Not_A_Name"}},
 		{[]string{"--tls-secret-name="}, []string{`--tls-secret-name=""`}},
 		{[]string{"--webhook-config-name=UPPER"}, []string{"--webhook-config-name=UPPER"}},

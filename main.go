@@ -180,8 +180,11 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 			RetryPeriod:    cfg.Cluster.LeaseRetryPeriod,
 		}, kube.coordination, kube.core, log.With("role", roleCluster, "component", "leader"))
 		status = elector
+		metrics := clustermetrics.New(reg)
+		elector.OnTakenOutOfTurn(metrics.LeaseTaken)
+		elector.EventsTo(kube.events)
 		role := cluster.NewRole(cfg.Cluster, cfg.PodNamespace, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
-			cluster.API{Core: kube.core, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps}, clustermetrics.New(reg), clock.RealClock{}, log.With("role", roleCluster))
+			cluster.API{Core: kube.core, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps}, metrics, clock.RealClock{}, log.With("role", roleCluster))
 		// The cluster role works only while this replica holds the Lease.
 		g.Go(func() error { return elector.Run(ctx, role.Lead) })
 	}

@@ -4,11 +4,12 @@ import "github.com/vgpud/vgpud/protocol"
 
 // Core-limit policies passed to the container as GPU_CORE_UTILIZATION_POLICY.
 // HAMi-core reads them: default limits cores only when the GPU is shared,
-// force always limits, disable never does.
+// force always limits. HAMi's third, disable, never limits: a value a pod
+// could then set for itself to escape its gpucores, so the apiserver
+// refuses it in any env (policy vgpud-slice-env) and it is not offered.
 const (
 	CorePolicyDefault = "default"
 	CorePolicyForce   = "force"
-	CorePolicyDisable = "disable"
 )
 
 // Environment variables the webhook sets in containers.
@@ -47,5 +48,5 @@ func DefaultConfig() Config {
 
 // CorePolicies lists the accepted core-limit policies; empty means none is injected.
 func CorePolicies() []string {
-	return []string{CorePolicyDefault, CorePolicyForce, CorePolicyDisable}
+	return []string{CorePolicyDefault, CorePolicyForce}
 }

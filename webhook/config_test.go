@@ -10,7 +10,7 @@ func TestDefaultConfig(t *testing.T) {
 	if c.DefaultGPUCount != 1 || !c.OverrideDefaultScheduler || c.CorePolicy != "" || c.VisibleDevicesNone || c.RuntimeClass != "" {
 		t.Fatalf("mutation defaults: %+v", c)
 	}
-	if !slices.Equal(CorePolicies(), []string{"default", "force", "disable"}) {
+	if !slices.Equal(CorePolicies(), []string{"default", "force"}) {
 		t.Fatalf("CorePolicies = %v", CorePolicies())
 	}
 }

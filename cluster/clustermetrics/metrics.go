@@ -29,6 +29,7 @@ type Metrics struct {
 	bindWait prometheus.Histogram
 	podReads *prometheus.CounterVec
 	refused  *prometheus.CounterVec
+	taken    prometheus.Counter
 	books    *gpuCollector
 }
 
@@ -55,8 +56,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpud_http_refused_total", Help: "Requests answered 429 because others in flight held the listener's share of memory or concurrency, by listener (webhook, extender).",
 		}, []string{"listener"}),
+		taken: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vgpud_leader_lease_taken_total", Help: "Times another replica took the leader Lease while this replica's hold was still current: never in turn, so a node may be compromised.",
+		}),
 	}
-	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.books)
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.books)
 	return m
 }
 
@@ -70,6 +74,9 @@ func (m *Metrics) Lead(books Source) (done func()) {
 		m.books.set(nil)
 	}
 }
+
+// LeaseTaken counts a Lease taken from this replica out of turn.
+func (m *Metrics) LeaseTaken(_, _ string) { m.taken.Inc() }
 
 // Refused returns the counter of requests listener refused for load.
 func (m *Metrics) Refused(listener string) func() { return m.refused.WithLabelValues(listener).Inc }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
@@ -41,9 +42,29 @@ type Elector struct {
 	// between campaigns. client-go's LeaderElector keeps its own.
 	clock clock.WithTicker
 
+	// onTaken is told of a Lease taken out of turn (OnTakenOutOfTurn),
+	// and events records it (EventsTo).
+	onTaken func(holder, by string)
+	events  eventsv1client.EventsGetter
+
 	mu       sync.Mutex
 	leader   string
 	isLeader bool
+}
+
+// OnTakenOutOfTurn calls f when another replica took the Lease while
+// this one's hold was still certain; call before Run. Every replica's
+// token may write the Lease, so a compromised node can take it: this is
+// how that shows (README, "Security model").
+func (e *Elector) OnTakenOutOfTurn(f func(holder, by string)) { e.onTaken = f }
+
+func (e *Elector) takenOutOfTurn(by string, early time.Duration) {
+	e.log.Error("LEADER LEASE TAKEN OUT OF TURN: another replica holds the Lease while this one's hold was still certain; a node may be compromised",
+		"lease", e.cfg.LeaseNamespace+"/"+e.cfg.LeaseName, "holder", e.cfg.Identity, "taken by", by, "hold left", early.Round(time.Millisecond))
+	if e.onTaken != nil {
+		e.onTaken(e.cfg.Identity, by)
+	}
+	go e.postTaken(by)
 }
 
 // New returns an Elector; nothing happens until Run.
@@ -110,6 +131,7 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 		},
 		identity: e.cfg.Identity,
 		now:      e.clock.Now,
+		taken:    e.takenOutOfTurn,
 	}
 	// The round ends with ctx; a leader's term then outlives it for the
 	// handoff (runLeading), and the round waits for that.

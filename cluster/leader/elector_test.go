@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
@@ -363,3 +364,49 @@ func TestFencedLockExpiresBeforeOthersCanTakeOver(t *testing.T) {
 type nopLock struct{ resourcelock.Interface }
 
 func (nopLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
+
+// recordLock returns whatever record it holds.
+type recordLock struct {
+	nopLock
+	r resourcelock.LeaderElectionRecord
+}
+
+func (l *recordLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r := l.r
+	return &r, nil, nil
+}
+
+// Another holder seen while this replica's hold was certain is a Lease
+// taken out of turn: reported once, and the fence drops at once. Seen
+// after the hold ran out, or after a release, it is a normal takeover.
+func TestFencedLockReportsALeaseTakenOutOfTurn(t *testing.T) {
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	inner := &recordLock{}
+	var taken []string
+	l := &fencedLock{Interface: inner, identity: "me", now: func() time.Time { return now },
+		taken: func(by string, early time.Duration) { taken = append(taken, fmt.Sprintf("%s %v", by, early)) }}
+	_ = l.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15})
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+	if _, _, err := l.Get(context.Background()); err != nil || len(taken) != 0 {
+		t.Fatalf("own record: %v %v", err, taken)
+	}
+	now = now.Add(5 * time.Second)
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "intruder"}
+	_, _, _ = l.Get(context.Background())
+	_, _, _ = l.Get(context.Background())
+	if fmt.Sprint(taken) != "[intruder 10s]" {
+		t.Fatalf("taken %v, want one report 10 s early", taken)
+	}
+	if err := l.check(0); err == nil {
+		t.Fatal("fence held after the Lease was taken")
+	}
+	// A takeover after the hold ran out is no report.
+	taken = nil
+	_ = l.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15})
+	now = now.Add(16 * time.Second)
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "successor"}
+	_, _, _ = l.Get(context.Background())
+	if len(taken) != 0 {
+		t.Fatalf("normal takeover reported: %v", taken)
+	}
+}

@@ -21,8 +21,34 @@ type fencedLock struct {
 	identity string
 	now      func() time.Time
 
+	// taken is called when another replica holds the Lease while this
+	// one's hold was still certain: no legitimate candidate takes a Lease
+	// before it has gone unrenewed a whole lease duration, so someone
+	// wrote it out of turn (with vgpud's identity, which every replica
+	// has). Nil: nobody is told.
+	taken func(by string, early time.Duration)
+
 	mu         sync.Mutex
 	validUntil time.Time
+}
+
+// Get reads the Lease, noticing when it was taken out of turn.
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if err != nil || r == nil || r.HolderIdentity == "" || r.HolderIdentity == l.identity {
+		return r, raw, err
+	}
+	l.mu.Lock()
+	until := l.validUntil
+	early := until.Sub(l.now())
+	if early > 0 {
+		l.validUntil = time.Time{} // reported once; and the hold is gone
+	}
+	l.mu.Unlock()
+	if early > 0 && l.taken != nil {
+		l.taken(r.HolderIdentity, early)
+	}
+	return r, raw, err
 }
 
 func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
