@@ -146,7 +146,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	placer.NotifyPodRead(r.metrics.PodRead)
 	ledger.NotifyFreed(func() { requeue.freed(ctx) })
 
-	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, quotas), log.With("component", "webhook"))
+	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, admissionQuota{quotas, ledger}), log.With("component", "webhook"))
 	r.route(ctx, t, placer, admission)
 	t.close = func() {
 		t.binder.Wait()

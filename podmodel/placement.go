@@ -80,10 +80,26 @@ func (p Placement) Footprint(uuids []string) []Usage {
 	return out
 }
 
-// Total is what p holds summed over its GPUs, each GPU at its own peak:
-// what quota counts once the GPUs are chosen, so memory given as a
-// percentage or the whole card counts in MiB.
-func (p Placement) Total() Usage {
+// Charge is what p counts against quota: Total, except that a GPU p
+// holds exclusively (a slice with every core: nobody joins it) counts
+// its whole memory, memOf(uuid), whatever memory the slice names. Four
+// pods asking 1 MiB with 100 cores each once held four whole GPUs for
+// 4 MiB of quota. memOf returns 0 for a GPU it does not know. The sum's
+// Exclusive says some GPU is held whole.
+func (p Placement) Charge(memOf func(uuid string) int64) Usage {
+	uuids := p.uuids()
+	var total Usage
+	for i, u := range p.Footprint(uuids) {
+		if u.Exclusive {
+			u.MemMiB = max(u.MemMiB, memOf(uuids[i]))
+		}
+		total = total.Plus(u) // Exclusive: some GPU is held whole
+	}
+	return total
+}
+
+// uuids are the GPUs p names, each once.
+func (p Placement) uuids() []string {
 	var uuids []string
 	for _, c := range p {
 		for _, s := range c.GPUs {
@@ -92,10 +108,5 @@ func (p Placement) Total() Usage {
 			}
 		}
 	}
-	var total Usage
-	for _, u := range p.Footprint(uuids) {
-		total = total.Plus(u)
-	}
-	total.Exclusive = false // a sum over GPUs holds no one GPU
-	return total
+	return uuids
 }

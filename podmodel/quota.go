@@ -25,21 +25,26 @@ type Limit struct {
 // PodUsage is what pod counts against quota: the footprint rule over its
 // requests (init containers at peak, sidecars for the pod's life, app
 // containers summed), memory and cores per GPU times the GPU count, since
-// native quota sees one gpumem value however many GPUs share it.
-func PodUsage(pod *corev1.Pod, names protocol.ResourceNames) (Usage, error) {
+// native quota sees one gpumem value however many GPUs share it; a GPU
+// held whole counts at least wholeGPU MiB (Requested).
+func PodUsage(pod *corev1.Pod, names protocol.ResourceNames, wholeGPU int64) (Usage, error) {
 	cs, err := Requests(pod, names)
 	if err != nil {
 		return Usage{}, err
 	}
-	return Requested(cs), nil
+	return Requested(cs, wholeGPU), nil
 }
 
 // Check returns a message naming the exceeded limit and what to change, or
 // "" when ask fits.
 func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNames) string {
 	if q.Memory.Set && ask.MemMiB > 0 && q.Memory.Used+ask.MemMiB > q.Memory.Hard {
-		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d; lower %s or %s (counted per GPU times %s) or raise the ResourceQuota",
-			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, names.GPUMem, names.GPUMemPercentage, names.GPU)
+		whole := ""
+		if ask.Exclusive {
+			whole = fmt.Sprintf(", a GPU with all its cores (%s 100) counting its whole memory", names.GPUCores)
+		}
+		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d%s; lower %s or %s (counted per GPU times %s) or raise the ResourceQuota",
+			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, whole, names.GPUMem, names.GPUMemPercentage, names.GPU)
 	}
 	if cores := int64(ask.Cores); q.Cores.Set && cores > 0 && q.Cores.Used+cores > q.Cores.Hard {
 		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod asks %d; lower %s (counted per GPU times %s) or raise the ResourceQuota",

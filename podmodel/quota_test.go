@@ -1,6 +1,7 @@
 package podmodel
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,14 +49,30 @@ func TestPodUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tt.init, Containers: tt.apps}}
-		got, err := PodUsage(pod, protocol.DefaultResourceNames())
+		got, err := PodUsage(pod, protocol.DefaultResourceNames(), 0)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: PodUsage = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
 	}
 	bad := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{gpuContainer(1, 0, 200, false)}}}
-	if _, err := PodUsage(bad, protocol.DefaultResourceNames()); err == nil {
+	if _, err := PodUsage(bad, protocol.DefaultResourceNames(), 0); err == nil {
 		t.Error("cores 200: want an error")
+	}
+}
+
+// A container with every core holds its GPUs whole: before the GPU is
+// chosen it counts at least the smallest GPU's memory for each, however
+// little it names; a shared one counts what it names.
+func TestPodUsageChargesAWholeGPU(t *testing.T) {
+	names := protocol.DefaultResourceNames()
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{gpuContainer(2, 1, 100, false), gpuContainer(1, 1000, 50, false)}}}
+	got, err := PodUsage(pod, names, 16384)
+	if want := (Usage{MemMiB: 2*16384 + 1000, Cores: 250, Slots: 3, Exclusive: true}); err != nil || got != want {
+		t.Fatalf("PodUsage = %+v, %v; want %+v", got, err, want)
+	}
+	msg := CheckQuota("ai", Quota{Memory: Limit{Set: true, Hard: 3000}}, got, names)
+	if !strings.Contains(msg, "a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory") {
+		t.Fatalf("message %q does not say why", msg)
 	}
 }
 

@@ -72,12 +72,20 @@ func (p Peak) Total() Usage { return p.inits.Max(p.sidecars.Plus(p.apps)) }
 // Requested is what a pod's containers ask, summed over their GPUs by the
 // rule above: memory and cores per GPU times the GPU count, one slot per
 // GPU. Memory given as a percentage counts 0 here, since its size in MiB
-// depends on the GPU chosen.
-func Requested(cs []ContainerRequest) Usage {
+// depends on the GPU chosen; a container with every core holds each of
+// its GPUs whole, and counts at least wholeGPU MiB of memory for each
+// (bind charges the chosen GPU's whole memory, Placement.Charge; before
+// the GPU is chosen the caller may know the least it can be, or pass 0).
+func Requested(cs []ContainerRequest, wholeGPU int64) Usage {
 	var p Peak
 	for _, c := range cs {
 		n := int64(c.GPUs)
-		p.Add(Usage{MemMiB: c.MemoryMiB * n, Cores: c.Cores * c.GPUs, Slots: c.GPUs}, c.Kind)
+		u := Usage{MemMiB: c.MemoryMiB * n, Cores: c.Cores * c.GPUs, Slots: c.GPUs}
+		if c.Cores >= 100 && c.GPUs > 0 {
+			u.MemMiB = max(c.MemoryMiB, wholeGPU) * n
+			u.Exclusive = true
+		}
+		p.Add(u, c.Kind)
 	}
 	return p.Total()
 }

@@ -107,7 +107,7 @@ func TestFootprintRule(t *testing.T) {
 					t.Errorf("GPU %d: %+v, want %+v", i, got[i], tc.want[i])
 				}
 			}
-			if total := Requested(tc.reqs); total != tc.wantTotal {
+			if total := Requested(tc.reqs, 0); total != tc.wantTotal {
 				t.Errorf("Requested = %+v, want %+v", total, tc.wantTotal)
 			}
 		})

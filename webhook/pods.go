@@ -15,9 +15,11 @@ import (
 )
 
 // Quotas gives a namespace's vGPU quota and what its pods already use
-// (cluster/quota over informers).
+// (cluster/quota over informers), and the least memory of any GPU the
+// leader knows (0: none): the least a GPU held whole is charged at bind.
 type Quotas interface {
 	NamespaceQuota(namespace string) podmodel.Quota
+	SmallestGPUMiB() int64
 }
 
 // Handler decides one admission request. The transport (NewHTTPHandler)
@@ -138,7 +140,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	}
 	if p.quotas != nil {
 		// After mutation: the GPU count just defaulted counts too.
-		ask, err := podmodel.PodUsage(pod, names)
+		ask, err := podmodel.PodUsage(pod, names, p.quotas.SmallestGPUMiB())
 		if err != nil {
 			return Verdict{Deny: err.Error()}
 		}

@@ -22,6 +22,9 @@ type quotas map[string]podmodel.Quota
 
 func (q quotas) NamespaceQuota(ns string) podmodel.Quota { return q[ns] }
 
+// The smallest GPU tests know: an A100's 40960 MiB.
+func (q quotas) SmallestGPUMiB() int64 { return 40960 }
+
 func testConfig() Config { return DefaultConfig() }
 
 // newPods is the Handler as the cluster role builds it, with the default
@@ -133,6 +136,7 @@ func TestPodsAdmission(t *testing.T) {
 		{name: "two_bad_containers", want: deny, msg: `container "a": nvidia.com/gpucores is 101; it must be within 0..100; container "b" is privileged`},
 		{name: "quota_memory_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod asks 4000; lower nvidia.com/gpumem"},
 		{name: "quota_cores_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpucores quota 200, in use 100, this pod asks 120; lower nvidia.com/gpucores"},
+		{name: "quota_exclusive_whole_memory", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod asks 40960, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory"},
 		{name: "quota_init_counts_max", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod asks 3000"},
 
 		{name: "undecodable_pod", want: errorCode, msg: "decode pod ai-team/train"},

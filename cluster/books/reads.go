@@ -46,9 +46,9 @@ func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	return st.current, nil
 }
 
-// NamespaceUsage is what the booked pods of namespace hold, summed over
-// their GPUs (podmodel.Placement.Total), leaving out the pod except: the
-// figure bind checks quota against.
+// NamespaceUsage is what the booked pods of namespace are charged,
+// summed over their GPUs (podmodel.Placement.Charge), leaving out the pod
+// except: the figure bind checks quota against.
 func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usage {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -57,12 +57,28 @@ func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usag
 		if p.namespace != namespace || uid == except {
 			continue
 		}
-		u := p.placement.Total()
+		u := p.placement.Charge(c.memoryOf(p.node))
 		total.MemMiB += u.MemMiB
 		total.Cores += u.Cores
 		total.Slots += u.Slots
 	}
 	return total
+}
+
+// memoryOf gives each GPU of node its memory in MiB; c.mu held.
+func (c *Cache) memoryOf(node string) func(uuid string) int64 {
+	st := c.nodes[node]
+	return func(uuid string) int64 {
+		if st == nil {
+			return 0
+		}
+		for _, g := range st.gpus {
+			if g.UUID == uuid {
+				return g.MemoryMiB
+			}
+		}
+		return 0
+	}
 }
 
 // PodCount is how many pods the books hold.
@@ -98,4 +114,20 @@ func (c *Cache) Usage() map[string]map[string]podmodel.Usage {
 		out[name] = m
 	}
 	return out
+}
+
+// SmallestGPUMiB is the least memory of any GPU the books know, 0 if
+// they know none: the least a GPU held whole can be charged.
+func (c *Cache) SmallestGPUMiB() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var least int64
+	for _, st := range c.nodes {
+		for _, g := range st.gpus {
+			if least == 0 || (g.MemoryMiB > 0 && g.MemoryMiB < least) {
+				least = g.MemoryMiB
+			}
+		}
+	}
+	return least
 }

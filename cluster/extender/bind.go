@@ -175,7 +175,7 @@ func (b *Binder) book(nodeName string, pod *podrecord.Pod, req fit.Request, h *h
 	if reason != nil {
 		return protocol.Assignment{}, "", fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text)
 	}
-	if err := b.checkQuota(pod, pl); err != nil {
+	if err := b.checkQuota(pod, pl, node); err != nil {
 		return protocol.Assignment{}, "", err
 	}
 	a := pl.Assignment(nodeName)

@@ -522,6 +522,31 @@ func TestBindEnforcesNamespaceQuota(t *testing.T) {
 	}
 }
 
+// A GPU held whole (every core) is charged its whole memory, at bind and
+// in the books after, however little memory the pod names: four pods
+// asking 1 MiB and 100 cores once held four GPUs for 4 MiB of quota.
+func TestBindChargesAnExclusiveGPUItsWholeMemory(t *testing.T) {
+	excl := func(name string) *corev1.Pod {
+		p := bindPod(name, "1")
+		p.Spec.Containers[0].Resources.Limits["nvidia.com/gpucores"] = resource.MustParse("100")
+		return p
+	}
+	e := newBindEnv(t, 10, time.Second, excl("x1"), excl("x2"))
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 3000}}
+	if msg := e.bind("x2"); !strings.Contains(msg, "gpumem quota 3000 MiB, in use 0, this pod asks 16000, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory") {
+		t.Fatalf("exclusive pod under a 3000 MiB quota: %q", msg)
+	}
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 20000}}
+	if msg := e.bind("x1"); msg != "" {
+		t.Fatal(msg)
+	}
+	<-e.bindings
+	e.allocated(t, "x1")
+	if got := e.books.NamespaceUsage("ai", "").MemMiB; got != 16000 {
+		t.Fatalf("the books charge the exclusive pod %d MiB, want the GPU's 16000", got)
+	}
+}
+
 // A leader that has lost the Lease commits nothing: not the assignment,
 // and, if it loses it between the two writes, not the Binding either; the
 // assignment it wrote is taken back.

@@ -37,7 +37,8 @@ type Books interface {
 	NamesPods(node string) bool
 	// InFlightChanged is closed when the node's in-flight pods next change.
 	InFlightChanged(node string) <-chan struct{}
-	// NamespaceUsage is what the namespace's booked pods, except one, hold.
+	// NamespaceUsage is what the namespace's booked pods, except one, are
+	// charged (podmodel.Placement.Charge).
 	NamespaceUsage(namespace string, except types.UID) podmodel.Usage
 }
 

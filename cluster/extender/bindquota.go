@@ -3,6 +3,7 @@ package extender
 import (
 	"fmt"
 
+	"github.com/vgpud/vgpud/cluster/fit"
 	"github.com/vgpud/vgpud/cluster/podrecord"
 	"github.com/vgpud/vgpud/podmodel"
 )
@@ -34,16 +35,25 @@ func (b *Binder) lockQuota(namespace string) func() {
 
 // checkQuota is the authoritative quota check: the namespace's binds are
 // serialised (bind holds its lock), and memory is counted in MiB of the
-// GPUs actually chosen, so gpumem-percentage and whole-card requests
-// count in full.
-func (b *Binder) checkQuota(pod *podrecord.Pod, pl podmodel.Placement) error {
+// GPUs actually chosen on node, so gpumem-percentage and whole-card
+// requests count in full, and a GPU held exclusively counts its whole
+// memory (podmodel.Placement.Charge).
+func (b *Binder) checkQuota(pod *podrecord.Pod, pl podmodel.Placement, node fit.Node) error {
 	q, ok := b.quotaOf(pod.Namespace)
 	if !ok {
 		return nil
 	}
 	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
 	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
-	if msg := podmodel.CheckQuota(pod.Namespace, q, pl.Total(), b.cfg.Names); msg != "" {
+	charge := pl.Charge(func(uuid string) int64 {
+		for _, g := range node.GPUs {
+			if g.UUID == uuid {
+				return g.MemoryMiB
+			}
+		}
+		return 0
+	})
+	if msg := podmodel.CheckQuota(pod.Namespace, q, charge, b.cfg.Names); msg != "" {
 		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
 	}
 	return nil

@@ -124,7 +124,7 @@ func (p *Pod) Usage() (podmodel.Usage, error) {
 	if p.Invalid != nil {
 		return podmodel.Usage{}, p.Invalid
 	}
-	return podmodel.Requested(p.Containers), nil
+	return podmodel.Requested(p.Containers, 0), nil
 }
 
 // Ref is a stub API object naming the pod, for Events.

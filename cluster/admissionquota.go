@@ -1,0 +1,16 @@
+package cluster
+
+import (
+	"github.com/vgpud/vgpud/cluster/books"
+	"github.com/vgpud/vgpud/cluster/quota"
+)
+
+// admissionQuota is the webhook's quota view: the namespace's quota and
+// use from the informers, and from the books the smallest GPU, the least
+// a GPU held whole is charged at bind.
+type admissionQuota struct {
+	*quota.Source
+	books *books.Cache
+}
+
+func (q admissionQuota) SmallestGPUMiB() int64 { return q.books.SmallestGPUMiB() }
