@@ -46,8 +46,11 @@ type config struct {
 	// SchedulerName is the kube-scheduler profile that calls the extender:
 	// the webhook gives it to GPU pods.
 	SchedulerName string
-	MetricsListen string // plain HTTP /metrics on every replica; "" disables
-	Profiling     bool   // /debug/pprof on MetricsListen
+	MetricsListen string // /metrics on every replica; "" disables
+	// MetricsSecure serves it over HTTPS to callers the apiserver says may
+	// get it (TokenReview, SubjectAccessReview); off: plain HTTP to anyone.
+	MetricsSecure bool
+	Profiling     bool // /debug/pprof on MetricsListen
 	// ShutdownGrace bounds how long the roles may take to stop after a
 	// signal: the node role drains while the leader hands admission over,
 	// both inside the pod's terminationGracePeriodSeconds (30 s).
@@ -67,6 +70,7 @@ func defaultConfig() config {
 		Resources:     protocol.DefaultResourceNames(),
 		SchedulerName: "vgpud-scheduler",
 		MetricsListen: ":9090",
+		MetricsSecure: true,
 		ShutdownGrace: 20 * time.Second,
 		Node:          node.DefaultConfig(),
 		Cluster:       cluster.DefaultConfig(),

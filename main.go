@@ -26,6 +26,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -37,6 +39,7 @@ import (
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/cluster/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/leader"
+	"github.com/vgpud/vgpud/metricsauth"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/node/nodemetrics"
 )
@@ -166,7 +169,11 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsListen != "" {
-		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsListen, reg, cfg.Profiling, log) })
+		var auth *metricsauth.Reviewer
+		if cfg.MetricsSecure {
+			auth = metricsauth.New(kube.authn, kube.authz)
+		}
+		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsListen, reg, cfg.Profiling, auth, log) })
 	}
 	var status node.LeaderStatus = leader.NewLeaseHolder(kube.coordination, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
 	if cfg.runs(roleCluster) {
@@ -209,6 +216,8 @@ type kubeClients struct {
 	events       *eventsv1client.EventsV1Client
 	admission    *admissionregistrationv1client.AdmissionregistrationV1Client
 	apps         *appsv1client.AppsV1Client
+	authn        *authnv1client.AuthenticationV1Client
+	authz        *authzv1client.AuthorizationV1Client
 }
 
 // newKubeClient builds the process's clients, sharing one connection pool
@@ -259,6 +268,12 @@ func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) htt
 	}
 	if c.apps, err = appsv1client.NewForConfigAndClient(rc, hc); err != nil {
 		return kubeClients{}, fmt.Errorf("kubernetes apps/v1 client: %w", err)
+	}
+	if c.authn, err = authnv1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes authentication/v1 client: %w", err)
+	}
+	if c.authz, err = authzv1client.NewForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes authorization/v1 client: %w", err)
 	}
 	return c, nil
 }

@@ -2,29 +2,51 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vgpud/vgpud/cluster/server/certs"
+	"github.com/vgpud/vgpud/metricsauth"
 )
 
-// serveMetrics serves reg on /metrics over plain HTTP until ctx ends; with
-// profiling, Go's pprof too.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, log *slog.Logger) error {
+// serveMetrics serves reg on /metrics until ctx ends; with profiling,
+// Go's pprof too. With auth, over HTTPS with a certificate made at start
+// (Prometheus verifies the token it sends, not vgpud: scrape with
+// insecure_skip_verify, as for kubebuilder's metrics) and only to callers
+// auth admits; without, plain HTTP to anyone (development only).
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, auth *metricsauth.Reviewer, log *slog.Logger) error {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4}))
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var h http.Handler = mux
+	if auth != nil {
+		h = auth.Wrap(mux)
+	}
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("serving metrics", "addr", addr)
+	if auth != nil {
+		cert, err := selfSigned()
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		go func() { errc <- srv.ListenAndServeTLS("", "") }()
+		log.Info("serving metrics over HTTPS to authorized scrapers", "addr", addr)
+	} else {
+		go func() { errc <- srv.ListenAndServe() }()
+		log.Warn("serving metrics over plain HTTP to anyone (--metrics-secure=false)", "addr", addr)
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve metrics on %s: %w", addr, err)
@@ -33,4 +55,24 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, pr
 	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// selfSigned is this process's metrics certificate, signed by a CA made
+// for it and thrown away.
+func selfSigned() (tls.Certificate, error) {
+	now := time.Now()
+	ca, err := certs.GenerateCA(now, 10*365*24*time.Hour)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("metrics certificate: %w", err)
+	}
+	host, _ := os.Hostname()
+	pair, err := certs.GenerateServing(ca, []string{"localhost", host}, now, 10*365*24*time.Hour)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("metrics certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(pair.Cert, pair.Key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("metrics certificate: %w", err)
+	}
+	return cert, nil
 }

@@ -14,6 +14,12 @@ import (
 //go:embed vgpud.yaml
 var install string
 
+// TenantExample is manifests/tenant-example.yaml, a tenant namespace as
+// the README's security model asks for it.
+//
+//go:embed tenant-example.yaml
+var TenantExample string
+
 // Document returns the first document of vgpud.yaml of the given kind.
 func Document(kind string) (string, error) {
 	for _, doc := range strings.Split(install, "\n---\n") {
@@ -36,4 +42,20 @@ func WebhookConfiguration() (*admissionregistrationv1.MutatingWebhookConfigurati
 		return nil, fmt.Errorf("manifests/vgpud.yaml: %w", err)
 	}
 	return &mwc, nil
+}
+
+// TenantLabels are the labels of TenantExample's Namespace: Pod Security
+// enforcement, which tenant namespaces need (tests make theirs with them).
+func TenantLabels() (map[string]string, error) {
+	doc, _, _ := strings.Cut(TenantExample, "\n---\n")
+	var ns struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal([]byte(doc), &ns); err != nil || ns.Kind != "Namespace" {
+		return nil, fmt.Errorf("manifests/tenant-example.yaml: want a Namespace first (%v)", err)
+	}
+	return ns.Metadata.Labels, nil
 }

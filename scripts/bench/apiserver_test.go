@@ -187,7 +187,7 @@ func (e env) logTimeline(t *testing.T, line string) {
 
 // spawnLeader starts the cluster role as a process and records its PID.
 func (e *env) spawnLeader(t *testing.T) *harness.Process {
-	p := harness.Spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--extender-listen="+extListen, "--metrics-listen=127.0.0.1:9090", "--profiling",
+	p := harness.Spawn(t, "vgpud", e.vgpud, "run", "--roles=cluster", "--listen="+listen, "--extender-listen="+extListen, "--metrics-listen=127.0.0.1:9090", "--metrics-secure=false", "--profiling",
 		"--pod-name=vgpud-bench", "--pod-namespace=vgpud-system", "--kubeconfig="+e.kubeconfig, "--log-format=text", "--log-level=info")
 	e.leaderPID = p.Cmd.Process.Pid
 	return p

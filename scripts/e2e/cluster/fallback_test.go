@@ -54,7 +54,7 @@ func TestFallback(t *testing.T) {
 		if err := harness.Contains(logs, "IDENTITY IS GUESSED"); err != nil {
 			t.Error(err)
 		}
-		raw, err := e.kube.CoreV1().Pods(system).ProxyGet("http", vp.Name, "9090", "metrics", nil).DoRaw(ctx)
+		raw, err := e.scrape(vp)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -217,7 +217,7 @@ data: {CUDA_DEVICE_MEMORY_LIMIT_0: "40000m", CUDA_DEVICE_SM_LIMIT: "100"}
 				vp, err = e.vgpudPod(n)
 				return err
 			})
-			raw, err := e.kube.CoreV1().Pods(system).ProxyGet("http", vp.Name, "9090", "metrics", nil).DoRaw(ctx)
+			raw, err := e.scrape(vp)
 			if err != nil {
 				t.Fatalf("%s metrics: %v", vp.Name, err)
 			}

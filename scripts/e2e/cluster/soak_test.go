@@ -3,7 +3,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -583,7 +582,7 @@ func (e env) booksMatch() error {
 	if err != nil {
 		return err
 	}
-	raw, err := e.kube.CoreV1().Pods(system).ProxyGet("http", l.Name, "9090", "metrics", nil).DoRaw(context.Background())
+	raw, err := e.scrape(l)
 	if err != nil {
 		return fmt.Errorf("leader %s metrics: %w", l.Name, err)
 	}
@@ -594,7 +593,7 @@ func (e env) booksMatch() error {
 		"vgpud_gpu_allocated_slots":      func(u *use, v float64) { u.Slices = int(v) },
 	}
 	for metric, set := range fields {
-		values, _, err := harness.MetricSums(bytes.NewReader(raw), metric, func(l map[string]string) string { return l["uuid"] })
+		values, _, err := harness.MetricSums(strings.NewReader(raw), metric, func(l map[string]string) string { return l["uuid"] })
 		if err != nil {
 			return fmt.Errorf("leader %s metrics: %w", l.Name, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -33,7 +34,13 @@ const (
 func newTenant(t *testing.T, e env, ns string) func(stdin string, args ...string) (string, error) {
 	t.Helper()
 	ctx := context.Background()
-	e.namespace(t, ns, nil)
+	// Pod Security baseline, as the manifest's tenant example has it:
+	// without it edit reaches around every fence (README).
+	labels, err := manifests.TenantLabels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.namespace(t, ns, labels)
 	if _, err := e.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

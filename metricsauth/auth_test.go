@@ -1,0 +1,95 @@
+package metricsauth
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// apiserver answers TokenReviews for two tokens and lets only the
+// prometheus user get /metrics; reviews counts the calls.
+func apiserver(reviews *atomic.Int32) *fake.Clientset {
+	kube := fake.NewClientset()
+	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews.Add(1)
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		switch tr.Spec.Token {
+		case "prom-token":
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "system:serviceaccount:monitoring:prometheus"}}
+		case "tenant-token":
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "system:serviceaccount:ai:tenant"}}
+		}
+		return true, tr, nil
+	})
+	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview)
+		na := sar.Spec.NonResourceAttributes
+		sar.Status.Allowed = sar.Spec.User == "system:serviceaccount:monitoring:prometheus" && na != nil && na.Path == "/metrics" && na.Verb == "get"
+		return true, sar, nil
+	})
+	return kube
+}
+
+func scrape(h http.Handler, token string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestScrapeNeedsAnAuthorizedToken(t *testing.T) {
+	var reviews atomic.Int32
+	kube := apiserver(&reviews)
+	h := New(kube.AuthenticationV1(), kube.AuthorizationV1()).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("vgpud_leader 1\n")) }))
+	for _, tc := range []struct {
+		token string
+		code  int
+	}{
+		{"", http.StatusUnauthorized},
+		{"forged", http.StatusUnauthorized},
+		{"tenant-token", http.StatusForbidden},
+		{"prom-token", http.StatusOK},
+	} {
+		if w := scrape(h, tc.token); w.Code != tc.code {
+			t.Errorf("token %q: %d %q, want %d", tc.token, w.Code, w.Body, tc.code)
+		}
+	}
+	// Answers, refusals included, are kept: a scraper every few seconds,
+	// or a flood of one bad token, costs the apiserver one review.
+	before := reviews.Load()
+	for range 50 {
+		scrape(h, "prom-token")
+		scrape(h, "forged")
+	}
+	if got := reviews.Load() - before; got != 0 {
+		t.Fatalf("%d more TokenReviews for cached tokens", got)
+	}
+}
+
+// While the review slots are taken, a token not seen before is answered
+// 429, not queued behind them.
+func TestScrapeReviewsAreBounded(t *testing.T) {
+	var reviews atomic.Int32
+	kube := apiserver(&reviews)
+	rv := New(kube.AuthenticationV1(), kube.AuthorizationV1())
+	for range maxReviews {
+		rv.slots <- struct{}{}
+	}
+	h := rv.Wrap(http.NotFoundHandler())
+	if w := scrape(h, "prom-token"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("%d %q, want 429", w.Code, w.Body)
+	}
+	if reviews.Load() != 0 {
+		t.Fatal("reviewed while busy")
+	}
+}
