@@ -145,6 +145,11 @@ func (a *Role) Run(ctx context.Context) error {
 	} else {
 		g.Go(func() error { return a.watchForNRI(ctx) })
 	}
+	if cfg.InterposerDir != "" {
+		// Also where the runtime names pods: directories the guessing
+		// path (or an older vgpud) left behind.
+		g.Go(func() error { a.sweepCaches(ctx, pods); return nil })
+	}
 	g.Go(func() error {
 		started := false
 		defer func() {

@@ -24,6 +24,7 @@ const (
 	containerPreload = "/etc/ld.so.preload"
 	containerCache   = "/usr/local/vgpu/cache"
 	interposerLib    = "libvgpu.so"
+	cachesDir        = "containers" // under the interposer directory, one per container
 	interposerLoad   = "ld.so.preload"
 )
 
@@ -47,8 +48,13 @@ type Mount struct {
 type Slice struct {
 	Env    map[string]string
 	Mounts []Mount
-	// CacheDir is the host directory the interposer shares between the
-	// container's processes; the caller creates it. "" without one.
+	// Cache is where in the container the interposer keeps what the
+	// container's processes share; "" without an interposer. The runtime
+	// hook mounts a small tmpfs there, private to the container, sized,
+	// and gone with it; the guessing path can only bind a host
+	// directory, CacheDir, which the caller creates and the node sweeps
+	// once the pod is gone (SweepCaches).
+	Cache    string
 	CacheDir string
 }
 
@@ -74,12 +80,12 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 	}
 	s := Slice{Env: env}
 	if o.Interposer != "" {
-		s.CacheDir = filepath.Join(o.Interposer, "containers", podUID+"_"+c.Name)
+		s.Cache = containerCache
+		s.CacheDir = filepath.Join(o.Interposer, cachesDir, podUID+"_"+c.Name)
 		env[protocol.EnvSharedCache] = containerCache + "/" + podUID + ".cache"
 		s.Mounts = []Mount{
 			{Host: filepath.Join(o.Interposer, interposerLib), Container: containerLib, ReadOnly: true},
 			{Host: filepath.Join(o.Interposer, interposerLoad), Container: containerPreload, ReadOnly: true},
-			{Host: s.CacheDir, Container: containerCache},
 		}
 	}
 	return s

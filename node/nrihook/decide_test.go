@@ -1,8 +1,12 @@
 package nrihook
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/containerd/nri/pkg/api"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -87,7 +91,29 @@ func TestDecideGrantIsTheAssignment(t *testing.T) {
 	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
 		t.Fatalf("env = %v", env)
 	}
-	if len(d.Slice.Mounts) != 3 || d.Slice.CacheDir != "/opt/vgpu/containers/uid-victim_app" {
-		t.Fatalf("mounts = %v, cache %q", d.Slice.Mounts, d.Slice.CacheDir)
+	if len(d.Slice.Mounts) != 2 || d.Slice.Cache != "/usr/local/vgpu/cache" {
+		t.Fatalf("mounts = %v, cache %q", d.Slice.Mounts, d.Slice.Cache)
+	}
+	// The hook mounts the interposer's cache as a bounded tmpfs private
+	// to the container: nothing the container writes there reaches the
+	// node's disk, or outlives it.
+	adj, err := (&Hook{}).apply(d, &api.Container{Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache *api.Mount
+	for _, m := range adj.GetMounts() {
+		if m.Destination == "/usr/local/vgpu/cache" {
+			cache = m
+		}
+		if strings.HasPrefix(m.Source, "/opt/vgpu/containers") {
+			t.Errorf("host directory %s mounted", m.Source)
+		}
+	}
+	if cache == nil || cache.Type != "tmpfs" || !slices.Contains(cache.Options, "size="+grant.CacheSize) || !slices.Contains(cache.Options, "noexec") {
+		t.Fatalf("cache mount %v", cache)
+	}
+	if _, err := os.Stat("/opt/vgpu/containers/uid-victim_app"); err == nil {
+		t.Fatal("the hook made a host cache directory")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -161,10 +160,11 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 			return nil, fmt.Errorf("container %q mounts %s, where the NVIDIA container runtime reads which GPUs to expose; vgpud decides that from the pod's GPU assignment: remove the mount", ctr.GetName(), m.GetDestination())
 		}
 	}
-	if d.Slice.CacheDir != "" {
-		if err := os.MkdirAll(d.Slice.CacheDir, 0o777); err != nil {
-			return nil, fmt.Errorf("create the interposer's cache directory: %w", err)
-		}
+	if d.Slice.Cache != "" {
+		// Private to the container, bounded, and gone with it: nothing
+		// of it lands on the node's disk.
+		adj.AddMount(&api.Mount{Source: "tmpfs", Destination: d.Slice.Cache, Type: "tmpfs",
+			Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + grant.CacheSize}})
 	}
 	for _, m := range d.Slice.Mounts {
 		opts := []string{"rbind", "rprivate"}

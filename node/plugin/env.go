@@ -1,9 +1,6 @@
 package plugin
 
 import (
-	"fmt"
-	"os"
-
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpud/vgpud/node/grant"
@@ -14,14 +11,17 @@ import (
 // the guessing path hands it to kubelet.
 func containerResponse(t target, resources protocol.ResourceNames, o grant.Options) (*pluginapi.ContainerAllocateResponse, error) {
 	s := grant.For(t.container, string(t.pod.UID), grant.Priority(t.spec, resources), o)
-	if s.CacheDir != "" {
-		if err := os.MkdirAll(s.CacheDir, 0o777); err != nil {
-			return nil, fmt.Errorf("create the interposer's cache directory: %w", err)
-		}
+	if err := grant.MakeCacheDir(s); err != nil {
+		return nil, err
 	}
 	resp := &pluginapi.ContainerAllocateResponse{Envs: s.Env}
 	for _, m := range s.Mounts {
 		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{HostPath: m.Host, ContainerPath: m.Container, ReadOnly: m.ReadOnly})
+	}
+	if s.CacheDir != "" {
+		// kubelet can mount only host paths: a directory on the node's
+		// disk, unbounded, swept once the pod is gone (README).
+		resp.Mounts = append(resp.Mounts, &pluginapi.Mount{HostPath: s.CacheDir, ContainerPath: s.Cache})
 	}
 	return resp, nil
 }
