@@ -1,0 +1,469 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+const fencesNS = "e2e-fences"
+
+// fences tries the second wave of attacks: as a tenant with edit (Pod
+// Security baseline on its namespace), as a pod on the network, and with
+// vgpud's own identity from the wrong node or a replica that does not
+// lead. Each must be refused or harmless.
+func fences(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	asTenant := newTenant(t, e, fencesNS)
+	target := nodes[0]
+
+	t.Run("a zero GPU count blocks no node", func(t *testing.T) {
+		blocker := func(name, labels, scheduler string) string {
+			return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s%s}
+spec:
+  %snodeSelector: {kubernetes.io/hostname: %s}
+  initContainers: [{name: wait, image: vgpud.local/busybox:1, command: [sleep, "3600"]}]
+  containers:
+  - {name: main, image: vgpud.local/busybox:1, command: [sleep, "3600"], resources: {limits: {nvidia.com/gpu: "0"}}}
+`, name, labels, scheduler, target)
+		}
+		out, err := asTenant(blocker("blocker", "", ""), "apply", "-f", "-")
+		if err == nil || harness.Contains(out, "nvidia.com/gpu is 0", "remove nvidia.com/gpu") != nil {
+			t.Fatalf("zero-count pod: %v %s", err, out)
+		}
+		t.Logf("refused at create: %s", strings.TrimSpace(out))
+		// Around the webhook (its opt-out label, vgpud's scheduler named
+		// by hand): the filter refuses it, and it books nothing.
+		if out, err := asTenant(blocker("blocker2", ", labels: {vgpud.io/webhook: ignore}", "schedulerName: vgpud-scheduler\n  "), "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		harness.Eventually(t, 60*time.Second, "blocker2 refused by the extender", func() error {
+			return e.eventSays(fencesNS, "blocker2", "nvidia.com/gpu is 0")
+		})
+		p := gpuPod("after-blocker", map[string]string{"nvidia.com/gpumem": "1000"}, nil)
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": target}
+		if _, err := e.kube.CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitRunning(t, fencesNS, []string{"after-blocker"}, 60*time.Second)
+		if b, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, "blocker2", metav1.GetOptions{}); err != nil || b.Spec.NodeName != "" {
+			t.Fatalf("blocker2 bound: %v", err)
+		}
+	})
+
+	t.Run("the container's env cannot widen its slice", func(t *testing.T) {
+		for name, extra := range map[string]string{
+			"env-memory":  `    env: [{name: CUDA_DEVICE_MEMORY_LIMIT_0, value: 80000m}]`,
+			"env-devices": `    env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}, {name: CUDA_DEVICE_SM_LIMIT, value: "100"}]`,
+			"env-preload": `    env: [{name: LD_PRELOAD, value: /tmp/x.so}]`,
+			"env-policy":  `    env: [{name: GPU_CORE_UTILIZATION_POLICY, value: disable}]`,
+		} {
+			yaml := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  initContainers:
+  - name: init
+    image: vgpud.local/busybox:1
+    command: ["true"]
+%s
+  containers:
+  - name: main
+    image: vgpud.local/busybox:1
+    command: [sleep, "3600"]
+    resources: {limits: {nvidia.com/gpumem: "1000"}}
+`, name, extra)
+			out, err := asTenant(yaml, "apply", "-f", "-")
+			if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-slice-env'", "container init (") != nil {
+				t.Fatalf("%s: %v %s", name, err, out)
+			}
+			t.Logf("%s refused: %s", name, strings.TrimSpace(out))
+		}
+		// An ephemeral container added to a running GPU pod.
+		p, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, "after-blocker", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", Image: "vgpud.local/busybox:1", Command: []string{"true"},
+			Env: []corev1.EnvVar{{Name: "CUDA_DEVICE_MEMORY_LIMIT_0", Value: "80000m"}}}})
+		_, err = e.kube.CoreV1().Pods(fencesNS).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "container debug (CUDA_DEVICE_MEMORY_LIMIT_0)") {
+			t.Fatalf("ephemeral container: %v", err)
+		}
+		t.Logf("ephemeral container refused: %v", err)
+	})
+
+	t.Run("selector lists are bounded", func(t *testing.T) {
+		long := strings.Repeat("A100,", 40000)
+		p := gpuPod("long-selector", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationNoUseGPUType: long})
+		_, err := e.impersonate(t, "system:serviceaccount:"+fencesNS+":tenant", nil).CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "annotation nvidia.com/nouse-gputype is longer than 4096 bytes") {
+			t.Fatalf("long selector at create: %v", err)
+		}
+		// Patched onto a pending pod after admission: the filter refuses
+		// it at once rather than matching it against every GPU.
+		// Pending first: no GPU is of that type, so the filter says no.
+		p = gpuPod("patched-selector", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationUseGPUType: "NoSuchGPU"})
+		if _, err := e.kube.CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 60*time.Second, "patched-selector refused for its GPU type", func() error {
+			return e.eventSays(fencesNS, "patched-selector", "use/nouse-gputype")
+		})
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationUseGPUType: long}}})
+		if out, err := asTenant(string(body), "patch", "pod", "patched-selector", "--type=merge", "--patch-file=/dev/stdin"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		harness.Eventually(t, 60*time.Second, "the pending pod's long selector refused", func() error {
+			return e.eventSays(fencesNS, "patched-selector", "longer than 4096 bytes")
+		})
+	})
+
+	t.Run("vgpud's identity reaches no further than its replica", func(t *testing.T) {
+		pinned, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, "after-blocker", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader, err := e.leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var other *corev1.Pod // a replica that does not lead, on another node than pinned
+		for _, n := range nodes {
+			if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name && n != pinned.Spec.NodeName {
+				other = vp
+			}
+		}
+		if other == nil {
+			t.Fatal("no replica off the pinned pod's node that does not lead")
+		}
+		vgpud := "system:serviceaccount:vgpud-system:vgpud"
+		as := e.impersonate(t, vgpud, map[string][]string{
+			"authentication.kubernetes.io/pod-name":  {other.Name},
+			"authentication.kubernetes.io/node-name": {other.Spec.NodeName},
+		})
+		refused := func(what string, err error, want string) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s as replica %s: %v, want refused with %q", what, other.Name, err, want)
+				return
+			}
+			t.Logf("%s: refused: %v", what, err)
+		}
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"containers":[{"name":"main","image":"vgpud.local/pause:1"}]}}`), metav1.PatchOptions{})
+		refused("swap another tenant's image", err, "vgpud changes no spec of a pod or node")
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"x"}}}`), metav1.PatchOptions{})
+		refused("label another tenant's pod", err, "vgpud changes no labels")
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"vgpud.io/phase":"bound"}}}`), metav1.PatchOptions{})
+		refused("write the phase of a pod on another node", err, "writes vgpud.io/phase only on pods bound to its own node")
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"vgpud.io/assignment":"{}"}}}`), metav1.PatchOptions{})
+		refused("patch an assignment", err, "written only by the leader's Binding")
+
+		idle := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unscheduled"}, Spec: corev1.PodSpec{SchedulerName: "e2e-nobody",
+			Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}}}}}
+		if _, err := e.kube.CoreV1().Pods(fencesNS).Create(ctx, idle, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = as.CoreV1().Pods(fencesNS).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "unscheduled"}, Target: corev1.ObjectReference{Kind: "Node", Name: other.Spec.NodeName}}, metav1.CreateOptions{})
+		refused("bind a pod without the Lease", err, "only the replica holding the vgpud-leader Lease binds pods")
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, "unscheduled", types.MergePatchType, []byte(`{"metadata":{"annotations":{"vgpud.io/requeued":"now"}}}`), metav1.PatchOptions{})
+		refused("nudge a pod without the Lease", err, "only the replica holding the vgpud-leader Lease nudges pods")
+		_, err = as.CoreV1().Pods(system).Patch(ctx, other.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"vgpud.io/role":"leader"}}}`), metav1.PatchOptions{})
+		refused("label itself leader without the Lease", err, "only the replica holding the vgpud-leader Lease labels a pod leader")
+		_, err = as.CoreV1().Pods(system).Patch(ctx, leader.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"vgpud.io/role":null}}}`), metav1.PatchOptions{})
+		refused("take the leader's label away", err, "removes the leader label only from its own pod")
+
+		mwc, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "vgpud", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mwc.Webhooks[0].ClientConfig.Service.Name = "attacker"
+		_, err = as.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
+		refused("point the webhook elsewhere", err, "vgpud changes only the caBundle of its own webhook configuration")
+		mwc.Webhooks[0].ClientConfig.Service.Name = "vgpud"
+		ignore := admissionregistrationv1.Ignore
+		mwc.Webhooks[0].FailurePolicy = &ignore
+		_, err = as.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
+		refused("let pods past the webhook", err, "vgpud changes only the caBundle")
+		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType,
+			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","image":"vgpud.local/pause:1"}]}}}}`), metav1.PatchOptions{})
+		refused("swap the scheduler's image", err, "vgpud changes only the vgpud.io/tls-hash annotation")
+
+		// Nothing above changed the pod it aimed at.
+		after, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, pinned.Name, metav1.GetOptions{})
+		if err != nil || after.Spec.Containers[0].Image != pinned.Spec.Containers[0].Image || after.Annotations[protocol.AnnotationPhase] != pinned.Annotations[protocol.AnnotationPhase] {
+			t.Fatalf("pinned pod changed: %v", err)
+		}
+	})
+
+	t.Run("metrics need a token that may read them", func(t *testing.T) {
+		leader, err := e.leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.scrapeAs(leader, "")
+		if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+			t.Fatalf("without a token: %v", err)
+		}
+		secs := int64(600)
+		tr, err := e.kube.CoreV1().ServiceAccounts(fencesNS).CreateToken(ctx, "tenant", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.scrapeAs(leader, tr.Status.Token)
+		if err == nil || !strings.Contains(err.Error(), "HTTP 403") || !strings.Contains(err.Error(), "vgpud-metrics-reader") {
+			t.Fatalf("with the tenant's token: %v", err)
+		}
+		t.Logf("tenant's token: %v", err)
+		raw, err := e.scrape(leader)
+		if err != nil || !strings.Contains(raw, "vgpud_leader 1") {
+			t.Fatalf("as the scraper: %v", err)
+		}
+	})
+
+	t.Run("a flood of large reviews restarts nothing", func(t *testing.T) { reviewFlood(t, e) })
+
+	t.Run("an exclusive GPU is charged its whole memory", func(t *testing.T) {
+		if _, err := e.kube.CoreV1().ResourceQuotas(fencesNS).Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("3000")}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_ = e.kube.CoreV1().Pods(fencesNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		harness.Eventually(t, 60*time.Second, "namespace "+fencesNS+" empty", func() error {
+			l, err := e.kube.CoreV1().Pods(fencesNS).List(ctx, metav1.ListOptions{})
+			if err != nil || len(l.Items) > 0 {
+				return fmt.Errorf("%d pods (%v)", len(l.Items), err)
+			}
+			return nil
+		})
+		exclusive := func(i int, optOut bool) string {
+			labels := ""
+			if optOut {
+				labels = ", labels: {vgpud.io/webhook: ignore}"
+			}
+			sched := ""
+			if optOut {
+				sched = "  schedulerName: vgpud-scheduler\n"
+			}
+			return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: exclusive-%d%s}
+spec:
+%s  containers:
+  - {name: main, image: vgpud.local/busybox:1, command: [sleep, "3600"], resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "1", nvidia.com/gpucores: "100"}}}
+`, i, labels, sched)
+		}
+		for i := range 4 {
+			out, err := asTenant(exclusive(i, false), "apply", "-f", "-")
+			if err == nil || harness.Contains(out, "gpumem quota 3000 MiB", "counting its whole memory") != nil {
+				t.Fatalf("exclusive-%d: %v %s", i, err, out)
+			}
+			if i == 0 {
+				t.Logf("refused at create: %s", strings.TrimSpace(out))
+			}
+		}
+		// Around the webhook: bind charges the GPU chosen, whole.
+		if out, err := asTenant(exclusive(9, true), "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		harness.Eventually(t, 60*time.Second, "bind refuses exclusive-9 for the quota", func() error {
+			return e.eventSays(fencesNS, "exclusive-9", "gpumem quota 3000 MiB, in use 0", "counting its whole memory")
+		})
+	})
+}
+
+// eventSays returns nil once some Event on pod holds every one of subs.
+func (e env) eventSays(ns, pod string, subs ...string) error {
+	evs, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for _, ev := range evs.Items {
+		if harness.Contains(ev.Message, subs...) == nil {
+			return nil
+		}
+		seen = append(seen, ev.Reason+": "+ev.Message)
+	}
+	return fmt.Errorf("no event on %s says %q; seen %q", pod, subs, seen)
+}
+
+// reviewFlood sends the leader's webhook port, from the pod network, 8
+// and then 50 AdmissionReviews of ~5 MB at once (a pod with 90 000 env
+// entries), while GPU pods are created through the apiserver. No vgpud
+// container may restart, and every pod must be admitted and run.
+func reviewFlood(t *testing.T, e env) {
+	ctx := context.Background()
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := floodReview(t)
+	restarts := func() map[string]int32 {
+		out := map[string]int32{}
+		pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			for _, s := range p.Status.ContainerStatuses {
+				out[p.Name+"/"+s.Name] = s.RestartCount
+			}
+		}
+		return out
+	}
+	before := restarts()
+	for round, n := range []int{8, 50} {
+		var (
+			mu      sync.Mutex
+			maxRSS  float64
+			latency []time.Duration
+			codes   string
+		)
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { // the leader's memory, as its metrics say
+			for {
+				if raw, err := e.scrape(leader); err == nil {
+					if v, _, err := harness.MetricSums(strings.NewReader(raw), "process_resident_memory_bytes", func(map[string]string) string { return "" }); err == nil {
+						mu.Lock()
+						maxRSS = max(maxRSS, v[""])
+						mu.Unlock()
+					}
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+		})
+		wg.Go(func() { // ordinary GPU pods, created during the flood
+			for i := range 10 {
+				p := gpuPod(fmt.Sprintf("during-%d-%d", round, i), map[string]string{"nvidia.com/gpumem": "100"}, nil)
+				start := time.Now()
+				_, err := e.kube.CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{})
+				mu.Lock()
+				latency = append(latency, time.Since(start))
+				mu.Unlock()
+				if err != nil {
+					t.Errorf("create %s during the flood: %v", p.Name, err)
+				}
+			}
+		})
+		script := fmt.Sprintf(`for i in $(seq %d); do curl -sk -o /dev/null -w '%%{http_code}\n' --max-time 60 -H 'Content-Type: application/json' --data-binary @%s https://%s:9443/webhook & done; wait`,
+			n, body, leader.Status.PodIP)
+		start := time.Now()
+		out, err := exec.Command("nsenter", "--net=/var/run/netns/vgpud-e2e", "bash", "-c", script).CombinedOutput()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("flood: %v %s", err, out)
+		}
+		codes = tally(string(out))
+		time.Sleep(2 * time.Second)
+		close(done)
+		wg.Wait()
+		slices.Sort(latency)
+		var names []string
+		for i := range 10 {
+			names = append(names, fmt.Sprintf("during-%d-%d", round, i))
+		}
+		e.waitRunning(t, fencesNS, names, 120*time.Second)
+		t.Logf("%d reviews of %d MB at once: answered %s in %s; leader RSS peak %.0f MiB; 10 GPU pods created meanwhile, create latency p50 %s max %s, all Running",
+			n, fileSize(t, body)>>20, codes, took.Round(time.Millisecond), maxRSS/(1<<20), latency[len(latency)/2].Round(time.Millisecond), latency[len(latency)-1].Round(time.Millisecond))
+	}
+	after := restarts()
+	for k, v := range after {
+		if v != before[k] {
+			t.Errorf("%s restarted during the flood: %d -> %d", k, before[k], v)
+		}
+	}
+	if now, err := e.leader(); err != nil || now.Name != leader.Name {
+		t.Errorf("leader changed during the flood: %v", err)
+	}
+}
+
+// floodReview writes the flood's AdmissionReview to a file and names it.
+func floodReview(t *testing.T) string {
+	env := make([]corev1.EnvVar, 90000)
+	for i := range env {
+		env[i] = corev1.EnvVar{Name: fmt.Sprintf("VARIABLE_NUMBER_%d", i), Value: "some-value-xx"}
+	}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "flood", Namespace: fencesNS}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "main", Image: "vgpud.local/busybox:1", Env: env,
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("1000")}}}}}}
+	raw, err := json.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "flood", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Operation: admissionv1.Create, Namespace: fencesNS, Name: "flood",
+			Object: runtime.RawExtension{Raw: raw}},
+	}
+	data, err := json.Marshal(review)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "review.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// tally counts curl's status codes: "200×6 429×2".
+func tally(out string) string {
+	counts := map[string]int{}
+	for _, c := range strings.Fields(out) {
+		counts[c]++
+	}
+	var parts []string
+	for _, c := range slices.Sorted(func(yield func(string) bool) {
+		for k := range counts {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		parts = append(parts, fmt.Sprintf("%s×%d", c, counts[c]))
+	}
+	return strings.Join(parts, " ")
+}
