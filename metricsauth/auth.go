@@ -4,6 +4,10 @@
 // non-resource URL: a Prometheus bound to the manifest's
 // vgpud-metrics-reader ClusterRole may). The per-GPU UUIDs and free memory
 // there are not every pod's to read.
+//
+// The token must be made for Audience: every replica, a compromised
+// node's too, is sent it, and a token for that audience alone is worth
+// nothing to the apiserver.
 package metricsauth
 
 import (
@@ -11,6 +15,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +32,9 @@ import (
 // token is one review; and only a few reviews run at once, the rest are
 // answered 429.
 const (
+	// Audience is what a scraper's token must be made for (a projected
+	// ServiceAccount token with this audience).
+	Audience      = "vgpud-metrics"
 	answerTTL     = 30 * time.Second
 	cachedAnswers = 1024
 	maxReviews    = 4
@@ -52,15 +60,22 @@ type answer struct {
 	why  string
 }
 
-// Wrap serves h only to callers the apiserver says may get the path.
-func (rv *Reviewer) Wrap(h http.Handler) http.Handler {
+// Wrap serves h only to callers the apiserver says may get the path;
+// paths h does not serve are answered 404 before any review, so no
+// caller makes reviews by making up paths.
+func (rv *Reviewer) Wrap(h *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := h.Handler(r); pattern == "" {
+			http.NotFound(w, r)
+			return
+		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vgpud"`)
 			http.Error(w, "vgpud's metrics need a token: send Authorization: Bearer <ServiceAccount token> of an identity bound to the vgpud-metrics-reader ClusterRole", http.StatusUnauthorized)
 			return
 		}
+		// One answer per token and path served: a handful of paths.
 		key := fmt.Sprintf("%x %s", sha256.Sum256([]byte(token)), r.URL.Path)
 		a, cached := rv.answers.Get(key)
 		if !cached {
@@ -93,12 +108,12 @@ func (rv *Reviewer) Wrap(h http.Handler) http.Handler {
 
 // review asks the apiserver who token is and whether it may get path.
 func (rv *Reviewer) review(ctx context.Context, token, path string) (answer, error) {
-	tr, err := rv.tokens.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	tr, err := rv.tokens.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}, metav1.CreateOptions{})
 	if err != nil {
 		return answer{}, fmt.Errorf("TokenReview: %w", err)
 	}
-	if !tr.Status.Authenticated {
-		return answer{code: http.StatusUnauthorized, why: "the apiserver does not accept this token"}, nil
+	if !tr.Status.Authenticated || !slices.Contains(tr.Status.Audiences, Audience) {
+		return answer{code: http.StatusUnauthorized, why: "the apiserver does not accept this token for audience " + Audience + ": scrape with a ServiceAccount token made for it (a projected token with audience " + Audience + ")"}, nil
 	}
 	u := tr.Status.User
 	extra := make(map[string]authzv1.ExtraValue, len(u.Extra))

@@ -1,7 +1,9 @@
 package metricsauth
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
@@ -20,11 +22,14 @@ func apiserver(reviews *atomic.Int32) *fake.Clientset {
 	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		reviews.Add(1)
 		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
-		switch tr.Spec.Token {
-		case "prom-token":
-			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "system:serviceaccount:monitoring:prometheus"}}
-		case "tenant-token":
-			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "system:serviceaccount:ai:tenant"}}
+		// As the apiserver: a token authenticates only for an audience
+		// it was made for, and the review says which.
+		made := map[string][]string{"prom-token": {Audience}, "tenant-token": {Audience}, "apiserver-token": {"https://kubernetes.default.svc"}}[tr.Spec.Token]
+		users := map[string]string{"prom-token": "system:serviceaccount:monitoring:prometheus", "tenant-token": "system:serviceaccount:ai:tenant", "apiserver-token": "system:serviceaccount:monitoring:prometheus"}
+		for _, aud := range tr.Spec.Audiences {
+			if slices.Contains(made, aud) {
+				tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: []string{aud}, User: authnv1.UserInfo{Username: users[tr.Spec.Token]}}
+			}
 		}
 		return true, tr, nil
 	})
@@ -37,8 +42,10 @@ func apiserver(reviews *atomic.Int32) *fake.Clientset {
 	return kube
 }
 
-func scrape(h http.Handler, token string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+func scrape(h http.Handler, token string) *httptest.ResponseRecorder { return get(h, "/metrics", token) }
+
+func get(h http.Handler, path, token string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -50,13 +57,18 @@ func scrape(h http.Handler, token string) *httptest.ResponseRecorder {
 func TestScrapeNeedsAnAuthorizedToken(t *testing.T) {
 	var reviews atomic.Int32
 	kube := apiserver(&reviews)
-	h := New(kube.AuthenticationV1(), kube.AuthorizationV1()).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("vgpud_leader 1\n")) }))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("vgpud_leader 1\n")) })
+	h := New(kube.AuthenticationV1(), kube.AuthorizationV1()).Wrap(mux)
 	for _, tc := range []struct {
 		token string
 		code  int
 	}{
 		{"", http.StatusUnauthorized},
 		{"forged", http.StatusUnauthorized},
+		// Good with the apiserver, not made for vgpud: a replica that is
+		// sent it could use it elsewhere, so it is not taken.
+		{"apiserver-token", http.StatusUnauthorized},
 		{"tenant-token", http.StatusForbidden},
 		{"prom-token", http.StatusOK},
 	} {
@@ -74,6 +86,15 @@ func TestScrapeNeedsAnAuthorizedToken(t *testing.T) {
 	if got := reviews.Load() - before; got != 0 {
 		t.Fatalf("%d more TokenReviews for cached tokens", got)
 	}
+	// Made-up paths are answered before any review.
+	for i := range 20 {
+		if w := get(h, fmt.Sprintf("/x%d", i), "new-token"); w.Code != http.StatusNotFound {
+			t.Fatalf("made-up path: %d", w.Code)
+		}
+	}
+	if got := reviews.Load() - before; got != 0 {
+		t.Fatalf("%d TokenReviews for made-up paths", got)
+	}
 }
 
 // While the review slots are taken, a token not seen before is answered
@@ -85,7 +106,9 @@ func TestScrapeReviewsAreBounded(t *testing.T) {
 	for range maxReviews {
 		rv.slots <- struct{}{}
 	}
-	h := rv.Wrap(http.NotFoundHandler())
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", http.NotFoundHandler())
+	h := rv.Wrap(mux)
 	if w := scrape(h, "prom-token"); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("%d %q, want 429", w.Code, w.Body)
 	}

@@ -244,7 +244,20 @@ func (e *Elector) runLeading(process, ctx context.Context, lock *fencedLock, lea
 // goes (make before break), and a leader killed with SIGKILL never
 // removed its own.
 func (e *Elector) serve(ctx context.Context) error {
-	if err := e.label.set(ctx); err != nil {
+	err := e.label.set(ctx)
+	// The apiserver's vgpud-own-writes policy lets only the Lease holder
+	// label itself leader, from its own cache of the Lease: just after a
+	// takeover it may not have seen this replica's hold yet.
+	for wait := 200 * time.Millisecond; apierrors.IsForbidden(err) && wait <= 3200*time.Millisecond; wait *= 2 {
+		e.log.Info("the apiserver does not see this replica's Lease yet; labelling again", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.clock.After(wait):
+		}
+		err = e.label.set(ctx)
+	}
+	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			// Without the label no traffic reaches us; leading on is pointless.
 			return fmt.Errorf("label own pod as leader: %w", err)

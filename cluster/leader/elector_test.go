@@ -410,3 +410,25 @@ func TestFencedLockReportsALeaseTakenOutOfTurn(t *testing.T) {
 		t.Fatalf("normal takeover reported: %v", taken)
 	}
 }
+
+// Just after a takeover the apiserver's policy may not see this replica's
+// hold yet and refuse its leader label: it labels again, and leads.
+func TestServeLabelsAgainWhileTheApiserverCatchesUp(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
+	refusals := 2
+	kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "solo", errors.New("only the replica holding the vgpud-leader Lease labels a pod leader"))
+		}
+		return false, nil, nil
+	})
+	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := e.serve(context.Background()); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	p, err := kube.CoreV1().Pods(ns).Get(context.Background(), "solo", metav1.GetOptions{})
+	if err != nil || p.Labels[protocol.LabelRole] != protocol.RoleLeader || refusals != 0 {
+		t.Fatalf("label %v (%v), %d refusals left", p.Labels, err, refusals)
+	}
+}

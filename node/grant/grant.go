@@ -101,6 +101,9 @@ func Owned(name string) bool {
 	case protocol.EnvVisibleDevices, protocol.EnvSMLimit, protocol.EnvTaskPriority,
 		protocol.EnvOversubscribe, protocol.EnvSharedCache,
 		"NVIDIA_MOFED", "NVIDIA_GDS", "NVIDIA_NVSWITCH", "NVIDIA_GDRCOPY", "NVIDIA_IMEX_CHANNELS",
+		// Where HAMi-core's interposer loads its CUDA entry points from:
+		// pointed at the real libcuda, the limits are gone.
+		"CUDA_REDIRECT",
 		// The interposer's limit for every GPU, without an index.
 		strings.TrimSuffix(protocol.EnvMemoryLimitPrefix, "_"):
 		return true

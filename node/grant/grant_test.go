@@ -27,7 +27,7 @@ func TestForSetsEverySliceName(t *testing.T) {
 
 func TestOwned(t *testing.T) {
 	for name, want := range map[string]bool{
-		"CUDA_DEVICE_SM_LIMIT_0": true, "CUDA_DEVICE_MEMORY_LIMIT_12": true, "CUDA_DEVICE_MEMORY_LIMIT": true, "NVIDIA_MOFED": true,
+		"CUDA_DEVICE_SM_LIMIT_0": true, "CUDA_DEVICE_MEMORY_LIMIT_12": true, "CUDA_DEVICE_MEMORY_LIMIT": true, "NVIDIA_MOFED": true, "CUDA_REDIRECT": true,
 		"CUDA_DEVICE_MEMORY_LIMIT_x": false, "CUDA_VISIBLE_DEVICES": false, "NVIDIA_DRIVER_CAPABILITIES": false, "PATH": false,
 	} {
 		if Owned(name) != want {

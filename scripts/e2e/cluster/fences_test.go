@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpud/vgpud/metricsauth"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -232,15 +233,23 @@ spec:
 			t.Fatalf("without a token: %v", err)
 		}
 		secs := int64(600)
-		tr, err := e.kube.CoreV1().ServiceAccounts(fencesNS).CreateToken(ctx, "tenant", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+		for _, aud := range [][]string{nil, {metricsauth.Audience}} {
+			tr, err := e.kube.CoreV1().ServiceAccounts(fencesNS).CreateToken(ctx, "tenant", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &secs, Audiences: aud}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.scrapeAs(leader, tr.Status.Token)
+			want := []string{"HTTP 403", "vgpud-metrics-reader"}
+			if aud == nil {
+				// The apiserver's audience: a replica sent it could use it
+				// against the apiserver, so it is not taken.
+				want = []string{"HTTP 401", "audience " + metricsauth.Audience}
+			}
+			if err == nil || harness.Contains(err.Error(), want...) != nil {
+				t.Fatalf("with the tenant's token for audiences %v: %v", aud, err)
+			}
+			t.Logf("tenant's token for audiences %v: %v", aud, err)
 		}
-		_, err = e.scrapeAs(leader, tr.Status.Token)
-		if err == nil || !strings.Contains(err.Error(), "HTTP 403") || !strings.Contains(err.Error(), "vgpud-metrics-reader") {
-			t.Fatalf("with the tenant's token: %v", err)
-		}
-		t.Logf("tenant's token: %v", err)
 		raw, err := e.scrape(leader)
 		if err != nil || !strings.Contains(raw, "vgpud_leader 1") {
 			t.Fatalf("as the scraper: %v", err)

@@ -13,6 +13,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/metricsauth"
 )
 
 // scraper is the ServiceAccount the tests scrape vgpud's metrics as, bound
@@ -35,7 +37,9 @@ func (e env) scraperToken() (string, error) {
 		return "", err
 	}
 	secs := int64(3600)
-	tr, err := e.kube.CoreV1().ServiceAccounts(system).CreateToken(ctx, scraper, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	// Made for vgpud's metrics alone, as the manifest tells a Prometheus.
+	tr, err := e.kube.CoreV1().ServiceAccounts(system).CreateToken(ctx, scraper, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		ExpirationSeconds: &secs, Audiences: []string{metricsauth.Audience}}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}
