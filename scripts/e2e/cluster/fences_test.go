@@ -56,7 +56,7 @@ spec:
 		if err == nil || harness.Contains(out, "nvidia.com/gpu is 0", "remove nvidia.com/gpu") != nil {
 			t.Fatalf("zero-count pod: %v %s", err, out)
 		}
-		t.Logf("refused at create: %s", strings.TrimSpace(out))
+		t.Logf("refused at create: %s", lastLine(out))
 		// Around the webhook (its opt-out label, vgpud's scheduler named
 		// by hand): the filter refuses it, and it books nothing.
 		if out, err := asTenant(blocker("blocker2", ", labels: {vgpud.io/webhook: ignore}", "schedulerName: vgpud-scheduler\n  "), "apply", "-f", "-"); err != nil {
@@ -102,7 +102,7 @@ spec:
 			if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-slice-env'", "container init (") != nil {
 				t.Fatalf("%s: %v %s", name, err, out)
 			}
-			t.Logf("%s refused: %s", name, strings.TrimSpace(out))
+			t.Logf("%s refused: %s", name, lastLine(out))
 		}
 		// An ephemeral container added to a running GPU pod.
 		p, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, "after-blocker", metav1.GetOptions{})
@@ -216,6 +216,42 @@ spec:
 			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","image":"vgpud.local/pause:1"}]}}}}`), metav1.PatchOptions{})
 		refused("swap the scheduler's image", err, "vgpud changes only the vgpud.io/tls-hash annotation")
 
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000000"}]}}`), metav1.PatchOptions{})
+		refused("give another tenant's pod a made-up owner (garbage collection)", err, "vgpud changes no owner references or finalizers")
+		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":["e2e/hold"]}}`), metav1.PatchOptions{})
+		refused("hold another tenant's pod with a finalizer", err, "vgpud changes no owner references or finalizers")
+		if sp, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud-scheduler"}); err == nil && len(sp.Items) > 0 {
+			_, err = as.CoreV1().Pods(system).Patch(ctx, sp.Items[0].Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"vgpud.io/tls-hash":"forged"}}}`), metav1.PatchOptions{})
+			refused("forge the scheduler pod's certificate hash", err, "vgpud changes only the annotations vgpud.io/phase, vgpud.io/requeued on pods; refused: vgpud.io/tls-hash")
+		} else {
+			t.Errorf("no scheduler pod to try: %v", err)
+		}
+		mwc, err = e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "vgpud", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mwc.Webhooks[0].ClientConfig.CABundle = []byte("not a CA")
+		_, err = as.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
+		refused("break the webhook's caBundle without the Lease", err, "only the replica holding the vgpud-leader Lease keeps the mutatingwebhookconfigurations")
+		secret, err := e.kube.CoreV1().Secrets(system).Get(ctx, "vgpud-tls", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret.Data["ca.crt"] = []byte("not a CA")
+		_, err = as.CoreV1().Secrets(system).Update(ctx, secret, metav1.UpdateOptions{})
+		refused("replace the CA without the Lease", err, "only the replica holding the vgpud-leader Lease keeps the secrets")
+		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
+		refused("pause the scheduler's rollouts", err, "only the replica holding the vgpud-leader Lease keeps the deployments")
+		// No pod is created already labelled leader, by anyone: a node's
+		// kubelet writing a mirror pod into vgpud-system would otherwise
+		// join the webhook's Service.
+		impostor := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "impostor", Labels: map[string]string{"app.kubernetes.io/name": "vgpud", protocol.LabelRole: protocol.RoleLeader},
+			Annotations: map[string]string{"vgpud.io/runtime-hook-optional": "true"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1"}}}}
+		_, err = e.kube.CoreV1().Pods(system).Create(ctx, impostor, metav1.CreateOptions{})
+		refused("create a pod labelled leader (as cluster admin)", err, "the vgpud.io/role label routes vgpud's Service")
+
 		// Nothing above changed the pod it aimed at.
 		after, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, pinned.Name, metav1.GetOptions{})
 		if err != nil || after.Spec.Containers[0].Image != pinned.Spec.Containers[0].Image || after.Annotations[protocol.AnnotationPhase] != pinned.Annotations[protocol.AnnotationPhase] {
@@ -296,7 +332,7 @@ spec:
 				t.Fatalf("exclusive-%d: %v %s", i, err, out)
 			}
 			if i == 0 {
-				t.Logf("refused at create: %s", strings.TrimSpace(out))
+				t.Logf("refused at create: %s", lastLine(out))
 			}
 		}
 		// Around the webhook: bind charges the GPU chosen, whole.
@@ -306,6 +342,38 @@ spec:
 		harness.Eventually(t, 60*time.Second, "bind refuses exclusive-9 for the quota", func() error {
 			return e.eventSays(fencesNS, "exclusive-9", "gpumem quota 3000 MiB, in use 0", "counting its whole memory")
 		})
+		grace := int64(0)
+		if err := e.kube.CoreV1().Pods(fencesNS).Delete(ctx, "exclusive-9", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		// Room for one whole GPU (the largest here is 40960 MiB), never two
+		// (the smallest two are 2 x 23034): the first runs, charged its
+		// GPU's memory, and the second is refused at bind for it.
+		rq, err := e.kube.CoreV1().ResourceQuotas(fencesNS).Get(ctx, "gpu", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rq.Spec.Hard["requests.nvidia.com/gpumem"] = resource.MustParse("45000")
+		if _, err := e.kube.CoreV1().ResourceQuotas(fencesNS).Update(ctx, rq, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 30*time.Second, "exclusive-0 admitted under 45000 MiB", func() error {
+			out, err := asTenant(exclusive(0, false), "apply", "-f", "-")
+			if err != nil {
+				return fmt.Errorf("%v %s", err, out)
+			}
+			return nil
+		})
+		e.waitRunning(t, fencesNS, []string{"exclusive-0"}, 60*time.Second)
+		if out, err := asTenant(exclusive(1, false), "apply", "-f", "-"); err != nil {
+			t.Fatalf("exclusive-1 refused at create (admission counts exclusive-0 at what it names): %v %s", err, out)
+		}
+		harness.Eventually(t, 60*time.Second, "bind refuses exclusive-1: exclusive-0 is charged a whole GPU", func() error {
+			return e.eventSays(fencesNS, "exclusive-1", "gpumem quota 45000 MiB, in use ", "counting its whole memory")
+		})
+		if p, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, "exclusive-1", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+			t.Fatalf("exclusive-1 bound beside a whole GPU under 45000 MiB: %v", err)
+		}
 	})
 }
 
@@ -397,6 +465,20 @@ func reviewFlood(t *testing.T, e env) {
 			t.Fatalf("flood: %v %s", err, out)
 		}
 		codes = tally(string(out))
+		// Each review answered, or refused for load; none lost.
+		ok := 0
+		for _, c := range strings.Fields(string(out)) {
+			switch c {
+			case "200":
+				ok++
+			case "429":
+			default:
+				t.Errorf("a review of the flood answered %s", c)
+			}
+		}
+		if ok == 0 {
+			t.Errorf("no review of the flood answered: %s", codes)
+		}
 		time.Sleep(2 * time.Second)
 		close(done)
 		wg.Wait()
@@ -406,8 +488,8 @@ func reviewFlood(t *testing.T, e env) {
 			names = append(names, fmt.Sprintf("during-%d-%d", round, i))
 		}
 		e.waitRunning(t, fencesNS, names, 120*time.Second)
-		t.Logf("%d reviews of %d MB at once: answered %s in %s; leader RSS peak %.0f MiB; 10 GPU pods created meanwhile, create latency p50 %s max %s, all Running",
-			n, fileSize(t, body)>>20, codes, took.Round(time.Millisecond), maxRSS/(1<<20), latency[len(latency)/2].Round(time.Millisecond), latency[len(latency)-1].Round(time.Millisecond))
+		t.Logf("%d reviews of %.1f MB at once: answered %s in %s; leader RSS peak %.0f MiB; 10 GPU pods created meanwhile, create latency p50 %s max %s, all Running",
+			n, float64(fileSize(t, body))/1e6, codes, took.Round(time.Millisecond), maxRSS/(1<<20), latency[len(latency)/2].Round(time.Millisecond), latency[len(latency)-1].Round(time.Millisecond))
 	}
 	after := restarts()
 	for k, v := range after {
@@ -475,4 +557,11 @@ func tally(out string) string {
 		parts = append(parts, fmt.Sprintf("%s×%d", c, counts[c]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// lastLine is kubectl's last line of output: its answer, after any
+// warnings (Pod Security's) printed first.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }

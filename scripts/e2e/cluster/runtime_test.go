@@ -139,6 +139,7 @@ metadata:
 	})
 
 	t.Run("the pod's env and the image never widen a slice", func(t *testing.T) {
+		e.withoutSliceEnvPolicy(t, asTenant)
 		cm := `apiVersion: v1
 kind: ConfigMap
 metadata: {name: wide}
@@ -191,6 +192,7 @@ data: {CUDA_DEVICE_MEMORY_LIMIT_0: "40000m", CUDA_DEVICE_SM_LIMIT: "100"}
 	})
 
 	t.Run("without a booking the image or env reaches no GPU", func(t *testing.T) {
+		e.withoutSliceEnvPolicy(t, asTenant)
 		image := pod("image-all", "vgpud.local/cuda-like:1", "", onTarget, "")
 		env := strings.Replace(pod("env-all", "vgpud.local/busybox:1", "", onTarget, ""), "    resources:", "    env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]\n    resources:", 1)
 		for _, y := range []string{image, env} {
@@ -318,4 +320,33 @@ func waitingMessage(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// withoutSliceEnvPolicy takes the vgpud-slice-env policy's binding away
+// for the rest of t, as an admin, to show the runtime hook alone holds
+// against a pod's env (admission refuses it first: fences_test.go).
+func (e env) withoutSliceEnvPolicy(t *testing.T, asTenant func(stdin string, args ...string) (string, error)) {
+	t.Helper()
+	ctx := context.Background()
+	bindings := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	binding, err := bindings.Get(ctx, "vgpud-slice-env", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bindings.Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		binding.ResourceVersion = ""
+		if _, err := bindings.Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
+			t.Errorf("restore the vgpud-slice-env binding: %v", err)
+		}
+	})
+	probe := "apiVersion: v1\nkind: Pod\nmetadata: {name: env-probe}\nspec:\n  containers:\n  - {name: main, image: vgpud.local/busybox:1, env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]}\n"
+	harness.Eventually(t, 30*time.Second, "a pod with slice env admitted", func() error {
+		if out, err := asTenant(probe, "create", "--dry-run=server", "-f", "-"); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 }
