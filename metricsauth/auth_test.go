@@ -3,8 +3,8 @@ package metricsauth
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -42,7 +42,9 @@ func apiserver(reviews *atomic.Int32) *fake.Clientset {
 	return kube
 }
 
-func scrape(h http.Handler, token string) *httptest.ResponseRecorder { return get(h, "/metrics", token) }
+func scrape(h http.Handler, token string) *httptest.ResponseRecorder {
+	return get(h, "/metrics", token)
+}
 
 func get(h http.Handler, path, token string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, path, nil)
