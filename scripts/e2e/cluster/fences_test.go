@@ -375,6 +375,9 @@ spec:
 			t.Fatalf("exclusive-1 bound beside a whole GPU under 45000 MiB: %v", err)
 		}
 	})
+
+	// Last: it moves leadership.
+	t.Run("a Lease taken out of turn shows", func(t *testing.T) { leaseTaken(t, e, nodes) })
 }
 
 // eventSays returns nil once some Event on pod holds every one of subs.
@@ -564,4 +567,73 @@ func tally(out string) string {
 func lastLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	return lines[len(lines)-1]
+}
+
+// leaseTaken takes the Lease, with vgpud's identity, for a replica that
+// does not lead, while the leader's hold is current: what a compromised
+// node can still do. The displaced leader must say so (an Event on the
+// Lease, its metric), and the cluster must go on placing pods.
+func leaseTaken(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other *corev1.Pod
+	for _, n := range nodes {
+		if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name {
+			other = vp
+		}
+	}
+	if other == nil {
+		t.Fatal("no replica that does not lead")
+	}
+	as := e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud", map[string][]string{
+		"authentication.kubernetes.io/pod-name":  {other.Name},
+		"authentication.kubernetes.io/node-name": {other.Spec.NodeName},
+	})
+	lease, err := as.CoordinationV1().Leases(system).Get(ctx, "vgpud-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity = &other.Name
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+	if _, err := as.CoordinationV1().Leases(system).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("take the Lease as %s: %v", other.Name, err)
+	}
+	harness.Eventually(t, 30*time.Second, "an Event on the Lease naming the taker", func() error {
+		evs, err := e.kube.CoreV1().Events(system).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=vgpud-leader"})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "LeaseTakenOutOfTurn" && strings.Contains(ev.Message, other.Name) {
+				t.Logf("%s: %s", ev.Reason, ev.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("%d Events on the Lease, none LeaseTakenOutOfTurn", len(evs.Items))
+	})
+	harness.Eventually(t, 30*time.Second, "the displaced leader counts it", func() error {
+		raw, err := e.scrape(leader)
+		if err != nil {
+			return err
+		}
+		sums, _, err := harness.MetricSums(strings.NewReader(raw), "vgpud_leader_lease_taken_total", func(map[string]string) string { return "" })
+		if err != nil || sums[""] != 1 {
+			return fmt.Errorf("vgpud_leader_lease_taken_total %v (%v)", sums, err)
+		}
+		return nil
+	})
+	// The cluster goes on: some replica leads, and a GPU pod runs.
+	p := gpuPod("after-takeover", map[string]string{"nvidia.com/gpumem": "100"}, nil)
+	harness.Eventually(t, 60*time.Second, "a GPU pod admitted after the takeover", func() error {
+		_, err := e.kube.CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	})
+	e.waitRunning(t, fencesNS, []string{"after-takeover"}, 90*time.Second)
+	if l, err := e.leader(); err == nil {
+		t.Logf("leader after the takeover: %s (was %s, taken for %s)", l.Name, leader.Name, other.Name)
+	}
 }
