@@ -156,6 +156,9 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	return t, nil
 }
 
+// extenderConcurrent is how many extender calls are served at once.
+const extenderConcurrent = 2048
+
 // route puts the term's handlers and readiness checks on its listeners.
 // The extender's verbs answer only kube-scheduler (mutual TLS); the
 // webhook answers the apiserver, which checks the caBundle.
@@ -170,6 +173,11 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 	t.webhook.Handle("/webhook", r.metrics.Instrument("webhook", admission))
 	t.webhook.OnRefused(r.metrics.Refused("webhook"))
 	t.extender.OnRefused(r.metrics.Refused("extender"))
+	// Only kube-scheduler gets past the extender's handshake, and its
+	// binds wait (up to --bind-wait) for a node's pod in flight: a burst
+	// holds hundreds of calls, each a parked goroutine. The bound there
+	// is against runaway, not against strangers.
+	t.extender.AllowConcurrent(extenderConcurrent)
 	t.webhook.AddCheck(server.Check{Name: "informers", Func: func() error {
 		if !t.synced.Load() {
 			return errors.New("caches not synced yet")

@@ -51,6 +51,9 @@ func newBounder() *bounder {
 	return &bounder{small: semaphore.NewWeighted(maxSmall), large: semaphore.NewWeighted(largeBudget), wait: waitForRoom}
 }
 
+// allow sets how many small requests are served at once.
+func (b *bounder) allow(n int) { b.small = semaphore.NewWeighted(int64(n)) }
+
 // wrap serves h to requests that fit, answering 413 or 429 to the rest.
 func (b *bounder) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -58,6 +58,10 @@ func (s *Server) Handle(path string, h http.Handler) { s.mux.Handle(path, h) }
 // Asked to reconnect, the client opens a new connection, to the successor.
 func (s *Server) ReconnectAfter(ctx context.Context) { s.reconnect = ctx }
 
+// AllowConcurrent sets how many small requests (bound.go) the listener
+// serves at once, 64 unless set; call before Run.
+func (s *Server) AllowConcurrent(n int) { s.bound.allow(n) }
+
 // OnRefused calls f for each request answered 429 because others in
 // flight held the listener's share (bound.go). Call before Run.
 func (s *Server) OnRefused(f func()) { s.bound.onRefused = f }
