@@ -184,7 +184,7 @@ spec:
 		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"vgpud.io/phase":"bound"}}}`), metav1.PatchOptions{})
 		refused("write the phase of a pod on another node", err, "writes vgpud.io/phase only on pods bound to its own node")
 		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"vgpud.io/assignment":"{}"}}}`), metav1.PatchOptions{})
-		refused("patch an assignment", err, "written only by the leader's Binding")
+		refused("patch an assignment", err, "refused: vgpud.io/assignment")
 
 		idle := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unscheduled"}, Spec: corev1.PodSpec{SchedulerName: "e2e-nobody",
 			Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}}}}}
@@ -204,17 +204,32 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
+		// These the leader alone keeps, and even it only in part: tried
+		// with the leader's own identity too.
+		asLeader := e.impersonate(t, vgpud, map[string][]string{
+			"authentication.kubernetes.io/pod-name":  {leader.Name},
+			"authentication.kubernetes.io/node-name": {leader.Spec.NodeName},
+		})
 		mwc.Webhooks[0].ClientConfig.Service.Name = "attacker"
 		_, err = as.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
-		refused("point the webhook elsewhere", err, "vgpud changes only the caBundle of its own webhook configuration")
+		refused("point the webhook elsewhere", err, "only the replica holding the vgpud-leader Lease keeps the mutatingwebhookconfigurations")
+		_, err = asLeader.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
+		refused("point the webhook elsewhere, as the leader", err, "vgpud changes only the caBundle of its own webhook configuration")
 		mwc.Webhooks[0].ClientConfig.Service.Name = "vgpud"
 		ignore := admissionregistrationv1.Ignore
 		mwc.Webhooks[0].FailurePolicy = &ignore
-		_, err = as.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
-		refused("let pods past the webhook", err, "vgpud changes only the caBundle")
-		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType,
-			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","image":"vgpud.local/pause:1"}]}}}}`), metav1.PatchOptions{})
-		refused("swap the scheduler's image", err, "vgpud changes only the vgpud.io/tls-hash annotation")
+		_, err = asLeader.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
+		refused("let pods past the webhook, as the leader", err, "vgpud changes only the caBundle")
+		swap := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","image":"vgpud.local/pause:1"}]}}}}`)
+		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType, swap, metav1.PatchOptions{})
+		refused("swap the scheduler's image", err, "only the replica holding the vgpud-leader Lease keeps the deployments")
+		_, err = asLeader.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType, swap, metav1.PatchOptions{})
+		refused("swap the scheduler's image, as the leader", err, "vgpud changes only the vgpud.io/tls-hash annotation")
+		_, err = asLeader.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
+		refused("pause the scheduler's rollouts, as the leader", err, "vgpud changes only the vgpud.io/tls-hash annotation")
+		_, err = asLeader.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"containers":[{"name":"main","image":"vgpud.local/pause:1"}]}}`), metav1.PatchOptions{})
+		refused("swap another tenant's image, as the leader", err, "vgpud changes no spec of a pod or node")
 
 		_, err = as.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.MergePatchType,
 			[]byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000000"}]}}`), metav1.PatchOptions{})
