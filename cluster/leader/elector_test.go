@@ -5,21 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -430,5 +434,29 @@ func TestServeLabelsAgainWhileTheApiserverCatchesUp(t *testing.T) {
 	p, err := kube.CoreV1().Pods(ns).Get(context.Background(), "solo", metav1.GetOptions{})
 	if err != nil || p.Labels[protocol.LabelRole] != protocol.RoleLeader || refusals != 0 {
 		t.Fatalf("label %v (%v), %d refusals left", p.Labels, err, refusals)
+	}
+}
+
+// The Event a Lease taken out of turn makes is one the apiserver takes:
+// a name of its own (a generateName ending in a dot is refused), on the
+// Lease, naming the taker.
+func TestLeaseTakenEvent(t *testing.T) {
+	kube := fake.NewClientset()
+	var created *eventsv1.Event
+	kube.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		created = a.(k8stesting.CreateAction).GetObject().(*eventsv1.Event)
+		return false, nil, nil
+	})
+	e := New(testConfig("old"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.EventsTo(kube.EventsV1())
+	e.postTaken("intruder")
+	if created == nil {
+		t.Fatal("no Event")
+	}
+	if errs := validation.IsDNS1123Subdomain(created.Name); len(errs) > 0 || created.GenerateName != "" {
+		t.Fatalf("Event name %q (generateName %q): %v", created.Name, created.GenerateName, errs)
+	}
+	if created.Regarding.Kind != "Lease" || created.Reason != "LeaseTakenOutOfTurn" || !strings.Contains(created.Note, "intruder") {
+		t.Fatalf("Event %+v", created)
 	}
 }

@@ -24,7 +24,9 @@ func (e *Elector) postTaken(by string) {
 	defer cancel()
 	now := e.clock.Now()
 	ev := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: e.cfg.LeaseName + ".", Namespace: e.cfg.LeaseNamespace},
+		// Named as client-go's recorders name Events: a generateName may
+		// not end in a dot, which the apiserver checks for Events.
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", e.cfg.LeaseName, now.UnixNano()), Namespace: e.cfg.LeaseNamespace},
 		EventTime:  metav1.NewMicroTime(now),
 		Regarding: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 			Namespace: e.cfg.LeaseNamespace, Name: e.cfg.LeaseName},
