@@ -98,14 +98,20 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			},
 			{
 				Name:  "inspect",
-				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon",
+				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon; with --cluster, every node's and namespace's, read from the API",
 				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig"},
+					&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig for --cluster; empty: $KUBECONFIG, ~/.kube/config, or in a pod its ServiceAccount"},
+					&cli.StringFlag{Name: "scheduler-name", Value: cfg.SchedulerName, Usage: "vgpud's kube-scheduler profile, for --cluster: only its pods' assignments are booked"},
 					&cli.StringFlag{Name: "inspect-socket", EnvVars: envVar("inspect-socket"), Value: cfg.Node.InspectSocket, Usage: "the daemon's inspect socket"},
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
 				},
 				Action: func(c *cli.Context) error {
+					if c.Bool("cluster") {
+						return runInspectCluster(c.Context, c.String("kubeconfig"), c.String("scheduler-name"), cfg.Resources, c.Bool("json"), stdout)
+					}
 					if spec := c.String("inject-xid"); spec != "" {
 						return runInjectXID(c.Context, c.String("inspect-socket"), spec, stdout)
 					}

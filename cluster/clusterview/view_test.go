@@ -1,0 +1,104 @@
+package clusterview
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func node(t *testing.T, name string, gpus ...protocol.GPU) corev1.Node {
+	t.Helper()
+	raw, err := protocol.EncodeInventory(protocol.Inventory{GPUs: gpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+		protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing, protocol.AnnotationIdentity: protocol.IdentityRuntime}}}
+}
+
+func a100(i int) protocol.GPU {
+	return protocol.GPU{UUID: "GPU-a" + string(rune('0'+i)), Index: i, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true}
+}
+
+func pod(t *testing.T, ns, name, scheduler, bound string, a protocol.Assignment, phase corev1.PodPhase) corev1.Pod {
+	t.Helper()
+	raw, err := protocol.EncodeAssignment(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+		Spec: corev1.PodSpec{SchedulerName: scheduler, NodeName: bound}, Status: corev1.PodStatus{Phase: phase}}
+	for _, c := range a.Containers {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c.Name})
+	}
+	return p
+}
+
+func slice(uuid string, mem int64, cores int) protocol.ContainerAssignment {
+	return protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: mem, Cores: cores}}}
+}
+
+// The view sums each GPU's slices, names their pods, charges namespaces
+// by bind's rule (a GPU held whole counts its memory) against their
+// quotas, and says which annotations it, like the leader, did not book.
+func TestBuild(t *testing.T) {
+	const sched = "vgpud-scheduler"
+	names := protocol.DefaultResourceNames()
+	nodes := []corev1.Node{node(t, "n1", a100(0), a100(1)), {ObjectMeta: metav1.ObjectMeta{Name: "cpu-only"}}}
+	on := func(c protocol.ContainerAssignment) protocol.Assignment {
+		return protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{c}}
+	}
+	pods := []corev1.Pod{
+		pod(t, "ai", "small", sched, "n1", on(slice("GPU-a0", 4000, 30)), corev1.PodRunning),
+		pod(t, "ai", "pending", sched, "", on(slice("GPU-a0", 1000, 0)), corev1.PodPending),
+		pod(t, "ml", "whole", sched, "n1", on(slice("GPU-a1", 1, 100)), corev1.PodRunning),
+		pod(t, "ml", "done", sched, "n1", on(slice("GPU-a1", 9000, 0)), corev1.PodSucceeded),
+		pod(t, "ml", "forged", "default-scheduler", "n1", on(slice("GPU-a0", 30000, 0)), corev1.PodRunning),
+	}
+	quotas := []corev1.ResourceQuota{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("50000")}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "idle", Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"nvidia.com/gpucores": resource.MustParse("200")}}},
+	}
+	v := Build(nodes, pods, quotas, sched, names)
+	if len(v.Nodes) != 1 || len(v.Nodes[0].GPUs) != 2 {
+		t.Fatalf("nodes %+v", v.Nodes)
+	}
+	g0, g1 := v.Nodes[0].GPUs[0], v.Nodes[0].GPUs[1]
+	if g0.MemoryUsedMiB != 5000 || g0.CoresUsed != 30 || g0.SlotsUsed != 2 || strings.Join(g0.Pods, ",") != "ai/small,ai/pending" {
+		t.Errorf("GPU 0: %+v", g0)
+	}
+	if g1.MemoryUsedMiB != 1 || !g1.Exclusive || g1.SlotsUsed != 1 || strings.Join(g1.Pods, ",") != "ml/whole" {
+		t.Errorf("GPU 1: %+v", g1)
+	}
+	if len(v.Namespaces) != 3 {
+		t.Fatalf("namespaces %+v", v.Namespaces)
+	}
+	ai, idle, ml := v.Namespaces[0], v.Namespaces[1], v.Namespaces[2]
+	if ai.MemoryUsedMiB != 5000 || ai.MemoryLimit != nil {
+		t.Errorf("ai %+v", ai)
+	}
+	if idle.CoresLimit == nil || *idle.CoresLimit != 200 || idle.MemoryUsedMiB != 0 {
+		t.Errorf("idle %+v", idle)
+	}
+	if ml.MemoryUsedMiB != 40960 || ml.MemoryLimit == nil || *ml.MemoryLimit != 50000 {
+		t.Errorf("ml charged %d of %v, want a whole GPU's 40960 of 50000", ml.MemoryUsedMiB, ml.MemoryLimit)
+	}
+	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "pod ml/forged") {
+		t.Errorf("problems %q", v.Problems)
+	}
+	var out bytes.Buffer
+	if err := Render(&out, v); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"n1    1    A100   1/40960", "ml/whole", "ml         40960", "9040 of 50000", "not booked: pod ml/forged"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("rendered view lacks %q:\n%s", want, out.String())
+		}
+	}
+}
