@@ -94,4 +94,7 @@ done
 kubectl -n $ns get pod too-big
 echo "$msg"
 echo
+echo "== the whole cluster as vgpud books it: kubectl -n vgpud-system exec $vp -- vgpud inspect --cluster"
+kubectl -n vgpud-system exec "$vp" -- vgpud inspect --cluster
+echo
 echo "The cluster is still up: eval \"\$($here/cluster.sh env)\"; kubectl -n $ns get pods. Stop it with $here/cluster.sh down."

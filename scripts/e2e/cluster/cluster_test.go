@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vgpud/vgpud/cluster/clusterview"
 	"github.com/vgpud/vgpud/node/inspect"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -124,6 +126,31 @@ func TestCluster(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("inspect on %s shows no allocation of %s/one: %+v", node, ns, s.Allocations)
+		}
+		// The cluster view, from inside a vgpud pod with its own
+		// ServiceAccount, shows the same slice held by the pod.
+		vp, err := e.vgpudPod(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "inspect", "--cluster", "--json")
+		if err != nil {
+			t.Fatalf("inspect --cluster: %v %s", err, out)
+		}
+		var view clusterview.View
+		if err := json.Unmarshal([]byte(out), &view); err != nil {
+			t.Fatalf("inspect --cluster --json: %v: %.300s", err, out)
+		}
+		held := false
+		for _, n := range view.Nodes {
+			for _, vg := range n.GPUs {
+				if n.Name == node && vg.UUID == g.UUID && slices.Contains(vg.Pods, ns+"/one") && vg.MemoryUsedMiB >= 3000 {
+					held = true
+				}
+			}
+		}
+		if !held || len(view.Nodes) == 0 {
+			t.Errorf("inspect --cluster does not show %s/one on %s %s: %.600s", ns, node, g.UUID, out)
 		}
 	})
 
