@@ -364,12 +364,10 @@ spec:
 		// Room for one whole GPU (the largest here is 40960 MiB), never two
 		// (the smallest two are 2 x 23034): the first runs, charged its
 		// GPU's memory, and the second is refused at bind for it.
-		rq, err := e.kube.CoreV1().ResourceQuotas(fencesNS).Get(ctx, "gpu", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rq.Spec.Hard["requests.nvidia.com/gpumem"] = resource.MustParse("45000")
-		if _, err := e.kube.CoreV1().ResourceQuotas(fencesNS).Update(ctx, rq, metav1.UpdateOptions{}); err != nil {
+		// A patch: the quota controller writes the object's status
+		// meanwhile, and an update could meet its conflict.
+		if _, err := e.kube.CoreV1().ResourceQuotas(fencesNS).Patch(ctx, "gpu", types.MergePatchType,
+			[]byte(`{"spec":{"hard":{"requests.nvidia.com/gpumem":"45000"}}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 30*time.Second, "exclusive-0 admitted under 45000 MiB", func() error {
