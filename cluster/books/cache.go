@@ -6,7 +6,6 @@ package books
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -215,40 +214,15 @@ func (c *Cache) unchanged(p *podrecord.Pod, raw string, inFlight bool) bool {
 	return same
 }
 
-// trusted checks that a could only have come from vgpud's own bind. The
-// apiserver already refuses the annotation from anyone but vgpud (the
-// ValidatingAdmissionPolicy in the manifest); this is defence in depth.
+// trusted is Bookable for p against its node's GPUs as the books know them.
 func (c *Cache) trusted(p *podrecord.Pod, a protocol.Assignment) error {
-	if p.SchedulerName != c.scheduler {
-		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", p.SchedulerName, c.scheduler)
-	}
-	if p.NodeName != "" && p.NodeName != a.Node {
-		return fmt.Errorf("assignment not booked: it names node %s but the pod is bound to %s", a.Node, p.NodeName)
-	}
-	return c.fitsInventory(a)
-}
-
-// fitsInventory holds a to protocol.CheckSlices against the node's GPUs,
-// when the books know them. (A node not seen yet is checked by nothing
-// here; its own Allocate checks the same against the hardware.)
-func (c *Cache) fitsInventory(a protocol.Assignment) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	st, ok := c.nodes[a.Node]
-	if !ok || len(st.gpus) == 0 {
-		return nil
+	var gpus []protocol.GPU
+	if st, ok := c.nodes[a.Node]; ok {
+		gpus = st.gpus
 	}
-	err := protocol.CheckSlices(a.Containers, func(uuid string) (int64, bool) {
-		i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == uuid })
-		if i < 0 {
-			return 0, false
-		}
-		return st.gpus[i].MemoryMiB, true
-	})
-	if err != nil {
-		return fmt.Errorf("assignment not booked on node %s: %w", a.Node, err)
-	}
-	return nil
+	return Bookable(c.scheduler, p.SchedulerName, p.NodeName, a, gpus)
 }
 
 // stateOf is the booking of a for the pod as p shows it, not shown yet.

@@ -65,19 +65,16 @@ func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usag
 	return total
 }
 
-// memoryOf gives each GPU of node its memory in MiB; c.mu held.
+// memoryOf gives each GPU of node its memory in MiB, 0 for one the books
+// do not know; c.mu held.
 func (c *Cache) memoryOf(node string) func(uuid string) int64 {
-	st := c.nodes[node]
+	var gpus []protocol.GPU
+	if st := c.nodes[node]; st != nil {
+		gpus = st.gpus
+	}
 	return func(uuid string) int64 {
-		if st == nil {
-			return 0
-		}
-		for _, g := range st.gpus {
-			if g.UUID == uuid {
-				return g.MemoryMiB
-			}
-		}
-		return 0
+		mem, _ := gpuMemory(gpus, uuid)
+		return mem
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/cluster/books"
 	"github.com/vgpud/vgpud/cluster/quota"
 	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
@@ -22,7 +23,7 @@ type View struct {
 	Nodes      []Node      `json:"nodes"`
 	Namespaces []Namespace `json:"namespaces"`
 	// Problems are annotations vgpud would not book, each with its pod or
-	// node: the leader skips them too.
+	// node: the leader skips them too (books.Bookable).
 	Problems []string `json:"problems,omitempty"`
 }
 
@@ -66,6 +67,7 @@ type Namespace struct {
 func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames) View {
 	var v View
 	at := map[string]*Node{} // by name
+	inventories := map[string][]protocol.GPU{}
 	for _, n := range nodes {
 		raw, ok := n.Annotations[protocol.AnnotationGPUs]
 		if !ok {
@@ -76,6 +78,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationGPUs, err))
 			continue
 		}
+		inventories[n.Name] = inv.GPUs
 		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		for _, g := range inv.GPUs {
 			node.GPUs = append(node.GPUs, GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
@@ -93,15 +96,12 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			continue
 		}
 		a, err := protocol.DecodeAssignment(raw)
-		switch {
-		case err != nil:
+		if err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %s: %v", p.Namespace, p.Name, protocol.AnnotationAssignment, err))
 			continue
-		case p.Spec.SchedulerName != scheduler:
-			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: an assignment on a pod of scheduler %q, not %s: not booked", p.Namespace, p.Name, p.Spec.SchedulerName, scheduler))
-			continue
-		case p.Spec.NodeName != "" && p.Spec.NodeName != a.Node:
-			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: assigned on %s but bound to %s: not booked", p.Namespace, p.Name, a.Node, p.Spec.NodeName))
+		}
+		if err := books.Bookable(scheduler, p.Spec.SchedulerName, p.Spec.NodeName, a, inventories[a.Node]); err != nil {
+			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err))
 			continue
 		}
 		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))

@@ -60,6 +60,7 @@ func TestBuild(t *testing.T) {
 		pod(t, "ml", "whole", sched, "n1", on(slice("GPU-a1", 1, 100)), corev1.PodRunning),
 		pod(t, "ml", "done", sched, "n1", on(slice("GPU-a1", 9000, 0)), corev1.PodSucceeded),
 		pod(t, "ml", "forged", "default-scheduler", "n1", on(slice("GPU-a0", 30000, 0)), corev1.PodRunning),
+		pod(t, "ml", "oversized", sched, "n1", on(slice("GPU-a0", 50000, 0)), corev1.PodRunning),
 	}
 	quotas := []corev1.ResourceQuota{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("50000")}}},
@@ -89,7 +90,7 @@ func TestBuild(t *testing.T) {
 	if ml.MemoryUsedMiB != 40960 || ml.MemoryLimit == nil || *ml.MemoryLimit != 50000 {
 		t.Errorf("ml charged %d of %v, want a whole GPU's 40960 of 50000", ml.MemoryUsedMiB, ml.MemoryLimit)
 	}
-	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "pod ml/forged") {
+	if len(v.Problems) != 2 || !strings.Contains(v.Problems[0], "pod ml/forged") || !strings.Contains(v.Problems[1], "pod ml/oversized: assignment not booked on node n1") {
 		t.Errorf("problems %q", v.Problems)
 	}
 	var out bytes.Buffer
