@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -43,7 +42,6 @@ const (
 type bounder struct {
 	small, large *semaphore.Weighted
 	wait         time.Duration
-	refused      atomic.Uint64
 	onRefused    func()
 }
 
@@ -78,7 +76,6 @@ func (b *bounder) wrap(h http.Handler) http.Handler {
 		err := sem.Acquire(ctx, weight)
 		cancel()
 		if err != nil {
-			b.refused.Add(1)
 			if b.onRefused != nil {
 				b.onRefused()
 			}

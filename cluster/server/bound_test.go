@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -22,6 +23,8 @@ func post(b *bounder, h http.Handler, n int) *httptest.ResponseRecorder {
 func TestBounderKeepsSmallRequestsServedUnderALargeFlood(t *testing.T) {
 	b := newBounder()
 	b.wait = 50 * time.Millisecond
+	var refused atomic.Int32
+	b.onRefused = func() { refused.Add(1) }
 	release := make(chan struct{})
 	var held sync.WaitGroup
 	var holding sync.WaitGroup
@@ -47,8 +50,8 @@ func TestBounderKeepsSmallRequestsServedUnderALargeFlood(t *testing.T) {
 	if w := post(b, block, big); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("large body over the budget: %d %q", w.Code, w.Body)
 	}
-	if b.refused.Load() != 1 {
-		t.Fatalf("refused = %d, want 1", b.refused.Load())
+	if refused.Load() != 1 {
+		t.Fatalf("refused = %d, want 1", refused.Load())
 	}
 	if w := post(b, block, 4<<10); w.Code != http.StatusOK {
 		t.Fatalf("small body during the flood: %d %q", w.Code, w.Body)
