@@ -51,7 +51,7 @@ func (p Placement) HoldsGPU() bool {
 
 // SliceUsage is what one container's slice of a GPU uses.
 func SliceUsage(s protocol.GPUSlice) Usage {
-	return Usage{MemMiB: s.MemoryMiB, Cores: s.Cores, Slots: 1, Exclusive: s.Cores >= 100}
+	return Usage{MemMiB: s.MemoryMiB, Cores: s.Cores, Slots: 1, Exclusive: Exclusive(s.Cores)}
 }
 
 // AddPeaks adds each slice of p to the peak of its GPU: peaks[at(uuid)].

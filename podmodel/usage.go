@@ -22,6 +22,11 @@ type Usage struct {
 	Exclusive bool // a 100-core container holds it; nobody joins
 }
 
+// Exclusive reports whether a container asking cores percent of each of
+// its GPUs holds them whole: every core, so nobody joins it. Placement,
+// the books and quota all read it so.
+func Exclusive(cores int) bool { return cores >= 100 }
+
 // Plus is u and o held together.
 func (u Usage) Plus(o Usage) Usage {
 	return Usage{MemMiB: u.MemMiB + o.MemMiB, Cores: u.Cores + o.Cores, Slots: u.Slots + o.Slots, Exclusive: u.Exclusive || o.Exclusive}
@@ -81,7 +86,7 @@ func Requested(cs []ContainerRequest, wholeGPU int64) Usage {
 	for _, c := range cs {
 		n := int64(c.GPUs)
 		u := Usage{MemMiB: c.MemoryMiB * n, Cores: c.Cores * c.GPUs, Slots: c.GPUs}
-		if c.Cores >= 100 && c.GPUs > 0 {
+		if Exclusive(c.Cores) && c.GPUs > 0 {
 			u.MemMiB = max(c.MemoryMiB, wholeGPU) * n
 			u.Exclusive = true
 		}

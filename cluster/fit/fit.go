@@ -100,7 +100,7 @@ type rejections struct {
 // placeContainer finds GPUs for c on n, adding them to pk and, with
 // record, to the placement; with answerOnly it only says whether c fits.
 func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
-	exclusive := c.Cores >= 100
+	exclusive := podmodel.Exclusive(c.Cores)
 	var rej rejections
 	var candBuf [scratchGPUs]candidate
 	cands := candBuf[:0]
