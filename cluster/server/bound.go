@@ -25,8 +25,11 @@ const (
 	// maxSmall small requests are served at once.
 	maxSmall = 64
 	// largeBudget bytes of larger bodies are in flight at once: with the
-	// decoding factor, about 160 MiB of the leader's heap.
-	largeBudget = 16 << 20
+	// decoding factor, about 80 MiB of the leader's heap, and a core at
+	// most, since decoding is CPU-bound. A 16 MiB budget let three 5 MB
+	// reviews decode at once, more than a two-core node has, while the
+	// reviews of real pods must answer within the webhook's 5 s timeout.
+	largeBudget = 8 << 20
 	// waitForRoom is how long a request waits for its share before it is
 	// answered 429: shorter than the apiserver's webhook timeout, so the
 	// apiserver sees an answer it can report.

@@ -129,7 +129,8 @@ func (e env) containerEnv(t *testing.T, ns, pod string) map[string]string {
 // waitRunning waits for every named pod to run and returns how long it took.
 func (e env) waitRunning(t *testing.T, ns string, names []string, timeout time.Duration) time.Duration {
 	t.Helper()
-	return harness.Eventually(t, timeout, fmt.Sprintf("%d pods Running in %s", len(names), ns), func() error {
+	start := time.Now()
+	err := harness.Poll(timeout, func() error {
 		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -151,6 +152,11 @@ func (e env) waitRunning(t *testing.T, ns string, names []string, timeout time.D
 		}
 		return nil
 	})
+	if err != nil {
+		e.dump(t, ns)
+		t.Fatalf("%d pods Running in %s: not within %v: %v", len(names), ns, timeout, err)
+	}
+	return time.Since(start)
 }
 
 // leader returns the pod labelled leader, or an error unless exactly one is.
@@ -260,6 +266,7 @@ func (e env) advertising(node string) error {
 func (e env) dump(t *testing.T, ns string) {
 	for _, args := range [][]string{
 		{"-n", ns, "get", "pods", "-o", "wide"},
+		{"-n", ns, "get", "pods", "-o", `custom-columns=NAME:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase,VGPUD:.metadata.annotations.vgpud\.io/phase,SCHEDULED:.status.conditions[?(@.type=="PodScheduled")].message`},
 		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
 		{"-n", system, "get", "pods", "-o", "wide", "--show-labels"},
 		{"-n", system, "logs", "-l", "app.kubernetes.io/component=node", "--prefix", "--tail=15"},
