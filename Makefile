@@ -4,14 +4,14 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# As the Dockerfile builds it: no paths or debug info in the binary, and
+# As the image ships it: no paths or debug info in the binary, and
 # without urfave/cli's man-page and markdown generators, which vgpud never
 # calls and whose markdown library builds a 0.5 MB table at start.
 TAGS := urfave_cli_no_docs
 BUILDFLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
 PKGS := ./...
 
-.PHONY: all build bench-floor images unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
+.PHONY: all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
 
 all: build
 
@@ -25,6 +25,28 @@ bench-floor:
 # OCI tarballs for the local cluster (pause, busybox, vgpud, kube-scheduler) in bin/images.
 images:
 	bash scripts/images.sh
+
+# vgpud's image, without Docker (scripts/image, go-containerregistry):
+#   make image                            bin/images/vgpud.tar (OCI layout)
+#   make push IMAGE=registry/repo:tag     push it; prints IMAGE@digest
+#   make manifests IMAGE=registry/repo:tag   bin/vgpud.yaml, the install
+#                                         manifest pinned to IMAGE's digest
+# REGISTRY_CA=ca.pem trusts a private registry's CA beside the system's;
+# credentials come from docker login's config or a credential helper.
+IMAGE ?=
+REGISTRY_CA ?=
+image:
+	bash scripts/images.sh vgpud >/dev/null
+
+push: image
+	@[ -n "$(IMAGE)" ] || { echo "make push IMAGE=<registry>/<repository>:<tag>" >&2; exit 2; }
+	bin/image push --from bin/images/vgpud.tar --to "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)")
+
+manifests:
+	@[ -n "$(IMAGE)" ] || { echo "make manifests IMAGE=<registry>/<repository>:<tag>" >&2; exit 2; }
+	$(GO) build -o bin/image ./scripts/image
+	bin/image pin --image "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)") <manifests/vgpud.yaml >bin/vgpud.yaml
+	@echo "bin/vgpud.yaml: vgpud as $$(grep -m1 -o 'image: .*vgpud.*' bin/vgpud.yaml | cut -d' ' -f2)"
 
 # Fast tests: no cluster, no root.
 unit:

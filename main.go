@@ -52,6 +52,7 @@ func main() {
 // an error, 2 for invalid settings.
 func runMain(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
+	args = asKubectlPlugin(args)
 	if err := app.Run(args); err != nil {
 		fmt.Fprintln(stderr, "vgpud:", err)
 		var ec cli.ExitCoder

@@ -14,6 +14,10 @@
 # CDI directories, and the NRI validator requiring vgpud's hook;
 # VGPUD_CONTAINERD=1.6 runs Debian's containerd 1.6 instead (no NRI), for
 # the fallback scenario.
+# Images: vgpud is pushed to a registry on the host (Debian's
+# docker-registry at 10.201.0.1:5000, TLS from the cluster CA) that every
+# node's containerd trusts (certs.d), and pulled from it by tag and
+# digest; the rest (pause, busybox, kube-scheduler) are imported.
 # Every node is labelled nvidia.com/gpu.present=true, as GPU feature
 # discovery labels a GPU node, so the DaemonSet's own nodeSelector applies.
 # Node k is vgpud-node (k=1) or vgpud-node-k, at 10.201.0.(k+1) on a veth
@@ -29,6 +33,10 @@ NODES=${VGPUD_NODES:-3}
 NODE=vgpud-node
 NODE_IP=10.201.0.2
 HOST_IP=10.201.0.1
+# Debian's docker-registry on the host's bridge address: the nodes pull
+# vgpud from it by tag and digest (scripts/install.sh pins it).
+REGISTRY=$HOST_IP:5000
+VGPUD_IMAGE=$REGISTRY/vgpud/vgpud:dev
 BRIDGE=vgpud-br0
 SERVICE_CIDR=10.96.0.0/16
 POD_CIDR=10.88.0.0/16
@@ -90,7 +98,7 @@ ctr_() {
 
 packages() {
 	local missing=()
-	for tool in etcd:etcd-server containerd:containerd runc:runc iptables:iptables jq:jq openssl:openssl curl:curl conntrack:conntrack; do
+	for tool in etcd:etcd-server docker-registry:docker-registry containerd:containerd runc:runc iptables:iptables jq:jq openssl:openssl curl:curl conntrack:conntrack; do
 		command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 	done
 	[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
@@ -234,6 +242,8 @@ state = "$n_run/containerd"
   address = "$n_run/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.10"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$d/containerd/certs.d"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -258,6 +268,8 @@ state = "$n_run/containerd"
   address = "$n_run/containerd.sock"
 [plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = "registry.k8s.io/pause:3.10"
+[plugins."io.containerd.cri.v1.images".registry]
+  config_path = "$d/containerd/certs.d"
 [plugins."io.containerd.cri.v1.runtime".containerd]
   default_runtime_name = "runc"
   [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -277,6 +289,15 @@ state = "$n_run/containerd"
     tolerate_missing_plugins_annotation = "$HOOK_OPTIONAL"
 TOML
 	fi
+	# The cluster's registry, trusted through the cluster CA, as a node
+	# trusts a private registry.
+	mkdir -p "$d/containerd/certs.d/$REGISTRY"
+	cat >"$d/containerd/certs.d/$REGISTRY/hosts.toml" <<TOML
+server = "https://$REGISTRY"
+[host."https://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+  ca = "$pki/ca.crt"
+TOML
 	cat >"$d/cni/10-vgpud-e2e.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "vgpud-e2e", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
@@ -356,6 +377,7 @@ up() {
 		--controllers='*,-nodeipam' --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
 		--leader-elect=false --use-service-account-credentials=false
 	running kube-scheduler || in_ns kube-scheduler $ns1 "$bin/kube-scheduler" --kubeconfig "$kc" --leader-elect=false
+	registry "$images/vgpud.tar"
 	for k in $(seq 1 "$NODES"); do start_node "$k" "$bin" "$images"; done
 	for k in $(seq 1 "$NODES"); do
 		node_vars "$k"
@@ -366,6 +388,26 @@ up() {
 	wait_for 60 "default service account" $k8s -n default get serviceaccount default
 	echo "cluster: up in $(($(date +%s) - start)) s ($NODES node(s): $NODE at $NODE_IP$([ "$NODES" -gt 1 ] && echo ", ..."))" >&2
 	echo "$kc"
+}
+
+# registry VGPUD.tar starts the cluster's registry (TLS, a certificate
+# from the cluster CA) and pushes vgpud's image to it as $VGPUD_IMAGE;
+# $state/vgpud-image names it, pinned by digest, for scripts/install.sh.
+registry() {
+	[ -f "$pki/registry.crt" ] || sign registry /CN=vgpud-e2e-registry "IP:$HOST_IP"
+	cat >"$state/registry.yml" <<YAML
+version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: $state/registry}, delete: {enabled: true}}
+http: {addr: "$REGISTRY", tls: {certificate: $pki/registry.crt, key: $pki/registry.key}}
+YAML
+	if ! running registry; then
+		setsid docker-registry serve "$state/registry.yml" >"$logs/registry.log" 2>&1 </dev/null &
+		echo $! >"$state/registry.pid"
+	fi
+	wait_for 30 registry curl -sf --cacert "$pki/ca.crt" "https://$REGISTRY/v2/"
+	"$here/../bin/image" push --from "$1" --to "$VGPUD_IMAGE" --ca "$pki/ca.crt" >"$state/vgpud-image"
+	echo "cluster: pushed $(cat "$state/vgpud-image")" >&2
 }
 
 # start_node K BIN IMAGES starts node K's containerd (with the images),
@@ -382,6 +424,8 @@ start_node() {
 	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 	local img
 	for img in "$images"/*.tar; do
+		# vgpud comes from the registry, the rest as the nodes' own images.
+		[ "$(basename "$img")" = vgpud.tar ] && continue
 		ctr_ "$k" -n k8s.io images import --no-unpack=false "$img" >/dev/null
 	done
 	running kubelet$n_sfx || start_kubelet "$k" "$bin"
@@ -455,6 +499,8 @@ down() {
 		fi
 	done
 	for ((i = ${#control[@]} - 1; i >= 0; i--)); do stop "${control[$i]}"; done
+	stop registry
+	rm -rf "$state/registry" "$state/vgpud-image"
 	ip link del $BRIDGE 2>/dev/null || true
 	ip link del vgpud0h 2>/dev/null || true # the one-node layout before the bridge
 	# Secret and emptyDir volumes are mounts under kubelet's pod directory.

@@ -8,7 +8,8 @@
 #   vgpud            ghcr.io/vgpud/vgpud:dev (bin/vgpud and the glibc it links)
 #   kube-scheduler   registry.k8s.io/kube-scheduler:v1.36.3 (the binary built by k8s-binaries.sh)
 # Names match what manifests/ and the cluster config use, so pods find
-# them with imagePullPolicy IfNotPresent. Import with `ctr images import`.
+# them with imagePullPolicy IfNotPresent. Import with `ctr images import`,
+# or push with bin/image push. `scripts/images.sh NAME` builds NAME's alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,39 +19,20 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# blob FILE: stores FILE under blobs/sha256 of the layout in $lay; prints "digest size".
-blob() {
-	local d s
-	d=$(sha256sum "$1" | cut -d' ' -f1)
-	s=$(stat -c %s "$1")
-	cp "$1" "$lay/blobs/sha256/$d"
-	echo "$d $s"
-}
+# The image tool (scripts/image, go-containerregistry): one recipe for
+# these tarballs, make image and make push.
+go build -o "$root/bin/image" ./scripts/image
 
 # oci NAME ROOTFS OUT.tar Entrypoint|Cmd ARGV...: one-layer image of ROOTFS,
-# its config's Env PATH and what $img_env adds (a JSON list).
+# its config's Env PATH and what $img_env adds (a JSON list); prints the
+# name, digest and pushed size.
 oci() {
-	local name=$1 rootfs=$2 tarball=$3 key=$4
+	local name=$1 rootfs=$2 tarball=$3 key=$4 env=()
 	shift 4
-	lay=$work/layout-$(basename "$tarball" .tar)
-	rm -rf "$lay"
-	mkdir -p "$lay/blobs/sha256"
 	tar -C "$rootfs" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" .
-	read -r ld ls < <(blob "$work/layer.tar")
-	jq -cn --arg diff "sha256:$ld" --arg key "$key" --argjson env "${img_env:-[]}" --args '{architecture:"amd64",os:"linux",
-		config:({Env:(["PATH=/usr/local/bin:/usr/bin:/bin"] + $env)} + {($key):$ARGS.positional}),
-		rootfs:{type:"layers",diff_ids:[$diff]}}' "$@" >"$work/config.json"
-	read -r cd cs < <(blob "$work/config.json")
-	jq -cn --arg cd "sha256:$cd" --argjson cs "$cs" --arg ld "sha256:$ld" --argjson ls "$ls" '{schemaVersion:2,
-		mediaType:"application/vnd.oci.image.manifest.v1+json",
-		config:{mediaType:"application/vnd.oci.image.config.v1+json",digest:$cd,size:$cs},
-		layers:[{mediaType:"application/vnd.oci.image.layer.v1.tar",digest:$ld,size:$ls}]}' >"$work/manifest.json"
-	read -r md ms < <(blob "$work/manifest.json")
-	jq -cn --arg md "sha256:$md" --argjson ms "$ms" --arg name "$name" '{schemaVersion:2,
-		manifests:[{mediaType:"application/vnd.oci.image.manifest.v1+json",digest:$md,size:$ms,
-		annotations:{"io.containerd.image.name":$name}}]}' >"$lay/index.json"
-	echo '{"imageLayoutVersion":"1.0.0"}' >"$lay/oci-layout"
-	tar -C "$lay" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$tarball" .
+	while read -r e; do env+=(--env "$e"); done < <(jq -r '.[]' <<<"${img_env:-[]}")
+	"$root/bin/image" build --layer "$work/layer.tar" --name "$name" --out "$tarball" \
+		$([ "$key" = Entrypoint ] && echo --entrypoint) "${env[@]}" "$@" >&2
 }
 
 # with_libs BIN ROOTFS DEST: copies BIN to ROOTFS/DEST with the shared
@@ -64,28 +46,38 @@ with_libs() {
 	done
 }
 
-# pause
-r=$work/pause && mkdir -p "$r"
-CGO_ENABLED=0 go build -ldflags "-s -w" -o "$r/pause" ./scripts/images/pause
-oci registry.k8s.io/pause:3.10 "$r" "$out/pause.tar" Entrypoint /pause
+# With an argument, only that image: make image builds vgpud's alone.
+only=${1:-}
+want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
-# busybox
-r=$work/busybox && mkdir -p "$r/bin" "$r/tmp"
-cp /bin/busybox "$r/bin/busybox"
-for app in sh ash cat env echo grep ls sleep true wc head tail wget; do ln -sf busybox "$r/bin/$app"; done
-oci vgpud.local/busybox:1 "$r" "$out/busybox.tar" Cmd sh
-img_env='["NVIDIA_VISIBLE_DEVICES=all","NVIDIA_DRIVER_CAPABILITIES=compute,utility"]' oci vgpud.local/cuda-like:1 "$r" "$out/cuda-like.tar" Cmd sh
+if want pause; then
+	r=$work/pause && mkdir -p "$r"
+	CGO_ENABLED=0 go build -ldflags "-s -w" -o "$r/pause" ./scripts/images/pause
+	oci registry.k8s.io/pause:3.10 "$r" "$out/pause.tar" Entrypoint /pause
+fi
 
-# vgpud
-make -s build >/dev/null
-r=$work/vgpud && mkdir -p "$r/tmp"
-with_libs "$root/bin/vgpud" "$r" /usr/bin/vgpud
-oci ghcr.io/vgpud/vgpud:dev "$r" "$out/vgpud.tar" Entrypoint /usr/bin/vgpud
+if want busybox; then
+	r=$work/busybox && mkdir -p "$r/bin" "$r/tmp"
+	cp /bin/busybox "$r/bin/busybox"
+	for app in sh ash cat env echo grep ls sleep true wc head tail wget; do ln -sf busybox "$r/bin/$app"; done
+	oci vgpud.local/busybox:1 "$r" "$out/busybox.tar" Cmd sh
+	img_env='["NVIDIA_VISIBLE_DEVICES=all","NVIDIA_DRIVER_CAPABILITIES=compute,utility"]' oci vgpud.local/cuda-like:1 "$r" "$out/cuda-like.tar" Cmd sh
+fi
 
-# kube-scheduler
-kbin=$("$root/scripts/k8s-binaries.sh")
-r=$work/kube-scheduler && mkdir -p "$r/tmp"
-with_libs "$kbin/kube-scheduler" "$r" /usr/local/bin/kube-scheduler
-oci "registry.k8s.io/kube-scheduler:$K8S_VERSION" "$r" "$out/kube-scheduler.tar" Entrypoint /usr/local/bin/kube-scheduler
+# vgpud: the cluster pulls it from its registry (scripts/cluster.sh), as
+# a real cluster pulls what make push sent.
+if want vgpud; then
+	make -s build >/dev/null
+	r=$work/vgpud && mkdir -p "$r/tmp"
+	with_libs "$root/bin/vgpud" "$r" /usr/bin/vgpud
+	oci ghcr.io/vgpud/vgpud:dev "$r" "$out/vgpud.tar" Entrypoint /usr/bin/vgpud
+fi
+
+if want kube-scheduler; then
+	kbin=$("$root/scripts/k8s-binaries.sh")
+	r=$work/kube-scheduler && mkdir -p "$r/tmp"
+	with_libs "$kbin/kube-scheduler" "$r" /usr/local/bin/kube-scheduler
+	oci "registry.k8s.io/kube-scheduler:$K8S_VERSION" "$r" "$out/kube-scheduler.tar" Entrypoint /usr/local/bin/kube-scheduler
+fi
 
 echo "$out"

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Installs vgpud on the local cluster from manifests/ with the mock overlay
-# and waits until it serves: DaemonSet ready, a leader labelled, the
-# webhook's caBundle set, every node advertising nvidia.com/gpu, and the
+# Installs vgpud on the local cluster from manifests/ with the mock overlay,
+# its image pulled from the cluster's registry by tag and digest, and
+# waits until it serves: DaemonSet ready, a leader labelled, the webhook's
+# caBundle set, every node advertising nvidia.com/gpu, and the
 # vgpud-scheduler ready. Expects KUBECONFIG (scripts/cluster.sh up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s%N)
-kubectl kustomize --load-restrictor=LoadRestrictionsNone manifests/mock | kubectl apply -f - >/dev/null
+# vgpud's image as scripts/cluster.sh pushed it to the cluster's registry,
+# pinned to the digest the registry holds for its tag, as make manifests
+# pins it for a real cluster.
+state=${VGPUD_CLUSTER_DIR:-/var/lib/vgpud-e2e/cluster}
+pushed=$(cat "$state/vgpud-image")
+kubectl kustomize --load-restrictor=LoadRestrictionsNone manifests/mock |
+	bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" >"$state/vgpud.yaml"
+grep -qF "image: $pushed" "$state/vgpud.yaml" || { echo "install: the manifest does not name the image pushed, $pushed" >&2; exit 1; }
+kubectl apply -f "$state/vgpud.yaml" >/dev/null
 kubectl -n vgpud-system rollout status ds/vgpud --timeout=180s >/dev/null
 kubectl -n vgpud-system rollout status deploy/vgpud-scheduler --timeout=180s >/dev/null
 for _ in $(seq 1 120); do

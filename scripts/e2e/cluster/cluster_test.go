@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +52,27 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%d nodes %v; leader %s on %s", len(nodes), nodes, leader.Name, leader.Spec.NodeName)
+		// Every node pulled vgpud from the cluster's registry, by the tag
+		// and digest that push printed, as a real cluster pulls it.
+		// (scripts/cluster.sh keeps it beside the kubeconfig.)
+		pushed, err := os.ReadFile(filepath.Join(filepath.Dir(e.kubeconfig), "vgpud-image"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		image := strings.TrimSpace(string(pushed))
+		tagged, digest, _ := strings.Cut(image, "@")
+		repo := tagged[:strings.LastIndex(tagged, ":")]
+		pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			st := p.Status.ContainerStatuses
+			if p.Spec.Containers[0].Image != image || len(st) == 0 || st[0].ImageID != repo+"@"+digest {
+				t.Fatalf("%s on %s runs %s (image ID %v); want %s pulled from the registry", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image, st, image)
+			}
+		}
+		t.Logf("every node pulled %s", image)
 		harness.Eventually(t, 30*time.Second, "Service endpoints are the leader", func() error {
 			slices, err := e.kube.DiscoveryV1().EndpointSlices(system).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=vgpud"})
 			if err != nil {
@@ -152,6 +175,19 @@ func TestCluster(t *testing.T) {
 		if !held || len(view.Nodes) == 0 {
 			t.Errorf("inspect --cluster does not show %s/one on %s %s: %.600s", ns, node, g.UUID, out)
 		}
+		// The same view as a kubectl plugin, from this machine with the
+		// admin kubeconfig: vgpud linked as kubectl-vgpud on PATH.
+		plugins := t.TempDir()
+		if err := os.Symlink(filepath.Join(e.scripts, "..", "bin", "vgpud"), filepath.Join(plugins, "kubectl-vgpud")); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("kubectl", "vgpud")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig, "PATH="+plugins+":"+os.Getenv("PATH"))
+		table, err := cmd.CombinedOutput()
+		if err != nil || harness.Contains(string(table), node, ns+"/one") != nil {
+			t.Fatalf("kubectl vgpud: %v: %s", err, table)
+		}
+		t.Logf("kubectl vgpud:\n%s", table)
 	})
 
 	t.Run("c burst", func(t *testing.T) {

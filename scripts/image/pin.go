@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// placeholder is the image manifests/vgpud.yaml names until pinned.
+const placeholder = "ghcr.io/vgpud/vgpud:dev"
+
+// pinManifest copies the manifest on in to out with vgpud's image
+// replaced by image pinned to the digest the registry holds for it.
+func pinManifest(ctx context.Context, image, ca string, in io.Reader, out io.Writer) error {
+	ref, err := resolve(ctx, image, ca)
+	if err != nil {
+		return err
+	}
+	raw, err := io.ReadAll(in)
+	if err != nil {
+		return err
+	}
+	pinned, err := pin(string(raw), ref)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(out, pinned)
+	return err
+}
+
+// resolve names image by tag and digest: the digest as given, or as the
+// registry answers for the tag, so that what runs is what was pushed.
+func resolve(ctx context.Context, image, ca string) (string, error) {
+	ref, err := name.ParseReference(image, name.StrictValidation)
+	if err != nil {
+		return "", fmt.Errorf("--image %q: %w; give registry/repository:tag", image, err)
+	}
+	if _, ok := ref.(name.Digest); ok {
+		return image, nil
+	}
+	opts, err := remoteOptions(ctx, ca)
+	if err != nil {
+		return "", err
+	}
+	desc, err := remote.Head(ref, opts...)
+	if err != nil {
+		return "", fmt.Errorf("look up %s in its registry (push it first: make push IMAGE=%s): %w", ref, ref, err)
+	}
+	return ref.Name() + "@" + desc.Digest.String(), nil
+}
+
+// pin replaces every use of the placeholder image in manifest with ref.
+func pin(manifest, ref string) (string, error) {
+	old := "image: " + placeholder
+	if !strings.Contains(manifest, old) {
+		return "", fmt.Errorf("no %q in the manifest on stdin; pin reads manifests/vgpud.yaml or an overlay of it", old)
+	}
+	return strings.ReplaceAll(manifest, old, "image: "+ref), nil
+}

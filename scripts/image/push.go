@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// push sends the image in the OCI layout tarball from to the registry
+// as to (a tag), with the credentials docker login or a registry helper
+// left, and prints to pinned by digest.
+func push(ctx context.Context, from, to, ca string, w io.Writer) error {
+	tag, err := name.NewTag(to, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("--to %q: %w; give registry/repository:tag", to, err)
+	}
+	img, err := loadLayout(from)
+	if err != nil {
+		return err
+	}
+	opts, err := remoteOptions(ctx, ca)
+	if err != nil {
+		return err
+	}
+	if err := remote.Write(tag, img, opts...); err != nil {
+		return fmt.Errorf("push %s: %w", tag, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s@%s\n", tag.Name(), d)
+	return err
+}
+
+// loadLayout reads the one image in an OCI layout tarball.
+func loadLayout(path string) (v1.Image, error) {
+	dir, err := os.MkdirTemp("", "vgpud-image-")
+	if err != nil {
+		return nil, err
+	}
+	// The image's blobs are read lazily while it is pushed: the caller's
+	// process is short-lived, so the directory goes at exit instead.
+	if err := untar(path, dir); err != nil {
+		return nil, err
+	}
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not an OCI layout tarball (image build writes one): %w", path, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Manifests) != 1 {
+		return nil, fmt.Errorf("%s holds %d images; push takes one", path, len(m.Manifests))
+	}
+	return idx.Image(m.Manifests[0].Digest)
+}
+
+// remoteOptions are the registry client's: credentials from the local
+// keychain, and ca trusted beside the system's roots.
+func remoteOptions(ctx context.Context, ca string) ([]remote.Option, error) {
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	if ca == "" {
+		return opts, nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", ca)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig.RootCAs = pool
+	return append(opts, remote.WithTransport(tr)), nil
+}
