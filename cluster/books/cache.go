@@ -133,6 +133,11 @@ func (c *Cache) SetPod(p *podrecord.Pod) error {
 		return nil
 	}
 	inFlight := inFlightOf(p)
+	if !ok && p.HAMiAllocated != "" {
+		// A pod HAMi placed: booked as it says, never in flight (vgpud
+		// never binds it). Its raw form cannot be an assignment's JSON.
+		raw, ok, inFlight = hamiRaw+p.HAMiNode+"\n"+p.HAMiAllocated, true, false
+	}
 	if ok && c.unchanged(p, raw, inFlight) {
 		return nil
 	}
@@ -180,6 +185,9 @@ func inFlightOf(p *podrecord.Pod) bool {
 // readAssignment decodes the pod's assignment and checks it is one
 // vgpud's bind could have written.
 func (c *Cache) readAssignment(p *podrecord.Pod) (protocol.Assignment, error) {
+	if !p.HasAssignment {
+		return c.readHAMi(p)
+	}
 	a, err := protocol.DecodeAssignment(p.Assignment)
 	if err == nil {
 		err = c.trusted(p, a)

@@ -91,17 +91,14 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 	charged := map[string]*Namespace{}
 	for i := range pods {
 		p := &pods[i]
-		raw, ok := p.Annotations[protocol.AnnotationAssignment]
-		if !ok || podmodel.Terminated(p) {
+		if podmodel.Terminated(p) {
 			continue
 		}
-		a, err := protocol.DecodeAssignment(raw)
+		a, booked, err := bookable(p, scheduler, inventories)
 		if err != nil {
-			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %s: %v", p.Namespace, p.Name, protocol.AnnotationAssignment, err))
-			continue
-		}
-		if err := books.Bookable(scheduler, p.Spec.SchedulerName, p.Spec.NodeName, a, inventories[a.Node]); err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err))
+		}
+		if !booked {
 			continue
 		}
 		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))
@@ -177,4 +174,27 @@ func (n *Node) memoryOf(uuid string) int64 {
 		}
 	}
 	return 0
+}
+
+// bookable is the assignment the leader's books hold for p, by their
+// rules: vgpud's own, else HAMi's record of a pod it placed. booked is
+// false for a pod with neither, or with one the books refuse (err says
+// why).
+func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU) (a protocol.Assignment, booked bool, err error) {
+	if raw, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
+		if a, err = protocol.DecodeAssignment(raw); err != nil {
+			return a, false, fmt.Errorf("%s: %w", protocol.AnnotationAssignment, err)
+		}
+		if err = books.Bookable(scheduler, p.Spec.SchedulerName, p.Spec.NodeName, a, inventories[a.Node]); err != nil {
+			return a, false, err
+		}
+		return a, true, nil
+	}
+	raw := p.Annotations[protocol.AnnotationHAMiAllocated]
+	if raw == "" {
+		return a, false, nil
+	}
+	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
+	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[books.HAMiNode(p.Spec.NodeName, hamiNode)])
+	return a, err == nil, err
 }

@@ -103,3 +103,32 @@ func TestBuild(t *testing.T) {
 		}
 	}
 }
+
+// Pods HAMi placed show as their record says, by the books' rule: held
+// slices on their node, charged to their namespace; a record that does
+// not fit is a problem, not a booking.
+func TestBuildCountsHAMiRecords(t *testing.T) {
+	hami := func(name, node, record string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "old", Name: name, Annotations: map[string]string{
+			protocol.AnnotationHAMiAllocated: record, protocol.AnnotationHAMiNode: node}},
+			Spec: corev1.PodSpec{SchedulerName: "hami-scheduler", NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	pods := []corev1.Pod{
+		hami("placed", "n1", "GPU-a0,NVIDIA,40960,100:;GPU-a1,NVIDIA,2000,10:;"),
+		hami("elsewhere", "n1", "GPU-zz,NVIDIA,1000,10:;"),
+	}
+	v := Build([]corev1.Node{node(t, "n1", a100(0), a100(1))}, pods, nil, "vgpud-scheduler", protocol.DefaultResourceNames())
+	g0, g1 := v.Nodes[0].GPUs[0], v.Nodes[0].GPUs[1]
+	if g0.MemoryUsedMiB != 40960 || !g0.Exclusive || g1.MemoryUsedMiB != 2000 || g1.CoresUsed != 10 {
+		t.Fatalf("GPUs %+v, %+v", g0, g1)
+	}
+	if len(g0.Pods) != 1 || g0.Pods[0] != "old/placed" {
+		t.Fatalf("GPU 0 held by %v", g0.Pods)
+	}
+	if len(v.Namespaces) != 1 || v.Namespaces[0].MemoryUsedMiB != 42960 {
+		t.Fatalf("namespaces %+v", v.Namespaces)
+	}
+	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "old/elsewhere") || !strings.Contains(v.Problems[0], "does not have") {
+		t.Fatalf("problems %q", v.Problems)
+	}
+}

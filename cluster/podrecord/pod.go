@@ -7,6 +7,8 @@
 package podrecord
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,9 +31,16 @@ type Pod struct {
 	Assignment      string
 	HasAssignment   bool
 	AssignmentPhase string
-	NodeName        string
-	SchedulerName   string
-	Phase           corev1.PodPhase
+	// HAMiAllocated and HAMiNode are HAMi's record of what its scheduler
+	// gave the pod (protocol.AnnotationHAMiAllocated), kept only on pods
+	// that have no assignment of vgpud's: the books count them so that
+	// nothing is placed on top of a pod HAMi placed. A value longer than
+	// protocol.MaxHAMiBytes is kept cut just past it, still refused.
+	HAMiAllocated string
+	HAMiNode      string
+	NodeName      string
+	SchedulerName string
+	Phase         corev1.PodPhase
 	// Containers are the pod's containers in the order kubelet admits them
 	// (init containers first), each with what it asks of vgpud. When
 	// Invalid is set they carry only names and kinds.
@@ -61,6 +70,15 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 		SchedulerName:   p.Spec.SchedulerName,
 		Phase:           p.Status.Phase,
 		Wants:           podmodel.Wants(p, names),
+	}
+	if !has {
+		if v := p.Annotations[protocol.AnnotationHAMiAllocated]; v != "" {
+			if len(v) > protocol.MaxHAMiBytes {
+				v = strings.Clone(v[:protocol.MaxHAMiBytes+1])
+			}
+			r.HAMiAllocated = v
+			r.HAMiNode = p.Annotations[protocol.AnnotationHAMiNode]
+		}
 	}
 	cs, err := podmodel.Requests(p, names)
 	if err != nil {

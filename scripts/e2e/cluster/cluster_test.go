@@ -617,6 +617,7 @@ func TestCluster(t *testing.T) {
 	t.Run("l node without vgpud avoided", func(t *testing.T) { nodeWithoutVgpud(t, e, nodes) })
 	t.Run("m pod network across nodes", func(t *testing.T) { acrossNodes(t, e, nodes) })
 	t.Run("n GPU freed to a waiting pod", func(t *testing.T) { freedGPU(t, e, nodes) })
+	t.Run("o pods HAMi placed are avoided", func(t *testing.T) { fromHAMi(t, e, nodes) })
 }
 
 func nodeNameLine(extra string) string {

@@ -1,0 +1,49 @@
+package protocol
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The forms HAMi v2.3 to v2.10 write, from its Encode functions.
+func TestDecodeHAMiAllocation(t *testing.T) {
+	two := Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
+		{Name: "hami#0", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 3000, Cores: 30}}},
+		{Name: "hami#1", GPUs: []GPUSlice{{UUID: "GPU-bbb", MemoryMiB: 4000}, {UUID: "GPU-ccc", MemoryMiB: 4000}}},
+	}}
+	for _, tc := range []struct {
+		name, raw string
+		want      Assignment
+	}{
+		{"v2.6, a last container without GPU", "GPU-aaa,NVIDIA,3000,30:;GPU-bbb,NVIDIA,4000,0:GPU-ccc,NVIDIA,4000,0:;;", two},
+		{"v2.4, its padding device", "GPU-aaa,NVIDIA,3000,30:;GPU-bbb,NVIDIA,4000,0:GPU-ccc,NVIDIA,4000,0:;,,0,0:;", two},
+		{"v2.8, a leading empty entry", ";GPU-aaa,NVIDIA,3000,30:;", Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
+			{Name: "hami#1", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 3000, Cores: 30}}}}}},
+		{"a MIG instance books its GPU", "GPU-aaa[1-0],NVIDIA,5120,0:;", Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
+			{Name: "hami#0", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 5120}}}}}},
+		{"nothing held", ";;", Assignment{Version: Version, Node: "n1"}},
+	} {
+		got, err := DecodeHAMiAllocation(tc.raw, "n1")
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q -> %+v, %v; want %+v", tc.name, tc.raw, got, err, tc.want)
+		}
+	}
+}
+
+func TestDecodeHAMiAllocationRefuses(t *testing.T) {
+	for raw, want := range map[string]string{
+		"GPU-aaa,NVIDIA,3000:;":                      "want UUID,TYPE,MiB,CORES",
+		"GPU-aaa,DCU,3000,30:;":                      `type "DCU"`,
+		"GPU-aaa,NVIDIA,-1,30:;":                     "is not MiB",
+		"GPU-aaa,NVIDIA,lots,30:;":                   "is not MiB",
+		"GPU-aaa,NVIDIA,3000,101:;":                  "is not a percentage",
+		",NVIDIA,3000,10:;":                          "no UUID",
+		"GPU-aaa,NVIDIA,1,1:GPU-aaa,NVIDIA,1,1:;":    "names GPU GPU-aaa twice",
+		strings.Repeat("GPU-aaa,NVIDIA,1,1:;", 1000): "at most",
+	} {
+		if _, err := DecodeHAMiAllocation(raw, "n1"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%.60q: %v; want an error saying %q", raw, err, want)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+const (
+	hamiNS = "e2e-hami"
+	// hamiScheduler is the identity the manifest's vgpud-hami-records
+	// policy lets write HAMi's record: HAMi's scheduler, which wrote it
+	// on the pods it placed before vgpud came.
+	hamiScheduler = "system:serviceaccount:kube-system:hami-scheduler"
+)
+
+// fromHAMi moves a node from HAMi without draining it: pods HAMi placed
+// keep running there with HAMi's record of their GPUs, which vgpud
+// books. vgpud's placements avoid their GPUs, use them once such a pod
+// ends, and no one but HAMi's scheduler can forge such a record.
+func fromHAMi(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	// The node with the fewest GPUs (vgpud-node-3's four L4s).
+	node, gpus := "", []protocol.GPU(nil)
+	for _, n := range nodes {
+		obj, err := e.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := protocol.DecodeInventory(obj.Annotations[protocol.AnnotationGPUs])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node == "" || len(inv.GPUs) < len(gpus) {
+			node, gpus = n, inv.GPUs
+		}
+	}
+	if len(gpus) < 4 {
+		t.Skipf("the scenario needs a node with 4 GPUs; the fewest is %d on %s", len(gpus), node)
+	}
+	e.namespace(t, hamiNS, nil)
+	asTenant := newTenant(t, e, hamiNS+"-tenant")
+
+	// HAMi's scheduler, as the apiserver knows it: it patches pods.
+	rbac := e.kube.RbacV1()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-hami-scheduler"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}}}}
+	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-hami-scheduler"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "kube-system", Name: "hami-scheduler"}}}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	hami := e.impersonate(t, hamiScheduler, nil)
+
+	// Two pods HAMi placed, as its scheduler left them: hami-a holds GPU 0
+	// whole and all but 3000 MiB of GPU 1, hami-b GPU 2 whole.
+	whole := func(g protocol.GPU) string { return fmt.Sprintf("%s,NVIDIA,%d,100:", g.UUID, g.MemoryMiB) }
+	records := map[string]string{
+		"hami-a": whole(gpus[0]) + ";" + fmt.Sprintf("%s,NVIDIA,%d,30:", gpus[1].UUID, gpus[1].MemoryMiB-3000) + ";",
+		"hami-b": whole(gpus[2]) + ";;",
+	}
+	for _, name := range []string{"hami-a", "hami-b"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			NodeName: node, SchedulerName: "hami-scheduler", TerminationGracePeriodSeconds: new(int64(1)),
+			Containers: []corev1.Container{{Name: "train", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}},
+				{Name: "logger", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}}}}}
+		if _, err := e.kube.CoreV1().Pods(hamiNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,"hami.io/bind-phase":"success"}}}`,
+			protocol.AnnotationHAMiNode, node, protocol.AnnotationHAMiAllocated, records[name])
+		// Anyone else is refused, the cluster's admin too.
+		_, err := e.kube.CoreV1().Pods(hamiNS).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil || harness.Contains(err.Error(), "ValidatingAdmissionPolicy 'vgpud-hami-records'", "only HAMi's scheduler") != nil {
+			t.Fatalf("HAMi's record written by the admin: %v", err)
+		}
+		if _, err := hami.CoreV1().Pods(hamiNS).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("HAMi's scheduler records %s: %v", name, err)
+		}
+	}
+	e.waitRunning(t, hamiNS, []string{"hami-a", "hami-b"}, 60*time.Second)
+
+	// A tenant cannot forge such a record to take GPUs for nothing.
+	forged := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: forged, annotations: {%s: %q, %s: %s}}
+spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, "3600"]}]}
+`, protocol.AnnotationHAMiAllocated, whole(gpus[3])+";", protocol.AnnotationHAMiNode, node)
+	if out, err := asTenant(forged, "apply", "-f", "-"); err == nil || harness.Contains(out, "vgpud-hami-records", protocol.AnnotationHAMiAllocated) != nil {
+		t.Fatalf("a tenant's forged HAMi record: %v %s", err, out)
+	} else {
+		t.Logf("forged record refused: %s", lastLine(out))
+	}
+
+	// The leader books them (its metrics), before any pod asks.
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "the leader books HAMi's pods", func() error {
+		raw, err := e.scrape(leader)
+		if err != nil {
+			return err
+		}
+		mem, _, err := harness.MetricSums(strings.NewReader(raw), "vgpud_gpu_allocated_memory_mib", func(l map[string]string) string {
+			if l["node"] != node {
+				return ""
+			}
+			return l["uuid"]
+		})
+		if err != nil {
+			return err
+		}
+		for i, want := range []int64{gpus[0].MemoryMiB, gpus[1].MemoryMiB - 3000, gpus[2].MemoryMiB, 0} {
+			if got := int64(mem[gpus[i].UUID]); got != want {
+				return fmt.Errorf("GPU %d (%s): %d MiB allocated, want %d", i, gpus[i].UUID, got, want)
+			}
+		}
+		return nil
+	})
+
+	// Pods that each need almost a whole GPU, pinned to the node: one per
+	// GPU HAMi left free runs there, the next waits.
+	big := gpus[3].MemoryMiB - 2000
+	var free, names []string
+	for _, g := range gpus[3:] {
+		free = append(free, g.UUID)
+	}
+	for i := range len(free) + 1 {
+		p := gpuPod(fmt.Sprintf("after-hami-%d", i), map[string]string{"nvidia.com/gpumem": fmt.Sprint(big)}, nil)
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		if _, err := e.kube.CoreV1().Pods(hamiNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name)
+	}
+	waiting := ""
+	harness.Eventually(t, 60*time.Second, fmt.Sprintf("%d pods on the GPUs HAMi left free, one waiting", len(free)), func() error {
+		var on []string
+		waiting = ""
+		for _, n := range names {
+			p, err := e.kube.CoreV1().Pods(hamiNS).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				if waiting != "" {
+					return fmt.Errorf("%s and %s both not running", waiting, n)
+				}
+				waiting = n
+				continue
+			}
+			a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+			if err != nil {
+				return err
+			}
+			on = append(on, a.Containers[0].GPUs[0].UUID)
+		}
+		slices.Sort(on)
+		if !slices.Equal(on, free) || waiting == "" {
+			return fmt.Errorf("running on %v (want %v), waiting %q", on, free, waiting)
+		}
+		return nil
+	})
+	// It waits for what HAMi's pods hold: the 3000 MiB they left on GPU 1
+	// is the most free there.
+	harness.Eventually(t, 30*time.Second, waiting+"'s FilteredNodes event", func() error {
+		return e.eventSays(hamiNS, waiting, "insufficient gpumem", "largest free 3000 MiB")
+	})
+
+	// kubectl vgpud shows what HAMi's pods hold.
+	plugins := t.TempDir()
+	if err := os.Symlink(filepath.Join(e.scripts, "..", "bin", "vgpud"), filepath.Join(plugins, "kubectl-vgpud")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("kubectl", "vgpud")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig, "PATH="+plugins+":"+os.Getenv("PATH"))
+	table, err := cmd.CombinedOutput()
+	if err != nil || harness.Contains(string(table), hamiNS+"/hami-a", hamiNS+"/hami-b") != nil {
+		t.Fatalf("kubectl vgpud: %v: %s", err, table)
+	}
+	t.Logf("kubectl vgpud, HAMi's pods beside vgpud's:\n%s", table)
+
+	// HAMi's pod ends: its GPU goes to the pod waiting.
+	start := time.Now()
+	if err := e.kube.CoreV1().Pods(hamiNS).Delete(ctx, "hami-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, hamiNS, []string{waiting}, 90*time.Second)
+	p, err := e.kube.CoreV1().Pods(hamiNS).Get(ctx, waiting, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	if err != nil || a.Containers[0].GPUs[0].UUID != gpus[2].UUID {
+		t.Fatalf("%s placed on %+v (%v); want GPU 2, %s, which hami-b held", waiting, a, err, gpus[2].UUID)
+	}
+	t.Logf("hami-b deleted -> %s Running on its GPU in %s", waiting, time.Since(start).Round(time.Millisecond))
+}
