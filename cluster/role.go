@@ -119,11 +119,12 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	if err != nil {
 		return nil, err
 	}
-	stopMetrics := r.metrics.Lead(ledger)
+	stopMetrics := r.metrics.Lead(ledger, quotas)
 
 	tlsCfg := r.cfg.TLS
 	tlsCfg.Namespace = r.namespace
 	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), r.clock.Now)
+	certMgr.ObserveWith(r.metrics)
 	t := &termParts{
 		inf: inf, booksSynced: booksSynced, certs: certMgr, synced: &atomic.Bool{}, log: log,
 		webhook:  server.New(r.cfg.Listen, certMgr.WebhookTLS(), log.With("component", "https")),
@@ -144,6 +145,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	requeue := newRequeuer(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)
 	placer.NotifyPodRead(r.metrics.PodRead)
+	placer.NotifyFiltered(r.metrics.Filtered)
 	ledger.NotifyFreed(func() { requeue.freed(ctx) })
 
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, admissionQuota{quotas, ledger}), log.With("component", "webhook"))

@@ -40,6 +40,7 @@ type Metrics interface {
 	Identity(mode string)
 	Health(uuids []string, unhealthy map[string]bool)
 	PodResourcesMismatch()
+	SampleGPUs(sample func() []gpu.Sample)
 }
 
 // API is what the node role calls: core/v1 (its node's inventory
@@ -115,6 +116,7 @@ func (a *Role) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.metrics.SampleGPUs(func() []gpu.Sample { return gpu.Samples(lib) })
 	var inject inspect.Injector
 	if m, ok := lib.(*gpu.Mock); ok {
 		inject = m.InjectXIDByName

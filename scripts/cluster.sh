@@ -98,7 +98,7 @@ ctr_() {
 
 packages() {
 	local missing=()
-	for tool in etcd:etcd-server docker-registry:docker-registry containerd:containerd runc:runc iptables:iptables jq:jq openssl:openssl curl:curl conntrack:conntrack; do
+	for tool in etcd:etcd-server docker-registry:docker-registry prometheus:prometheus containerd:containerd runc:runc iptables:iptables jq:jq openssl:openssl curl:curl conntrack:conntrack; do
 		command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 	done
 	[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)

@@ -57,12 +57,17 @@ func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usag
 		if p.namespace != namespace || uid == except {
 			continue
 		}
-		u := p.placement.Charge(c.memoryOf(p.node))
-		total.MemMiB += u.MemMiB
-		total.Cores += u.Cores
-		total.Slots += u.Slots
+		c.addCharge(&total, p)
 	}
 	return total
+}
+
+// addCharge adds what p is charged to total; c.mu held.
+func (c *Cache) addCharge(total *podmodel.Usage, p podState) {
+	u := p.placement.Charge(c.memoryOf(p.node))
+	total.MemMiB += u.MemMiB
+	total.Cores += u.Cores
+	total.Slots += u.Slots
 }
 
 // memoryOf gives each GPU of node its memory in MiB, 0 for one the books

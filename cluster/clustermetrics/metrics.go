@@ -6,20 +6,35 @@ package clustermetrics
 
 import (
 	"net/http"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vgpud/vgpud/cluster/books"
+	"github.com/vgpud/vgpud/cluster/extender"
+	"github.com/vgpud/vgpud/cluster/fit"
+	"github.com/vgpud/vgpud/cluster/server/certs"
 	"github.com/vgpud/vgpud/podmodel"
 )
 
-// Source is what the GPU gauges read at scrape time.
-type Source interface {
-	Usage() map[string]map[string]podmodel.Usage
+// Books is what the GPU, node and namespace gauges read at scrape time:
+// the leader's books.
+type Books interface {
+	Stats() []books.NodeStats
 	PodCount() int
+	Charged() map[string]podmodel.Usage
 }
+
+// Quotas gives each namespace's hard vGPU limits.
+type Quotas interface {
+	AllLimits() map[string]podmodel.Quota
+}
+
+// Bind outcomes.
+const (
+	bound  = "bound"
+	failed = "failed"
+)
 
 // Metrics are the cluster role's collectors.
 type Metrics struct {
@@ -30,14 +45,19 @@ type Metrics struct {
 	podReads *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	taken    prometheus.Counter
-	books    *gpuCollector
+	acquired prometheus.Counter
+	filters  *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+	caSteps  *prometheus.CounterVec
+	expiry   *prometheus.GaugeVec
+	books    *booksCollector
 }
 
 // New registers the cluster role's metrics on reg (main's registry, not
 // the global default).
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		books: newGPUCollector(),
+		books: newBooksCollector(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "vgpud_extender_request_seconds", Help: "Latency of scheduler-extender and webhook requests by verb.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5, 15},
@@ -59,21 +79,75 @@ func New(reg prometheus.Registerer) *Metrics {
 		taken: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vgpud_leader_lease_taken_total", Help: "Times another replica took the leader Lease while this replica's hold was still current: never in turn, so a node may be compromised.",
 		}),
+		acquired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vgpud_leader_acquired_total", Help: "Times this replica became the leader: a rise anywhere but at the first start is a failover.",
+		}),
+		filters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_filter_pods_total", Help: "Pods kube-scheduler asked the extender to filter, by outcome (fits: some node fits; unschedulable: none does; invalid: the pod's request cannot be read).",
+		}, []string{"outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_filter_node_refusals_total", Help: "Nodes the extender's filter refused a pod, by reason (insufficient gpumem, no free slot, device plugin not serving, ...).",
+		}, []string{"reason"}),
+		caSteps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_ca_rotation_steps_total", Help: "Steps of a CA rotation this leader took (trusted: the next CA trusted beside the current one; signing: it signs; retired: the old one is gone).",
+		}, []string{"step"}),
+		expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vgpud_certificate_expiry_timestamp_seconds", Help: "When each certificate the leader keeps in its Secret expires (ca, serving, client), as a Unix time.",
+		}, []string{"certificate"}),
 	}
-	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.books)
+	// Every known outcome and step from the start at 0, so a rate or an
+	// increase over them is 0 rather than no data until one happens.
+	for _, o := range []string{bound, failed} {
+		m.binds.WithLabelValues(o)
+	}
+	for _, o := range []string{extender.FilterFits, extender.FilterUnschedulable, extender.FilterInvalid} {
+		m.filters.WithLabelValues(o)
+	}
+	for _, step := range []string{certs.StepTrusted, certs.StepSigning, certs.StepRetired} {
+		m.caSteps.WithLabelValues(step)
+	}
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.acquired, m.filters, m.refusals, m.caSteps, m.expiry, m.books)
 	return m
 }
 
-// Lead records that this replica leads with books as its GPU usage, until
-// the returned func is called when leadership ends.
-func (m *Metrics) Lead(books Source) (done func()) {
-	m.books.set(books)
+// Lead records that this replica leads with b as its books and q as the
+// namespaces' limits, until the returned func is called when leadership
+// ends.
+func (m *Metrics) Lead(b Books, q Quotas) (done func()) {
+	m.books.set(b, q)
 	m.leader.Set(1)
+	m.acquired.Inc()
 	return func() {
 		m.leader.Set(0)
-		m.books.set(nil)
+		m.books.set(nil, nil)
+		m.expiry.Reset()
 	}
 }
+
+// Filtered counts one filter answered, and each node's refusal by reason.
+func (m *Metrics) Filtered(outcome string, reasons map[string]fit.Reason) {
+	m.filters.WithLabelValues(outcome).Inc()
+	if len(reasons) == 0 {
+		return
+	}
+	byKind := map[string]int{}
+	for _, r := range reasons {
+		byKind[r.Kind]++
+	}
+	for kind, n := range byKind {
+		m.refusals.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// Certificates records when the leader's certificates expire.
+func (m *Metrics) Certificates(ca, serving, client time.Time) {
+	m.expiry.WithLabelValues("ca").Set(float64(ca.Unix()))
+	m.expiry.WithLabelValues("serving").Set(float64(serving.Unix()))
+	m.expiry.WithLabelValues("client").Set(float64(client.Unix()))
+}
+
+// RotationStep counts one step of a CA rotation.
+func (m *Metrics) RotationStep(step string) { m.caSteps.WithLabelValues(step).Inc() }
 
 // LeaseTaken counts a Lease taken from this replica out of turn.
 func (m *Metrics) LeaseTaken(_, _ string) { m.taken.Inc() }
@@ -93,9 +167,9 @@ func (m *Metrics) Instrument(verb string, h http.Handler) http.Handler {
 
 // Bind counts one bind by outcome and how long it waited for the node.
 func (m *Metrics) Bind(ok bool, waited time.Duration) {
-	outcome := "bound"
+	outcome := bound
 	if !ok {
-		outcome = "failed"
+		outcome = failed
 	}
 	m.binds.WithLabelValues(outcome).Inc()
 	m.bindWait.Observe(waited.Seconds())
@@ -109,60 +183,4 @@ func (m *Metrics) PodRead(fromInformer bool) {
 		from = "informer"
 	}
 	m.podReads.WithLabelValues(from).Inc()
-}
-
-// gpuCollector reads the books at scrape time, so the gauges never drift
-// from them; it reports nothing while this replica does not lead.
-type gpuCollector struct {
-	mu  sync.Mutex
-	src Source
-
-	mem, cores, slots, pods, cacheNodes *prometheus.Desc
-}
-
-func (c *gpuCollector) set(src Source) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.src = src
-}
-
-func newGPUCollector() *gpuCollector {
-	gpu := []string{"node", "uuid"}
-	return &gpuCollector{
-		mem:        prometheus.NewDesc("vgpud_gpu_allocated_memory_mib", "GPU memory committed to pods.", gpu, nil),
-		cores:      prometheus.NewDesc("vgpud_gpu_allocated_cores", "GPU cores (percent) committed to pods.", gpu, nil),
-		slots:      prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
-		pods:       prometheus.NewDesc("vgpud_cache_pods", "Pods holding GPUs in the leader's cache.", nil, nil),
-		cacheNodes: prometheus.NewDesc("vgpud_cache_nodes", "Nodes in the leader's cache.", nil, nil),
-	}
-}
-
-func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.mem, c.cores, c.slots, c.pods, c.cacheNodes} {
-		ch <- d
-	}
-}
-
-func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	src := c.src
-	c.mu.Unlock()
-	if src == nil {
-		return
-	}
-	usage := src.Usage()
-	nodes := make([]string, 0, len(usage))
-	for n := range usage {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	for _, n := range nodes {
-		for uuid, u := range usage[n] {
-			ch <- prometheus.MustNewConstMetric(c.mem, prometheus.GaugeValue, float64(u.MemMiB), n, uuid)
-			ch <- prometheus.MustNewConstMetric(c.cores, prometheus.GaugeValue, float64(u.Cores), n, uuid)
-			ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(u.Slots), n, uuid)
-		}
-	}
-	ch <- prometheus.MustNewConstMetric(c.pods, prometheus.GaugeValue, float64(src.PodCount()))
-	ch <- prometheus.MustNewConstMetric(c.cacheNodes, prometheus.GaugeValue, float64(len(nodes)))
 }

@@ -52,12 +52,33 @@ type Placer struct {
 	events   func(pod *corev1.Pod, reason, message string)
 	refused  func(pod *podrecord.Pod)
 	podRead  func(fromInformer bool)
+	filtered func(outcome string, reasons map[string]fit.Reason)
 	log      *slog.Logger
 }
 
 // NotifyRefused has f told of every pod the leader knows that Filter
 // found no node for; call before serving.
 func (p *Placer) NotifyRefused(f func(pod *podrecord.Pod)) { p.refused = f }
+
+// Filter outcomes, as NotifyFiltered tells them.
+const (
+	FilterFits          = "fits"
+	FilterUnschedulable = "unschedulable"
+	FilterInvalid       = "invalid"
+)
+
+// NotifyFiltered has f told of every Filter answered: its outcome, and
+// why each node that does not fit the pod does not; call before serving.
+func (p *Placer) NotifyFiltered(f func(outcome string, reasons map[string]fit.Reason)) {
+	p.filtered = f
+}
+
+// tellFiltered tells NotifyFiltered's f, if any.
+func (p *Placer) tellFiltered(outcome string, reasons map[string]fit.Reason) {
+	if p.filtered != nil {
+		p.filtered(outcome, reasons)
+	}
+}
 
 // NotifyPodRead has f told where each pod filter and prioritize read came
 // from (metrics); call before serving.
@@ -94,6 +115,7 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 func (p *Placer) Filter(ctx context.Context, pod *podrecord.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
 	req, nodePolicy, err := requestFor(pod, p.defaults)
 	if err != nil {
+		p.tellFiltered(FilterInvalid, nil)
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	sc := scratches.Get().(*scratch)
@@ -127,11 +149,13 @@ func (p *Placer) Filter(ctx context.Context, pod *podrecord.Pod, names []string)
 				p.refused(known)
 			}
 		}
+		p.tellFiltered(FilterUnschedulable, reasons)
 		if err := passing(reasons); err != nil {
 			return nil, nil, err
 		}
 		return []string{}, failed, nil
 	}
+	p.tellFiltered(FilterFits, reasons)
 	scores := p.rank(fits, fullness, nodePolicy, sc)
 	// A copy, not fits: the scratch goes back to the pool.
 	best := make([]string, 0, countScore(scores, fit.MaxScore))

@@ -54,6 +54,27 @@ func (s *Source) NamespaceLimits(namespace string) podmodel.Quota {
 	return podmodel.Quota{Memory: hardLimit(quotas, s.names.GPUMem), Cores: hardLimit(quotas, s.names.GPUCores)}
 }
 
+// AllLimits is every namespace's hard vGPU limits, for those that set
+// one.
+func (s *Source) AllLimits() map[string]podmodel.Quota {
+	quotas, err := s.quotas.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	byNS := map[string][]*corev1.ResourceQuota{}
+	for _, q := range quotas {
+		byNS[q.Namespace] = append(byNS[q.Namespace], q)
+	}
+	out := map[string]podmodel.Quota{}
+	for ns, qs := range byNS {
+		q := podmodel.Quota{Memory: hardLimit(qs, s.names.GPUMem), Cores: hardLimit(qs, s.names.GPUCores)}
+		if q.Memory.Set || q.Cores.Set {
+			out[ns] = q
+		}
+	}
+	return out
+}
+
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
 func Compute(live []*podrecord.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) podmodel.Quota {

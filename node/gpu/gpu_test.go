@@ -136,3 +136,21 @@ func TestMockNUMAAndXIDInjection(t *testing.T) {
 		t.Error("a failing GPU answered its memory query")
 	}
 }
+
+// Every mock GPU reports its use, idle; a failing one is left out.
+func TestSamples(t *testing.T) {
+	lib, err := Open("fake:2xNVIDIA L4:23034", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Samples(lib)
+	if len(got) != 2 || got[0].MemoryTotalMiB != 23034 || got[0].UtilizationPercent != 0 || got[0].UUID == got[1].UUID {
+		t.Fatalf("samples %+v", got)
+	}
+	if err := lib.(*Mock).SetFailing(got[1].UUID, true); err != nil {
+		t.Fatal(err)
+	}
+	if again := Samples(lib); len(again) != 1 || again[0].UUID != got[0].UUID {
+		t.Fatalf("with GPU 1 failing: %+v", again)
+	}
+}

@@ -58,6 +58,13 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 		}
 		return d.MemoryInfo, nvml.SUCCESS
 	}
+	// Nothing runs on a mock GPU: it is idle.
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		if m.isFailing(d.UUID) {
+			return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
+		}
+		return nvml.Utilization{}, nvml.SUCCESS
+	}
 }
 
 func (m *Mock) wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {

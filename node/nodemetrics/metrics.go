@@ -7,6 +7,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpud/vgpud/node/nrihook"
+)
+
+// Allocate's outcomes.
+const (
+	allocated = "allocated"
+	refused   = "refused"
 )
 
 // Metrics are the node role's collectors.
@@ -17,6 +25,7 @@ type Metrics struct {
 	mismatches    prometheus.Counter
 	hook          *prometheus.HistogramVec
 	identity      *prometheus.GaugeVec
+	samples       *samplesCollector
 }
 
 // New registers the node role's metrics on reg.
@@ -43,7 +52,16 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.identity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vgpud_node_identity", Help: "1 for how this node tells which pod a container is: runtime (the NRI hook is told) or guessed (no NRI socket: Allocate guesses the pod kubelet admits).",
 	}, []string{"mode"})
-	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity)
+	m.samples = newSamplesCollector()
+	// Every outcome and verdict from the start at 0, so that the first
+	// observation shows in a rate, and a rate over them is 0, not no data.
+	for _, o := range []string{allocated, refused} {
+		m.allocate.WithLabelValues(o)
+	}
+	for _, v := range []nrihook.Verdict{nrihook.Void, nrihook.Grant, nrihook.Exempt, nrihook.Refuse} {
+		m.hook.WithLabelValues(v.String())
+	}
+	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity, m.samples)
 	return m
 }
 
@@ -58,9 +76,9 @@ func (m *Metrics) Registered(err error) {
 
 // Allocated records one Allocate call.
 func (m *Metrics) Allocated(ok bool, took time.Duration) {
-	outcome := "allocated"
+	outcome := allocated
 	if !ok {
-		outcome = "refused"
+		outcome = refused
 	}
 	m.allocate.WithLabelValues(outcome).Observe(took.Seconds())
 }

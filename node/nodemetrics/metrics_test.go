@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vgpud/vgpud/node/gpu"
 )
 
 func TestNodeMetrics(t *testing.T) {
@@ -35,5 +37,30 @@ vgpud_node_registrations_total{outcome="ok"} 2
 	}
 	if n := testutil.CollectAndCount(m.allocate, "vgpud_node_allocate_seconds"); n != 2 {
 		t.Fatalf("allocate series %d, want allocated and refused", n)
+	}
+}
+
+// Each scrape reads the GPUs' use afresh; nothing before the GPUs open.
+func TestGPUSamples(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	if n := testutil.CollectAndCount(m.samples); n != 0 {
+		t.Fatalf("%d samples before the GPUs opened", n)
+	}
+	util := uint32(40)
+	m.SampleGPUs(func() []gpu.Sample {
+		util++
+		return []gpu.Sample{{UUID: "GPU-a", UtilizationPercent: util, MemoryUsedMiB: 1200, MemoryTotalMiB: 40960}}
+	})
+	want := `
+# HELP vgpud_node_gpu_utilization_percent Percent of the last NVML sample period in which the GPU's SMs were busy, whoever ran there.
+# TYPE vgpud_node_gpu_utilization_percent gauge
+vgpud_node_gpu_utilization_percent{uuid="GPU-a"} 41
+# HELP vgpud_node_gpu_memory_used_mib GPU memory in use, as NVML reports it.
+# TYPE vgpud_node_gpu_memory_used_mib gauge
+vgpud_node_gpu_memory_used_mib{uuid="GPU-a"} 1200
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vgpud_node_gpu_utilization_percent", "vgpud_node_gpu_memory_used_mib"); err != nil {
+		t.Fatal(err)
 	}
 }

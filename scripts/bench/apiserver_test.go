@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpud/vgpud/cluster/clusterview"
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -91,6 +93,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			rss, anon := harness.Memory(leader.Cmd.Process.Pid)
 			heap := e.heapInUse(t)
 			e.record(t, "extender vs apiserver", "leader RSS at 1000 nodes, 20000 pods (anon = heap, stacks and runtime; Go heap in use)", fmt.Sprintf("%.0f MiB (anon %.0f, heap %.0f)", rss, anon, heap), "<= 150 MiB", metIf(rss <= 150))
+			e.clusterView(t, fill)
 		}
 	}
 	leader = e.reelect(t, client, leader)
@@ -727,4 +730,43 @@ func fileMiB(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%.0f MiB", float64(st.Size())/(1<<20))
+}
+
+// clusterView times `vgpud inspect --cluster` (kubectl vgpud) as a user
+// runs it against this apiserver: the binary, the kubeconfig, table and
+// JSON; the median of three runs each, with what it counted.
+func (e env) clusterView(t *testing.T, placed int) {
+	for _, format := range [][]string{nil, {"--json"}} {
+		var took []time.Duration
+		var out []byte
+		for range 3 {
+			start := time.Now()
+			var err error
+			out, err = exec.Command(e.vgpud, append([]string{"inspect", "--cluster", "--kubeconfig", e.kubeconfig}, format...)...).Output()
+			if err != nil {
+				t.Fatalf("inspect --cluster %v: %v", format, err)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		what := "table"
+		if format != nil {
+			what = "JSON"
+			var v clusterview.View
+			if err := json.Unmarshal(out, &v); err != nil || len(v.Nodes) != nodes {
+				t.Fatalf("inspect --cluster --json: %d nodes, %v", len(v.Nodes), err)
+			}
+			held := map[string]bool{}
+			for _, n := range v.Nodes {
+				for _, g := range n.GPUs {
+					for _, p := range g.Pods {
+						held[p] = true
+					}
+				}
+			}
+			t.Logf("inspect --cluster --json: %d nodes, %d pods holding slices, %d problems", len(v.Nodes), len(held), len(v.Problems))
+		}
+		e.record(t, "cluster view", fmt.Sprintf("vgpud inspect --cluster (%s), %d nodes, %d placed pods: wall time (median of 3), output", what, nodes, placed),
+			fmt.Sprintf("%.2f s, %.1f MB", took[1].Seconds(), float64(len(out))/1e6), "<= 5 s", metIf(took[1] <= 5*time.Second))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,9 +321,14 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 	cfg := testConfig
 	cfg.SchedulerDeployment = "vgpud-scheduler"
 	m := NewManager(cfg, apiOf(kube), quiet(), func() time.Time { return t0 })
+	seen := &observed{}
+	m.ObserveWith(seen)
 	ctx := context.Background()
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if len(seen.steps) != 0 || seen.serving.IsZero() || !seen.serving.After(t0) || seen.ca.Before(seen.serving) {
+		t.Fatalf("after install: steps %v, serving expires %v, CA %v", seen.steps, seen.serving, seen.ca)
 	}
 	deployments := kube.AppsV1().Deployments(ns)
 	hash := func() string {
@@ -461,7 +467,21 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 	if after := secretOf(t, kube); !bytes.Equal(after.Data[KeyCACert], s.Data[KeyCACert]) {
 		t.Fatal("a second rotation started for the same request")
 	}
+	if strings.Join(seen.steps, ",") != "trusted,signing,retired" {
+		t.Fatalf("rotation steps observed: %v", seen.steps)
+	}
 }
+
+// observed records what an Observer is told.
+type observed struct {
+	steps               []string
+	ca, serving, client time.Time
+}
+
+func (o *observed) Certificates(ca, serving, client time.Time) {
+	o.ca, o.serving, o.client = ca, serving, client
+}
+func (o *observed) RotationStep(step string) { o.steps = append(o.steps, step) }
 
 func mustPair(t *testing.T, p KeyPair) tls.Certificate {
 	t.Helper()

@@ -1,0 +1,390 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+const (
+	monitoringNS = "e2e-monitoring"
+	promListen   = "127.0.0.1:19090"
+)
+
+// monitoring runs Debian's Prometheus against the cluster with
+// manifests/monitoring: its scrape job (every replica, with a token for
+// audience vgpud-metrics), its alert rules (promtool's unit tests first),
+// and every query of its dashboard, each of which must return data. Then
+// the two alerts that matter most fire when their condition is caused: a
+// GPU marked unhealthy through the mock (an XID), and a node role stopped.
+func monitoring(t *testing.T, e env, nodes []string) {
+	if len(nodes) < 2 {
+		t.Skipf("needs a node besides the leader's; the cluster has %d", len(nodes))
+	}
+	ctx := context.Background()
+	dir := filepath.Join(e.scripts, "..", "manifests", "monitoring")
+	if out, err := exec.Command("promtool", "test", "rules", filepath.Join(dir, "alerts_test.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	t.Log("promtool test rules alerts_test.yaml: SUCCESS")
+
+	prom := e.startPrometheus(t, dir)
+	harness.Eventually(t, 90*time.Second, "Prometheus scrapes every vgpud replica", func() error {
+		res, err := prom.query(`up{job="vgpud"} == 1`)
+		if err != nil {
+			return err
+		}
+		if len(res) != len(nodes) {
+			return fmt.Errorf("%d of %d replicas up", len(res), len(nodes))
+		}
+		return nil
+	})
+
+	// Something for every panel to show: GPU pods in a namespace with a
+	// quota, and one that fits nowhere (the filter's refusals).
+	e.namespace(t, monitoringNS, nil)
+	if _, err := e.kube.CoreV1().ResourceQuotas(monitoringNS).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			"requests.nvidia.com/gpumem": resource.MustParse("20000"), "requests.nvidia.com/gpucores": resource.MustParse("200")}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range 3 {
+		p := gpuPod(fmt.Sprintf("watched-%d", i), map[string]string{"nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "20"}, nil)
+		if _, err := e.kube.CoreV1().Pods(monitoringNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name)
+	}
+	huge := gpuPod("too-big", map[string]string{"nvidia.com/gpumem": "100", "nvidia.com/gpu": "9"}, nil)
+	if _, err := e.kube.CoreV1().Pods(monitoringNS).Create(ctx, huge, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, monitoringNS, names, 60*time.Second)
+
+	// Every query of every panel returns data ($__rate_interval as 1m).
+	raw, err := os.ReadFile(filepath.Join(dir, "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	queries, panels := 0, 0
+	for _, p := range dash.Panels {
+		if len(p.Targets) > 0 {
+			panels++
+		}
+		for _, target := range p.Targets {
+			expr := strings.ReplaceAll(target.Expr, "$__rate_interval", "1m")
+			queries++
+			var res []promSample
+			err := harness.Poll(60*time.Second, func() error {
+				var err error
+				if res, err = prom.query(expr); err != nil {
+					return err
+				}
+				// NaN is what a quantile of no observations gives: not data.
+				for _, r := range res {
+					if v, ok := r.Value[1].(string); ok && v != "NaN" {
+						return nil
+					}
+				}
+				return fmt.Errorf("no data: %v", res)
+			})
+			if err != nil {
+				t.Errorf("panel %q: %s: %v", p.Title, expr, err)
+				continue
+			}
+			t.Logf("panel %q: %d series, e.g. %s", p.Title, len(res), res[0])
+		}
+	}
+	t.Logf("%d panels, %d queries, every one answered with a number", panels, queries)
+
+	// The two alerts that matter most, caused on a node that does not
+	// lead: an XID on its GPU 0, then its node role stopped (its label
+	// removed, as an operator drains vgpud from a node).
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := nodes[0]
+	if off == leader.Spec.NodeName {
+		off = nodes[1]
+	}
+	vp, err := e.vgpudPod(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu0 := e.inspect(t, off).GPUs[0].UUID
+	if out, err := e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "inspect", "--inject-xid=0:79"); err != nil {
+		t.Fatalf("inject XID 79: %v %s", err, out)
+	}
+	start := time.Now()
+	prom.firing(t, "VgpudGPUUnhealthy", map[string]string{"node": off, "uuid": gpu0})
+	t.Logf("XID 79 on %s GPU 0 -> VgpudGPUUnhealthy firing in %v", off, time.Since(start).Round(time.Millisecond))
+
+	label := func(value string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, gpuLabel, value)
+		if _, err := e.kube.CoreV1().Nodes().Patch(ctx, off, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label("null")
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			label(`"true"`)
+		}
+	})
+	start = time.Now()
+	prom.firing(t, "VgpudNodeRoleNotServing", map[string]string{"node": off})
+	t.Logf("%s's vgpud stopped -> VgpudNodeRoleNotServing firing in %v", off, time.Since(start).Round(time.Millisecond))
+
+	// Back as found: a fresh vgpud pod (fresh mock GPUs) serving there.
+	label(`"true"`)
+	restored = true
+	harness.Eventually(t, 120*time.Second, off+" served again with healthy GPUs", func() error {
+		p, err := e.vgpudPod(off)
+		if err != nil {
+			return err
+		}
+		if p.UID == vp.UID || !podReady(p) {
+			return fmt.Errorf("%s is not a ready replacement of %s", p.Name, vp.Name)
+		}
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if state := n.Annotations[protocol.AnnotationPlugin]; state != protocol.PluginServing {
+			return fmt.Errorf("%s is %q", protocol.AnnotationPlugin, state)
+		}
+		if err := e.advertising(off); err != nil {
+			return err
+		}
+		return prom.notFiring("VgpudGPUUnhealthy", "VgpudNodeRoleNotServing")
+	})
+}
+
+// prometheus is a running Prometheus and its query API.
+type prometheus struct{ base string }
+
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  []any             `json:"value"`
+}
+
+func (s promSample) String() string { return fmt.Sprintf("%v = %v", s.Metric, s.Value[1]) }
+
+// startPrometheus runs Prometheus with the monitoring directory's scrape
+// job and its rules, whose `for` is cut to 4 s so that the alerts
+// caused here fire within the test; the rules as shipped are what
+// promtool tested.
+func (e env) startPrometheus(t *testing.T, dir string) prometheus {
+	t.Helper()
+	work := t.TempDir()
+	token, err := e.scraperToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "token"), []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	job := cfg["scrape_configs"].([]any)[0].(map[string]any)
+	job["authorization"] = map[string]any{"credentials_file": filepath.Join(work, "token")}
+	// Debian builds Prometheus without Kubernetes discovery: the pods
+	// kubernetes_sd would find are written to a file in its place, with
+	// the meta labels it gives them, for the job's own relabelling.
+	if _, ok := job["kubernetes_sd_configs"]; !ok {
+		t.Fatal("scrape.yaml's job has no kubernetes_sd_configs")
+	}
+	delete(job, "kubernetes_sd_configs")
+	targets := filepath.Join(work, "targets.json")
+	e.writeTargets(t, targets)
+	job["file_sd_configs"] = []any{map[string]any{"files": []string{targets}, "refresh_interval": "2s"}}
+	job["scrape_interval"] = "2s"
+	cfg["global"] = map[string]any{"scrape_interval": "2s", "evaluation_interval": "2s"}
+	rules, err := os.ReadFile(filepath.Join(dir, "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules = regexp.MustCompile(`(?m)^(\s+for:) \S+$`).ReplaceAll(rules, []byte("$1 4s"))
+	if err := os.WriteFile(filepath.Join(work, "alerts.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg["rule_files"] = []string{filepath.Join(work, "alerts.yaml")}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "prometheus.yml"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(work, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("prometheus", "--config.file="+filepath.Join(work, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(work, "data"),
+		"--web.listen-address="+promListen, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	p := prometheus{base: "http://" + promListen}
+	harness.Eventually(t, 30*time.Second, "Prometheus ready", func() error {
+		resp, err := http.Get(p.base + "/-/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return p
+}
+
+// writeTargets writes, as file_sd JSON, what Kubernetes pod discovery
+// finds in vgpud-system: a target per pod and container port, with its
+// meta labels.
+func (e env) writeTargets(t *testing.T, path string) {
+	t.Helper()
+	pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	var groups []group
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			for _, port := range c.Ports {
+				labels := map[string]string{
+					"__meta_kubernetes_pod_name":                p.Name,
+					"__meta_kubernetes_pod_node_name":           p.Spec.NodeName,
+					"__meta_kubernetes_pod_container_port_name": port.Name,
+				}
+				for k, v := range p.Labels {
+					labels["__meta_kubernetes_pod_label_"+regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(k, "_")] = v
+				}
+				groups = append(groups, group{Targets: []string{fmt.Sprintf("%s:%d", p.Status.PodIP, port.ContainerPort)}, Labels: labels})
+			}
+		}
+	}
+	raw, err := json.Marshal(groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".tmp", raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// query evaluates an instant PromQL query.
+func (p prometheus) query(expr string) ([]promSample, error) {
+	resp, err := http.Get(p.base + "/api/v1/query?query=" + url.QueryEscape(expr))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status, Error string
+		Data          struct{ Result []promSample }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s", expr, body.Error)
+	}
+	return body.Data.Result, nil
+}
+
+// firing waits for alert to fire with labels.
+func (p prometheus) firing(t *testing.T, alert string, labels map[string]string) {
+	t.Helper()
+	sel := []string{fmt.Sprintf("alertname=%q", alert), `alertstate="firing"`}
+	for k, v := range labels {
+		sel = append(sel, fmt.Sprintf("%s=%q", k, v))
+	}
+	harness.Eventually(t, 90*time.Second, alert+" firing", func() error {
+		res, err := p.query("ALERTS{" + strings.Join(sel, ",") + "}")
+		if err != nil {
+			return err
+		}
+		if len(res) == 0 {
+			pending, _ := p.query(fmt.Sprintf("ALERTS{alertname=%q}", alert))
+			return fmt.Errorf("not firing (ALERTS: %v)", pending)
+		}
+		return nil
+	})
+}
+
+// notFiring says which of alerts still fire.
+func (p prometheus) notFiring(alerts ...string) error {
+	for _, a := range alerts {
+		res, err := p.query(fmt.Sprintf("ALERTS{alertname=%q,alertstate=\"firing\"}", a))
+		if err != nil {
+			return err
+		}
+		if len(res) > 0 {
+			return fmt.Errorf("%s still firing: %v", a, res)
+		}
+	}
+	return nil
+}
