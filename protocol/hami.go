@@ -28,9 +28,9 @@ const (
 
 // DecodeHAMiAllocation reads HAMi's record of a pod on node as an
 // assignment: one container per entry that holds devices, in order, named
-// "hami#0", "hami#1"... Device types other than NVIDIA's are refused, as
-// are empty and malformed entries; padding entries HAMi writes for
-// containers without a device (",,0,0" or nothing) are skipped.
+// "hami#0", "hami#1"... Malformed entries are refused; other vendors'
+// devices, and the padding HAMi writes for containers without a device
+// (",,0,0" or nothing), are skipped.
 func DecodeHAMiAllocation(raw, node string) (Assignment, error) {
 	if len(raw) > MaxHAMiBytes {
 		return Assignment{}, fmt.Errorf("%s of %d bytes: at most %d are read", AnnotationHAMiAllocated, len(raw), MaxHAMiBytes)
@@ -74,7 +74,8 @@ func decodeHAMiDevice(dev string) (s GPUSlice, skip bool, err error) {
 		return GPUSlice{}, true, nil
 	}
 	if f[1] != "NVIDIA" {
-		return GPUSlice{}, false, fmt.Errorf("device %q: type %q; vgpud books NVIDIA GPUs", dev, f[1])
+		// Another vendor's device: not a GPU vgpud places on.
+		return GPUSlice{}, true, nil
 	}
 	uuid, _, _ := strings.Cut(f[0], "[") // a MIG instance books its GPU
 	mem, err := strconv.ParseInt(f[2], 10, 64)

@@ -15,7 +15,7 @@
 # VGPUD_CONTAINERD=1.6 runs Debian's containerd 1.6 instead (no NRI), for
 # the fallback scenario.
 # Images: vgpud is pushed to a registry on the host (Debian's
-# docker-registry at 10.201.0.1:5000, TLS from the cluster CA) that every
+# docker-registry at 10.201.0.1:5043, TLS from the cluster CA) that every
 # node's containerd trusts (certs.d), and pulled from it by tag and
 # digest; the rest (pause, busybox, kube-scheduler) are imported.
 # Every node is labelled nvidia.com/gpu.present=true, as GPU feature
@@ -34,8 +34,10 @@ NODE=vgpud-node
 NODE_IP=10.201.0.2
 HOST_IP=10.201.0.1
 # Debian's docker-registry on the host's bridge address: the nodes pull
-# vgpud from it by tag and digest (scripts/install.sh pins it).
-REGISTRY=$HOST_IP:5000
+# vgpud from it by tag and digest (scripts/install.sh pins it). Not 5000,
+# where the package's own service listens on every address once systemd
+# starts it.
+REGISTRY=$HOST_IP:5043
 VGPUD_IMAGE=$REGISTRY/vgpud/vgpud:dev
 BRIDGE=vgpud-br0
 SERVICE_CIDR=10.96.0.0/16

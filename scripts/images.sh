@@ -31,7 +31,7 @@ oci() {
 	shift 4
 	tar -C "$rootfs" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" .
 	while read -r e; do env+=(--env "$e"); done < <(jq -r '.[]' <<<"${img_env:-[]}")
-	"$root/bin/image" build --layer "$work/layer.tar" --name "$name" --out "$tarball" \
+	"$root/bin/image" build --layer "$work/layer.tar" --name "$name" --out "$tarball" --platform "linux/$(go env GOARCH)" \
 		$([ "$key" = Entrypoint ] && echo --entrypoint) "${env[@]}" "$@" >&2
 }
 

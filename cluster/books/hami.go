@@ -15,7 +15,7 @@ const hamiRaw = "hami\n"
 func (c *Cache) readHAMi(p *podrecord.Pod) (protocol.Assignment, error) {
 	c.mu.RLock()
 	var gpus []protocol.GPU
-	if st, ok := c.nodes[HAMiNode(p.NodeName, p.HAMiNode)]; ok {
+	if st, ok := c.nodes[p.NodeName]; ok {
 		gpus = st.gpus
 	}
 	c.mu.RUnlock()
@@ -26,38 +26,47 @@ func (c *Cache) readHAMi(p *podrecord.Pod) (protocol.Assignment, error) {
 	return a, nil
 }
 
-// HAMiNode is the node of a pod HAMi placed: the one it is bound to, else
-// the one HAMi's scheduler chose.
-func HAMiNode(podNode, hamiNode string) string {
-	if podNode != "" {
-		return podNode
-	}
-	return hamiNode
-}
-
 // BookableHAMi is HAMi's record raw, of a pod bound to podNode ("" if
 // not) and placed by HAMi on hamiNode, as an assignment vgpud books, or
 // why it books none. gpus are the node's GPUs as vgpud knows them (nil:
 // not known yet). Only HAMi's scheduler could write the record (the
 // manifest's vgpud-hami-records policy refuses it to everyone else), so
-// it is read like vgpud's own: its node and GPUs must be the pod's. The
-// view (`vgpud inspect --cluster`) counts by the same rule.
+// what it holds is booked, erring towards booking more: a slice larger
+// than its GPU (HAMi's memory scaling) holds the whole GPU, and one on a
+// GPU the node does not have is left out, since vgpud places nothing
+// there. A pod HAMi never bound holds nothing: with HAMi's scheduler
+// stopped it never will be. The view (`vgpud inspect --cluster`) counts
+// by the same rule.
 func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU) (protocol.Assignment, error) {
-	if podNode != "" && hamiNode != "" && podNode != hamiNode {
-		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: it names node %s but the pod is bound to %s", hamiNode, podNode)
+	if podNode == "" {
+		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: HAMi's scheduler never bound the pod; delete it, or it waits for HAMi for ever")
 	}
-	node := HAMiNode(podNode, hamiNode)
-	if node == "" {
-		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: the pod is bound to no node and %s names none", protocol.AnnotationHAMiNode)
+	if hamiNode != "" && podNode != hamiNode {
+		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: it names node %.253s but the pod is bound to %s", hamiNode, podNode)
 	}
-	a, err := protocol.DecodeHAMiAllocation(raw, node)
+	a, err := protocol.DecodeHAMiAllocation(raw, podNode)
 	if err != nil {
 		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: %w", err)
 	}
-	if len(gpus) > 0 {
-		if err := protocol.CheckSlices(a.Containers, func(uuid string) (int64, bool) { return gpuMemory(gpus, uuid) }); err != nil {
-			return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked on node %s: %w", node, err)
+	if len(gpus) == 0 {
+		return a, nil
+	}
+	kept := a.Containers[:0]
+	for _, c := range a.Containers {
+		slices := c.GPUs[:0]
+		for _, s := range c.GPUs {
+			mem, ok := gpuMemory(gpus, s.UUID)
+			if !ok {
+				continue
+			}
+			s.MemoryMiB = min(s.MemoryMiB, mem)
+			slices = append(slices, s)
+		}
+		if len(slices) > 0 {
+			c.GPUs = slices
+			kept = append(kept, c)
 		}
 	}
+	a.Containers = kept
 	return a, nil
 }

@@ -58,19 +58,19 @@ func TestHAMiRecordsAreBooked(t *testing.T) {
 	}
 }
 
-// A record that does not fit its pod books nothing; vgpud's own
-// assignment, where a pod has both, is what counts.
-func TestHAMiRecordsThatDoNotFitAreNotBooked(t *testing.T) {
+// A record for another node, or of a pod HAMi never bound, books
+// nothing; one that does not fit its node books more, not less: a slice
+// on a GPU the node lacks is left out, one larger than its GPU holds all
+// of it. vgpud's own assignment, where a pod has both, is what counts.
+func TestHAMiRecordsBookWhatTheyCan(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
-	c.SetNode(gpuNode("n1", 1, "10"))
+	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, tc := range []struct {
 		pod  *corev1.Pod
 		want string
 	}{
 		{hamiPod("moved", "n1", "n2", "GPU-n1-0,NVIDIA,1000,10:;"), "names node n2 but the pod is bound to n1"},
-		{hamiPod("nowhere", "", "", "GPU-n1-0,NVIDIA,1000,10:;"), "names none"},
-		{hamiPod("stranger", "n1", "n1", "GPU-elsewhere,NVIDIA,1000,10:;"), "which the node does not have"},
-		{hamiPod("huge", "n1", "n1", "GPU-n1-0,NVIDIA,90000,10:;"), "which has 40000 MiB"},
+		{hamiPod("unbound", "", "n1", "GPU-n1-0,NVIDIA,1000,10:;"), "never bound the pod"},
 		{hamiPod("garbled", "n1", "n1", "GPU-n1-0,NVIDIA,x,10:;"), "is not MiB"},
 	} {
 		err := c.SetPod(record(tc.pod))
@@ -80,6 +80,12 @@ func TestHAMiRecordsThatDoNotFitAreNotBooked(t *testing.T) {
 	}
 	if n, _ := c.Node("n1"); n.GPUs[0].Used != (podmodel.Usage{}) {
 		t.Fatalf("refused records booked: %+v", n.GPUs[0].Used)
+	}
+	if err := c.SetPod(record(hamiPod("scaled", "n1", "n1", "GPU-elsewhere,NVIDIA,1000,10:GPU-n1-1,NVIDIA,90000,10:;"))); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Node("n1"); n.GPUs[1].Used != (podmodel.Usage{MemMiB: 40000, Cores: 10, Slots: 1}) {
+		t.Fatalf("a slice larger than its GPU: %+v", n.GPUs[1].Used)
 	}
 	both := assigned("both", "n1", 0, 1000)
 	both.Annotations[protocol.AnnotationHAMiAllocated] = "GPU-n1-0,NVIDIA,30000,10:;"

@@ -22,15 +22,15 @@ type GPUStats struct {
 	Used podmodel.Usage
 }
 
-// Stats lists the nodes that have, or had, vgpud (an inventory or a
-// plugin state), sorted by name, with each GPU's booked usage.
+// Stats lists the nodes with a vgpud inventory (readable or not), sorted
+// by name, with each GPU's booked usage; a deleted node is not listed.
 func (c *Cache) Stats() []NodeStats {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]NodeStats, 0, len(c.nodes))
 	for name, st := range c.nodes {
-		if len(st.gpus) == 0 && st.plugin == "" && st.invErr == nil {
-			continue // not a node vgpud ever ran on
+		if len(st.gpus) == 0 && st.invErr == nil {
+			continue // deleted, or no vgpud inventory: not a GPU node of vgpud's
 		}
 		used := make(map[string]podmodel.Usage, len(st.current.GPUs))
 		for _, g := range st.current.GPUs {

@@ -195,6 +195,6 @@ func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol
 		return a, false, nil
 	}
 	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
-	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[books.HAMiNode(p.Spec.NodeName, hamiNode)])
+	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName])
 	return a, err == nil, err
 }

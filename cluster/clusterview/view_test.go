@@ -115,8 +115,9 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 	}
 	pods := []corev1.Pod{
 		hami("placed", "n1", "GPU-a0,NVIDIA,40960,100:;GPU-a1,NVIDIA,2000,10:;"),
-		hami("elsewhere", "n1", "GPU-zz,NVIDIA,1000,10:;"),
+		hami("elsewhere", "n1", "GPU-a1,NVIDIA,1000,10:;"),
 	}
+	pods[1].Annotations[protocol.AnnotationHAMiNode] = "n2"
 	v := Build([]corev1.Node{node(t, "n1", a100(0), a100(1))}, pods, nil, "vgpud-scheduler", protocol.DefaultResourceNames())
 	g0, g1 := v.Nodes[0].GPUs[0], v.Nodes[0].GPUs[1]
 	if g0.MemoryUsedMiB != 40960 || !g0.Exclusive || g1.MemoryUsedMiB != 2000 || g1.CoresUsed != 10 {
@@ -128,7 +129,7 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 	if len(v.Namespaces) != 1 || v.Namespaces[0].MemoryUsedMiB != 42960 {
 		t.Fatalf("namespaces %+v", v.Namespaces)
 	}
-	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "old/elsewhere") || !strings.Contains(v.Problems[0], "does not have") {
+	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "old/elsewhere") || !strings.Contains(v.Problems[0], "names node n2") {
 		t.Fatalf("problems %q", v.Problems)
 	}
 }

@@ -77,7 +77,12 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 				v = strings.Clone(v[:protocol.MaxHAMiBytes+1])
 			}
 			r.HAMiAllocated = v
+			// A node name is at most 253 bytes; a longer one is refused
+			// for naming no node, so a cut is enough.
 			r.HAMiNode = p.Annotations[protocol.AnnotationHAMiNode]
+			if len(r.HAMiNode) > 254 {
+				r.HAMiNode = strings.Clone(r.HAMiNode[:254])
+			}
 		}
 	}
 	cs, err := podmodel.Requests(p, names)

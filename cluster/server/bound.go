@@ -68,11 +68,15 @@ func (b *bounder) wrap(h http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("request body of %d bytes; at most %d are read", n, maxBody), http.StatusRequestEntityTooLarge)
 			return
 		}
+		if n < 0 {
+			// The apiserver and kube-scheduler always say how long their
+			// bodies are; one of unknown length would be weighed as the
+			// largest and, trickled, hold the whole large budget.
+			http.Error(w, "request body of unknown length (chunked); send Content-Length", http.StatusLengthRequired)
+			return
+		}
 		sem, weight := b.small, int64(1)
-		switch {
-		case n < 0: // length unknown: weighed as the largest
-			sem, weight = b.large, maxBody
-		case n > smallBody:
+		if n > smallBody {
 			sem, weight = b.large, n
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), b.wait)

@@ -78,3 +78,14 @@ func TestBounderRefusesADeclaredBodyOverTheMost(t *testing.T) {
 		t.Fatalf("%d %q", w.Code, w.Body)
 	}
 }
+
+func TestBounderRefusesABodyOfUnknownLength(t *testing.T) {
+	b := newBounder()
+	r := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader("{}"))
+	r.ContentLength = -1
+	w := httptest.NewRecorder()
+	b.wrap(http.NotFoundHandler()).ServeHTTP(w, r)
+	if w.Code != http.StatusLengthRequired || !strings.Contains(w.Body.String(), "Content-Length") {
+		t.Fatalf("%d %q", w.Code, w.Body)
+	}
+}

@@ -102,6 +102,11 @@ func Decide(c Container, r Rules) Decision {
 	switch {
 	case r.Exempt(c.Namespace):
 		return Decision{Verdict: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
+	case placedByHAMi(pod, r.Node):
+		// Its GPUs are what HAMi's device plugin gave it, which kubelet
+		// keeps for its containers' restarts; vgpud books them (README
+		// "Coming from HAMi").
+		return Decision{Verdict: Exempt, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
 	case spec != nil && privileged(spec):
 		// A privileged container reaches every device node anyway; the
 		// NVIDIA container toolkit gives it every GPU too.
@@ -111,6 +116,17 @@ func Decide(c Container, r Rules) Decision {
 			c.Name, id, podmodel.VGPUNames(spec, r.Resources))}
 	}
 	return Decision{Verdict: Void}
+}
+
+// placedByHAMi says whether HAMi's scheduler placed pod on node and
+// recorded its devices: only HAMi's scheduler can write that record
+// (policy vgpud-hami-records), and a pod vgpud assigned is vgpud's.
+func placedByHAMi(pod *corev1.Pod, node string) bool {
+	if _, ours := pod.Annotations[protocol.AnnotationAssignment]; ours {
+		return false
+	}
+	hamiNode := pod.Annotations[protocol.AnnotationHAMiNode]
+	return pod.Annotations[protocol.AnnotationHAMiAllocated] != "" && pod.Spec.NodeName == node && (hamiNode == "" || hamiNode == node)
 }
 
 // samePod reports whether pod is the one with the runtime's uid. A

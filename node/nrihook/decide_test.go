@@ -58,6 +58,11 @@ func TestDecide(t *testing.T) {
 	priv.Spec.Containers[1].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
 	elsewhere := gpuPod("elsewhere", "GPU-0")
 	elsewhere.Spec.NodeName = "n2"
+	hami := gpuPod("hami", "")
+	hami.Annotations[protocol.AnnotationHAMiAllocated] = "GPU-0,NVIDIA,1000,30:;"
+	hami.Annotations[protocol.AnnotationHAMiNode] = node
+	hamiElsewhere := hami.DeepCopy()
+	hamiElsewhere.Annotations[protocol.AnnotationHAMiNode] = "n2"
 	for _, tc := range []struct {
 		name string
 		c    Container
@@ -75,6 +80,8 @@ func TestDecide(t *testing.T) {
 		{"an exempt namespace is left alone", Container{Namespace: "vgpud-system", Pod: "x", UID: "u", Name: "c"}, Exempt, "exempt"},
 		{"an assignment for another node is refused", containerOf(elsewhere, "app"), Refuse, "not this node"},
 		{"an ephemeral container gets no GPU", containerOf(victim, "debugger"), Void, ""},
+		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Exempt, "placed on this node by HAMi"},
+		{"HAMi's record for another node is no exemption", containerOf(hamiElsewhere, "app"), Refuse, "assigned it no GPUs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.c, rules())

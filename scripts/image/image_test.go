@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 )
@@ -31,6 +32,18 @@ func TestBuildPushPin(t *testing.T) {
 	}
 	if first.String() != second.String() {
 		t.Fatalf("two builds of one layer differ: %q, %q", first.String(), second.String())
+	}
+	firstTar, err := os.ReadFile(filepath.Join(dir, "hello.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // another second in the files' times
+	if err := build(buildSpec{layer: layer, name: "example.com/hello:1", out: filepath.Join(dir, "again.tar"), platform: "linux/amd64",
+		argv: []string{"/usr/bin/hello"}, entrypoint: true, env: []string{"A=b"}}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.ReadFile(filepath.Join(dir, "again.tar")); err != nil || !bytes.Equal(again, firstTar) {
+		t.Fatalf("the OCI layout tarball differs between two builds (%v)", err)
 	}
 	fields := strings.Fields(first.String())
 	if len(fields) != 3 || !strings.HasPrefix(fields[1], "sha256:") {

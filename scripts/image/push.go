@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -23,10 +24,11 @@ func push(ctx context.Context, from, to, ca string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--to %q: %w; give registry/repository:tag", to, err)
 	}
-	img, err := loadLayout(from)
+	img, cleanup, err := loadLayout(from)
 	if err != nil {
 		return err
 	}
+	defer cleanup()
 	opts, err := remoteOptions(ctx, ca)
 	if err != nil {
 		return err
@@ -42,29 +44,39 @@ func push(ctx context.Context, from, to, ca string, w io.Writer) error {
 	return err
 }
 
-// loadLayout reads the one image in an OCI layout tarball.
-func loadLayout(path string) (v1.Image, error) {
+// loadLayout reads the one image in an OCI layout tarball, unpacked to
+// a directory that cleanup removes: its blobs are read lazily, while the
+// image is pushed.
+func loadLayout(path string) (img v1.Image, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "vgpud-image-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// The image's blobs are read lazily while it is pushed: the caller's
-	// process is short-lived, so the directory goes at exit instead.
+	cleanup = func() { os.RemoveAll(dir) }
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
 	if err := untar(path, dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not an OCI layout tarball (image build writes one): %w", path, err)
+		return nil, nil, fmt.Errorf("%s is not an OCI layout tarball (image build writes one): %w", path, err)
 	}
 	m, err := idx.IndexManifest()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("%s holds %d images; push takes one", path, len(m.Manifests))
+		return nil, nil, fmt.Errorf("%s holds %d images; push takes one", path, len(m.Manifests))
 	}
-	return idx.Image(m.Manifests[0].Digest)
+	img, err = idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		return nil, nil, err
+	}
+	return img, cleanup, nil
 }
 
 // remoteOptions are the registry client's: credentials from the local
@@ -86,6 +98,9 @@ func remoteOptions(ctx context.Context, ca string) ([]remote.Option, error) {
 		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", ca)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
 	tr.TLSClientConfig.RootCAs = pool
 	return append(opts, remote.WithTransport(tr)), nil
 }

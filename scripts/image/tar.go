@@ -43,7 +43,13 @@ func tarDir(dir, out string) (err error) {
 		if d.IsDir() {
 			h.Name += "/"
 		}
-		h.ModTime, h.Uid, h.Gid, h.Uname, h.Gname = time.Unix(0, 0), 0, 0, "", ""
+		// Nothing of this machine's: no times, owners or umask.
+		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		h.Mode = 0o644
+		if d.IsDir() {
+			h.Mode = 0o755
+		}
 		h.Format = tar.FormatPAX
 		if err := tw.WriteHeader(h); err != nil {
 			return err

@@ -115,6 +115,15 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 	} else {
 		t.Logf("forged record refused: %s", lastLine(out))
 	}
+	// Nor pass one off as absent (the policy once compared values, with
+	// "<absent>" standing for none).
+	absent := strings.Replace(forged, fmt.Sprintf("%q", whole(gpus[3])+";"), `"<absent>"`, 1)
+	if absent == forged {
+		t.Fatal("no record to replace in the forged pod")
+	}
+	if out, err := asTenant(absent, "apply", "-f", "-"); err == nil || harness.Contains(out, "vgpud-hami-records") != nil {
+		t.Fatalf("a tenant's record of \"<absent>\": %v %s", err, out)
+	}
 
 	// The leader books them (its metrics), before any pod asks.
 	leader, err := e.leader()
