@@ -202,8 +202,8 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		t.Fatal("cache never synced")
 	}
-	if !reflect.DeepEqual(first.Usage(), rebuilt.Usage()) {
-		t.Fatalf("rebuilt usage differs:\n first %v\n again %v", first.Usage(), rebuilt.Usage())
+	if !reflect.DeepEqual(first.Stats(), rebuilt.Stats()) {
+		t.Fatalf("rebuilt usage differs:\n first %v\n again %v", first.Stats(), rebuilt.Stats())
 	}
 	if !reflect.DeepEqual(first.Pods(), rebuilt.Pods()) {
 		t.Fatalf("rebuilt pods differ: %v vs %v", first.Pods(), rebuilt.Pods())

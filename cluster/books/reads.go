@@ -102,22 +102,6 @@ func (c *Cache) Pods() []string {
 	return out
 }
 
-// Usage is every node's per-GPU usage, keyed by node then GPU UUID, for
-// comparing two caches (a restart must rebuild the same books).
-func (c *Cache) Usage() map[string]map[string]podmodel.Usage {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make(map[string]map[string]podmodel.Usage, len(c.nodes))
-	for name, st := range c.nodes {
-		m := make(map[string]podmodel.Usage, len(st.current.GPUs))
-		for _, g := range st.current.GPUs {
-			m[g.UUID] = g.Used
-		}
-		out[name] = m
-	}
-	return out
-}
-
 // SmallestGPUMiB is the least memory of any GPU the books know, 0 if
 // they know none: the least a GPU held whole can be charged.
 func (c *Cache) SmallestGPUMiB() int64 {

@@ -51,6 +51,11 @@ func (s *Source) NamespaceLimits(namespace string) podmodel.Quota {
 	if err != nil {
 		return podmodel.Quota{}
 	}
+	return s.limits(quotas)
+}
+
+// limits is the tightest hard vGPU limits of a namespace's quotas.
+func (s *Source) limits(quotas []*corev1.ResourceQuota) podmodel.Quota {
 	return podmodel.Quota{Memory: hardLimit(quotas, s.names.GPUMem), Cores: hardLimit(quotas, s.names.GPUCores)}
 }
 
@@ -67,7 +72,7 @@ func (s *Source) AllLimits() map[string]podmodel.Quota {
 	}
 	out := map[string]podmodel.Quota{}
 	for ns, qs := range byNS {
-		q := podmodel.Quota{Memory: hardLimit(qs, s.names.GPUMem), Cores: hardLimit(qs, s.names.GPUCores)}
+		q := s.limits(qs)
 		if q.Memory.Set || q.Cores.Set {
 			out[ns] = q
 		}
