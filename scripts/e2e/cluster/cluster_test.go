@@ -177,15 +177,9 @@ func TestCluster(t *testing.T) {
 		}
 		// The same view as a kubectl plugin, from this machine with the
 		// admin kubeconfig: vgpud linked as kubectl-vgpud on PATH.
-		plugins := t.TempDir()
-		if err := os.Symlink(filepath.Join(e.scripts, "..", "bin", "vgpud"), filepath.Join(plugins, "kubectl-vgpud")); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("kubectl", "vgpud")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig, "PATH="+plugins+":"+os.Getenv("PATH"))
-		table, err := cmd.CombinedOutput()
-		if err != nil || harness.Contains(string(table), node, ns+"/one") != nil {
-			t.Fatalf("kubectl vgpud: %v: %s", err, table)
+		table := e.kubectlVgpud(t)
+		if err := harness.Contains(table, node, ns+"/one"); err != nil {
+			t.Fatalf("kubectl vgpud: %v", err)
 		}
 		t.Logf("kubectl vgpud:\n%s", table)
 	})

@@ -5,9 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -202,15 +199,9 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 	})
 
 	// kubectl vgpud shows what HAMi's pods hold.
-	plugins := t.TempDir()
-	if err := os.Symlink(filepath.Join(e.scripts, "..", "bin", "vgpud"), filepath.Join(plugins, "kubectl-vgpud")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("kubectl", "vgpud")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig, "PATH="+plugins+":"+os.Getenv("PATH"))
-	table, err := cmd.CombinedOutput()
-	if err != nil || harness.Contains(string(table), hamiNS+"/hami-a", hamiNS+"/hami-b") != nil {
-		t.Fatalf("kubectl vgpud: %v: %s", err, table)
+	table := e.kubectlVgpud(t)
+	if err := harness.Contains(table, hamiNS+"/hami-a", hamiNS+"/hami-b"); err != nil {
+		t.Fatalf("kubectl vgpud: %v", err)
 	}
 	t.Logf("kubectl vgpud, HAMi's pods beside vgpud's:\n%s", table)
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -275,4 +276,22 @@ func (e env) dump(t *testing.T, ns string) {
 		out, err := e.kubectl(args...)
 		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, err)
 	}
+}
+
+// kubectlVgpud runs `kubectl vgpud` from this machine with the admin
+// kubeconfig, the built vgpud linked as kubectl-vgpud on PATH, as a user
+// installs the plugin; it returns the table.
+func (e env) kubectlVgpud(t *testing.T) string {
+	t.Helper()
+	plugins := t.TempDir()
+	if err := os.Symlink(filepath.Join(e.scripts, "..", "bin", "vgpud"), filepath.Join(plugins, "kubectl-vgpud")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("kubectl", "vgpud")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig, "PATH="+plugins+":"+os.Getenv("PATH"))
+	table, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl vgpud: %v: %s", err, table)
+	}
+	return string(table)
 }

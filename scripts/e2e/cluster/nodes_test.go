@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,13 +113,6 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 	if off == leader.Spec.NodeName {
 		off = nodes[1]
 	}
-	label := func(value string) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, gpuLabel, value)
-		if _, err := e.kube.CoreV1().Nodes().Patch(ctx, off, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	plugin := func() (string, error) {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
 		if err != nil {
@@ -130,14 +124,8 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	label("null")
+	putBack := e.takeGPULabel(t, off)
 	removed := time.Now()
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			label(`"true"`)
-		}
-	})
 	// The pods come once the node's vgpud has said it is going: a pod
 	// scheduled in the instant before that (the DaemonSet controller and
 	// kubelet have not acted yet) may still land there, and runs, which is
@@ -189,24 +177,16 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 	// Back: a new vgpud pod runs there, ready and serving, and the node
 	// advertises. Each is checked on its own object: the DaemonSet's status
 	// and kubelet's node status can lag and still read the old state.
-	label(`"true"`)
-	restored = true
+	putBack()
 	back := harness.Eventually(t, 120*time.Second, off+" served again", func() error {
-		p, err := e.vgpudPod(off)
-		if err != nil {
+		if err := e.servedAgain(off, before); err != nil {
 			return err
-		}
-		if p.UID == before.UID || !podReady(p) {
-			return fmt.Errorf("%s is not a ready replacement of %s", p.Name, before.Name)
-		}
-		if state, err := plugin(); err != nil || state != protocol.PluginServing {
-			return fmt.Errorf("%s is %q %v", protocol.AnnotationPlugin, state, err)
 		}
 		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
 		if err != nil || int(ds.Status.NumberReady) != len(nodes) {
 			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
 		}
-		return e.advertising(off)
+		return nil
 	})
 	t.Logf("label back -> %s served again in %v", off, back.Round(time.Millisecond))
 }
@@ -275,4 +255,44 @@ func acrossNodes(t *testing.T, e env, nodes []string) {
 		t.Fatal("running without a vgpud assignment")
 	}
 	t.Logf("create -> Running across nodes: %v (pod on %s)", time.Since(start).Round(time.Millisecond), p.Spec.NodeName)
+}
+
+// takeGPULabel removes node's nvidia.com/gpu.present label, which the
+// DaemonSet selects, so that the node's vgpud goes (draining first); the
+// returned func puts the label back, as the end of t does if it was not
+// called.
+func (e env) takeGPULabel(t *testing.T, node string) (putBack func()) {
+	t.Helper()
+	set := func(value string) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, gpuLabel, value)
+		if _, err := e.kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("null")
+	var once sync.Once
+	putBack = func() { once.Do(func() { set(`"true"`) }) }
+	t.Cleanup(putBack)
+	return putBack
+}
+
+// servedAgain says why node is not yet served by a ready vgpud pod that
+// replaced before, its plugin serving and its GPUs advertised; nil once
+// it is.
+func (e env) servedAgain(node string, before *corev1.Pod) error {
+	p, err := e.vgpudPod(node)
+	if err != nil {
+		return err
+	}
+	if p.UID == before.UID || !podReady(p) {
+		return fmt.Errorf("%s is not a ready replacement of %s", p.Name, before.Name)
+	}
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if state := n.Annotations[protocol.AnnotationPlugin]; state != protocol.PluginServing {
+		return fmt.Errorf("%s is %q", protocol.AnnotationPlugin, state)
+	}
+	return e.advertising(node)
 }

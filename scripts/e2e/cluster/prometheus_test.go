@@ -19,10 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -152,43 +150,15 @@ func monitoring(t *testing.T, e env, nodes []string) {
 	prom.firing(t, "VgpudGPUUnhealthy", map[string]string{"node": off, "uuid": gpu0})
 	t.Logf("XID 79 on %s GPU 0 -> VgpudGPUUnhealthy firing in %v", off, time.Since(start).Round(time.Millisecond))
 
-	label := func(value string) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, gpuLabel, value)
-		if _, err := e.kube.CoreV1().Nodes().Patch(ctx, off, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	label("null")
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			label(`"true"`)
-		}
-	})
+	putBack := e.takeGPULabel(t, off)
 	start = time.Now()
 	prom.firing(t, "VgpudNodeRoleNotServing", map[string]string{"node": off})
 	t.Logf("%s's vgpud stopped -> VgpudNodeRoleNotServing firing in %v", off, time.Since(start).Round(time.Millisecond))
 
 	// Back as found: a fresh vgpud pod (fresh mock GPUs) serving there.
-	label(`"true"`)
-	restored = true
+	putBack()
 	harness.Eventually(t, 120*time.Second, off+" served again with healthy GPUs", func() error {
-		p, err := e.vgpudPod(off)
-		if err != nil {
-			return err
-		}
-		if p.UID == vp.UID || !podReady(p) {
-			return fmt.Errorf("%s is not a ready replacement of %s", p.Name, vp.Name)
-		}
-		n, err := e.kube.CoreV1().Nodes().Get(ctx, off, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if state := n.Annotations[protocol.AnnotationPlugin]; state != protocol.PluginServing {
-			return fmt.Errorf("%s is %q", protocol.AnnotationPlugin, state)
-		}
-		if err := e.advertising(off); err != nil {
+		if err := e.servedAgain(off, vp); err != nil {
 			return err
 		}
 		return prom.notFiring("VgpudGPUUnhealthy", "VgpudNodeRoleNotServing")

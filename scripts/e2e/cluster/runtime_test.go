@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -255,20 +254,7 @@ func hookStopped(t *testing.T, e env, ns string, nodes []string) {
 		t.Fatal(err)
 	}
 	e.waitRunning(t, ns, []string{"restarts"}, 60*time.Second)
-	label := func(value string) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, gpuLabel, value)
-		if _, err := e.kube.CoreV1().Nodes().Patch(ctx, off, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	label("null")
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			label(`"true"`)
-		}
-	})
+	putBack := e.takeGPULabel(t, off)
 	harness.Eventually(t, 90*time.Second, "vgpud gone from "+off, func() error {
 		if vp, err := e.vgpudPod(off); err == nil {
 			return fmt.Errorf("%s still there", vp.Name)
@@ -285,8 +271,7 @@ func hookStopped(t *testing.T, e env, ns string, nodes []string) {
 		return harness.Contains(refused, `required plugin "vgpud" not present`)
 	})
 	t.Logf("hook stopped on %s: %s", off, refused)
-	label(`"true"`)
-	restored = true
+	putBack()
 	back := time.Now()
 	harness.Eventually(t, 90*time.Second, "vgpud back on "+off, func() error {
 		_, err := e.vgpudPod(off)
