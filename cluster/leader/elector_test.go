@@ -146,6 +146,10 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 		for _, c := range cancels {
 			c()
 		}
+		// Each elector logs as its term ends: not after the test has.
+		for _, d := range done {
+			<-d
+		}
 	})
 
 	waitLeader := func(exclude string) string {
