@@ -8,6 +8,14 @@ here=$PWD/scripts
 . "$here/common.sh"
 need_root e2e
 
+# gotest runs a suite verbosely and, when one fails, prints the failed
+# tests' own output again at the end: CI shows only a run's last lines,
+# and the cluster suite's soak runs after every scenario.
+gotest() {
+	go tool gotestsum --format standard-verbose --hide-summary skipped -- "$@" 2>&1 |
+		grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process
+}
+
 hosts_entry
 "$here/apiserver.sh" down
 trap '"$here/apiserver.sh" down' EXIT
@@ -16,8 +24,7 @@ kubeconfig=$("$here/apiserver.sh" up)
 echo "e2e: etcd + kube-apiserver ready in $((($(date +%s%N) - start) / 1000000)) ms"
 
 make -s build # the binary the images ship
-KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud go test -tags e2e -count=1 -v -timeout 10m ./scripts/e2e/ 2>&1 |
-	grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process
+KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud gotest -tags e2e -count=1 -timeout 10m ./scripts/e2e/
 "$here/apiserver.sh" down
 
 # The cluster (three nodes unless VGPUD_NODES says otherwise): fresh state,
@@ -27,13 +34,11 @@ trap '"$here/cluster.sh" down' EXIT
 start=$(date +%s%N)
 kubeconfig=$("$here/cluster.sh" up)
 echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - start) / 1000000)) ms"
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here go test -tags e2e -count=1 -v -timeout 20m -run 'TestCluster|TestChaosSoak' ./scripts/e2e/cluster/ 2>&1 |
-	grep -vE '^I[0-9]{4} '
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 20m -run 'TestCluster|TestChaosSoak' ./scripts/e2e/cluster/
 "$here/cluster.sh" down
 
 # The fallback: one node on Debian's containerd 1.6, which has no NRI.
 start=$(date +%s%N)
 kubeconfig=$(VGPUD_CONTAINERD=1.6 VGPUD_NODES=1 "$here/cluster.sh" up)
 echo "e2e: containerd 1.6 node ready in $((($(date +%s%N) - start) / 1000000)) ms"
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_CONTAINERD=1.6 go test -tags e2e -count=1 -v -timeout 10m -run TestFallback ./scripts/e2e/cluster/ 2>&1 |
-	grep -vE '^I[0-9]{4} '
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_CONTAINERD=1.6 gotest -tags e2e -count=1 -timeout 10m -run TestFallback ./scripts/e2e/cluster/
