@@ -420,26 +420,49 @@ func reviewFlood(t *testing.T, e env) {
 		t.Fatal(err)
 	}
 	body := floodReview(t)
-	restarts := func() map[string]int32 {
-		out := map[string]int32{}
+	type restart struct {
+		count int32
+		last  string // how the container last ended
+	}
+	restarts := func() map[string]restart {
+		out := map[string]restart{}
 		pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range pods.Items {
 			for _, s := range p.Status.ContainerStatuses {
-				out[p.Name+"/"+s.Name] = s.RestartCount
+				r := restart{count: s.RestartCount}
+				if term := s.LastTerminationState.Terminated; term != nil {
+					r.last = fmt.Sprintf("%s (exit %d) at %s: %s", term.Reason, term.ExitCode, term.FinishedAt.Format(time.RFC3339), term.Message)
+				}
+				out[p.Name+"/"+s.Name] = r
 			}
 		}
 		return out
 	}
+	// Problems are gathered and reported once, after a dump of the
+	// cluster's state, so the reason is the test's last line.
+	var (
+		mu       sync.Mutex
+		problems []string
+	)
+	problem := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	defer func() {
+		if len(problems) > 0 {
+			e.dump(t, fencesNS)
+			t.Errorf("the flood (leader %s on %s):\n%s", leader.Name, leader.Spec.NodeName, strings.Join(problems, "\n"))
+		}
+	}()
 	before := restarts()
 	for round, n := range []int{8, 50} {
 		var (
-			mu      sync.Mutex
 			maxRSS  float64
 			latency []time.Duration
-			codes   string
 		)
 		done := make(chan struct{})
 		var wg sync.WaitGroup
@@ -468,11 +491,12 @@ func reviewFlood(t *testing.T, e env) {
 				latency = append(latency, time.Since(start))
 				mu.Unlock()
 				if err != nil {
-					t.Errorf("create %s during the flood: %v", p.Name, err)
+					problem("create %s during the flood, after %s: %v", p.Name, time.Since(start).Round(time.Millisecond), err)
 				}
 			}
 		})
-		script := fmt.Sprintf(`for i in $(seq %d); do curl -sk -o /dev/null -w '%%{http_code}\n' --max-time 60 -H 'Content-Type: application/json' --data-binary @%s https://%s:9443/webhook & done; wait`,
+		// Each line: the status code, curl's exit code, and curl's error.
+		script := fmt.Sprintf(`for i in $(seq %d); do curl -sk -o /dev/null -w '%%{http_code} %%{exitcode} %%{time_total}s %%{errormsg}\n' --max-time 60 -H 'Content-Type: application/json' --data-binary @%s https://%s:9443/webhook & done; wait`,
 			n, body, leader.Status.PodIP)
 		start := time.Now()
 		out, err := exec.Command("nsenter", "--net=/var/run/netns/vgpud-e2e", "bash", "-c", script).CombinedOutput()
@@ -480,20 +504,23 @@ func reviewFlood(t *testing.T, e env) {
 		if err != nil {
 			t.Fatalf("flood: %v %s", err, out)
 		}
-		codes = tally(string(out))
 		// Each review answered, or refused for load; none lost.
+		var codes []string
 		ok := 0
-		for _, c := range strings.Fields(string(out)) {
-			switch c {
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			code, _, _ := strings.Cut(line, " ")
+			codes = append(codes, code)
+			switch code {
 			case "200":
 				ok++
 			case "429":
 			default:
-				t.Errorf("a review of the flood answered %s", c)
+				problem("round of %d: a review was answered %q (code, curl's exit code, time, curl's error)", n, line)
 			}
 		}
+		tallied := tally(strings.Join(codes, " "))
 		if ok == 0 {
-			t.Errorf("no review of the flood answered: %s", codes)
+			problem("round of %d: no review of the flood answered: %s", n, tallied)
 		}
 		time.Sleep(2 * time.Second)
 		close(done)
@@ -505,16 +532,20 @@ func reviewFlood(t *testing.T, e env) {
 		}
 		e.waitRunning(t, fencesNS, names, 120*time.Second)
 		t.Logf("%d reviews of %.1f MB at once: answered %s in %s; leader RSS peak %.0f MiB; 10 GPU pods created meanwhile, create latency p50 %s max %s, all Running",
-			n, float64(fileSize(t, body))/1e6, codes, took.Round(time.Millisecond), maxRSS/(1<<20), latency[len(latency)/2].Round(time.Millisecond), latency[len(latency)-1].Round(time.Millisecond))
+			n, float64(fileSize(t, body))/1e6, tallied, took.Round(time.Millisecond), maxRSS/(1<<20), latency[len(latency)/2].Round(time.Millisecond), latency[len(latency)-1].Round(time.Millisecond))
 	}
 	after := restarts()
 	for k, v := range after {
-		if v != before[k] {
-			t.Errorf("%s restarted during the flood: %d -> %d", k, before[k], v)
+		if v.count != before[k].count {
+			problem("%s restarted during the flood: %d -> %d, last %s", k, before[k].count, v.count, v.last)
 		}
 	}
 	if now, err := e.leader(); err != nil || now.Name != leader.Name {
-		t.Errorf("leader changed during the flood: %v", err)
+		name := ""
+		if now != nil {
+			name = now.Name
+		}
+		problem("leader changed during the flood: now %q %v", name, err)
 	}
 }
 
