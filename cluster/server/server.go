@@ -126,6 +126,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       readTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxReceiveBufferPerStream: h2StreamWindow, MaxReceiveBufferPerConnection: h2ConnWindow},
 		// kube-scheduler and kube-apiserver reuse connections; idle ones
 		// are cheap, but not forever.
 		IdleTimeout: 2 * time.Minute,
