@@ -42,33 +42,42 @@ func testConfig(id string) Config {
 
 // withLeaseConcurrency makes the fake clientset reject a Lease update
 // whose resourceVersion is stale, as the apiserver does; without it two
-// electors can both "win" and the test proves nothing.
+// electors can both "win" and the test proves nothing. The check and the
+// write happen under one lock, and the verb, not the action's Go type,
+// picks the branch: an update is also a CreateAction, so updates used to
+// take the create branch, skip the check, and two electors could both
+// win.
 func withLeaseConcurrency(kube *fake.Clientset) {
 	var mu sync.Mutex
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
 	kube.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		var lease *coordinationv1.Lease
-		switch act := a.(type) {
-		case k8stesting.CreateAction:
-			lease = act.GetObject().(*coordinationv1.Lease)
+		switch a.GetVerb() {
+		case "create":
+			lease := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
 			lease.ResourceVersion = "1"
-			return false, nil, nil
-		case k8stesting.UpdateAction:
-			lease = act.GetObject().(*coordinationv1.Lease)
-		default:
-			return false, nil, nil
+			if err := kube.Tracker().Create(gvr, lease, lease.Namespace); err != nil {
+				return true, nil, err
+			}
+			return true, lease, nil
+		case "update":
+			lease := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+			cur, err := kube.Tracker().Get(gvr, lease.Namespace, lease.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			have := cur.(*coordinationv1.Lease).ResourceVersion
+			if lease.ResourceVersion != have {
+				return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), lease.Name, errors.New("stale resourceVersion"))
+			}
+			n, _ := strconv.Atoi(have)
+			lease.ResourceVersion = strconv.Itoa(n + 1)
+			if err := kube.Tracker().Update(gvr, lease, lease.Namespace); err != nil {
+				return true, nil, err
+			}
+			return true, lease, nil
 		}
-		cur, err := kube.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), lease.Namespace, lease.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		have := cur.(*coordinationv1.Lease).ResourceVersion
-		if lease.ResourceVersion != have {
-			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), lease.Name, errors.New("stale resourceVersion"))
-		}
-		n, _ := strconv.Atoi(have)
-		lease.ResourceVersion = strconv.Itoa(n + 1)
 		return false, nil, nil
 	})
 }
