@@ -42,11 +42,14 @@ const (
 	// HTTP/2 reads a request's body ahead of its handler, up to the flow
 	// control windows: with Go's defaults a request waiting for its share
 	// holds 1 MiB of heap, outside the budget (fifty at once took the
-	// leader's heap up 70 MiB). Windows of 64 KiB a request and 256 KiB a
-	// connection keep what waits small; a body being decoded is read as
-	// fast as the decoder asks.
+	// leader's heap up 70 MiB). A window of 64 KiB a request keeps what
+	// waits small; a body being decoded is read as fast as the decoder
+	// asks. The connection's window stays at Go's 1 MiB: the apiserver
+	// sends every review over one connection, and a smaller one would let
+	// a few large reviews waiting for their share stall the small ones
+	// behind them.
 	h2StreamWindow = 64 << 10
-	h2ConnWindow   = 256 << 10
+	h2ConnWindow   = 1 << 20
 )
 
 // bounder admits requests while their cost fits.
