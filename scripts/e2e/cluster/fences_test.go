@@ -455,6 +455,17 @@ func reviewFlood(t *testing.T, e env) {
 	defer func() {
 		if len(problems) > 0 {
 			e.dump(t, fencesNS)
+			lease, err := e.kubectl("-n", system, "get", "lease", "vgpud-leader", "-o", "jsonpath={.spec}")
+			t.Logf("the Lease now: %s %v", lease, err)
+			logs, err := e.kubectl("-n", system, "logs", "-l", "app.kubernetes.io/component=node", "--prefix", "--tail=-1")
+			for _, l := range strings.Split(logs, "\n") {
+				if strings.Contains(l, "leading") || strings.Contains(l, "became leader") || strings.Contains(l, "leader observed") || strings.Contains(l, "connection ended") {
+					t.Log(l)
+				}
+			}
+			if err != nil {
+				t.Logf("vgpud's logs: %v", err)
+			}
 			t.Errorf("the flood (leader %s on %s):\n%s", leader.Name, leader.Spec.NodeName, strings.Join(problems, "\n"))
 		}
 	}()
