@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -50,11 +51,18 @@ const (
 	// behind them.
 	h2StreamWindow = 64 << 10
 	h2ConnWindow   = 1 << 20
+	// maxLargeWaiting larger bodies wait for their share at once; more
+	// are answered 429 at once. Each one waiting holds its stream's
+	// window of the connection's unread: sixteen on the apiserver's one
+	// connection would stall every review behind them until they gave
+	// up. Eight hold half of it at most.
+	maxLargeWaiting = 8
 )
 
 // bounder admits requests while their cost fits.
 type bounder struct {
 	small, large *semaphore.Weighted
+	largeWaiting atomic.Int32 // larger bodies waiting for their share
 	wait         time.Duration
 	onRefused    func()
 }
@@ -90,10 +98,7 @@ func (b *bounder) wrap(h http.Handler) http.Handler {
 		if n > smallBody {
 			sem, weight = b.large, n
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), b.wait)
-		err := sem.Acquire(ctx, weight)
-		cancel()
-		if err != nil {
+		if !b.acquire(r.Context(), sem, weight, sem == b.large) {
 			if b.onRefused != nil {
 				b.onRefused()
 			}
@@ -104,4 +109,22 @@ func (b *bounder) wrap(h http.Handler) http.Handler {
 		defer sem.Release(weight)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// acquire takes weight of sem, waiting up to b.wait, unless the request
+// is large and maxLargeWaiting others already wait.
+func (b *bounder) acquire(ctx context.Context, sem *semaphore.Weighted, weight int64, large bool) bool {
+	if sem.TryAcquire(weight) {
+		return true
+	}
+	if large {
+		if b.largeWaiting.Add(1) > maxLargeWaiting {
+			b.largeWaiting.Add(-1)
+			return false
+		}
+		defer b.largeWaiting.Add(-1)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.wait)
+	defer cancel()
+	return sem.Acquire(ctx, weight) == nil
 }

@@ -1,6 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vgpud/vgpud/cluster/server/certs"
 )
 
 // post sends a body of n bytes (declared length) through b to h.
@@ -88,4 +98,130 @@ func TestBounderRefusesABodyOfUnknownLength(t *testing.T) {
 	if w.Code != http.StatusLengthRequired || !strings.Contains(w.Body.String(), "Content-Length") {
 		t.Fatalf("%d %q", w.Code, w.Body)
 	}
+}
+
+// Only maxLargeWaiting large bodies wait for their share; the next is
+// answered 429 at once, not after the wait.
+func TestBounderLetsOnlyAFewLargeRequestsWait(t *testing.T) {
+	b := newBounder()
+	b.wait = 10 * time.Second
+	release := make(chan struct{})
+	var holding sync.WaitGroup
+	block := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == largeBudget {
+			holding.Done()
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	var all sync.WaitGroup
+	holding.Add(1)
+	all.Go(func() { post(b, block, largeBudget) })
+	holding.Wait()
+	codes := make(chan int, maxLargeWaiting)
+	for range maxLargeWaiting {
+		all.Go(func() { codes <- post(b, block, 1<<20).Code })
+	}
+	for deadline := time.Now().Add(5 * time.Second); b.largeWaiting.Load() < maxLargeWaiting; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d large requests waiting, want %d", b.largeWaiting.Load(), maxLargeWaiting)
+		}
+	}
+	start := time.Now()
+	if w := post(b, block, 1<<20); w.Code != http.StatusTooManyRequests || time.Since(start) > time.Second {
+		t.Fatalf("one more large body: %d after %v, want 429 at once", w.Code, time.Since(start))
+	}
+	if w := post(b, block, 4<<10); w.Code != http.StatusOK {
+		t.Fatalf("small body meanwhile: %d", w.Code)
+	}
+	close(release)
+	all.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("a waiting large body was answered %d once the budget was free", c)
+		}
+	}
+	if n := b.largeWaiting.Load(); n != 0 {
+		t.Errorf("%d still counted as waiting", n)
+	}
+}
+
+// Large reviews waiting for their share hold their streams' windows
+// unread. On one HTTP/2 connection, as the apiserver sends every review,
+// they must not stall a small review behind them.
+func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
+	now := time.Now()
+	ca, err := certs.GenerateCA(now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := certs.GenerateServing(ca, []string{"vgpud.vgpud-system.svc"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.bound.wait = 10 * time.Second
+	release := make(chan struct{})
+	holding := make(chan struct{})
+	s.Handle("/webhook", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if r.ContentLength == 7<<20 { // holds most of the budget
+			close(holding)
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.Cert)
+	client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "vgpud.vgpud-system.svc"}}}
+	url := "https://" + ln.Addr().String() + "/webhook"
+	send := func(n int) (int, error) {
+		resp, err := client.Post(url, "application/json", bytes.NewReader(make([]byte, n)))
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			return 0, fmt.Errorf("HTTP/%d.%d, want one HTTP/2 connection", resp.ProtoMajor, resp.ProtoMinor)
+		}
+		return resp.StatusCode, nil
+	}
+	var all sync.WaitGroup
+	defer all.Wait()
+	defer close(release)
+	all.Go(func() { _, _ = send(7 << 20) })
+	<-holding
+	// Twenty more, each too large for what is left: they wait, or are
+	// refused at once.
+	for range 20 {
+		all.Go(func() { _, _ = send(3 << 19) })
+	}
+	time.Sleep(500 * time.Millisecond) // their bodies reach the windows
+	start := time.Now()
+	code, err := send(4 << 10)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("small review behind the waiting ones: %d %v", code, err)
+	}
+	took := time.Since(start)
+	if took > 2*time.Second {
+		t.Fatalf("small review answered after %v: stalled behind the waiting ones", took)
+	}
+	t.Logf("small review answered in %v beside %d waiting", took, s.bound.largeWaiting.Load())
 }
