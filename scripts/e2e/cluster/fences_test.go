@@ -453,6 +453,8 @@ func reviewFlood(t *testing.T, e env) {
 		problems = append(problems, fmt.Sprintf(format, args...))
 	}
 	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
 		if len(problems) > 0 {
 			e.dump(t, fencesNS)
 			lease, err := e.kubectl("-n", system, "get", "lease", "vgpud-leader", "-o", "jsonpath={.spec}")
@@ -513,6 +515,8 @@ func reviewFlood(t *testing.T, e env) {
 		out, err := exec.Command("nsenter", "--net=/var/run/netns/vgpud-e2e", "bash", "-c", script).CombinedOutput()
 		took := time.Since(start)
 		if err != nil {
+			close(done)
+			wg.Wait()
 			t.Fatalf("flood: %v %s", err, out)
 		}
 		// Each review answered, or refused for load; none lost.
