@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,8 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/vgpud/vgpud/cluster/server/certs"
 )
 
 // post sends a body of n bytes (declared length) through b to h.
@@ -151,19 +148,7 @@ func TestBounderLetsOnlyAFewLargeRequestsWait(t *testing.T) {
 // unread. On one HTTP/2 connection, as the apiserver sends every review,
 // they must not stall a small review behind them.
 func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
-	now := time.Now()
-	ca, err := certs.GenerateCA(now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := certs.GenerateServing(ca, []string{"vgpud.vgpud-system.svc"}, now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair, pool := testServing(t)
 	s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.bound.wait = 10 * time.Second
 	release := make(chan struct{})
@@ -188,8 +173,6 @@ func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
 	go func() { served <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-served })
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.Cert)
 	client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "vgpud.vgpud-system.svc"}}}
 	url := "https://" + ln.Addr().String() + "/webhook"
 	send := func(n int) (int, error) {

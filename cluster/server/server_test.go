@@ -19,7 +19,10 @@ import (
 	"github.com/vgpud/vgpud/cluster/server/certs"
 )
 
-func TestServesTLSProbesAndHandlers(t *testing.T) {
+// testServing returns a serving certificate for vgpud.vgpud-system.svc
+// and a pool holding the CA that signed it.
+func testServing(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
 	now := time.Now()
 	ca, err := certs.GenerateCA(now, 24*time.Hour)
 	if err != nil {
@@ -33,6 +36,13 @@ func TestServesTLSProbesAndHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.Cert)
+	return pair, pool
+}
+
+func TestServesTLSProbesAndHandlers(t *testing.T) {
+	pair, pool := testServing(t)
 	var haveCert atomic.Bool
 	getCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if !haveCert.Load() {
@@ -58,8 +68,6 @@ func TestServesTLSProbesAndHandlers(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.Cert)
 	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "vgpud.vgpud-system.svc"}}}
 	get := func(path string) (int, string, error) {
 		resp, err := client.Get("https://" + ln.Addr().String() + path)
@@ -167,21 +175,7 @@ func waitForTimer(t *testing.T, fc *clocktesting.FakeClock) {
 // new one after its next answer, on HTTP/1.1 and on HTTP/2 alike, and
 // that answer still arrives whole.
 func TestReconnectAfterMovesClientsToANewConnection(t *testing.T) {
-	now := time.Now()
-	ca, err := certs.GenerateCA(now, 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := certs.GenerateServing(ca, []string{"vgpud.vgpud-system.svc"}, now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.Cert)
+	pair, pool := testServing(t)
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
 			s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
