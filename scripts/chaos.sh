@@ -13,5 +13,4 @@ need_root chaos
 trap '"$here/cluster.sh" down' EXIT
 kubeconfig=$("$here/cluster.sh" up)
 KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_CHAOS_ROUNDS=${ROUNDS:-20} \
-	go test -tags e2e -count=1 -v -timeout 120m -run TestChaosSoak ./scripts/e2e/cluster/ 2>&1 |
-	grep -vE '^I[0-9]{4} '
+	gotest -tags e2e -count=1 -timeout 120m -run TestChaosSoak ./scripts/e2e/cluster/

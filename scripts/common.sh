@@ -10,3 +10,11 @@ need_root() {
 hosts_entry() {
 	grep -qE '^127\.0\.0\.1[[:space:]]+vgpud\.vgpud-system\.svc$' /etc/hosts || echo "127.0.0.1 vgpud.vgpud-system.svc" >>/etc/hosts
 }
+
+# gotest runs a suite verbosely and, when one fails, prints the failed
+# tests' own output again at the end: CI shows only a run's last lines,
+# and the cluster suite's soak runs after every scenario.
+gotest() {
+	go tool gotestsum --format standard-verbose --hide-summary skipped -- "$@" 2>&1 |
+		grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process
+}
