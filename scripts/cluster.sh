@@ -505,11 +505,12 @@ down() {
 	rm -rf "$state/registry" "$state/vgpud-image"
 	ip link del $BRIDGE 2>/dev/null || true
 	ip link del vgpud0h 2>/dev/null || true # the one-node layout before the bridge
-	# Secret and emptyDir volumes are mounts under kubelet's pod directory.
-	awk '$2 ~ "^/var/lib/kubelet/pods/" {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
-	# Node 1's pod sandboxes' /dev/shm, which containerd unmounts only
-	# when the sandbox is removed through CRI, not by ctr above.
-	awk -v d="$rund/containerd/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+	# Secret and emptyDir volumes are mounts under kubelet's pod directory;
+	# node 1's pod sandboxes' /dev/shm are under containerd's state, which
+	# containerd unmounts only when a sandbox is removed through CRI, not
+	# by ctr above.
+	awk -v d="$rund/containerd/" 'index($2, "/var/lib/kubelet/pods/") == 1 || index($2, d) == 1 {print $2}' /proc/mounts |
+		sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
 	rm -f /run/nri/nri.sock # node 1's containerd 2.x; a 1.6 node must find none
 	rm -f "$logs"/kubelet*.log.* # the logs of kubelets before a restart
