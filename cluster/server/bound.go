@@ -98,7 +98,7 @@ func (b *bounder) wrap(h http.Handler) http.Handler {
 		if n > smallBody {
 			sem, weight = b.large, n
 		}
-		if !b.acquire(r.Context(), sem, weight, sem == b.large) {
+		if !b.acquire(r.Context(), sem, weight) {
 			if b.onRefused != nil {
 				b.onRefused()
 			}
@@ -111,13 +111,13 @@ func (b *bounder) wrap(h http.Handler) http.Handler {
 	})
 }
 
-// acquire takes weight of sem, waiting up to b.wait, unless the request
-// is large and maxLargeWaiting others already wait.
-func (b *bounder) acquire(ctx context.Context, sem *semaphore.Weighted, weight int64, large bool) bool {
+// acquire takes weight of sem, waiting up to b.wait, unless sem is the
+// large budget and maxLargeWaiting others already wait for it.
+func (b *bounder) acquire(ctx context.Context, sem *semaphore.Weighted, weight int64) bool {
 	if sem.TryAcquire(weight) {
 		return true
 	}
-	if large {
+	if sem == b.large {
 		if b.largeWaiting.Add(1) > maxLargeWaiting {
 			b.largeWaiting.Add(-1)
 			return false
