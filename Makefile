@@ -1,4 +1,4 @@
-# vgpud — see README.md. `make demo` and `make test` are the two entry points.
+# vgpud: see README.md. `make demo` and `make test` are the two entry points.
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -10,8 +10,11 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS := urfave_cli_no_docs
 BUILDFLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
 PKGS := ./...
+# go-nvml's cgo calls functions NVML marks deprecated; the compiler's
+# warnings about them are go-nvml's, not ours, and read as errors.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
+.PHONY: rolewall all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
 
 all: build
 
@@ -66,7 +69,12 @@ size-check:
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576'); \
 	if [ -n "$$big" ]; then echo "tracked files over 1 MB (build outputs? add them to .gitignore):"; echo "$$big"; exit 1; fi
 
-lint: vet fmt-check size-check
+# The role wall: node-role and cluster-role code never import each other
+# (scripts/rolewall.sh; internal/ covers each role's own parts).
+rolewall:
+	bash scripts/rolewall.sh
+
+lint: vet fmt-check size-check rolewall
 
 # A short run of every fuzz target, so regressions in the decoders show up in CI.
 # Budgets are counts of inputs, about 5-10 s each here, not durations: Go
@@ -76,7 +84,7 @@ lint: vet fmt-check size-check
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 100000x ./protocol
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 20000x ./webhook
-	$(GO) test -run '^$$' -fuzz '^FuzzExtenderBodies$$' -fuzztime 20000x ./cluster/extender
+	$(GO) test -run '^$$' -fuzz '^FuzzExtenderBodies$$' -fuzztime 20000x ./cluster/internal/extender
 
 # The end-to-end suites (root): vgpud as processes against etcd + kube-apiserver
 # built from source, then the real cluster of VGPUD_NODES nodes (default 3;
@@ -92,7 +100,7 @@ chaos:
 
 # The node role on a real NVIDIA GPU and driver (needs CuPy for the fault;
 # INTERPOSER=<dir with HAMi-core's libvgpu.so> adds the interposer test);
-# see README "On a real GPU". Not part of make test: CI has no GPU.
+# see docs/development.md "On a real GPU". Not part of make test: CI has no GPU.
 INTERPOSER ?=
 nvml:
 	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" \

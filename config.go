@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/setting"
 	"github.com/vgpud/vgpud/webhook"
 )
 
@@ -80,59 +80,47 @@ func defaultConfig() config {
 
 func (c config) runs(role string) bool { return slices.Contains(c.Roles, role) }
 
-// leaseNamespace is the Lease's namespace: the flag, else this pod's.
-func (c config) leaseNamespace() string {
-	if c.Cluster.LeaseNamespace != "" {
-		return c.Cluster.LeaseNamespace
-	}
-	return c.PodNamespace
-}
-
-// validate reports every invalid setting, one per line.
+// validate reports every invalid setting, one per line, by its flag.
 func (c config) validate() error {
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	add(validateLogging(c.LogLevel, c.LogFormat))
+	var errs field.ErrorList
+	add := func(list ...*field.Error) { errs = append(errs, list...) }
+	add(validateLogging(c.LogLevel, c.LogFormat)...)
 	if len(c.Roles) == 0 {
-		add(setting.Invalid("roles", "", "want node, cluster or node,cluster"))
+		add(invalid(flagRoles, "", "want node, cluster or node,cluster"))
 	}
 	for _, r := range c.Roles {
 		if r != roleNode && r != roleCluster {
-			add(setting.Invalid("roles", strings.Join(c.Roles, ","), "want node, cluster or node,cluster"))
+			add(invalid(flagRoles, strings.Join(c.Roles, ","), "want node, cluster or node,cluster"))
 			break
 		}
 	}
 	if c.NodeName == "" && c.runs(roleNode) {
-		add(setting.Invalid("node-name", "", "the node role needs the node's name; set NODE_NAME from the downward API (spec.nodeName)"))
+		add(invalid(flagNodeName, "", "the node role needs the node's name; set NODE_NAME from the downward API (spec.nodeName)"))
 	}
 	if c.PodName == "" && c.runs(roleCluster) {
-		add(setting.Invalid("pod-name", "", "leader election needs this replica's pod name; set POD_NAME from the downward API (metadata.name)"))
+		add(invalid(flagPodName, "", "leader election needs this replica's pod name; set POD_NAME from the downward API (metadata.name)"))
 	}
 	if c.PodNamespace == "" && c.runs(roleCluster) {
-		add(setting.Invalid("pod-namespace", "", "set POD_NAMESPACE from the downward API (metadata.namespace)"))
+		add(invalid(flagPodNamespace, "", "set POD_NAMESPACE from the downward API (metadata.namespace)"))
 	}
-	add(validateResources(c.Resources))
+	add(validateResources(c.Resources)...)
 	if c.ShutdownGrace < time.Second {
-		add(setting.Invalid("shutdown-grace", c.ShutdownGrace, "want at least 1s, and less than the pod's terminationGracePeriodSeconds"))
+		add(invalid(flagShutdownGrace, c.ShutdownGrace, "want at least 1s, and less than the pod's terminationGracePeriodSeconds"))
 	}
 	if c.KubeAPIQPS < minAPIQPS || c.KubeAPIQPS > maxAPIQPS {
-		add(setting.Invalid("kube-api-qps", c.KubeAPIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
+		add(invalid(flagKubeAPIQPS, c.KubeAPIQPS, fmt.Sprintf("want %d..%d requests per second", minAPIQPS, maxAPIQPS)))
 	}
 	if c.runs(roleNode) {
-		add(c.Node.Validate())
+		add(c.Node.Validate()...)
 	}
 	if c.runs(roleCluster) {
 		if c.SchedulerName == "" || len(validation.IsDNS1123Subdomain(c.SchedulerName)) > 0 {
-			add(setting.Invalid("scheduler-name", c.SchedulerName, "want the scheduler profile name, e.g. vgpud-scheduler"))
+			add(invalid(flagSchedulerName, c.SchedulerName, "want the scheduler profile name, e.g. vgpud-scheduler"))
 		}
-		add(c.Cluster.Validate())
-		add(c.Webhook.Validate())
+		add(c.Cluster.Validate()...)
+		add(c.Webhook.Validate()...)
 	}
-	return errors.Join(errs...)
+	return flagErrors(errs)
 }
 
 // resourceFlags name the --resource-* flags in the order of ResourceNames.All.
@@ -142,19 +130,38 @@ func resourceFlags() []string {
 
 // validateResources checks the extended-resource names: each a qualified
 // name with a domain, as kubelet requires, and no two alike.
-func validateResources(r protocol.ResourceNames) error {
-	var errs []error
+func validateResources(r protocol.ResourceNames) field.ErrorList {
+	var errs field.ErrorList
 	flags := resourceFlags()
 	seen := map[string]string{}
 	for i, name := range r.All() {
 		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 || !strings.Contains(name, "/") {
-			errs = append(errs, setting.Invalid(flags[i], name, "want a domain-prefixed resource name such as nvidia.com/gpu"))
+			errs = append(errs, invalid(flags[i], name, "want a domain-prefixed resource name such as nvidia.com/gpu"))
 			continue
 		}
 		if other, dup := seen[name]; dup {
-			errs = append(errs, setting.Invalid(flags[i], name, "already used by --"+other))
+			errs = append(errs, invalid(flags[i], name, "already used by --"+other))
 		}
 		seen[name] = flags[i]
+	}
+	return errs
+}
+
+// invalid says that --flag=value cannot work and what would.
+func invalid(flag string, value any, want string) *field.Error {
+	return field.Invalid(field.NewPath(flag), value, want)
+}
+
+// flagErrors joins every part's findings, each as the flag and value a
+// user typed and what would work.
+func flagErrors(list field.ErrorList) error {
+	errs := make([]error, 0, len(list))
+	for _, e := range list {
+		value := e.BadValue
+		if s, ok := value.(string); ok && s == "" {
+			value = `""`
+		}
+		errs = append(errs, fmt.Errorf("--%s=%v is invalid: %s", e.Field, value, e.Detail))
 	}
 	return errors.Join(errs...)
 }

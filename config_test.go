@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/vgpud/vgpud/manifests"
 )
 
@@ -109,25 +111,27 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// The Lease lives in this pod's namespace unless a flag says otherwise,
-// as the flag's help promises: an install in another namespace must not
-// campaign for a Lease its Role cannot reach.
-func TestLeaseNamespaceDefaultsToThePodNamespace(t *testing.T) {
+// A list flag's entries are trimmed and its empty ones dropped, from
+// the command line and the environment alike.
+func TestListFlagsDropEmptyEntries(t *testing.T) {
+	t.Setenv("VGPUD_NRI_EXEMPT_NAMESPACES", "a, b,")
 	cfg := defaultConfig()
-	cfg.PodNamespace = "gpu-sharing"
-	if got := cfg.leaseNamespace(); got != "gpu-sharing" {
-		t.Errorf("lease namespace %q, want the pod's namespace", got)
+	var flags []cli.Flag
+	for _, g := range flagGroups(&cfg) {
+		flags = append(flags, g.flags...)
 	}
-	cfg.Cluster.LeaseNamespace = "elsewhere"
-	if got := cfg.leaseNamespace(); got != "elsewhere" {
-		t.Errorf("lease namespace %q, want the flag's", got)
+	app := &cli.App{Flags: flags, Action: func(*cli.Context) error { return nil }}
+	if err := app.Run([]string{"vgpud", "--exclude-gpus= 0, GPU-1,", "--roles=node,"}); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestSplitList(t *testing.T) {
-	got := splitList([]string{"a, b,", " c"})
-	if strings.Join(got, "|") != "a|b|c" {
-		t.Errorf("splitList = %q", got)
+	if got := strings.Join(cfg.Node.ExcludeGPUs, "|"); got != "0|GPU-1" {
+		t.Errorf("--exclude-gpus read as %q", got)
+	}
+	if got := strings.Join(cfg.Node.NRIExemptNamespaces, "|"); got != "a|b" {
+		t.Errorf("VGPUD_NRI_EXEMPT_NAMESPACES read as %q", got)
+	}
+	if got := strings.Join(cfg.Roles, "|"); got != "node" {
+		t.Errorf("--roles read as %q", got)
 	}
 }
 

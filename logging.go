@@ -10,29 +10,30 @@ import (
 	"github.com/lmittmann/tint"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpud/vgpud/setting"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // logFormats are the accepted --log-format values.
 func logFormats() []string { return []string{"auto", "text", "color", "json"} }
 
-func validateLogging(level, format string) error {
+func validateLogging(level, format string) field.ErrorList {
+	var errs field.ErrorList
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return setting.Invalid("log-level", level, "want debug, info, warn or error")
+		errs = append(errs, invalid(flagLogLevel, level, "want debug, info, warn or error"))
 	}
 	if !slices.Contains(logFormats(), format) {
-		return setting.Invalid("log-format", format, "want "+strings.Join(logFormats(), ", "))
+		errs = append(errs, invalid(flagLogFormat, format, "want "+strings.Join(logFormats(), ", ")))
 	}
-	return nil
+	return errs
 }
 
 // newLogger builds the process logger: tint text (coloured on a terminal
 // under "auto"), or JSON for log collectors. klog, which client-go logs
 // through, is routed into the same handler.
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	if err := validateLogging(level, format); err != nil {
-		return nil, err
+	if errs := validateLogging(level, format); len(errs) > 0 {
+		return nil, flagErrors(errs)
 	}
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))

@@ -37,11 +37,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster"
-	"github.com/vgpud/vgpud/cluster/clustermetrics"
-	"github.com/vgpud/vgpud/cluster/leader"
-	"github.com/vgpud/vgpud/metricsauth"
 	"github.com/vgpud/vgpud/node"
-	"github.com/vgpud/vgpud/node/nodemetrics"
 )
 
 func main() {
@@ -66,6 +62,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	cfg := defaultConfig()
+	inspectCfg := node.DefaultConfig() // only its socket: inspect's own copy
 	var runFlags []cli.Flag
 	for _, g := range flagGroups(&cfg) {
 		runFlags = append(runFlags, g.flags...)
@@ -84,7 +81,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "run the daemon: the node role on every replica, the cluster role while leading",
 				Flags: runFlags,
 				Action: func(c *cli.Context) error {
-					readSliceFlags(c, &cfg)
 					if err := cfg.validate(); err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
@@ -104,19 +100,19 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig"},
 					&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig for --cluster; empty: $KUBECONFIG, ~/.kube/config, or in a pod its ServiceAccount"},
 					&cli.StringFlag{Name: "scheduler-name", Value: cfg.SchedulerName, Usage: "vgpud's kube-scheduler profile, for --cluster: only its pods' assignments are booked"},
-					&cli.StringFlag{Name: "inspect-socket", EnvVars: envVar("inspect-socket"), Value: cfg.Node.InspectSocket, Usage: "the daemon's inspect socket"},
+					withEnv([]cli.Flag{inspectCfg.InspectSocketFlag()})[0],
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.Bool("cluster") {
-						return runInspectCluster(c.Context, c.String("kubeconfig"), c.String("scheduler-name"), cfg.Resources, c.Bool("json"), stdout)
+						return cluster.Inspect(c.Context, c.String("kubeconfig"), "vgpud-inspect/"+version, c.String("scheduler-name"), cfg.Resources, c.Bool("json"), stdout)
 					}
 					if spec := c.String("inject-xid"); spec != "" {
-						return runInjectXID(c.Context, c.String("inspect-socket"), spec, stdout)
+						return node.InjectXID(c.Context, inspectCfg.InspectSocket, spec, stdout)
 					}
-					return runInspect(c.Context, c.String("inspect-socket"), c.Bool("json"), c.Bool("ready"), stdout)
+					return node.Inspect(c.Context, inspectCfg.InspectSocket, c.Bool("json"), c.Bool("ready"), stdout)
 				},
 			},
 			{
@@ -176,31 +172,19 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsListen != "" {
-		var auth *metricsauth.Reviewer
+		var auth *metricsReviewer
 		if cfg.MetricsSecure {
-			auth = metricsauth.New(kube.authn, kube.authz)
+			auth = newMetricsReviewer(kube.authn, kube.authz)
 		}
 		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsListen, reg, cfg.Profiling, auth, log) })
 	}
-	var status node.LeaderStatus = leader.NewLeaseHolder(kube.coordination, cfg.leaseNamespace(), cfg.Cluster.LeaseName)
+	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.PodNamespace, kube.coordination)
 	if cfg.runs(roleCluster) {
-		elector := leader.New(leader.Config{
-			LeaseName:      cfg.Cluster.LeaseName,
-			LeaseNamespace: cfg.leaseNamespace(),
-			Identity:       cfg.PodName,
-			PodNamespace:   cfg.PodNamespace,
-			LeaseDuration:  cfg.Cluster.LeaseDuration,
-			RenewDeadline:  cfg.Cluster.LeaseRenewDeadline,
-			RetryPeriod:    cfg.Cluster.LeaseRetryPeriod,
-		}, kube.coordination, kube.core, log.With("role", roleCluster, "component", "leader"))
-		status = elector
-		metrics := clustermetrics.New(reg)
-		elector.OnTakenOutOfTurn(metrics.LeaseTaken)
-		elector.EventsTo(kube.events)
-		role := cluster.NewRole(cfg.Cluster, cfg.PodNamespace, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
-			cluster.API{Core: kube.core, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps}, metrics, clock.RealClock{}, log.With("role", roleCluster))
-		// The cluster role works only while this replica holds the Lease.
-		g.Go(func() error { return elector.Run(ctx, role.Lead) })
+		role := cluster.NewRole(cfg.Cluster, cluster.Pod{Name: cfg.PodName, Namespace: cfg.PodNamespace}, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
+			cluster.API{Core: kube.core, Leases: kube.coordination, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps},
+			reg, clock.RealClock{}, log.With("role", roleCluster))
+		status = role
+		g.Go(func() error { return role.Run(ctx) })
 	}
 	if cfg.runs(roleNode) {
 		nodeCfg := cfg.Node
@@ -208,7 +192,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 			nodeCfg.Pod = cfg.PodNamespace + "/" + cfg.PodName
 		}
 		a := node.NewRole(nodeCfg, cfg.NodeName, cfg.Resources, node.API{Core: kube.core, Events: kube.events}, status, strings.Join(cfg.Roles, "+"),
-			nodemetrics.New(reg), log.With("role", roleNode))
+			reg, log.With("role", roleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}
 	return g.Wait()

@@ -13,8 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/vgpud/vgpud/cluster/server/certs"
-	"github.com/vgpud/vgpud/metricsauth"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // serveMetrics serves reg on /metrics until ctx ends; with profiling,
@@ -22,7 +21,7 @@ import (
 // (Prometheus verifies the token it sends, not vgpud: scrape with
 // insecure_skip_verify, as for kubebuilder's metrics) and only to callers
 // auth admits; without, plain HTTP to anyone (development only).
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, auth *metricsauth.Reviewer, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, auth *metricsReviewer, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4}))
 	if profiling {
@@ -60,17 +59,14 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, pr
 // selfSigned is this process's metrics certificate, signed by a CA made
 // for it and thrown away.
 func selfSigned() (tls.Certificate, error) {
-	now := time.Now()
-	ca, err := certs.GenerateCA(now, 10*365*24*time.Hour)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("metrics certificate: %w", err)
-	}
 	host, _ := os.Hostname()
-	pair, err := certs.GenerateServing(ca, []string{"localhost", host}, now, 10*365*24*time.Hour)
+	// A replica may run for years on one certificate, made at its start.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{
+		Host: host, AlternateDNS: []string{"localhost"}, MaxAge: 10 * 365 * 24 * time.Hour})
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("metrics certificate: %w", err)
 	}
-	cert, err := tls.X509KeyPair(pair.Cert, pair.Key)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("metrics certificate: %w", err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// sliceFlagFields are the slice flags urfave/cli cannot bind to a field
-// (readSliceFlags copies them), by the field they fill.
+// sliceFlagFields are the list flags, which urfave/cli cannot bind to a
+// plain slice (their Action sets it), by the field they fill.
 var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs", "nri-exempt-namespaces": "NRIExemptNamespaces"}
 
 // Every flag sets the field of its own name (--allocate-wait sets
@@ -59,10 +59,11 @@ func fieldsByAddress(v reflect.Value, prefix string) map[uintptr]string {
 	return out
 }
 
-// The README's settings tables are rendered from the flags; run with
-// VGPUD_UPDATE_README=1 to write them after changing a flag.
-func TestREADMESettingsTablesMatchTheFlags(t *testing.T) {
-	raw, err := os.ReadFile("README.md")
+// docs/settings.md's tables are rendered from the flags; run with
+// VGPUD_UPDATE_DOCS=1 to write them after changing a flag.
+func TestSettingsDocTablesMatchTheFlags(t *testing.T) {
+	const doc = "docs/settings.md"
+	raw, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestREADMESettingsTablesMatchTheFlags(t *testing.T) {
 	for _, g := range flagGroups(&cfg) {
 		block := regexp.MustCompile(`(?s)<!-- flags: ` + g.name + ` -->\n.*?<!-- end flags -->`)
 		if !block.MatchString(want) {
-			t.Fatalf("README.md has no <!-- flags: %s --> ... <!-- end flags --> block", g.name)
+			t.Fatalf("%s has no <!-- flags: %s --> ... <!-- end flags --> block", doc, g.name)
 		}
 		table := "<!-- flags: " + g.name + " -->\n" + flagTable(g.flags) + "<!-- end flags -->"
 		want = block.ReplaceAllLiteralString(want, table)
@@ -80,13 +81,13 @@ func TestREADMESettingsTablesMatchTheFlags(t *testing.T) {
 	if want == readme {
 		return
 	}
-	if os.Getenv("VGPUD_UPDATE_README") != "" {
-		if err := os.WriteFile("README.md", []byte(want), 0o644); err != nil {
+	if os.Getenv("VGPUD_UPDATE_DOCS") != "" {
+		if err := os.WriteFile(doc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Error("README.md's settings tables differ from the flags; run VGPUD_UPDATE_README=1 go test -run TestREADMESettingsTablesMatchTheFlags .")
+	t.Errorf("%s's settings tables differ from the flags; run VGPUD_UPDATE_DOCS=1 go test -run TestSettingsDocTablesMatchTheFlags .", doc)
 }
 
 func flagTable(flags []cli.Flag) string {

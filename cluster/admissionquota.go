@@ -1,8 +1,8 @@
 package cluster
 
 import (
-	"github.com/vgpud/vgpud/cluster/books"
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/cluster/internal/books"
+	"github.com/vgpud/vgpud/cluster/internal/quota"
 )
 
 // admissionQuota is the webhook's quota view: the namespace's quota and

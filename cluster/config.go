@@ -3,8 +3,8 @@ package cluster
 import (
 	"time"
 
-	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/server/certs"
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 )
 
 // Config is the cluster role's own settings. What it shares with other
@@ -49,6 +49,14 @@ const (
 // since the node role's GetPreferredAllocation and Allocate each wait up
 // to --allocate-wait, which is at most --bind-wait in a sound setup.
 func (c Config) DeletedInFlight() time.Duration { return 2 * c.BindWait }
+
+// leaseNamespace is the Lease's namespace: the setting, else this pod's.
+func (c Config) leaseNamespace(podNamespace string) string {
+	if c.LeaseNamespace != "" {
+		return c.LeaseNamespace
+	}
+	return podNamespace
+}
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {

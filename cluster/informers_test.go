@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/vgpud/vgpud/cluster/books"
-	"github.com/vgpud/vgpud/cluster/podrecord"
-	"github.com/vgpud/vgpud/cluster/quota"
+	"github.com/vgpud/vgpud/cluster/internal/books"
+	"github.com/vgpud/vgpud/cluster/internal/quota"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -63,7 +63,7 @@ func TestInformersFeedTheStores(t *testing.T) {
 	if _, err := kube.CoreV1().Pods("ns").Create(ctx, assignedPod("b", "n1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := podrecord.NewStore(inf.pods)
+	store := slimpod.NewStore(inf.pods)
 	for store.Get("ns", "b") == nil && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -12,7 +12,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpud/vgpud/cluster/podrecord"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -51,7 +51,7 @@ func newRequeuer(api corev1client.PodsGetter, fence func() error, clk clock.Pass
 }
 
 // refused records that Filter found no node for p.
-func (r *requeuer) refused(p *podrecord.Pod) {
+func (r *requeuer) refused(p *slimpod.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpud/vgpud/cluster/podrecord"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -28,9 +28,9 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 	kube := fake.NewClientset(pending("fresh"), pending("stale"))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	r := newRequeuer(kube.CoreV1(), func() error { return nil }, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r.refused(podrecord.Of(pending("stale"), protocol.DefaultResourceNames()))
+	r.refused(slimpod.Of(pending("stale"), protocol.DefaultResourceNames()))
 	clk.SetTime(clk.Now().Add(requeueWindow + time.Second))
-	r.refused(podrecord.Of(pending("fresh"), protocol.DefaultResourceNames()))
+	r.refused(slimpod.Of(pending("fresh"), protocol.DefaultResourceNames()))
 	w, err := kube.CoreV1().Pods("ai").Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

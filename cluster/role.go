@@ -14,26 +14,28 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpud/vgpud/cluster/books"
-	"github.com/vgpud/vgpud/cluster/clustermetrics"
-	"github.com/vgpud/vgpud/cluster/extender"
-	"github.com/vgpud/vgpud/cluster/fit"
-	"github.com/vgpud/vgpud/cluster/leader"
-	"github.com/vgpud/vgpud/cluster/podrecord"
-	"github.com/vgpud/vgpud/cluster/quota"
-	"github.com/vgpud/vgpud/cluster/server"
-	"github.com/vgpud/vgpud/cluster/server/certs"
-	"github.com/vgpud/vgpud/podevents"
+	"github.com/vgpud/vgpud/cluster/internal/books"
+	"github.com/vgpud/vgpud/cluster/internal/clustermetrics"
+	"github.com/vgpud/vgpud/cluster/internal/extender"
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/cluster/internal/leader"
+	"github.com/vgpud/vgpud/cluster/internal/quota"
+	"github.com/vgpud/vgpud/cluster/internal/server"
+	"github.com/vgpud/vgpud/cluster/internal/server/certs"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podevents"
 	"github.com/vgpud/vgpud/webhook"
 )
 
@@ -42,31 +44,66 @@ import (
 // kube-scheduler's Deployment (restarted for a new client certificate).
 type API struct {
 	Core        corev1client.CoreV1Interface
+	Leases      coordinationv1client.LeasesGetter
 	Events      eventsv1client.EventsV1Interface
 	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
 	Deployments appsv1client.DeploymentsGetter
 }
 
 // Role is the cluster role of one replica, built from explicit
-// dependencies; Lead runs it for one term of leadership.
+// dependencies: Run campaigns for the Lease, and Lead runs the role for
+// each term of leadership.
 type Role struct {
 	cfg       Config
+	pod       string // this replica's pod name: its identity in the Lease
 	namespace string // this pod's namespace: the TLS Secret and Service live there
 	scheduler string // kube-scheduler profile that calls the extender
 	names     protocol.ResourceNames
 	admission webhook.Config
 	api       API
 	metrics   *clustermetrics.Metrics
+	elector   *leader.Elector
 	clock     clock.WithTicker
 	log       *slog.Logger
 }
 
-// NewRole returns the cluster role. m is registered on the process's
-// metrics registry; bind outcomes are observed there. clk times every
-// wait, hold and expiry of the role but the Lease's own.
-func NewRole(cfg Config, namespace, scheduler string, names protocol.ResourceNames, admission webhook.Config,
-	api API, m *clustermetrics.Metrics, clk clock.WithTicker, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, namespace: namespace, scheduler: scheduler, names: names, admission: admission, api: api, metrics: m, clock: clk, log: log}
+// Pod is this replica's pod, from the downward API.
+type Pod struct{ Name, Namespace string }
+
+// NewRole returns the cluster role of the replica pod. Its metrics are
+// registered on reg. clk times every wait, hold and expiry of the role
+// but the Lease's own.
+func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames, admission webhook.Config,
+	api API, reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
+	m := clustermetrics.New(reg)
+	elector := leader.New(leader.Config{
+		LeaseName:      cfg.LeaseName,
+		LeaseNamespace: cfg.leaseNamespace(pod.Namespace),
+		Identity:       pod.Name,
+		PodNamespace:   pod.Namespace,
+		LeaseDuration:  cfg.LeaseDuration,
+		RenewDeadline:  cfg.LeaseRenewDeadline,
+		RetryPeriod:    cfg.LeaseRetryPeriod,
+	}, api.Leases, api.Core, log.With("component", "leader"))
+	elector.OnTakenOutOfTurn(m.LeaseTaken)
+	elector.EventsTo(api.Events)
+	return &Role{cfg: cfg, pod: pod.Name, namespace: pod.Namespace, scheduler: scheduler, names: names, admission: admission,
+		api: api, metrics: m, elector: elector, clock: clk, log: log}
+}
+
+// Run campaigns for the Lease until ctx ends, and leads while it holds it.
+func (r *Role) Run(ctx context.Context) error { return r.elector.Run(ctx, r.Lead) }
+
+// Leader is the Lease holder's identity as this replica last saw it.
+func (r *Role) Leader() string { return r.elector.Leader() }
+
+// IsLeader says whether this replica leads now.
+func (r *Role) IsLeader() bool { return r.elector.IsLeader() }
+
+// LeaseHolder reads who holds the Lease, for a replica that runs only the
+// node role and so never campaigns.
+func LeaseHolder(cfg Config, podNamespace string, leases coordinationv1client.LeasesGetter) leader.LeaseHolder {
+	return leader.NewLeaseHolder(leases, cfg.leaseNamespace(podNamespace), cfg.LeaseName)
 }
 
 // Lead is the cluster role's work while this replica holds the Lease; ctx
@@ -136,7 +173,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		GPUPolicy:  r.cfg.GPUPolicy,
 		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultGPUMemPercentage},
 	}
-	lookup := podrecord.NewStore(inf.pods).Get
+	lookup := slimpod.NewStore(inf.pods).Get
 	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})

@@ -6,9 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/node/grant"
-	"github.com/vgpud/vgpud/node/podwatch"
-	"github.com/vgpud/vgpud/podmodel"
+	"github.com/vgpud/vgpud/node/internal/grant"
+	"github.com/vgpud/vgpud/node/internal/nodepods"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // Where the node guesses, each GPU container's interposer cache is a
@@ -20,7 +20,7 @@ const (
 	sweepGrace = 2 * time.Minute
 )
 
-func (a *Role) sweepCaches(ctx context.Context, pods *podwatch.Cache) {
+func (a *Role) sweepCaches(ctx context.Context, pods *nodepods.Cache) {
 	if !pods.WaitForSync(ctx) {
 		return
 	}

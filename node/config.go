@@ -8,48 +8,48 @@ package node
 import (
 	"time"
 
-	"github.com/vgpud/vgpud/node/health"
+	"github.com/vgpud/vgpud/node/internal/health"
 )
 
 // Config is the node role's settings.
 type Config struct {
-	GPUBackend         string  // "nvml", "mock:<machine>" or "fake:<spec>" (gpu.Backends)
-	DevicePluginDir    string  // kubelet's device-plugin directory
-	DevicePluginSocket string  // our socket's file name in DevicePluginDir
-	Split              int     // virtual devices advertised per GPU
-	MemoryScaling      float64 // > 1 oversubscribes memory
-	CoreScaling        float64
-	ExcludeGPUs        []string // GPUs left alone, by UUID or index
+	GPUBackend         string   `json:"backend"`       // "nvml", "mock:<machine>" or "fake:<spec>" (gpu.Backends)
+	DevicePluginDir    string   `json:"-"`             // kubelet's device-plugin directory
+	DevicePluginSocket string   `json:"-"`             // our socket's file name in DevicePluginDir
+	Split              int      `json:"split"`         // virtual devices advertised per GPU
+	MemoryScaling      float64  `json:"memoryScaling"` // > 1 oversubscribes memory
+	CoreScaling        float64  `json:"coreScaling"`
+	ExcludeGPUs        []string `json:"exclude"` // GPUs left alone, by UUID or index
 	// NodeOverrides holds per-node settings (see Overrides); "" for none.
-	NodeOverrides string
-	InspectSocket string // unix socket `vgpud inspect` talks to
+	NodeOverrides string `json:"-"`
+	InspectSocket string `json:"-"` // unix socket `vgpud inspect` talks to
 	// PodResourcesSocket is kubelet's PodResources API, which the node
 	// cross-checks assignments against; "" turns the check off.
-	PodResourcesSocket string
+	PodResourcesSocket string `json:"-"`
 	// PodResourcesPeriod is how often that check runs.
-	PodResourcesPeriod time.Duration
+	PodResourcesPeriod time.Duration `json:"-"`
 	// Pod is this replica's pod, namespace/name (from --pod-namespace and
 	// --pod-name): after a kubelet restart the plugin says serving only
 	// once kubelet lists it on PodResourcesSocket. "" does not wait.
-	Pod              string
-	HealthIgnoreXIDs []uint64
+	Pod              string   `json:"-"`
+	HealthIgnoreXIDs []uint64 `json:"-"`
 	// HealthRecovery is how long a GPU must stay quiet after a critical
 	// XID before it is offered again.
-	HealthRecovery time.Duration
+	HealthRecovery time.Duration `json:"-"`
 	// InterposerDir is a host directory with HAMi-core's libvgpu.so to mount
 	// into GPU containers; "" mounts nothing.
-	InterposerDir string
+	InterposerDir string `json:"-"`
 	// AllocateWait bounds how long Allocate waits for the bound pod to
 	// reach this replica's informer.
-	AllocateWait time.Duration
+	AllocateWait time.Duration `json:"-"`
 	// NRISocket is the container runtime's NRI socket. Where it is
 	// present the runtime names each container's pod to vgpud's hook;
-	// where it is not, or "" here, the node guesses, as before NRI.
-	NRISocket string
+	// where it is not, or "" here, the node guesses, without NRI.
+	NRISocket string `json:"-"`
 	// NRIExemptNamespaces keep every GPU their containers' images or pods
 	// name: vgpud's own, the cluster's (whose network pods must start
 	// before vgpud after a reboot) and the GPU operator's. Never a tenant's.
-	NRIExemptNamespaces []string
+	NRIExemptNamespaces []string `json:"-"`
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.

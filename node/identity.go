@@ -13,15 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/node/grant"
-	"github.com/vgpud/vgpud/node/inventory"
-	"github.com/vgpud/vgpud/node/nrihook"
-	"github.com/vgpud/vgpud/node/podwatch"
+	"github.com/vgpud/vgpud/node/internal/grant"
+	"github.com/vgpud/vgpud/node/internal/inventory"
+	"github.com/vgpud/vgpud/node/internal/nodepods"
+	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // newHook is the NRI hook for this node's containers.
-func (a *Role) newHook(pods *podwatch.Cache) *nrihook.Hook {
+func (a *Role) newHook(pods *nodepods.Cache) *nrihook.Hook {
 	exempt := make(map[string]bool, len(a.cfg.NRIExemptNamespaces))
 	for _, ns := range a.cfg.NRIExemptNamespaces {
 		exempt[ns] = true

@@ -14,8 +14,8 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpud/vgpud/node/gpu"
-	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/protocol"
 )
 

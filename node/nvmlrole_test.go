@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
-	"github.com/vgpud/vgpud/node/nodemetrics"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -59,7 +58,7 @@ func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	r.cfg.AllocateWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
 	r.cfg.NRISocket = filepath.Join(dir, "no-nri.sock")              // the guessing path, whatever this machine runs
 	tune(&r.cfg)
-	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(r.logs, nil)))
+	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopped = make(chan struct{})
 	start := time.Now()

@@ -1,48 +1,64 @@
 package node
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
 )
 
+// OverridesVersion is the per-node settings file's format. A file that
+// names no version is read as this one, the only one there is.
+const OverridesVersion = "v1"
+
 // Overrides is the per-node settings file, usually a ConfigMap key:
 //
+//	version: v1
 //	nodes:
 //	- name: gpu-a
 //	  split: 4
 //	  memoryScaling: 1.5
 //	  exclude: ["0", "GPU-3f2a..."]
+//	- selector:
+//	    matchLabels: {nvidia.com/gpu.product: NVIDIA-L4}
+//	  split: 2
 //	- name: test-node
 //	  backend: "fake:4xNVIDIA L4:23034"
 //
-// A node not listed runs with the flags. backend is for test clusters
-// whose nodes mock different machines; a real node keeps "nvml".
+// An entry selects nodes by name or by label selector, not both; an entry
+// naming the node wins over selectors, and two selectors that both match
+// it are an error, since their order would decide. A node no entry
+// selects runs with the flags. An entry's settings are the node role's
+// own (Config's fields that have a JSON name) and are checked by
+// Config.Validate like the flags. backend is for test clusters whose
+// nodes mock different machines; a real node keeps "nvml".
 type Overrides struct {
-	Nodes []NodeOverride `json:"nodes"`
+	Version string         `json:"version,omitempty"`
+	Nodes   []NodeOverride `json:"nodes"`
 }
 
-// NodeOverride replaces the flags' values for one node; absent fields keep them.
+// NodeOverride replaces the flags' values for the nodes it selects;
+// absent settings keep them.
 type NodeOverride struct {
-	Name          string   `json:"name"`
-	Split         *int     `json:"split,omitempty"`
-	MemoryScaling *float64 `json:"memoryScaling,omitempty"`
-	CoreScaling   *float64 `json:"coreScaling,omitempty"`
-	Exclude       []string `json:"exclude,omitempty"`
-	Backend       *string  `json:"backend,omitempty"`
+	Name     string                `json:"name,omitempty"`
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Config
 }
 
-// ForNode reads the overrides file, if any, and returns c with node's
-// entry applied. Unknown fields and duplicate nodes are errors, so a typo
-// is not silently ignored.
-func (c Config) ForNode(node string) (Config, error) {
+// ForNode reads the overrides file, if any, and returns c with the entry
+// that selects node applied; labels returns the node's labels, and is
+// called only when the file selects by label. Unknown fields, duplicate
+// names and settings Validate refuses are errors, so a typo is not
+// silently ignored.
+func (c Config) ForNode(node string, labels func() (map[string]string, error)) (Config, error) {
 	if c.NodeOverrides == "" {
 		return c, nil
 	}
@@ -50,45 +66,76 @@ func (c Config) ForNode(node string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("node overrides: %w", err)
 	}
-	var o Overrides
-	if err := yaml.UnmarshalStrict(raw, &o); err != nil {
-		return c, fmt.Errorf("node overrides %s: %w; see the nodes: [{name, split, memoryScaling, coreScaling, exclude, backend}] format in the README", c.NodeOverrides, err)
+	var file struct {
+		Version string            `json:"version,omitempty"`
+		Nodes   []json.RawMessage `json:"nodes"`
 	}
-	seen := map[string]bool{}
-	for i, n := range o.Nodes {
-		if n.Name == "" {
-			return c, fmt.Errorf("node overrides %s: nodes[%d] has no name", c.NodeOverrides, i)
+	if err := yaml.UnmarshalStrict(raw, &file); err != nil {
+		return c, fmt.Errorf("node overrides %s: %w; want version: %s and nodes: [{name or selector, split, memoryScaling, coreScaling, exclude, backend}] (docs/settings.md)", c.NodeOverrides, err, OverridesVersion)
+	}
+	if file.Version != "" && file.Version != OverridesVersion {
+		return c, fmt.Errorf("node overrides %s: version %q is not one this vgpud reads; want %s", c.NodeOverrides, file.Version, OverridesVersion)
+	}
+	var byName, bySelector []int
+	entries := make([]NodeOverride, len(file.Nodes))
+	names := map[string]bool{}
+	for i, rawEntry := range file.Nodes {
+		// Each entry decodes onto the flags' values, so what it leaves
+		// out keeps them.
+		e := NodeOverride{Config: c}
+		if err := yaml.UnmarshalStrict(rawEntry, &e); err != nil {
+			return c, fmt.Errorf("node overrides %s: nodes[%d]: %w", c.NodeOverrides, i, err)
 		}
-		if seen[n.Name] {
-			return c, fmt.Errorf("node overrides %s: node %s is listed twice", c.NodeOverrides, n.Name)
-		}
-		seen[n.Name] = true
-		if n.Name != node {
-			continue
-		}
-		if n.Split != nil {
-			c.Split = *n.Split
-		}
-		if n.MemoryScaling != nil {
-			c.MemoryScaling = *n.MemoryScaling
-		}
-		if n.CoreScaling != nil {
-			c.CoreScaling = *n.CoreScaling
-		}
-		if n.Exclude != nil {
-			c.ExcludeGPUs = n.Exclude
-		}
-		if n.Backend != nil {
-			if err := gpu.ValidateBackend(*n.Backend); err != nil {
-				return c, fmt.Errorf("node overrides %s, node %s: %w", c.NodeOverrides, node, err)
+		switch {
+		case e.Name == "" && e.Selector == nil:
+			return c, fmt.Errorf("node overrides %s: nodes[%d] has neither name nor selector", c.NodeOverrides, i)
+		case e.Name != "" && e.Selector != nil:
+			return c, fmt.Errorf("node overrides %s: nodes[%d] has both name and selector; give one", c.NodeOverrides, i)
+		case names[e.Name]:
+			return c, fmt.Errorf("node overrides %s: node %s is listed twice", c.NodeOverrides, e.Name)
+		case e.Name != "":
+			names[e.Name] = true
+			if e.Name == node {
+				byName = append(byName, i)
 			}
-			c.GPUBackend = *n.Backend
+		default:
+			bySelector = append(bySelector, i)
 		}
-		if err := c.ValidateScaling(); err != nil {
-			return c, fmt.Errorf("node overrides %s, node %s: %w", c.NodeOverrides, node, err)
+		entries[i] = e
+	}
+	pick := -1
+	if len(byName) > 0 {
+		pick = byName[0]
+	} else if len(bySelector) > 0 {
+		var matched []int
+		nodeLabels, err := labels()
+		if err != nil {
+			return c, fmt.Errorf("node overrides %s: read node %s's labels for the entries that select by label: %w", c.NodeOverrides, node, err)
+		}
+		for _, i := range bySelector {
+			sel, err := metav1.LabelSelectorAsSelector(entries[i].Selector)
+			if err != nil {
+				return c, fmt.Errorf("node overrides %s: nodes[%d].selector: %w", c.NodeOverrides, i, err)
+			}
+			if sel.Matches(k8slabels.Set(nodeLabels)) {
+				matched = append(matched, i)
+			}
+		}
+		if len(matched) > 1 {
+			return c, fmt.Errorf("node overrides %s: nodes[%d] and nodes[%d] both select node %s by label; make the selectors exclusive or name the node", c.NodeOverrides, matched[0], matched[1], node)
+		}
+		if len(matched) == 1 {
+			pick = matched[0]
 		}
 	}
-	return c, nil
+	if pick < 0 {
+		return c, nil
+	}
+	o := entries[pick].Config
+	if errs := o.Validate(); len(errs) > 0 {
+		return c, fmt.Errorf("node overrides %s: nodes[%d] on node %s: %w", c.NodeOverrides, pick, node, errs.ToAggregate())
+	}
+	return o, nil
 }
 
 // Bounds of the settings a node override may change, shared by the flags
@@ -115,26 +162,6 @@ func ScalingProblem(f float64) string {
 		return fmt.Sprintf("want a factor above 0 and at most %d (1 = no oversubscription)", MaxScaling)
 	}
 	return ""
-}
-
-// ValidateScaling checks the settings a node override may change.
-func (c Config) ValidateScaling() error {
-	var errs []error
-	if p := SplitProblem(c.Split); p != "" {
-		errs = append(errs, fmt.Errorf("split %d: %s", c.Split, p))
-	}
-	if p := ScalingProblem(c.MemoryScaling); p != "" {
-		errs = append(errs, fmt.Errorf("memoryScaling %v: %s", c.MemoryScaling, p))
-	}
-	if p := ScalingProblem(c.CoreScaling); p != "" {
-		errs = append(errs, fmt.Errorf("coreScaling %v: %s", c.CoreScaling, p))
-	}
-	for _, e := range c.ExcludeGPUs {
-		if e == "" {
-			errs = append(errs, errors.New("exclude: an empty entry; want a GPU index or UUID"))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Excluded drops the GPUs named in c.Exclude by index or UUID. An entry

@@ -1,12 +1,13 @@
 package node
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/node/gpu"
+	"github.com/vgpud/vgpud/node/internal/gpu"
 )
 
 func writeOverrides(t *testing.T, s string) Config {
@@ -20,38 +21,102 @@ func writeOverrides(t *testing.T, s string) Config {
 	return c
 }
 
+// noLabels is a node's labels when the test expects none to be read.
+func noLabels(t *testing.T) func() (map[string]string, error) {
+	return func() (map[string]string, error) {
+		t.Error("labels read, but no entry selects by label")
+		return nil, nil
+	}
+}
+
+func labels(l map[string]string) func() (map[string]string, error) {
+	return func() (map[string]string, error) { return l, nil }
+}
+
 func TestForNode(t *testing.T) {
-	c := writeOverrides(t, "nodes:\n- name: a\n  split: 4\n  memoryScaling: 1.5\n  exclude: [\"0\"]\n- name: b\n  coreScaling: 2\n  backend: \"fake:4xNVIDIA L4:23034\"\n")
-	a, err := c.ForNode("a")
+	c := writeOverrides(t, "version: v1\nnodes:\n- name: a\n  split: 4\n  memoryScaling: 1.5\n  exclude: [\"0\"]\n- name: b\n  coreScaling: 2\n  backend: \"fake:4xNVIDIA L4:23034\"\n")
+	a, err := c.ForNode("a", noLabels(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Split != 4 || a.MemoryScaling != 1.5 || a.CoreScaling != 1 || len(a.ExcludeGPUs) != 1 {
 		t.Errorf("node a: %+v", a)
 	}
-	if a.GPUBackend != "nvml" {
-		t.Errorf("node a's backend %q, want the flag's nvml", a.GPUBackend)
+	if a.GPUBackend != "nvml" || a.InspectSocket != c.InspectSocket {
+		t.Errorf("node a: backend %q, inspect socket %q: want the flags' values kept", a.GPUBackend, a.InspectSocket)
 	}
-	if b, err := c.ForNode("b"); err != nil || b.GPUBackend != "fake:4xNVIDIA L4:23034" {
+	if b, err := c.ForNode("b", noLabels(t)); err != nil || b.GPUBackend != "fake:4xNVIDIA L4:23034" {
 		t.Errorf("node b: backend %q, %v", b.GPUBackend, err)
 	}
-	other, err := c.ForNode("zzz")
+	other, err := c.ForNode("zzz", noLabels(t))
 	if err != nil || other.Split != 10 || other.ExcludeGPUs != nil {
 		t.Errorf("unlisted node: %+v, %v", other, err)
 	}
 }
 
+// A file written before it had a version reads as v1.
+func TestForNodeWithoutVersion(t *testing.T) {
+	a, err := writeOverrides(t, "nodes:\n- name: a\n  split: 4\n").ForNode("a", noLabels(t))
+	if err != nil || a.Split != 4 {
+		t.Fatalf("split %d, %v", a.Split, err)
+	}
+}
+
+func TestForNodeByLabel(t *testing.T) {
+	c := writeOverrides(t, `version: v1
+nodes:
+- selector: {matchLabels: {gpu: l4}}
+  split: 2
+- selector:
+    matchExpressions: [{key: gpu, operator: In, values: [a100, h100]}]
+  split: 7
+- name: special
+  split: 3
+`)
+	for _, tc := range []struct {
+		node   string
+		labels map[string]string
+		split  int
+	}{
+		{"n1", map[string]string{"gpu": "l4"}, 2},
+		{"n2", map[string]string{"gpu": "h100", "zone": "x"}, 7},
+		{"n3", map[string]string{"gpu": "t4"}, 10},
+		{"n4", nil, 10},
+		// A name wins over any selector.
+		{"special", map[string]string{"gpu": "l4"}, 3},
+	} {
+		got, err := c.ForNode(tc.node, labels(tc.labels))
+		if err != nil || got.Split != tc.split {
+			t.Errorf("node %s %v: split %d, %v; want %d", tc.node, tc.labels, got.Split, err, tc.split)
+		}
+	}
+	// Two selectors that both match leave the choice to their order: refused.
+	both := writeOverrides(t, "nodes:\n- selector: {matchLabels: {gpu: l4}}\n  split: 2\n- selector: {matchLabels: {zone: x}}\n  split: 3\n")
+	if _, err := both.ForNode("n1", labels(map[string]string{"gpu": "l4", "zone": "x"})); err == nil || !strings.Contains(err.Error(), "nodes[0] and nodes[1] both select node n1") {
+		t.Errorf("two matching selectors: %v", err)
+	}
+	broken := writeOverrides(t, "nodes:\n- selector: {matchLabels: {gpu: l4}}\n  split: 2\n")
+	if _, err := broken.ForNode("n1", func() (map[string]string, error) { return nil, errors.New("apiserver down") }); err == nil || !strings.Contains(err.Error(), "apiserver down") {
+		t.Errorf("labels unreadable: %v", err)
+	}
+}
+
 func TestForNodeRejects(t *testing.T) {
 	for doc, want := range map[string]string{
-		"nodes:\n- name: a\n  splitt: 4\n":        "splitt",
-		"nodes:\n- name: a\n- name: a\n":          "listed twice",
-		"nodes:\n- split: 3\n":                    "no name",
-		"nodes:\n- name: a\n  split: 0\n":         "want 1..1000",
-		"nodes:\n- name: a\n  memoryScaling: -1":  "above 0",
-		"nodes: {}":                               "nodes",
-		"nodes:\n- name: a\n  backend: mock:nope": "mock:dgxa100",
+		"nodes:\n- name: a\n  splitt: 4\n":                            "splitt",
+		"nodes:\n- name: a\n  interposerDir: /x\n":                    "interposerDir",
+		"nodes:\n- name: a\n- name: a\n":                              "listed twice",
+		"nodes:\n- split: 3\n":                                        "neither name nor selector",
+		"nodes:\n- name: a\n  selector: {matchLabels: {x: y}}\n":      "both name and selector",
+		"nodes:\n- name: a\n  split: 0\n":                             "split: Invalid value: 0: want 1..1000",
+		"nodes:\n- name: a\n  memoryScaling: -1":                      "above 0",
+		"nodes:\n- name: a\n  exclude: [\"\"]":                        "empty entry",
+		"nodes: {}":                                                   "nodes",
+		"nodes:\n- name: a\n  backend: mock:nope":                     "mock:dgxa100",
+		"version: v2\nnodes:\n- name: a\n":                            `version "v2" is not one this vgpud reads; want v1`,
+		"nodes:\n- selector: {matchLabels: {\"a b\": c}}\n  split: 2": "selector",
 	} {
-		_, err := writeOverrides(t, doc).ForNode("a")
+		_, err := writeOverrides(t, doc).ForNode("a", labels(nil))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want it to mention %q", doc, err, want)
 		}

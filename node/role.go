@@ -8,22 +8,26 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 
 	"github.com/vgpud/vgpud/kubeletapi"
-	"github.com/vgpud/vgpud/node/gpu"
-	"github.com/vgpud/vgpud/node/grant"
-	"github.com/vgpud/vgpud/node/health"
-	"github.com/vgpud/vgpud/node/inspect"
-	"github.com/vgpud/vgpud/node/inventory"
-	"github.com/vgpud/vgpud/node/nrihook"
-	"github.com/vgpud/vgpud/node/plugin"
-	"github.com/vgpud/vgpud/node/podwatch"
-	"github.com/vgpud/vgpud/podevents"
+	"github.com/vgpud/vgpud/node/internal/deviceplugin"
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/grant"
+	"github.com/vgpud/vgpud/node/internal/health"
+	"github.com/vgpud/vgpud/node/internal/inspect"
+	"github.com/vgpud/vgpud/node/internal/inventory"
+	"github.com/vgpud/vgpud/node/internal/nodemetrics"
+	"github.com/vgpud/vgpud/node/internal/nodepods"
+	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podevents"
 )
 
 // LeaderStatus says who leads; the cluster role's elector satisfies it, or
@@ -35,7 +39,7 @@ type LeaderStatus interface {
 
 // Metrics are the node's metrics as the role feeds them.
 type Metrics interface {
-	plugin.Observer
+	deviceplugin.Observer
 	nrihook.Observer
 	Identity(mode string)
 	Health(uuids []string, unhealthy map[string]bool)
@@ -64,15 +68,15 @@ type Role struct {
 	mu       sync.Mutex
 	notReady string
 	inv      protocol.Inventory
-	server   *plugin.Server
-	podCache *podwatch.Cache
+	server   *deviceplugin.Server
+	podCache *nodepods.Cache
 	hook     *nrihook.Hook // nil where the node guesses
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
 // runs, for inspect.
-func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string, m Metrics, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: m, log: log, notReady: "starting"}
+func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string, reg prometheus.Registerer, log *slog.Logger) *Role {
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), log: log, notReady: "starting"}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -101,7 +105,7 @@ func (a *Role) Ready() (bool, string) {
 // with an error; a missing driver is retried, with the reason shown by
 // inspect and in the log.
 func (a *Role) Run(ctx context.Context) error {
-	cfg, err := a.cfg.ForNode(a.node)
+	cfg, err := a.cfg.ForNode(a.node, func() (map[string]string, error) { return a.nodeLabels(ctx) })
 	if err != nil {
 		return err
 	}
@@ -124,7 +128,7 @@ func (a *Role) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return inspect.Serve(ctx, cfg.InspectSocket, a.snapshot, inject, a.log.With("component", "inspect"))
 	})
-	pods, err := podwatch.New(a.api.Core, a.node)
+	pods, err := nodepods.New(a.api.Core, a.node)
 	if err != nil {
 		return err
 	}
@@ -169,7 +173,7 @@ func (a *Role) Run(ctx context.Context) error {
 // serve discovers the GPUs (retrying without a driver), then builds the
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
-func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *podwatch.Cache, stopPods func(), mode string) (started bool, err error) {
+func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Cache, stopPods func(), mode string) (started bool, err error) {
 	devs, err := a.discover(ctx, lib)
 	if err != nil || ctx.Err() != nil {
 		return false, err
@@ -205,32 +209,32 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 // nodeParts are the node role's parts once its GPUs are known, built and
 // not yet running.
 type nodeParts struct {
-	server        *plugin.Server
+	server        *deviceplugin.Server
 	health        *health.Watcher
 	publisher     *inventory.Publisher
 	healthChanged chan protocol.Inventory // the newest inventory, for publisher
-	check         *plugin.PodResourcesCheck
+	check         *deviceplugin.PodResourcesCheck
 	events        podevents.Sink
 }
 
 // build makes the parts that serve devs and wires them to each other and
 // to the role's state, which inspect and readiness read.
-func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *podwatch.Cache, mode string) *nodeParts {
+func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Cache, mode string) *nodeParts {
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	inv := inventory.Build(devs, scaling, nil)
-	gpus := make([]plugin.GPU, len(devs))
+	gpus := make([]deviceplugin.GPU, len(devs))
 	uuids := make([]string, len(devs))
 	for i, d := range devs {
 		// The advertised (scaled) memory bounds every slice of the GPU.
-		gpus[i], uuids[i] = plugin.GPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: inv.GPUs[i].MemoryMiB}, d.UUID
+		gpus[i], uuids[i] = deviceplugin.GPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: inv.GPUs[i].MemoryMiB}, d.UUID
 	}
-	p := plugin.New(plugin.Options{
+	p := deviceplugin.New(deviceplugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,
 		RuntimeNamesPods: mode == protocol.IdentityRuntime,
-	}, gpus, pods, podwatch.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
+	}, gpus, pods, nodepods.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
-	parts.server = plugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
+	parts.server = deviceplugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
 	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
 			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
@@ -268,7 +272,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 // podResourcesCheck compares kubelet's PodResources with each pod's
 // assignment every PodResourcesPeriod, and reports a mismatch as an Event
 // and a metric.
-func (a *Role) podResourcesCheck(ctx context.Context, pods *podwatch.Cache, parts *nodeParts) *plugin.PodResourcesCheck {
+func (a *Role) podResourcesCheck(ctx context.Context, pods *nodepods.Cache, parts *nodeParts) *deviceplugin.PodResourcesCheck {
 	events, err := podevents.Start(ctx, a.api.Events)
 	if err != nil {
 		// Only a broadcaster already shut down refuses; the check still
@@ -277,9 +281,9 @@ func (a *Role) podResourcesCheck(ctx context.Context, pods *podwatch.Cache, part
 	}
 	parts.events = events
 	report := events.As(corev1.EventTypeWarning, "Checking")
-	return &plugin.PodResourcesCheck{
+	return &deviceplugin.PodResourcesCheck{
 		Node: a.node, Socket: a.cfg.PodResourcesSocket, Resource: a.resources.GPU, Pods: pods, Period: a.cfg.PodResourcesPeriod,
-		Report: func(m plugin.Mismatch) {
+		Report: func(m deviceplugin.Mismatch) {
 			a.metrics.PodResourcesMismatch()
 			if err == nil {
 				report(m.Pod, "DevicesDisagree", m.Message)
@@ -372,4 +376,24 @@ func (a *Role) snapshot() inspect.Snapshot {
 		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
 	}
 	return s
+}
+
+// nodeLabels reads this node's labels, for per-node overrides that select
+// by label. The API may not answer yet at boot, so it retries until ctx
+// ends.
+func (a *Role) nodeLabels(ctx context.Context) (map[string]string, error) {
+	var labels map[string]string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := a.api.Core.Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		if err != nil {
+			a.log.Warn("read this node's labels for the per-node overrides; retrying", "err", err)
+			return false, nil
+		}
+		labels = n.Labels
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", a.node, err)
+	}
+	return labels, nil
 }

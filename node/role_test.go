@@ -18,8 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
-	"github.com/vgpud/vgpud/node/inspect"
-	"github.com/vgpud/vgpud/node/nodemetrics"
+	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -47,7 +46,7 @@ func TestNodeRole(t *testing.T) {
 	// No NRI socket, whatever this machine runs: the guessing path. (The
 	// runtime hook is proven against a real containerd in the e2e suite.)
 	cfg.NRISocket = filepath.Join(dir, "no-nri.sock")
-	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", nodemetrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

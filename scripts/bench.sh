@@ -33,7 +33,7 @@ get() { awk -F'\t' -v n="$2" -v u="$3" '$1 == n && $2 == u { print $3 }' "$1"; }
 
 echo "bench: Go benchmarks (5 runs each)" >&2
 gob=$(mktemp)
-go test -run '^$' -bench . -benchmem -count 5 ./cluster/fit ./cluster/extender ./webhook ./node/plugin 2>/dev/null | grep '^Benchmark' >"$gob"
+go test -run '^$' -bench . -benchmem -count 5 ./cluster/internal/fit ./cluster/internal/extender ./webhook ./node/internal/deviceplugin 2>/dev/null | grep '^Benchmark' >"$gob"
 med=$(mktemp)
 medians "$gob" >"$med"
 for nodes in 100 1000 5000; do

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/vgpud/vgpud/podmodel"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // BenchmarkAdmission times one admission in process: the HTTP handler

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 func privileged(c *corev1.Container) bool {

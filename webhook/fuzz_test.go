@@ -13,7 +13,7 @@ import (
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/vgpud/vgpud/podmodel"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // FuzzHandler feeds arbitrary bodies to /webhook: it never panics, and every

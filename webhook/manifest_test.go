@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/manifests"
-	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // readWebhookConfig reads the MutatingWebhookConfiguration from the install

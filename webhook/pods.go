@@ -10,8 +10,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // Quotas gives a namespace's vGPU quota and what its pods already use

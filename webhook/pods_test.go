@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/vgpud/vgpud/podmodel"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // quotas is a fixed Quotas for tests.

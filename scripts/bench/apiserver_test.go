@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpud/vgpud/cluster/clusterview"
+	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -752,7 +752,7 @@ func (e env) clusterView(t *testing.T, placed int) {
 		what := "table"
 		if format != nil {
 			what = "JSON"
-			var v clusterview.View
+			var v cluster.View
 			if err := json.Unmarshal(out, &v); err != nil || len(v.Nodes) != nodes {
 				t.Fatalf("inspect --cluster --json: %d nodes, %v", len(v.Nodes), err)
 			}

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpud/vgpud/cluster/clusterview"
-	"github.com/vgpud/vgpud/node/inspect"
+	"github.com/vgpud/vgpud/cluster"
+	vgpudnode "github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -160,7 +160,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("inspect --cluster: %v %s", err, out)
 		}
-		var view clusterview.View
+		var view cluster.View
 		if err := json.Unmarshal([]byte(out), &view); err != nil {
 			t.Fatalf("inspect --cluster --json: %v: %.300s", err, out)
 		}
@@ -514,7 +514,7 @@ func TestCluster(t *testing.T) {
 			names = append(names, p.Name)
 		}
 		e.waitRunning(t, ns, names, 90*time.Second)
-		before := map[string]inspect.Snapshot{} // by node
+		before := map[string]vgpudnode.Snapshot{} // by node
 		full := map[string]bool{}
 		for _, name := range names {
 			p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})

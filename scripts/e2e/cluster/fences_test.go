@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/metricsauth"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -284,7 +283,7 @@ spec:
 			t.Fatalf("without a token: %v", err)
 		}
 		secs := int64(600)
-		for _, aud := range [][]string{nil, {metricsauth.Audience}} {
+		for _, aud := range [][]string{nil, {metricsAudience}} {
 			tr, err := e.kube.CoreV1().ServiceAccounts(fencesNS).CreateToken(ctx, "tenant", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &secs, Audiences: aud}}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -294,7 +293,7 @@ spec:
 			if aud == nil {
 				// The apiserver's audience: a replica sent it could use it
 				// against the apiserver, so it is not taken.
-				want = []string{"HTTP 401", "audience " + metricsauth.Audience}
+				want = []string{"HTTP 401", "audience " + metricsAudience}
 			}
 			if err == nil || harness.Contains(err.Error(), want...) != nil {
 				t.Fatalf("with the tenant's token for audiences %v: %v", aud, err)

@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vgpud/vgpud/node/inspect"
+	vgpudnode "github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -189,9 +189,9 @@ func (e env) vgpudPod(node string) (*corev1.Pod, error) {
 }
 
 // inspect runs `vgpud inspect --json` in node's DaemonSet pod.
-func (e env) inspect(t *testing.T, node string) inspect.Snapshot {
+func (e env) inspect(t *testing.T, node string) vgpudnode.Snapshot {
 	t.Helper()
-	var s inspect.Snapshot
+	var s vgpudnode.Snapshot
 	harness.Eventually(t, 30*time.Second, "vgpud inspect on "+node, func() error {
 		p, err := e.vgpudPod(node)
 		if err != nil {

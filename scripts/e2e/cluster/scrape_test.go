@@ -13,13 +13,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/vgpud/vgpud/metricsauth"
 )
 
 // scraper is the ServiceAccount the tests scrape vgpud's metrics as, bound
 // to the manifest's vgpud-metrics-reader ClusterRole as a Prometheus is.
 const scraper = "e2e-prometheus"
+
+// metricsAudience is the audience a scraper's token is made for, as
+// manifests/monitoring/scrape.yaml asks for it: the suite checks vgpud
+// against the contract users read, not against vgpud's own constant.
+const metricsAudience = "vgpud-metrics"
 
 // scraperToken is a fresh token of the scraper, which it makes if need be.
 func (e env) scraperToken() (string, error) {
@@ -39,7 +42,7 @@ func (e env) scraperToken() (string, error) {
 	secs := int64(3600)
 	// Made for vgpud's metrics alone, as the manifest tells a Prometheus.
 	tr, err := e.kube.CoreV1().ServiceAccounts(system).CreateToken(ctx, scraper, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
-		ExpirationSeconds: &secs, Audiences: []string{metricsauth.Audience}}}, metav1.CreateOptions{})
+		ExpirationSeconds: &secs, Audiences: []string{metricsAudience}}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}

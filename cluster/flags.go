@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// The cluster role's flags; Validate names a bad value by these.
+const (
+	flagLeaseName               = "lease-name"
+	flagLeaseNamespace          = "lease-namespace"
+	flagLeaseDuration           = "lease-duration"
+	flagLeaseRenewDeadline      = "lease-renew-deadline"
+	flagLeaseRetryPeriod        = "lease-retry-period"
+	flagListen                  = "listen"
+	flagExtenderListen          = "extender-listen"
+	flagTLSSecretName           = "tls-secret-name"
+	flagWebhookConfigName       = "webhook-config-name"
+	flagSchedulerDeployment     = "scheduler-deployment"
+	flagServiceName             = "service-name"
+	flagTLSCertValidity         = "tls-cert-validity"
+	flagTLSCertRenewBefore      = "tls-cert-renew-before"
+	flagNodePolicy              = "node-policy"
+	flagGPUPolicy               = "gpu-policy"
+	flagDefaultGPUMemPercentage = "default-gpumem-percentage"
+	flagBindUnansweredHold      = "bind-unanswered-hold"
+	flagBindWait                = "bind-wait"
+)
+
+// Flags are the cluster role's settings, bound to c.
+func (c *Config) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagLeaseName, Usage: "Lease that elects the leader", Value: c.LeaseName, Destination: &c.LeaseName},
+		&cli.StringFlag{Name: flagLeaseNamespace, Usage: "namespace of the Lease; empty means this pod's namespace", Value: c.LeaseNamespace, Destination: &c.LeaseNamespace},
+		&cli.DurationFlag{Name: flagLeaseDuration, Usage: "how long followers wait before taking a silent leader's lease", Value: c.LeaseDuration, Destination: &c.LeaseDuration},
+		&cli.DurationFlag{Name: flagLeaseRenewDeadline, Usage: "how long the leader retries renewing before it steps down", Value: c.LeaseRenewDeadline, Destination: &c.LeaseRenewDeadline},
+		&cli.DurationFlag{Name: flagLeaseRetryPeriod, Usage: "wait between election attempts", Value: c.LeaseRetryPeriod, Destination: &c.LeaseRetryPeriod},
+		&cli.StringFlag{Name: flagListen, Usage: "HTTPS address of the webhook and the /healthz and /readyz probes", Value: c.Listen, Destination: &c.Listen},
+		&cli.StringFlag{Name: flagExtenderListen, Usage: "HTTPS address of the scheduler extender; callers must present kube-scheduler's client certificate from the TLS Secret", Value: c.ExtenderListen, Destination: &c.ExtenderListen},
+		&cli.StringFlag{Name: flagTLSSecretName, Usage: "Secret in this pod's namespace holding the listener's CA and serving certificate", Value: c.TLS.SecretName, Destination: &c.TLS.SecretName},
+		&cli.StringFlag{Name: flagWebhookConfigName, Usage: "MutatingWebhookConfiguration whose caBundle the leader keeps", Value: c.TLS.WebhookConfigName, Destination: &c.TLS.WebhookConfigName},
+		&cli.StringFlag{Name: flagSchedulerDeployment, Usage: "kube-scheduler Deployment in this pod's namespace that a CA rotation restarts at each step (empty: a kube-scheduler you restart yourself)", Value: c.TLS.SchedulerDeployment, Destination: &c.TLS.SchedulerDeployment},
+		&cli.StringFlag{Name: flagServiceName, Usage: "Service in front of the leader; the serving certificate covers its DNS names", Value: c.TLS.ServiceName, Destination: &c.TLS.ServiceName},
+		&cli.DurationFlag{Name: flagTLSCertValidity, Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", Value: c.TLS.CertValidity, Destination: &c.TLS.CertValidity},
+		&cli.DurationFlag{Name: flagTLSCertRenewBefore, Usage: "renew the serving certificate this long before it expires", Value: c.TLS.CertRenewBefore, Destination: &c.TLS.CertRenewBefore},
+		&cli.StringFlag{Name: flagNodePolicy, Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, Value: c.NodePolicy, Destination: &c.NodePolicy},
+		&cli.StringFlag{Name: flagGPUPolicy, Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack, Value: c.GPUPolicy, Destination: &c.GPUPolicy},
+		&cli.IntFlag{Name: flagDefaultGPUMemPercentage, Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", Value: c.DefaultGPUMemPercentage, Destination: &c.DefaultGPUMemPercentage},
+		&cli.DurationFlag{Name: flagBindUnansweredHold, Usage: "how long a Binding that got no answer may still land; its pod's room stays held until then (above kube-apiserver's --request-timeout)", Value: c.BindUnansweredHold, Destination: &c.BindUnansweredHold},
+		&cli.DurationFlag{Name: flagBindWait, Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + MaxBindWait.String() + ")", Value: c.BindWait, Destination: &c.BindWait},
+	}
+}

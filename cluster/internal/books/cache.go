@@ -1,0 +1,334 @@
+// Package books is the leader's picture of GPU usage, rebuilt only from
+// the API: GPU inventories from the vgpud.io/gpus node annotation and
+// placements from the vgpud.io/assignment annotation of pods that are not
+// terminated. A restarted or new leader therefore rebuilds the same books.
+package books
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// Cache maps node names to their GPUs and committed usage.
+type Cache struct {
+	names     protocol.ResourceNames
+	scheduler string             // only pods of this scheduler are booked from the API
+	clock     clock.PassiveClock // times a deleted pod's in-flight hold
+	// deletedInFlight is how long a pod deleted while in flight still
+	// holds its node's in-flight slot (KeepDeletedInFlight).
+	deletedInFlight time.Duration
+
+	// freed, if set, is told after a booking is dropped or given back
+	// (NotifyFreed).
+	freed func()
+
+	mu     sync.RWMutex
+	nodes  map[string]*nodeState
+	pods   map[types.UID]podState
+	tokens uint64 // the last Book's token
+}
+
+type nodeState struct {
+	gpus   []protocol.GPU
+	usable bool   // the device plugin is registered: allocatable GPUs > 0
+	plugin string // the node role's vgpud.io/plugin: serving or draining
+	// exact: the runtime names each container's pod there (NRI), so its
+	// binds need no order and its pods record no phase.
+	exact   bool
+	invErr  error
+	pods    map[types.UID]bool
+	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	// inFlight are the node's bound pods kubelet has not allocated yet
+	// (usually none or one), kept up to date; changed, when a bind waits
+	// on them, is closed at their next recount.
+	inFlight []flying
+	changed  chan struct{}
+	// gone are pods deleted while in flight, by namespace/name, until when
+	// they still count as in flight.
+	gone map[string]time.Time
+}
+
+type podState struct {
+	node      string
+	namespace string
+	name      string
+	// raw is the assignment annotation as booked (bind passes the value
+	// its Binding writes), so the informer's echo of it is recognised.
+	raw       string
+	placement podmodel.Placement
+	// inFlight: bound by the leader, not yet allocated by kubelet. While
+	// one pod on a node is in flight no other may be bound there, since
+	// Allocate carries only device counts.
+	inFlight bool
+	// bound: the pod has a node (spec.nodeName, or our own Binding just
+	// succeeded). A booked pod without one is a bind in progress.
+	bound bool
+	// shown: an informer event has carried this booking's assignment;
+	// until then it is a bind's own (binds.go).
+	shown bool
+	// token names the Book that made a booking not shown yet (Release).
+	token uint64
+	// api, for a booking not shown yet, is what the API last showed of
+	// the pod, to go back to if the bind fails; nil: no assignment.
+	api *podState
+}
+
+// New returns an empty cache for the given resource names; it books pods
+// of scheduler only.
+func New(names protocol.ResourceNames, scheduler string) *Cache {
+	return &Cache{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
+}
+
+// SetNode records a node's inventory and whether its plugin is up. A node
+// with a corrupt inventory is kept, unusable, with the error for reasons.
+func (c *Cache) SetNode(n *corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.node(n.Name)
+	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
+	st.usable = q.Value() > 0
+	st.plugin = n.Annotations[protocol.AnnotationPlugin]
+	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
+	st.gpus, st.invErr = nil, nil
+	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
+		inv, err := protocol.DecodeInventory(raw)
+		if err != nil {
+			st.invErr = err
+		} else {
+			st.gpus = inv.GPUs
+		}
+	}
+	c.recompute(n.Name)
+}
+
+// DeleteNode forgets a node; its pods stay booked until they go too.
+func (c *Cache) DeleteNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.nodes[name]; ok {
+		st.gpus, st.usable = nil, false
+		c.recompute(name)
+	}
+}
+
+// SetPod books or unbooks a pod from its assignment annotation (beneath a
+// bind's own booking, if the event predates the bind's Binding: binds.go). It returns
+// an error for an assignment it will not book — unreadable, or not one
+// vgpud's bind could have written (another scheduler's pod, or a pod bound
+// to a node other than the assignment's); the caller should say so loudly.
+func (c *Cache) SetPod(p *slimpod.Pod) error {
+	raw, ok := p.Assignment, p.HasAssignment
+	if p.Terminated() {
+		c.unbook(p.UID, false) // kubelet is done with a terminated pod
+		return nil
+	}
+	inFlight := inFlightOf(p)
+	if !ok && p.HAMiAllocated != "" {
+		// A pod HAMi placed: booked as it says, never in flight (vgpud
+		// never binds it). Its raw form cannot be an assignment's JSON.
+		raw, ok, inFlight = hamiRaw+p.HAMiNode+"\n"+p.HAMiAllocated, true, false
+	}
+	if ok && c.unchanged(p, raw, inFlight) {
+		return nil
+	}
+	// Decoded outside the lock (the inventory check takes it); what the
+	// books then hold is looked at and changed under one lock, so a bind
+	// booking the pod meanwhile is not undone (binds.go).
+	var next *podState
+	var err error
+	if ok {
+		var a protocol.Assignment
+		if a, err = c.readAssignment(p); err == nil {
+			st := c.stateOf(p, a, raw, inFlight)
+			st.shown = true
+			next = &st
+		}
+	}
+	c.mu.Lock()
+	if c.beneath(p, next) {
+		c.mu.Unlock()
+		return err
+	}
+	dropped := false
+	if next != nil {
+		c.put(p.UID, *next)
+	} else {
+		// An unreadable or untrusted assignment is dropped as if the pod
+		// were deleted: if it was in flight, it keeps the slot a while.
+		dropped = c.drop(p.UID, err != nil)
+	}
+	c.mu.Unlock()
+	c.tellFreed(dropped)
+	return err
+}
+
+// inFlightOf says whether the pod as the API shows it waits for kubelet's
+// Allocate: its phase annotation still bound, and the pod pending.
+func inFlightOf(p *slimpod.Pod) bool {
+	phase, err := protocol.ParsePhase(p.AssignmentPhase)
+	if err != nil {
+		phase = protocol.PhaseBound // unreadable: treat as not yet allocated, the safe side
+	}
+	return phase == protocol.PhaseBound && p.Phase == corev1.PodPending
+}
+
+// readAssignment decodes the pod's assignment and checks it is one
+// vgpud's bind could have written.
+func (c *Cache) readAssignment(p *slimpod.Pod) (protocol.Assignment, error) {
+	if !p.HasAssignment {
+		return c.readHAMi(p)
+	}
+	a, err := protocol.DecodeAssignment(p.Assignment)
+	if err == nil {
+		err = c.trusted(p, a)
+	}
+	if err != nil {
+		return protocol.Assignment{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return a, nil
+}
+
+// unchanged reports whether p's event would change nothing in its
+// booking: the same assignment, already checked when booked, on the node
+// it names, in the same state. Every bind echoes back through the
+// informer twice (Binding, allocation); those echoes, once the bind has
+// marked its pod bound, cost a map lookup instead of a decode and a
+// recompute.
+func (c *Cache) unchanged(p *slimpod.Pod, raw string, inFlight bool) bool {
+	c.mu.RLock()
+	old, ok := c.pods[p.UID]
+	same := ok && old.raw == raw && old.inFlight == inFlight && old.name == p.Name &&
+		(p.NodeName == "" || (p.NodeName == old.node && old.bound))
+	c.mu.RUnlock()
+	if same && !old.shown {
+		// The echo of a bind's own booking: shown from now on.
+		c.mu.Lock()
+		if cur, ok := c.pods[p.UID]; ok && cur.raw == raw {
+			cur.shown, cur.token, cur.api = true, 0, nil
+			c.pods[p.UID] = cur
+		}
+		c.mu.Unlock()
+	}
+	return same
+}
+
+// trusted is Bookable for p against its node's GPUs as the books know them.
+func (c *Cache) trusted(p *slimpod.Pod, a protocol.Assignment) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var gpus []protocol.GPU
+	if st, ok := c.nodes[a.Node]; ok {
+		gpus = st.gpus
+	}
+	return Bookable(c.scheduler, p.SchedulerName, p.NodeName, a, gpus)
+}
+
+// stateOf is the booking of a for the pod as p shows it, not shown yet.
+// The pod's containers say which are init containers and sidecars
+// (podmodel's footprint rule).
+func (c *Cache) stateOf(p *slimpod.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
+	return podState{node: a.Node, namespace: p.Namespace, name: p.Name, raw: raw, placement: podmodel.PlacementOf(a, p.Kinds()),
+		inFlight: inFlight, bound: p.NodeName != ""}
+}
+
+// put books st for the pod, in place of its booking so far. c.mu held.
+func (c *Cache) put(uid types.UID, st podState) {
+	old, ok := c.pods[uid]
+	if ok && old.node != st.node {
+		delete(c.node(old.node).pods, uid)
+		c.recompute(old.node)
+	}
+	if ok && old.node == st.node {
+		// A pod's node never goes back to empty: an informer event older
+		// than our own Binding must not make a bound pod look unbound.
+		st.bound = st.bound || old.bound
+	}
+	c.pods[uid] = st
+	c.node(st.node).pods[uid] = true
+	c.recompute(st.node)
+}
+
+// NotifyFreed has f called, outside the books' lock, after each booking
+// they drop: GPUs may have freed. Call before use.
+func (c *Cache) NotifyFreed(f func()) { c.freed = f }
+
+// tellFreed tells freed, if set, when a booking was dropped or given
+// back. Call without c.mu.
+func (c *Cache) tellFreed(dropped bool) {
+	if dropped && c.freed != nil {
+		c.freed()
+	}
+}
+
+// DeletePod unbooks a pod that is gone.
+func (c *Cache) DeletePod(uid types.UID) { c.unbook(uid, true) }
+
+func (c *Cache) unbook(uid types.UID, deleted bool) {
+	c.mu.Lock()
+	dropped := c.drop(uid, deleted)
+	c.mu.Unlock()
+	c.tellFreed(dropped)
+}
+
+// drop drops the booking and reports whether there was one. c.mu held.
+func (c *Cache) drop(uid types.UID, deleted bool) bool {
+	old, ok := c.pods[uid]
+	if !ok {
+		return false
+	}
+	delete(c.pods, uid)
+	st := c.node(old.node)
+	delete(st.pods, uid)
+	if deleted && old.inFlight && old.bound && old.placement.HoldsGPU() && c.deletedInFlight > 0 {
+		now := c.clock.Now()
+		for name, until := range st.gone {
+			if !now.Before(until) {
+				delete(st.gone, name)
+			}
+		}
+		st.gone[old.namespace+"/"+old.name+" (deleted)"] = now.Add(c.deletedInFlight)
+	}
+	c.recompute(old.node)
+	return true
+}
+
+func (c *Cache) node(name string) *nodeState {
+	st, ok := c.nodes[name]
+	if !ok {
+		st = &nodeState{pods: map[types.UID]bool{}, gone: map[string]time.Time{}}
+		c.nodes[name] = st
+	}
+	return st
+}
+
+// recompute rebuilds one node's usage from its pods' placements, so no
+// sequence of events can leave usage that no pod explains.
+func (c *Cache) recompute(name string) {
+	c.node(name).current = c.usage(name, "")
+	c.refreshInFlight(name)
+}
+
+// usage is the node's GPUs with what its pods, except one, hold.
+func (c *Cache) usage(name string, except types.UID) fit.Node {
+	st := c.node(name)
+	n := fit.Node{Name: name, GPUs: make([]fit.GPU, len(st.gpus))}
+	for i, g := range st.gpus {
+		n.GPUs[i] = fit.GPU{GPU: g}
+	}
+	for uid := range st.pods {
+		if uid != except {
+			fit.Add(&n, c.pods[uid].placement)
+		}
+	}
+	return n
+}

@@ -1,0 +1,119 @@
+package books
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// The books as their readers see them: the extender's filter and bind,
+// the quota check and the metrics.
+
+// Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
+func (c *Cache) Node(name string) (fit.Node, *fit.Reason) { return c.NodeFor(name, "") }
+
+// NodeFor is Node as pod sees it: without pod's own booking, so a pod is
+// not in its own way when its bind fits it again after reserving room
+// (binds.go).
+func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[name]
+	switch {
+	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
+		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
+	case st.invErr != nil:
+		return fit.Node{}, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+	case !st.usable:
+		// kube-scheduler saw GPUs here (it filters on allocatable first),
+		// so the books lag a plugin that is coming back.
+		return fit.Node{}, &fit.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
+	case st.plugin != protocol.PluginServing:
+		// A pod bound now would meet a plugin that is going away (or not
+		// back yet), or a restarting kubelet, and fail kubelet's admission.
+		return fit.Node{}, &fit.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
+	}
+	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
+		return c.usage(name, pod), nil
+	}
+	// Shared, not copied: recompute replaces current and never changes it
+	// in place, and callers only read a Node (core does not write one).
+	return st.current, nil
+}
+
+// NamespaceUsage is what the booked pods of namespace are charged,
+// summed over their GPUs (podmodel.Placement.Charge), leaving out the pod
+// except: the figure bind checks quota against.
+func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var total podmodel.Usage
+	for uid, p := range c.pods {
+		if p.namespace != namespace || uid == except {
+			continue
+		}
+		c.addCharge(&total, p)
+	}
+	return total
+}
+
+// addCharge adds what p is charged to total; c.mu held.
+func (c *Cache) addCharge(total *podmodel.Usage, p podState) {
+	u := p.placement.Charge(c.memoryOf(p.node))
+	total.MemMiB += u.MemMiB
+	total.Cores += u.Cores
+	total.Slots += u.Slots
+}
+
+// memoryOf gives each GPU of node its memory in MiB, 0 for one the books
+// do not know; c.mu held.
+func (c *Cache) memoryOf(node string) func(uuid string) int64 {
+	var gpus []protocol.GPU
+	if st := c.nodes[node]; st != nil {
+		gpus = st.gpus
+	}
+	return func(uuid string) int64 {
+		mem, _ := gpuMemory(gpus, uuid)
+		return mem
+	}
+}
+
+// PodCount is how many pods the books hold.
+func (c *Cache) PodCount() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.pods)
+}
+
+// Pods lists the booked pods as namespace/name, sorted, for debugging and tests.
+func (c *Cache) Pods() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.pods))
+	for _, p := range c.pods {
+		out = append(out, p.namespace+"/"+p.name+"@"+p.node)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SmallestGPUMiB is the least memory of any GPU the books know, 0 if
+// they know none: the least a GPU held whole can be charged.
+func (c *Cache) SmallestGPUMiB() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var least int64
+	for _, st := range c.nodes {
+		for _, g := range st.gpus {
+			if least == 0 || (g.MemoryMiB > 0 && g.MemoryMiB < least) {
+				least = g.MemoryMiB
+			}
+		}
+	}
+	return least
+}

@@ -1,0 +1,39 @@
+package books
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Transform is the leader's informer transform: pods become slimpod.Pod
+// records, and nodes keep only their metadata and allocatable, so the
+// leader holds tens of thousands of pods without their specs, labels,
+// other annotations, managed fields and conditions. Set it on the
+// informers (SetTransform); read pods through slimpod.Store.
+func Transform(names protocol.ResourceNames) toolscache.TransformFunc {
+	pod := slimpod.Transform(names)
+	return func(obj any) (any, error) {
+		if n, ok := obj.(*corev1.Node); ok {
+			return trimNode(n), nil
+		}
+		return pod(obj)
+	}
+}
+
+func trimNode(o *corev1.Node) *corev1.Node {
+	return &corev1.Node{
+		TypeMeta:   o.TypeMeta,
+		ObjectMeta: metaOnly(o.ObjectMeta),
+		Status:     corev1.NodeStatus{Allocatable: o.Status.Allocatable, Capacity: o.Status.Capacity},
+	}
+}
+
+func metaOnly(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.ManagedFields = nil
+	m.OwnerReferences = nil
+	return m
+}

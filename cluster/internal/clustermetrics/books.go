@@ -1,0 +1,115 @@
+package clustermetrics
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// booksCollector reads the books at scrape time, so the gauges never
+// drift from them; it reports nothing while this replica does not lead.
+type booksCollector struct {
+	mu     sync.Mutex
+	books  Books
+	quotas Quotas
+
+	mem, cores, slots                                *prometheus.Desc
+	capMem, capCores, capSlots, healthy              *prometheus.Desc
+	serving, quotaLimit, quotaUsed, pods, cacheNodes *prometheus.Desc
+}
+
+func (c *booksCollector) set(b Books, q Quotas) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.books, c.quotas = b, q
+}
+
+func newBooksCollector() *booksCollector {
+	gpu := []string{"node", "uuid"}
+	inv := []string{"node", "uuid", "model"}
+	ns := []string{"namespace", "resource"}
+	return &booksCollector{
+		mem:        prometheus.NewDesc("vgpud_gpu_allocated_memory_mib", "GPU memory committed to pods.", gpu, nil),
+		cores:      prometheus.NewDesc("vgpud_gpu_allocated_cores", "GPU cores (percent) committed to pods.", gpu, nil),
+		slots:      prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
+		capMem:     prometheus.NewDesc("vgpud_gpu_capacity_memory_mib", "GPU memory, as the node's inventory says.", inv, nil),
+		capCores:   prometheus.NewDesc("vgpud_gpu_capacity_cores", "GPU cores (percent): 100.", inv, nil),
+		capSlots:   prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
+		healthy:    prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
+		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while the leader places pods on the node: its inventory read, its device plugin registered with kubelet and serving; 0 while not.", []string{"node"}, nil),
+		quotaLimit: prometheus.NewDesc("vgpud_namespace_quota_limit", "The namespace's hard vGPU quota: gpumem in MiB, gpucores in percent of a GPU.", ns, nil),
+		quotaUsed:  prometheus.NewDesc("vgpud_namespace_quota_used", "What the namespace's booked pods are charged, as bind counts it against the quota.", ns, nil),
+		pods:       prometheus.NewDesc("vgpud_cache_pods", "Pods holding GPUs in the leader's cache.", nil, nil),
+		cacheNodes: prometheus.NewDesc("vgpud_cache_nodes", "Nodes with vgpud in the leader's cache.", nil, nil),
+	}
+}
+
+func (c *booksCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.mem, c.cores, c.slots, c.capMem, c.capCores, c.capSlots, c.healthy, c.serving, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
+		ch <- d
+	}
+}
+
+func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	b, q := c.books, c.quotas
+	c.mu.Unlock()
+	if b == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	stats := b.Stats()
+	for _, n := range stats {
+		gauge(c.serving, boolValue(n.Serving), n.Name)
+		for _, g := range n.GPUs {
+			gauge(c.mem, float64(g.Used.MemMiB), n.Name, g.UUID)
+			gauge(c.cores, float64(g.Used.Cores), n.Name, g.UUID)
+			gauge(c.slots, float64(g.Used.Slots), n.Name, g.UUID)
+			gauge(c.capMem, float64(g.MemoryMiB), n.Name, g.UUID, g.Model)
+			gauge(c.capCores, float64(g.Cores), n.Name, g.UUID, g.Model)
+			gauge(c.capSlots, float64(g.Split), n.Name, g.UUID, g.Model)
+			gauge(c.healthy, boolValue(g.Healthy), n.Name, g.UUID, g.Model)
+		}
+	}
+	charged := b.Charged()
+	var limits map[string]podmodel.Quota
+	if q != nil {
+		limits = q.AllLimits()
+	}
+	names := make([]string, 0, len(charged)+len(limits))
+	for ns := range charged {
+		names = append(names, ns)
+	}
+	for ns := range limits {
+		if _, ok := charged[ns]; !ok {
+			names = append(names, ns)
+		}
+	}
+	sort.Strings(names)
+	for _, ns := range names {
+		u := charged[ns]
+		gauge(c.quotaUsed, float64(u.MemMiB), ns, "gpumem")
+		gauge(c.quotaUsed, float64(u.Cores), ns, "gpucores")
+		l := limits[ns]
+		if l.Memory.Set {
+			gauge(c.quotaLimit, float64(l.Memory.Hard), ns, "gpumem")
+		}
+		if l.Cores.Set {
+			gauge(c.quotaLimit, float64(l.Cores.Hard), ns, "gpucores")
+		}
+	}
+	gauge(c.pods, float64(b.PodCount()))
+	gauge(c.cacheNodes, float64(len(stats)))
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

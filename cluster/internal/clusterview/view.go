@@ -1,0 +1,200 @@
+// Package clusterview is `vgpud inspect --cluster`: the cluster as vgpud
+// books it, read from the API by anyone with a kubeconfig. Per node and
+// GPU what is held and free and by which pods, per namespace the quota
+// charged and left: the figures the leader works from, rebuilt here
+// from the same annotations with the same rules (podmodel).
+package clusterview
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/cluster/internal/books"
+	"github.com/vgpud/vgpud/cluster/internal/quota"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// View is the whole cluster.
+type View struct {
+	Nodes      []Node      `json:"nodes"`
+	Namespaces []Namespace `json:"namespaces"`
+	// Problems are annotations vgpud would not book, each with its pod or
+	// node: the leader skips them too (books.Bookable).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Node is one node with vgpud's inventory.
+type Node struct {
+	Name     string `json:"name"`
+	Identity string `json:"identity"` // runtime or guessed
+	Plugin   string `json:"plugin"`   // serving or draining
+	GPUs     []GPU  `json:"gpus"`
+}
+
+// GPU is one GPU with what is held of it.
+type GPU struct {
+	Index         int      `json:"index"`
+	UUID          string   `json:"uuid"`
+	Model         string   `json:"model"`
+	Healthy       bool     `json:"healthy"`
+	MemoryMiB     int64    `json:"memoryMiB"`
+	MemoryUsedMiB int64    `json:"memoryUsedMiB"`
+	Cores         int      `json:"cores"`
+	CoresUsed     int      `json:"coresUsed"`
+	Slots         int      `json:"slots"`
+	SlotsUsed     int      `json:"slotsUsed"`
+	Exclusive     bool     `json:"exclusive"`
+	Pods          []string `json:"pods"` // namespace/name holding a slice
+}
+
+// Namespace is one namespace's vGPU quota: what its pods are charged
+// (bind's rule, podmodel.Placement.Charge) and its hard limits, nil
+// where no ResourceQuota sets one.
+type Namespace struct {
+	Name          string `json:"name"`
+	MemoryUsedMiB int64  `json:"memoryUsedMiB"`
+	CoresUsed     int    `json:"coresUsed"`
+	MemoryLimit   *int64 `json:"memoryLimitMiB,omitempty"`
+	CoresLimit    *int64 `json:"coresLimit,omitempty"`
+}
+
+// Build reads the view from the API's nodes, pods and quotas; scheduler
+// is vgpud's kube-scheduler profile, whose pods alone carry bookings.
+func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames) View {
+	var v View
+	at := map[string]*Node{} // by name
+	inventories := map[string][]protocol.GPU{}
+	for _, n := range nodes {
+		raw, ok := n.Annotations[protocol.AnnotationGPUs]
+		if !ok {
+			continue
+		}
+		inv, err := protocol.DecodeInventory(raw)
+		if err != nil {
+			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationGPUs, err))
+			continue
+		}
+		inventories[n.Name] = inv.GPUs
+		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
+		for _, g := range inv.GPUs {
+			node.GPUs = append(node.GPUs, GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
+		}
+		v.Nodes = append(v.Nodes, node)
+	}
+	for i := range v.Nodes {
+		at[v.Nodes[i].Name] = &v.Nodes[i]
+	}
+	charged := map[string]*Namespace{}
+	for i := range pods {
+		p := &pods[i]
+		if podmodel.Terminated(p) {
+			continue
+		}
+		a, booked, err := bookable(p, scheduler, inventories)
+		if err != nil {
+			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err))
+		}
+		if !booked {
+			continue
+		}
+		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))
+		node := at[a.Node]
+		memOf := func(string) int64 { return 0 }
+		if node != nil {
+			node.hold(p.Namespace+"/"+p.Name, pl)
+			memOf = node.memoryOf
+		}
+		ns := charged[p.Namespace]
+		if ns == nil {
+			ns = &Namespace{Name: p.Namespace}
+			charged[p.Namespace] = ns
+		}
+		c := pl.Charge(memOf)
+		ns.MemoryUsedMiB += c.MemMiB
+		ns.CoresUsed += c.Cores
+	}
+	byNS := map[string][]*corev1.ResourceQuota{}
+	for i := range quotas {
+		byNS[quotas[i].Namespace] = append(byNS[quotas[i].Namespace], &quotas[i])
+	}
+	for name, qs := range byNS {
+		// The leader's own reading of the hard limits (cluster/quota).
+		limits := quota.Compute(nil, qs, names)
+		if !limits.Memory.Set && !limits.Cores.Set {
+			continue
+		}
+		ns := charged[name]
+		if ns == nil {
+			ns = &Namespace{Name: name}
+			charged[name] = ns
+		}
+		if limits.Memory.Set {
+			ns.MemoryLimit = &limits.Memory.Hard
+		}
+		if limits.Cores.Set {
+			ns.CoresLimit = &limits.Cores.Hard
+		}
+	}
+	for _, ns := range charged {
+		v.Namespaces = append(v.Namespaces, *ns)
+	}
+	slices.SortFunc(v.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(v.Namespaces, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	return v
+}
+
+// hold adds what pod's placement holds on this node's GPUs.
+func (n *Node) hold(pod string, pl podmodel.Placement) {
+	uuids := make([]string, len(n.GPUs))
+	for i, g := range n.GPUs {
+		uuids[i] = g.UUID
+	}
+	for i, u := range pl.Footprint(uuids) {
+		if u.Slots == 0 {
+			continue
+		}
+		g := &n.GPUs[i]
+		g.MemoryUsedMiB += u.MemMiB
+		g.CoresUsed += u.Cores
+		g.SlotsUsed += u.Slots
+		g.Exclusive = g.Exclusive || u.Exclusive
+		g.Pods = append(g.Pods, pod)
+	}
+}
+
+// memoryOf is a GPU's memory on this node, 0 for one it does not have.
+func (n *Node) memoryOf(uuid string) int64 {
+	for _, g := range n.GPUs {
+		if g.UUID == uuid {
+			return g.MemoryMiB
+		}
+	}
+	return 0
+}
+
+// bookable is the assignment the leader's books hold for p, by their
+// rules: vgpud's own, else HAMi's record of a pod it placed. booked is
+// false for a pod with neither, or with one the books refuse (err says
+// why).
+func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU) (a protocol.Assignment, booked bool, err error) {
+	if raw, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
+		if a, err = protocol.DecodeAssignment(raw); err != nil {
+			return a, false, fmt.Errorf("%s: %w", protocol.AnnotationAssignment, err)
+		}
+		if err = books.Bookable(scheduler, p.Spec.SchedulerName, p.Spec.NodeName, a, inventories[a.Node]); err != nil {
+			return a, false, err
+		}
+		return a, true, nil
+	}
+	raw := p.Annotations[protocol.AnnotationHAMiAllocated]
+	if raw == "" {
+		return a, false, nil
+	}
+	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
+	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName])
+	return a, err == nil, err
+}

@@ -1,0 +1,60 @@
+package extender
+
+import (
+	"fmt"
+
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// Limits gives a namespace's vGPU ResourceQuota hard limits (cluster/quota).
+type Limits interface {
+	NamespaceLimits(namespace string) podmodel.Quota
+}
+
+// quotaOf is the namespace's vGPU quota, and whether it has one.
+func (b *Binder) quotaOf(namespace string) (podmodel.Quota, bool) {
+	if b.limits == nil {
+		return podmodel.Quota{}, false
+	}
+	q := b.limits.NamespaceLimits(namespace)
+	return q, q.Memory.Set || q.Cores.Set
+}
+
+// lockQuota takes the namespace's quota lock when it has a vGPU quota,
+// and returns its unlock.
+func (b *Binder) lockQuota(namespace string) func() {
+	if _, ok := b.quotaOf(namespace); !ok {
+		return func() {}
+	}
+	l := b.lock(b.quotaLocks, namespace)
+	l.Lock()
+	return l.Unlock
+}
+
+// checkQuota is the authoritative quota check: the namespace's binds are
+// serialised (bind holds its lock), and memory is counted in MiB of the
+// GPUs actually chosen on node, so gpumem-percentage and whole-card
+// requests count in full, and a GPU held exclusively counts its whole
+// memory (podmodel.Placement.Charge).
+func (b *Binder) checkQuota(pod *slimpod.Pod, pl podmodel.Placement, node fit.Node) error {
+	q, ok := b.quotaOf(pod.Namespace)
+	if !ok {
+		return nil
+	}
+	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
+	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
+	charge := pl.Charge(func(uuid string) int64 {
+		for _, g := range node.GPUs {
+			if g.UUID == uuid {
+				return g.MemoryMiB
+			}
+		}
+		return 0
+	})
+	if msg := podmodel.CheckQuota(pod.Namespace, q, charge, b.cfg.Names); msg != "" {
+		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
+	}
+	return nil
+}

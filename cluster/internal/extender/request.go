@@ -1,0 +1,64 @@
+// Package extender serves kube-scheduler's extender verbs over HTTP on
+// top of the pure core: it reads the pod, asks the cache for each node's
+// GPUs and lets core decide.
+package extender
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// Defaults are the cluster-wide policies a pod's annotations may override.
+type Defaults struct {
+	NodePolicy string
+	GPUPolicy  string
+	Options    fit.Options
+}
+
+// requestFor reads a pod into a fit.Request; the error names what to fix.
+func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
+	if pod.Invalid != nil {
+		return fit.Request{}, "", pod.Invalid
+	}
+	a := pod.Annotations
+	sel, err := podmodel.SelectorsOf(a)
+	if err != nil {
+		return fit.Request{}, "", err
+	}
+	req := fit.Request{
+		Containers: pod.Containers,
+		UseTypes:   sel.UseTypes,
+		NoUseTypes: sel.NoUseTypes,
+		UseUUIDs:   sel.UseUUIDs,
+		NoUseUUIDs: sel.NoUseUUIDs,
+	}
+	if req.GPUPolicy, err = policy(a, d.GPUPolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi); err != nil {
+		return fit.Request{}, "", err
+	}
+	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
+	if err != nil {
+		return fit.Request{}, "", err
+	}
+	return req, nodePolicy, nil
+}
+
+// policy reads vgpud's annotation, else HAMi's, else the default.
+func policy(a map[string]string, def string, keys ...string) (string, error) {
+	for _, k := range keys {
+		v, ok := a[k]
+		if !ok {
+			continue
+		}
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case fit.Binpack, fit.Spread:
+			return v, nil
+		}
+		return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], fit.Binpack, fit.Spread)
+	}
+	return def, nil
+}

@@ -1,0 +1,61 @@
+package fit
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// synthetic builds nodes × 8 GPUs of 80 GB, split 10, with pods already
+// placed round-robin (each 1 GPU, 4000 MiB, 10 cores) — a deterministic
+// fill. A GPU takes at most 8 of them, leaving a slot, memory and cores
+// for the benchmark pod; the rest of the fill is dropped and reported.
+func synthetic(nodes, pods int) ([]Node, int) {
+	out := make([]Node, nodes)
+	for i := range out {
+		n := Node{Name: fmt.Sprintf("node-%05d", i), GPUs: make([]GPU, 8)}
+		for g := range n.GPUs {
+			n.GPUs[g] = GPU{GPU: protocol.GPU{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true}}
+		}
+		out[i] = n
+	}
+	if most := nodes * 8 * 8; pods > most {
+		pods = most
+	}
+	for k := 0; k < pods; k++ {
+		g := &out[k%nodes].GPUs[(k/nodes)%8]
+		g.Used = g.Used.Plus(podmodel.Usage{MemMiB: 4000, Cores: 10, Slots: 1})
+	}
+	return out, pods
+}
+
+// BenchmarkFilterPass is one /filter's and /prioritize's worth of work:
+// Fits and Fullness of a pod asking 1 GPU, 10000 MiB, 20 cores against
+// every node.
+func BenchmarkFilterPass(b *testing.B) {
+	req := Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, HasGPUs: true, MemoryMiB: 10000, Cores: 20}}}
+	for _, nodes := range []int{100, 1000, 5000} {
+		for _, pods := range []int{0, 10000, 20000} {
+			cluster, placed := synthetic(nodes, pods)
+			b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, pods), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					fit := 0
+					for i := range cluster {
+						if r := Fits(cluster[i], req, opts); r == nil {
+							_ = Fullness(cluster[i])
+							fit++
+						}
+					}
+					if fit != nodes {
+						b.Fatalf("%d/%d nodes fit", fit, nodes)
+					}
+				}
+				// After the loop: b.Loop's first call deletes earlier metrics.
+				b.ReportMetric(float64(placed), "placed-pods")
+			})
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package fit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// Place places req on n, or says why it cannot. It does not change n.
+// App containers are placed first, cumulatively; init containers and
+// sidecars then fit in spec order against the pod's peak (podmodel's
+// rule). The placement is returned in kubelet's order: init containers
+// first.
+func Place(n Node, req Request, opts Options) (podmodel.Placement, *Reason) {
+	return fit(n, req, opts, true)
+}
+
+// Fits is Place without building the placement: /filter asks it of every
+// node, so it allocates as little as it can.
+func Fits(n Node, req Request, opts Options) *Reason {
+	_, r := fit(n, req, opts, false)
+	return r
+}
+
+// scratchGPUs is how many GPUs a node may have for fit's scratch space to
+// stay on the stack: fit runs per node per /filter, and must not allocate
+// for an ordinary node.
+const scratchGPUs = 16
+
+func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *Reason) {
+	var pkBuf [scratchGPUs]podmodel.Peak
+	pk := pkBuf[:0]
+	if len(n.GPUs) > scratchGPUs {
+		pk = make([]podmodel.Peak, 0, len(n.GPUs))
+	}
+	pk = pk[:len(n.GPUs)]
+	var placed []podmodel.ContainerPlacement
+	if record {
+		placed = make([]podmodel.ContainerPlacement, len(req.Containers))
+	}
+	left := 0 // GPU containers still to place
+	for _, c := range req.Containers {
+		if c.GPUs > 0 {
+			left++
+		}
+	}
+	for pass := 0; pass < 2; pass++ {
+		initPass := pass == 1
+		for ci, c := range req.Containers {
+			if c.Kind.BeforeApps() != initPass || c.GPUs == 0 {
+				continue
+			}
+			left--
+			// Which GPUs the last container takes matters only to a
+			// placement that is kept: for a yes or no, enough candidates do.
+			cp, reason := placeContainer(n, req, opts, c, pk, record, !record && left == 0)
+			if reason != nil {
+				return nil, reason
+			}
+			if record {
+				placed[ci] = cp
+			}
+		}
+	}
+	if !record {
+		return nil, nil
+	}
+	var out podmodel.Placement
+	for ci, c := range req.Containers {
+		if c.GPUs > 0 {
+			out = append(out, placed[ci])
+		}
+	}
+	return out, nil
+}
+
+// memFor is the MiB container c gets on GPU g.
+func memFor(c podmodel.ContainerRequest, g GPU, opts Options) int64 {
+	switch {
+	case c.MemoryMiB > 0:
+		return c.MemoryMiB
+	case c.MemoryPercent > 0:
+		return g.MemoryMiB * int64(c.MemoryPercent) / 100
+	default:
+		return g.MemoryMiB * int64(opts.DefaultMemPercent) / 100
+	}
+}
+
+// rejections counts why GPUs were passed over, for one container.
+type rejections struct {
+	unhealthy, selector, exclusive, slot, mem, cores int
+	largestFreeMem                                   int64
+	largestFreeCores                                 int
+	wantMem                                          int64
+}
+
+// placeContainer finds GPUs for c on n, adding them to pk and, with
+// record, to the placement; with answerOnly it only says whether c fits.
+func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
+	exclusive := podmodel.Exclusive(c.Cores)
+	var rej rejections
+	var candBuf [scratchGPUs]candidate
+	cands := candBuf[:0]
+	if len(n.GPUs) > scratchGPUs {
+		cands = make([]candidate, 0, len(n.GPUs))
+	}
+	for i, g := range n.GPUs {
+		switch {
+		case !g.Healthy:
+			rej.unhealthy++
+			continue
+		case !selected(g, req):
+			rej.selector++
+			continue
+		}
+		// The pod's own earlier containers on this GPU, if any (usually
+		// none: this loop runs per GPU of every node a /filter considers).
+		var cur, total podmodel.Usage
+		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
+		if pk[i] == (podmodel.Peak{}) {
+			total = g.Used.Plus(u)
+		} else {
+			cur = pk[i].Total()
+			total = g.Used.Plus(pk[i].With(u, c.Kind))
+		}
+		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.Idle() && cur.Idle())) {
+			rej.exclusive++
+			continue
+		}
+		freeMem := g.MemoryMiB - g.Used.MemMiB - cur.MemMiB
+		freeCores := g.GPU.Cores - g.Used.Cores - cur.Cores
+		switch {
+		case total.Slots > g.Split:
+			rej.slot++
+		case total.MemMiB > g.MemoryMiB:
+			rej.mem++
+			rej.wantMem = u.MemMiB
+			if freeMem > rej.largestFreeMem {
+				rej.largestFreeMem = freeMem
+			}
+		case total.Cores > g.GPU.Cores:
+			rej.cores++
+			if freeCores > rej.largestFreeCores {
+				rej.largestFreeCores = freeCores
+			}
+		default:
+			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
+			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA})
+			if answerOnly && !req.SingleNUMA && len(cands) == c.GPUs {
+				return podmodel.ContainerPlacement{}, nil // enough: the rest cannot make it a no
+			}
+		}
+	}
+	pick, numaShort := choose(cands, c.GPUs, req)
+	if pick == nil {
+		return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
+	}
+	cp := podmodel.ContainerPlacement{Name: c.Name, Kind: c.Kind}
+	for _, k := range pick {
+		pk[k.idx].Add(k.usage, c.Kind)
+		if record {
+			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
+		}
+	}
+	return cp, nil
+}
+
+type candidate struct {
+	idx   int
+	usage podmodel.Usage
+	load  float64
+	numa  int
+}
+
+// choose takes count candidates by GPU policy: spread prefers the least
+// loaded GPUs, binpack the most loaded; ties go to the lower index. With
+// SingleNUMA all come from one NUMA node, the first in that order with
+// enough; numaShort reports that only the NUMA rule failed.
+func choose(cands []candidate, count int, req Request) (pick []candidate, numaShort bool) {
+	if len(cands) < count {
+		return nil, false
+	}
+	binpack := req.GPUPolicy == Binpack
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if a.load != b.load {
+			if (a.load > b.load) == binpack {
+				return -1
+			}
+			return 1
+		}
+		return a.idx - b.idx
+	})
+	if !req.SingleNUMA {
+		return cands[:count], false
+	}
+	for _, c := range cands {
+		var group []candidate
+		for _, o := range cands {
+			if o.numa == c.numa {
+				group = append(group, o)
+			}
+		}
+		if len(group) >= count {
+			return group[:count], false
+		}
+	}
+	return nil, true
+}
+
+func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort bool) *Reason {
+	need := fmt.Sprintf("container %q needs %d GPU(s)", c.Name, c.GPUs)
+	switch {
+	case numaShort:
+		return &Reason{Kind: "no single NUMA node", Text: fmt.Sprintf("%s on one NUMA node; %d fit but are spread across NUMA nodes", need, fitting)}
+	case r.mem > 0:
+		return &Reason{Kind: "insufficient gpumem", Text: fmt.Sprintf("%s with %d MiB; largest free %d MiB < %d", need, r.wantMem, r.largestFreeMem, r.wantMem)}
+	case r.cores > 0:
+		return &Reason{Kind: "insufficient gpucores", Text: fmt.Sprintf("%s with %d cores; largest free %d < %d", need, c.Cores, r.largestFreeCores, c.Cores)}
+	case r.slot > 0:
+		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
+	case r.exclusive > 0:
+		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core request, not idle", need, r.exclusive)}
+	case r.selector > 0:
+		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
+	case r.unhealthy > 0:
+		return &Reason{Kind: "no healthy gpu", Text: fmt.Sprintf("%s; %d GPU(s) unhealthy", need, r.unhealthy)}
+	default:
+		return &Reason{Kind: "not enough gpus", Text: fmt.Sprintf("%s; the node has %d fitting", need, fitting)}
+	}
+}
+
+// selected applies the type and UUID selectors, without allocating: it
+// runs per GPU of every node a /filter considers.
+func selected(g GPU, req Request) bool {
+	if len(req.UseTypes) == 0 && len(req.NoUseTypes) == 0 && len(req.UseUUIDs) == 0 && len(req.NoUseUUIDs) == 0 {
+		return true
+	}
+	matchType := func(list []string) bool {
+		for _, t := range list {
+			if t = strings.TrimSpace(t); t != "" && containsFold(g.Model, t) {
+				return true
+			}
+		}
+		return false
+	}
+	matchUUID := func(list []string) bool {
+		for _, u := range list {
+			if strings.EqualFold(strings.TrimSpace(u), g.UUID) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(req.UseTypes) > 0 && !matchType(req.UseTypes) {
+		return false
+	}
+	if matchType(req.NoUseTypes) || matchUUID(req.NoUseUUIDs) {
+		return false
+	}
+	return len(req.UseUUIDs) == 0 || matchUUID(req.UseUUIDs)
+}
+
+// containsFold is strings.Contains under Unicode case folding, without
+// lowering copies of either string.
+func containsFold(s, substr string) bool {
+	for i := 0; i+len(substr) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(substr)], substr) {
+			return true
+		}
+	}
+	return false
+}

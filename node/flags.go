@@ -1,0 +1,71 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+)
+
+// The node role's flags; Validate names a bad value by these.
+const (
+	flagGPUBackend          = "gpu-backend"
+	flagDevicePluginDir     = "device-plugin-dir"
+	flagSplit               = "split"
+	flagMemoryScaling       = "memory-scaling"
+	flagCoreScaling         = "core-scaling"
+	flagDevicePluginSocket  = "device-plugin-socket"
+	flagExcludeGPUs         = "exclude-gpus"
+	flagNodeOverrides       = "node-overrides"
+	flagHealthIgnoreXIDs    = "health-ignore-xids"
+	flagHealthRecovery      = "health-recovery"
+	flagInterposerDir       = "interposer-dir"
+	flagAllocateWait        = "allocate-wait"
+	flagPodResourcesSocket  = "pod-resources-socket"
+	flagPodResourcesPeriod  = "pod-resources-period"
+	flagNRISocket           = "nri-socket"
+	flagNRIExemptNamespaces = "nri-exempt-namespaces"
+	flagInspectSocket       = "inspect-socket"
+)
+
+// InspectSocketFlag is --inspect-socket, which `vgpud inspect` shares
+// with the role.
+func (c *Config) InspectSocketFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagInspectSocket, Usage: "unix socket that `vgpud inspect` reads", Value: c.InspectSocket, Destination: &c.InspectSocket}
+}
+
+// Flags are the node role's settings, bound to c. A list flag replaces
+// its default when given, as comma-separated values.
+func (c *Config) Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagGPUBackend, Usage: "where GPUs come from: " + gpu.Backends(), Value: c.GPUBackend, Destination: &c.GPUBackend},
+		&cli.StringFlag{Name: flagDevicePluginDir, Usage: "kubelet's device-plugin directory", Value: c.DevicePluginDir, Destination: &c.DevicePluginDir},
+		&cli.IntFlag{Name: flagSplit, Usage: fmt.Sprintf("virtual devices advertised per GPU, how many containers may share one (%d..%d)", MinSplit, MaxSplit), Value: c.Split, Destination: &c.Split},
+		&cli.Float64Flag{Name: flagMemoryScaling, Usage: fmt.Sprintf("factor on each GPU's memory; above 1 oversubscribes (at most %d)", MaxScaling), Value: c.MemoryScaling, Destination: &c.MemoryScaling},
+		&cli.Float64Flag{Name: flagCoreScaling, Usage: fmt.Sprintf("factor on each GPU's cores (at most %d)", MaxScaling), Value: c.CoreScaling, Destination: &c.CoreScaling},
+		&cli.StringFlag{Name: flagDevicePluginSocket, Usage: "file name of vgpud's socket in the device-plugin directory", Value: c.DevicePluginSocket, Destination: &c.DevicePluginSocket},
+		&cli.StringSliceFlag{Name: flagExcludeGPUs, Usage: "GPUs vgpud leaves alone, by index or UUID (comma-separated)",
+			Action: func(_ *cli.Context, v []string) error { c.ExcludeGPUs = slices.DeleteFunc(v, isEmpty); return nil }},
+		&cli.StringFlag{Name: flagNodeOverrides, Usage: "YAML file of per-node split, memoryScaling, coreScaling, exclude and backend, by node name or label (usually a ConfigMap key); empty for none", Value: c.NodeOverrides, Destination: &c.NodeOverrides},
+		&cli.Uint64SliceFlag{Name: flagHealthIgnoreXIDs, Usage: "XIDs that do not make a GPU unhealthy (application faults)", Value: cli.NewUint64Slice(c.HealthIgnoreXIDs...),
+			Action: func(_ *cli.Context, v []uint64) error { c.HealthIgnoreXIDs = v; return nil }},
+		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},
+		&cli.StringFlag{Name: flagInterposerDir, Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", Value: c.InterposerDir, Destination: &c.InterposerDir},
+		&cli.DurationFlag{Name: flagAllocateWait, Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + MaxAllocateWait.String() + ")", Value: c.AllocateWait, Destination: &c.AllocateWait},
+		&cli.StringFlag{Name: flagPodResourcesSocket, Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", Value: c.PodResourcesSocket, Destination: &c.PodResourcesSocket},
+		&cli.DurationFlag{Name: flagPodResourcesPeriod, Usage: "how often the node role checks kubelet's PodResources against the assignments", Value: c.PodResourcesPeriod, Destination: &c.PodResourcesPeriod},
+		&cli.StringFlag{Name: flagNRISocket, Usage: "the container runtime's NRI socket: where present, the runtime names each container's pod and vgpud sets its GPUs as it is created; where absent, or empty here, the node guesses which pod kubelet admits", Value: c.NRISocket, Destination: &c.NRISocket},
+		&cli.StringSliceFlag{Name: flagNRIExemptNamespaces, Usage: "namespaces whose containers keep the GPUs their image or pod names, and are never held up by vgpud's informer (vgpud's own, the cluster's, the GPU operator's; never a tenant's)", Value: cli.NewStringSlice(c.NRIExemptNamespaces...),
+			Action: func(_ *cli.Context, v []string) error {
+				c.NRIExemptNamespaces = slices.DeleteFunc(v, isEmpty)
+				return nil
+			}},
+		c.InspectSocketFlag(),
+	}
+}
+
+// isEmpty drops the empty entries of a list flag (urfave/cli trims
+// each): "a, b," reads as [a b].
+func isEmpty(s string) bool { return s == "" }

@@ -1,0 +1,50 @@
+package deviceplugin
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// GPU is a physical GPU the plugin advertises.
+type GPU struct {
+	UUID string
+	NUMA int
+	// MemoryMiB is what the node advertises for the GPU (memory scaling
+	// applied): no slice of it may be larger.
+	MemoryMiB int64
+}
+
+// deviceID names the n-th virtual device of a GPU.
+func deviceID(uuid string, n int) string { return fmt.Sprintf("%s-%d", uuid, n) }
+
+// splitID is deviceID's inverse; UUIDs hold dashes, so the last one splits.
+func splitID(id string) (string, int) {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 {
+		return id, -1
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil {
+		return id, -1
+	}
+	return id[:i], n
+}
+
+// virtualDevices lists split devices per healthy GPU; unhealthy GPUs are
+// left out, which is how kubelet learns to stop placing pods on them.
+func virtualDevices(gpus []GPU, split int, unhealthy map[string]bool) []*pluginapi.Device {
+	out := make([]*pluginapi.Device, 0, len(gpus)*split)
+	for _, g := range gpus {
+		if unhealthy[g.UUID] {
+			continue
+		}
+		topo := &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(g.NUMA)}}}
+		for n := range split {
+			out = append(out, &pluginapi.Device{ID: deviceID(g.UUID, n), Health: pluginapi.Healthy, Topology: topo})
+		}
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+// Package inspect is the node-local debug view behind `vgpud inspect`: the
+// daemon serves a snapshot over a unix socket, the command prints it.
+package inspect
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// Snapshot is everything `vgpud inspect` shows.
+type Snapshot struct {
+	Node     string `json:"node"`
+	Backend  string `json:"backend"`
+	Ready    bool   `json:"ready"`
+	NotReady string `json:"notReady,omitempty"` // why not, when not
+	Role     string `json:"role"`               // "node" or "node+cluster"
+	// Identity is how the node tells a container's pod: "runtime" (NRI)
+	// or "guessed"; Runtime says how the NRI hook stands.
+	Identity     string       `json:"identity"`
+	Runtime      string       `json:"runtime,omitempty"`
+	Leader       string       `json:"leader"` // the current leader's pod, "" if unknown
+	IsLeader     bool         `json:"isLeader"`
+	GPUs         []GPU        `json:"gpus"`
+	Allocations  []Allocation `json:"allocations"`
+	Registration Registration `json:"registration"`
+	Taken        time.Time    `json:"taken"`
+}
+
+// GPU is one GPU with what the pods on it hold.
+type GPU struct {
+	Index         int    `json:"index"`
+	UUID          string `json:"uuid"`
+	Model         string `json:"model"`
+	NUMA          int    `json:"numa"`
+	MemoryMiB     int64  `json:"memoryMiB"` // after memory scaling
+	MemoryUsedMiB int64  `json:"memoryUsedMiB"`
+	Cores         int    `json:"cores"`
+	CoresUsed     int    `json:"coresUsed"`
+	Slices        int    `json:"slices"`
+	SlicesUsed    int    `json:"slicesUsed"`
+	Healthy       bool   `json:"healthy"`
+}
+
+// Allocation is one container's share of one GPU.
+type Allocation struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	GPU       string `json:"gpu"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	Cores     int    `json:"cores"`
+	Phase     string `json:"phase"`
+}
+
+// Registration is the device plugin's record with kubelet.
+type Registration struct {
+	Count     int       `json:"count"`
+	Last      time.Time `json:"last,omitzero"`
+	LatencyMs float64   `json:"latencyMs"`
+	Trigger   string    `json:"trigger,omitempty"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// Usage fills the GPUs' used columns and lists the allocations from the
+// node's pods. A pod assigned here holds its share until it terminates,
+// counted by podmodel's footprint rule (init containers at peak, sidecars
+// for the pod's life, app containers summed), so inspect agrees with the
+// leader's books.
+//
+// phase says where a container's share stands; nil reads the pod's
+// vgpud.io/phase annotation, which the guessing path writes.
+func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p *corev1.Pod, container string) string) ([]GPU, []Allocation) {
+	if phase == nil {
+		phase = func(p *corev1.Pod, _ string) string { return p.Annotations[protocol.AnnotationPhase] }
+	}
+	uuids := make([]string, len(inv.GPUs))
+	for i, g := range inv.GPUs {
+		uuids[i] = g.UUID
+	}
+	used := make([]podmodel.Usage, len(inv.GPUs))
+	allocs := []Allocation{}
+	for _, p := range pods {
+		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		if !ok || podmodel.Terminated(p) {
+			continue
+		}
+		a, err := protocol.DecodeAssignment(raw)
+		if err != nil || a.Node != node {
+			continue
+		}
+		for _, c := range a.Containers {
+			ph := phase(p, c.Name)
+			for _, s := range c.GPUs {
+				allocs = append(allocs, Allocation{Namespace: p.Namespace, Pod: p.Name, Container: c.Name, GPU: s.UUID, MemoryMiB: s.MemoryMiB, Cores: s.Cores, Phase: ph})
+			}
+		}
+		for i, u := range podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec)).Footprint(uuids) {
+			used[i] = used[i].Plus(u)
+		}
+	}
+	gpus := make([]GPU, len(inv.GPUs))
+	for i, g := range inv.GPUs {
+		gpus[i] = GPU{
+			Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
+			MemoryMiB: g.MemoryMiB, MemoryUsedMiB: used[i].MemMiB,
+			Cores: g.Cores, CoresUsed: used[i].Cores,
+			Slices: g.Split, SlicesUsed: used[i].Slots,
+		}
+	}
+	slices.SortFunc(allocs, func(a, b Allocation) int {
+		return strings.Compare(a.Namespace+"/"+a.Pod+"/"+a.Container+"/"+a.GPU, b.Namespace+"/"+b.Pod+"/"+b.Container+"/"+b.GPU)
+	})
+	return gpus, allocs
+}

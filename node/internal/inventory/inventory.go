@@ -1,0 +1,97 @@
+// Package inventory turns discovered GPUs into the vgpud.io/gpus node
+// annotation and keeps it current, writing only when it changed.
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Scaling is what the scheduler is told each GPU offers.
+type Scaling struct {
+	Split  int
+	Memory float64 // > 1 oversubscribes memory
+	Cores  float64
+}
+
+// Build is the inventory the scheduler sees: memory and cores after
+// scaling, split, and health (healthy unless listed in unhealthy).
+func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inventory {
+	inv := protocol.Inventory{Version: protocol.Version, GPUs: make([]protocol.GPU, 0, len(devs))}
+	for _, d := range devs {
+		inv.GPUs = append(inv.GPUs, protocol.GPU{
+			UUID:      d.UUID,
+			Index:     d.Index,
+			Model:     d.Model,
+			MemoryMiB: int64(float64(d.MemoryMiB) * s.Memory),
+			Cores:     int(100 * s.Cores),
+			Split:     s.Split,
+			NUMA:      d.NUMA,
+			Healthy:   !unhealthy[d.UUID],
+		})
+	}
+	return inv
+}
+
+// SetIdentity writes the node's vgpud.io/identity annotation.
+func (p *Publisher) SetIdentity(ctx context.Context, mode string) error {
+	if err := p.annotate(ctx, protocol.AnnotationIdentity, mode); err != nil {
+		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationIdentity, mode, err)
+	}
+	return nil
+}
+
+// SetPluginState writes the node's vgpud.io/plugin annotation.
+func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
+	if err := p.annotate(ctx, protocol.AnnotationPlugin, state); err != nil {
+		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationPlugin, state, err)
+	}
+	return nil
+}
+
+// annotate sets one annotation on the node with a merge patch.
+func (p *Publisher) annotate(ctx context.Context, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// Publisher writes the annotation on one node.
+type Publisher struct {
+	nodes corev1client.NodesGetter
+	node  string
+	last  string
+}
+
+// NewPublisher returns a Publisher for node.
+func NewPublisher(nodes corev1client.NodesGetter, node string) *Publisher {
+	return &Publisher{nodes: nodes, node: node}
+}
+
+// Publish patches the annotation unless it already holds inv; it reports
+// whether it wrote.
+func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, error) {
+	raw, err := protocol.EncodeInventory(inv)
+	if err != nil {
+		return false, fmt.Errorf("encode inventory of node %s: %w", p.node, err)
+	}
+	if raw == p.last {
+		return false, nil
+	}
+	if err := p.annotate(ctx, protocol.AnnotationGPUs, raw); err != nil {
+		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationGPUs, err)
+	}
+	p.last = raw
+	return true, nil
+}

@@ -1,0 +1,82 @@
+package inventory
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+func TestBuildAndPublishOnlyOnChange(t *testing.T) {
+	lib, err := gpu.Open("mock:dgxa100", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := gpu.Discover(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := Build(devs, Scaling{Split: 10, Memory: 1.5, Cores: 1}, map[string]bool{devs[3].UUID: true})
+	if len(inv.GPUs) != 8 || inv.GPUs[0].MemoryMiB != 61440 || inv.GPUs[0].Cores != 100 || inv.GPUs[0].Split != 10 || inv.GPUs[3].Healthy || !inv.GPUs[2].Healthy {
+		t.Fatalf("inventory %+v", inv.GPUs)
+	}
+
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	p := NewPublisher(kube.CoreV1(), "n1")
+	ctx := context.Background()
+	if wrote, err := p.Publish(ctx, inv); err != nil || !wrote {
+		t.Fatalf("first publish: wrote %v, err %v", wrote, err)
+	}
+	if wrote, err := p.Publish(ctx, inv); err != nil || wrote {
+		t.Fatalf("unchanged inventory written again: %v %v", wrote, err)
+	}
+	n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	back, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	if err != nil || len(back.GPUs) != 8 || back.GPUs[3].Healthy {
+		t.Fatalf("annotation %v: %v", back, err)
+	}
+	patches := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want 1", patches)
+	}
+	if _, err := NewPublisher(kube.CoreV1(), "missing").Publish(ctx, inv); err == nil {
+		t.Error("a missing node must be an error")
+	}
+}
+
+// The identity and plugin-state annotations are merged into the node's,
+// leaving the inventory as it was.
+func TestSetIdentityAndPluginState(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: "kept"}}})
+	p := NewPublisher(kube.CoreV1(), "n1")
+	if err := p.SetIdentity(ctx, protocol.IdentityRuntime); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPluginState(ctx, protocol.PluginServing); err != nil {
+		t.Fatal(err)
+	}
+	n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{protocol.AnnotationGPUs: "kept", protocol.AnnotationIdentity: protocol.IdentityRuntime, protocol.AnnotationPlugin: protocol.PluginServing}
+	for k, v := range want {
+		if n.Annotations[k] != v {
+			t.Errorf("%s=%q, want %q (all: %v)", k, n.Annotations[k], v, n.Annotations)
+		}
+	}
+	if err := NewPublisher(kube.CoreV1(), "gone").SetIdentity(ctx, protocol.IdentityGuessed); err == nil {
+		t.Error("SetIdentity on a node that does not exist: no error")
+	}
+}

@@ -1,0 +1,151 @@
+// Package nrihook is the node role's NRI plugin: the container runtime
+// calls it as it creates each container, naming the pod and the
+// container, and it sets the container's GPU slice from that pod's own
+// assignment, or takes every GPU away from a container vgpud granted
+// none. Nothing is guessed: the runtime says which pod this is.
+package nrihook
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/node/internal/grant"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// Verdict is what the hook does to one container.
+type Verdict int
+
+const (
+	// Void takes every GPU away: the container was granted none.
+	Void Verdict = iota
+	// Grant sets the container's slice from its pod's assignment.
+	Grant
+	// Exempt leaves the container as the pod and image made it.
+	Exempt
+	// Refuse fails the container's creation; kubelet shows why and retries.
+	Refuse
+)
+
+func (v Verdict) String() string {
+	return [...]string{"void", "grant", "exempt", "refuse"}[v]
+}
+
+// Decision is the verdict on one container, with its slice (Grant) or
+// the reason (Exempt, Refuse).
+type Decision struct {
+	Verdict Verdict
+	Slice   grant.Slice
+	Reason  string
+}
+
+// Container is the container the runtime is creating, as the runtime
+// names it, and the pod the node's informer holds under that name.
+type Container struct {
+	Namespace, Pod, UID, Name string
+	// Static is a pod kubelet runs from a file: vgpud never binds one.
+	Static bool
+	// Known is the informer's pod of that namespace and name, if any; it
+	// is this container's pod only when its UID matches.
+	Known *corev1.Pod
+}
+
+// Rules are the node's settings the decision reads.
+type Rules struct {
+	Node      string
+	Resources protocol.ResourceNames
+	Slice     grant.Options
+	// Exempt says whether a namespace's containers keep every GPU their
+	// image or pod names (the GPU operator's, vgpud's own).
+	Exempt func(namespace string) bool
+}
+
+// Decide is the verdict on c. It reads only what vgpud wrote (the
+// assignment, fenced by admission) and what the runtime says (the pod's
+// name and UID); the pod's env and the image never widen a slice.
+func Decide(c Container, r Rules) Decision {
+	pod := c.Known
+	if pod != nil && !samePod(pod, c.UID, c.Static) {
+		pod = nil
+	}
+	id := c.Namespace + "/" + c.Pod
+	if pod == nil {
+		switch {
+		case r.Exempt(c.Namespace):
+			return Decision{Verdict: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
+		case c.Static:
+			return Decision{Verdict: Void}
+		}
+		return Decision{Verdict: Refuse, Reason: fmt.Sprintf("vgpud on node %s has not seen pod %s (uid %s) yet, so it cannot tell which GPUs container %q may have; kubelet retries the container", r.Node, id, c.UID, c.Name)}
+	}
+	spec := containerSpec(pod, c.Name)
+	asks := spec != nil && len(podmodel.VGPUNames(spec, r.Resources)) > 0
+	if raw, ok := pod.Annotations[protocol.AnnotationAssignment]; ok {
+		a, err := protocol.DecodeAssignment(raw)
+		switch {
+		case err != nil:
+			if asks {
+				return Decision{Verdict: Refuse, Reason: fmt.Sprintf("pod %s: %v", id, err)}
+			}
+		case a.Node != r.Node || pod.Spec.NodeName != r.Node:
+			if asks {
+				return Decision{Verdict: Refuse, Reason: fmt.Sprintf("pod %s is assigned GPUs on node %q and bound to %q, not this node %s", id, a.Node, pod.Spec.NodeName, r.Node)}
+			}
+		default:
+			if ca, ok := a.Container(c.Name); ok && spec != nil {
+				return Decision{Verdict: Grant, Slice: grant.For(ca, c.UID, grant.Priority(spec, r.Resources), r.Slice)}
+			}
+		}
+	}
+	switch {
+	case r.Exempt(c.Namespace):
+		return Decision{Verdict: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
+	case placedByHAMi(pod, r.Node):
+		// Its GPUs are what HAMi's device plugin gave it, which kubelet
+		// keeps for its containers' restarts; vgpud books them (README
+		// "Coming from HAMi").
+		return Decision{Verdict: Exempt, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
+	case spec != nil && privileged(spec):
+		// A privileged container reaches every device node anyway; the
+		// NVIDIA container toolkit gives it every GPU too.
+		return Decision{Verdict: Exempt, Reason: "privileged"}
+	case asks:
+		return Decision{Verdict: Refuse, Reason: fmt.Sprintf("container %q of pod %s asks for %v but vgpud assigned it no GPUs: only pods that vgpud's scheduler (schedulerName vgpud-scheduler) binds get a GPU share; create the pod without spec.nodeName and without opting out of vgpud's webhook",
+			c.Name, id, podmodel.VGPUNames(spec, r.Resources))}
+	}
+	return Decision{Verdict: Void}
+}
+
+// placedByHAMi says whether HAMi's scheduler placed pod on node and
+// recorded its devices: only HAMi's scheduler can write that record
+// (policy vgpud-hami-records), and a pod vgpud assigned is vgpud's.
+func placedByHAMi(pod *corev1.Pod, node string) bool {
+	if _, ours := pod.Annotations[protocol.AnnotationAssignment]; ours {
+		return false
+	}
+	hamiNode := pod.Annotations[protocol.AnnotationHAMiNode]
+	return pod.Annotations[protocol.AnnotationHAMiAllocated] != "" && pod.Spec.NodeName == node && (hamiNode == "" || hamiNode == node)
+}
+
+// samePod reports whether pod is the one with the runtime's uid. A
+// static pod's mirror in the API has its own UID and names kubelet's.
+func samePod(pod *corev1.Pod, uid string, static bool) bool {
+	return string(pod.UID) == uid || (static && uid != "" && pod.Annotations[corev1.MirrorPodAnnotationKey] == uid)
+}
+
+// containerSpec is the pod's container of that name; nil for one the
+// spec does not list (an ephemeral debug container).
+func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
+	for c := range podmodel.Containers(&pod.Spec) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func privileged(c *corev1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}

@@ -1,0 +1,325 @@
+package nrihook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/node/internal/grant"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Pods is the node's pod informer.
+type Pods interface {
+	Get(namespace, name string) *corev1.Pod
+	// HasSynced reports whether the first list is in.
+	HasSynced() bool
+	// Changed returns a channel closed at the next change.
+	Changed() <-chan struct{}
+}
+
+// Observer is told how long each container's decision took, and its
+// verdict (the node's metrics).
+type Observer interface {
+	RuntimeHook(verdict string, took time.Duration)
+}
+
+// Hook answers the runtime's NRI calls.
+type Hook struct {
+	rules Rules
+	pods  Pods
+	// wait bounds how long a call waits for the informer to show a pod
+	// the runtime names and it does not have yet; NRI's own limit for a
+	// whole call is 2 s by default.
+	wait time.Duration
+	obs  Observer
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	seen     map[types.UID]*Record
+	conns    int // connections to the runtime made so far
+	up       bool
+	closing  bool // the hook is stopping: it refuses every call
+	inflight int  // calls being answered
+}
+
+// Record is what the hook did to one pod's containers, for inspect.
+type Record struct {
+	Granted map[string]string // container → NVIDIA_VISIBLE_DEVICES
+	Refused map[string]string // container → why
+}
+
+// callMargin is what the hook leaves of the runtime's deadline for a
+// call, for the decision and the answer.
+const callMargin = 700 * time.Millisecond
+
+// New returns a hook deciding by r from pods.
+func New(r Rules, pods Pods, wait time.Duration, obs Observer, log *slog.Logger) *Hook {
+	return &Hook{rules: r, pods: pods, wait: wait, obs: obs, log: log, seen: map[types.UID]*Record{}}
+}
+
+// CreateContainer is NRI's call as the runtime creates a container, after
+// the image's and the pod's settings are in its spec.
+func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	start := time.Now()
+	c := Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}
+	if !h.enter() {
+		// The runtime would create the container unadjusted if the
+		// connection closed during this call: refuse while stopping.
+		return nil, nil, fmt.Errorf("vgpud on node %s is stopping; kubelet retries the container once vgpud is back", h.rules.Node)
+	}
+	defer h.leave()
+	c.Known = h.lookup(ctx, c)
+	d := Decide(c, h.rules)
+	adj, err := h.apply(d, ctr)
+	verdict := d.Verdict.String()
+	if err != nil {
+		verdict = Refuse.String()
+	}
+	h.obs.RuntimeHook(verdict, time.Since(start))
+	h.remember(c, d, err)
+	if err != nil {
+		h.log.Warn("container refused", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "err", err)
+		return nil, nil, err
+	}
+	if d.Verdict == Grant {
+		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", time.Since(start))
+	}
+	return adj, nil, nil
+}
+
+// lookup is the informer's pod of the runtime's name and UID, waiting a
+// little when it does not show it yet: kubelet may see a pod a moment
+// before this replica's watch does.
+func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
+	wait := h.wait
+	// The runtime drops a plugin that overruns its call and creates the
+	// container unadjusted: stay well inside the call's deadline.
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-callMargin)
+	}
+	deadline := time.NewTimer(max(wait, 0))
+	defer deadline.Stop()
+	for {
+		changed := h.pods.Changed()
+		p := h.pods.Get(c.Namespace, c.Pod)
+		// Before the first list, a wait would only hold every other
+		// container start on the node (NRI answers one call at a time).
+		if p != nil && samePod(p, c.UID, c.Static) || c.Static || h.rules.Exempt(c.Namespace) || !h.pods.HasSynced() {
+			return p
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return p
+		case <-ctx.Done():
+			return p
+		}
+	}
+}
+
+// apply turns d into the runtime's adjustment of ctr.
+//
+// NRI sets a variable by replacing its first occurrence in the
+// container's env and cannot remove one the pod or image set: a name
+// that occurs twice (kubelet's device env and the pod's own) keeps the
+// pod's value, and a name the slice does not set keeps whatever was
+// written. So a container whose env would still decide any of the
+// slice's names is refused, saying which to remove, never created with
+// a slice wider than granted.
+func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, error) {
+	switch d.Verdict {
+	case Exempt:
+		return nil, nil
+	case Refuse:
+		return nil, errors.New(d.Reason)
+	}
+	want := d.Slice.Env
+	if d.Verdict == Void {
+		want = map[string]string{protocol.EnvVisibleDevices: grant.Void}
+	}
+	if bad := overriding(ctr.GetEnv(), want, d.Verdict == Grant); len(bad) > 0 {
+		return nil, fmt.Errorf("container %q sets %s in its own env (pod spec, envFrom or image); vgpud decides these from the pod's GPU assignment: remove them", ctr.GetName(), strings.Join(bad, ", "))
+	}
+	adj := &api.ContainerAdjustment{}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		adj.AddEnv(k, want[k])
+	}
+	for _, m := range ctr.GetMounts() {
+		if grant.DeviceListMount(m.GetDestination()) {
+			return nil, fmt.Errorf("container %q mounts %s, where the NVIDIA container runtime reads which GPUs to expose; vgpud decides that from the pod's GPU assignment: remove the mount", ctr.GetName(), m.GetDestination())
+		}
+	}
+	if d.Slice.Cache != "" {
+		// Private to the container, bounded, and gone with it: nothing
+		// of it lands on the node's disk.
+		adj.AddMount(&api.Mount{Source: "tmpfs", Destination: d.Slice.Cache, Type: "tmpfs",
+			Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + grant.CacheSize}})
+	}
+	for _, m := range d.Slice.Mounts {
+		opts := []string{"rbind", "rprivate"}
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		adj.AddMount(&api.Mount{Source: m.Host, Destination: m.Container, Type: "bind", Options: opts})
+	}
+	return adj, nil
+}
+
+// overriding lists the names in env that setting want cannot override.
+// NRI replaces a name's first occurrence and keeps the later ones, whose
+// last value wins: a name of want set more than once is lost unless its
+// last value is want's (a pod admitted before NRI carries kubelet's
+// replayed device env, the very grant). In a granted container a name
+// the slice owns but does not set stays as written, so it must not be
+// there, except a per-GPU limit for an index past the container's GPUs,
+// which names no device it sees.
+func overriding(env []string, want map[string]string, granted bool) []string {
+	count, last := map[string]int{}, map[string]string{}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		count[name]++
+		last[name] = value
+	}
+	gpus := strings.Count(want[protocol.EnvVisibleDevices], ",") + 1
+	var bad []string
+	for name, n := range count {
+		w, set := want[name]
+		switch {
+		case set && n > 1 && last[name] != w:
+			bad = append(bad, name)
+		case !set && granted && grant.Owned(name):
+			if _, i, perGPU := grant.PerGPU(name); perGPU && i >= gpus {
+				continue
+			}
+			bad = append(bad, name)
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// remember keeps what the hook did, for inspect and the node's phase.
+func (h *Hook) remember(c Container, d Decision, err error) {
+	if d.Verdict != Grant && err == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.seen[types.UID(c.UID)]
+	if r == nil {
+		r = &Record{Granted: map[string]string{}, Refused: map[string]string{}}
+		h.seen[types.UID(c.UID)] = r
+	}
+	if err != nil {
+		r.Refused[c.Name] = err.Error()
+		return
+	}
+	delete(r.Refused, c.Name)
+	r.Granted[c.Name] = d.Slice.Env[protocol.EnvVisibleDevices]
+}
+
+// RemovePodSandbox forgets the pod.
+func (h *Hook) RemovePodSandbox(_ context.Context, sb *api.PodSandbox) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.seen, types.UID(sb.GetUid()))
+	return nil
+}
+
+// Synchronize is the runtime's list of what already runs, sent at each
+// connection; running containers keep what they were created with.
+func (h *Hook) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	h.mu.Lock()
+	h.conns++
+	h.up = true
+	live := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		live[types.UID(p.GetUid())] = true
+	}
+	for uid := range h.seen {
+		if !live[uid] {
+			delete(h.seen, uid)
+		}
+	}
+	h.mu.Unlock()
+	h.log.Info("connected to the container runtime", "pods", len(pods), "containers", len(ctrs))
+	return nil, nil
+}
+
+// Records is what the hook did, by pod UID; the caller may keep it.
+func (h *Hook) Records() map[types.UID]Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[types.UID]Record, len(h.seen))
+	for uid, r := range h.seen {
+		out[uid] = Record{Granted: maps.Clone(r.Granted), Refused: maps.Clone(r.Refused)}
+	}
+	return out
+}
+
+// Connected reports whether the runtime is connected now, and how many
+// times it connected.
+func (h *Hook) Connected() (bool, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up, h.conns
+}
+
+// enter counts a call in, unless the hook is stopping.
+func (h *Hook) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.inflight++
+	return true
+}
+
+func (h *Hook) leave() {
+	h.mu.Lock()
+	h.inflight--
+	h.mu.Unlock()
+}
+
+// drain makes the hook refuse every call from now, and returns once no
+// call is being answered, or after max.
+func (h *Hook) drain(max time.Duration) {
+	h.mu.Lock()
+	h.closing = true
+	h.mu.Unlock()
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		h.mu.Lock()
+		n := h.inflight
+		h.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
+}
+
+func (h *Hook) setDown() {
+	h.mu.Lock()
+	h.up = false
+	h.mu.Unlock()
+}
+
+// static reports a pod kubelet runs from a file, by the annotation kubelet
+// puts on every pod it runs.
+func static(sb *api.PodSandbox) bool {
+	src, ok := sb.GetAnnotations()[configSourceAnnotation]
+	return ok && src != "api"
+}
+
+const configSourceAnnotation = "kubernetes.io/config.source"
