@@ -10,7 +10,7 @@ import (
 // a GPU held whole is charged at bind.
 type admissionQuota struct {
 	*quota.Source
-	books *books.Cache
+	books *books.Ledger
 }
 
 func (q admissionQuota) SmallestGPUMiB() int64 { return q.books.SmallestGPUMiB() }

@@ -20,7 +20,7 @@ const (
 	sweepGrace = 2 * time.Minute
 )
 
-func (a *Role) sweepCaches(ctx context.Context, pods *nodepods.Cache) {
+func (a *Role) sweepCaches(ctx context.Context, pods *nodepods.Index) {
 	if !pods.WaitForSync(ctx) {
 		return
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // newHook is the NRI hook for this node's containers.
-func (a *Role) newHook(pods *nodepods.Cache) *nrihook.Hook {
+func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 	exempt := make(map[string]bool, len(a.cfg.NRIExemptNamespaces))
 	for _, ns := range a.cfg.NRIExemptNamespaces {
 		exempt[ns] = true

@@ -69,7 +69,7 @@ type Role struct {
 	notReady string
 	inv      protocol.Inventory
 	server   *deviceplugin.Server
-	podCache *nodepods.Cache
+	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
 }
 
@@ -173,7 +173,7 @@ func (a *Role) Run(ctx context.Context) error {
 // serve discovers the GPUs (retrying without a driver), then builds the
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
-func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Cache, stopPods func(), mode string) (started bool, err error) {
+func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
 	devs, err := a.discover(ctx, lib)
 	if err != nil || ctx.Err() != nil {
 		return false, err
@@ -219,14 +219,14 @@ type nodeParts struct {
 
 // build makes the parts that serve devs and wires them to each other and
 // to the role's state, which inspect and readiness read.
-func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Cache, mode string) *nodeParts {
+func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, mode string) *nodeParts {
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
 	inv := inventory.Build(devs, scaling, nil)
-	gpus := make([]deviceplugin.GPU, len(devs))
+	gpus := make([]deviceplugin.AdvertisedGPU, len(devs))
 	uuids := make([]string, len(devs))
 	for i, d := range devs {
 		// The advertised (scaled) memory bounds every slice of the GPU.
-		gpus[i], uuids[i] = deviceplugin.GPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: inv.GPUs[i].MemoryMiB}, d.UUID
+		gpus[i], uuids[i] = deviceplugin.AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: inv.GPUs[i].MemoryMiB}, d.UUID
 	}
 	p := deviceplugin.New(deviceplugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
@@ -272,7 +272,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 // podResourcesCheck compares kubelet's PodResources with each pod's
 // assignment every PodResourcesPeriod, and reports a mismatch as an Event
 // and a metric.
-func (a *Role) podResourcesCheck(ctx context.Context, pods *nodepods.Cache, parts *nodeParts) *deviceplugin.PodResourcesCheck {
+func (a *Role) podResourcesCheck(ctx context.Context, pods *nodepods.Index, parts *nodeParts) *deviceplugin.PodResourcesCheck {
 	events, err := podevents.Start(ctx, a.api.Events)
 	if err != nil {
 		// Only a broadcaster already shut down refuses; the check still
@@ -355,7 +355,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 	a.mu.Lock()
 	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
 	a.mu.Unlock()
-	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPU{}, Allocations: []inspect.Allocation{}}
+	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
 		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
 	}

@@ -9,7 +9,10 @@ import (
 // how much of each, every GPU-using container gets. Containers that use no
 // GPU are absent.
 type Assignment struct {
-	Version    int                   `json:"version"`
+	Version int `json:"version"`
+	// Requires names the features a reader must understand to use this
+	// value at all (skew.go).
+	Requires   []string              `json:"requires,omitempty"`
 	Node       string                `json:"node"`
 	Containers []ContainerAssignment `json:"containers"`
 }
@@ -49,7 +52,7 @@ func EncodeAssignment(a Assignment) (string, error) {
 // DecodeAssignment parses and validates an AnnotationAssignment value.
 func DecodeAssignment(s string) (Assignment, error) {
 	var a Assignment
-	if err := decodeStrict(s, &a); err != nil {
+	if err := decode(s, &a); err != nil {
 		return Assignment{}, fmt.Errorf("decode %s: %w", AnnotationAssignment, err)
 	}
 	if err := a.Validate(); err != nil {
@@ -60,8 +63,8 @@ func DecodeAssignment(s string) (Assignment, error) {
 
 // Validate reports the first thing that makes a unusable.
 func (a Assignment) Validate() error {
-	if a.Version != Version {
-		return fmt.Errorf("version %d is not supported (want %d)", a.Version, Version)
+	if err := checkVersion(a.Version, a.Requires); err != nil {
+		return err
 	}
 	if strings.TrimSpace(a.Node) == "" {
 		return fmt.Errorf("node is empty")

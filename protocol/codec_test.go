@@ -79,7 +79,6 @@ func TestDecodeInventoryRejects(t *testing.T) {
 		"empty":          ``,
 		"not json":       `0,GPU-1,10,40960,100,A100,true:`,
 		"wrong version":  `{"version":2,"gpus":[]}`,
-		"unknown field":  `{"version":1,"gpus":[],"extra":1}`,
 		"trailing":       `{"version":1,"gpus":[]} {}`,
 		"empty uuid":     `{"version":1,"gpus":[{"uuid":"","index":0,"model":"m","memoryMiB":1,"cores":100,"split":1,"numa":0,"healthy":true}]}`,
 		"duplicate uuid": `{"version":1,"gpus":[{"uuid":"a","index":0,"model":"m","memoryMiB":1,"cores":100,"split":1},{"uuid":"a","index":1,"model":"m","memoryMiB":1,"cores":100,"split":1}]}`,

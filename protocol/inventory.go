@@ -2,13 +2,13 @@ package protocol
 
 import "fmt"
 
-// Version is the only wire version this build reads and writes.
-const Version = 1
-
 // Inventory is the value of AnnotationGPUs on a node.
 type Inventory struct {
-	Version int   `json:"version"`
-	GPUs    []GPU `json:"gpus"`
+	Version int `json:"version"`
+	// Requires names the features a reader must understand to use this
+	// value at all (skew.go).
+	Requires []string `json:"requires,omitempty"`
+	GPUs     []GPU    `json:"gpus"`
 }
 
 // GPU is one physical GPU as the scheduler sees it, after the node's memory
@@ -36,7 +36,7 @@ func EncodeInventory(inv Inventory) (string, error) {
 // DecodeInventory parses and validates an AnnotationGPUs value.
 func DecodeInventory(s string) (Inventory, error) {
 	var inv Inventory
-	if err := decodeStrict(s, &inv); err != nil {
+	if err := decode(s, &inv); err != nil {
 		return Inventory{}, fmt.Errorf("decode %s: %w", AnnotationGPUs, err)
 	}
 	if err := inv.Validate(); err != nil {
@@ -47,8 +47,8 @@ func DecodeInventory(s string) (Inventory, error) {
 
 // Validate reports the first thing that makes inv unusable.
 func (inv Inventory) Validate() error {
-	if inv.Version != Version {
-		return fmt.Errorf("version %d is not supported (want %d)", inv.Version, Version)
+	if err := checkVersion(inv.Version, inv.Requires); err != nil {
+		return err
 	}
 	seenUUID := make(map[string]bool, len(inv.GPUs))
 	seenIndex := make(map[int]bool, len(inv.GPUs))

@@ -12,9 +12,12 @@ import (
 // object's annotations at 256 KiB together.
 const maxAnnotation = 256 << 10
 
-// decodeStrict rejects unknown fields and trailing data, so a typo or a
-// truncated write is an error rather than a silently zero field.
-func decodeStrict(s string, v any) error {
+// decode parses one JSON value into v. A field it does not know is
+// ignored: a newer vgpud may have added it during a rolling upgrade (a
+// field an older replica must not ignore is named in the value's
+// requires list, checkVersion). Trailing data is refused, so a truncated
+// or doubled write is an error rather than a silently zero field.
+func decode(s string, v any) error {
 	if s == "" {
 		return errors.New("value is empty")
 	}
@@ -22,7 +25,6 @@ func decodeStrict(s string, v any) error {
 		return fmt.Errorf("value is %d bytes, over the %d-byte limit", len(s), maxAnnotation)
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("invalid JSON: %w", err)
 	}

@@ -26,7 +26,7 @@ import (
 // is that bind's: Book then books nothing and says so (kube-scheduler
 // retried the pod while its first bind was under way, and that one may
 // still land).
-func (c *Cache) Book(p *slimpod.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
+func (c *Ledger) Book(p *slimpod.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
 	st := c.stateOf(p, a, raw, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -54,7 +54,7 @@ func (c *Cache) Book(p *slimpod.Pod, a protocol.Assignment, raw string, held uin
 // to the booking of a bind that bound it). A booking since replaced
 // (another bind of the pod booked it again) or shown by the API is not
 // this failed bind's to take back.
-func (c *Cache) Release(uid types.UID, token uint64) {
+func (c *Ledger) Release(uid types.UID, token uint64) {
 	c.mu.Lock()
 	st, ok := c.pods[uid]
 	release := ok && st.token == token && !st.shown
@@ -76,7 +76,7 @@ func (c *Cache) Release(uid types.UID, token uint64) {
 // beneath that booking, and reports whether it did: the pod without a
 // node, and without that booking's assignment. next is the booking the
 // event shows (nil: none, or none bookable). c.mu held.
-func (c *Cache) beneath(p *slimpod.Pod, next *podState) bool {
+func (c *Ledger) beneath(p *slimpod.Pod, next *podState) bool {
 	st, ok := c.pods[p.UID]
 	if p.NodeName != "" || !ok || st.shown || (p.HasAssignment && st.raw == p.Assignment) {
 		return false

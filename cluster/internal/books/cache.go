@@ -5,11 +5,13 @@
 package books
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -19,8 +21,8 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// Cache maps node names to their GPUs and committed usage.
-type Cache struct {
+// Ledger maps node names to their GPUs and committed usage.
+type Ledger struct {
 	names     protocol.ResourceNames
 	scheduler string             // only pods of this scheduler are booked from the API
 	clock     clock.PassiveClock // times a deleted pod's in-flight hold
@@ -36,6 +38,10 @@ type Cache struct {
 	nodes  map[string]*nodeState
 	pods   map[types.UID]podState
 	tokens uint64 // the last Book's token
+	// unhonoured are the pods whose assignment a newer vgpud wrote in a
+	// form this one cannot honour, by the node each is bound to: what
+	// they hold there is unknown, so nothing more is placed there.
+	unhonoured map[types.UID]string
 }
 
 type nodeState struct {
@@ -44,10 +50,13 @@ type nodeState struct {
 	plugin string // the node role's vgpud.io/plugin: serving or draining
 	// exact: the runtime names each container's pod there (NRI), so its
 	// binds need no order and its pods record no phase.
-	exact   bool
-	invErr  error
-	pods    map[types.UID]bool
-	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	exact  bool
+	invErr error
+	// unhonoured: the node's pods whose assignments this build cannot
+	// honour (Ledger.unhonoured), with why.
+	unhonoured map[types.UID]error
+	pods       map[types.UID]bool
+	current    fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
 	// inFlight are the node's bound pods kubelet has not allocated yet
 	// (usually none or one), kept up to date; changed, when a bind waits
 	// on them, is closed at their next recount.
@@ -85,13 +94,13 @@ type podState struct {
 
 // New returns an empty cache for the given resource names; it books pods
 // of scheduler only.
-func New(names protocol.ResourceNames, scheduler string) *Cache {
-	return &Cache{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}}
+func New(names protocol.ResourceNames, scheduler string) *Ledger {
+	return &Ledger{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]string{}}
 }
 
 // SetNode records a node's inventory and whether its plugin is up. A node
 // with a corrupt inventory is kept, unusable, with the error for reasons.
-func (c *Cache) SetNode(n *corev1.Node) {
+func (c *Ledger) SetNode(n *corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.node(n.Name)
@@ -112,7 +121,7 @@ func (c *Cache) SetNode(n *corev1.Node) {
 }
 
 // DeleteNode forgets a node; its pods stay booked until they go too.
-func (c *Cache) DeleteNode(name string) {
+func (c *Ledger) DeleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.nodes[name]; ok {
@@ -126,7 +135,7 @@ func (c *Cache) DeleteNode(name string) {
 // an error for an assignment it will not book — unreadable, or not one
 // vgpud's bind could have written (another scheduler's pod, or a pod bound
 // to a node other than the assignment's); the caller should say so loudly.
-func (c *Cache) SetPod(p *slimpod.Pod) error {
+func (c *Ledger) SetPod(p *slimpod.Pod) error {
 	raw, ok := p.Assignment, p.HasAssignment
 	if p.Terminated() {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
@@ -155,6 +164,7 @@ func (c *Cache) SetPod(p *slimpod.Pod) error {
 		}
 	}
 	c.mu.Lock()
+	c.setUnhonoured(p, err)
 	if c.beneath(p, next) {
 		c.mu.Unlock()
 		return err
@@ -184,7 +194,7 @@ func inFlightOf(p *slimpod.Pod) bool {
 
 // readAssignment decodes the pod's assignment and checks it is one
 // vgpud's bind could have written.
-func (c *Cache) readAssignment(p *slimpod.Pod) (protocol.Assignment, error) {
+func (c *Ledger) readAssignment(p *slimpod.Pod) (protocol.Assignment, error) {
 	if !p.HasAssignment {
 		return c.readHAMi(p)
 	}
@@ -204,7 +214,7 @@ func (c *Cache) readAssignment(p *slimpod.Pod) (protocol.Assignment, error) {
 // informer twice (Binding, allocation); those echoes, once the bind has
 // marked its pod bound, cost a map lookup instead of a decode and a
 // recompute.
-func (c *Cache) unchanged(p *slimpod.Pod, raw string, inFlight bool) bool {
+func (c *Ledger) unchanged(p *slimpod.Pod, raw string, inFlight bool) bool {
 	c.mu.RLock()
 	old, ok := c.pods[p.UID]
 	same := ok && old.raw == raw && old.inFlight == inFlight && old.name == p.Name &&
@@ -223,7 +233,7 @@ func (c *Cache) unchanged(p *slimpod.Pod, raw string, inFlight bool) bool {
 }
 
 // trusted is Bookable for p against its node's GPUs as the books know them.
-func (c *Cache) trusted(p *slimpod.Pod, a protocol.Assignment) error {
+func (c *Ledger) trusted(p *slimpod.Pod, a protocol.Assignment) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var gpus []protocol.GPU
@@ -236,13 +246,13 @@ func (c *Cache) trusted(p *slimpod.Pod, a protocol.Assignment) error {
 // stateOf is the booking of a for the pod as p shows it, not shown yet.
 // The pod's containers say which are init containers and sidecars
 // (podmodel's footprint rule).
-func (c *Cache) stateOf(p *slimpod.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
+func (c *Ledger) stateOf(p *slimpod.Pod, a protocol.Assignment, raw string, inFlight bool) podState {
 	return podState{node: a.Node, namespace: p.Namespace, name: p.Name, raw: raw, placement: podmodel.PlacementOf(a, p.Kinds()),
 		inFlight: inFlight, bound: p.NodeName != ""}
 }
 
 // put books st for the pod, in place of its booking so far. c.mu held.
-func (c *Cache) put(uid types.UID, st podState) {
+func (c *Ledger) put(uid types.UID, st podState) {
 	old, ok := c.pods[uid]
 	if ok && old.node != st.node {
 		delete(c.node(old.node).pods, uid)
@@ -260,28 +270,46 @@ func (c *Cache) put(uid types.UID, st podState) {
 
 // NotifyFreed has f called, outside the books' lock, after each booking
 // they drop: GPUs may have freed. Call before use.
-func (c *Cache) NotifyFreed(f func()) { c.freed = f }
+func (c *Ledger) NotifyFreed(f func()) { c.freed = f }
 
 // tellFreed tells freed, if set, when a booking was dropped or given
 // back. Call without c.mu.
-func (c *Cache) tellFreed(dropped bool) {
+func (c *Ledger) tellFreed(dropped bool) {
 	if dropped && c.freed != nil {
 		c.freed()
 	}
 }
 
 // DeletePod unbooks a pod that is gone.
-func (c *Cache) DeletePod(uid types.UID) { c.unbook(uid, true) }
+func (c *Ledger) DeletePod(uid types.UID) { c.unbook(uid, true) }
 
-func (c *Cache) unbook(uid types.UID, deleted bool) {
+func (c *Ledger) unbook(uid types.UID, deleted bool) {
 	c.mu.Lock()
+	c.setUnhonoured(&slimpod.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, nil)
 	dropped := c.drop(uid, deleted)
 	c.mu.Unlock()
 	c.tellFreed(dropped)
 }
 
+// setUnhonoured records whether p's assignment, read with err, is one a
+// newer vgpud wrote that this one cannot honour. c.mu held.
+func (c *Ledger) setUnhonoured(p *slimpod.Pod, err error) {
+	if node, ok := c.unhonoured[p.UID]; ok {
+		delete(c.unhonoured, p.UID)
+		delete(c.node(node).unhonoured, p.UID)
+	}
+	if errors.Is(err, protocol.ErrUnsupported) && p.NodeName != "" {
+		c.unhonoured[p.UID] = p.NodeName
+		st := c.node(p.NodeName)
+		if st.unhonoured == nil {
+			st.unhonoured = map[types.UID]error{}
+		}
+		st.unhonoured[p.UID] = err
+	}
+}
+
 // drop drops the booking and reports whether there was one. c.mu held.
-func (c *Cache) drop(uid types.UID, deleted bool) bool {
+func (c *Ledger) drop(uid types.UID, deleted bool) bool {
 	old, ok := c.pods[uid]
 	if !ok {
 		return false
@@ -302,7 +330,7 @@ func (c *Cache) drop(uid types.UID, deleted bool) bool {
 	return true
 }
 
-func (c *Cache) node(name string) *nodeState {
+func (c *Ledger) node(name string) *nodeState {
 	st, ok := c.nodes[name]
 	if !ok {
 		st = &nodeState{pods: map[types.UID]bool{}, gone: map[string]time.Time{}}
@@ -313,17 +341,17 @@ func (c *Cache) node(name string) *nodeState {
 
 // recompute rebuilds one node's usage from its pods' placements, so no
 // sequence of events can leave usage that no pod explains.
-func (c *Cache) recompute(name string) {
+func (c *Ledger) recompute(name string) {
 	c.node(name).current = c.usage(name, "")
 	c.refreshInFlight(name)
 }
 
 // usage is the node's GPUs with what its pods, except one, hold.
-func (c *Cache) usage(name string, except types.UID) fit.Node {
+func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
-	n := fit.Node{Name: name, GPUs: make([]fit.GPU, len(st.gpus))}
+	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus))}
 	for i, g := range st.gpus {
-		n.GPUs[i] = fit.GPU{GPU: g}
+		n.GPUs[i] = fit.CommittedGPU{GPU: g}
 	}
 	for uid := range st.pods {
 		if uid != except {

@@ -2,6 +2,7 @@ package books
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -607,11 +608,52 @@ func assignmentOf(t *testing.T, p *corev1.Pod) protocol.Assignment {
 }
 
 // mustBook books p's assignment as a bind holding token held would.
-func mustBook(t *testing.T, c *Cache, p *corev1.Pod, held uint64) uint64 {
+func mustBook(t *testing.T, c *Ledger, p *corev1.Pod, held uint64) uint64 {
 	t.Helper()
 	token, ok := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment], held)
 	if !ok {
 		t.Fatalf("%s not booked", p.Name)
 	}
 	return token
+}
+
+// During a rolling upgrade a newer leader may have placed a pod with an
+// assignment this leader cannot honour. What that pod holds is unknown,
+// so its node takes nothing more until the pod is gone or readable; the
+// node's other GPUs are not treated as free.
+func TestAssignmentFromANewerVgpudBlocksItsNode(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 2, "20"))
+	c.SetNode(gpuNode("n2", 2, "20"))
+	p := assigned("newer", "n1", 0, 1000)
+	p.Spec.NodeName = "n1"
+	p.Annotations[protocol.AnnotationAssignment] = `{"version":1,"requires":["mig"],"node":"n1","containers":[{"name":"c0","gpus":[{"uuid":"GPU-n1-0","memoryMiB":1000,"cores":10}]}],"mig":{}}`
+	err := c.SetPod(record(p))
+	if !errors.Is(err, protocol.ErrUnsupported) {
+		t.Fatalf("SetPod: %v, want the newer assignment reported as unsupported", err)
+	}
+	if _, r := c.Node("n1"); r == nil || r.Kind != "assignment from a newer vgpud" || !strings.Contains(r.Text, "requires mig") {
+		t.Fatalf("n1: reason %+v, want the node blocked by the newer assignment", r)
+	}
+	if _, r := c.Node("n2"); r != nil {
+		t.Errorf("n2, with no such pod: %+v", r)
+	}
+	// Readable again (the newer leader rolled back and rewrote it): the
+	// node serves, and the pod is booked.
+	readable := assigned("newer", "n1", 0, 1000)
+	readable.Spec.NodeName = "n1"
+	if err := c.SetPod(record(readable)); err != nil {
+		t.Fatal(err)
+	}
+	if n, r := c.Node("n1"); r != nil || n.GPUs[0].Used.MemMiB != 1000 {
+		t.Fatalf("n1 after the rewrite: %+v %+v", n, r)
+	}
+	// Unreadable again, then deleted: the node serves once more.
+	if err := c.SetPod(record(p)); !errors.Is(err, protocol.ErrUnsupported) {
+		t.Fatal(err)
+	}
+	c.DeletePod(p.UID)
+	if _, r := c.Node("n1"); r != nil {
+		t.Errorf("n1 after the pod is gone: %+v", r)
+	}
 }

@@ -12,7 +12,7 @@ const hamiRaw = "hami\n"
 
 // readHAMi reads the record HAMi's scheduler left on a pod it placed
 // (BookableHAMi's rule) as the assignment to book.
-func (c *Cache) readHAMi(p *slimpod.Pod) (protocol.Assignment, error) {
+func (c *Ledger) readHAMi(p *slimpod.Pod) (protocol.Assignment, error) {
 	c.mu.RLock()
 	var gpus []protocol.GPU
 	if st, ok := c.nodes[p.NodeName]; ok {

@@ -22,7 +22,7 @@ type flying struct {
 // informer shows it: from now on it holds the node's in-flight slot while
 // it is in flight. It changes nothing else, so an informer event that
 // already said "allocated" is not undone.
-func (c *Cache) MarkBound(uid types.UID, node string) {
+func (c *Ledger) MarkBound(uid types.UID, node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.pods[uid]; ok && p.node == node {
@@ -36,13 +36,13 @@ func (c *Cache) MarkBound(uid types.UID, node string) {
 // allocated) hold its node's in-flight slot for d more: kubelet may still
 // be admitting it, and Allocate, which carries no pod identity, must not
 // meet a second bound pod then; clk times the hold. Call before use.
-func (c *Cache) KeepDeletedInFlight(d time.Duration, clk clock.PassiveClock) {
+func (c *Ledger) KeepDeletedInFlight(d time.Duration, clk clock.PassiveClock) {
 	c.deletedInFlight, c.clock = d, clk
 }
 
 // InFlight names a pod on node, other than except, that is bound but not
 // yet allocated; "" if there is none.
-func (c *Cache) InFlight(node string, except types.UID) string {
+func (c *Ledger) InFlight(node string, except types.UID) string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.nodes[node]
@@ -72,7 +72,7 @@ func (c *Cache) InFlight(node string, except types.UID) string {
 // are next recounted: take it before InFlight, and wait on it instead of
 // polling. (A pod deleted in flight leaves the slot by the clock, with no
 // recount: waiters also look again now and then.)
-func (c *Cache) InFlightChanged(node string) <-chan struct{} {
+func (c *Ledger) InFlightChanged(node string) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.node(node)
@@ -84,7 +84,7 @@ func (c *Cache) InFlightChanged(node string) <-chan struct{} {
 
 // refreshInFlight recounts the node's in-flight pods after a change, and
 // wakes the binds waiting on them.
-func (c *Cache) refreshInFlight(name string) {
+func (c *Ledger) refreshInFlight(name string) {
 	st := c.node(name)
 	if st.changed != nil {
 		close(st.changed)
@@ -102,7 +102,7 @@ func (c *Cache) refreshInFlight(name string) {
 
 // NamesPods reports whether the runtime names each container's pod on
 // node (NRI): there a bind waits for no other pod, and writes no phase.
-func (c *Cache) NamesPods(node string) bool {
+func (c *Ledger) NamesPods(node string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.nodes[node]

@@ -13,7 +13,7 @@ import (
 // must be Transform. Start them afterwards. The returned func reports when the cache is
 // complete: the handlers, not only the informers' stores, have seen the
 // initial list.
-func (c *Cache) Watch(podInformer, nodeInformer cache.SharedIndexInformer, log *slog.Logger) (func() bool, error) {
+func (c *Ledger) Watch(podInformer, nodeInformer cache.SharedIndexInformer, log *slog.Logger) (func() bool, error) {
 	setPod := func(obj any) {
 		if p, ok := obj.(*slimpod.Pod); ok {
 			if err := c.SetPod(p); err != nil {

@@ -15,12 +15,12 @@ import (
 // the quota check and the metrics.
 
 // Node returns a copy of a usable node's GPUs and usage, or why it is not usable.
-func (c *Cache) Node(name string) (fit.Node, *fit.Reason) { return c.NodeFor(name, "") }
+func (c *Ledger) Node(name string) (fit.Node, *fit.Reason) { return c.NodeFor(name, "") }
 
 // NodeFor is Node as pod sees it: without pod's own booking, so a pod is
 // not in its own way when its bind fits it again after reserving room
 // (binds.go).
-func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
+func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	st, ok := c.nodes[name]
@@ -29,6 +29,8 @@ func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
 	case st.invErr != nil:
 		return fit.Node{}, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+	case len(st.unhonoured) > 0:
+		return fit.Node{}, &fit.Reason{Kind: "assignment from a newer vgpud", Text: firstUnhonoured(st.unhonoured)}
 	case !st.usable:
 		// kube-scheduler saw GPUs here (it filters on allocatable first),
 		// so the books lag a plugin that is coming back.
@@ -49,7 +51,7 @@ func (c *Cache) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 // NamespaceUsage is what the booked pods of namespace are charged,
 // summed over their GPUs (podmodel.Placement.Charge), leaving out the pod
 // except: the figure bind checks quota against.
-func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usage {
+func (c *Ledger) NamespaceUsage(namespace string, except types.UID) podmodel.Usage {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var total podmodel.Usage
@@ -63,7 +65,7 @@ func (c *Cache) NamespaceUsage(namespace string, except types.UID) podmodel.Usag
 }
 
 // addCharge adds what p is charged to total; c.mu held.
-func (c *Cache) addCharge(total *podmodel.Usage, p podState) {
+func (c *Ledger) addCharge(total *podmodel.Usage, p podState) {
 	u := p.placement.Charge(c.memoryOf(p.node))
 	total.MemMiB += u.MemMiB
 	total.Cores += u.Cores
@@ -72,7 +74,7 @@ func (c *Cache) addCharge(total *podmodel.Usage, p podState) {
 
 // memoryOf gives each GPU of node its memory in MiB, 0 for one the books
 // do not know; c.mu held.
-func (c *Cache) memoryOf(node string) func(uuid string) int64 {
+func (c *Ledger) memoryOf(node string) func(uuid string) int64 {
 	var gpus []protocol.GPU
 	if st := c.nodes[node]; st != nil {
 		gpus = st.gpus
@@ -84,14 +86,14 @@ func (c *Cache) memoryOf(node string) func(uuid string) int64 {
 }
 
 // PodCount is how many pods the books hold.
-func (c *Cache) PodCount() int {
+func (c *Ledger) PodCount() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.pods)
 }
 
 // Pods lists the booked pods as namespace/name, sorted, for debugging and tests.
-func (c *Cache) Pods() []string {
+func (c *Ledger) Pods() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]string, 0, len(c.pods))
@@ -104,7 +106,7 @@ func (c *Cache) Pods() []string {
 
 // SmallestGPUMiB is the least memory of any GPU the books know, 0 if
 // they know none: the least a GPU held whole can be charged.
-func (c *Cache) SmallestGPUMiB() int64 {
+func (c *Ledger) SmallestGPUMiB() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var least int64
@@ -116,4 +118,15 @@ func (c *Cache) SmallestGPUMiB() int64 {
 		}
 	}
 	return least
+}
+
+// firstUnhonoured is one of a node's unhonoured assignments' errors,
+// the same one each time.
+func firstUnhonoured(m map[types.UID]error) string {
+	uids := make([]types.UID, 0, len(m))
+	for uid := range m {
+		uids = append(uids, uid)
+	}
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	return fmt.Sprintf("what %d pod(s) hold here is unknown to this leader: %v", len(m), m[uids[0]])
 }

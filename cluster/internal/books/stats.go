@@ -24,7 +24,7 @@ type GPUStats struct {
 
 // Stats lists the nodes with a vgpud inventory (readable or not), sorted
 // by name, with each GPU's booked usage; a deleted node is not listed.
-func (c *Cache) Stats() []NodeStats {
+func (c *Ledger) Stats() []NodeStats {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]NodeStats, 0, len(c.nodes))
@@ -48,7 +48,7 @@ func (c *Cache) Stats() []NodeStats {
 
 // Charged is what the booked pods of each namespace are charged
 // (podmodel.Placement.Charge), the figure bind checks quota against.
-func (c *Cache) Charged() map[string]podmodel.Usage {
+func (c *Ledger) Charged() map[string]podmodel.Usage {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := map[string]podmodel.Usage{}

@@ -29,14 +29,14 @@ type View struct {
 
 // Node is one node with vgpud's inventory.
 type Node struct {
-	Name     string `json:"name"`
-	Identity string `json:"identity"` // runtime or guessed
-	Plugin   string `json:"plugin"`   // serving or draining
-	GPUs     []GPU  `json:"gpus"`
+	Name     string      `json:"name"`
+	Identity string      `json:"identity"` // runtime or guessed
+	Plugin   string      `json:"plugin"`   // serving or draining
+	GPUs     []BookedGPU `json:"gpus"`
 }
 
-// GPU is one GPU with what is held of it.
-type GPU struct {
+// BookedGPU is one BookedGPU with what is held of it.
+type BookedGPU struct {
 	Index         int      `json:"index"`
 	UUID          string   `json:"uuid"`
 	Model         string   `json:"model"`
@@ -81,7 +81,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		inventories[n.Name] = inv.GPUs
 		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		for _, g := range inv.GPUs {
-			node.GPUs = append(node.GPUs, GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
+			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
 		}
 		v.Nodes = append(v.Nodes, node)
 	}

@@ -28,7 +28,7 @@ import (
 // syntheticCache is 1000 nodes × 8 GPUs (80 GB, split 10) with 20000 pods
 // placed round-robin (1 GPU, 4000 MiB, 10 cores each), built through the
 // same annotations a real leader reads.
-func syntheticCache(b *testing.B, nodes, pods int) (*books.Cache, []string) {
+func syntheticCache(b *testing.B, nodes, pods int) (*books.Ledger, []string) {
 	b.Helper()
 	c := books.New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	names := make([]string, nodes)

@@ -49,7 +49,7 @@ func bindPod(name string, mem string) *corev1.Pod {
 
 type bindEnv struct {
 	kube   *fake.Clientset
-	books  *books.Cache
+	books  *books.Ledger
 	limits fixedLimits
 	// fences is how many more fence checks pass; negative: all of them.
 	fences   atomic.Int32

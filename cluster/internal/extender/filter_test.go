@@ -34,7 +34,7 @@ func (f fakeNodes) NodeFor(name string, _ types.UID) (fit.Node, *fit.Reason) {
 	if !ok {
 		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no vgpud.io/gpus annotation"}
 	}
-	g := make([]fit.GPU, len(n.GPUs))
+	g := make([]fit.CommittedGPU, len(n.GPUs))
 	copy(g, n.GPUs)
 	n.GPUs = g
 	return n, nil
@@ -43,7 +43,7 @@ func (f fakeNodes) NodeFor(name string, _ types.UID) (fit.Node, *fit.Reason) {
 func gpuNode(name string, usedMem ...int64) fit.Node {
 	n := fit.Node{Name: name}
 	for i, m := range usedMem {
-		n.GPUs = append(n.GPUs, fit.GPU{
+		n.GPUs = append(n.GPUs, fit.CommittedGPU{
 			GPU:  protocol.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: "NVIDIA A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true},
 			Used: podmodel.Usage{MemMiB: m, Slots: btoi(m > 0)},
 		})

@@ -15,9 +15,9 @@ import (
 func synthetic(nodes, pods int) ([]Node, int) {
 	out := make([]Node, nodes)
 	for i := range out {
-		n := Node{Name: fmt.Sprintf("node-%05d", i), GPUs: make([]GPU, 8)}
+		n := Node{Name: fmt.Sprintf("node-%05d", i), GPUs: make([]CommittedGPU, 8)}
 		for g := range n.GPUs {
-			n.GPUs[g] = GPU{GPU: protocol.GPU{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true}}
+			n.GPUs[g] = CommittedGPU{GPU: protocol.GPU{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true}}
 		}
 		out[i] = n
 	}

@@ -15,7 +15,7 @@ func TestAddIsTheFootprint(t *testing.T) {
 	n := Node{Name: "n"}
 	for i := range 8 {
 		uuids = append(uuids, fmt.Sprintf("G%d", i))
-		n.GPUs = append(n.GPUs, GPU{GPU: protocol.GPU{UUID: uuids[i], MemoryMiB: 40000, Cores: 100, Split: 10}})
+		n.GPUs = append(n.GPUs, CommittedGPU{GPU: protocol.GPU{UUID: uuids[i], MemoryMiB: 40000, Cores: 100, Split: 10}})
 	}
 	p := podmodel.Placement{
 		{Name: "init", Kind: podmodel.KindInit, GPUs: []protocol.GPUSlice{{UUID: "G1", MemoryMiB: 9000, Cores: 50}}},

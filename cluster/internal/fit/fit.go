@@ -78,7 +78,7 @@ func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *R
 }
 
 // memFor is the MiB container c gets on GPU g.
-func memFor(c podmodel.ContainerRequest, g GPU, opts Options) int64 {
+func memFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int64 {
 	switch {
 	case c.MemoryMiB > 0:
 		return c.MemoryMiB
@@ -234,7 +234,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 
 // selected applies the type and UUID selectors, without allocating: it
 // runs per GPU of every node a /filter considers.
-func selected(g GPU, req Request) bool {
+func selected(g CommittedGPU, req Request) bool {
 	if len(req.UseTypes) == 0 && len(req.NoUseTypes) == 0 && len(req.UseUUIDs) == 0 && len(req.NoUseUUIDs) == 0 {
 		return true
 	}

@@ -11,11 +11,11 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-func gpu(i int, model string, mem int64, numa int) GPU {
-	return GPU{GPU: protocol.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, Model: model, MemoryMiB: mem, Cores: 100, Split: 10, NUMA: numa, Healthy: true}}
+func gpu(i int, model string, mem int64, numa int) CommittedGPU {
+	return CommittedGPU{GPU: protocol.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, Model: model, MemoryMiB: mem, Cores: 100, Split: 10, NUMA: numa, Healthy: true}}
 }
 
-func node(gpus ...GPU) Node { return Node{Name: "n1", GPUs: gpus} }
+func node(gpus ...CommittedGPU) Node { return Node{Name: "n1", GPUs: gpus} }
 
 func app(name string, gpus int, mem int64, cores int) podmodel.ContainerRequest {
 	return podmodel.ContainerRequest{Name: name, GPUs: gpus, HasGPUs: true, MemoryMiB: mem, Cores: cores}
@@ -32,11 +32,11 @@ func uuids(c podmodel.ContainerPlacement) string {
 var opts = Options{DefaultMemPercent: 100}
 
 func TestPlace(t *testing.T) {
-	used := func(g GPU, mem int64, cores, slots int) GPU {
+	used := func(g CommittedGPU, mem int64, cores, slots int) CommittedGPU {
 		g.Used = podmodel.Usage{MemMiB: mem, Cores: cores, Slots: slots}
 		return g
 	}
-	a100 := func(i, numa int) GPU { return gpu(i, "NVIDIA A100-SXM4-40GB", 40000, numa) }
+	a100 := func(i, numa int) CommittedGPU { return gpu(i, "NVIDIA A100-SXM4-40GB", 40000, numa) }
 	unhealthy := a100(1, 0)
 	unhealthy.Healthy = false
 	excl := a100(0, 0)
@@ -167,7 +167,7 @@ func TestPlaceThenAdd(t *testing.T) {
 
 func TestRank(t *testing.T) {
 	big := func(usedMiB ...int64) Node {
-		var gs []GPU
+		var gs []CommittedGPU
 		for i := range 8 {
 			gs = append(gs, gpu(i, "A100", 40960, 0))
 		}
@@ -221,7 +221,7 @@ func TestSummarize(t *testing.T) {
 // Fits runs per node of every /filter: on an ordinary node it must not
 // allocate, with or without type selectors.
 func TestFitsDoesNotAllocate(t *testing.T) {
-	var gs []GPU
+	var gs []CommittedGPU
 	for i := range 8 {
 		gs = append(gs, gpu(i, "NVIDIA A100-SXM4-40GB", 40960, i/4))
 	}
@@ -266,7 +266,7 @@ func TestFitsAgreesWithPlace(t *testing.T) {
 	fits := 0
 	const rounds = 3000
 	for round := range rounds {
-		var gs []GPU
+		var gs []CommittedGPU
 		for i := range 1 + rng.IntN(8) {
 			g := gpu(i, []string{"NVIDIA A100", "NVIDIA L4"}[rng.IntN(2)], 1000*int64(1+rng.IntN(40)), rng.IntN(2))
 			g.Healthy = rng.IntN(10) > 0

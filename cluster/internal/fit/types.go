@@ -15,8 +15,8 @@ const (
 	Spread  = "spread"
 )
 
-// GPU is one physical GPU of a node with what is committed on it.
-type GPU struct {
+// CommittedGPU is one physical CommittedGPU of a node with what is committed on it.
+type CommittedGPU struct {
 	protocol.GPU
 	Used podmodel.Usage // committed on it
 }
@@ -24,7 +24,7 @@ type GPU struct {
 // Node is a schedulable node: its GPUs in index order.
 type Node struct {
 	Name string
-	GPUs []GPU
+	GPUs []CommittedGPU
 }
 
 // Request is what a pod asks, with its selectors and policies.

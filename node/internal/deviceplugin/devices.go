@@ -8,8 +8,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
-// GPU is a physical GPU the plugin advertises.
-type GPU struct {
+// AdvertisedGPU is a physical AdvertisedGPU the plugin advertises.
+type AdvertisedGPU struct {
 	UUID string
 	NUMA int
 	// MemoryMiB is what the node advertises for the GPU (memory scaling
@@ -35,7 +35,7 @@ func splitID(id string) (string, int) {
 
 // virtualDevices lists split devices per healthy GPU; unhealthy GPUs are
 // left out, which is how kubelet learns to stop placing pods on them.
-func virtualDevices(gpus []GPU, split int, unhealthy map[string]bool) []*pluginapi.Device {
+func virtualDevices(gpus []AdvertisedGPU, split int, unhealthy map[string]bool) []*pluginapi.Device {
 	out := make([]*pluginapi.Device, 0, len(gpus)*split)
 	for _, g := range gpus {
 		if unhealthy[g.UUID] {

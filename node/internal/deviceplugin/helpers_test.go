@@ -150,17 +150,17 @@ func boundPod(name, node string, initGPUs [][]string, gpus [][]string, mem []int
 	return p
 }
 
-func testGPUs(n int) []GPU {
-	out := make([]GPU, n)
+func testGPUs(n int) []AdvertisedGPU {
+	out := make([]AdvertisedGPU, n)
 	for i := range out {
-		out[i] = GPU{UUID: fmt.Sprintf("GPU-%04d-aaaa", i), NUMA: i * 2 / n, MemoryMiB: 81920}
+		out[i] = AdvertisedGPU{UUID: fmt.Sprintf("GPU-%04d-aaaa", i), NUMA: i * 2 / n, MemoryMiB: 81920}
 	}
 	return out
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func testPlugin(t testing.TB, pods Pods, phases PhaseWriter) *Plugin {
+func testPlugin(t testing.TB, pods PodSource, phases PhaseWriter) *Plugin {
 	t.Helper()
 	return New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, quietLog())
 }

@@ -94,7 +94,7 @@ func checkEnv(t *testing.T, pod string, ca protocol.ContainerAssignment, env map
 
 // randomPod has 0-1 init and 1-2 app GPU containers of 1-3 distinct GPUs,
 // every container with its own memory, unique across pods.
-func randomPod(rng *rand.Rand, name string, g []GPU) *corev1.Pod {
+func randomPod(rng *rand.Rand, name string, g []AdvertisedGPU) *corev1.Pod {
 	sets := func(k int) [][]string {
 		var out [][]string
 		for range k {

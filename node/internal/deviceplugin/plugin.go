@@ -19,8 +19,8 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// Pods is this node's pods, from an informer.
-type Pods interface {
+// PodSource is this node's pods, from an informer.
+type PodSource interface {
 	List() []*corev1.Pod
 	// Changed returns a channel closed at the next change.
 	Changed() <-chan struct{}
@@ -63,9 +63,9 @@ type Plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 
 	opts   Options
-	gpus   []GPU
+	gpus   []AdvertisedGPU
 	numa   map[string]int
-	pods   Pods
+	pods   PodSource
 	phases PhaseWriter
 	obs    Observer
 	log    *slog.Logger
@@ -85,7 +85,7 @@ type Plugin struct {
 }
 
 // New returns a plugin for gpus, all healthy. obs may be nil.
-func New(opts Options, gpus []GPU, pods Pods, phases PhaseWriter, obs Observer, log *slog.Logger) *Plugin {
+func New(opts Options, gpus []AdvertisedGPU, pods PodSource, phases PhaseWriter, obs Observer, log *slog.Logger) *Plugin {
 	if obs == nil {
 		obs = noObserver{}
 	}

@@ -79,7 +79,7 @@ type PodResourcesCheck struct {
 	Node     string
 	Socket   string // kubelet's pod-resources socket
 	Resource string
-	Pods     Pods
+	Pods     PodSource
 	Period   time.Duration
 	// Report is told of each mismatch (an Event and a metric); a pod is
 	// reported once.

@@ -125,9 +125,9 @@ func checkCount(node string, t target, ids []string) error {
 
 // checkSlices holds the target container's share to protocol.CheckSlices
 // against this node's GPUs.
-func checkSlices(node string, t target, gpus []GPU) error {
+func checkSlices(node string, t target, gpus []AdvertisedGPU) error {
 	err := protocol.CheckSlices([]protocol.ContainerAssignment{t.container}, func(uuid string) (int64, bool) {
-		i := slices.IndexFunc(gpus, func(g GPU) bool { return g.UUID == uuid })
+		i := slices.IndexFunc(gpus, func(g AdvertisedGPU) bool { return g.UUID == uuid })
 		if i < 0 {
 			return 0, false
 		}

@@ -32,10 +32,10 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus := make([]GPU, len(devs))
+	gpus := make([]AdvertisedGPU, len(devs))
 	uuids := make([]string, len(devs))
 	for i, d := range devs {
-		gpus[i], uuids[i] = GPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: d.MemoryMiB}, d.UUID
+		gpus[i], uuids[i] = AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: d.MemoryMiB}, d.UUID
 	}
 	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -249,7 +249,7 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 func runServer(t *testing.T, dir string, state StateWriter, tune func(*Server)) *Server {
 	t.Helper()
 	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
-		[]GPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+		[]AdvertisedGPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
 	s := NewServer(p, dir, "vgpud.sock", state, quietLog())
 	s.quiet = 50 * time.Millisecond
 	tune(s)

@@ -26,14 +26,14 @@ type Snapshot struct {
 	Runtime      string       `json:"runtime,omitempty"`
 	Leader       string       `json:"leader"` // the current leader's pod, "" if unknown
 	IsLeader     bool         `json:"isLeader"`
-	GPUs         []GPU        `json:"gpus"`
+	GPUs         []GPUState   `json:"gpus"`
 	Allocations  []Allocation `json:"allocations"`
 	Registration Registration `json:"registration"`
 	Taken        time.Time    `json:"taken"`
 }
 
-// GPU is one GPU with what the pods on it hold.
-type GPU struct {
+// GPUState is one GPUState with what the pods on it hold.
+type GPUState struct {
 	Index         int    `json:"index"`
 	UUID          string `json:"uuid"`
 	Model         string `json:"model"`
@@ -75,7 +75,7 @@ type Registration struct {
 //
 // phase says where a container's share stands; nil reads the pod's
 // vgpud.io/phase annotation, which the guessing path writes.
-func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p *corev1.Pod, container string) string) ([]GPU, []Allocation) {
+func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p *corev1.Pod, container string) string) ([]GPUState, []Allocation) {
 	if phase == nil {
 		phase = func(p *corev1.Pod, _ string) string { return p.Annotations[protocol.AnnotationPhase] }
 	}
@@ -104,9 +104,9 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p
 			used[i] = used[i].Plus(u)
 		}
 	}
-	gpus := make([]GPU, len(inv.GPUs))
+	gpus := make([]GPUState, len(inv.GPUs))
 	for i, g := range inv.GPUs {
-		gpus[i] = GPU{
+		gpus[i] = GPUState{
 			Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
 			MemoryMiB: g.MemoryMiB, MemoryUsedMiB: used[i].MemMiB,
 			Cores: g.Cores, CoresUsed: used[i].Cores,

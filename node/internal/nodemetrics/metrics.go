@@ -58,7 +58,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, o := range []string{allocated, refused} {
 		m.allocate.WithLabelValues(o)
 	}
-	for _, v := range []nrihook.Verdict{nrihook.Void, nrihook.Grant, nrihook.Exempt, nrihook.Refuse} {
+	for _, v := range []nrihook.Action{nrihook.Void, nrihook.Grant, nrihook.Exempt, nrihook.Refuse} {
 		m.hook.WithLabelValues(v.String())
 	}
 	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity, m.samples)

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Cache holds the pods bound to one node.
-type Cache struct {
+// Index holds the pods bound to one node.
+type Index struct {
 	pods     corev1client.PodsGetter
 	node     string
 	informer cache.SharedIndexInformer
@@ -30,7 +30,7 @@ type Cache struct {
 // New returns a cache of node's pods; call Start, then WaitForSync. pods
 // is a typed client, whose streaming list the informer uses, or a fake that
 // says it has none (IsWatchListSemanticsUnSupported).
-func New(pods corev1client.PodsGetter, node string) (*Cache, error) {
+func New(pods corev1client.PodsGetter, node string) (*Index, error) {
 	onNode := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	// The typed client, not client-go's informer factory: the factory's
 	// constructors take the whole clientset, which links every API group's
@@ -49,7 +49,7 @@ func New(pods corev1client.PodsGetter, node string) (*Cache, error) {
 	if err := informer.SetTransform(trim); err != nil {
 		return nil, fmt.Errorf("watch pods of node %s: %w", node, err)
 	}
-	c := &Cache{pods: pods, node: node, informer: informer, changed: make(chan struct{})}
+	c := &Index{pods: pods, node: node, informer: informer, changed: make(chan struct{})}
 	notify := func(any) { c.notify() }
 	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,
@@ -62,18 +62,18 @@ func New(pods corev1client.PodsGetter, node string) (*Cache, error) {
 }
 
 // Start runs the informer until ctx ends.
-func (c *Cache) Start(ctx context.Context) { go c.informer.RunWithContext(ctx) }
+func (c *Index) Start(ctx context.Context) { go c.informer.RunWithContext(ctx) }
 
 // WaitForSync blocks until the first list is in, or ctx ends.
-func (c *Cache) WaitForSync(ctx context.Context) bool {
+func (c *Index) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced)
 }
 
 // HasSynced reports whether the first list is in.
-func (c *Cache) HasSynced() bool { return c.informer.HasSynced() }
+func (c *Index) HasSynced() bool { return c.informer.HasSynced() }
 
 // List returns the node's pods. They are the cache's own: do not modify.
-func (c *Cache) List() []*corev1.Pod {
+func (c *Index) List() []*corev1.Pod {
 	objs := c.informer.GetStore().List()
 	out := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
@@ -86,7 +86,7 @@ func (c *Cache) List() []*corev1.Pod {
 
 // Get returns the node's pod of that namespace and name, nil if the
 // informer holds none. It is the cache's own: do not modify.
-func (c *Cache) Get(namespace, name string) *corev1.Pod {
+func (c *Index) Get(namespace, name string) *corev1.Pod {
 	obj, ok, err := c.informer.GetStore().GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
 		return nil
@@ -97,7 +97,7 @@ func (c *Cache) Get(namespace, name string) *corev1.Pod {
 
 // Fresh reads the node's pods from the API, not the informer: a
 // consistent list that shows every pod kubelet can know of.
-func (c *Cache) Fresh(ctx context.Context) ([]*corev1.Pod, error) {
+func (c *Index) Fresh(ctx context.Context) ([]*corev1.Pod, error) {
 	list, err := c.pods.Pods("").List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", c.node).String(),
 	})
@@ -112,13 +112,13 @@ func (c *Cache) Fresh(ctx context.Context) ([]*corev1.Pod, error) {
 }
 
 // Changed returns a channel closed at the next change to any pod.
-func (c *Cache) Changed() <-chan struct{} {
+func (c *Index) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.changed
 }
 
-func (c *Cache) notify() {
+func (c *Index) notify() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	close(c.changed)

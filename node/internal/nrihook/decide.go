@@ -15,12 +15,12 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// Verdict is what the hook does to one container.
-type Verdict int
+// Action is what the hook does to one container.
+type Action int
 
 const (
 	// Void takes every GPU away: the container was granted none.
-	Void Verdict = iota
+	Void Action = iota
 	// Grant sets the container's slice from its pod's assignment.
 	Grant
 	// Exempt leaves the container as the pod and image made it.
@@ -29,16 +29,16 @@ const (
 	Refuse
 )
 
-func (v Verdict) String() string {
+func (v Action) String() string {
 	return [...]string{"void", "grant", "exempt", "refuse"}[v]
 }
 
 // Decision is the verdict on one container, with its slice (Grant) or
 // the reason (Exempt, Refuse).
 type Decision struct {
-	Verdict Verdict
-	Slice   grant.Slice
-	Reason  string
+	Action Action
+	Slice  grant.Slice
+	Reason string
 }
 
 // Container is the container the runtime is creating, as the runtime
@@ -74,11 +74,11 @@ func Decide(c Container, r Rules) Decision {
 	if pod == nil {
 		switch {
 		case r.Exempt(c.Namespace):
-			return Decision{Verdict: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
+			return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
 		case c.Static:
-			return Decision{Verdict: Void}
+			return Decision{Action: Void}
 		}
-		return Decision{Verdict: Refuse, Reason: fmt.Sprintf("vgpud on node %s has not seen pod %s (uid %s) yet, so it cannot tell which GPUs container %q may have; kubelet retries the container", r.Node, id, c.UID, c.Name)}
+		return Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s has not seen pod %s (uid %s) yet, so it cannot tell which GPUs container %q may have; kubelet retries the container", r.Node, id, c.UID, c.Name)}
 	}
 	spec := containerSpec(pod, c.Name)
 	asks := spec != nil && len(podmodel.VGPUNames(spec, r.Resources)) > 0
@@ -87,35 +87,35 @@ func Decide(c Container, r Rules) Decision {
 		switch {
 		case err != nil:
 			if asks {
-				return Decision{Verdict: Refuse, Reason: fmt.Sprintf("pod %s: %v", id, err)}
+				return Decision{Action: Refuse, Reason: fmt.Sprintf("pod %s: %v", id, err)}
 			}
 		case a.Node != r.Node || pod.Spec.NodeName != r.Node:
 			if asks {
-				return Decision{Verdict: Refuse, Reason: fmt.Sprintf("pod %s is assigned GPUs on node %q and bound to %q, not this node %s", id, a.Node, pod.Spec.NodeName, r.Node)}
+				return Decision{Action: Refuse, Reason: fmt.Sprintf("pod %s is assigned GPUs on node %q and bound to %q, not this node %s", id, a.Node, pod.Spec.NodeName, r.Node)}
 			}
 		default:
 			if ca, ok := a.Container(c.Name); ok && spec != nil {
-				return Decision{Verdict: Grant, Slice: grant.For(ca, c.UID, grant.Priority(spec, r.Resources), r.Slice)}
+				return Decision{Action: Grant, Slice: grant.For(ca, c.UID, grant.Priority(spec, r.Resources), r.Slice)}
 			}
 		}
 	}
 	switch {
 	case r.Exempt(c.Namespace):
-		return Decision{Verdict: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
+		return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
 	case placedByHAMi(pod, r.Node):
 		// Its GPUs are what HAMi's device plugin gave it, which kubelet
 		// keeps for its containers' restarts; vgpud books them (README
 		// "Coming from HAMi").
-		return Decision{Verdict: Exempt, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
+		return Decision{Action: Exempt, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
 	case spec != nil && privileged(spec):
 		// A privileged container reaches every device node anyway; the
 		// NVIDIA container toolkit gives it every GPU too.
-		return Decision{Verdict: Exempt, Reason: "privileged"}
+		return Decision{Action: Exempt, Reason: "privileged"}
 	case asks:
-		return Decision{Verdict: Refuse, Reason: fmt.Sprintf("container %q of pod %s asks for %v but vgpud assigned it no GPUs: only pods that vgpud's scheduler (schedulerName vgpud-scheduler) binds get a GPU share; create the pod without spec.nodeName and without opting out of vgpud's webhook",
+		return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s asks for %v but vgpud assigned it no GPUs: only pods that vgpud's scheduler (schedulerName vgpud-scheduler) binds get a GPU share; create the pod without spec.nodeName and without opting out of vgpud's webhook",
 			c.Name, id, podmodel.VGPUNames(spec, r.Resources))}
 	}
-	return Decision{Verdict: Void}
+	return Decision{Action: Void}
 }
 
 // placedByHAMi says whether HAMi's scheduler placed pod on node and

@@ -66,7 +66,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    Container
-		want Verdict
+		want Action
 		why  string // in the reason
 	}{
 		{"assigned container gets its slice", containerOf(victim, "app"), Grant, ""},
@@ -85,8 +85,8 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.c, rules())
-			if d.Verdict != tc.want || !strings.Contains(d.Reason, tc.why) {
-				t.Fatalf("Decide = %v %q, want %v with %q", d.Verdict, d.Reason, tc.want, tc.why)
+			if d.Action != tc.want || !strings.Contains(d.Reason, tc.why) {
+				t.Fatalf("Decide = %v %q, want %v with %q", d.Action, d.Reason, tc.want, tc.why)
 			}
 		})
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// Pods is the node's pod informer.
-type Pods interface {
+// PodLookup is the node's pod informer.
+type PodLookup interface {
 	Get(namespace, name string) *corev1.Pod
 	// HasSynced reports whether the first list is in.
 	HasSynced() bool
@@ -37,7 +37,7 @@ type Observer interface {
 // Hook answers the runtime's NRI calls.
 type Hook struct {
 	rules Rules
-	pods  Pods
+	pods  PodLookup
 	// wait bounds how long a call waits for the informer to show a pod
 	// the runtime names and it does not have yet; NRI's own limit for a
 	// whole call is 2 s by default.
@@ -64,7 +64,7 @@ type Record struct {
 const callMargin = 700 * time.Millisecond
 
 // New returns a hook deciding by r from pods.
-func New(r Rules, pods Pods, wait time.Duration, obs Observer, log *slog.Logger) *Hook {
+func New(r Rules, pods PodLookup, wait time.Duration, obs Observer, log *slog.Logger) *Hook {
 	return &Hook{rules: r, pods: pods, wait: wait, obs: obs, log: log, seen: map[types.UID]*Record{}}
 }
 
@@ -82,7 +82,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	c.Known = h.lookup(ctx, c)
 	d := Decide(c, h.rules)
 	adj, err := h.apply(d, ctr)
-	verdict := d.Verdict.String()
+	verdict := d.Action.String()
 	if err != nil {
 		verdict = Refuse.String()
 	}
@@ -92,7 +92,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 		h.log.Warn("container refused", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "err", err)
 		return nil, nil, err
 	}
-	if d.Verdict == Grant {
+	if d.Action == Grant {
 		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", time.Since(start))
 	}
 	return adj, nil, nil
@@ -138,17 +138,17 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 // slice's names is refused, saying which to remove, never created with
 // a slice wider than granted.
 func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, error) {
-	switch d.Verdict {
+	switch d.Action {
 	case Exempt:
 		return nil, nil
 	case Refuse:
 		return nil, errors.New(d.Reason)
 	}
 	want := d.Slice.Env
-	if d.Verdict == Void {
+	if d.Action == Void {
 		want = map[string]string{protocol.EnvVisibleDevices: grant.Void}
 	}
-	if bad := overriding(ctr.GetEnv(), want, d.Verdict == Grant); len(bad) > 0 {
+	if bad := overriding(ctr.GetEnv(), want, d.Action == Grant); len(bad) > 0 {
 		return nil, fmt.Errorf("container %q sets %s in its own env (pod spec, envFrom or image); vgpud decides these from the pod's GPU assignment: remove them", ctr.GetName(), strings.Join(bad, ", "))
 	}
 	adj := &api.ContainerAdjustment{}
@@ -211,7 +211,7 @@ func overriding(env []string, want map[string]string, granted bool) []string {
 
 // remember keeps what the hook did, for inspect and the node's phase.
 func (h *Hook) remember(c Container, d Decision, err error) {
-	if d.Verdict != Grant && err == nil {
+	if d.Action != Grant && err == nil {
 		return
 	}
 	h.mu.Lock()
