@@ -55,6 +55,10 @@ const (
 	AnnotationUseGPUUUID   = "nvidia.com/use-gpuuuid"
 	AnnotationNoUseGPUUUID = "nvidia.com/nouse-gpuuuid"
 
+	// AnnotationNUMABind "true" keeps all of a container's GPUs on one
+	// NUMA node (HAMi's name and meaning).
+	AnnotationNUMABind = "nvidia.com/numa-bind"
+
 	AnnotationNodePolicy     = "vgpud.io/node-policy"
 	AnnotationGPUPolicy      = "vgpud.io/gpu-policy"
 	AnnotationNodePolicyHAMi = "hami.io/node-scheduler-policy"

@@ -5,6 +5,7 @@ package extender
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
@@ -43,6 +44,13 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
 	if err != nil {
 		return fit.Request{}, "", err
+	}
+	if v, ok := a[protocol.AnnotationNUMABind]; ok {
+		// HAMi reads any value but true as false; a typo here would
+		// silently spread a container over NUMA nodes, so it is refused.
+		if req.SingleNUMA, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+			return fit.Request{}, "", fmt.Errorf("annotation %s=%q: want true or false", protocol.AnnotationNUMABind, v)
+		}
 	}
 	return req, nodePolicy, nil
 }

@@ -122,9 +122,9 @@ func leaderAnnotations(a map[string]string) map[string]string {
 
 // leaderKeys are the pod annotations the leader reads; an array, so each
 // pod event allocates no list.
-func leaderKeys() [8]string {
+func leaderKeys() [9]string {
 	sel := podmodel.SelectorKeys()
-	return [8]string{sel[0], sel[1], sel[2], sel[3],
+	return [9]string{sel[0], sel[1], sel[2], sel[3], protocol.AnnotationNUMABind,
 		protocol.AnnotationNodePolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationNodePolicyHAMi, protocol.AnnotationGPUPolicyHAMi}
 }
 
