@@ -15,7 +15,7 @@ import (
 var install string
 
 // TenantExample is manifests/tenant-example.yaml, a tenant namespace as
-// the README's security model asks for it.
+// docs/security.md asks for it.
 //
 //go:embed tenant-example.yaml
 var TenantExample string

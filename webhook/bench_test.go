@@ -49,8 +49,8 @@ func BenchmarkAdmission(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-µs")
 }
 
-// BenchmarkAdmissionHugePod times the review the fences issue flooded
-// the leader with: one pod of 90 000 env entries, about 5 MB, through
+// BenchmarkAdmissionHugePod times the largest review a tenant can send
+// the leader: one pod of 90 000 env entries, about 5 MB, through
 // the HTTP handler. The patch is built from what changed, so this is
 // decoding; a generic JSON diff of the pod cost 710 ms and 199 MB here.
 func BenchmarkAdmissionHugePod(b *testing.B) {

@@ -195,7 +195,7 @@ extenders:
 	gpu := run("gpu", cfgPath, "", nil, pods, gpuPod)
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d CPU-only pods, default profile", pods), fmt.Sprintf("%.0f pods/s", cpu.rate), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, kube-scheduler + an extender that answers at once (filter: the first candidate node, plain HTTP; bind: one Binding)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", floor.rate, 100*floor.rate/cpu.rate), "-", "-")
-	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, the same extender sending one Event per pod after the answer (the least the issue allows: its Event off the bind path, but sent)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", event.rate, 100*event.rate/cpu.rate), "-", "-")
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, the same extender sending one Event per pod after the answer (the least vgpud may do: the Event off the bind path, but sent)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", event.rate, 100*event.rate/cpu.rate), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, the same extender also making vgpud's API writes per pod: the Binding carries an assignment-sized annotation, the stand-in node role records the allocation, an Event is sent after the answer", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", writes.rate, 100*writes.rate/cpu.rate), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, vgpud-scheduler profile + extender, nodes with NRI (no per-node order, no allocation record, no success Event)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of the first floor, %.0f %% of the one with the writes)", gpu.rate, 100*gpu.rate/floor.rate, 100*gpu.rate/writes.rate), "-", "-")
 	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu.rate/cpu.rate), ">= 50 %", metIf(gpu.rate >= cpu.rate/2))
@@ -215,7 +215,7 @@ type pipelineRun struct {
 // When every run keeps the cores busy, throughput is the cores over the
 // CPU a pod costs, so GPU pods reach half the CPU pods' rate only if one
 // costs at most twice a CPU pod. The floor-event run (kube-scheduler, the
-// extender round trip, the Binding and the issue's Event, no decision)
+// extender round trip, the Binding and the one Event, no decision)
 // already spends most of that; what remains is all an extender may spend
 // on its decisions and on the node role's allocation record.
 func (e env) recordCeiling(t *testing.T, cpu, event, gpu pipelineRun) {

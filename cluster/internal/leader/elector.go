@@ -55,7 +55,7 @@ type Elector struct {
 // OnTakenOutOfTurn calls f when another replica took the Lease while
 // this one's hold was still certain; call before Run. Every replica's
 // token may write the Lease, so a compromised node can take it: this is
-// how that shows (README, "Security model").
+// how that shows (docs/security.md).
 func (e *Elector) OnTakenOutOfTurn(f func(holder, by string)) { e.onTaken = f }
 
 func (e *Elector) takenOutOfTurn(by string, early time.Duration) {

@@ -26,7 +26,8 @@ import (
 
 // TestChaosSoak injects faults into the running cluster while a workload
 // creates and deletes GPU pods of mixed sizes, and after every round
-// checks the invariants (a)–(h) of the faults issue. Rounds come from
+// checks the invariants (a)–(h) listed in invariants below (and in
+// docs/development.md). Rounds come from
 // VGPUD_CHAOS_ROUNDS (make test: 3, every fault at least once; make chaos
 // ROUNDS=N for longer).
 func TestChaosSoak(t *testing.T) {
@@ -469,7 +470,7 @@ func (e env) nodesWithoutReadyVgpud(ctx context.Context, nodes []string) []strin
 }
 
 // checkInvariants waits for every live pod to run, then checks (a)–(e), (g)
-// and (h) of the faults issue; (f) is judged from the refusals at the end.
+// and (h) (invariants); (f) is judged from the refusals at the end.
 func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, logs *nodeLogs, violate func(inv, what string)) {
 	t.Helper()
 	ctx := context.Background()
