@@ -36,6 +36,9 @@ func decode(s string, v any) error {
 
 func marshal(v any, what string) (string, error) {
 	b, err := json.Marshal(v)
+	if err == nil {
+		b, err = withNewerFields(b)
+	}
 	if err != nil {
 		return "", fmt.Errorf("encode %s: %w", what, err)
 	}

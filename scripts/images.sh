@@ -6,6 +6,8 @@
 #   cuda-like        vgpud.local/cuda-like:1 (busybox whose image config sets
 #                    NVIDIA_VISIBLE_DEVICES=all, as CUDA base images do)
 #   vgpud            ghcr.io/vgpud/vgpud:dev (bin/vgpud and the glibc it links)
+#   vgpud-next       ghcr.io/vgpud/vgpud:next (make build-next: the stand-in
+#                    for a newer release, for the rolling-upgrade scenario)
 #   kube-scheduler   registry.k8s.io/kube-scheduler:v1.36.3 (the binary built by k8s-binaries.sh)
 # Names match what manifests/ and the cluster config use, so pods find
 # them with imagePullPolicy IfNotPresent. Import with `ctr images import`,
@@ -71,6 +73,13 @@ if want vgpud; then
 	r=$work/vgpud && mkdir -p "$r/tmp"
 	with_libs "$root/bin/vgpud" "$r" /usr/bin/vgpud
 	oci ghcr.io/vgpud/vgpud:dev "$r" "$out/vgpud.tar" Entrypoint /usr/bin/vgpud
+fi
+
+if want vgpud-next; then
+	make -s build-next >/dev/null
+	r=$work/vgpud-next && mkdir -p "$r/tmp"
+	with_libs "$root/bin/vgpud-next" "$r" /usr/bin/vgpud
+	oci ghcr.io/vgpud/vgpud:next "$r" "$out/vgpud-next.tar" Entrypoint /usr/bin/vgpud
 fi
 
 if want kube-scheduler; then

@@ -613,6 +613,7 @@ func TestCluster(t *testing.T) {
 	t.Run("n GPU freed to a waiting pod", func(t *testing.T) { freedGPU(t, e, nodes) })
 	t.Run("o pods HAMi placed are avoided", func(t *testing.T) { fromHAMi(t, e, nodes) })
 	t.Run("p dashboards and alerts on a real Prometheus", func(t *testing.T) { monitoring(t, e, nodes) })
+	t.Run("q rolling upgrade, one node ahead", func(t *testing.T) { rollingUpgrade(t, e, nodes) })
 }
 
 func nodeNameLine(extra string) string {
