@@ -1,9 +1,12 @@
 // Package cluster is the cluster role: while this replica leads, it keeps
 // the GPU books from the API and serves the admission webhook and the
-// scheduler extender, each on its own HTTPS listener. Its parts live in the
-// subpackages (fit: the scheduling core; books; extender; quota; podrecord:
-// what the leader keeps of a pod; server: the listeners and their TLS;
-// leader; clustermetrics). role.go builds a term's parts, then runs them.
+// scheduler extender, each on its own HTTPS listener. Its parts live under
+// internal/, private to it (fit: the scheduling core; books; extender;
+// quota; slimpod: what the leader keeps of a pod; server: the listeners
+// and their TLS; leader; clusterview: inspect --cluster; clustermetrics).
+// The binary starts it through this package alone: its settings
+// (config.go, flags.go, validate.go), Role (role.go builds a term's parts,
+// then runs them) and Inspect.
 package cluster
 
 import (

@@ -1,8 +1,10 @@
 // Package node is the node role, run by every replica: GPU discovery, the
 // device plugin and its registration with kubelet, health, the inventory
-// annotation and the inspect socket. Its settings are in config.go and
-// overrides.go; role.go builds its parts once the GPUs are found, then
-// runs them.
+// annotation and the inspect socket. Its parts live under internal/,
+// private to it; the binary starts it through this package alone: its
+// settings (config.go, flags.go, validate.go, per-node overrides.go),
+// Role (role.go builds its parts once the GPUs are found, then runs them)
+// and the inspect client (inspect_cmd.go).
 package node
 
 import (

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
@@ -55,87 +56,146 @@ type NodeOverride struct {
 
 // ForNode reads the overrides file, if any, and returns c with the entry
 // that selects node applied; labels returns the node's labels, and is
-// called only when the file selects by label. Unknown fields, duplicate
-// names and settings Validate refuses are errors, so a typo is not
-// silently ignored.
+// called only when the file selects by label. Unknown fields, empty
+// values, duplicate names and settings Validate refuses are errors, so a
+// typo is not silently ignored.
 func (c Config) ForNode(node string, labels func() (map[string]string, error)) (Config, error) {
 	if c.NodeOverrides == "" {
 		return c, nil
 	}
+	entries, err := c.readOverrides()
+	if err != nil {
+		return c, fmt.Errorf("node overrides %s: %w", c.NodeOverrides, err)
+	}
+	pick, err := selectOverride(entries, node, labels)
+	if err != nil || pick < 0 {
+		if err != nil {
+			err = fmt.Errorf("node overrides %s: %w", c.NodeOverrides, err)
+		}
+		return c, err
+	}
+	o := entries[pick].Config
+	if errs := o.Validate(); len(errs) > 0 {
+		return c, fmt.Errorf("node overrides %s: nodes[%d] on node %s: %w", c.NodeOverrides, pick, node, inFileTerms(errs).ToAggregate())
+	}
+	return o, nil
+}
+
+// readOverrides reads and checks every entry of the file, each decoded
+// onto c's values, so what an entry leaves out keeps them.
+func (c Config) readOverrides() ([]NodeOverride, error) {
 	raw, err := os.ReadFile(c.NodeOverrides)
 	if err != nil {
-		return c, fmt.Errorf("node overrides: %w", err)
+		return nil, err
 	}
 	var file struct {
 		Version string            `json:"version,omitempty"`
 		Nodes   []json.RawMessage `json:"nodes"`
 	}
 	if err := yaml.UnmarshalStrict(raw, &file); err != nil {
-		return c, fmt.Errorf("node overrides %s: %w; want version: %s and nodes: [{name or selector, split, memoryScaling, coreScaling, exclude, backend}] (docs/settings.md)", c.NodeOverrides, err, OverridesVersion)
+		return nil, fmt.Errorf("%w; want version: %s and nodes: [{name or selector, split, memoryScaling, coreScaling, exclude, backend}] (docs/settings.md)", err, OverridesVersion)
 	}
 	if file.Version != "" && file.Version != OverridesVersion {
-		return c, fmt.Errorf("node overrides %s: version %q is not one this vgpud reads; want %s", c.NodeOverrides, file.Version, OverridesVersion)
+		return nil, fmt.Errorf("version %q is not one this vgpud reads; want %s", file.Version, OverridesVersion)
 	}
-	var byName, bySelector []int
 	entries := make([]NodeOverride, len(file.Nodes))
 	names := map[string]bool{}
 	for i, rawEntry := range file.Nodes {
-		// Each entry decodes onto the flags' values, so what it leaves
-		// out keeps them.
-		e := NodeOverride{Config: c}
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(rawEntry, &keys); err != nil {
+			return nil, fmt.Errorf("nodes[%d]: want a mapping: %w", i, err)
+		}
+		for k, v := range keys {
+			if string(v) == "null" {
+				// A key with no value would clear the flag's setting, which
+				// an absent key keeps: say which was meant.
+				return nil, fmt.Errorf("nodes[%d].%s has no value; give one (for exclude, [] excludes nothing), or leave the key out to keep the flag's", i, k)
+			}
+		}
+		// The slices are the entry's own: decoding into the flags' backing
+		// arrays would change the flags' value for every other entry.
+		base := c
+		base.ExcludeGPUs = slices.Clone(c.ExcludeGPUs)
+		base.HealthIgnoreXIDs = slices.Clone(c.HealthIgnoreXIDs)
+		base.NRIExemptNamespaces = slices.Clone(c.NRIExemptNamespaces)
+		e := NodeOverride{Config: base}
 		if err := yaml.UnmarshalStrict(rawEntry, &e); err != nil {
-			return c, fmt.Errorf("node overrides %s: nodes[%d]: %w", c.NodeOverrides, i, err)
+			return nil, fmt.Errorf("nodes[%d]: %w", i, err)
 		}
 		switch {
 		case e.Name == "" && e.Selector == nil:
-			return c, fmt.Errorf("node overrides %s: nodes[%d] has neither name nor selector", c.NodeOverrides, i)
+			return nil, fmt.Errorf("nodes[%d] has neither name nor selector", i)
 		case e.Name != "" && e.Selector != nil:
-			return c, fmt.Errorf("node overrides %s: nodes[%d] has both name and selector; give one", c.NodeOverrides, i)
+			return nil, fmt.Errorf("nodes[%d] has both name and selector; give one", i)
+		case e.Selector != nil && len(e.Selector.MatchLabels) == 0 && len(e.Selector.MatchExpressions) == 0:
+			return nil, fmt.Errorf("nodes[%d].selector is empty and would select every node; the flags are every node's settings", i)
 		case names[e.Name]:
-			return c, fmt.Errorf("node overrides %s: node %s is listed twice", c.NodeOverrides, e.Name)
-		case e.Name != "":
+			return nil, fmt.Errorf("node %s is listed twice", e.Name)
+		}
+		if e.Name != "" {
 			names[e.Name] = true
-			if e.Name == node {
-				byName = append(byName, i)
-			}
-		default:
-			bySelector = append(bySelector, i)
 		}
 		entries[i] = e
 	}
-	pick := -1
-	if len(byName) > 0 {
-		pick = byName[0]
-	} else if len(bySelector) > 0 {
-		var matched []int
-		nodeLabels, err := labels()
+	return entries, nil
+}
+
+// selectOverride returns the index of the entry that selects node, -1 for
+// none: the one naming it, else the one selector matching its labels.
+func selectOverride(entries []NodeOverride, node string, labels func() (map[string]string, error)) (int, error) {
+	var bySelector []int
+	for i, e := range entries {
+		if e.Name == node {
+			return i, nil
+		}
+		if e.Selector != nil {
+			bySelector = append(bySelector, i)
+		}
+	}
+	if len(bySelector) == 0 {
+		return -1, nil
+	}
+	nodeLabels, err := labels()
+	if err != nil {
+		return -1, fmt.Errorf("read node %s's labels for the entries that select by label: %w", node, err)
+	}
+	var matched []int
+	for _, i := range bySelector {
+		sel, err := metav1.LabelSelectorAsSelector(entries[i].Selector)
 		if err != nil {
-			return c, fmt.Errorf("node overrides %s: read node %s's labels for the entries that select by label: %w", c.NodeOverrides, node, err)
+			return -1, fmt.Errorf("nodes[%d].selector: %w", i, err)
 		}
-		for _, i := range bySelector {
-			sel, err := metav1.LabelSelectorAsSelector(entries[i].Selector)
-			if err != nil {
-				return c, fmt.Errorf("node overrides %s: nodes[%d].selector: %w", c.NodeOverrides, i, err)
-			}
-			if sel.Matches(k8slabels.Set(nodeLabels)) {
-				matched = append(matched, i)
-			}
-		}
-		if len(matched) > 1 {
-			return c, fmt.Errorf("node overrides %s: nodes[%d] and nodes[%d] both select node %s by label; make the selectors exclusive or name the node", c.NodeOverrides, matched[0], matched[1], node)
-		}
-		if len(matched) == 1 {
-			pick = matched[0]
+		if sel.Matches(k8slabels.Set(nodeLabels)) {
+			matched = append(matched, i)
 		}
 	}
-	if pick < 0 {
-		return c, nil
+	switch len(matched) {
+	case 0:
+		return -1, nil
+	case 1:
+		return matched[0], nil
 	}
-	o := entries[pick].Config
-	if errs := o.Validate(); len(errs) > 0 {
-		return c, fmt.Errorf("node overrides %s: nodes[%d] on node %s: %w", c.NodeOverrides, pick, node, errs.ToAggregate())
+	return -1, fmt.Errorf("nodes[%d] and nodes[%d] both select node %s by label; make the selectors exclusive or name the node", matched[0], matched[1], node)
+}
+
+// overrideKeys are the file's keys of the settings an entry may change,
+// by the flag that sets each from the command line.
+func overrideKeys() map[string]string {
+	return map[string]string{flagGPUBackend: "backend", flagSplit: "split", flagMemoryScaling: "memoryScaling", flagCoreScaling: "coreScaling", flagExcludeGPUs: "exclude"}
+}
+
+// inFileTerms names each finding by the file's key rather than the flag.
+func inFileTerms(errs field.ErrorList) field.ErrorList {
+	keys := overrideKeys()
+	out := make(field.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		c := *e
+		if k, ok := keys[c.Field]; ok {
+			c.Field = k
+		}
+		out = append(out, &c)
 	}
-	return o, nil
+	return out
 }
 
 // Bounds of the settings a node override may change, shared by the flags

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -120,6 +121,52 @@ func TestForNodeRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want it to mention %q", doc, err, want)
 		}
+	}
+}
+
+// Each entry is decoded onto the flags' values; one entry's exclude must
+// not change the flags' list for the nodes that other entries or none
+// select.
+func TestForNodeKeepsTheFlagsExcludeList(t *testing.T) {
+	c := writeOverrides(t, "nodes:\n- name: gpu-a\n  exclude: [\"3\"]\n- name: gpu-c\n  split: 2\n")
+	c.ExcludeGPUs = []string{"0", "1"}
+	for node, want := range map[string]string{"gpu-a": "3", "gpu-b": "0,1", "gpu-c": "0,1"} {
+		got, err := c.ForNode(node, noLabels(t))
+		if err != nil || strings.Join(got.ExcludeGPUs, ",") != want {
+			t.Errorf("%s: exclude %q, %v; want %s", node, got.ExcludeGPUs, err, want)
+		}
+	}
+	if strings.Join(c.ExcludeGPUs, ",") != "0,1" {
+		t.Errorf("the flags' list became %q", c.ExcludeGPUs)
+	}
+	// An explicit empty list excludes nothing on that node.
+	none := writeOverrides(t, "nodes:\n- name: gpu-a\n  exclude: []\n")
+	none.ExcludeGPUs = []string{"0"}
+	if got, err := none.ForNode("gpu-a", noLabels(t)); err != nil || len(got.ExcludeGPUs) != 0 {
+		t.Errorf("exclude []: %q, %v", got.ExcludeGPUs, err)
+	}
+}
+
+// Every setting an entry may change has a file key that errors use, so
+// a finding names what the file says, not the flag.
+func TestEveryOverridableSettingHasAFileKey(t *testing.T) {
+	keys := map[string]bool{}
+	for _, k := range overrideKeys() {
+		keys[k] = true
+	}
+	typ := reflect.TypeOf(Config{})
+	for i := range typ.NumField() {
+		tag := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
+		if tag == "-" || tag == "" {
+			continue
+		}
+		if !keys[tag] {
+			t.Errorf("Config.%s is set by the file as %q, which overrideKeys lacks", typ.Field(i).Name, tag)
+		}
+		delete(keys, tag)
+	}
+	for k := range keys {
+		t.Errorf("overrideKeys names %q, which no Config field has", k)
 	}
 }
 

@@ -58,6 +58,9 @@ func DecodeAssignment(s string) (Assignment, error) {
 	if err := a.Validate(); err != nil {
 		return Assignment{}, fmt.Errorf("decode %s: %w", AnnotationAssignment, err)
 	}
+	if len(a.Requires) == 0 {
+		a.Requires = nil // "requires": [] says what its absence says
+	}
 	return a, nil
 }
 

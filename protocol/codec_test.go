@@ -148,7 +148,7 @@ func TestPhase(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	inv, _ := EncodeInventory(sampleInventory())
 	asg, _ := EncodeAssignment(sampleAssignment())
-	for _, s := range []string{inv, asg, "", "{}", "null", `{"version":1}`, `{"version":1,"gpus":null}`} {
+	for _, s := range []string{inv, asg, "", "{}", "null", `{"version":1}`, `{"version":1,"gpus":null}`, `{"version":1,"requires":[],"gpus":[]}`, `{"version":1,"requires":[],"node":"n","containers":[]}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -162,8 +162,12 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		if a, err := DecodeAssignment(s); err == nil {
-			if _, err := EncodeAssignment(a); err != nil {
+			again, err := EncodeAssignment(a)
+			if err != nil {
 				t.Fatalf("decoded assignment does not re-encode: %v", err)
+			}
+			if b, err := DecodeAssignment(again); err != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("assignment round trip differs: %v", err)
 			}
 		}
 		_, _ = ParsePhase(s)

@@ -42,6 +42,9 @@ func DecodeInventory(s string) (Inventory, error) {
 	if err := inv.Validate(); err != nil {
 		return Inventory{}, fmt.Errorf("decode %s: %w", AnnotationGPUs, err)
 	}
+	if len(inv.Requires) == 0 {
+		inv.Requires = nil // "requires": [] says what its absence says
+	}
 	return inv, nil
 }
 

@@ -32,7 +32,8 @@ func understoodFeatures() []string { return nil }
 var ErrUnsupported = errors.New("written by a newer vgpud")
 
 // checkVersion refuses a value this build cannot honour: another major
-// version, or a feature it does not understand.
+// version, or a feature it does not understand. An empty requires list
+// is no requirement.
 func checkVersion(version int, requires []string) error {
 	switch {
 	case version > Version:

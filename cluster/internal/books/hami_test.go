@@ -47,7 +47,7 @@ func TestHAMiRecordsAreBooked(t *testing.T) {
 	if got := n.GPUs[1].Used; got != (podmodel.Usage{MemMiB: 3000, Cores: 30, Slots: 1}) {
 		t.Fatalf("GPU 1: %+v", got)
 	}
-	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 43000 {
+	if got, _ := c.NamespaceUsage("ns", ""); got.MemMiB != 43000 {
 		t.Fatalf("namespace charged %+v, want 43000 MiB", got)
 	}
 	done := p.DeepCopy()

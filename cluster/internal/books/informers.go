@@ -9,8 +9,8 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 )
 
-// Watch feeds the cache from the pod and node informers, whose transform
-// must be Transform. Start them afterwards. The returned func reports when the cache is
+// Watch feeds the ledger from the pod and node informers, whose transform
+// must be Transform. Start them afterwards. The returned func reports when the ledger is
 // complete: the handlers, not only the informers' stores, have seen the
 // initial list.
 func (c *Ledger) Watch(podInformer, nodeInformer cache.SharedIndexInformer, log *slog.Logger) (func() bool, error) {

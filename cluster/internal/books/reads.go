@@ -50,10 +50,17 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 
 // NamespaceUsage is what the booked pods of namespace are charged,
 // summed over their GPUs (podmodel.Placement.Charge), leaving out the pod
-// except: the figure bind checks quota against.
-func (c *Ledger) NamespaceUsage(namespace string, except types.UID) podmodel.Usage {
+// except: the figure bind checks quota against. It is an error while a
+// pod of namespace holds what a newer vgpud assigned in a form this one
+// cannot honour: its charge is unknown.
+func (c *Ledger) NamespaceUsage(namespace string, except types.UID) (podmodel.Usage, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	for uid, u := range c.unhonoured {
+		if u.namespace == namespace && uid != except {
+			return podmodel.Usage{}, fmt.Errorf("pod %s/%s holds GPUs on node %s under an assignment a newer vgpud wrote, which this leader cannot read, so the namespace's quota cannot be checked; upgrade this replica", u.namespace, u.name, u.node)
+		}
+	}
 	var total podmodel.Usage
 	for uid, p := range c.pods {
 		if p.namespace != namespace || uid == except {
@@ -61,7 +68,7 @@ func (c *Ledger) NamespaceUsage(namespace string, except types.UID) podmodel.Usa
 		}
 		c.addCharge(&total, p)
 	}
-	return total
+	return total, nil
 }
 
 // addCharge adds what p is charged to total; c.mu held.

@@ -35,7 +35,7 @@ type Node struct {
 	GPUs     []BookedGPU `json:"gpus"`
 }
 
-// BookedGPU is one BookedGPU with what is held of it.
+// BookedGPU is one GPU with what is held of it.
 type BookedGPU struct {
 	Index         int      `json:"index"`
 	UUID          string   `json:"uuid"`

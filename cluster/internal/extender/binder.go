@@ -38,8 +38,8 @@ type Books interface {
 	// InFlightChanged is closed when the node's in-flight pods next change.
 	InFlightChanged(node string) <-chan struct{}
 	// NamespaceUsage is what the namespace's booked pods, except one, are
-	// charged (podmodel.Placement.Charge).
-	NamespaceUsage(namespace string, except types.UID) podmodel.Usage
+	// charged (podmodel.Placement.Charge), or why that is unknown.
+	NamespaceUsage(namespace string, except types.UID) (podmodel.Usage, error)
 }
 
 // Fence returns nil while this replica may still write as the leader

@@ -43,7 +43,10 @@ func (b *Binder) checkQuota(pod *slimpod.Pod, pl podmodel.Placement, node fit.No
 	if !ok {
 		return nil
 	}
-	used := b.books.NamespaceUsage(pod.Namespace, pod.UID)
+	used, err := b.books.NamespaceUsage(pod.Namespace, pod.UID)
+	if err != nil {
+		return fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
+	}
 	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
 	charge := pl.Charge(func(uuid string) int64 {
 		for _, g := range node.GPUs {

@@ -15,7 +15,7 @@ const (
 	Spread  = "spread"
 )
 
-// CommittedGPU is one physical CommittedGPU of a node with what is committed on it.
+// CommittedGPU is one physical GPU of a node with what is committed on it.
 type CommittedGPU struct {
 	protocol.GPU
 	Used podmodel.Usage // committed on it

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -130,6 +131,9 @@ func rollingUpgrade(t *testing.T, e env, nodes []string) {
 	onOld := pinned("on-old-node", oldNode)
 	harness.Eventually(t, 60*time.Second, "a pod admitted by the newer leader", func() error {
 		_, err := e.kube.CoreV1().Pods(ns).Create(ctx, onOld, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil // an earlier try landed though its answer was lost
+		}
 		return err
 	})
 	e.waitRunning(t, ns, []string{onOld.Name}, 120*time.Second)
@@ -194,6 +198,8 @@ func (e env) leadFrom(t *testing.T, pod *corev1.Pod, nodes []string) {
 		}
 		stalled = nil
 	}
+	// Resumed on every way out, t.Fatal included: a stalled replica
+	// would break every later scenario.
 	defer resume()
 	for _, n := range nodes {
 		p, err := e.vgpudPod(n)
@@ -243,8 +249,10 @@ func (e env) patchDaemonSet(patch string) error {
 	return nil
 }
 
-// rollBack puts the DaemonSet back on image with its rolling updates, and
-// waits until every node runs image, ready and advertising GPUs.
+// rollBack puts the DaemonSet back on image with its rolling updates,
+// waits until every node runs image, ready and advertising GPUs, and
+// checks that the books of the leader, now of the old release again,
+// match the API: it reads the assignments the newer leader wrote.
 func (e env) rollBack(t *testing.T, image string, nodes []string) {
 	ctx := context.Background()
 	back, err := json.Marshal(image)
@@ -281,4 +289,5 @@ func (e env) rollBack(t *testing.T, image string, nodes []string) {
 		}
 		return nil
 	})
+	harness.Eventually(t, 30*time.Second, "the rolled-back leader's books match the API", e.booksMatch)
 }

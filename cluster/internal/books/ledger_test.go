@@ -415,7 +415,7 @@ func TestEchoesOfABind(t *testing.T) {
 	if busy := c.InFlight("n1", ""); busy != "" {
 		t.Fatalf("in flight %q once allocated", busy)
 	}
-	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
+	if got, _ := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
 		t.Fatalf("usage %+v, want 1000 MiB", got)
 	}
 	// A different assignment (another leader's bind of a recreated
@@ -447,7 +447,7 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 	if err := c.SetPod(record(older)); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
+	if got, _ := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
 		t.Fatalf("an event older than the bind dropped its booking: %+v", got)
 	}
 	c.MarkBound(p.UID, "n1") // the Binding landed
@@ -483,7 +483,7 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
-	usage := func() string { return fmt.Sprint(c.Pods(), c.NamespaceUsage("ns", "").MemMiB) }
+	usage := func() string { return fmt.Sprint(c.Pods(), usedMiB(c.NamespaceUsage("ns", ""))) }
 
 	// Whatever the API shows of the pod (here an assignment without a
 	// node, which vgpud never writes but the books still take as shown):
@@ -545,7 +545,7 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release(q.UID, token)
-	if got := c.NamespaceUsage("ns", ""); got.MemMiB != 2000 {
+	if got, _ := c.NamespaceUsage("ns", ""); got.MemMiB != 2000 {
 		t.Fatalf("a booking the API showed was released: %+v", got)
 	}
 }
@@ -638,6 +638,13 @@ func TestAssignmentFromANewerVgpudBlocksItsNode(t *testing.T) {
 	if _, r := c.Node("n2"); r != nil {
 		t.Errorf("n2, with no such pod: %+v", r)
 	}
+	// Its charge is unknown too: its namespace's quota cannot be checked.
+	if _, err := c.NamespaceUsage("ns", ""); err == nil || !strings.Contains(err.Error(), "pod ns/newer holds GPUs on node n1 under an assignment a newer vgpud wrote") {
+		t.Errorf("namespace usage with the pod unreadable: %v", err)
+	}
+	if _, err := c.NamespaceUsage("other", ""); err != nil {
+		t.Errorf("another namespace: %v", err)
+	}
 	// Readable again (the newer leader rolled back and rewrote it): the
 	// node serves, and the pod is booked.
 	readable := assigned("newer", "n1", 0, 1000)
@@ -656,4 +663,12 @@ func TestAssignmentFromANewerVgpudBlocksItsNode(t *testing.T) {
 	if _, r := c.Node("n1"); r != nil {
 		t.Errorf("n1 after the pod is gone: %+v", r)
 	}
+}
+
+// usedMiB is a namespace's charged memory, -1 where it is unknown.
+func usedMiB(u podmodel.Usage, err error) int64 {
+	if err != nil {
+		return -1
+	}
+	return u.MemMiB
 }

@@ -39,9 +39,9 @@ type Ledger struct {
 	pods   map[types.UID]podState
 	tokens uint64 // the last Book's token
 	// unhonoured are the pods whose assignment a newer vgpud wrote in a
-	// form this one cannot honour, by the node each is bound to: what
-	// they hold there is unknown, so nothing more is placed there.
-	unhonoured map[types.UID]string
+	// form this one cannot honour: what they hold is unknown, so nothing
+	// more is placed on their node, nor charged to their namespace.
+	unhonoured map[types.UID]unhonouredPod
 }
 
 type nodeState struct {
@@ -66,6 +66,9 @@ type nodeState struct {
 	// they still count as in flight.
 	gone map[string]time.Time
 }
+
+// unhonouredPod is where a pod the books cannot honour is (Ledger.unhonoured).
+type unhonouredPod struct{ node, namespace, name string }
 
 type podState struct {
 	node      string
@@ -92,10 +95,10 @@ type podState struct {
 	api *podState
 }
 
-// New returns an empty cache for the given resource names; it books pods
+// New returns an empty ledger for the given resource names; it books pods
 // of scheduler only.
 func New(names protocol.ResourceNames, scheduler string) *Ledger {
-	return &Ledger{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]string{}}
+	return &Ledger{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}}
 }
 
 // SetNode records a node's inventory and whether its plugin is up. A node
@@ -294,12 +297,12 @@ func (c *Ledger) unbook(uid types.UID, deleted bool) {
 // setUnhonoured records whether p's assignment, read with err, is one a
 // newer vgpud wrote that this one cannot honour. c.mu held.
 func (c *Ledger) setUnhonoured(p *slimpod.Pod, err error) {
-	if node, ok := c.unhonoured[p.UID]; ok {
+	if u, ok := c.unhonoured[p.UID]; ok {
 		delete(c.unhonoured, p.UID)
-		delete(c.node(node).unhonoured, p.UID)
+		delete(c.node(u.node).unhonoured, p.UID)
 	}
 	if errors.Is(err, protocol.ErrUnsupported) && p.NodeName != "" {
-		c.unhonoured[p.UID] = p.NodeName
+		c.unhonoured[p.UID] = unhonouredPod{node: p.NodeName, namespace: p.Namespace, name: p.Name}
 		st := c.node(p.NodeName)
 		if st.unhonoured == nil {
 			st.unhonoured = map[types.UID]error{}
