@@ -192,7 +192,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 			nodeCfg.Pod = cfg.PodNamespace + "/" + cfg.PodName
 		}
 		a := node.NewRole(nodeCfg, cfg.NodeName, cfg.Resources, node.API{Core: kube.core, Events: kube.events}, status, strings.Join(cfg.Roles, "+"),
-			reg, log.With("role", roleNode))
+			reg, clock.RealClock{}, log.With("role", roleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}
 	return g.Wait()

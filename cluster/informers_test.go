@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -64,8 +65,9 @@ func TestInformersFeedTheStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := slimpod.NewStore(inf.pods)
-	for store.Get("ns", "b") == nil && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return store.Get("ns", "b") != nil, nil }); err != nil {
+		t.Fatalf("pod b did not arrive through the watch: %v", err)
 	}
 	if got := len(store.List("ns")); got != 2 {
 		t.Fatalf("pods in ns: %d, want 2", got)

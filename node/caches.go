@@ -31,7 +31,7 @@ func (a *Role) sweepCaches(ctx context.Context, pods *nodepods.Index) {
 				live[p.UID] = true
 			}
 		}
-		removed, err := grant.SweepCaches(a.cfg.InterposerDir, func(uid types.UID) bool { return live[uid] }, sweepGrace, time.Now())
+		removed, err := grant.SweepCaches(a.cfg.InterposerDir, func(uid types.UID) bool { return live[uid] }, sweepGrace, a.clock.Now())
 		if err != nil {
 			a.log.Warn("sweep the interposer's caches", "err", err)
 		}
@@ -41,7 +41,7 @@ func (a *Role) sweepCaches(ctx context.Context, pods *nodepods.Index) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(sweepEvery):
+		case <-a.clock.After(sweepEvery):
 		}
 	}
 }

@@ -28,28 +28,33 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 	}
 	return nrihook.New(nrihook.Rules{
 		Node: a.node, Resources: a.resources,
-		Slice:  grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir},
+		Slice:  a.sliceOptions(),
 		Exempt: func(ns string) bool { return exempt[ns] },
-	}, pods, hookWait, a.metrics, a.log.With("component", "nri"))
+	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
+}
+
+// sliceOptions are the node's settings that shape every slice it grants.
+func (a *Role) sliceOptions() grant.Options {
+	return grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir}
 }
 
 // watchForNRI ends the role, so that the process restarts and the
 // runtime names pods from then on, once the NRI socket answers: a node
 // guesses only while its runtime cannot say.
-func (a *Role) watchForNRI(ctx context.Context) error {
-	if a.cfg.NRISocket == "" {
+func (a *Role) watchForNRI(ctx context.Context, socket string) error {
+	if socket == "" {
 		return nil
 	}
-	t := time.NewTicker(nriProbePeriod)
+	t := a.clock.NewTicker(nriProbePeriod)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
-		if nriAnswers(a.cfg.NRISocket) {
-			return fmt.Errorf("the container runtime's NRI socket %s answers now; exiting so that vgpud restarts with the runtime naming each container's pod", a.cfg.NRISocket)
+		if nriAnswers(socket) {
+			return fmt.Errorf("the container runtime's NRI socket %s answers now; exiting so that vgpud restarts with the runtime naming each container's pod", socket)
 		}
 	}
 }
@@ -96,7 +101,7 @@ func (a *Role) announceIdentity(ctx context.Context, mode string) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(2 * time.Second):
+		case <-a.clock.After(2 * time.Second):
 		}
 	}
 }

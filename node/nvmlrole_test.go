@@ -15,8 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -58,7 +60,7 @@ func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	r.cfg.AllocateWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
 	r.cfg.NRISocket = filepath.Join(dir, "no-nri.sock")              // the guessing path, whatever this machine runs
 	tune(&r.cfg)
-	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(r.logs, nil)))
+	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopped = make(chan struct{})
 	start := time.Now()
@@ -134,13 +136,10 @@ func (r *nvmlRole) inventory(t *testing.T, ok func(protocol.Inventory) bool) pro
 // waitLog waits up to 10 s for the node role to log line.
 func (r *nvmlRole) waitLog(t *testing.T, line string) {
 	t.Helper()
-	for range 500 {
-		if strings.Contains(r.logs.String(), line) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return strings.Contains(r.logs.String(), line), nil }); err != nil {
+		t.Errorf("the node role did not log %s within 10s", line)
 	}
-	t.Errorf("the node role did not log %s within 10s", line)
 }
 
 // fault runs VGPUD_TEST_NVML_FAULT, if set, on the GPU uuid alone, and

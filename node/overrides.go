@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -54,9 +55,13 @@ type NodeOverride struct {
 	Config
 }
 
+// errNeedsLabels is ForNode's answer, with no labels func, for a file
+// that selects by label and names no entry for the node.
+var errNeedsLabels = errors.New("the node's labels are needed to select its entry")
+
 // ForNode reads the overrides file, if any, and returns c with the entry
 // that selects node applied; labels returns the node's labels, and is
-// called only when the file selects by label. Unknown fields, empty
+// called only when the file selects by label (nil: errNeedsLabels then). Unknown fields, empty
 // values, duplicate names and settings Validate refuses are errors, so a
 // typo is not silently ignored.
 func (c Config) ForNode(node string, labels func() (map[string]string, error)) (Config, error) {
@@ -69,7 +74,7 @@ func (c Config) ForNode(node string, labels func() (map[string]string, error)) (
 	}
 	pick, err := selectOverride(entries, node, labels)
 	if err != nil || pick < 0 {
-		if err != nil {
+		if err != nil && !errors.Is(err, errNeedsLabels) {
 			err = fmt.Errorf("node overrides %s: %w", c.NodeOverrides, err)
 		}
 		return c, err
@@ -154,6 +159,9 @@ func selectOverride(entries []NodeOverride, node string, labels func() (map[stri
 	}
 	if len(bySelector) == 0 {
 		return -1, nil
+	}
+	if labels == nil {
+		return -1, errNeedsLabels
 	}
 	nodeLabels, err := labels()
 	if err != nil {

@@ -96,6 +96,13 @@ nodes:
 	if _, err := both.ForNode("n1", labels(map[string]string{"gpu": "l4", "zone": "x"})); err == nil || !strings.Contains(err.Error(), "nodes[0] and nodes[1] both select node n1") {
 		t.Errorf("two matching selectors: %v", err)
 	}
+	// Without a way to read labels, the answer says they are needed.
+	if _, err := c.ForNode("n1", nil); !errors.Is(err, errNeedsLabels) {
+		t.Errorf("no labels func: %v", err)
+	}
+	if got, err := c.ForNode("special", nil); err != nil || got.Split != 3 {
+		t.Errorf("a named node needs no labels: split %d, %v", got.Split, err)
+	}
 	broken := writeOverrides(t, "nodes:\n- selector: {matchLabels: {gpu: l4}}\n  split: 2\n")
 	if _, err := broken.ForNode("n1", func() (map[string]string, error) { return nil, errors.New("apiserver down") }); err == nil || !strings.Contains(err.Error(), "apiserver down") {
 		t.Errorf("labels unreadable: %v", err)

@@ -2,7 +2,7 @@ package node
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,10 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
@@ -63,6 +62,7 @@ type Role struct {
 	leader    LeaderStatus
 	role      string
 	metrics   Metrics
+	clock     clock.WithTicker
 	log       *slog.Logger
 
 	mu       sync.Mutex
@@ -74,9 +74,11 @@ type Role struct {
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
-// runs, for inspect.
-func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string, reg prometheus.Registerer, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), log: log, notReady: "starting"}
+// runs, for inspect. clk times every wait, retry and timeout of the role
+// and its parts.
+func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string,
+	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), clock: clk, log: log, notReady: "starting"}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -105,29 +107,22 @@ func (a *Role) Ready() (bool, string) {
 // with an error; a missing driver is retried, with the reason shown by
 // inspect and in the log.
 func (a *Role) Run(ctx context.Context) error {
-	cfg, err := a.cfg.ForNode(a.node, func() (map[string]string, error) { return a.nodeLabels(ctx) })
-	if err != nil {
+	// The overrides that need no API are read at once. An entry chosen by
+	// label waits for the node's labels, after the hook has connected.
+	cfg, err := a.cfg.ForNode(a.node, nil)
+	byLabel := errors.Is(err, errNeedsLabels)
+	if err != nil && !byLabel {
 		return err
 	}
-	a.cfg = cfg
-	if cfg.InterposerDir != "" {
-		if err := grant.PrepareInterposer(cfg.InterposerDir); err != nil {
+	if !byLabel {
+		a.cfg = cfg
+	}
+	if a.cfg.InterposerDir != "" {
+		if err := grant.PrepareInterposer(a.cfg.InterposerDir); err != nil {
 			return err
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	lib, err := gpu.Open(a.cfg.GPUBackend, a.node)
-	if err != nil {
-		return err
-	}
-	a.metrics.SampleGPUs(func() []gpu.Sample { return gpu.Samples(lib) })
-	var inject inspect.Injector
-	if m, ok := lib.(*gpu.Mock); ok {
-		inject = m.InjectXIDByName
-	}
-	g.Go(func() error {
-		return inspect.Serve(ctx, cfg.InspectSocket, a.snapshot, inject, a.log.With("component", "inspect"))
-	})
 	pods, err := nodepods.New(a.api.Core, a.node)
 	if err != nil {
 		return err
@@ -141,20 +136,19 @@ func (a *Role) Run(ctx context.Context) error {
 	// included: after a reboot the runtime creates no container on this
 	// node without it, the network's and the GPU driver's among them.
 	mode := a.identity()
+	socket := a.cfg.NRISocket
 	var hook *nrihook.Hook
 	if mode == protocol.IdentityRuntime {
 		hook = a.newHook(pods)
+		if byLabel {
+			hook.Hold("is reading its node's labels for the per-node overrides")
+		}
 		a.mu.Lock()
 		a.hook = hook
 		a.mu.Unlock()
-		g.Go(func() error { return hook.Run(ctx, a.cfg.NRISocket) })
+		g.Go(func() error { return hook.Run(ctx, socket) })
 	} else {
-		g.Go(func() error { return a.watchForNRI(ctx) })
-	}
-	if cfg.InterposerDir != "" {
-		// Also where the runtime names pods: directories the guessing
-		// path (or an older vgpud) left behind.
-		g.Go(func() error { a.sweepCaches(ctx, pods); return nil })
+		g.Go(func() error { return a.watchForNRI(ctx, socket) })
 	}
 	g.Go(func() error {
 		started := false
@@ -163,11 +157,47 @@ func (a *Role) Run(ctx context.Context) error {
 				stopPods()
 			}
 		}()
+		if byLabel {
+			// Nothing running reads a.cfg yet but the hook, which has
+			// its own copy of what it needs.
+			cfg, err := a.cfg.ForNode(a.node, func() (map[string]string, error) { return a.nodeLabels(ctx) })
+			if err != nil {
+				return err
+			}
+			a.cfg = cfg
+			if hook != nil {
+				hook.Settle(a.sliceOptions())
+			}
+		}
 		var err error
-		started, err = a.serve(ctx, g, lib, pods, stopPods, mode)
+		started, err = a.start(ctx, g, pods, stopPods, mode)
 		return err
 	})
 	return g.Wait()
+}
+
+// start opens the GPU backend and serves inspect, then serves the GPUs
+// (serve); started says whether the plugin took over stopping the pod
+// informer.
+func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
+	lib, err := gpu.Open(a.cfg.GPUBackend, a.node)
+	if err != nil {
+		return false, err
+	}
+	a.metrics.SampleGPUs(func() []gpu.Sample { return gpu.Samples(lib) })
+	var inject inspect.Injector
+	if m, ok := lib.(*gpu.Mock); ok {
+		inject = m.InjectXIDByName
+	}
+	g.Go(func() error {
+		return inspect.Serve(ctx, a.cfg.InspectSocket, a.snapshot, inject, a.log.With("component", "inspect"))
+	})
+	if a.cfg.InterposerDir != "" {
+		// Also where the runtime names pods: directories the guessing
+		// path (or an older vgpud) left behind.
+		g.Go(func() error { a.sweepCaches(ctx, pods); return nil })
+	}
+	return a.serve(ctx, g, lib, pods, stopPods, mode)
 }
 
 // serve discovers the GPUs (retrying without a driver), then builds the
@@ -232,9 +262,9 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,
 		RuntimeNamesPods: mode == protocol.IdentityRuntime,
-	}, gpus, pods, nodepods.NewPhaseWriter(a.api.Core), a.metrics, a.log.With("component", "plugin"))
+	}, gpus, pods, nodepods.NewPhaseWriter(a.api.Core), a.metrics, a.clock, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
-	parts.server = deviceplugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.log.With("component", "plugin"))
+	parts.server = deviceplugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.clock, a.log.With("component", "plugin"))
 	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
 			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
@@ -260,7 +290,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		}
 		parts.healthChanged <- inv
 	}
-	parts.health = health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery), onHealth, a.log.With("component", "health"))
+	parts.health = health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery), onHealth, a.clock, a.log.With("component", "health"))
 	// Where the runtime names pods, kubelet's device IDs are bookkeeping
 	// only, not the pod's GPUs: there is nothing to cross-check.
 	if a.cfg.PodResourcesSocket != "" && mode == protocol.IdentityGuessed {
@@ -289,7 +319,7 @@ func (a *Role) podResourcesCheck(ctx context.Context, pods *nodepods.Index, part
 				report(m.Pod, "DevicesDisagree", m.Message)
 			}
 		},
-		Log: a.log.With("component", "podresources"),
+		Clock: a.clock, Log: a.log.With("component", "podresources"),
 	}
 }
 
@@ -306,94 +336,7 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 		select {
 		case <-ctx.Done():
 			return nil, nil
-		case <-time.After(30 * time.Second):
+		case <-a.clock.After(30 * time.Second):
 		}
 	}
-}
-
-// publish writes the inventory annotation at start and whenever health
-// changes it, retrying failed writes.
-func (a *Role) publish(ctx context.Context, pub *inventory.Publisher, changed <-chan protocol.Inventory) error {
-	a.mu.Lock()
-	inv := a.inv
-	a.mu.Unlock()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case inv = <-changed:
-		case <-retry.C:
-		}
-		wrote, err := pub.Publish(ctx, inv)
-		if err != nil {
-			a.log.Error("publish GPU inventory; retrying in 5s", "err", err)
-			retry.Reset(5 * time.Second)
-			continue
-		}
-		if wrote {
-			unhealthy := 0
-			for _, g := range inv.GPUs {
-				if !g.Healthy {
-					unhealthy++
-				}
-			}
-			a.log.Info("GPU inventory published", "node", a.node, "gpus", len(inv.GPUs), "unhealthy", unhealthy)
-		}
-	}
-}
-
-func (a *Role) setNotReady(why string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.notReady = why
-}
-
-func (a *Role) snapshot() inspect.Snapshot {
-	ready, why := a.Ready()
-	a.mu.Lock()
-	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
-	a.mu.Unlock()
-	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: time.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
-	if a.leader != nil {
-		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
-	}
-	var phase func(*corev1.Pod, string) string
-	if hook != nil {
-		s.Identity = protocol.IdentityRuntime
-		up, conns := hook.Connected()
-		s.Runtime = fmt.Sprintf("connected %d time(s), now %s", conns, map[bool]string{true: "connected", false: "DISCONNECTED"}[up])
-		phase = runtimePhase(hook.Records())
-	} else if server != nil {
-		s.Identity = protocol.IdentityGuessed
-	}
-	if cache != nil {
-		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
-	}
-	if server != nil {
-		r := server.Registration()
-		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
-	}
-	return s
-}
-
-// nodeLabels reads this node's labels, for per-node overrides that select
-// by label. The API may not answer yet at boot, so it retries until ctx
-// ends.
-func (a *Role) nodeLabels(ctx context.Context) (map[string]string, error) {
-	var labels map[string]string
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := a.api.Core.Nodes().Get(ctx, a.node, metav1.GetOptions{})
-		if err != nil {
-			a.log.Warn("read this node's labels for the per-node overrides; retrying", "err", err)
-			return false, nil
-		}
-		labels = n.Labels
-		return true, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get node %s: %w", a.node, err)
-	}
-	return labels, nil
 }

@@ -11,9 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,7 +48,7 @@ func TestNodeRole(t *testing.T) {
 	// No NRI socket, whatever this machine runs: the guessing path. (The
 	// runtime hook is proven against a real containerd in the e2e suite.)
 	cfg.NRISocket = filepath.Join(dir, "no-nri.sock")
-	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -110,33 +112,36 @@ func TestNodeRole(t *testing.T) {
 	}
 }
 
+// waitInventory waits up to 10 s for the node's inventory annotation to
+// be as ok wants.
 func waitInventory(t *testing.T, kube *fake.Clientset, ok func(protocol.Inventory) bool) protocol.Inventory {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
-		if err == nil {
-			if inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs]); err == nil && ok(inv) {
-				return inv
-			}
+	var inv protocol.Inventory
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		inv, err = protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		return err == nil && ok(inv), nil
+	}); err != nil {
+		t.Fatal("inventory annotation not as expected within 10s")
 	}
-	t.Fatal("inventory annotation not as expected within 10s")
-	return protocol.Inventory{}
+	return inv
 }
 
+// waitSnapshot waits up to 10 s for the inspect socket to show what ok
+// wants.
 func waitSnapshot(t *testing.T, socket string, ok func(inspect.Snapshot) bool) inspect.Snapshot {
 	t.Helper()
 	var s inspect.Snapshot
-	for range 500 {
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if s, err = inspect.Fetch(context.Background(), socket); err == nil && ok(s) {
-			return s
-		}
-		time.Sleep(20 * time.Millisecond)
+		s, err = inspect.Fetch(ctx, socket)
+		return err == nil && ok(s), nil
+	}); err != nil {
+		t.Fatalf("snapshot not as expected: %+v", s)
 	}
-	t.Fatalf("snapshot not as expected: %+v", s)
 	return s
 }
 

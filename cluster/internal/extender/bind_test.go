@@ -348,7 +348,7 @@ func TestFailedBindingLeavesNothing(t *testing.T) {
 // TestRaceForTheLastSlot: two binds race for a GPU with one slot left;
 // exactly one wins, the other gets a clear error, the books hold one.
 func TestRaceForTheLastSlot(t *testing.T) {
-	e := newBindEnv(t, 1, 300*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
+	e := newFakeClockBindEnv(t, 1, 300*time.Millisecond, bindPod("p1", "4000"), bindPod("p2", "4000"))
 	var wg sync.WaitGroup
 	msgs := make([]string, 2)
 	for i, name := range []string{"p1", "p2"} {
@@ -358,15 +358,16 @@ func TestRaceForTheLastSlot(t *testing.T) {
 			msgs[i] = e.bind(name)
 		}()
 	}
-	// Whoever wins is allocated by kubelet while the loser waits, so the
-	// loser re-fits on current state and finds the slot taken.
-	go func() {
-		for len(e.books.Pods()) == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		p := strings.TrimPrefix(strings.SplitN(e.books.Pods()[0], "@", 2)[0], "ai/")
-		e.allocated(t, p)
-	}()
+	// Whoever wins is allocated by kubelet while the loser waits (no time
+	// passes: it waits as long as it takes), so the loser re-fits on
+	// current state and finds the slot taken.
+	select {
+	case b := <-e.bindings:
+		winner, _, _ := strings.Cut(b, "@")
+		e.allocated(t, winner)
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("neither bind bound its pod")
+	}
 	wg.Wait()
 	wins, losses := 0, 0
 	for _, m := range msgs {
@@ -463,9 +464,19 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
 	}
 	// The slow step sits between the quota check and the booking, outside
-	// the fake clientset (which serialises every call under its own lock).
-	slow := func() error { time.Sleep(20 * time.Millisecond); return nil }
-	binder := NewBinder(e.term, e.binder.cfg, BinderDeps{API: e.kube.CoreV1(), Books: e.books, Limits: e.limits, Fence: slow, Log: quietLogger()})
+	// the fake clientset (which serialises every call under its own lock):
+	// the first bind to reach it stays there until every other bind has
+	// come up to the namespace's quota lock (each reads the limits first).
+	// Without the lock they would go on to read the usage before it
+	// booked, and wait behind it here.
+	limits := &countedLimits{Limits: e.limits}
+	first, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	slow := func() error {
+		once.Do(func() { close(first); <-release })
+		return nil
+	}
+	binder := NewBinder(e.term, e.binder.cfg, BinderDeps{API: e.kube.CoreV1(), Books: e.books, Limits: limits, Fence: slow, Log: quietLogger()})
 	errs := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -478,6 +489,18 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 			errs[i] = res.Error
 		})
 	}
+	select {
+	case <-first:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("no bind reached its booking")
+	}
+	// The first read the limits twice (at the lock and in the check), each
+	// other bind once, at the lock.
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return limits.reads.Load() >= n+1, nil }); err != nil {
+		t.Fatalf("the limits were read %d times, want %d", limits.reads.Load(), n+1)
+	}
+	close(release)
 	wg.Wait()
 	bound := 0
 	for i, msg := range errs {
@@ -491,6 +514,17 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 	if bound != 1 || len(e.books.Pods()) != 1 {
 		t.Fatalf("%d bound, books %v; want exactly one", bound, e.books.Pods())
 	}
+}
+
+// countedLimits counts the reads of Limits.
+type countedLimits struct {
+	Limits
+	reads atomic.Int32
+}
+
+func (c *countedLimits) NamespaceLimits(ns string) podmodel.Quota {
+	c.reads.Add(1)
+	return c.Limits.NamespaceLimits(ns)
 }
 
 // Quota is checked at bind against the books, in MiB of the GPU chosen:
@@ -606,8 +640,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // fits") and retried. If the wait runs out, the room is given back; once
 // the node is free the pod binds into it.
 func TestQueuedBindReservesItsRoom(t *testing.T) {
+	const bindWait = 300 * time.Millisecond
 	p1, p2, p3 := bindPod("p1", "4000"), bindPod("p2", "10000"), bindPod("p3", "4000")
-	e := newBindEnv(t, 10, 300*time.Millisecond, p1, p2, p3)
+	e := newFakeClockBindEnv(t, 10, bindWait, p1, p2, p3)
 	for _, p := range []*corev1.Pod{p1, p2, p3} {
 		e.informer.Store("ai/"+p.Name, p.DeepCopy())
 	}
@@ -625,10 +660,9 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 	<-e.bindings // p1 is in flight until kubelet allocates it
 	done := make(chan string, 1)
 	go func() { done <- e.bind("p2") }()
-	for deadline := time.Now().Add(200 * time.Millisecond); e.usedMiB() != 14000; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("p2's bind is waiting for p1 and its 10000 MiB are not booked: %d MiB", e.usedMiB())
-		}
+	e.waitForTimers(t, 2) // p2's bind waits for p1: its deadline and its look again
+	if e.usedMiB() != 14000 {
+		t.Fatalf("p2's bind is waiting for p1 and its 10000 MiB are not booked: %d MiB", e.usedMiB())
 	}
 	if e.binder.Queued("n1") != 1 || len(e.bindings) != 0 {
 		t.Fatalf("p2 not waiting: %d queued, %d bindings", e.binder.Queued("n1"), len(e.bindings))
@@ -636,6 +670,7 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 	if fits, why := filterP3(); fits || !strings.Contains(why, "largest free 2000 MiB") {
 		t.Fatalf("p3 filtered onto the room p2 waits for: fits %v, reason %q", fits, why)
 	}
+	e.fake.Step(bindWait)
 	if msg := <-done; !strings.Contains(msg, "pod ai/p1 is bound but kubelet has not allocated") {
 		t.Fatalf("p2 after the wait: %q", msg)
 	}
@@ -659,7 +694,7 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 // booked, for the old pod; the new one holds nothing until bound itself.
 func TestBindOfARecreatedPodLeavesNothingBooked(t *testing.T) {
 	p1, p2 := bindPod("p1", "4000"), bindPod("p2", "4000")
-	e := newBindEnv(t, 10, 2*time.Second, p1, p2)
+	e := newFakeClockBindEnv(t, 10, 2*time.Second, p1, p2)
 	e.informer.Store("ai/p2", p2.DeepCopy())
 	if msg := e.bind("p1"); msg != "" {
 		t.Fatal(msg)
@@ -667,10 +702,9 @@ func TestBindOfARecreatedPodLeavesNothingBooked(t *testing.T) {
 	<-e.bindings
 	done := make(chan string, 1)
 	go func() { done <- e.bind("p2") }()
-	for deadline := time.Now().Add(time.Second); e.usedMiB() != 8000; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("p2's bind did not book its room while waiting: %d MiB", e.usedMiB())
-		}
+	e.waitForTimers(t, 2) // p2's bind waits for p1
+	if e.usedMiB() != 8000 {
+		t.Fatalf("p2's bind did not book its room while waiting: %d MiB", e.usedMiB())
 	}
 	// p2 goes, and comes back as a new pod; the informer sees both.
 	gvr := corev1.SchemeGroupVersion.WithResource("pods")

@@ -13,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -24,8 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -162,8 +160,8 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	})
 
 	waitLeader := func(exclude string) string {
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
+		var leader string
+		if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 			// Only a predecessor handing over may carry the label beside
 			// the leader, and only until the leader clears it.
 			got := slices.DeleteFunc(labelled(t, kube), func(id string) bool { return id == exclude })
@@ -175,13 +173,15 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 				ok := leading[got[0]]
 				mu.Unlock()
 				if ok && electors[got[0]].IsLeader() {
-					return got[0]
+					leader = got[0]
+					return true, nil
 				}
 			}
-			time.Sleep(20 * time.Millisecond)
+			return false, nil
+		}); err != nil {
+			t.Fatalf("no leader (other than %q) within 5s; labelled %v", exclude, labelled(t, kube))
 		}
-		t.Fatalf("no leader (other than %q) within 5s; labelled %v", exclude, labelled(t, kube))
-		return ""
+		return leader
 	}
 
 	first := waitLeader("")
@@ -282,17 +282,15 @@ func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 			return context.DeadlineExceeded // the work failed
 		})
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()
-		r := runs
-		mu.Unlock()
-		if r >= 2 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer mu.Unlock()
+		return runs >= 2, nil
+	}); err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("lead ran %d times; after failing it must campaign again", runs)
 	}
-	t.Fatalf("lead ran %d times; after failing it must campaign again", runs)
 }
 
 func TestRunWithoutOwnPodStillLeads(t *testing.T) {

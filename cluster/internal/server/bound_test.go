@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // post sends a body of n bytes (declared length) through b to h.
@@ -119,10 +121,9 @@ func TestBounderLetsOnlyAFewLargeRequestsWait(t *testing.T) {
 	for range maxLargeWaiting {
 		all.Go(func() { codes <- post(b, block, 1<<20).Code })
 	}
-	for deadline := time.Now().Add(5 * time.Second); b.largeWaiting.Load() < maxLargeWaiting; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d large requests waiting, want %d", b.largeWaiting.Load(), maxLargeWaiting)
-		}
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) { return b.largeWaiting.Load() >= maxLargeWaiting, nil }); err != nil {
+		t.Fatalf("%d large requests waiting, want %d", b.largeWaiting.Load(), maxLargeWaiting)
 	}
 	start := time.Now()
 	if w := post(b, block, 1<<20); w.Code != http.StatusTooManyRequests || time.Since(start) > time.Second {
@@ -151,6 +152,8 @@ func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
 	pair, pool := testServing(t)
 	s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.bound.wait = 10 * time.Second
+	var refused atomic.Int32
+	s.OnRefused(func() { refused.Add(1) })
 	release := make(chan struct{})
 	holding := make(chan struct{})
 	s.Handle("/webhook", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -164,10 +167,11 @@ func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &countingListener{Listener: tcp}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
@@ -193,10 +197,20 @@ func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
 	<-holding
 	// Twenty more, each too large for what is left: they wait, or are
 	// refused at once.
-	for range 20 {
+	const more = 20
+	for range more {
 		all.Go(func() { _, _ = send(3 << 19) })
 	}
-	time.Sleep(500 * time.Millisecond) // their bodies reach the windows
+	// All have reached the bounder, and their bodies the windows: the
+	// server has read at least the first body and a full window for each
+	// one waiting.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return s.bound.largeWaiting.Load() == maxLargeWaiting && refused.Load() == more-maxLargeWaiting &&
+			ln.read.Load() >= 7<<20+maxLargeWaiting*h2StreamWindow, nil
+	}); err != nil {
+		t.Fatalf("%d waiting, %d refused, %d bytes read; want %d, %d, at least %d", s.bound.largeWaiting.Load(), refused.Load(), ln.read.Load(),
+			maxLargeWaiting, more-maxLargeWaiting, 7<<20+maxLargeWaiting*h2StreamWindow)
+	}
 	start := time.Now()
 	code, err := send(4 << 10)
 	if err != nil || code != http.StatusOK {
@@ -207,4 +221,29 @@ func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
 		t.Fatalf("small review answered after %v: stalled behind the waiting ones", took)
 	}
 	t.Logf("small review answered in %v beside %d waiting", took, s.bound.largeWaiting.Load())
+}
+
+// countingListener counts the bytes read from the connections it accepts.
+type countingListener struct {
+	net.Listener
+	read atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, read: &l.read}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
 }

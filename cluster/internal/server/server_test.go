@@ -6,8 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
-	"k8s.io/apimachinery/pkg/util/wait"
-	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 )
@@ -139,11 +140,15 @@ func TestRunWaitsForAnAddressInUse(t *testing.T) {
 	}()
 	// Each wait between tries is one timer on the fake clock: the address
 	// was in use every time.
-	for range 3 {
-		waitForTimer(t, fc)
-		fc.Step(100 * time.Millisecond)
+	waiting := func(context.Context) (bool, error) { return fc.HasWaiters(), nil }
+	for try := range 4 {
+		if try > 0 {
+			fc.Step(100 * time.Millisecond)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, waiting); err != nil {
+			t.Fatalf("no wait after try %d", try+1)
+		}
 	}
-	waitForTimer(t, fc)
 	select {
 	case <-got:
 		t.Fatal("listened on an address in use")
@@ -158,15 +163,6 @@ func TestRunWaitsForAnAddressInUse(t *testing.T) {
 		}
 	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatal("did not listen once the address was freed")
-	}
-}
-
-// waitForTimer blocks until something waits on fc.
-func waitForTimer(t *testing.T, fc *clocktesting.FakeClock) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true,
-		func(context.Context) (bool, error) { return fc.HasWaiters(), nil }); err != nil {
-		t.Fatal("nothing waits on the clock")
 	}
 }
 
@@ -228,16 +224,11 @@ func TestReconnectAfterMovesClientsToANewConnection(t *testing.T) {
 			}
 			// HTTP/2's GOAWAY reaches the client's read loop a moment after
 			// the answer.
-			deadline := time.Now().Add(2 * time.Second)
-			for {
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
 				post()
-				if conns.Load() == 2 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("still %d connection(s) after the handover began, want a new one", conns.Load())
-				}
-				time.Sleep(10 * time.Millisecond)
+				return conns.Load() == 2, nil
+			}); err != nil {
+				t.Fatalf("still %d connection(s) after the handover began, want a new one", conns.Load())
 			}
 		})
 	}

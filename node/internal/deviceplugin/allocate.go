@@ -27,27 +27,27 @@ const phaseWriteTimeout = 5 * time.Second
 // naming the node, the device count and the pods considered, which
 // kubelet shows on the pod.
 func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-	start := time.Now()
-	p.allocMu.Lock()
-	defer p.allocMu.Unlock()
+	start := p.clock.Now()
+	p.lockAlloc()
+	defer p.unlockAlloc()
 	resp := &pluginapi.AllocateResponse{}
 	if p.opts.RuntimeNamesPods {
 		for range req.ContainerRequests {
 			resp.ContainerResponses = append(resp.ContainerResponses, bookkeepingResponse())
 		}
-		p.obs.Allocated(true, time.Since(start))
+		p.obs.Allocated(true, p.clock.Since(start))
 		return resp, nil
 	}
 	for _, cr := range req.ContainerRequests {
 		r, err := p.allocateContainer(ctx, cr.DevicesIds)
 		if err != nil {
 			p.log.Warn("Allocate refused", "err", err)
-			p.obs.Allocated(false, time.Since(start))
+			p.obs.Allocated(false, p.clock.Since(start))
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, r)
 	}
-	p.obs.Allocated(true, time.Since(start))
+	p.obs.Allocated(true, p.clock.Since(start))
 	return resp, nil
 }
 
@@ -85,7 +85,7 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 // waitForTarget resolves ids, waiting up to ResolveWait for the informer
 // to show a bound pod when none is bound yet.
 func (p *Plugin) waitForTarget(ctx context.Context, ids []string) (target, error) {
-	deadline := time.NewTimer(p.opts.ResolveWait)
+	deadline := p.clock.NewTimer(p.opts.ResolveWait)
 	defer deadline.Stop()
 	askedFresh := false
 	for {
@@ -107,7 +107,7 @@ func (p *Plugin) waitForTarget(ctx context.Context, ids []string) (target, error
 		}
 		select {
 		case <-changed:
-		case <-deadline.C:
+		case <-deadline.C():
 			return t, err
 		case <-ctx.Done():
 			return t, err
@@ -130,7 +130,7 @@ func (p *Plugin) finish(ctx context.Context, pod *corev1.Pod, phase protocol.Pha
 
 func (p *Plugin) retryPhase(pod *corev1.Pod, phase protocol.Phase) {
 	for wait := time.Second; wait <= 32*time.Second; wait *= 2 {
-		time.Sleep(wait)
+		<-p.clock.After(wait)
 		ctx, cancel := context.WithTimeout(context.Background(), phaseWriteTimeout)
 		err := p.phases.SetPhase(ctx, pod, phase)
 		cancel()

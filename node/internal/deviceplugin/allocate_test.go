@@ -5,12 +5,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
@@ -94,20 +97,33 @@ func TestAllocateWithoutBoundPodNamesNodeCountAndPods(t *testing.T) {
 }
 
 func TestAllocateWaitsForTheInformer(t *testing.T) {
-	g := testGPUs(8)
-	pods := newFakePods()
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, quietLog())
-	go func() {
-		time.Sleep(100 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		g := testGPUs(8)
+		pods := newFakePods()
+		p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+		type result struct {
+			r   *pluginapi.ContainerAllocateResponse
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, err := allocate(p, ids(g[3].UUID))
+			done <- result{r, err}
+		}()
+		synctest.Wait() // Allocate waits: nothing is bound yet
+		start := time.Now()
 		pods.put(boundPod("late", "n1", nil, [][]string{{g[3].UUID}}, []int64{2048}))
-	}()
-	r, err := allocate(p, ids(g[3].UUID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Envs["NVIDIA_VISIBLE_DEVICES"] != g[3].UUID {
-		t.Errorf("got %v", r.Envs)
-	}
+		res := <-done
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if res.r.Envs["NVIDIA_VISIBLE_DEVICES"] != g[3].UUID {
+			t.Errorf("got %v", res.r.Envs)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("answered %v after the informer showed the pod, want at once", took)
+		}
+	})
 }
 
 func TestAllocateCountMismatchFailsThePod(t *testing.T) {
@@ -205,7 +221,7 @@ func TestAllocateOutcomesAreObserved(t *testing.T) {
 	g := testGPUs(8)
 	obs := &countingObserver{}
 	pods := newFakePods(boundPod("one", "n1", nil, [][]string{{g[2].UUID}}, []int64{1000}))
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, clock.RealClock{}, quietLog())
 	if _, err := allocate(p, ids(g[2].UUID)); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +266,7 @@ func TestAllocateEnvOptions(t *testing.T) {
 	if err := grant.PrepareInterposer(dir); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)
@@ -367,54 +383,74 @@ func TestDirectRPCs(t *testing.T) {
 
 // Draining waits for an Allocate in flight before the server stops.
 func TestIdleWaitsForAllocateInFlight(t *testing.T) {
-	g := testGPUs(8)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
-	started := time.Now()
-	go func() { _, _ = allocate(p, ids(g[0].UUID)) }() // waits 300 ms for a bound pod that never comes
-	time.Sleep(50 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if !p.idle(ctx) {
-		t.Fatal("idle gave up with 2 s left")
-	}
-	if waited := time.Since(started); waited < 300*time.Millisecond {
-		t.Fatalf("idle returned after %v, before the Allocate in flight (300 ms) finished", waited)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		g := testGPUs(8)
+		p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+		started := time.Now()
+		go func() { _, _ = allocate(p, ids(g[0].UUID)) }() // waits 300 ms for a bound pod that never comes
+		synctest.Wait()                                    // it is in flight
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if !p.idle(ctx) {
+			t.Fatal("idle gave up with 2 s left")
+		}
+		if waited := time.Since(started); waited < 300*time.Millisecond {
+			t.Fatalf("idle returned after %v, before the Allocate in flight (300 ms) finished", waited)
+		}
+	})
 }
 
 // A pod the leader bound just before it read "draining" appears during the
 // quiet period; the plugin keeps waiting until it is allocated.
 func TestSettledCatchesABindDuringTheQuietPeriod(t *testing.T) {
-	g := testGPUs(8)
-	pods := newFakePods()
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, quietLog())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	start := time.Now()
-	done := make(chan string, 1)
-	go func() { done <- p.settled(ctx, start.Add(300*time.Millisecond)) }()
-	time.Sleep(100 * time.Millisecond)
-	late := boundPod("late", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
-	pods.put(late)
-	select {
-	case w := <-done:
-		t.Fatalf("settled returned %q after %v with a bound pod not yet allocated", w, time.Since(start))
-	case <-time.After(500 * time.Millisecond):
-	}
-	pods.setPhase(late.UID, protocol.PhaseAllocated)
-	select {
-	case w := <-done:
-		if w != "" {
+	synctest.Test(t, func(t *testing.T) {
+		g := testGPUs(8)
+		pods := newFakePods()
+		fc := clocktesting.NewFakeClock(time.Now())
+		p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, fc, quietLog())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan string, 1)
+		returned := func() (string, bool) {
+			synctest.Wait() // settled has done what it can
+			select {
+			case w := <-done:
+				return w, true
+			default:
+				return "", false
+			}
+		}
+		go func() { done <- p.settled(ctx, 300*time.Millisecond) }()
+		synctest.Wait()
+		fc.Step(100 * time.Millisecond)
+		late := boundPod("late", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
+		pods.put(late)
+		fc.Step(200 * time.Millisecond) // the quiet period is over
+		if w, ok := returned(); ok {
+			t.Fatalf("settled returned %q with a bound pod not yet allocated", w)
+		}
+		fc.Step(time.Hour)
+		if w, ok := returned(); ok {
+			t.Fatalf("settled returned %q an hour on with a bound pod not yet allocated", w)
+		}
+		pods.setPhase(late.UID, protocol.PhaseAllocated)
+		if w, ok := returned(); !ok {
+			t.Fatal("settled did not return after the pod was allocated")
+		} else if w != "" {
 			t.Fatalf("settled returned %q after the pod was allocated", w)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("settled did not return after the pod was allocated")
-	}
-	// With nothing bound it still keeps serving for the whole quiet period.
-	start = time.Now()
-	if w := p.settled(ctx, start.Add(200*time.Millisecond)); w != "" || time.Since(start) < 200*time.Millisecond {
-		t.Fatalf("settled returned %q after %v, before the 200 ms quiet period ended", w, time.Since(start))
-	}
+		// With nothing bound it still keeps serving for the whole quiet period.
+		go func() { done <- p.settled(ctx, 200*time.Millisecond) }()
+		synctest.Wait()
+		fc.Step(200*time.Millisecond - time.Nanosecond)
+		if w, ok := returned(); ok {
+			t.Fatalf("settled returned %q before the 200 ms quiet period ended", w)
+		}
+		fc.Step(time.Nanosecond)
+		if w, ok := returned(); !ok || w != "" {
+			t.Fatalf("settled returned %q, %v when the 200 ms quiet period ended, want \"\", true", w, ok)
+		}
+	})
 }
 
 // Where the runtime names pods, Allocate picks none: it answers nothing
@@ -423,7 +459,7 @@ func TestAllocateWhereTheRuntimeNamesPodsPicksNoPod(t *testing.T) {
 	g := testGPUs(8)
 	phases := newFakePhases(nil, 0)
 	pod := boundPod("victim", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, clock.RealClock{}, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)

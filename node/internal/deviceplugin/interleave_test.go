@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -25,7 +26,7 @@ func TestInterleavedBinds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	pods := newFakePods()
 	phases := newFakePhases(pods, 20*time.Millisecond)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, clock.RealClock{}, quietLog())
 
 	const n = 40
 	for i := range n {

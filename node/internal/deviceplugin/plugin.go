@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -68,6 +69,7 @@ type Plugin struct {
 	pods   PodSource
 	phases PhaseWriter
 	obs    Observer
+	clock  clock.Clock
 	log    *slog.Logger
 
 	mu        sync.Mutex
@@ -78,22 +80,25 @@ type Plugin struct {
 	streams   int           // of those, the ones still open
 	listed    chan struct{} // closed when listings or streams change
 
-	// allocMu serialises Allocate and GetPreferredAllocation, as kubelet
-	// does, so progress is read and written by one call at a time.
-	allocMu  sync.Mutex
-	progress map[types.UID]*progress
+	// allocating serialises Allocate and GetPreferredAllocation, as
+	// kubelet does, so progress is read and written by one call at a
+	// time (lockAlloc). A channel, not a mutex: idle's wait for it ends
+	// with its context.
+	allocating chan struct{}
+	progress   map[types.UID]*progress
 }
 
-// New returns a plugin for gpus, all healthy. obs may be nil.
-func New(opts Options, gpus []AdvertisedGPU, pods PodSource, phases PhaseWriter, obs Observer, log *slog.Logger) *Plugin {
+// New returns a plugin for gpus, all healthy. obs may be nil; clk times
+// Allocate's waits and the phase writes it retries.
+func New(opts Options, gpus []AdvertisedGPU, pods PodSource, phases PhaseWriter, obs Observer, clk clock.Clock, log *slog.Logger) *Plugin {
 	if obs == nil {
 		obs = noObserver{}
 	}
 	p := &Plugin{
 		opts: opts, gpus: gpus, numa: make(map[string]int, len(gpus)),
-		pods: pods, phases: phases, obs: obs, log: log,
+		pods: pods, phases: phases, obs: obs, clock: clk, log: log,
 		unhealthy: map[string]bool{}, changed: make(chan struct{}), listed: make(chan struct{}),
-		progress: map[types.UID]*progress{},
+		allocating: make(chan struct{}, 1), progress: map[types.UID]*progress{},
 	}
 	for _, g := range gpus {
 		p.numa[g.UUID] = g.NUMA
@@ -193,8 +198,8 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListA
 // for the informer to show the bound pod: kubelet may see the Binding
 // before this replica does, and a guess made then would be refused.
 func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	p.allocMu.Lock()
-	defer p.allocMu.Unlock()
+	p.lockAlloc()
+	defer p.unlockAlloc()
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.ContainerRequests {
 		if p.opts.RuntimeNamesPods {
@@ -235,11 +240,13 @@ func notPreferred(want, ids []string) []string {
 }
 
 // settled waits until no pod bound to this node waits for Allocate and
-// quietUntil has passed, or ctx ends; it returns a pod still waiting, ""
-// when there is none. The quiet period catches a bind the leader began
-// before it read "draining": its pod shows up here a little later.
-func (p *Plugin) settled(ctx context.Context, quietUntil time.Time) string {
-	quiet := time.NewTimer(time.Until(quietUntil))
+// the quiet period has passed, or ctx ends; it returns a pod still
+// waiting, "" when there is none. The quiet period catches a bind the
+// leader began before it read "draining": its pod shows up here a little
+// later.
+func (p *Plugin) settled(ctx context.Context, quietFor time.Duration) string {
+	quietUntil := p.clock.Now().Add(quietFor)
+	quiet := p.clock.NewTimer(quietFor)
 	defer quiet.Stop()
 	for {
 		changed := p.pods.Changed()
@@ -250,12 +257,12 @@ func (p *Plugin) settled(ctx context.Context, quietUntil time.Time) string {
 				break
 			}
 		}
-		if waiting == "" && !time.Now().Before(quietUntil) {
+		if waiting == "" && !p.clock.Now().Before(quietUntil) {
 			return ""
 		}
 		select {
 		case <-changed:
-		case <-quiet.C:
+		case <-quiet.C():
 		case <-ctx.Done():
 			return waiting
 		}
@@ -265,8 +272,8 @@ func (p *Plugin) settled(ctx context.Context, quietUntil time.Time) string {
 // progressSnapshot is what this replica has allocated of a pod (read under
 // the Allocate lock).
 func (p *Plugin) progressSnapshot(uid types.UID) *progress {
-	p.allocMu.Lock()
-	defer p.allocMu.Unlock()
+	p.lockAlloc()
+	defer p.unlockAlloc()
 	pr := p.progress[uid]
 	if pr == nil {
 		return nil
@@ -274,17 +281,16 @@ func (p *Plugin) progressSnapshot(uid types.UID) *progress {
 	return &progress{done: maps.Clone(pr.done), final: pr.final}
 }
 
+// lockAlloc takes the Allocate lock; unlockAlloc gives it back.
+func (p *Plugin) lockAlloc()   { p.allocating <- struct{}{} }
+func (p *Plugin) unlockAlloc() { <-p.allocating }
+
 // idle waits until no Allocate or GetPreferredAllocation is in flight (and
 // none can start before the server stops), or ctx ends; it reports which.
 func (p *Plugin) idle(ctx context.Context) bool {
-	done := make(chan struct{})
-	go func() {
-		p.allocMu.Lock()
-		close(done)
-		// Held until the process exits: the server stops right after.
-	}()
 	select {
-	case <-done:
+	case p.allocating <- struct{}{}:
+		// Held until the process exits: the server stops right after.
 		return true
 	case <-ctx.Done():
 		return false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/protocol"
@@ -84,6 +85,7 @@ type PodResourcesCheck struct {
 	// Report is told of each mismatch (an Event and a metric); a pod is
 	// reported once.
 	Report func(m Mismatch)
+	Clock  clock.WithTicker // times Period
 	Log    *slog.Logger
 }
 
@@ -92,7 +94,7 @@ type PodResourcesCheck struct {
 func (c PodResourcesCheck) Run(ctx context.Context) error {
 	reported := map[string]bool{}
 	lastChecked := -1
-	tick := time.NewTicker(c.Period)
+	tick := c.Clock.NewTicker(c.Period)
 	defer tick.Stop()
 	for {
 		devs, err := kubeletapi.ListPodDevices(ctx, c.Socket, c.Resource)
@@ -114,7 +116,7 @@ func (c PodResourcesCheck) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

@@ -83,9 +83,10 @@ const (
 	drainTimeout = 8 * time.Second
 )
 
-// NewServer serves plugin as dir/socket; state may be nil.
-func NewServer(plugin *Plugin, dir, socket string, state StateWriter, log *slog.Logger) *Server {
-	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, clock: clock.RealClock{}, log: log}
+// NewServer serves plugin as dir/socket; state may be nil. clk times the
+// registrations and the waits around them.
+func NewServer(plugin *Plugin, dir, socket string, state StateWriter, clk clock.WithTicker, log *slog.Logger) *Server {
+	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, clock: clk, log: log}
 }
 
 // Registration returns the registration record.
@@ -101,13 +102,19 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("device-plugin directory: %w", err)
 	}
+	watch, err := kubeletwatch.New(s.dir, s.socket)
+	if err != nil {
+		return fmt.Errorf("device plugin: %w", err)
+	}
 	events := make(chan kubeletwatch.Event, 16)
 	s.events = events
 	watchErr := make(chan error, 1)
-	go func() { watchErr <- kubeletwatch.Watch(ctx, s.dir, s.socket, events) }()
+	go func() { watchErr <- watch.Run(ctx, events) }()
 	defer s.drain()
-	s.refresh(ctx, "start", s.clock.Now())
+	// Read before the first registration, so that a stream kubelet opens
+	// and ends during it is seen.
 	_, streams := s.plugin.Streams()
+	s.refresh(ctx, "start", s.clock.Now())
 	var retry <-chan time.Time // registering again after kubelet dropped the plugin
 	for {
 		select {
@@ -129,7 +136,11 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		case <-retry:
 			retry = nil
-			if open, _ := s.plugin.Streams(); open == 0 && !s.superseding() && s.kubeletListening() {
+			switch open, _ := s.plugin.Streams(); {
+			case open > 0 || s.superseding():
+			case !s.kubeletListening():
+				s.log.Info("kubelet does not answer; registering once it is back")
+			default:
 				s.refresh(ctx, "stream ended", s.clock.Now())
 			}
 		}
@@ -308,7 +319,7 @@ func (s *Server) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	s.setState(ctx, protocol.PluginDraining)
-	if pod := s.plugin.settled(ctx, time.Now().Add(s.quiet)); pod != "" { // the plugin keeps the wall clock
+	if pod := s.plugin.settled(ctx, s.quiet); pod != "" {
 		s.log.Warn("stopping with a bound pod not yet allocated", "pod", pod, "waited", drainTimeout)
 	}
 	if !s.plugin.idle(ctx) {

@@ -2,16 +2,19 @@ package deviceplugin
 
 import (
 	"context"
-	"k8s.io/apimachinery/pkg/util/wait"
-	clocktesting "k8s.io/utils/clock/testing"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node/internal/gpu"
@@ -37,13 +40,13 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	for i, d := range devs {
 		gpus[i], uuids[i] = AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: d.MemoryMiB}, d.UUID
 	}
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
+	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	watcher := health.NewWatcher(lib, uuids, health.NewTracker(health.DefaultIgnoredXIDs, 300*time.Millisecond), p.SetUnhealthy, quietLog())
+	watcher := health.NewWatcher(lib, uuids, health.NewTracker(health.DefaultIgnoredXIDs, 300*time.Millisecond), p.SetUnhealthy, clock.RealClock{}, quietLog())
 	go watcher.Run(ctx)
 	states := make(chan string, 16)
-	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), quietLog())
+	s := NewServer(p, dir, "vgpud.sock", stateRecorder(states), clock.RealClock{}, quietLog())
 	s.quiet = 50 * time.Millisecond
 	stopped := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(stopped) }()
@@ -79,9 +82,19 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	}
 	t.Logf("XID 79 -> GPU out of ListAndWatch in %v; back after %v (quiet period 300ms)", down.Round(time.Microsecond), time.Since(start).Round(time.Millisecond))
 
-	// Kubelet restarts: sockets wiped, kubelet.sock created again.
+	// Kubelet restarts: sockets wiped, kubelet.sock created again. The
+	// plugin sees it go (its stream ends) and serves again on a new
+	// socket before kubelet is back.
 	kubelet.Stop()
-	time.Sleep(50 * time.Millisecond)
+	if st := recv(t, states); st != protocol.PluginWaiting {
+		t.Fatalf("with kubelet gone the plugin says %q, want %q", st, protocol.PluginWaiting)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join(dir, "vgpud.sock"))
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the plugin did not serve again on a new socket: %v", err)
+	}
 	kubelet = startKubelet(t, dir, lists)
 	r = recv(t, kubelet.Registrations)
 	seen := time.Since(kubelet.Started)
@@ -193,13 +206,22 @@ func TestRetryWaitsOutARestartingKubelet(t *testing.T) {
 	dir := t.TempDir()
 	lists := make(chan []*pluginapi.Device, 64)
 	kubelet := startKubelet(t, dir, lists)
-	s := runServer(t, dir, nil, func(s *Server) { s.retry = 100 * time.Millisecond })
+	logs := &lockedBuffer{}
+	runServer(t, dir, nil, func(s *Server) {
+		s.retry, s.log = 100*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))
+	})
 	recv(t, kubelet.Registrations)
 	recv(t, lists)
 
-	// kubelet dies, leaving its socket file; the plugin's retry comes due.
+	// kubelet dies, leaving its socket file; the plugin's retry comes due
+	// and finds nobody listening.
 	kubelet.Kill()
-	time.Sleep(3 * s.retry)
+	foundGone := func(context.Context) (bool, error) {
+		return strings.Contains(logs.String(), "kubelet does not answer"), nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true, foundGone); err != nil {
+		t.Fatalf("the retry did not find kubelet gone; the plugin's log:\n%s", logs.String())
+	}
 	kubelet = startKubelet(t, dir, lists)
 	recv(t, kubelet.Registrations)
 	select {
@@ -249,8 +271,8 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 func runServer(t *testing.T, dir string, state StateWriter, tune func(*Server)) *Server {
 	t.Helper()
 	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
-		[]AdvertisedGPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, quietLog())
-	s := NewServer(p, dir, "vgpud.sock", state, quietLog())
+		[]AdvertisedGPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	s := NewServer(p, dir, "vgpud.sock", state, clock.RealClock{}, quietLog())
 	s.quiet = 50 * time.Millisecond
 	tune(s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -307,18 +329,21 @@ func TestServeWaitsForThePredecessor(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	s := NewServer(nil, filepath.Dir(path), "vgpud.sock", nil, quietLog())
 	fc := clocktesting.NewFakeClock(time.Now())
-	s.clock = fc
+	s := NewServer(nil, filepath.Dir(path), "vgpud.sock", nil, fc, quietLog())
 	done := make(chan struct{})
 	go func() { s.awaitPredecessor(path); close(done) }()
-	// Each wait between dials is one timer on the fake clock; it found
-	// the predecessor serving every time.
-	for range 3 {
-		waitForTimer(t, fc)
-		fc.Step(200 * time.Millisecond)
+	// Each wait between dials is one timer on the fake clock: it found the
+	// predecessor serving every time.
+	waiting := func(context.Context) (bool, error) { return fc.HasWaiters(), nil }
+	for dial := range 4 {
+		if dial > 0 {
+			fc.Step(200 * time.Millisecond)
+		}
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, waiting); err != nil {
+			t.Fatalf("no wait after dial %d", dial+1)
+		}
 	}
-	waitForTimer(t, fc)
 	select {
 	case <-done:
 		t.Fatal("took over while the predecessor still served")
@@ -326,7 +351,10 @@ func TestServeWaitsForThePredecessor(t *testing.T) {
 	}
 	_ = old.Close()
 	fc.Step(200 * time.Millisecond) // the next dial fails: it stopped
-	waitForTimer(t, fc)             // and kubelet is given time to see its stream end
+	// and kubelet is given time to see its stream end.
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true, waiting); err != nil {
+		t.Fatal("no wait for kubelet to see the old stream end")
+	}
 	select {
 	case <-done:
 		t.Fatal("registered before kubelet could see the old stream end")
@@ -337,14 +365,5 @@ func TestServeWaitsForThePredecessor(t *testing.T) {
 	case <-done:
 	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatal("still waiting after the predecessor stopped")
-	}
-}
-
-// waitForTimer blocks until something waits on fc.
-func waitForTimer(t *testing.T, fc *clocktesting.FakeClock) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, wait.ForeverTestTimeout, true,
-		func(context.Context) (bool, error) { return fc.HasWaiters(), nil }); err != nil {
-		t.Fatal("nothing waits on the clock")
 	}
 }

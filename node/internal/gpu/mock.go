@@ -67,6 +67,9 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 	}
 }
 
+// wait is an event set's Wait. It times out on the wall clock, as the
+// driver's does: the health watcher's clock times what it does between
+// waits, not NVML.
 func (m *Mock) wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
 	t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
 	defer t.Stop()

@@ -10,10 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
 )
@@ -62,7 +64,7 @@ func TestWatcherRoundTrip(t *testing.T) {
 		uuids[i] = d.UUID
 	}
 	changes := make(chan map[string]bool, 10)
-	w := NewWatcher(lib, uuids, NewTracker(DefaultIgnoredXIDs, 300*time.Millisecond), func(u map[string]bool) { changes <- u }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := NewWatcher(lib, uuids, NewTracker(DefaultIgnoredXIDs, 300*time.Millisecond), func(u map[string]bool) { changes <- u }, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.Run(ctx)
@@ -108,41 +110,44 @@ func must(t *testing.T, err error) {
 }
 
 // TestWatcherWaitFailureFlipsNothing: when NVML's event wait itself fails,
-// the error is logged and retried, and no GPU changes health.
+// the error is logged and retried, and no GPU changes health. The
+// watcher's backoff passes on the bubble's clock.
 func TestWatcherWaitFailureFlipsNothing(t *testing.T) {
-	lib, err := gpu.Open("mock:dgxa100", "n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := lib.(*gpu.Mock)
-	var waits atomic.Int32
-	m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
-		return &mock.EventSet{
-			WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { waits.Add(1); return nvml.EventData{}, nvml.ERROR_UNKNOWN },
-			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
-		}, nvml.SUCCESS
-	}
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	changes := make(chan map[string]bool, 10)
-	devs, err := gpu.Discover(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := NewWatcher(lib, []string{devs[0].UUID}, NewTracker(DefaultIgnoredXIDs, time.Second), func(u map[string]bool) { changes <- u }, slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, nil)))
-	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
-	defer cancel()
-	w.Run(ctx)
-	select {
-	case u := <-changes:
-		t.Fatalf("health changed to %v on a failing wait", u)
-	default:
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if waits.Load() < 2 || !strings.Contains(logged.String(), "GPU health is unchanged") {
-		t.Errorf("%d waits; log:\n%s", waits.Load(), logged.String())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		lib, err := gpu.Open("mock:dgxa100", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := lib.(*gpu.Mock)
+		var waits atomic.Int32
+		m.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+			return &mock.EventSet{
+				WaitFunc: func(uint32) (nvml.EventData, nvml.Return) { waits.Add(1); return nvml.EventData{}, nvml.ERROR_UNKNOWN },
+				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+			}, nvml.SUCCESS
+		}
+		var logged bytes.Buffer
+		var mu sync.Mutex
+		changes := make(chan map[string]bool, 10)
+		devs, err := gpu.Discover(lib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := NewWatcher(lib, []string{devs[0].UUID}, NewTracker(DefaultIgnoredXIDs, time.Second), func(u map[string]bool) { changes <- u }, clock.RealClock{}, slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, nil)))
+		ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+		defer cancel()
+		w.Run(ctx)
+		select {
+		case u := <-changes:
+			t.Fatalf("health changed to %v on a failing wait", u)
+		default:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if waits.Load() < 2 || !strings.Contains(logged.String(), "GPU health is unchanged") {
+			t.Errorf("%d waits; log:\n%s", waits.Load(), logged.String())
+		}
+	})
 }
 
 type lockedWriter struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/utils/clock"
 )
 
 // Watcher waits on NVML XID events for a set of GPUs and tells onChange
@@ -17,13 +18,14 @@ type Watcher struct {
 	uuids    []string
 	tracker  *Tracker
 	onChange func(unhealthy map[string]bool)
+	clock    clock.Clock
 	log      *slog.Logger
-	now      func() time.Time
 }
 
-// NewWatcher watches uuids on lib.
-func NewWatcher(lib nvml.Interface, uuids []string, t *Tracker, onChange func(map[string]bool), log *slog.Logger) *Watcher {
-	return &Watcher{lib: lib, uuids: uuids, tracker: t, onChange: onChange, log: log, now: time.Now}
+// NewWatcher watches uuids on lib; clk dates the XIDs, times the quiet
+// periods and the backoff.
+func NewWatcher(lib nvml.Interface, uuids []string, t *Tracker, onChange func(map[string]bool), clk clock.Clock, log *slog.Logger) *Watcher {
+	return &Watcher{lib: lib, uuids: uuids, tracker: t, onChange: onChange, clock: clk, log: log}
 }
 
 // Run watches until ctx ends. A failing wait is logged and retried with
@@ -37,7 +39,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		set, err := w.register()
 		if err != nil {
 			w.log.Error("cannot watch GPU health; retrying", "err", err, "in", backoff)
-			if !sleep(ctx, backoff) {
+			if !w.sleep(ctx, backoff) {
 				return nil
 			}
 			backoff = min(2*backoff, 30*time.Second)
@@ -65,11 +67,11 @@ func (w *Watcher) loop(ctx context.Context, set nvml.EventSet, pollMs uint32) {
 		default:
 			failures++
 			w.log.Error("waiting for NVML events failed; GPU health is unchanged", "err", nvml.ErrorString(ret), "failures", failures)
-			if failures >= 5 || !sleep(ctx, time.Duration(failures)*time.Second) {
+			if failures >= 5 || !w.sleep(ctx, time.Duration(failures)*time.Second) {
 				return
 			}
 		}
-		if rec := w.tracker.Recover(w.now(), w.probe); len(rec) > 0 {
+		if rec := w.tracker.Recover(w.clock.Now(), w.probe); len(rec) > 0 {
 			w.log.Info("GPUs recovered after a quiet period", "gpus", rec)
 			w.onChange(w.tracker.Unhealthy())
 		}
@@ -91,7 +93,7 @@ func (w *Watcher) event(e nvml.EventData) {
 	// broken GPU.
 	changed := false
 	for _, u := range uuids {
-		if w.tracker.Observe(u, e.EventData, w.now()) {
+		if w.tracker.Observe(u, e.EventData, w.clock.Now()) {
 			changed = true
 		}
 	}
@@ -148,13 +150,14 @@ func (w *Watcher) register() (nvml.EventSet, error) {
 	return set, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleep waits d, and reports whether ctx is still alive.
+func (w *Watcher) sleep(ctx context.Context, d time.Duration) bool {
+	t := w.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }

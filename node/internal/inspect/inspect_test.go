@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -51,12 +52,13 @@ func TestUsageAndRender(t *testing.T) {
 		t.Fatalf("allocations %+v", allocs)
 	}
 	var out bytes.Buffer
-	s := Snapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs,
-		Registration: Registration{Count: 2, Last: time.Now(), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
+	taken := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := Snapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs, Taken: taken,
+		Registration: Registration{Count: 2, Last: taken.Add(-90 * time.Second), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
 	if err := Render(&out, s); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vgpud-x (this replica)", "registered 2 time(s)", "GPU-aaaaaaaa", "15000/40000", "2/10", "UNHEALTHY", "ns/a", "failed: no"} {
+	for _, want := range []string{"vgpud-x (this replica)", "registered 2 time(s), last 1m30s ago", "GPU-aaaaaaaa", "15000/40000", "2/10", "UNHEALTHY", "ns/a", "failed: no"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -108,15 +110,13 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 		injected <- gpu
 		return nil
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Serve listens a moment after it starts.
 	var s Snapshot
 	var err error
-	for range 100 {
-		if s, err = Fetch(ctx, path); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil || s.Node != "n1" {
+	if werr := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
+		s, err = Fetch(ctx, path)
+		return err == nil, nil
+	}); werr != nil || s.Node != "n1" {
 		t.Fatalf("Fetch = %+v, %v", s, err)
 	}
 	if err := InjectXID(ctx, path, "3", 79); err != nil {

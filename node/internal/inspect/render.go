@@ -34,7 +34,8 @@ func Render(w io.Writer, s Snapshot) error {
 	case r.Count == 0:
 		fmt.Fprintf(tw, "kubelet\tnot registered yet%s\n", errSuffix(r.Error))
 	default:
-		fmt.Fprintf(tw, "kubelet\tregistered %d time(s), last %s ago (%s, %.1f ms)%s\n", r.Count, time.Since(r.Last).Round(time.Second), r.Trigger, r.LatencyMs, errSuffix(r.Error))
+		// As of the snapshot, on the daemon's clock.
+		fmt.Fprintf(tw, "kubelet\tregistered %d time(s), last %s ago (%s, %.1f ms)%s\n", r.Count, s.Taken.Sub(r.Last).Round(time.Second), r.Trigger, r.LatencyMs, errSuffix(r.Error))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "GPU\tUUID\tMODEL\tNUMA\tMEMORY MiB\tCORES %\tSLICES\tHEALTH")

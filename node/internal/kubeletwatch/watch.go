@@ -19,31 +19,44 @@ const (
 	SocketRemoved    Event = "plugin socket removed"
 )
 
-// Watch reports events for dir until ctx ends; errors of the watcher
-// itself end it, since a blind plugin would never re-register.
-func Watch(ctx context.Context, dir, pluginSocket string, out chan<- Event) error {
-	w, err := fsnotify.NewWatcher()
+// Watcher watches kubelet's device-plugin directory.
+type Watcher struct {
+	fs      *fsnotify.Watcher
+	dir     string
+	kubelet string // kubelet's socket
+	own     string // the plugin's socket
+}
+
+// New starts watching dir, in which the plugin serves pluginSocket: an
+// event from when New returns on is reported by Run.
+func New(dir, pluginSocket string) (*Watcher, error) {
+	fs, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", dir, err)
+		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	defer w.Close()
-	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("watch %s: %w", dir, err)
+	if err := fs.Add(dir); err != nil {
+		_ = fs.Close()
+		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	kubelet := filepath.Join(dir, "kubelet.sock")
-	own := filepath.Join(dir, pluginSocket)
+	return &Watcher{fs: fs, dir: dir, kubelet: filepath.Join(dir, "kubelet.sock"), own: filepath.Join(dir, pluginSocket)}, nil
+}
+
+// Run reports events until ctx ends, then stops watching; errors of the
+// watcher itself end it, since a blind plugin would never re-register.
+func (w *Watcher) Run(ctx context.Context, out chan<- Event) error {
+	defer w.fs.Close()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-w.Errors:
-			return fmt.Errorf("watch %s: %w", dir, err)
-		case ev := <-w.Events:
+		case err := <-w.fs.Errors:
+			return fmt.Errorf("watch %s: %w", w.dir, err)
+		case ev := <-w.fs.Events:
 			var e Event
 			switch {
-			case ev.Name == kubelet && ev.Has(fsnotify.Create):
+			case ev.Name == w.kubelet && ev.Has(fsnotify.Create):
 				e = KubeletRestarted
-			case ev.Name == own && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
+			case ev.Name == w.own && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
 				e = SocketRemoved
 			default:
 				continue

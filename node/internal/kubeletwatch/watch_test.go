@@ -16,10 +16,14 @@ func TestWatchSeesKubeletRestartAndOwnSocketRemoval(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	w, err := New(dir, "vgpud.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The directory is watched from here: Run reports what follows.
 	events := make(chan Event, 4)
 	done := make(chan error, 1)
-	go func() { done <- Watch(ctx, dir, "vgpud.sock", events) }()
-	time.Sleep(100 * time.Millisecond) // let the watch start
+	go func() { done <- w.Run(ctx, events) }()
 
 	next := func(want Event) {
 		t.Helper()
@@ -50,8 +54,7 @@ func TestWatchSeesKubeletRestartAndOwnSocketRemoval(t *testing.T) {
 }
 
 func TestWatchMissingDir(t *testing.T) {
-	err := Watch(context.Background(), filepath.Join(t.TempDir(), "nope"), "vgpud.sock", make(chan Event))
-	if err == nil {
+	if _, err := New(filepath.Join(t.TempDir(), "nope"), "vgpud.sock"); err == nil {
 		t.Fatal("want an error for a missing directory")
 	}
 }

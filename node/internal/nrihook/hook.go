@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
@@ -41,16 +42,22 @@ type Hook struct {
 	// wait bounds how long a call waits for the informer to show a pod
 	// the runtime names and it does not have yet; NRI's own limit for a
 	// whole call is 2 s by default.
-	wait time.Duration
-	obs  Observer
-	log  *slog.Logger
+	wait  time.Duration
+	obs   Observer
+	clock clock.Clock
+	log   *slog.Logger
 
-	mu       sync.Mutex
-	seen     map[types.UID]*Record
-	conns    int // connections to the runtime made so far
-	up       bool
-	closing  bool // the hook is stopping: it refuses every call
-	inflight int  // calls being answered
+	mu sync.Mutex
+	// slice is rules.Slice as Settle last set it; unsettled says why no
+	// slice is granted yet (Hold), "" once the node's settings are read.
+	slice     grant.Options
+	unsettled string
+	seen      map[types.UID]*Record
+	conns     int // connections to the runtime made so far
+	up        bool
+	closing   bool          // the hook is stopping: it refuses every call
+	inflight  int           // calls being answered
+	drained   chan struct{} // closed once closing with no call in flight
 }
 
 // Record is what the hook did to one pod's containers, for inspect.
@@ -63,15 +70,31 @@ type Record struct {
 // call, for the decision and the answer.
 const callMargin = 700 * time.Millisecond
 
-// New returns a hook deciding by r from pods.
-func New(r Rules, pods PodLookup, wait time.Duration, obs Observer, log *slog.Logger) *Hook {
-	return &Hook{rules: r, pods: pods, wait: wait, obs: obs, log: log, seen: map[types.UID]*Record{}}
+// Hold makes the hook refuse every slice, saying why (the node is still
+// reading its settings), until Settle; exempt and GPU-less containers
+// are answered as ever. Call before Run.
+func (h *Hook) Hold(why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unsettled = why
+}
+
+// Settle sets the options of the slices the hook grants and ends Hold.
+func (h *Hook) Settle(slice grant.Options) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.slice, h.unsettled = slice, ""
+}
+
+// New returns a hook deciding by r from pods; clk times its waits.
+func New(r Rules, pods PodLookup, wait time.Duration, obs Observer, clk clock.Clock, log *slog.Logger) *Hook {
+	return &Hook{rules: r, slice: r.Slice, pods: pods, wait: wait, obs: obs, clock: clk, log: log, seen: map[types.UID]*Record{}, drained: make(chan struct{})}
 }
 
 // CreateContainer is NRI's call as the runtime creates a container, after
 // the image's and the pod's settings are in its spec.
 func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	start := time.Now()
+	start := h.clock.Now()
 	c := Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}
 	if !h.enter() {
 		// The runtime would create the container unadjusted if the
@@ -80,20 +103,27 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	}
 	defer h.leave()
 	c.Known = h.lookup(ctx, c)
-	d := Decide(c, h.rules)
+	rules, unsettled := h.rules, ""
+	h.mu.Lock()
+	rules.Slice, unsettled = h.slice, h.unsettled
+	h.mu.Unlock()
+	d := Decide(c, rules)
+	if d.Action == Grant && unsettled != "" {
+		d = Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s %s, so it cannot grant container %q its slice yet; kubelet retries the container", rules.Node, unsettled, c.Name)}
+	}
 	adj, err := h.apply(d, ctr)
 	verdict := d.Action.String()
 	if err != nil {
 		verdict = Refuse.String()
 	}
-	h.obs.RuntimeHook(verdict, time.Since(start))
+	h.obs.RuntimeHook(verdict, h.clock.Since(start))
 	h.remember(c, d, err)
 	if err != nil {
 		h.log.Warn("container refused", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "err", err)
 		return nil, nil, err
 	}
 	if d.Action == Grant {
-		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", time.Since(start))
+		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", h.clock.Since(start))
 	}
 	return adj, nil, nil
 }
@@ -105,10 +135,12 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 	wait := h.wait
 	// The runtime drops a plugin that overruns its call and creates the
 	// container unadjusted: stay well inside the call's deadline.
+	// (A context's deadline is on the wall clock, whatever clock times
+	// the wait.)
 	if d, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(d)-callMargin)
 	}
-	deadline := time.NewTimer(max(wait, 0))
+	deadline := h.clock.NewTimer(max(wait, 0))
 	defer deadline.Stop()
 	for {
 		changed := h.pods.Changed()
@@ -120,7 +152,7 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 		}
 		select {
 		case <-changed:
-		case <-deadline.C:
+		case <-deadline.C():
 			return p
 		case <-ctx.Done():
 			return p
@@ -289,23 +321,29 @@ func (h *Hook) enter() bool {
 
 func (h *Hook) leave() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.inflight--
-	h.mu.Unlock()
+	if h.closing && h.inflight == 0 {
+		close(h.drained)
+	}
 }
 
 // drain makes the hook refuse every call from now, and returns once no
 // call is being answered, or after max.
 func (h *Hook) drain(max time.Duration) {
 	h.mu.Lock()
-	h.closing = true
-	h.mu.Unlock()
-	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		h.mu.Lock()
-		n := h.inflight
-		h.mu.Unlock()
-		if n == 0 {
-			return
+	if !h.closing {
+		h.closing = true
+		if h.inflight == 0 {
+			close(h.drained)
 		}
+	}
+	h.mu.Unlock()
+	timeout := h.clock.NewTimer(max)
+	defer timeout.Stop()
+	select {
+	case <-h.drained:
+	case <-timeout.C():
 	}
 }
 

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 type fakePods map[string]*corev1.Pod
@@ -28,7 +30,7 @@ func testHook(pods ...*corev1.Pod) (*Hook, *nopObserver) {
 		f[p.Namespace+"/"+p.Name] = p
 	}
 	obs := &nopObserver{}
-	return New(rules(), f, 10*time.Millisecond, obs, slog.New(slog.NewTextHandler(io.Discard, nil))), obs
+	return New(rules(), f, 10*time.Millisecond, obs, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil))), obs
 }
 
 func sandbox(p *corev1.Pod) *api.PodSandbox {
@@ -137,5 +139,73 @@ func TestAStoppingHookRefusesEveryCall(t *testing.T) {
 	h.drain(time.Second)
 	if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), &api.Container{Name: "app"}); err == nil || !strings.Contains(err.Error(), "is stopping") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Stopping waits for the call being answered, and no longer than max.
+func TestDrainWaitsForTheCallInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		wait, max time.Duration // the call's wait for its pod; drain's bound
+		want      time.Duration
+	}{
+		{"the call ends first", 10 * time.Millisecond, time.Second, 10 * time.Millisecond},
+		{"max runs out first", time.Hour, time.Second, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h, _ := testHook() // the informer never shows the pod
+				h.wait = tc.wait
+				ghost := gpuPod("ghost", "GPU-0")
+				answered := make(chan struct{})
+				go func() {
+					_, _, _ = h.CreateContainer(context.Background(), sandbox(ghost), &api.Container{Name: "app"})
+					close(answered)
+				}()
+				synctest.Wait() // the call waits for the pod
+				start := time.Now()
+				h.drain(tc.max)
+				if took := time.Since(start); took != tc.want {
+					t.Errorf("drain returned after %v, want %v", took, tc.want)
+				}
+				if _, _, err := h.CreateContainer(context.Background(), sandbox(ghost), &api.Container{Name: "app"}); err == nil || !strings.Contains(err.Error(), "is stopping") {
+					t.Errorf("a call while stopping: err = %v", err)
+				}
+				<-answered
+			})
+		})
+	}
+}
+
+// While the node reads the settings its slices depend on (per-node
+// overrides chosen by label), the hook is connected and answers: exempt
+// and GPU-less containers as ever, a slice refused for kubelet to retry;
+// once settled, the slice has the settled options.
+func TestAHeldHookRefusesSlicesUntilSettled(t *testing.T) {
+	victim := gpuPod("victim", "GPU-0")
+	exempt := gpuPod("operator", "")
+	exempt.Namespace = "vgpud-system"
+	h, obs := testHook(victim, exempt)
+	h.Hold("is reading its node's labels")
+	_, _, err := h.CreateContainer(context.Background(), sandbox(victim), &api.Container{Name: "app"})
+	if err == nil || !strings.Contains(err.Error(), `is reading its node's labels, so it cannot grant container "app" its slice yet; kubelet retries`) {
+		t.Fatalf("held: %v", err)
+	}
+	if _, _, err := h.CreateContainer(context.Background(), sandbox(exempt), &api.Container{Name: "app"}); err != nil {
+		t.Errorf("an exempt namespace's container, held: %v", err)
+	}
+	opts := rules().Slice
+	opts.Oversubscribe = true
+	h.Settle(opts)
+	ctr := &api.Container{Name: "app"}
+	adj, _, err := h.CreateContainer(context.Background(), sandbox(victim), ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := envAfter(ctr, adj); env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_OVERSUBSCRIBE"] != "true" {
+		t.Errorf("settled: env %v", env)
+	}
+	if strings.Join(obs.verdicts, ",") != "refuse,exempt,grant" {
+		t.Errorf("verdicts %v", obs.verdicts)
 	}
 }

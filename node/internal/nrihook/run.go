@@ -47,20 +47,20 @@ func (h *Hook) Run(ctx context.Context, socket string) error {
 		if err != nil {
 			return fmt.Errorf("NRI plugin: %w", err)
 		}
-		began := time.Now()
+		began := h.clock.Now()
 		err = s.Run(ctx)
 		h.setDown()
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(began) > 10*time.Second {
+		if h.clock.Since(began) > 10*time.Second {
 			backoff = 200 * time.Millisecond
 		}
 		h.log.Warn("container runtime connection ended; connecting again", "socket", socket, "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-h.clock.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -288,12 +289,9 @@ func TestManagerRunLoadsAndStops(t *testing.T) {
 	m := NewManager(testConfig, apiOf(fake.NewClientset(webhookConfig())), quiet(), time.Now)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for m.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("Run did not load a certificate within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) { return m.Ready() == nil, nil }); err != nil {
+		t.Fatal("Run did not load a certificate within 5s")
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
