@@ -288,9 +288,16 @@ func (p *Plugin) unlockAlloc() { <-p.allocating }
 // idle waits until no Allocate or GetPreferredAllocation is in flight (and
 // none can start before the server stops), or ctx ends; it reports which.
 func (p *Plugin) idle(ctx context.Context) bool {
+	// Held until the process exits: the server stops right after. A free
+	// slot is taken even when ctx has ended, which select alone would
+	// leave to chance.
 	select {
 	case p.allocating <- struct{}{}:
-		// Held until the process exits: the server stops right after.
+		return true
+	default:
+	}
+	select {
+	case p.allocating <- struct{}{}:
 		return true
 	case <-ctx.Done():
 		return false

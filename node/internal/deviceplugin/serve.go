@@ -45,6 +45,9 @@ type Server struct {
 
 	grpc   *grpc.Server
 	events chan kubeletwatch.Event // socket events Run has yet to handle
+	// unsaid: the last registration gave way to a socket event before it
+	// said serving; the next event registers again, even our own remove.
+	unsaid bool
 
 	self        string      // this replica's pod, namespace/name
 	kubeletPods KubeletPods // nil: serving does not wait for kubelet's pod list
@@ -185,7 +188,8 @@ func (s *Server) kubeletGone(ctx context.Context) {
 
 // refresh serves again if the socket is gone and registers if kubelet is
 // listening. A remove event for a socket already recreated is our own
-// doing and is ignored.
+// doing (serve removing a stale socket) and is ignored, unless the
+// registration it cut short has not said serving yet.
 func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	path := filepath.Join(s.dir, s.socket)
 	if _, err := os.Stat(path); err != nil || s.grpc == nil {
@@ -193,9 +197,10 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 			s.failed(trigger, err)
 			return
 		}
-	} else if trigger == string(kubeletwatch.SocketRemoved) {
+	} else if trigger == string(kubeletwatch.SocketRemoved) && !s.unsaid {
 		return
 	}
+	s.unsaid = false
 	kubelet := filepath.Join(s.dir, "kubelet.sock")
 	if _, err := os.Stat(kubelet); err != nil {
 		s.log.Info("kubelet is not listening yet; will register when kubelet.sock appears", "socket", kubelet)
@@ -223,6 +228,7 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	switch s.listedSince(ctx, listings) {
 	case superseded:
 		s.log.Info("the sockets changed again before kubelet read the devices; serving and registering again")
+		s.unsaid = true
 		return
 	case timedOut:
 		s.log.Warn("kubelet has not read the device list; saying serving anyway", "waited", listWait)
@@ -230,6 +236,7 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 	switch waited, res := s.kubeletListsSelf(ctx); {
 	case res == superseded:
 		s.log.Info("the sockets changed again before kubelet listed this replica's pod; serving and registering again")
+		s.unsaid = true
 		return
 	case res == timedOut:
 		s.log.Warn("kubelet does not list this replica's pod; saying serving anyway", "pod", s.self, "waited", waited.Round(time.Millisecond))

@@ -32,13 +32,15 @@ const pluginIndex = "90"
 // finish, and only then closes the connection. After that the validator
 // refuses what needs the hook.
 func (h *Hook) Run(ctx context.Context, socket string) error {
+	// The connection lives on runCtx, which ends only once the hook has
+	// drained after ctx ends (or Run returns).
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	go func() {
-		<-ctx.Done()
+	go func(parent context.Context) {
+		<-parent.Done()
 		h.drain(drainMax)
 		stop()
-	}()
+	}(ctx)
 	ctx = runCtx
 	backoff := 200 * time.Millisecond
 	for {
