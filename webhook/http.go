@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
@@ -44,6 +45,14 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			http.Error(w, fmt.Sprintf("admission review larger than %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The server's read deadline passed with the body unread: the
+			// leader was too busy to read it in time, which says nothing
+			// against the review; the apiserver may send it again.
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "admission review not read within the server's read timeout; vgpud is busy, try again", http.StatusTooManyRequests)
 			return
 		}
 		http.Error(w, "read admission review: "+err.Error(), http.StatusBadRequest)

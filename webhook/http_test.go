@@ -3,10 +3,12 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -101,5 +103,27 @@ func TestHTTPTransportFaults(t *testing.T) {
 				t.Fatalf("got %d %q, want %d containing %q", w.Code, w.Body, tt.code, tt.msg)
 			}
 		})
+	}
+}
+
+// deadlineBody is a body whose read the server's deadline cut short, as
+// net/http and its HTTP/2 server report it.
+type deadlineBody struct{}
+
+func (deadlineBody) Read([]byte) (int, error) {
+	return 0, fmt.Errorf("read: %w", os.ErrDeadlineExceeded)
+}
+
+// A review the leader could not read before the server's read deadline
+// (a flood of large ones on a busy leader) is answered as load: 429, to
+// send again, not 400, which would call the review bad.
+func TestHTTPBodyReadTimeoutIsLoad(t *testing.T) {
+	h := NewHTTPHandler(newPods(testConfig(), nil), quietLog())
+	r := httptest.NewRequest(http.MethodPost, "/webhook", deadlineBody{})
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "read timeout") {
+		t.Fatalf("got %d %q (Retry-After %q), want 429 saying the read timed out", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
 }
