@@ -2,10 +2,8 @@ package nrihook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	nrilog "github.com/containerd/nri/pkg/log"
@@ -34,27 +32,26 @@ const pluginIndex = "90"
 // finish, and only then closes the connection. After that the validator
 // refuses what needs the hook.
 func (h *Hook) Run(ctx context.Context, socket string) error {
-	// The connection lives on runCtx, which ends only once the hook has
-	// drained after ctx ends (or Run returns).
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	go func(parent context.Context) {
-		<-parent.Done()
+	go func() {
+		<-ctx.Done()
 		h.drain(drainMax)
 		stop()
-	}(ctx)
+	}()
 	ctx = runCtx
 	backoff := 200 * time.Millisecond
 	for {
+		s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithSocketPath(socket),
+			stub.WithLogger(logger{h.log}), stub.WithOnClose(h.setDown))
+		if err != nil {
+			return fmt.Errorf("NRI plugin: %w", err)
+		}
 		began := h.clock.Now()
-		err := h.connectOnce(ctx, socket)
+		err = s.Run(ctx)
 		h.setDown()
 		if ctx.Err() != nil {
 			return nil
-		}
-		var fatal *stubError
-		if errors.As(err, &fatal) {
-			return fatal.err
 		}
 		if h.clock.Since(began) > 10*time.Second {
 			backoff = 200 * time.Millisecond
@@ -67,54 +64,6 @@ func (h *Hook) Run(ctx context.Context, socket string) error {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-}
-
-// configureWait bounds how long the runtime may take to configure the
-// plugin once connected. NRI's stub waits for that without a deadline:
-// a busy runtime that drops the request would keep the hook unconnected
-// for good, and every container that needs it refused.
-const configureWait = 20 * time.Second
-
-// stubError is a stub that cannot be built: no retry helps.
-type stubError struct{ err error }
-
-func (e *stubError) Error() string { return e.err.Error() }
-
-// connectOnce serves one connection to the runtime until it ends, ctx
-// ends, or the runtime does not configure the plugin within
-// configureWait.
-func (h *Hook) connectOnce(ctx context.Context, socket string) error {
-	conn, err := net.DialTimeout("unix", socket, 2*time.Second)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", socket, err)
-	}
-	s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithConnection(conn),
-		stub.WithLogger(logger{h.log}), stub.WithOnClose(h.setDown))
-	if err != nil {
-		conn.Close()
-		return &stubError{fmt.Errorf("NRI plugin: %w", err)}
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	wait := h.clock.NewTimer(configureWait)
-	defer wait.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	case <-wait.C():
-		if up, _ := h.Connected(); up {
-			return <-done
-		}
-	}
-	// The stub may be blocked for good waiting to be configured: closing
-	// its connection makes the runtime drop it; the blocked goroutine is
-	// left behind, one per such attempt.
-	conn.Close()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return fmt.Errorf("the container runtime did not configure the plugin within %v", configureWait)
 }
 
 // logger sends NRI's own log lines to slog, at debug below warnings.
