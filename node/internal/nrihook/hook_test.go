@@ -209,3 +209,22 @@ func TestAHeldHookRefusesSlicesUntilSettled(t *testing.T) {
 		t.Errorf("verdicts %v", obs.verdicts)
 	}
 }
+
+// Run ends once its context does, the hook drained: with no runtime to
+// connect to, it was retrying, and must stop at once rather than keep the
+// role from stopping.
+func TestRunEndsWithItsContext(t *testing.T) {
+	h, _ := testHook()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx, t.TempDir()+"/no-runtime.sock") }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(2 * drainMax):
+		t.Fatalf("Run still running %v after its context ended", 2*drainMax)
+	}
+}

@@ -31,15 +31,19 @@ const pluginIndex = "90"
 // the hook stops by refusing new calls and letting the one being answered
 // finish, and only then closes the connection. After that the validator
 // refuses what needs the hook.
-func (h *Hook) Run(ctx context.Context, socket string) error {
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+func (h *Hook) Run(parent context.Context, socket string) error {
+	// The connection lives on ctx, which ends only once the hook has
+	// drained after parent ends (or when Run returns).
+	ctx, stop := context.WithCancel(context.WithoutCancel(parent))
 	defer stop()
 	go func() {
-		<-ctx.Done()
-		h.drain(drainMax)
-		stop()
+		select {
+		case <-parent.Done():
+			h.drain(drainMax)
+			stop()
+		case <-ctx.Done():
+		}
 	}()
-	ctx = runCtx
 	backoff := 200 * time.Millisecond
 	for {
 		s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithSocketPath(socket),
