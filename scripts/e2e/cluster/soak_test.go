@@ -208,12 +208,9 @@ func (e env) recovered(t *testing.T, ns string, old *corev1.Pod, moved bool) (se
 
 // recoveryLimit bounds how long a fault may take to recover from. On
 // nodes with NRI a rolling restart of the DaemonSet under the workload
-// took 157 s in one full run and over 180 s in the next, with the load
-// average above 100 and runc and the CNI plugins waiting in the kernel
-// on network-namespace teardown. The likely cause, not proven: binds no
-// longer wait per node, so nearly every workload pod gets a sandbox
-// before the workload deletes it, and each node's new vgpud pod waits on
-// the pod network like the rest.
+// took 157 s in one full run and over 180 s in the next, when the
+// workload's pods still had a pod network each (see workload.step) and
+// each replica also waited out --shutdown-grace on stopping.
 const recoveryLimit = 300 * time.Second
 
 func restarts(p *corev1.Pod) int32 {
@@ -646,12 +643,19 @@ type refusal struct {
 	err string
 }
 
+// workloadStep is how often the workload creates a pod (and, at maxLive,
+// deletes its oldest). At one a second the three nodes on this machine
+// fell behind: 138 of the workload's pods were still Terminating when a
+// rollout timed out. At one every 2-3 s (plain pods, by hand) the number
+// Terminating stayed near 7.
+const workloadStep = 2 * time.Second
+
 func (w *workload) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(500 * time.Millisecond)
+		tick := time.NewTicker(workloadStep)
 		defer tick.Stop()
 		for n := 0; ; n++ {
 			select {
@@ -691,8 +695,19 @@ func (w *workload) step(ctx context.Context, n int) {
 	if cores > 0 {
 		limits["nvidia.com/gpucores"] = strconv.Itoa(cores)
 	}
+	pod := gpuPod(name, limits, nil)
+	// The three nodes share this machine's one kernel and two cores. At a
+	// pod every 500 ms, each with its own network namespace and token
+	// mount, the CNI plugins queued on the kernel's rtnl lock and runc on
+	// its mount lock (dozens in D state, load above 150), containerd took
+	// minutes to reap an exited container, and a rolling vgpud pod waited
+	// that long for its own sandbox. The soak is about GPUs: its pods
+	// share the node's network, mount no token, and come slower
+	// (workloadStep).
+	pod.Spec.HostNetwork = true
+	pod.Spec.AutomountServiceAccountToken = new(bool)
 	at := time.Now()
-	_, err := w.e.kube.CoreV1().Pods(w.ns).Create(ctx, gpuPod(name, limits, nil), metav1.CreateOptions{})
+	_, err := w.e.kube.CoreV1().Pods(w.ns).Create(ctx, pod, metav1.CreateOptions{})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
