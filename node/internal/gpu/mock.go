@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,10 +21,14 @@ type Mock struct {
 
 	mu      sync.Mutex
 	failing map[string]bool
+	// procs are the processes declared on each GPU (by UUID), by PID:
+	// go-nvml's mock lists none.
+	procs map[string]map[int]ProcessSample
+	clock uint64 // the driver's sample timestamps, µs, one per read
 }
 
 func newMock(s *server.Server, node string, numa []int) *Mock {
-	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}}
+	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}, procs: map[string]map[int]ProcessSample{}}
 	for i, d := range s.Devices {
 		md := d.(*server.Device)
 		md.UUID = stableUUID(node, i)
@@ -58,7 +63,30 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 		}
 		return d.MemoryInfo, nvml.SUCCESS
 	}
-	// Nothing runs on a mock GPU: it is idle.
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if m.isFailing(d.UUID) {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		var out []nvml.ProcessInfo
+		for _, p := range m.declared(d.UUID) {
+			out = append(out, nvml.ProcessInfo{Pid: uint32(p.PID), UsedGpuMemory: p.UsedBytes})
+		}
+		return out, nvml.SUCCESS
+	}
+	d.GetProcessUtilizationFunc = func(since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		now := m.tick()
+		var out []nvml.ProcessUtilizationSample
+		for _, p := range m.declared(d.UUID) {
+			if p.SMPercent >= 0 && now > since {
+				out = append(out, nvml.ProcessUtilizationSample{Pid: uint32(p.PID), TimeStamp: now, SmUtil: uint32(p.SMPercent)})
+			}
+		}
+		if len(out) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return out, nvml.SUCCESS
+	}
+	// The GPU is idle but for the processes declared on it.
 	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		if m.isFailing(d.UUID) {
 			return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
@@ -129,4 +157,50 @@ func (m *Mock) isFailing(uuid string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.failing[uuid]
+}
+
+// SetProcess declares that process pid uses usedMiB of the GPU (UUID or
+// index) and smPercent of its SM time (-1: the driver gives no sample);
+// usedMiB 0 takes the process off the GPU. The mock's process list is
+// this declaration; the PID is a host PID the caller chose.
+func (m *Mock) SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) error {
+	if i, err := strconv.Atoi(gpu); err == nil && i >= 0 && i < len(m.Devices) {
+		gpu = m.Devices[i].(*server.Device).UUID
+	}
+	if _, err := m.device(gpu); err != nil {
+		return err
+	}
+	if pid <= 0 || smPercent < -1 || smPercent > 100 {
+		return fmt.Errorf("process %d at %d%% SM: want a PID above 0 and an SM share from 0 to 100, or -1", pid, smPercent)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.procs[gpu] == nil {
+		m.procs[gpu] = map[int]ProcessSample{}
+	}
+	if usedMiB == 0 {
+		delete(m.procs[gpu], pid)
+		return nil
+	}
+	m.procs[gpu][pid] = ProcessSample{GPU: gpu, PID: pid, UsedBytes: usedMiB << 20, SMPercent: smPercent}
+	return nil
+}
+
+func (m *Mock) declared(uuid string) []ProcessSample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ProcessSample, 0, len(m.procs[uuid]))
+	for _, p := range m.procs[uuid] {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b ProcessSample) int { return a.PID - b.PID })
+	return out
+}
+
+// tick advances the mock driver's sample clock.
+func (m *Mock) tick() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clock += 1000
+	return m.clock
 }

@@ -1,0 +1,92 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// ProcessSample is one process on one GPU as the driver sees it from
+// outside: the memory it holds, and its share of the GPU's SM time.
+type ProcessSample struct {
+	GPU       string // UUID
+	PID       int    // in the host's PID namespace
+	UsedBytes uint64
+	// SMPercent averages the driver's samples of this process since the
+	// last read; -1 where it gave none (an idle process, or a driver that
+	// does not sample per process).
+	SMPercent int
+}
+
+// Processes lists the compute processes on every GPU with their memory,
+// and their SM share from the driver's samples newer than since (its
+// timestamp, in µs; 0 for all it keeps). It returns the newest timestamp
+// it read, for the next call. A GPU that does not answer is left out
+// and named in the error; the others are still listed.
+func Processes(lib nvml.Interface, since uint64) ([]ProcessSample, uint64, error) {
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, since, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))
+	}
+	var out []ProcessSample
+	var errs []error
+	newest := since
+	for i := range n {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			errs = append(errs, fmt.Errorf("GPU %d: get handle: %s", i, nvml.ErrorString(ret)))
+			continue
+		}
+		uuid, ret := d.GetUUID()
+		if ret != nvml.SUCCESS {
+			errs = append(errs, fmt.Errorf("GPU %d: uuid: %s", i, nvml.ErrorString(ret)))
+			continue
+		}
+		procs, ret := d.GetComputeRunningProcesses()
+		if ret != nvml.SUCCESS {
+			errs = append(errs, fmt.Errorf("GPU %d (%s): list processes: %s", i, uuid, nvml.ErrorString(ret)))
+			continue
+		}
+		sm, last := smShares(d, since)
+		newest = max(newest, last)
+		for _, p := range procs {
+			used := p.UsedGpuMemory
+			if used == math.MaxUint64 { // NVML_VALUE_NOT_AVAILABLE
+				used = 0
+			}
+			share, ok := sm[p.Pid]
+			if !ok {
+				share = -1
+			}
+			out = append(out, ProcessSample{GPU: uuid, PID: int(p.Pid), UsedBytes: used, SMPercent: share})
+		}
+	}
+	return out, newest, errors.Join(errs...)
+}
+
+// smShares averages each process's SM samples newer than since. A GPU
+// with no sample since (NOT_FOUND) or none at all (NOT_SUPPORTED) gives
+// no shares: the processes' SM shares are then unknown, not 0.
+func smShares(d nvml.Device, since uint64) (map[uint32]int, uint64) {
+	samples, ret := d.GetProcessUtilization(since)
+	if ret != nvml.SUCCESS {
+		return nil, since
+	}
+	sum, count := map[uint32]uint64{}, map[uint32]uint64{}
+	newest := since
+	for _, s := range samples {
+		if s.TimeStamp <= since {
+			continue
+		}
+		sum[s.Pid] += uint64(s.SmUtil)
+		count[s.Pid]++
+		newest = max(newest, s.TimeStamp)
+	}
+	out := make(map[uint32]int, len(sum))
+	for pid, total := range sum {
+		out[pid] = int(total / count[pid])
+	}
+	return out, newest
+}

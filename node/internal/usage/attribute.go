@@ -1,0 +1,114 @@
+package usage
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Containers is what the runtime hook registered: the containers this
+// node granted a slice, by the runtime's container ID. The hook is its
+// only writer; a container's processes name it through their cgroup.
+type Containers struct {
+	mu   sync.RWMutex
+	byID map[string]*Container
+}
+
+// NewContainers returns an empty register.
+func NewContainers() *Containers { return &Containers{byID: map[string]*Container{}} }
+
+// Add registers c (the hook granted it a slice); a later Add of the same
+// ID replaces it.
+func (r *Containers) Add(c Container) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID[c.ID] = &c
+}
+
+// RemovePod forgets every container of the pod with that UID.
+func (r *Containers) RemovePod(uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, c := range r.byID {
+		if c.PodUID == uid {
+			delete(r.byID, id)
+		}
+	}
+}
+
+// Get is the container with that runtime ID; nil if none was granted.
+func (r *Containers) Get(id string) *Container {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[id]
+}
+
+// Len is how many containers are registered.
+func (r *Containers) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.byID)
+}
+
+// Procfs reads which container a host PID runs in from /proc.
+type Procfs struct {
+	// Root is the host's /proc as this process sees it: "/proc" with the
+	// host's PID namespace.
+	Root string
+}
+
+// ContainerID is the runtime's ID of the container whose cgroup holds
+// pid, read from /proc/<pid>/cgroup: the last element of the cgroup path,
+// stripped of the runtime's decorations (cgroupfs
+// ".../pod<uid>/<id>", systemd ".../cri-containerd-<id>.scope"). ok is
+// false for a process in no container's cgroup (the host's).
+func (p Procfs) ContainerID(pid int) (id string, ok bool, err error) {
+	raw, err := os.ReadFile(path.Join(p.Root, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return "", false, fmt.Errorf("read the cgroup of process %d: %w", pid, err)
+	}
+	id, ok = containerIDFromCgroup(raw)
+	return id, ok, nil
+}
+
+// containerIDFromCgroup reads a /proc/<pid>/cgroup file: the unified
+// hierarchy's line ("0::/path") where there is one, else the first named
+// controller's, both naming the same container.
+func containerIDFromCgroup(raw []byte) (string, bool) {
+	var best string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		// hierarchy-ID:controllers:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			best = parts[2]
+			break
+		}
+		if best == "" && parts[1] != "" {
+			best = parts[2]
+		}
+	}
+	return containerIDFromPath(best)
+}
+
+// containerIDFromPath is the container ID a cgroup path ends in: 64 hex
+// digits, after an optional "<runtime>-" and before an optional ".scope".
+func containerIDFromPath(p string) (string, bool) {
+	last := path.Base(p)
+	last = strings.TrimSuffix(last, ".scope")
+	if i := strings.LastIndexAny(last, "-:"); i >= 0 {
+		last = last[i+1:]
+	}
+	if len(last) != 64 || strings.Trim(last, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return last, true
+}

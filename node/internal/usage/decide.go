@@ -1,0 +1,161 @@
+// Package usage holds each container to its slice of GPU memory from
+// outside its processes: the node samples what NVML says every process
+// on each GPU uses, attributes each process to the container the runtime
+// hook granted a slice, and, where the node enforces, kills the largest
+// process of a container over its slice. Decide is the pure rule; the
+// sampling, the attribution and the kill are the parts around it.
+package usage
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Mode is what a node does with what it measures.
+type Mode int
+
+const (
+	// Off samples nothing.
+	Off Mode = iota
+	// Report measures and shows every container's use, and kills nothing.
+	Report
+	// Enforce also kills the largest process of a container over its
+	// slice's memory on a GPU.
+	Enforce
+)
+
+// Modes lists the accepted values, for flags and errors.
+var Modes = []string{"off", "report", "enforce"}
+
+func (m Mode) String() string { return Modes[m] }
+
+// ParseMode reads a --gpu-usage value.
+func ParseMode(s string) (Mode, error) {
+	if i := slices.Index(Modes, s); i >= 0 {
+		return Mode(i), nil
+	}
+	return Off, fmt.Errorf("%q is not a mode: want one of %v", s, Modes)
+}
+
+// Process is one process on one GPU as NVML lists it.
+type Process struct {
+	GPU       string // UUID
+	PID       int
+	UsedBytes uint64
+	// SMPercent is the process's share of the GPU's SM time over the
+	// last sample period; -1 where the driver did not say.
+	SMPercent int
+}
+
+// Container is a container the runtime hook granted a slice, as the
+// runtime named it.
+type Container struct {
+	ID                     string // the runtime's container ID
+	Namespace, Pod, PodUID string
+	Name                   string
+	// Slices are its parts of GPUs, by UUID. A slice that oversubscribes
+	// the GPU (CUDA_OVERSUBSCRIBE) is measured against its memory all the
+	// same: the GPU holds only what it has.
+	Slices map[string]Slice
+}
+
+// Slice is a container's part of one GPU.
+type Slice struct {
+	MemoryBytes uint64
+	Cores       int
+	// Whole is a slice of all the GPU's memory: never killed for memory.
+	Whole bool
+}
+
+// Use is one container's use of one GPU in one sample.
+type Use struct {
+	Container  *Container
+	GPU        string
+	UsedBytes  uint64
+	LimitBytes uint64 // the slice's memory; 0 on a GPU it was not granted
+	Whole      bool
+	// SMPercent sums the processes' shares; -1 where the driver said none.
+	SMPercent int
+	Cores     int // the slice's gpucores, to read SMPercent against
+	Processes []Process
+}
+
+// Over reports whether the container holds more than its slice plus margin.
+func (u Use) Over(margin uint64) bool {
+	return !u.Whole && u.UsedBytes > u.LimitBytes+margin
+}
+
+// Kill is a process Decide would end: the largest of a container's
+// processes on a GPU where the container is over its slice.
+type Kill struct {
+	Use    Use
+	Victim Process
+}
+
+// Verdict is what one sample shows and what to do about it.
+type Verdict struct {
+	Uses []Use
+	// Kills is empty unless the mode is Enforce.
+	Kills []Kill
+	// Unattributed are processes no granted container of this node owns:
+	// the host's, another runtime's, an exempt container's, or (where
+	// nodes share a PID namespace) another node's. Reported, never killed.
+	Unattributed []Process
+}
+
+// Decide attributes procs by owner (nil when no granted container owns
+// the PID) and decides, under mode, which processes to end: for each
+// container over its slice's memory plus margin on a GPU, its largest
+// process there. A whole-GPU slice is never over.
+func Decide(procs []Process, owner func(pid int) *Container, mode Mode, margin uint64) Verdict {
+	var v Verdict
+	type key struct {
+		c   *Container
+		gpu string
+	}
+	uses := map[key]*Use{}
+	for _, p := range procs {
+		c := owner(p.PID)
+		if c == nil {
+			v.Unattributed = append(v.Unattributed, p)
+			continue
+		}
+		k := key{c, p.GPU}
+		u := uses[k]
+		if u == nil {
+			s := c.Slices[p.GPU]
+			u = &Use{Container: c, GPU: p.GPU, LimitBytes: s.MemoryBytes, Whole: s.Whole, Cores: s.Cores, SMPercent: -1}
+			uses[k] = u
+		}
+		u.UsedBytes += p.UsedBytes
+		if p.SMPercent >= 0 {
+			u.SMPercent = max(u.SMPercent, 0) + p.SMPercent
+		}
+		u.Processes = append(u.Processes, p)
+	}
+	for _, u := range uses {
+		v.Uses = append(v.Uses, *u)
+	}
+	// One order whatever the map's: by pod, container, GPU.
+	slices.SortFunc(v.Uses, func(a, b Use) int {
+		return cmp.Or(cmp.Compare(a.Container.Namespace, b.Container.Namespace), cmp.Compare(a.Container.Pod, b.Container.Pod),
+			cmp.Compare(a.Container.Name, b.Container.Name), cmp.Compare(a.Container.ID, b.Container.ID), cmp.Compare(a.GPU, b.GPU))
+	})
+	slices.SortFunc(v.Unattributed, func(a, b Process) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.PID, b.PID)) })
+	if mode != Enforce {
+		return v
+	}
+	for _, u := range v.Uses {
+		if !u.Over(margin) {
+			continue
+		}
+		victim := slices.MaxFunc(u.Processes, func(a, b Process) int {
+			// The largest; of equals, the newest PID (most likely the one
+			// that just grew), so the choice is the same every time.
+			return cmp.Or(cmp.Compare(a.UsedBytes, b.UsedBytes), cmp.Compare(a.PID, b.PID))
+		})
+		v.Kills = append(v.Kills, Kill{Use: u, Victim: victim})
+	}
+	return v
+}

@@ -1,0 +1,115 @@
+package usage
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+type fakeHost struct {
+	ids    map[int]string // pid → container ID
+	first  map[int]bool
+	killed []int
+}
+
+func (h *fakeHost) ContainerID(pid int) (string, bool, error) {
+	id, ok := h.ids[pid]
+	return id, ok, nil
+}
+
+func (h *fakeHost) Kill(pid int, id string) error {
+	if h.ids[pid] != id {
+		return ErrMoved
+	}
+	h.killed = append(h.killed, pid)
+	delete(h.ids, pid)
+	return nil
+}
+
+func (h *fakeHost) First(pid int) bool { return h.first[pid] }
+
+type fakeRecorder struct {
+	samples int
+	kills   []Kill
+	firsts  []bool
+}
+
+func (r *fakeRecorder) Sampled(Verdict, time.Duration) { r.samples++ }
+func (r *fakeRecorder) Killed(k Kill, first bool, err error) {
+	if err == nil {
+		r.kills = append(r.kills, k)
+		r.firsts = append(r.firsts, first)
+	}
+}
+
+func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
+	containers := NewContainers()
+	containers.Add(Container{ID: "over", Namespace: "t", Pod: "greedy", PodUID: "u1", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 1000 * mib}}})
+	containers.Add(Container{ID: "fine", Namespace: "t", Pod: "neighbour", PodUID: "u2", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 1000 * mib}}})
+	host := &fakeHost{ids: map[int]string{100: "over", 101: "over", 200: "fine", 300: "not-ours"}, first: map[int]bool{100: true}}
+	procs := []Process{
+		{GPU: "GPU-0", PID: 100, UsedBytes: 1200 * mib},
+		{GPU: "GPU-0", PID: 101, UsedBytes: 400 * mib},
+		{GPU: "GPU-0", PID: 200, UsedBytes: 900 * mib},
+		{GPU: "GPU-0", PID: 300, UsedBytes: 9000 * mib}, // another runtime's, or another node's
+		{GPU: "GPU-0", PID: 400, UsedBytes: 9000 * mib}, // the host's
+	}
+	sample := func() ([]Process, error) {
+		var live []Process
+		for _, p := range procs {
+			if _, ok := host.ids[p.PID]; ok || p.PID == 400 {
+				live = append(live, p)
+			}
+		}
+		return live, nil
+	}
+	rec := &fakeRecorder{}
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second, Margin: 200 * mib}, sample, containers, host, rec, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	v := e.Step()
+	if len(host.killed) != 1 || host.killed[0] != 100 {
+		t.Fatalf("killed %v; want [100], the over container's largest process", host.killed)
+	}
+	if len(rec.kills) != 1 || !rec.firsts[0] || rec.kills[0].Use.Container.Pod != "greedy" || rec.kills[0].Use.UsedBytes != 1600*mib {
+		t.Errorf("recorded %+v first=%v", rec.kills, rec.firsts)
+	}
+	if len(v.Unattributed) != 2 {
+		t.Errorf("unattributed %+v; want the other runtime's and the host's", v.Unattributed)
+	}
+	// Next sample: 101 alone (400 MiB) is within the slice; nobody else dies.
+	e.Step()
+	if len(host.killed) != 1 {
+		t.Errorf("killed %v after the over container fell within its slice", host.killed)
+	}
+	if last, _ := e.Last(); len(last.Uses) != 2 || rec.samples != 2 {
+		t.Errorf("last verdict %+v after %d samples", last.Uses, rec.samples)
+	}
+}
+
+func TestEnforcerReportModeKillsNothing(t *testing.T) {
+	containers := NewContainers()
+	containers.Add(Container{ID: "over", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	host := &fakeHost{ids: map[int]string{1: "over"}}
+	rec := &fakeRecorder{}
+	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, func() ([]Process, error) {
+		return []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}, nil
+	}, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	v := e.Step()
+	if len(host.killed) != 0 || len(v.Uses) != 1 || !v.Uses[0].Over(0) {
+		t.Errorf("report mode: killed %v, uses %+v", host.killed, v.Uses)
+	}
+}
+
+func TestEnforcerOffSamplesNothing(t *testing.T) {
+	sampled := false
+	e := NewEnforcer(Options{Mode: Off, Period: time.Second}, func() ([]Process, error) { sampled = true; return nil, nil },
+		NewContainers(), &fakeHost{}, &fakeRecorder{}, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := e.Run(context.Background()); err != nil || sampled {
+		t.Errorf("off: Run = %v, sampled %v", err, sampled)
+	}
+}

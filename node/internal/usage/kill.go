@@ -1,0 +1,68 @@
+package usage
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrMoved is a kill not made because the PID no longer runs in the
+// container it was attributed to: it ended, and the PID may be reused.
+var ErrMoved = errors.New("the process is no longer in that container")
+
+// Kill ends process pid of container id with SIGKILL. It holds the
+// process by a pidfd first and then checks its cgroup, so the signal
+// reaches the process that was checked or none: never another that
+// reused the PID.
+func (p Procfs) Kill(pid int, id string) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: %w", pid, ErrMoved)
+		}
+		return fmt.Errorf("open process %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	got, ok, err := p.ContainerID(pid)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("process %d: %w", pid, ErrMoved)
+		}
+		return err
+	}
+	if !ok || got != id {
+		return fmt.Errorf("process %d: %w", pid, ErrMoved)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: %w", pid, ErrMoved)
+		}
+		return fmt.Errorf("kill process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// First reports whether pid is the first process of its PID namespace
+// (the container's own, when the pod does not share one): killing it
+// ends the container, which then restarts under its restart policy.
+func (p Procfs) First(pid int) bool {
+	raw, err := os.ReadFile(path.Join(p.Root, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 0 && f[len(f)-1] == "1"
+		}
+	}
+	return false
+}
