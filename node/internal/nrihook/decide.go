@@ -38,7 +38,10 @@ func (v Action) String() string {
 type Decision struct {
 	Action Action
 	Slice  grant.Slice
-	Reason string
+	// Assigned is the container's part of the pod's assignment (Grant):
+	// what the node holds its processes to.
+	Assigned protocol.ContainerAssignment
+	Reason   string
 }
 
 // Container is the container the runtime is creating, as the runtime
@@ -95,7 +98,7 @@ func Decide(c Container, r Rules) Decision {
 			}
 		default:
 			if ca, ok := a.Container(c.Name); ok && spec != nil {
-				return Decision{Action: Grant, Slice: grant.For(ca, c.UID, grant.Priority(spec, r.Resources), r.Slice)}
+				return Decision{Action: Grant, Slice: grant.For(ca, c.UID, grant.Priority(spec, r.Resources), r.Slice), Assigned: ca}
 			}
 		}
 	}

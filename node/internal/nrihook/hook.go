@@ -47,6 +47,9 @@ type Hook struct {
 	clock clock.Clock
 	log   *slog.Logger
 
+	// granted is told of each grant and removed pod; nil tells nobody.
+	granted Granted
+
 	mu sync.Mutex
 	// slice is rules.Slice as Settle last set it; unsettled says why no
 	// slice is granted yet (Hold), "" once the node's settings are read.
@@ -123,6 +126,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 		return nil, nil, err
 	}
 	if d.Action == Grant {
+		h.tellGranted(ctr.GetId(), c, d.Assigned)
 		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", h.clock.Since(start))
 	}
 	return adj, nil, nil
@@ -264,8 +268,11 @@ func (h *Hook) remember(c Container, d Decision, err error) {
 // RemovePodSandbox forgets the pod.
 func (h *Hook) RemovePodSandbox(_ context.Context, sb *api.PodSandbox) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	delete(h.seen, types.UID(sb.GetUid()))
+	h.mu.Unlock()
+	if h.granted != nil {
+		h.granted.Removed(sb.GetUid())
+	}
 	return nil
 }
 
@@ -286,6 +293,7 @@ func (h *Hook) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*ap
 	}
 	h.mu.Unlock()
 	h.log.Info("connected to the container runtime", "pods", len(pods), "containers", len(ctrs))
+	h.resync(pods, ctrs)
 	return nil, nil
 }
 

@@ -64,8 +64,15 @@ type Container struct {
 type Slice struct {
 	MemoryBytes uint64
 	Cores       int
-	// Whole is a slice of all the GPU's memory: never killed for memory.
-	Whole bool
+}
+
+// Sample is one read of the node's GPUs: every process on them, and each
+// GPU's memory.
+type Sample struct {
+	Processes []Process
+	// MemoryBytes is each GPU's physical memory, by UUID: a slice of all
+	// of it (or more, where the node oversubscribes) is a whole GPU.
+	MemoryBytes map[string]uint64
 }
 
 // Use is one container's use of one GPU in one sample.
@@ -74,7 +81,8 @@ type Use struct {
 	GPU        string
 	UsedBytes  uint64
 	LimitBytes uint64 // the slice's memory; 0 on a GPU it was not granted
-	Whole      bool
+	// Whole is a slice of all the GPU's memory: never over.
+	Whole bool
 	// SMPercent sums the processes' shares; -1 where the driver said none.
 	SMPercent int
 	Cores     int // the slice's gpucores, to read SMPercent against
@@ -104,18 +112,18 @@ type Verdict struct {
 	Unattributed []Process
 }
 
-// Decide attributes procs by owner (nil when no granted container owns
-// the PID) and decides, under mode, which processes to end: for each
-// container over its slice's memory plus margin on a GPU, its largest
-// process there. A whole-GPU slice is never over.
-func Decide(procs []Process, owner func(pid int) *Container, mode Mode, margin uint64) Verdict {
+// Decide attributes the sample's processes by owner (nil when no granted
+// container owns the PID) and decides, under mode, which processes to
+// end: for each container over its slice's memory plus margin on a GPU,
+// its largest process there. A whole-GPU slice is never over.
+func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) Verdict {
 	var v Verdict
 	type key struct {
 		c   *Container
 		gpu string
 	}
 	uses := map[key]*Use{}
-	for _, p := range procs {
+	for _, p := range s.Processes {
 		c := owner(p.PID)
 		if c == nil {
 			v.Unattributed = append(v.Unattributed, p)
@@ -124,8 +132,9 @@ func Decide(procs []Process, owner func(pid int) *Container, mode Mode, margin u
 		k := key{c, p.GPU}
 		u := uses[k]
 		if u == nil {
-			s := c.Slices[p.GPU]
-			u = &Use{Container: c, GPU: p.GPU, LimitBytes: s.MemoryBytes, Whole: s.Whole, Cores: s.Cores, SMPercent: -1}
+			sl := c.Slices[p.GPU]
+			total := s.MemoryBytes[p.GPU]
+			u = &Use{Container: c, GPU: p.GPU, LimitBytes: sl.MemoryBytes, Whole: total > 0 && sl.MemoryBytes >= total, Cores: sl.Cores, SMPercent: -1}
 			uses[k] = u
 		}
 		u.UsedBytes += p.UsedBytes

@@ -12,8 +12,12 @@ func TestDecide(t *testing.T) {
 		"GPU-1": {MemoryBytes: 2000 * mib, Cores: 30},
 	}}
 	b := &Container{ID: "b", Namespace: "ns", Pod: "b", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 500 * mib}}}
-	whole := &Container{ID: "w", Namespace: "ns", Pod: "w", Name: "main", Slices: map[string]Slice{"GPU-2": {MemoryBytes: 40960 * mib, Whole: true}}}
-	owners := map[int]*Container{10: a, 11: a, 12: a, 20: b, 30: whole}
+	whole := &Container{ID: "w", Namespace: "ns", Pod: "w", Name: "main", Slices: map[string]Slice{"GPU-2": {MemoryBytes: 40960 * mib}}}
+	totals := map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib, "GPU-2": 40960 * mib}
+	// On a node that oversubscribes GPU memory 1.5×: a slice of 20000 MiB
+	// of the advertised 61440 is not the whole GPU.
+	over := &Container{ID: "o", Namespace: "ns", Pod: "o", Name: "main", Slices: map[string]Slice{"GPU-1": {MemoryBytes: 20000 * mib}}}
+	owners := map[int]*Container{10: a, 11: a, 12: a, 20: b, 30: whole, 40: over}
 	owner := func(pid int) *Container { return owners[pid] }
 	margin := uint64(300 * mib)
 
@@ -41,6 +45,9 @@ func TestDecide(t *testing.T) {
 			kills: []int{20}},
 		{name: "a whole GPU is never over", mode: Enforce,
 			procs: []Process{{GPU: "GPU-2", PID: 30, UsedBytes: 80000 * mib}}},
+		{name: "oversubscribed slices are measured against their memory too", mode: Enforce,
+			procs: []Process{{GPU: "GPU-1", PID: 40, UsedBytes: 30000 * mib}},
+			kills: []int{40}},
 		{name: "report kills nothing", mode: Report,
 			procs: []Process{{GPU: "GPU-0", PID: 10, UsedBytes: 5000 * mib}}},
 		{name: "unattributed are reported, never killed", mode: Enforce,
@@ -52,7 +59,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Decide(tc.procs, owner, tc.mode, margin)
+			v := Decide(Sample{Processes: tc.procs, MemoryBytes: totals}, owner, tc.mode, margin)
 			var kills, unattr []int
 			for _, k := range v.Kills {
 				kills = append(kills, k.Victim.PID)
@@ -87,11 +94,11 @@ func TestDecide(t *testing.T) {
 func TestDecideSumsSMShares(t *testing.T) {
 	c := &Container{ID: "a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib, Cores: 25}}}
 	owner := func(int) *Container { return c }
-	v := Decide([]Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}, owner, Report, 0)
+	v := Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}}, owner, Report, 0)
 	if len(v.Uses) != 1 || v.Uses[0].SMPercent != 50 || v.Uses[0].Cores != 25 {
 		t.Fatalf("uses %+v; want one at 50%% SM against 25 cores", v.Uses)
 	}
-	v = Decide([]Process{{GPU: "GPU-0", PID: 2, SMPercent: -1}}, owner, Report, 0)
+	v = Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 2, SMPercent: -1}}}, owner, Report, 0)
 	if v.Uses[0].SMPercent != -1 {
 		t.Errorf("SM share %d where the driver said none; want -1", v.Uses[0].SMPercent)
 	}

@@ -10,8 +10,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Sampler lists every process on the node's GPUs (NVML, or a mock).
-type Sampler func() ([]Process, error)
+// Sampler reads the node's GPUs (NVML, or a mock).
+type Sampler func() (Sample, error)
 
 // Host is what the enforcer reads of and does to the node's processes.
 type Host interface {
@@ -88,12 +88,12 @@ func (e *Enforcer) Run(ctx context.Context) error {
 // Step takes one sample and acts on it.
 func (e *Enforcer) Step() Verdict {
 	start := e.clock.Now()
-	procs, err := e.sample()
+	sample, err := e.sample()
 	if err != nil {
 		// Some GPUs may still have answered: act on what they said.
 		e.log.Warn("GPU processes not all read", "err", err)
 	}
-	v := Decide(procs, e.owner, e.mode, e.margin)
+	v := Decide(sample, e.owner, e.mode, e.margin)
 	for _, k := range v.Kills {
 		first := e.host.First(k.Victim.PID)
 		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID)

@@ -58,14 +58,14 @@ func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
 		{GPU: "GPU-0", PID: 300, UsedBytes: 9000 * mib}, // another runtime's, or another node's
 		{GPU: "GPU-0", PID: 400, UsedBytes: 9000 * mib}, // the host's
 	}
-	sample := func() ([]Process, error) {
+	sample := func() (Sample, error) {
 		var live []Process
 		for _, p := range procs {
 			if _, ok := host.ids[p.PID]; ok || p.PID == 400 {
 				live = append(live, p)
 			}
 		}
-		return live, nil
+		return Sample{Processes: live}, nil
 	}
 	rec := &fakeRecorder{}
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
@@ -96,8 +96,8 @@ func TestEnforcerReportModeKillsNothing(t *testing.T) {
 	containers.Add(Container{ID: "over", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
 	host := &fakeHost{ids: map[int]string{1: "over"}}
 	rec := &fakeRecorder{}
-	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, func() ([]Process, error) {
-		return []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}, nil
+	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, func() (Sample, error) {
+		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}}, nil
 	}, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	v := e.Step()
 	if len(host.killed) != 0 || len(v.Uses) != 1 || !v.Uses[0].Over(0) {
@@ -107,7 +107,7 @@ func TestEnforcerReportModeKillsNothing(t *testing.T) {
 
 func TestEnforcerOffSamplesNothing(t *testing.T) {
 	sampled := false
-	e := NewEnforcer(Options{Mode: Off, Period: time.Second}, func() ([]Process, error) { sampled = true; return nil, nil },
+	e := NewEnforcer(Options{Mode: Off, Period: time.Second}, func() (Sample, error) { sampled = true; return Sample{}, nil },
 		NewContainers(), &fakeHost{}, &fakeRecorder{}, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := e.Run(context.Background()); err != nil || sampled {
 		t.Errorf("off: Run = %v, sampled %v", err, sampled)
