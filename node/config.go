@@ -52,6 +52,16 @@ type Config struct {
 	// name: vgpud's own, the cluster's (whose network pods must start
 	// before vgpud after a reboot) and the GPU operator's. Never a tenant's.
 	NRIExemptNamespaces []string `json:"-"`
+	// GPUUsage is what the node does with each container's measured GPU
+	// use: "off", "report", or "enforce" (also kill the largest process of
+	// a container over its slice's memory). See usage.Mode.
+	GPUUsage string `json:"gpuUsage"`
+	// GPUUsagePeriod is how often the node samples its GPUs' processes.
+	GPUUsagePeriod time.Duration `json:"-"`
+	// GPUUsageMargin is how many MiB a container may hold on a GPU past
+	// its slice before it is over: room for CUDA contexts, which
+	// HAMi-core's limit does not count either.
+	GPUUsageMargin int64 `json:"-"`
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
@@ -72,6 +82,11 @@ func DefaultConfig() Config {
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
 		NRIExemptNamespaces: []string{"vgpud-system", "kube-system", "gpu-operator"},
+		// Report until the GPU proof (make nvml) has shown a kill on real
+		// hardware.
+		GPUUsage:       "report",
+		GPUUsagePeriod: time.Second,
+		GPUUsageMargin: 1024,
 	}
 }
 
@@ -83,4 +98,11 @@ const (
 	MinHealthRecovery = time.Second
 	// MaxAllocateWait stays below kubelet's own Allocate deadline.
 	MaxAllocateWait = 2 * time.Minute
+	// A container over its slice holds the memory for up to two periods:
+	// sampling NVML more often than MinGPUUsagePeriod costs more than it
+	// tells, and slower than MaxGPUUsagePeriod lets a neighbour fail.
+	MinGPUUsagePeriod = 100 * time.Millisecond
+	MaxGPUUsagePeriod = 10 * time.Second
+	// MaxGPUUsageMarginMiB is more than any CUDA context needs.
+	MaxGPUUsageMarginMiB = 16384
 )

@@ -3,10 +3,12 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/usage"
 )
 
 // The node role's flags; Validate names a bad value by these.
@@ -28,6 +30,9 @@ const (
 	flagNRISocket           = "nri-socket"
 	flagNRIExemptNamespaces = "nri-exempt-namespaces"
 	flagInspectSocket       = "inspect-socket"
+	flagGPUUsage            = "gpu-usage"
+	flagGPUUsagePeriod      = "gpu-usage-period"
+	flagGPUUsageMargin      = "gpu-usage-margin"
 )
 
 // InspectSocketFlag is --inspect-socket, which `vgpud inspect` shares
@@ -48,7 +53,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagDevicePluginSocket, Usage: "file name of vgpud's socket in the device-plugin directory", Value: c.DevicePluginSocket, Destination: &c.DevicePluginSocket},
 		&cli.StringSliceFlag{Name: flagExcludeGPUs, Usage: "GPUs vgpud leaves alone, by index or UUID (comma-separated)",
 			Action: func(_ *cli.Context, v []string) error { c.ExcludeGPUs = slices.DeleteFunc(v, isEmpty); return nil }},
-		&cli.StringFlag{Name: flagNodeOverrides, Usage: "YAML file of per-node split, memoryScaling, coreScaling, exclude and backend, by node name or label (usually a ConfigMap key); empty for none", Value: c.NodeOverrides, Destination: &c.NodeOverrides},
+		&cli.StringFlag{Name: flagNodeOverrides, Usage: "YAML file of per-node split, memoryScaling, coreScaling, exclude, backend and gpuUsage, by node name or label (usually a ConfigMap key); empty for none", Value: c.NodeOverrides, Destination: &c.NodeOverrides},
 		&cli.Uint64SliceFlag{Name: flagHealthIgnoreXIDs, Usage: "XIDs that do not make a GPU unhealthy (application faults)", Value: cli.NewUint64Slice(c.HealthIgnoreXIDs...),
 			Action: func(_ *cli.Context, v []uint64) error { c.HealthIgnoreXIDs = v; return nil }},
 		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},
@@ -62,6 +67,10 @@ func (c *Config) Flags() []cli.Flag {
 				c.NRIExemptNamespaces = slices.DeleteFunc(v, isEmpty)
 				return nil
 			}},
+		&cli.StringFlag{Name: flagGPUUsage, Usage: "what the node does with each container's GPU use, which it samples from the driver: " + strings.Join(usage.Modes, ", ") +
+			" (enforce also kills the largest process of a container over its slice's memory on a GPU; needs the NRI hook)", Value: c.GPUUsage, Destination: &c.GPUUsage},
+		&cli.DurationFlag{Name: flagGPUUsagePeriod, Usage: fmt.Sprintf("how often the node samples its GPUs' processes (%s..%s); a container over its slice holds the memory for at most two periods", MinGPUUsagePeriod, MaxGPUUsagePeriod), Value: c.GPUUsagePeriod, Destination: &c.GPUUsagePeriod},
+		&cli.Int64Flag{Name: flagGPUUsageMargin, Usage: "MiB a container may hold on a GPU past its slice before it is over: room for CUDA contexts, which the slice does not count", Value: c.GPUUsageMargin, Destination: &c.GPUUsageMargin},
 		c.InspectSocketFlag(),
 	}
 }

@@ -26,11 +26,13 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 	for _, ns := range a.cfg.NRIExemptNamespaces {
 		exempt[ns] = true
 	}
-	return nrihook.New(nrihook.Rules{
+	h := nrihook.New(nrihook.Rules{
 		Node: a.node, Resources: a.resources,
 		Slice:  a.sliceOptions(),
 		Exempt: func(ns string) bool { return exempt[ns] },
 	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
+	h.Tell(grantedContainers{a.containers})
+	return h
 }
 
 // sliceOptions are the node's settings that shape every slice it grants.

@@ -189,7 +189,7 @@ func selectOverride(entries []NodeOverride, node string, labels func() (map[stri
 // overrideKeys are the file's keys of the settings an entry may change,
 // by the flag that sets each from the command line.
 func overrideKeys() map[string]string {
-	return map[string]string{flagGPUBackend: "backend", flagSplit: "split", flagMemoryScaling: "memoryScaling", flagCoreScaling: "coreScaling", flagExcludeGPUs: "exclude"}
+	return map[string]string{flagGPUBackend: "backend", flagSplit: "split", flagMemoryScaling: "memoryScaling", flagCoreScaling: "coreScaling", flagExcludeGPUs: "exclude", flagGPUUsage: "gpuUsage"}
 }
 
 // inFileTerms names each finding by the file's key rather than the flag.

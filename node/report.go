@@ -75,6 +75,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 	if cache != nil {
 		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
 	}
+	s.Use = a.useSnapshot()
 	if server != nil {
 		r := server.Registration()
 		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}

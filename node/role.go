@@ -25,6 +25,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
+	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
 )
@@ -44,6 +45,9 @@ type Metrics interface {
 	Health(uuids []string, unhealthy map[string]bool)
 	PodResourcesMismatch()
 	SampleGPUs(sample func() []gpu.Sample)
+	ReportUsage(last func() usage.Verdict)
+	Killed(k usage.Kill)
+	Sampled(took time.Duration)
 }
 
 // API is what the node role calls: core/v1 (its node's inventory
@@ -71,6 +75,11 @@ type Role struct {
 	server   *deviceplugin.Server
 	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
+	// containers are the ones the hook granted a slice, by runtime ID:
+	// the usage enforcer attributes GPU processes to them.
+	containers *usage.Containers
+	enforcer   *usage.Enforcer // nil until the GPUs are found
+	usageRec   *usageRecorder
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
@@ -78,7 +87,7 @@ type Role struct {
 // and its parts.
 func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string,
 	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), clock: clk, log: log, notReady: "starting"}
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), clock: clk, log: log, notReady: "starting", containers: usage.NewContainers()}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -226,6 +235,8 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		return p.server.Run(ctx)
 	})
 	g.Go(func() error { return a.publish(ctx, p.publisher, p.healthChanged) })
+	enforcer := a.newEnforcer(ctx, lib, devs, pods)
+	g.Go(func() error { return enforcer.Run(ctx) })
 	if p.check != nil {
 		g.Go(func() error {
 			defer p.events.Shutdown()

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/usage"
 )
 
 // Validate reports every node-role setting that cannot work, by its flag.
@@ -58,6 +59,15 @@ func (c Config) Validate() field.ErrorList {
 			errs = append(errs, invalid(flagNRIExemptNamespaces, strings.Join(c.NRIExemptNamespaces, ","), fmt.Sprintf("%q is not a namespace name", ns)))
 			break
 		}
+	}
+	if _, err := usage.ParseMode(c.GPUUsage); err != nil {
+		errs = append(errs, invalid(flagGPUUsage, c.GPUUsage, "want one of "+strings.Join(usage.Modes, ", ")))
+	}
+	if c.GPUUsagePeriod < MinGPUUsagePeriod || c.GPUUsagePeriod > MaxGPUUsagePeriod {
+		errs = append(errs, invalid(flagGPUUsagePeriod, c.GPUUsagePeriod, fmt.Sprintf("want from %s to %s", MinGPUUsagePeriod, MaxGPUUsagePeriod)))
+	}
+	if c.GPUUsageMargin < 0 || c.GPUUsageMargin > MaxGPUUsageMarginMiB {
+		errs = append(errs, invalid(flagGPUUsageMargin, c.GPUUsageMargin, fmt.Sprintf("want MiB from 0 to %d", MaxGPUUsageMarginMiB)))
 	}
 	for _, e := range c.ExcludeGPUs {
 		if e == "" {

@@ -126,3 +126,22 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 		t.Fatalf("injected into GPU %q, want 3", got)
 	}
 }
+
+func TestRenderShowsUse(t *testing.T) {
+	var b strings.Builder
+	s := Snapshot{Node: "n1", Use: &GPUUse{Mode: "enforce", Taken: time.Unix(100, 0),
+		Containers: []ContainerUse{
+			{Namespace: "t", Pod: "greedy", Container: "main", GPU: "GPU-0123456789", UsedMiB: 2400, SliceMiB: 1000, Over: true, SMPercent: 55, Cores: 30, Processes: 2, Kills: 1},
+			{Namespace: "t", Pod: "big", Container: "main", GPU: "GPU-0123456789", UsedMiB: 30000, SliceMiB: 40960, Whole: true, SMPercent: -1},
+		},
+		Unattributed: []Process{{GPU: "GPU-0123456789", PID: 4242, UsedMiB: 512}}}}
+	if err := Render(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"GPU usage (enforce)", "t/greedy", "1000 OVER", "40960 (whole GPU)", "PID 4242", "reported, never killed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -55,6 +55,9 @@ func Render(w io.Writer, s Snapshot) error {
 			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Pod, a.Container, short(a.GPU), a.MemoryMiB, a.Cores, a.Phase)
 		}
 	}
+	if s.Use != nil {
+		renderUse(tw, s.Use)
+	}
 	return tw.Flush()
 }
 

@@ -29,7 +29,10 @@ type Snapshot struct {
 	GPUs         []GPUState   `json:"gpus"`
 	Allocations  []Allocation `json:"allocations"`
 	Registration Registration `json:"registration"`
-	Taken        time.Time    `json:"taken"`
+	// Use is the latest sample of the GPUs' processes; nil before the
+	// GPUs are found.
+	Use   *GPUUse   `json:"use,omitempty"`
+	Taken time.Time `json:"taken"`
 }
 
 // GPUState is one GPUState with what the pods on it hold.

@@ -26,6 +26,8 @@ type Metrics struct {
 	hook          *prometheus.HistogramVec
 	identity      *prometheus.GaugeVec
 	samples       *samplesCollector
+	usage         *usageCollector
+	usageCounts   usageMetrics
 }
 
 // New registers the node role's metrics on reg.
@@ -53,6 +55,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "vgpud_node_identity", Help: "1 for how this node tells which pod a container is: runtime (the NRI hook is told) or guessed (no NRI socket: Allocate guesses the pod kubelet admits).",
 	}, []string{"mode"})
 	m.samples = newSamplesCollector()
+	m.usage, m.usageCounts = newUsageCollector(), newUsageMetrics()
 	// Every outcome and verdict from the start at 0, so that the first
 	// observation shows in a rate, and a rate over them is 0, not no data.
 	for _, o := range []string{allocated, refused} {
@@ -61,7 +64,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, v := range []nrihook.Action{nrihook.Void, nrihook.Grant, nrihook.Exempt, nrihook.Refuse} {
 		m.hook.WithLabelValues(v.String())
 	}
-	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity, m.samples)
+	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity, m.samples, m.usage, m.usageCounts.kills, m.usageCounts.sample)
 	return m
 }
 

@@ -1,0 +1,96 @@
+package nodemetrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vgpud/vgpud/node/internal/usage"
+)
+
+// usageCollector reports the latest sample of each container's GPU use;
+// a container gone since is gone from the next scrape.
+type usageCollector struct {
+	mu   sync.Mutex
+	last func() usage.Verdict
+
+	used, limit, sm, cores, unattributed *prometheus.Desc
+}
+
+func newUsageCollector() *usageCollector {
+	l := []string{"namespace", "pod", "container", "uuid"}
+	return &usageCollector{
+		used:         prometheus.NewDesc("vgpud_node_container_gpu_memory_used_bytes", "GPU memory the container's processes hold on the GPU, as the driver reports it.", l, nil),
+		limit:        prometheus.NewDesc("vgpud_node_container_gpu_memory_limit_bytes", "The container's slice of the GPU's memory (0 on a GPU it was not granted).", l, nil),
+		sm:           prometheus.NewDesc("vgpud_node_container_gpu_sm_ratio", "The container's processes' share of the GPU's SM time over the last sample period, 0..1; absent where the driver gave no sample.", l, nil),
+		cores:        prometheus.NewDesc("vgpud_node_container_gpu_cores_ratio", "The container's gpucores on the GPU, 0..1 (0: no share asked); SM time is reported, not held.", l, nil),
+		unattributed: prometheus.NewDesc("vgpud_node_gpu_unattributed_memory_bytes", "GPU memory held by processes no granted container of this node owns (the host's, another runtime's, another node's).", []string{"uuid"}, nil),
+	}
+}
+
+func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.used, c.limit, c.sm, c.cores, c.unattributed} {
+		ch <- d
+	}
+}
+
+func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	if last == nil {
+		return
+	}
+	v := last()
+	for _, u := range v.Uses {
+		l := []string{u.Container.Namespace, u.Container.Pod, u.Container.Name, u.GPU}
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(u.UsedBytes), l...)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.LimitBytes), l...)
+		ch <- prometheus.MustNewConstMetric(c.cores, prometheus.GaugeValue, float64(u.Cores)/100, l...)
+		if u.SMPercent >= 0 {
+			ch <- prometheus.MustNewConstMetric(c.sm, prometheus.GaugeValue, float64(u.SMPercent)/100, l...)
+		}
+	}
+	held := map[string]uint64{}
+	for _, p := range v.Unattributed {
+		held[p.GPU] += p.UsedBytes
+	}
+	for uuid, b := range held {
+		ch <- prometheus.MustNewConstMetric(c.unattributed, prometheus.GaugeValue, float64(b), uuid)
+	}
+}
+
+// usageMetrics are the enforcer's counters beside the collector.
+type usageMetrics struct {
+	kills  *prometheus.CounterVec
+	sample prometheus.Histogram
+}
+
+func newUsageMetrics() usageMetrics {
+	return usageMetrics{
+		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_node_container_gpu_kills_total", Help: "Processes vgpud killed because their container held more GPU memory than its slice plus the margin.",
+		}, []string{"namespace", "pod", "container", "uuid"}),
+		sample: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vgpud_node_gpu_usage_sample_seconds", Help: "Time one sample of every GPU's processes took: NVML, attribution and decision.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},
+		}),
+	}
+}
+
+// ReportUsage has each scrape report what last says the latest sample showed.
+func (m *Metrics) ReportUsage(last func() usage.Verdict) {
+	m.usage.mu.Lock()
+	defer m.usage.mu.Unlock()
+	m.usage.last = last
+}
+
+// Killed counts one process killed for its container's memory.
+func (m *Metrics) Killed(k usage.Kill) {
+	c := k.Use.Container
+	m.usageCounts.kills.WithLabelValues(c.Namespace, c.Pod, c.Name, k.Use.GPU).Inc()
+}
+
+// Sampled observes how long one sample took.
+func (m *Metrics) Sampled(took time.Duration) { m.usageCounts.sample.Observe(took.Seconds()) }

@@ -1,0 +1,47 @@
+package nodemetrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vgpud/vgpud/node/internal/usage"
+)
+
+func TestUsageMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	c := &usage.Container{ID: "c1", Namespace: "t", Pod: "p", Name: "main"}
+	v := usage.Verdict{
+		Uses:         []usage.Use{{Container: c, GPU: "GPU-a", UsedBytes: 3 << 30, LimitBytes: 2 << 30, SMPercent: 40, Cores: 25}, {Container: c, GPU: "GPU-b", UsedBytes: 1 << 20, LimitBytes: 2 << 30, SMPercent: -1}},
+		Unattributed: []usage.Process{{GPU: "GPU-a", PID: 9, UsedBytes: 1 << 30}, {GPU: "GPU-a", PID: 10, UsedBytes: 1 << 30}},
+	}
+	m.ReportUsage(func() usage.Verdict { return v })
+	m.Killed(usage.Kill{Use: v.Uses[0]})
+	want := `
+# HELP vgpud_node_container_gpu_kills_total Processes vgpud killed because their container held more GPU memory than its slice plus the margin.
+# TYPE vgpud_node_container_gpu_kills_total counter
+vgpud_node_container_gpu_kills_total{container="main",namespace="t",pod="p",uuid="GPU-a"} 1
+# HELP vgpud_node_container_gpu_memory_used_bytes GPU memory the container's processes hold on the GPU, as the driver reports it.
+# TYPE vgpud_node_container_gpu_memory_used_bytes gauge
+vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-a"} 3.221225472e+09
+vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-b"} 1.048576e+06
+# HELP vgpud_node_container_gpu_sm_ratio The container's processes' share of the GPU's SM time over the last sample period, 0..1; absent where the driver gave no sample.
+# TYPE vgpud_node_container_gpu_sm_ratio gauge
+vgpud_node_container_gpu_sm_ratio{container="main",namespace="t",pod="p",uuid="GPU-a"} 0.4
+# HELP vgpud_node_gpu_unattributed_memory_bytes GPU memory held by processes no granted container of this node owns (the host's, another runtime's, another node's).
+# TYPE vgpud_node_gpu_unattributed_memory_bytes gauge
+vgpud_node_gpu_unattributed_memory_bytes{uuid="GPU-a"} 2.147483648e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vgpud_node_container_gpu_kills_total", "vgpud_node_container_gpu_memory_used_bytes",
+		"vgpud_node_container_gpu_sm_ratio", "vgpud_node_gpu_unattributed_memory_bytes"); err != nil {
+		t.Error(err)
+	}
+	// The next sample no longer shows the container: neither do the metrics.
+	v = usage.Verdict{}
+	if n := testutil.CollectAndCount(m.usage); n != 0 {
+		t.Errorf("%d series after the container left", n)
+	}
+}

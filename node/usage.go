@@ -1,0 +1,175 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/inspect"
+	"github.com/vgpud/vgpud/node/internal/nodepods"
+	"github.com/vgpud/vgpud/node/internal/nrihook"
+	"github.com/vgpud/vgpud/node/internal/usage"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podevents"
+)
+
+// grantedContainers is the hook's view into the enforcer's register: each
+// grant, with its slices, by the runtime's container ID.
+type grantedContainers struct{ r *usage.Containers }
+
+var _ nrihook.Granted = grantedContainers{}
+
+func (g grantedContainers) Granted(id string, c nrihook.Container, a protocol.ContainerAssignment) {
+	slices := make(map[string]usage.Slice, len(a.GPUs))
+	for _, s := range a.GPUs {
+		slices[s.UUID] = usage.Slice{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
+	}
+	g.r.Add(usage.Container{ID: id, Namespace: c.Namespace, Pod: c.Pod, PodUID: c.UID, Name: c.Name, Slices: slices})
+}
+
+func (g grantedContainers) Removed(uid string) { g.r.RemovePod(uid) }
+
+// newEnforcer samples lib's processes for the containers the hook
+// registered, under the node's settings (validated: the mode parses).
+func (a *Role) newEnforcer(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index) *usage.Enforcer {
+	mode, _ := usage.ParseMode(a.cfg.GPUUsage)
+	totals := make(map[string]uint64, len(devs))
+	for _, d := range devs {
+		totals[d.UUID] = uint64(d.MemoryMiB) << 20
+	}
+	var since uint64
+	sample := func() (usage.Sample, error) {
+		procs, newest, err := gpu.Processes(lib, since)
+		since = newest
+		out := usage.Sample{Processes: make([]usage.Process, len(procs)), MemoryBytes: totals}
+		for i, p := range procs {
+			out.Processes[i] = usage.Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent}
+		}
+		return out, err
+	}
+	event := func(*corev1.Pod, string, string) {}
+	if events, err := podevents.Start(ctx, a.api.Events); err != nil {
+		// Only a broadcaster already shut down refuses: the log and the
+		// metrics still tell.
+		a.log.Warn("no Events for GPU memory over slices", "err", err)
+	} else {
+		event = events.As(corev1.EventTypeWarning, "Enforcing")
+	}
+	rec := &usageRecorder{metrics: a.metrics, pods: pods, event: event, mode: mode,
+		margin: a.cfg.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: a.log.With("component", "usage")}
+	e := usage.NewEnforcer(usage.Options{Mode: mode, Period: a.cfg.GPUUsagePeriod, Margin: uint64(a.cfg.GPUUsageMargin) << 20},
+		sample, a.containers, usage.Procfs{Root: "/proc"}, rec, a.clock, a.log.With("component", "usage"))
+	a.metrics.ReportUsage(func() usage.Verdict { v, _ := e.Last(); return v })
+	a.mu.Lock()
+	a.enforcer, a.usageRec = e, rec
+	a.mu.Unlock()
+	return e
+}
+
+// useSnapshot is inspect's view of the latest sample; nil before the
+// GPUs are found.
+func (a *Role) useSnapshot() *inspect.GPUUse {
+	a.mu.Lock()
+	e, rec := a.enforcer, a.usageRec
+	a.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	v, at := e.Last()
+	out := &inspect.GPUUse{Mode: a.cfg.GPUUsage, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{}}
+	margin := uint64(a.cfg.GPUUsageMargin) << 20
+	for _, u := range v.Uses {
+		c := u.Container
+		out.Containers = append(out.Containers, inspect.ContainerUse{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name, GPU: u.GPU,
+			UsedMiB: u.UsedBytes >> 20, SliceMiB: u.LimitBytes >> 20, Whole: u.Whole, Over: u.Over(margin),
+			SMPercent: u.SMPercent, Cores: u.Cores, Processes: len(u.Processes), Kills: rec.kills(c.ID, u.GPU)})
+	}
+	for _, p := range v.Unattributed {
+		out.Unattributed = append(out.Unattributed, inspect.Process{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20})
+	}
+	return out
+}
+
+// usageRecorder tells of each sample and kill: metrics, a log line and an
+// Event on the pod.
+type usageRecorder struct {
+	metrics Metrics
+	pods    *nodepods.Index
+	event   func(pod *corev1.Pod, reason, message string)
+	mode    usage.Mode
+	margin  int64
+	// reported are the container/GPU pairs over their slice already told
+	// in report mode: one Event while it stays over, not one a period.
+	reported map[string]bool
+
+	mu     sync.Mutex
+	killed map[string]int // by container ID/GPU, for inspect
+	log    interface {
+		Info(string, ...any)
+		Warn(string, ...any)
+	}
+}
+
+func (r *usageRecorder) Sampled(v usage.Verdict, took time.Duration) {
+	r.metrics.Sampled(took)
+	if r.mode != usage.Report {
+		return
+	}
+	over := map[string]bool{}
+	for _, u := range v.Uses {
+		if !u.Over(uint64(r.margin) << 20) {
+			continue
+		}
+		key := u.Container.ID + "/" + u.GPU
+		over[key] = true
+		if r.reported[key] {
+			continue
+		}
+		msg := fmt.Sprintf("container %q holds %d MiB on GPU %s, over its slice of %d MiB plus the node's margin of %d MiB; this node only reports (--gpu-usage=report), so nothing was killed",
+			u.Container.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, r.margin)
+		r.log.Warn("container over its GPU memory slice", "pod", u.Container.Namespace+"/"+u.Container.Pod, "container", u.Container.Name, "gpu", u.GPU, "used_mib", u.UsedBytes>>20, "slice_mib", u.LimitBytes>>20)
+		r.tell(u.Container, "GPUMemoryOverSlice", msg)
+	}
+	r.reported = over
+}
+
+func (r *usageRecorder) Killed(k usage.Kill, first bool, err error) {
+	c, u := k.Use.Container, k.Use
+	if err != nil {
+		if errors.Is(err, usage.ErrMoved) {
+			r.log.Info("process over its container's GPU memory had already ended", "pod", c.Namespace+"/"+c.Pod, "pid", k.Victim.PID)
+		}
+		return
+	}
+	r.metrics.Killed(k)
+	r.mu.Lock()
+	r.killed[c.ID+"/"+u.GPU]++
+	r.mu.Unlock()
+	msg := fmt.Sprintf("container %q held %d MiB on GPU %s, over its slice of %d MiB plus the node's margin of %d MiB: vgpud killed its largest process there (PID %d on the node, %d MiB)",
+		c.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, r.margin, k.Victim.PID, k.Victim.UsedBytes>>20)
+	if first {
+		msg += "; it was the container's first process, so the container restarts under the pod's restart policy"
+	}
+	r.log.Warn("killed a process over its container's GPU memory slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpu", u.GPU,
+		"pid", k.Victim.PID, "used_mib", u.UsedBytes>>20, "slice_mib", u.LimitBytes>>20, "first", first)
+	r.tell(c, "GPUMemoryOverSlice", msg)
+}
+
+func (r *usageRecorder) kills(id, gpu string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.killed[id+"/"+gpu]
+}
+
+// tell records an Event on c's pod, when the informer still holds it.
+func (r *usageRecorder) tell(c *usage.Container, reason, msg string) {
+	if p := r.pods.Get(c.Namespace, c.Pod); p != nil && string(p.UID) == c.PodUID {
+		r.event(p, reason, msg)
+	}
+}
