@@ -104,6 +104,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
+					&cli.StringFlag{Name: "mock-process", Usage: "`GPU:PID:MiB[:SM%]` (GPU by index or UUID, PID on the host): declare that a process uses the GPU, to test usage sampling and enforcement; MiB 0 takes it off; mock and fake backends only"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.Bool("cluster") {
@@ -111,6 +112,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					}
 					if spec := c.String("inject-xid"); spec != "" {
 						return node.InjectXID(c.Context, inspectCfg.InspectSocket, spec, stdout)
+					}
+					if spec := c.String("mock-process"); spec != "" {
+						return node.SetMockProcess(c.Context, inspectCfg.InspectSocket, spec, stdout)
 					}
 					return node.Inspect(c.Context, inspectCfg.InspectSocket, c.Bool("json"), c.Bool("ready"), stdout)
 				},

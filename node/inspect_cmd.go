@@ -53,3 +53,30 @@ func InjectXID(ctx context.Context, socket, spec string, stdout io.Writer) error
 	fmt.Fprintf(stdout, "XID %d delivered to GPU %s\n", xid, spec[:i])
 	return nil
 }
+
+// SetMockProcess declares, on a mock GPU of the running daemon, that a
+// process uses memory and SM time there: spec GPU:PID:MiB[:SM%] (MiB 0
+// takes it off). The PID is a host PID: the node attributes it through
+// /proc like any process the driver lists.
+func SetMockProcess(ctx context.Context, socket, spec string, stdout io.Writer) error {
+	bad := cli.Exit(fmt.Sprintf("--mock-process=%s is invalid: want GPU:PID:MiB[:SM%%], e.g. 0:4242:2048:30", spec), 2)
+	f := strings.Split(spec, ":")
+	if len(f) != 3 && len(f) != 4 {
+		return bad
+	}
+	pid, err1 := strconv.Atoi(f[1])
+	used, err2 := strconv.ParseUint(f[2], 10, 64)
+	sm := -1
+	var err3 error
+	if len(f) == 4 {
+		sm, err3 = strconv.Atoi(f[3])
+	}
+	if err1 != nil || err2 != nil || err3 != nil {
+		return bad
+	}
+	if err := inspect.SetProcess(ctx, socket, f[0], pid, used, sm); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	fmt.Fprintf(stdout, "process %d declared on GPU %s: %d MiB\n", pid, f[0], used)
+	return nil
+}

@@ -194,12 +194,12 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 		return false, err
 	}
 	a.metrics.SampleGPUs(func() []gpu.Sample { return gpu.Samples(lib) })
-	var inject inspect.Injector
+	var mock inspect.Mock
 	if m, ok := lib.(*gpu.Mock); ok {
-		inject = m.InjectXIDByName
+		mock = m
 	}
 	g.Go(func() error {
-		return inspect.Serve(ctx, a.cfg.InspectSocket, a.snapshot, inject, a.log.With("component", "inspect"))
+		return inspect.Serve(ctx, a.cfg.InspectSocket, a.snapshot, mock, a.log.With("component", "inspect"))
 	})
 	if a.cfg.InterposerDir != "" {
 		// Also where the runtime names pods: directories the guessing

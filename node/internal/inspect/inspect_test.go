@@ -3,6 +3,7 @@ package inspect
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -105,11 +106,8 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	injected := make(chan string, 1)
-	go Serve(ctx, path, func() Snapshot { return Snapshot{Node: "n1"} }, func(gpu string, xid uint64) error {
-		injected <- gpu
-		return nil
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := &fakeMock{injected: make(chan string, 1), declared: make(chan string, 1)}
+	go Serve(ctx, path, func() Snapshot { return Snapshot{Node: "n1"} }, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// Serve listens a moment after it starts.
 	var s Snapshot
 	var err error
@@ -122,9 +120,23 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 	if err := InjectXID(ctx, path, "3", 79); err != nil {
 		t.Fatalf("InjectXID: %v", err)
 	}
-	if got := <-injected; got != "3" {
+	if got := <-m.injected; got != "3" {
 		t.Fatalf("injected into GPU %q, want 3", got)
 	}
+	if err := SetProcess(ctx, path, "1", 4242, 2048, 30); err != nil {
+		t.Fatalf("SetProcess: %v", err)
+	}
+	if got := <-m.declared; got != "1:4242:2048:30" {
+		t.Fatalf("declared %q", got)
+	}
+}
+
+type fakeMock struct{ injected, declared chan string }
+
+func (f *fakeMock) InjectXIDByName(gpu string, _ uint64) error { f.injected <- gpu; return nil }
+func (f *fakeMock) SetProcess(gpu string, pid int, used uint64, sm int) error {
+	f.declared <- fmt.Sprintf("%s:%d:%d:%d", gpu, pid, used, sm)
+	return nil
 }
 
 func TestRenderShowsUse(t *testing.T) {

@@ -20,15 +20,22 @@ import (
 const (
 	snapshotPath = "/v1/snapshot"
 	injectPath   = "/v1/inject-xid"
+	processPath  = "/v1/mock-process"
 )
 
-// Injector delivers a fake XID to a mock GPU; nil on real hardware.
-type Injector func(gpu string, xid uint64) error
+// Mock is what a mock or fake GPU backend lets the socket change; nil
+// on real hardware.
+type Mock interface {
+	// InjectXIDByName delivers a fake XID to a GPU (UUID or index).
+	InjectXIDByName(gpu string, xid uint64) error
+	// SetProcess declares a process's use of a GPU (usedMiB 0 removes it).
+	SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) error
+}
 
-// Serve answers snapshots on the unix socket path until ctx ends, and XID
-// injections when inject is set (mock backends only). The socket is
-// owner-only: it shows which pods hold which GPUs.
-func Serve(ctx context.Context, path string, snapshot func() Snapshot, inject Injector, log *slog.Logger) error {
+// Serve answers snapshots on the unix socket path until ctx ends, and,
+// when mock is set, XID injections and process declarations. The socket
+// is owner-only: it shows which pods hold which GPUs.
+func Serve(ctx context.Context, path string, snapshot func() Snapshot, mock Mock, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("inspect socket: %w", err)
 	}
@@ -51,7 +58,7 @@ func Serve(ctx context.Context, path string, snapshot func() Snapshot, inject In
 		}
 	})
 	mux.HandleFunc("POST "+injectPath, func(w http.ResponseWriter, r *http.Request) {
-		if inject == nil {
+		if mock == nil {
 			http.Error(w, "XID injection needs a mock or fake GPU backend", http.StatusNotImplemented)
 			return
 		}
@@ -60,11 +67,30 @@ func Serve(ctx context.Context, path string, snapshot func() Snapshot, inject In
 			http.Error(w, "xid: want a number", http.StatusBadRequest)
 			return
 		}
-		if err := inject(r.URL.Query().Get("gpu"), xid); err != nil {
+		if err := mock.InjectXIDByName(r.URL.Query().Get("gpu"), xid); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		log.Warn("XID injected by vgpud inspect", "gpu", r.URL.Query().Get("gpu"), "xid", xid)
+	})
+	mux.HandleFunc("POST "+processPath, func(w http.ResponseWriter, r *http.Request) {
+		if mock == nil {
+			http.Error(w, "declaring processes needs a mock or fake GPU backend; on real GPUs the driver lists them", http.StatusNotImplemented)
+			return
+		}
+		q := r.URL.Query()
+		pid, err1 := strconv.Atoi(q.Get("pid"))
+		used, err2 := strconv.ParseUint(q.Get("usedMiB"), 10, 64)
+		sm, err3 := strconv.Atoi(q.Get("sm"))
+		if err := errors.Join(err1, err2, err3); err != nil {
+			http.Error(w, "pid, usedMiB, sm: want numbers", http.StatusBadRequest)
+			return
+		}
+		if err := mock.SetProcess(q.Get("gpu"), pid, used, sm); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		log.Warn("mock GPU process declared by vgpud inspect", "gpu", q.Get("gpu"), "pid", pid, "used_mib", used, "sm_percent", sm)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -97,6 +123,16 @@ func Fetch(ctx context.Context, path string) (Snapshot, error) {
 // InjectXID asks the daemon on path to deliver xid to a mock GPU (UUID or index).
 func InjectXID(ctx context.Context, path, gpu string, xid uint64) error {
 	resp, err := call(ctx, path, http.MethodPost, injectPath+"?"+url.Values{"gpu": {gpu}, "xid": {strconv.FormatUint(xid, 10)}}.Encode())
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// SetProcess asks the daemon on path to declare a process on a mock GPU.
+func SetProcess(ctx context.Context, path, gpu string, pid int, usedMiB uint64, smPercent int) error {
+	q := url.Values{"gpu": {gpu}, "pid": {strconv.Itoa(pid)}, "usedMiB": {strconv.FormatUint(usedMiB, 10)}, "sm": {strconv.Itoa(smPercent)}}
+	resp, err := call(ctx, path, http.MethodPost, processPath+"?"+q.Encode())
 	if err != nil {
 		return err
 	}
