@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"golang.org/x/sys/unix"
 )
 
 // Mock is a mock or fake machine: go-nvml's mock server with stable UUIDs,
@@ -190,7 +192,13 @@ func (m *Mock) declared(uuid string) []ProcessSample {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]ProcessSample, 0, len(m.procs[uuid]))
-	for _, p := range m.procs[uuid] {
+	for pid, p := range m.procs[uuid] {
+		// As the driver does, a process that ended holds nothing: it
+		// leaves the list.
+		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			delete(m.procs[uuid], pid)
+			continue
+		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b ProcessSample) int { return a.PID - b.PID })

@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -19,29 +21,41 @@ func TestProcessesOnAMock(t *testing.T) {
 	if err != nil || len(procs) != 0 {
 		t.Fatalf("an idle machine: %v, %v", procs, err)
 	}
-	if err := m.SetProcess("0", 4242, 1500, 40); err != nil {
+	// Live host processes: the mock, like the driver, lists no ended one.
+	a, b := os.Getpid(), os.Getppid()
+	if err := m.SetProcess("0", a, 1500, 40); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetProcess("1", 4243, 300, -1); err != nil {
+	if err := m.SetProcess("1", b, 300, -1); err != nil {
 		t.Fatal(err)
 	}
 	procs, since, err = Processes(lib, since)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(procs) != 2 || procs[0].PID != 4242 || procs[0].UsedBytes != 1500<<20 || procs[0].SMPercent != 40 ||
-		procs[1].PID != 4243 || procs[1].UsedBytes != 300<<20 || procs[1].SMPercent != -1 || procs[0].GPU == procs[1].GPU {
+	if len(procs) != 2 || procs[0].PID != a || procs[0].UsedBytes != 1500<<20 || procs[0].SMPercent != 40 ||
+		procs[1].PID != b || procs[1].UsedBytes != 300<<20 || procs[1].SMPercent != -1 || procs[0].GPU == procs[1].GPU {
 		t.Fatalf("processes %+v", procs)
 	}
 	// The driver's samples are read once: the next read sees only newer ones.
 	if _, newer, _ := Processes(lib, since); newer <= since {
 		t.Errorf("sample clock did not move: %d after %d", newer, since)
 	}
-	if err := m.SetProcess("0", 4242, 0, 0); err != nil {
+	if err := m.SetProcess("0", a, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if procs, _, _ := Processes(lib, 0); len(procs) != 1 || procs[0].PID != 4243 {
-		t.Errorf("after taking 4242 off: %+v", procs)
+	if procs, _, _ := Processes(lib, 0); len(procs) != 1 || procs[0].PID != b {
+		t.Errorf("after taking a off: %+v", procs)
+	}
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetProcess("0", ended.Process.Pid, 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if procs, _, _ := Processes(lib, 0); len(procs) != 1 {
+		t.Errorf("an ended process is listed: %+v", procs)
 	}
 	for _, bad := range []struct {
 		gpu     string

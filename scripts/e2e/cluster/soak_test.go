@@ -305,8 +305,8 @@ func hostPID(pod string) (int, error) {
 			continue
 		}
 		// The daemon, not a `vgpud inspect --ready` probe exec'd beside
-		// it with the same env: the container's first process.
-		if !containerInit(dir) {
+		// it with the same env.
+		if !daemon(dir) {
 			continue
 		}
 		return strconv.Atoi(filepath.Base(dir))
@@ -314,20 +314,15 @@ func hostPID(pod string) (int, error) {
 	return 0, fmt.Errorf("no vgpud process with POD_NAME=%s on this host", pod)
 }
 
-// containerInit reports whether the process in /proc dir is PID 1 of its
-// own PID namespace (the last field of NSpid).
-func containerInit(dir string) bool {
-	status, err := os.ReadFile(filepath.Join(dir, "status"))
+// daemon reports whether the process in /proc dir is `vgpud run`. (The
+// pod shares the host's PID namespace, so it is not PID 1 of its own.)
+func daemon(dir string) bool {
+	cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 	if err != nil {
 		return false
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
-			f := strings.Fields(rest)
-			return len(f) > 1 && f[len(f)-1] == "1"
-		}
-	}
-	return false
+	args := strings.Split(string(cmdline), "\x00")
+	return len(args) > 1 && args[1] == "run"
 }
 
 func deleteLeader(t *testing.T, e env) error {
