@@ -35,6 +35,8 @@ func (g grantedContainers) Granted(id string, c nrihook.Container, a protocol.Co
 
 func (g grantedContainers) Removed(uid string) { g.r.RemovePod(uid) }
 
+func (g grantedContainers) Retain(ids map[string]bool) { g.r.Retain(ids) }
+
 // newEnforcer samples lib's processes for the containers the hook
 // registered, under the node's settings (validated: the mode parses).
 func (a *Role) newEnforcer(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index) *usage.Enforcer {

@@ -75,6 +75,9 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 		}
 		return out, nvml.SUCCESS
 	}
+	// Declared processes are compute ones: none draws, none is an MPS client.
+	d.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 	d.GetProcessUtilizationFunc = func(since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 		now := m.tick()
 		var out []nvml.ProcessUtilizationSample

@@ -3,7 +3,9 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -20,7 +22,7 @@ type ProcessSample struct {
 	SMPercent int
 }
 
-// Processes lists the compute processes on every GPU with their memory,
+// Processes lists the processes on every GPU with their memory,
 // and their SM share from the driver's samples newer than since (its
 // timestamp, in µs; 0 for all it keeps). It returns the newest timestamp
 // it read, for the next call. A GPU that does not answer is left out
@@ -44,26 +46,51 @@ func Processes(lib nvml.Interface, since uint64) ([]ProcessSample, uint64, error
 			errs = append(errs, fmt.Errorf("GPU %d: uuid: %s", i, nvml.ErrorString(ret)))
 			continue
 		}
-		procs, ret := d.GetComputeRunningProcesses()
-		if ret != nvml.SUCCESS {
-			errs = append(errs, fmt.Errorf("GPU %d (%s): list processes: %s", i, uuid, nvml.ErrorString(ret)))
+		procs, err := running(d)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("GPU %d (%s): list processes: %w", i, uuid, err))
 			continue
 		}
 		sm, last := smShares(d, since)
 		newest = max(newest, last)
-		for _, p := range procs {
+		for _, pid := range slices.Sorted(maps.Keys(procs)) {
+			share, ok := sm[pid]
+			if !ok {
+				share = -1
+			}
+			out = append(out, ProcessSample{GPU: uuid, PID: int(pid), UsedBytes: procs[pid], SMPercent: share})
+		}
+	}
+	return out, newest, errors.Join(errs...)
+}
+
+// running is every process holding memory on d, by PID: compute (CUDA),
+// graphics (Vulkan, GL: an image may ask the NVIDIA runtime for graphics
+// capabilities) and MPS clients, each with the most any list gave it.
+// Compute must answer; the others are skipped where not supported.
+func running(d nvml.Device) (map[uint32]uint64, error) {
+	compute, ret := d.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return nil, errors.New(nvml.ErrorString(ret))
+	}
+	procs := map[uint32]uint64{}
+	add := func(list []nvml.ProcessInfo) {
+		for _, p := range list {
 			used := p.UsedGpuMemory
 			if used == math.MaxUint64 { // NVML_VALUE_NOT_AVAILABLE
 				used = 0
 			}
-			share, ok := sm[p.Pid]
-			if !ok {
-				share = -1
-			}
-			out = append(out, ProcessSample{GPU: uuid, PID: int(p.Pid), UsedBytes: used, SMPercent: share})
+			procs[p.Pid] = max(procs[p.Pid], used)
 		}
 	}
-	return out, newest, errors.Join(errs...)
+	add(compute)
+	if graphics, ret := d.GetGraphicsRunningProcesses(); ret == nvml.SUCCESS {
+		add(graphics)
+	}
+	if mps, ret := d.GetMPSComputeRunningProcesses(); ret == nvml.SUCCESS {
+		add(mps)
+	}
+	return procs, nil
 }
 
 // smShares averages each process's SM samples newer than since. A GPU

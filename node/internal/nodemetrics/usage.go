@@ -43,13 +43,40 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	v := last()
+	// Two containers may share these labels for a while (a pod deleted
+	// and made again under its name before the old one's processes end):
+	// one series each, summed, or the scrape fails on the duplicate.
+	type labels struct{ ns, pod, ctr, gpu string }
+	type sums struct {
+		used, limit uint64
+		sm, cores   int
+		smKnown     bool
+	}
+	byLabels := map[labels]*sums{}
+	var order []labels
 	for _, u := range v.Uses {
-		l := []string{u.Container.Namespace, u.Container.Pod, u.Container.Name, u.GPU}
-		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(u.UsedBytes), l...)
-		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.LimitBytes), l...)
-		ch <- prometheus.MustNewConstMetric(c.cores, prometheus.GaugeValue, float64(u.Cores)/100, l...)
+		l := labels{u.Container.Namespace, u.Container.Pod, u.Container.Name, u.GPU}
+		s := byLabels[l]
+		if s == nil {
+			s = &sums{}
+			byLabels[l] = s
+			order = append(order, l)
+		}
+		s.used += u.UsedBytes
+		s.limit = max(s.limit, u.LimitBytes)
+		s.cores = max(s.cores, u.Cores)
 		if u.SMPercent >= 0 {
-			ch <- prometheus.MustNewConstMetric(c.sm, prometheus.GaugeValue, float64(u.SMPercent)/100, l...)
+			s.sm += u.SMPercent
+			s.smKnown = true
+		}
+	}
+	for _, l := range order {
+		s, lv := byLabels[l], []string{l.ns, l.pod, l.ctr, l.gpu}
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(s.used), lv...)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(s.limit), lv...)
+		ch <- prometheus.MustNewConstMetric(c.cores, prometheus.GaugeValue, float64(s.cores)/100, lv...)
+		if s.smKnown {
+			ch <- prometheus.MustNewConstMetric(c.sm, prometheus.GaugeValue, float64(s.sm)/100, lv...)
 		}
 	}
 	held := map[string]uint64{}

@@ -18,6 +18,10 @@ func TestUsageMetrics(t *testing.T) {
 		Uses:         []usage.Use{{Container: c, GPU: "GPU-a", UsedBytes: 3 << 30, LimitBytes: 2 << 30, SMPercent: 40, Cores: 25}, {Container: c, GPU: "GPU-b", UsedBytes: 1 << 20, LimitBytes: 2 << 30, SMPercent: -1}},
 		Unattributed: []usage.Process{{GPU: "GPU-a", PID: 9, UsedBytes: 1 << 30}, {GPU: "GPU-a", PID: 10, UsedBytes: 1 << 30}},
 	}
+	// The same pod's name, made again while the old container still held
+	// memory: one series, summed.
+	again := &usage.Container{ID: "c2", Namespace: "t", Pod: "p", Name: "main"}
+	v.Uses = append(v.Uses, usage.Use{Container: again, GPU: "GPU-b", UsedBytes: 1 << 20, LimitBytes: 2 << 30, SMPercent: -1})
 	m.ReportUsage(func() usage.Verdict { return v })
 	m.Killed(usage.Kill{Use: v.Uses[0]})
 	want := `
@@ -27,7 +31,7 @@ vgpud_node_container_gpu_kills_total{container="main",namespace="t",pod="p",uuid
 # HELP vgpud_node_container_gpu_memory_used_bytes GPU memory the container's processes hold on the GPU, as the driver reports it.
 # TYPE vgpud_node_container_gpu_memory_used_bytes gauge
 vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-a"} 3.221225472e+09
-vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-b"} 1.048576e+06
+vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-b"} 2.097152e+06
 # HELP vgpud_node_container_gpu_sm_ratio The container's processes' share of the GPU's SM time over the last sample period, 0..1; absent where the driver gave no sample.
 # TYPE vgpud_node_container_gpu_sm_ratio gauge
 vgpud_node_container_gpu_sm_ratio{container="main",namespace="t",pod="p",uuid="GPU-a"} 0.4

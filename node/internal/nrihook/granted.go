@@ -14,6 +14,9 @@ import (
 type Granted interface {
 	Granted(id string, c Container, a protocol.ContainerAssignment)
 	Removed(podUID string)
+	// Retain forgets every container but these, the runtime's at a
+	// (re)connection: what was removed while the hook was away.
+	Retain(ids map[string]bool)
 }
 
 // Tell makes the hook tell g of its grants, and of the containers already
@@ -31,7 +34,15 @@ func (h *Hook) tellGranted(id string, c Container, a protocol.ContainerAssignmen
 // same decision, from the same assignment. It waits, in the background,
 // for the pod informer's first list.
 func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
-	if h.granted == nil || len(ctrs) == 0 {
+	if h.granted == nil {
+		return
+	}
+	live := make(map[string]bool, len(ctrs))
+	for _, ctr := range ctrs {
+		live[ctr.GetId()] = true
+	}
+	h.granted.Retain(live)
+	if len(ctrs) == 0 {
 		return
 	}
 	byID := make(map[string]*api.PodSandbox, len(pods))

@@ -35,6 +35,16 @@ func (g *grants) Removed(uid string) {
 	g.removed = append(g.removed, uid)
 }
 
+func (g *grants) Retain(ids map[string]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id := range g.byID {
+		if !ids[id] {
+			delete(g.byID, id)
+		}
+	}
+}
+
 func (g *grants) get(id string) (protocol.ContainerAssignment, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -78,6 +88,7 @@ func TestSynchronizeTellsOfRunningGrants(t *testing.T) {
 	h, _ := testHook(victim)
 	g := newGrants()
 	h.Tell(g)
+	g.byID["gone"] = protocol.ContainerAssignment{} // removed while the hook was away
 	sb := sandbox(victim)
 	sb.Id = "sb1"
 	ctrs := []*api.Container{
@@ -97,5 +108,8 @@ func TestSynchronizeTellsOfRunningGrants(t *testing.T) {
 	}
 	if _, ok := g.get("c0"); ok {
 		t.Error("stopped c0 told")
+	}
+	if _, ok := g.get("gone"); ok {
+		t.Error("a container the runtime no longer runs is still registered")
 	}
 }

@@ -41,6 +41,17 @@ func (r *Containers) RemovePod(uid string) {
 	}
 }
 
+// Retain forgets every container whose ID is not in ids.
+func (r *Containers) Retain(ids map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.byID {
+		if !ids[id] {
+			delete(r.byID, id)
+		}
+	}
+}
+
 // Get is the container with that runtime ID; nil if none was granted.
 func (r *Containers) Get(id string) *Container {
 	r.mu.RLock()
@@ -76,11 +87,11 @@ func (p Procfs) ContainerID(pid int) (id string, ok bool, err error) {
 	return id, ok, nil
 }
 
-// containerIDFromCgroup reads a /proc/<pid>/cgroup file: the unified
-// hierarchy's line ("0::/path") where there is one, else the first named
-// controller's, both naming the same container.
+// containerIDFromCgroup reads a /proc/<pid>/cgroup file: the first line
+// whose path names a container, the unified hierarchy's ("0::/path")
+// first, else a controller's; all name the same container.
 func containerIDFromCgroup(raw []byte) (string, bool) {
-	var best string
+	var paths []string
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
 		// hierarchy-ID:controllers:path
@@ -89,26 +100,33 @@ func containerIDFromCgroup(raw []byte) (string, bool) {
 			continue
 		}
 		if parts[0] == "0" && parts[1] == "" {
-			best = parts[2]
-			break
-		}
-		if best == "" && parts[1] != "" {
-			best = parts[2]
+			paths = append([]string{parts[2]}, paths...)
+		} else {
+			paths = append(paths, parts[2])
 		}
 	}
-	return containerIDFromPath(best)
+	for _, p := range paths {
+		if id, ok := containerIDFromPath(p); ok {
+			return id, true
+		}
+	}
+	return "", false
 }
 
-// containerIDFromPath is the container ID a cgroup path ends in: 64 hex
-// digits, after an optional "<runtime>-" and before an optional ".scope".
+// containerIDFromPath is the container ID in a cgroup path: the
+// outermost element that is 64 hex digits, after an optional
+// "<runtime>-" and before an optional ".scope". Outermost: a container
+// that may write its own cgroup tree can make sub-cgroups below its own,
+// named as it likes (another container's ID among them), but not above.
 func containerIDFromPath(p string) (string, bool) {
-	last := path.Base(p)
-	last = strings.TrimSuffix(last, ".scope")
-	if i := strings.LastIndexAny(last, "-:"); i >= 0 {
-		last = last[i+1:]
+	for _, elem := range strings.Split(p, "/") {
+		elem = strings.TrimSuffix(elem, ".scope")
+		if i := strings.LastIndexAny(elem, "-:"); i >= 0 {
+			elem = elem[i+1:]
+		}
+		if len(elem) == 64 && strings.Trim(elem, "0123456789abcdef") == "" {
+			return elem, true
+		}
 	}
-	if len(last) != 64 || strings.Trim(last, "0123456789abcdef") != "" {
-		return "", false
-	}
-	return last, true
+	return "", false
 }

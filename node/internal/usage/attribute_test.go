@@ -12,7 +12,10 @@ import (
 	"time"
 )
 
-const id64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const (
+	id64    = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	other64 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+)
 
 func TestContainerIDFromCgroup(t *testing.T) {
 	cases := []struct {
@@ -21,7 +24,13 @@ func TestContainerIDFromCgroup(t *testing.T) {
 	}{
 		{"0::/kubepods/besteffort/pod1234/" + id64 + "\n", id64},
 		{"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice/cri-containerd-" + id64 + ".scope\n", id64},
-		{"12:memory:/kubepods/burstable/pod1/" + id64 + "\n11:cpu,cpuacct:/kubepods/burstable/pod1/" + id64 + "\n0::/\n", ""},
+		// Hybrid hierarchies: the unified line may name no container.
+		{"12:memory:/kubepods/burstable/pod1/" + id64 + "\n11:cpu,cpuacct:/kubepods/burstable/pod1/" + id64 + "\n0::/\n", id64},
+		{"13:misc:/\n12:memory:/kubepods/burstable/pod1/" + id64 + "\n", id64},
+		// A sub-cgroup the container made below its own, named after
+		// another container: still its own.
+		{"0::/kubepods/besteffort/pod1/" + id64 + "/" + other64 + "\n", id64},
+		{"0::/kubepods/besteffort/pod1/" + id64 + "/sub\n", id64},
 		{"12:memory:/kubepods/burstable/pod1/" + id64 + "\n11:cpu,cpuacct:/kubepods/burstable/pod1/" + id64 + "\n", id64},
 		{"0::/system.slice/containerd.service\n", ""},
 		{"0::/user.slice/user-0.slice/session-1.scope\n", ""},

@@ -94,8 +94,9 @@ func (u Use) Over(margin uint64) bool {
 	return !u.Whole && u.UsedBytes > u.LimitBytes+margin
 }
 
-// Kill is a process Decide would end: the largest of a container's
-// processes on a GPU where the container is over its slice.
+// Kill is a process Decide would end: of a container's processes on a
+// GPU where it is over its slice, the largest, and the next largest
+// until what is left fits.
 type Kill struct {
 	Use    Use
 	Victim Process
@@ -115,21 +116,22 @@ type Verdict struct {
 // Decide attributes the sample's processes by owner (nil when no granted
 // container owns the PID) and decides, under mode, which processes to
 // end: for each container over its slice's memory plus margin on a GPU,
-// its largest process there. A whole-GPU slice is never over.
+// its largest processes there until what is left fits. A whole-GPU slice
+// is never over; a GPU absent from the sample's MemoryBytes is not the
+// node's to enforce.
 func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) Verdict {
 	var v Verdict
-	type key struct {
-		c   *Container
-		gpu string
-	}
+	type key struct{ id, gpu string }
 	uses := map[key]*Use{}
 	for _, p := range s.Processes {
 		c := owner(p.PID)
-		if c == nil {
+		// A GPU this node does not serve (excluded, or another device
+		// plugin's) holds no slice of vgpud's: its processes are reported.
+		if _, served := s.MemoryBytes[p.GPU]; c == nil || !served {
 			v.Unattributed = append(v.Unattributed, p)
 			continue
 		}
-		k := key{c, p.GPU}
+		k := key{c.ID, p.GPU}
 		u := uses[k]
 		if u == nil {
 			sl := c.Slices[p.GPU]
@@ -159,12 +161,21 @@ func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) 
 		if !u.Over(margin) {
 			continue
 		}
-		victim := slices.MaxFunc(u.Processes, func(a, b Process) int {
-			// The largest; of equals, the newest PID (most likely the one
-			// that just grew), so the choice is the same every time.
-			return cmp.Or(cmp.Compare(a.UsedBytes, b.UsedBytes), cmp.Compare(a.PID, b.PID))
+		// The largest first; of equals, the newest PID (most likely the one
+		// that just grew), so the choice is the same every time. Then the
+		// next, until what is left fits: many small processes do not
+		// outrun one kill a period.
+		procs := slices.SortedFunc(slices.Values(u.Processes), func(a, b Process) int {
+			return cmp.Or(cmp.Compare(b.UsedBytes, a.UsedBytes), cmp.Compare(b.PID, a.PID))
 		})
-		v.Kills = append(v.Kills, Kill{Use: u, Victim: victim})
+		left := u.UsedBytes
+		for _, p := range procs {
+			if left <= u.LimitBytes+margin {
+				break
+			}
+			v.Kills = append(v.Kills, Kill{Use: u, Victim: p})
+			left -= p.UsedBytes
+		}
 	}
 	return v
 }

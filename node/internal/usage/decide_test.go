@@ -13,11 +13,11 @@ func TestDecide(t *testing.T) {
 	}}
 	b := &Container{ID: "b", Namespace: "ns", Pod: "b", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 500 * mib}}}
 	whole := &Container{ID: "w", Namespace: "ns", Pod: "w", Name: "main", Slices: map[string]Slice{"GPU-2": {MemoryBytes: 40960 * mib}}}
-	totals := map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib, "GPU-2": 40960 * mib}
+	totals := map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib, "GPU-2": 40960 * mib, "GPU-3": 40960 * mib}
 	// On a node that oversubscribes GPU memory 1.5×: a slice of 20000 MiB
 	// of the advertised 61440 is not the whole GPU.
 	over := &Container{ID: "o", Namespace: "ns", Pod: "o", Name: "main", Slices: map[string]Slice{"GPU-1": {MemoryBytes: 20000 * mib}}}
-	owners := map[int]*Container{10: a, 11: a, 12: a, 20: b, 30: whole, 40: over}
+	owners := map[int]*Container{10: a, 11: a, 12: a, 13: a, 20: b, 30: whole, 40: over}
 	owner := func(pid int) *Container { return owners[pid] }
 	margin := uint64(300 * mib)
 
@@ -43,6 +43,12 @@ func TestDecide(t *testing.T) {
 		{name: "a GPU it was not granted has no room", mode: Enforce,
 			procs: []Process{{GPU: "GPU-3", PID: 20, UsedBytes: 400 * mib}},
 			kills: []int{20}},
+		{name: "a GPU the node does not serve is reported", mode: Enforce,
+			procs:  []Process{{GPU: "GPU-other", PID: 20, UsedBytes: 400 * mib}},
+			unattr: []int{20}},
+		{name: "many small processes: as many as it takes", mode: Enforce,
+			procs: []Process{{GPU: "GPU-0", PID: 10, UsedBytes: 600 * mib}, {GPU: "GPU-0", PID: 11, UsedBytes: 600 * mib}, {GPU: "GPU-0", PID: 12, UsedBytes: 600 * mib}, {GPU: "GPU-0", PID: 13, UsedBytes: 600 * mib}},
+			kills: []int{13, 12}},
 		{name: "a whole GPU is never over", mode: Enforce,
 			procs: []Process{{GPU: "GPU-2", PID: 30, UsedBytes: 80000 * mib}}},
 		{name: "oversubscribed slices are measured against their memory too", mode: Enforce,
@@ -94,11 +100,12 @@ func TestDecide(t *testing.T) {
 func TestDecideSumsSMShares(t *testing.T) {
 	c := &Container{ID: "a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib, Cores: 25}}}
 	owner := func(int) *Container { return c }
-	v := Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}}, owner, Report, 0)
+	gpus := map[string]uint64{"GPU-0": 40960 * mib}
+	v := Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}, MemoryBytes: gpus}, owner, Report, 0)
 	if len(v.Uses) != 1 || v.Uses[0].SMPercent != 50 || v.Uses[0].Cores != 25 {
 		t.Fatalf("uses %+v; want one at 50%% SM against 25 cores", v.Uses)
 	}
-	v = Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 2, SMPercent: -1}}}, owner, Report, 0)
+	v = Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 2, SMPercent: -1}}, MemoryBytes: gpus}, owner, Report, 0)
 	if v.Uses[0].SMPercent != -1 {
 		t.Errorf("SM share %d where the driver said none; want -1", v.Uses[0].SMPercent)
 	}

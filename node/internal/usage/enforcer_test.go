@@ -65,7 +65,7 @@ func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
 				live = append(live, p)
 			}
 		}
-		return Sample{Processes: live}, nil
+		return Sample{Processes: live, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
 	}
 	rec := &fakeRecorder{}
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
@@ -97,7 +97,7 @@ func TestEnforcerReportModeKillsNothing(t *testing.T) {
 	host := &fakeHost{ids: map[int]string{1: "over"}}
 	rec := &fakeRecorder{}
 	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, func() (Sample, error) {
-		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}}, nil
+		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
 	}, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	v := e.Step()
 	if len(host.killed) != 0 || len(v.Uses) != 1 || !v.Uses[0].Over(0) {
