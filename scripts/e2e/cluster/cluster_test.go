@@ -614,6 +614,7 @@ func TestCluster(t *testing.T) {
 	t.Run("o pods HAMi placed are avoided", func(t *testing.T) { fromHAMi(t, e, nodes) })
 	t.Run("p dashboards and alerts on a real Prometheus", func(t *testing.T) { monitoring(t, e, nodes) })
 	t.Run("q rolling upgrade, one node ahead", func(t *testing.T) { rollingUpgrade(t, e, nodes) })
+	t.Run("r GPU memory held from the node", func(t *testing.T) { gpuUsage(t, e, nodes) })
 }
 
 func nodeNameLine(extra string) string {

@@ -1,0 +1,225 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// gpuUsage: the first node enforces each container's GPU memory
+// (gpuUsage: enforce in the mock overlay's per-node overrides). A
+// tenant's container whose real process is declared on the mock GPU past
+// its slice loses that process within 2 s, with an Event; its co-tenant
+// on the same GPU, a host process and another node's container, declared
+// on that GPU too, are reported and never killed; inspect and the
+// metrics show each.
+func gpuUsage(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	node := nodes[0]
+	ns := "e2e-usage"
+	asTenant := newTenant(t, e, ns)
+	snap := e.inspect(t, node)
+	if snap.Use == nil || snap.Use.Mode != "enforce" {
+		t.Fatalf("%s's GPU usage: %+v; want mode enforce (the mock overlay's override)", node, snap.Use)
+	}
+	gpu := snap.GPUs[0].UUID
+	pod := func(name, onNode, annotations string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  annotations: {%s}
+spec:
+  nodeSelector: {kubernetes.io/hostname: %s}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: vgpud.local/busybox:1
+    command: [sleep, "3600"]
+    resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "1000", nvidia.com/gpucores: "20"}}
+`, name, annotations, onNode)
+	}
+	pinned := fmt.Sprintf("nvidia.com/use-gpuuuid: %q", gpu)
+	names := []string{"greedy", "neighbour"}
+	for _, n := range names {
+		if out, err := asTenant(pod(n, node, pinned), "apply", "-f", "-"); err != nil {
+			t.Fatalf("create %s as the tenant: %v: %s", n, err, out)
+		}
+	}
+	if len(nodes) > 1 {
+		if out, err := asTenant(pod("elsewhere", nodes[1], ""), "apply", "-f", "-"); err != nil {
+			t.Fatalf("create elsewhere as the tenant: %v: %s", err, out)
+		}
+		names = append(names, "elsewhere")
+	}
+	e.waitRunning(t, ns, names, 120*time.Second)
+
+	// A host process: no container's.
+	host := exec.Command("sleep", "600")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+
+	vgpud, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	declare := func(pid, mib, sm int) {
+		t.Helper()
+		spec := fmt.Sprintf("%s:%d:%d:%d", gpu, pid, mib, sm)
+		if out, err := e.kubectl("-n", system, "exec", vgpud.Name, "--", "vgpud", "inspect", "--mock-process", spec); err != nil {
+			t.Fatalf("declare %s on %s: %v: %s", spec, node, err, out)
+		}
+	}
+	pids := map[string]int{}
+	for _, n := range names {
+		pids[n] = e.containerPID(t, ns, n)
+	}
+	declare(host.Process.Pid, 3000, 10)
+	declare(pids["neighbour"], 900, 20)
+	if pid, ok := pids["elsewhere"]; ok {
+		declare(pid, 4000, 5)
+	}
+	// Past its 1000 MiB slice and the node's 1024 MiB margin.
+	declare(pids["greedy"], 2600, 60)
+	declared := time.Now()
+	var gone time.Duration
+	for gone == 0 && time.Since(declared) < 10*time.Second {
+		if errors.Is(syscall.Kill(pids["greedy"], 0), syscall.ESRCH) {
+			gone = time.Since(declared)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if gone == 0 || gone > 2*time.Second {
+		t.Errorf("greedy's process %d over its slice: gone after %v; want within 2 s (the node samples every second)", pids["greedy"], gone)
+	}
+	t.Logf("greedy's process (2600 MiB on a 1000 MiB slice, margin 1024 MiB) killed %v after it was declared", gone.Round(time.Millisecond))
+
+	harness.Eventually(t, 30*time.Second, "an Event on greedy naming the kill", func() error {
+		evs, err := e.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.Regarding.Name == "greedy" && ev.Reason == "GPUMemoryOverSlice" {
+				t.Logf("Event: %s", ev.Note)
+				return harness.Contains(ev.Note, "2600 MiB", "slice of 1000 MiB", "killed", "first process")
+			}
+		}
+		return fmt.Errorf("no GPUMemoryOverSlice Event on greedy")
+	})
+	harness.Eventually(t, 60*time.Second, "greedy restarted under its restart policy", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "greedy", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if restarts(p) < 1 {
+			return fmt.Errorf("restarts %d", restarts(p))
+		}
+		return nil
+	})
+	// Everyone else keeps running.
+	for _, pid := range []int{pids["neighbour"], host.Process.Pid, pids["elsewhere"]} {
+		if pid != 0 && syscall.Kill(pid, 0) != nil {
+			t.Errorf("process %d, which vgpud must not kill, is gone", pid)
+		}
+	}
+	for _, n := range names[1:] {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil || restarts(p) != 0 || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("%s: %v, restarts %d, phase %s", n, err, restarts(p), p.Status.Phase)
+		}
+	}
+
+	// inspect: the neighbour's use against its slice, greedy's kill, and
+	// the host's and the other node's processes unattributed.
+	harness.Eventually(t, 30*time.Second, "inspect showing the sample", func() error {
+		u := e.inspect(t, node).Use
+		var sawNeighbour, sawKill bool
+		unattributed := map[int]bool{}
+		for _, c := range u.Containers {
+			if c.Pod == "neighbour" && c.UsedMiB == 900 && c.SliceMiB == 1000 && c.SMPercent == 20 && c.Cores == 20 && !c.Over {
+				sawNeighbour = true
+			}
+			if c.Pod == "greedy" && c.Kills > 0 {
+				sawKill = true
+			}
+		}
+		for _, p := range u.Unattributed {
+			unattributed[p.PID] = true
+		}
+		switch {
+		case !sawNeighbour:
+			return fmt.Errorf("neighbour at 900/1000 MiB, 20%% SM not shown: %+v", u.Containers)
+		case !unattributed[host.Process.Pid]:
+			return fmt.Errorf("host process %d not unattributed: %+v", host.Process.Pid, u.Unattributed)
+		case pids["elsewhere"] != 0 && !unattributed[pids["elsewhere"]]:
+			return fmt.Errorf("%s's process %d not unattributed: %+v", nodes[1], pids["elsewhere"], u.Unattributed)
+		}
+		_ = sawKill // greedy's restarted container holds nothing: it may have left the sample
+		return nil
+	})
+	metrics, err := e.scrape(vgpud)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`vgpud_node_container_gpu_kills_total{container="main",namespace="e2e-usage",pod="greedy",uuid="` + gpu + `"} 1`,
+		`vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="e2e-usage",pod="neighbour",uuid="` + gpu + `"} 9.437184e+08`,
+		`vgpud_node_container_gpu_memory_limit_bytes{container="main",namespace="e2e-usage",pod="neighbour",uuid="` + gpu + `"} 1.048576e+09`,
+		`vgpud_node_container_gpu_sm_ratio{container="main",namespace="e2e-usage",pod="neighbour",uuid="` + gpu + `"} 0.2`,
+		`vgpud_node_gpu_unattributed_memory_bytes{uuid="` + gpu + `"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("%s's metrics lack %s", node, want)
+		}
+	}
+	for _, pid := range []int{host.Process.Pid, pids["neighbour"], pids["elsewhere"]} {
+		if pid != 0 {
+			declare(pid, 0, -1)
+		}
+	}
+}
+
+// containerPID is the host PID of the first process of pod's container,
+// found by the container ID kubelet reports, in the cgroup of a process
+// on this host (the cluster shares the host's PID namespace).
+func (e env) containerPID(t *testing.T, ns, pod string) int {
+	t.Helper()
+	p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s: %v", pod, err)
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, f := range procs {
+		cg, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(cg), id) {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "comm"))
+		if strings.TrimSpace(string(comm)) != "sleep" {
+			continue
+		}
+		var pid int
+		fmt.Sscan(filepath.Base(filepath.Dir(f)), &pid)
+		return pid
+	}
+	t.Fatalf("no process of %s's container %s on this host", pod, id)
+	return 0
+}
