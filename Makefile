@@ -104,12 +104,14 @@ ROUNDS ?= 20
 chaos:
 	ROUNDS=$(ROUNDS) bash scripts/chaos.sh
 
-# The node role on a real NVIDIA GPU and driver (needs CuPy for the fault;
+# The node role on a real NVIDIA GPU and driver, and the proof that it holds
+# each container's GPU memory (needs CuPy for the fault, PyTorch or CuPy for
+# scripts/nvml/hog.py, root to make cgroups;
 # INTERPOSER=<dir with HAMi-core's libvgpu.so> adds the interposer test);
 # see docs/development.md "On a real GPU". Not part of make test: CI has no GPU.
 INTERPOSER ?=
 nvml:
-	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" \
+	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" VGPUD_TEST_NVML_HOG="python3 $(CURDIR)/scripts/nvml/hog.py" \
 		VGPUD_TEST_NVML_INTERPOSER="$(if $(INTERPOSER),$(abspath $(INTERPOSER)))" VGPUD_TEST_NVML_PROBE="python3 $(CURDIR)/scripts/nvml/probe.py" \
 		$(GO) test -count=1 -v -run NVML ./node
 

@@ -33,7 +33,7 @@ get() { awk -F'\t' -v n="$2" -v u="$3" '$1 == n && $2 == u { print $3 }' "$1"; }
 
 echo "bench: Go benchmarks (5 runs each)" >&2
 gob=$(mktemp)
-go test -run '^$' -bench . -benchmem -count 5 ./cluster/internal/fit ./cluster/internal/extender ./webhook ./node/internal/deviceplugin 2>/dev/null | grep '^Benchmark' >"$gob"
+go test -run '^$' -bench . -benchmem -count 5 ./cluster/internal/fit ./cluster/internal/extender ./webhook ./node/internal/deviceplugin ./node/internal/usage 2>/dev/null | grep '^Benchmark' >"$gob"
 med=$(mktemp)
 medians "$gob" >"$med"
 for nodes in 100 1000 5000; do
@@ -60,6 +60,13 @@ done
 row "extender in process" "/bind, fake clientset, distinct nodes" "$(get "$med" BenchmarkBindDistinctNodes binds/s) binds/s" "-" "-"
 row "admission" "webhook handler in process (p50 / p99)" "$(get "$med" BenchmarkAdmission p50-µs) / $(get "$med" BenchmarkAdmission p99-µs) µs" "-" "-"
 row "node" "Allocate with 1000 pods in the node cache (p50 / p99)" "$(get "$med" BenchmarkAllocate1000Pods p50-µs) / $(get "$med" BenchmarkAllocate1000Pods p99-µs) µs" "-" "-"
+sample=$(get "$med" BenchmarkSample ns/op) share=$(get "$med" BenchmarkSample core-%-at-1s)
+row "node" "GPU usage sample: 8 GPUs, 64 containers (mock NVML, /proc attribution, decision)" \
+	"$(awk -v x="$sample" 'BEGIN { printf "%.2f ms", x / 1e6 }') a sample, $share % of a core at 1 s" "<= 1 % of one core" \
+	"$(awk -v x="$share" 'BEGIN { print (x <= 1) ? "yes" : "NO" }')"
+attr=$(get "$med" BenchmarkAttribute ns/op)
+row "node" "attribute one process (/proc/<pid>/cgroup to container ID)" "$(awk -v x="$attr" 'BEGIN { printf "%.1f µs", x / 1e3 }')" "<= 1 ms" \
+	"$(awk -v x="$attr" 'BEGIN { print (x <= 1e6) ? "yes" : "NO" }')"
 rm -f "$gob" "$med"
 
 echo "bench: against kube-apiserver (1000 nodes; takes a few minutes)" >&2

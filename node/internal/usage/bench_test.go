@@ -1,0 +1,84 @@
+package usage
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+)
+
+// BenchmarkSample is one sample on a node of 8 GPUs and 64 containers,
+// one process each, every process a live one on this host: NVML (the
+// mock: the driver's own cost is not Go's), /proc attribution, the
+// decision. make bench reports it as a share of one core at the default
+// 1 s period.
+func BenchmarkSample(b *testing.B) {
+	lib, err := gpu.Open("fake:8xNVIDIA A100-SXM4-40GB:40960", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := lib.(*gpu.Mock)
+	devs, err := gpu.Discover(lib)
+	if err != nil {
+		b.Fatal(err)
+	}
+	containers := NewContainers()
+	totals := map[string]uint64{}
+	for _, d := range devs {
+		totals[d.UUID] = uint64(d.MemoryMiB) << 20
+	}
+	for i := range 64 {
+		cmd := exec.Command("sleep", "600")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		uuid := devs[i%8].UUID
+		if err := m.SetProcess(uuid, cmd.Process.Pid, 1000, 10); err != nil {
+			b.Fatal(err)
+		}
+		containers.Add(Container{ID: fmt.Sprintf("%064x", i), Namespace: "bench", Pod: fmt.Sprint("p", i), Name: "main", Slices: map[string]Slice{uuid: {MemoryBytes: 4000 << 20}}})
+	}
+	var since uint64
+	sample := func() (Sample, error) {
+		procs, newest, err := gpu.Processes(lib, since)
+		since = newest
+		s := Sample{MemoryBytes: totals, Processes: make([]Process, len(procs))}
+		for i, p := range procs {
+			s.Processes[i] = Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent}
+		}
+		return s, err
+	}
+	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second, Margin: 1 << 30}, sample, containers, Procfs{Root: "/proc"}, nopRecorder{},
+		clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if v := e.Step(); len(v.Unattributed) != 64 {
+		b.Fatalf("%d of 64 processes sampled", len(v.Unattributed))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		e.Step()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e9*100, "core-%-at-1s")
+}
+
+// BenchmarkAttribute is one process's container read from /proc.
+func BenchmarkAttribute(b *testing.B) {
+	p, pid := Procfs{Root: "/proc"}, os.Getpid()
+	for b.Loop() {
+		if _, _, err := p.ContainerID(pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Sampled(Verdict, time.Duration) {}
+func (nopRecorder) Killed(Kill, bool, error)       {}
