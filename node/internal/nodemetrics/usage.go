@@ -19,7 +19,9 @@ type usageCollector struct {
 }
 
 func newUsageCollector() *usageCollector {
-	l := []string{"namespace", "pod", "container", "uuid"}
+	// pod_name, not pod: Prometheus's scrape sets pod to the vgpud
+	// replica's own (manifests/monitoring/scrape.yaml).
+	l := []string{"namespace", "pod_name", "container", "uuid"}
 	return &usageCollector{
 		used:         prometheus.NewDesc("vgpud_node_container_gpu_memory_used_bytes", "GPU memory the container's processes hold on the GPU, as the driver reports it.", l, nil),
 		limit:        prometheus.NewDesc("vgpud_node_container_gpu_memory_limit_bytes", "The container's slice of the GPU's memory (0 on a GPU it was not granted).", l, nil),
@@ -98,7 +100,7 @@ func newUsageMetrics() usageMetrics {
 	return usageMetrics{
 		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpud_node_container_gpu_kills_total", Help: "Processes vgpud killed because their container held more GPU memory than its slice plus the margin.",
-		}, []string{"namespace", "pod", "container", "uuid"}),
+		}, []string{"namespace", "pod_name", "container", "uuid"}),
 		sample: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "vgpud_node_gpu_usage_sample_seconds", Help: "Time one sample of every GPU's processes took: NVML, attribution and decision.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},

@@ -27,14 +27,14 @@ func TestUsageMetrics(t *testing.T) {
 	want := `
 # HELP vgpud_node_container_gpu_kills_total Processes vgpud killed because their container held more GPU memory than its slice plus the margin.
 # TYPE vgpud_node_container_gpu_kills_total counter
-vgpud_node_container_gpu_kills_total{container="main",namespace="t",pod="p",uuid="GPU-a"} 1
+vgpud_node_container_gpu_kills_total{container="main",namespace="t",pod_name="p",uuid="GPU-a"} 1
 # HELP vgpud_node_container_gpu_memory_used_bytes GPU memory the container's processes hold on the GPU, as the driver reports it.
 # TYPE vgpud_node_container_gpu_memory_used_bytes gauge
-vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-a"} 3.221225472e+09
-vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod="p",uuid="GPU-b"} 2.097152e+06
+vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod_name="p",uuid="GPU-a"} 3.221225472e+09
+vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="t",pod_name="p",uuid="GPU-b"} 2.097152e+06
 # HELP vgpud_node_container_gpu_sm_ratio The container's processes' share of the GPU's SM time over the last sample period, 0..1; absent where the driver gave no sample.
 # TYPE vgpud_node_container_gpu_sm_ratio gauge
-vgpud_node_container_gpu_sm_ratio{container="main",namespace="t",pod="p",uuid="GPU-a"} 0.4
+vgpud_node_container_gpu_sm_ratio{container="main",namespace="t",pod_name="p",uuid="GPU-a"} 0.4
 # HELP vgpud_node_gpu_unattributed_memory_bytes GPU memory held by processes no granted container of this node owns (the host's, another runtime's, another node's).
 # TYPE vgpud_node_gpu_unattributed_memory_bytes gauge
 vgpud_node_gpu_unattributed_memory_bytes{uuid="GPU-a"} 2.147483648e+09

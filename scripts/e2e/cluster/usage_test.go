@@ -179,10 +179,10 @@ spec:
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`vgpud_node_container_gpu_kills_total{container="main",namespace="e2e-usage",pod="greedy",uuid="` + gpu + `"} 1`,
-		`vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="e2e-usage",pod="neighbour",uuid="` + gpu + `"} 9.437184e+08`,
-		`vgpud_node_container_gpu_memory_limit_bytes{container="main",namespace="e2e-usage",pod="neighbour",uuid="` + gpu + `"} 1.048576e+09`,
-		`vgpud_node_container_gpu_sm_ratio{container="main",namespace="e2e-usage",pod="neighbour",uuid="` + gpu + `"} 0.2`,
+		`vgpud_node_container_gpu_kills_total{container="main",namespace="e2e-usage",pod_name="greedy",uuid="` + gpu + `"} 1`,
+		`vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="e2e-usage",pod_name="neighbour",uuid="` + gpu + `"} 9.437184e+08`,
+		`vgpud_node_container_gpu_memory_limit_bytes{container="main",namespace="e2e-usage",pod_name="neighbour",uuid="` + gpu + `"} 1.048576e+09`,
+		`vgpud_node_container_gpu_sm_ratio{container="main",namespace="e2e-usage",pod_name="neighbour",uuid="` + gpu + `"} 0.2`,
 		`vgpud_node_gpu_unattributed_memory_bytes{uuid="` + gpu + `"}`,
 	} {
 		if !strings.Contains(metrics, want) {
