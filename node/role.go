@@ -237,6 +237,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	g.Go(func() error { return a.publish(ctx, p.publisher, p.healthChanged) })
 	enforcer := a.newEnforcer(ctx, lib, devs, pods)
 	g.Go(func() error { return enforcer.Run(ctx) })
+	g.Go(func() error { return a.publishUse(ctx, p.publisher) })
 	if p.check != nil {
 		g.Go(func() error {
 			defer p.events.Shutdown()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/inspect"
+	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/node/internal/usage"
@@ -173,5 +176,64 @@ func (r *usageRecorder) kills(id, gpu string) int {
 func (r *usageRecorder) tell(c *usage.Container, reason, msg string) {
 	if p := r.pods.Get(c.Namespace, c.Pod); p != nil && string(p.UID) == c.PodUID {
 		r.event(p, reason, msg)
+	}
+}
+
+// publishUse writes the latest sample to the node's vgpud.io/usage
+// annotation for `vgpud inspect --cluster`: at most every
+// protocol.UsagePublishEvery, and only when it changed by more than
+// rounding (64 MiB, 5 % SM), so an idle node writes nothing.
+func (a *Role) publishUse(ctx context.Context, pub *inventory.Publisher) error {
+	if a.cfg.GPUUsage == usage.Off.String() {
+		return nil
+	}
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.clock.After(protocol.UsagePublishEvery):
+		}
+		s := a.useSnapshot()
+		if s == nil || s.Taken.IsZero() {
+			continue
+		}
+		u := protocol.NodeUsage{Mode: s.Mode, Containers: []protocol.ContainerUsage{}}
+		for _, c := range s.Containers {
+			if len(u.Containers) == protocol.MaxUsageContainers {
+				break
+			}
+			sm := c.SMPercent
+			if sm > 0 {
+				sm = sm / 5 * 5
+			}
+			u.Containers = append(u.Containers, protocol.ContainerUsage{Namespace: c.Namespace, Pod: c.Pod, Container: c.Container, GPU: c.GPU,
+				UsedMiB: int64(c.UsedMiB) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills})
+		}
+		held := map[string]int64{}
+		for _, p := range s.Unattributed {
+			held[p.GPU] += int64(p.UsedMiB)
+		}
+		for _, g := range slices.Sorted(maps.Keys(held)) {
+			u.Unattributed = append(u.Unattributed, protocol.GPUMemory{GPU: g, UsedMiB: held[g] / 64 * 64})
+		}
+		same, err := protocol.EncodeUsage(u)
+		if err != nil {
+			a.log.Error("encode GPU usage", "err", err)
+			continue
+		}
+		if same == last {
+			continue
+		}
+		u.Taken = s.Taken
+		value, err := protocol.EncodeUsage(u)
+		if err == nil {
+			err = pub.SetUsage(ctx, value)
+		}
+		if err != nil {
+			a.log.Warn("publish GPU usage", "err", err)
+			continue
+		}
+		last = same
 	}
 }

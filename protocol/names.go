@@ -32,8 +32,12 @@ const (
 	// the leader binds one pod at a time there and the node records each
 	// pod's phase.
 	AnnotationIdentity = "vgpud.io/identity"
-	IdentityRuntime    = "runtime"
-	IdentityGuessed    = "guessed"
+
+	// AnnotationUsage is the node's latest sample of its GPUs' processes
+	// (NodeUsage), written by the node role for `vgpud inspect --cluster`.
+	AnnotationUsage = "vgpud.io/usage"
+	IdentityRuntime = "runtime"
+	IdentityGuessed = "guessed"
 
 	// LabelRole marks the replica that leads; the Service selects on it.
 	LabelRole = "vgpud.io/role"

@@ -32,6 +32,7 @@ func Render(w io.Writer, v View) error {
 	if len(v.Nodes) == 0 {
 		fmt.Fprintln(tw, "no node has vgpud's inventory (vgpud.io/gpus)")
 	}
+	renderUse(tw, v.Nodes)
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "NAMESPACE\tGPUMEM MiB CHARGED\tLEFT\tGPUCORES CHARGED\tLEFT")
 	for _, ns := range v.Namespaces {
@@ -52,4 +53,40 @@ func left(limit *int64, used int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d of %d", *limit-used, *limit)
+}
+
+// renderUse prints what each node last published of its GPUs' processes.
+func renderUse(w io.Writer, nodes []Node) {
+	var rows []string
+	for _, n := range nodes {
+		if n.Use == nil {
+			continue
+		}
+		for _, c := range n.Use.Containers {
+			sm := "-"
+			if c.SMPercent >= 0 {
+				sm = fmt.Sprint(c.SMPercent)
+			}
+			rows = append(rows, fmt.Sprintf("%s (%s)\t%s/%s\t%s\t%s\t%d/%d\t%s/%d\t%d", n.Name, n.Use.Mode, c.Namespace, c.Pod, c.Container, shortUUID(c.GPU), c.UsedMiB, c.SliceMiB, sm, c.Cores, c.Kills))
+		}
+		for _, g := range n.Use.Unattributed {
+			rows = append(rows, fmt.Sprintf("%s (%s)\tunattributed\t-\t%s\t%d/-\t-\t-", n.Name, n.Use.Mode, shortUUID(g.GPU), g.UsedMiB))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "NODE (GPU USAGE)\tPOD\tCONTAINER\tGPU\tUSED/SLICE MiB\tSM/CORES %\tKILLS")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+}
+
+// shortUUID keeps a UUID's "GPU-" and first 8 hex digits.
+func shortUUID(uuid string) string {
+	if len(uuid) > 12 {
+		return uuid[:12]
+	}
+	return uuid
 }

@@ -33,6 +33,9 @@ type Node struct {
 	Identity string      `json:"identity"` // runtime or guessed
 	Plugin   string      `json:"plugin"`   // serving or draining
 	GPUs     []BookedGPU `json:"gpus"`
+	// Use is the node's latest published sample of what its GPUs'
+	// processes hold (vgpud.io/usage); nil where it publishes none.
+	Use *protocol.NodeUsage `json:"use,omitempty"`
 }
 
 // BookedGPU is one GPU with what is held of it.
@@ -80,6 +83,13 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		inventories[n.Name] = inv.GPUs
 		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
+		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
+			if u, err := protocol.DecodeUsage(raw); err != nil {
+				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationUsage, err))
+			} else {
+				node.Use = &u
+			}
+		}
 		for _, g := range inv.GPUs {
 			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
 		}

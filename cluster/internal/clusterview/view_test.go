@@ -133,3 +133,29 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 		t.Fatalf("problems %q", v.Problems)
 	}
 }
+
+func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
+	n1 := node(t, "n1", protocol.GPU{UUID: "GPU-aaaaaaaa-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
+	raw, err := protocol.EncodeUsage(protocol.NodeUsage{Mode: "enforce", Containers: []protocol.ContainerUsage{
+		{Namespace: "t", Pod: "greedy", Container: "main", GPU: "GPU-aaaaaaaa-1", UsedMiB: 960, SliceMiB: 1000, SMPercent: 35, Cores: 20, Kills: 1}},
+		Unattributed: []protocol.GPUMemory{{GPU: "GPU-aaaaaaaa-1", UsedMiB: 2944}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.Annotations[protocol.AnnotationUsage] = raw
+	n2 := node(t, "n2", protocol.GPU{UUID: "GPU-bbbbbbbb-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
+	n2.Annotations[protocol.AnnotationUsage] = `{"version":1,"containers":[{"usedMiB":-1}]}`
+	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames())
+	if v.Nodes[0].Use == nil || v.Nodes[0].Use.Containers[0].Kills != 1 || v.Nodes[1].Use != nil || len(v.Problems) != 1 {
+		t.Fatalf("use %+v, %+v; problems %v", v.Nodes[0].Use, v.Nodes[1].Use, v.Problems)
+	}
+	var b strings.Builder
+	if err := Render(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"n1 (enforce)", "t/greedy", "960/1000", "35/20", "unattributed", "2944/-"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}

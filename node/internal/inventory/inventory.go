@@ -57,6 +57,14 @@ func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
 	return nil
 }
 
+// SetUsage writes the node's vgpud.io/usage annotation.
+func (p *Publisher) SetUsage(ctx context.Context, value string) error {
+	if err := p.annotate(ctx, protocol.AnnotationUsage, value); err != nil {
+		return fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationUsage, err)
+	}
+	return nil
+}
+
 // annotate sets one annotation on the node with a merge patch.
 func (p *Publisher) annotate(ctx context.Context, key, value string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})

@@ -25,8 +25,8 @@ import (
 // tenant's container whose real process is declared on the mock GPU past
 // its slice loses that process within 2 s, with an Event; its co-tenant
 // on the same GPU, a host process and another node's container, declared
-// on that GPU too, are reported and never killed; inspect and the
-// metrics show each.
+// on that GPU too, are reported and never killed; inspect, inspect
+// --cluster and the metrics show each.
 func gpuUsage(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	node := nodes[0]
@@ -189,6 +189,16 @@ spec:
 			t.Errorf("%s's metrics lack %s", node, want)
 		}
 	}
+	// inspect --cluster (kubectl vgpud), from what the node published to
+	// its vgpud.io/usage annotation (at most every 30 s).
+	harness.Eventually(t, 75*time.Second, "kubectl vgpud showing the node's GPU usage", func() error {
+		cmd := exec.Command("kubectl", "get", "node", node, "-o", "jsonpath={.metadata.annotations.vgpud\\.io/usage}")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+		if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), "neighbour") {
+			return fmt.Errorf("vgpud.io/usage on %s: %v %s", node, err, out)
+		}
+		return harness.Contains(e.kubectlVgpud(t), node+" (enforce)", ns+"/neighbour", "896/1000", "20/20", "unattributed")
+	})
 	for _, pid := range []int{host.Process.Pid, pids["neighbour"], pids["elsewhere"]} {
 		if pid != 0 {
 			declare(pid, 0, -1)

@@ -1,0 +1,37 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUsageRoundTripAndBounds(t *testing.T) {
+	u := NodeUsage{Mode: "enforce", Taken: time.Unix(100, 0).UTC(),
+		Containers:   []ContainerUsage{{Namespace: "t", Pod: "p", Container: "main", GPU: "GPU-a", UsedMiB: 900, SliceMiB: 1000, SMPercent: -1, Cores: 20, Kills: 2}},
+		Unattributed: []GPUMemory{{GPU: "GPU-a", UsedMiB: 3000}}}
+	s, err := EncodeUsage(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeUsage(s)
+	if err != nil || got.Version != Version || got.Containers[0] != u.Containers[0] || got.Unattributed[0] != u.Unattributed[0] || !got.Taken.Equal(u.Taken) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	// A newer node's field is ignored, as every wire value's.
+	if _, err := DecodeUsage(strings.Replace(s, `"mode"`, `"future":1,"mode"`, 1)); err != nil {
+		t.Errorf("unknown field: %v", err)
+	}
+	bad := u
+	bad.Containers = []ContainerUsage{{UsedMiB: -1}}
+	if _, err := EncodeUsage(bad); err == nil {
+		t.Error("negative use encoded")
+	}
+	bad.Containers = make([]ContainerUsage, MaxUsageContainers+1)
+	if _, err := EncodeUsage(bad); err == nil {
+		t.Error("too many containers encoded")
+	}
+	if _, err := DecodeUsage(`{"version":1,"containers":[{"usedMiB":-5}]}`); err == nil {
+		t.Error("negative use decoded")
+	}
+}
