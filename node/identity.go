@@ -31,7 +31,7 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 		Slice:  a.sliceOptions(),
 		Exempt: func(ns string) bool { return exempt[ns] },
 	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
-	h.Tell(grantedContainers{a.containers})
+	h.Tell(grantedContainers{r: a.containers, a: a})
 	return h
 }
 

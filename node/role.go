@@ -48,6 +48,8 @@ type Metrics interface {
 	ReportUsage(last func() usage.Verdict)
 	Killed(k usage.Kill)
 	Sampled(took time.Duration)
+	KillsFrom0(namespace, pod, container, uuid string)
+	ForgetPod(namespace, pod string)
 }
 
 // API is what the node role calls: core/v1 (its node's inventory

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,13 @@ import (
 )
 
 // grantedContainers is the hook's view into the enforcer's register: each
-// grant, with its slices, by the runtime's container ID.
-type grantedContainers struct{ r *usage.Containers }
+// grant, with its slices, by the runtime's container ID. What goes is
+// forgotten by the metrics and the recorder too, so that nothing per pod
+// outlives the pod.
+type grantedContainers struct {
+	r *usage.Containers
+	a *Role
+}
 
 var _ nrihook.Granted = grantedContainers{}
 
@@ -32,13 +38,29 @@ func (g grantedContainers) Granted(id string, c nrihook.Container, a protocol.Co
 	slices := make(map[string]usage.Slice, len(a.GPUs))
 	for _, s := range a.GPUs {
 		slices[s.UUID] = usage.Slice{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
+		// From 0, so that the first kill shows in an increase().
+		g.a.metrics.KillsFrom0(c.Namespace, c.Pod, c.Name, s.UUID)
 	}
 	g.r.Add(usage.Container{ID: id, Namespace: c.Namespace, Pod: c.Pod, PodUID: c.UID, Name: c.Name, Slices: slices})
 }
 
-func (g grantedContainers) Removed(uid string) { g.r.RemovePod(uid) }
+func (g grantedContainers) Removed(uid string) { g.forget(g.r.RemovePod(uid)) }
 
-func (g grantedContainers) Retain(ids map[string]bool) { g.r.Retain(ids) }
+func (g grantedContainers) Retain(ids map[string]bool) { g.forget(g.r.Retain(ids)) }
+
+func (g grantedContainers) forget(gone []usage.Container) {
+	g.a.mu.Lock()
+	rec := g.a.usageRec
+	g.a.mu.Unlock()
+	for _, c := range gone {
+		if rec != nil {
+			rec.forget(c.ID)
+		}
+		if !g.r.Has(c.Namespace, c.Pod) {
+			g.a.metrics.ForgetPod(c.Namespace, c.Pod)
+		}
+	}
+}
 
 // newEnforcer samples lib's processes for the containers the hook
 // registered, under the node's settings (validated: the mode parses).
@@ -166,6 +188,17 @@ func (r *usageRecorder) Killed(k usage.Kill, first bool, err error) {
 	r.tell(c, "GPUMemoryOverSlice", msg)
 }
 
+// forget drops what it counted of a container gone.
+func (r *usageRecorder) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.killed {
+		if strings.HasPrefix(k, id+"/") {
+			delete(r.killed, k)
+		}
+	}
+}
+
 func (r *usageRecorder) kills(id, gpu string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -185,6 +218,10 @@ func (r *usageRecorder) tell(c *usage.Container, reason, msg string) {
 // rounding (64 MiB, 5 % SM), so an idle node writes nothing.
 func (a *Role) publishUse(ctx context.Context, pub *inventory.Publisher) error {
 	if a.cfg.GPUUsage == usage.Off.String() {
+		// What an earlier run published would otherwise show for good.
+		if err := pub.ClearUsage(ctx); err != nil {
+			a.log.Warn("clear GPU usage annotation", "err", err)
+		}
 		return nil
 	}
 	last := ""
@@ -200,15 +237,17 @@ func (a *Role) publishUse(ctx context.Context, pub *inventory.Publisher) error {
 		}
 		u := protocol.NodeUsage{Mode: s.Mode, Containers: []protocol.ContainerUsage{}}
 		for _, c := range s.Containers {
-			if len(u.Containers) == protocol.MaxUsageContainers {
-				break
-			}
 			sm := c.SMPercent
 			if sm > 0 {
-				sm = sm / 5 * 5
+				sm = (sm + 2) / 5 * 5
 			}
 			u.Containers = append(u.Containers, protocol.ContainerUsage{Namespace: c.Namespace, Pod: c.Pod, Container: c.Container, GPU: c.GPU,
-				UsedMiB: int64(c.UsedMiB) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills})
+				UsedMiB: (int64(c.UsedMiB) + 32) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills, Over: c.Over})
+		}
+		// The biggest users first; what does not fit is counted, not shown.
+		slices.SortStableFunc(u.Containers, func(x, y protocol.ContainerUsage) int { return int(y.UsedMiB - x.UsedMiB) })
+		if n := len(u.Containers) - protocol.MaxUsageContainers; n > 0 {
+			u.Containers, u.Omitted = u.Containers[:protocol.MaxUsageContainers], n
 		}
 		held := map[string]int64{}
 		for _, p := range s.Unattributed {
@@ -218,6 +257,10 @@ func (a *Role) publishUse(ctx context.Context, pub *inventory.Publisher) error {
 			u.Unattributed = append(u.Unattributed, protocol.GPUMemory{GPU: g, UsedMiB: held[g] / 64 * 64})
 		}
 		same, err := protocol.EncodeUsage(u)
+		for err == nil && len(same) > protocol.MaxUsageBytes-64 && len(u.Containers) > 0 {
+			u.Containers, u.Omitted = u.Containers[:len(u.Containers)*3/4], u.Omitted+len(u.Containers)-len(u.Containers)*3/4
+			same, err = protocol.EncodeUsage(u)
+		}
 		if err != nil {
 			a.log.Error("encode GPU usage", "err", err)
 			continue

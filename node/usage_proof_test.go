@@ -216,6 +216,11 @@ func (c *proofCgroups) join(t *testing.T, pid int, id string) {
 	if err := os.WriteFile(filepath.Join(sub, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		t.Fatalf("move process %d into %s: %v", pid, sub, err)
 	}
+	// Inside a container whose own cgroup path names an ID (Docker on
+	// cgroup v1), the outermost ID is that container's: attribute by PID.
+	if got, ok, _ := (usage.Procfs{Root: "/proc"}).ContainerID(pid); !ok || got != id {
+		c.dir, c.why = "", fmt.Sprintf("attributed by PID: in %s the cgroup path names container %q first", sub, got)
+	}
 }
 
 // host is what the enforcer reads and kills through: /proc where the
@@ -309,6 +314,7 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 		t.Fatalf("the sample attributed %d of the 2 containers: %+v (unattributed %+v)", len(before.Uses), before.Uses, before.Unattributed)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	ran := make(chan struct{})
 	go func() { _ = e.Run(ctx); close(ran) }()
 
@@ -326,7 +332,12 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("greedy, grown to %d MiB on a 1000 MiB slice, still runs 10 s later", greedy.total)
 	}
-	k := <-rec.kills
+	var k usage.Kill
+	select {
+	case k = <-rec.kills:
+	case <-time.After(5 * time.Second):
+		t.Fatal("greedy ended, but the enforcer recorded no kill")
+	}
 	if killedAfter > 2*period {
 		t.Errorf("killed %v after growing past its slice; want within two sampling periods (%v)", killedAfter, 2*period)
 	}

@@ -2,7 +2,10 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // NodeUsage is the value of AnnotationUsage on a node: what its latest
@@ -17,6 +20,9 @@ type NodeUsage struct {
 	Taken        time.Time        `json:"taken"`
 	Containers   []ContainerUsage `json:"containers"`
 	Unattributed []GPUMemory      `json:"unattributed,omitempty"`
+	// Omitted counts the containers left out to keep the value within
+	// MaxUsageBytes, the smallest users first.
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // ContainerUsage is one container's use of one GPU against its slice.
@@ -32,6 +38,9 @@ type ContainerUsage struct {
 	SMPercent int `json:"smPercent"`
 	Cores     int `json:"cores"`
 	Kills     int `json:"kills"` // processes killed for memory since the node role started
+	// Over says it held more than its slice plus the node's margin (the
+	// MiB are rounded; this is not).
+	Over bool `json:"over,omitempty"`
 }
 
 // GPUMemory is memory on a GPU that no granted container of the node holds.
@@ -44,7 +53,10 @@ type GPUMemory struct {
 // container/GPU pairs (the annotation stays well inside its limit).
 const (
 	MaxUsageContainers = 512
-	UsagePublishEvery  = 30 * time.Second
+	// MaxUsageBytes keeps the annotation a small share of the 256 KiB a
+	// Node's annotations may take together.
+	MaxUsageBytes     = 32 << 10
+	UsagePublishEvery = 30 * time.Second
 )
 
 // EncodeUsage validates u and renders it as the annotation value.
@@ -79,15 +91,27 @@ func (u NodeUsage) Validate() error {
 	if len(u.Containers) > MaxUsageContainers {
 		return fmt.Errorf("%d containers, over the %d a node lists", len(u.Containers), MaxUsageContainers)
 	}
+	if !slices.Contains([]string{"off", "report", "enforce"}, u.Mode) {
+		return fmt.Errorf("mode %q: want off, report or enforce", u.Mode)
+	}
 	for i, c := range u.Containers {
 		if c.UsedMiB < 0 || c.SliceMiB < 0 || c.Kills < 0 || c.SMPercent < -1 || c.Cores < 0 {
 			return fmt.Errorf("containers[%d]: negative use, slice, cores or kills", i)
 		}
+		// Shown in a terminal by inspect --cluster: no control characters.
+		for _, text := range []string{c.Namespace, c.Pod, c.Container, c.GPU} {
+			if strings.IndexFunc(text, unicode.IsControl) >= 0 || len(text) > 253 {
+				return fmt.Errorf("containers[%d]: a name over 253 bytes or with a control character", i)
+			}
+		}
 	}
 	for i, g := range u.Unattributed {
-		if g.UsedMiB < 0 {
-			return fmt.Errorf("unattributed[%d]: negative memory", i)
+		if g.UsedMiB < 0 || strings.IndexFunc(g.GPU, unicode.IsControl) >= 0 || len(g.GPU) > 253 {
+			return fmt.Errorf("unattributed[%d]: negative memory, or a bad GPU name", i)
 		}
+	}
+	if u.Omitted < 0 {
+		return fmt.Errorf("omitted %d: negative", u.Omitted)
 	}
 	return nil
 }

@@ -31,7 +31,13 @@ func TestUsageRoundTripAndBounds(t *testing.T) {
 	if _, err := EncodeUsage(bad); err == nil {
 		t.Error("too many containers encoded")
 	}
-	if _, err := DecodeUsage(`{"version":1,"containers":[{"usedMiB":-5}]}`); err == nil {
+	if _, err := DecodeUsage(`{"version":1,"mode":"report","containers":[{"usedMiB":-5}]}`); err == nil {
 		t.Error("negative use decoded")
+	}
+	if _, err := DecodeUsage(`{"version":1,"mode":"report","containers":[{"pod":"a\u001b[31mb"}]}`); err == nil {
+		t.Error("an escape sequence in a pod name decoded")
+	}
+	if _, err := DecodeUsage(`{"version":1,"mode":"kill","containers":[]}`); err == nil {
+		t.Error("an unknown mode decoded")
 	}
 }

@@ -67,7 +67,14 @@ func renderUse(w io.Writer, nodes []Node) {
 			if c.SMPercent >= 0 {
 				sm = fmt.Sprint(c.SMPercent)
 			}
-			rows = append(rows, fmt.Sprintf("%s (%s)\t%s/%s\t%s\t%s\t%d/%d\t%s/%d\t%d", n.Name, n.Use.Mode, c.Namespace, c.Pod, c.Container, shortUUID(c.GPU), c.UsedMiB, c.SliceMiB, sm, c.Cores, c.Kills))
+			over := ""
+			if c.Over {
+				over = " OVER"
+			}
+			rows = append(rows, fmt.Sprintf("%s (%s)\t%s/%s\t%s\t%s\t%d/%d%s\t%s/%d\t%d", n.Name, n.Use.Mode, c.Namespace, c.Pod, c.Container, shortUUID(c.GPU), c.UsedMiB, c.SliceMiB, over, sm, c.Cores, c.Kills))
+		}
+		if n.Use.Omitted > 0 {
+			rows = append(rows, fmt.Sprintf("%s (%s)\t%d more containers not published\t\t\t\t\t", n.Name, n.Use.Mode, n.Use.Omitted))
 		}
 		for _, g := range n.Use.Unattributed {
 			rows = append(rows, fmt.Sprintf("%s (%s)\tunattributed\t-\t%s\t%d/-\t-\t-", n.Name, n.Use.Mode, shortUUID(g.GPU), g.UsedMiB))

@@ -65,6 +65,15 @@ func (p *Publisher) SetUsage(ctx context.Context, value string) error {
 	return nil
 }
 
+// ClearUsage removes the node's vgpud.io/usage annotation.
+func (p *Publisher) ClearUsage(ctx context.Context) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + protocol.AnnotationUsage + `":null}}}`)
+	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch node %s: remove annotation %s: %w", p.node, protocol.AnnotationUsage, err)
+	}
+	return nil
+}
+
 // annotate sets one annotation on the node with a merge patch.
 func (p *Publisher) annotate(ctx context.Context, key, value string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})

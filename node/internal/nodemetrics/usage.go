@@ -123,3 +123,14 @@ func (m *Metrics) Killed(k usage.Kill) {
 
 // Sampled observes how long one sample took.
 func (m *Metrics) Sampled(took time.Duration) { m.usageCounts.sample.Observe(took.Seconds()) }
+
+// KillsFrom0 makes the kill counter of a granted container's GPU exist
+// at 0, so that an increase() over it counts its first kill.
+func (m *Metrics) KillsFrom0(namespace, pod, container, uuid string) {
+	m.usageCounts.kills.WithLabelValues(namespace, pod, container, uuid)
+}
+
+// ForgetPod drops a gone pod's kill counters.
+func (m *Metrics) ForgetPod(namespace, pod string) {
+	m.usageCounts.kills.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "pod_name": pod})
+}

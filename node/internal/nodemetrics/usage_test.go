@@ -43,6 +43,15 @@ vgpud_node_gpu_unattributed_memory_bytes{uuid="GPU-a"} 2.147483648e+09
 		"vgpud_node_container_gpu_sm_ratio", "vgpud_node_gpu_unattributed_memory_bytes"); err != nil {
 		t.Error(err)
 	}
+	// A granted container's counter exists at 0; a gone pod's counters go.
+	m.KillsFrom0("t", "q", "main", "GPU-a")
+	if got := testutil.ToFloat64(m.usageCounts.kills.WithLabelValues("t", "q", "main", "GPU-a")); got != 0 {
+		t.Errorf("a granted container's kills start at %v", got)
+	}
+	m.ForgetPod("t", "p")
+	if n := testutil.CollectAndCount(m.usageCounts.kills); n != 1 {
+		t.Errorf("%d kill series after pod t/p went; want t/q's alone", n)
+	}
 	// The next sample no longer shows the container: neither do the metrics.
 	v = usage.Verdict{}
 	if n := testutil.CollectAndCount(m.usage); n != 0 {

@@ -30,26 +30,46 @@ func (r *Containers) Add(c Container) {
 	r.byID[c.ID] = &c
 }
 
-// RemovePod forgets every container of the pod with that UID.
-func (r *Containers) RemovePod(uid string) {
+// RemovePod forgets every container of the pod with that UID, and
+// returns them.
+func (r *Containers) RemovePod(uid string) []Container {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var gone []Container
 	for id, c := range r.byID {
 		if c.PodUID == uid {
+			gone = append(gone, *c)
 			delete(r.byID, id)
 		}
 	}
+	return gone
 }
 
-// Retain forgets every container whose ID is not in ids.
-func (r *Containers) Retain(ids map[string]bool) {
+// Has reports whether a container of the pod namespace/name is registered.
+func (r *Containers) Has(namespace, pod string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, c := range r.byID {
+		if c.Namespace == namespace && c.Pod == pod {
+			return true
+		}
+	}
+	return false
+}
+
+// Retain forgets every container whose ID is not in ids, and returns
+// them.
+func (r *Containers) Retain(ids map[string]bool) []Container {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id := range r.byID {
+	var gone []Container
+	for id, c := range r.byID {
 		if !ids[id] {
+			gone = append(gone, *c)
 			delete(r.byID, id)
 		}
 	}
+	return gone
 }
 
 // Get is the container with that runtime ID; nil if none was granted.

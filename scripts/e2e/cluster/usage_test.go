@@ -69,7 +69,7 @@ spec:
 	e.waitRunning(t, ns, names, 120*time.Second)
 
 	// A host process: no container's.
-	host := exec.Command("sleep", "600")
+	host := exec.Command("sleep", "infinity")
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +150,9 @@ spec:
 	// the host's and the other node's processes unattributed.
 	harness.Eventually(t, 30*time.Second, "inspect showing the sample", func() error {
 		u := e.inspect(t, node).Use
+		if u == nil {
+			return fmt.Errorf("no GPU usage in %s's inspect (vgpud restarting?)", node)
+		}
 		var sawNeighbour, sawKill bool
 		unattributed := map[int]bool{}
 		for _, c := range u.Containers {
