@@ -66,20 +66,7 @@ func (g grantedContainers) forget(gone []usage.Container) {
 // registered, under the node's settings (validated: the mode parses).
 func (a *Role) newEnforcer(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index) *usage.Enforcer {
 	mode, _ := usage.ParseMode(a.cfg.GPUUsage)
-	totals := make(map[string]uint64, len(devs))
-	for _, d := range devs {
-		totals[d.UUID] = uint64(d.MemoryMiB) << 20
-	}
-	var since uint64
-	sample := func() (usage.Sample, error) {
-		procs, newest, err := gpu.Processes(lib, since)
-		since = newest
-		out := usage.Sample{Processes: make([]usage.Process, len(procs)), MemoryBytes: totals}
-		for i, p := range procs {
-			out.Processes[i] = usage.Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent}
-		}
-		return out, err
-	}
+	sample := usage.NVMLSampler(lib, devs)
 	event := func(*corev1.Pod, string, string) {}
 	if events, err := podevents.Start(ctx, a.api.Events); err != nil {
 		// Only a broadcaster already shut down refuses: the log and the

@@ -282,20 +282,7 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	greedy := h.start(t, uuid, 300, false)
 	cg.join(t, greedy.pid(), greedyID)
 
-	totals := map[string]uint64{}
-	for _, d := range devs {
-		totals[d.UUID] = uint64(d.MemoryMiB) << 20
-	}
-	var since uint64
-	sample := func() (usage.Sample, error) {
-		procs, newest, err := gpu.Processes(lib, since)
-		since = newest
-		s := usage.Sample{MemoryBytes: totals}
-		for _, p := range procs {
-			s.Processes = append(s.Processes, usage.Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent})
-		}
-		return s, err
-	}
+	sample := usage.NVMLSampler(lib, devs)
 	rec := proofRecorder{kills: make(chan usage.Kill, 8)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := usage.NewEnforcer(usage.Options{Mode: usage.Enforce, Period: period, Margin: marginMiB << 20}, sample, containers, cg.host(), rec, clock.RealClock{}, log)

@@ -30,10 +30,6 @@ func BenchmarkSample(b *testing.B) {
 		b.Fatal(err)
 	}
 	containers := NewContainers()
-	totals := map[string]uint64{}
-	for _, d := range devs {
-		totals[d.UUID] = uint64(d.MemoryMiB) << 20
-	}
 	for i := range 64 {
 		cmd := exec.Command("sleep", "600")
 		if err := cmd.Start(); err != nil {
@@ -46,16 +42,7 @@ func BenchmarkSample(b *testing.B) {
 		}
 		containers.Add(Container{ID: fmt.Sprintf("%064x", i), Namespace: "bench", Pod: fmt.Sprint("p", i), Name: "main", Slices: map[string]Slice{uuid: {MemoryBytes: 4000 << 20}}})
 	}
-	var since uint64
-	sample := func() (Sample, error) {
-		procs, newest, err := gpu.Processes(lib, since)
-		since = newest
-		s := Sample{MemoryBytes: totals, Processes: make([]Process, len(procs))}
-		for i, p := range procs {
-			s.Processes[i] = Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent}
-		}
-		return s, err
-	}
+	sample := NVMLSampler(lib, devs)
 	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second, Margin: 1 << 30}, sample, containers, Procfs{Root: "/proc"}, nopRecorder{},
 		clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if v := e.Step(); len(v.Unattributed) != 64 {

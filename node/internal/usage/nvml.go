@@ -1,0 +1,27 @@
+package usage
+
+import (
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+)
+
+// NVMLSampler reads lib's processes for each sample, with devs' physical
+// memory. It keeps the driver's SM-sample timestamp between calls, so one
+// enforcer calls it at a time.
+func NVMLSampler(lib nvml.Interface, devs []gpu.Device) Sampler {
+	totals := make(map[string]uint64, len(devs))
+	for _, d := range devs {
+		totals[d.UUID] = uint64(d.MemoryMiB) << 20
+	}
+	var since uint64
+	return func() (Sample, error) {
+		procs, newest, err := gpu.Processes(lib, since)
+		since = newest
+		s := Sample{Processes: make([]Process, len(procs)), MemoryBytes: totals}
+		for i, p := range procs {
+			s.Processes[i] = Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent}
+		}
+		return s, err
+	}
+}
