@@ -172,12 +172,9 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 				cancel()
 			},
 			OnStoppedLeading: func() {
+				// The label stays: the handoff (runLeading) removes it once
+				// a successor carries one, or after handoverWait.
 				e.set("", false)
-				if ctx.Err() == nil {
-					// Lost, not handed over: the label goes at once. On
-					// shutdown the handoff (runLeading) removes it.
-					e.dropLabel()
-				}
 				e.log.Info("stopped leading")
 			},
 			OnNewLeader: func(id string) {
@@ -206,19 +203,23 @@ func (e *Elector) dropLabel() {
 	}
 }
 
-// runLeading runs lead for one term. process is the replica's own
-// context: when it ends while this replica leads (SIGTERM: a delete, a
-// rolling update) the term ends and the Lease is released at once, but
-// admission goes on being served (term.Serving) until a successor has the
-// label, so no create meets a webhook without an endpoint.
+// runLeading runs lead for one term. The term ends with ctx: on shutdown
+// (process ends: a delete, a rolling update) the Lease is released at
+// once; on a loss (a renewal missed its deadline) another replica takes
+// it within the lease duration. Either way admission goes on being served
+// (term.Serving) until a successor has the label, so no create meets a
+// webhook without an endpoint. Dropping the label at a loss would leave
+// the Service without one until the successor has built its term.
 func (e *Elector) runLeading(process, ctx context.Context, lock *fencedLock, lead func(ctx context.Context, term Term) error) {
 	serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
 	go func() {
 		<-ctx.Done()
+		why := "Lease lost"
 		if process.Err() != nil {
-			e.handOver(serving)
+			why = "Lease released"
 		}
+		e.handOver(serving, why)
 		stopServing()
 	}()
 	// The margin covers a write still in flight when the hold runs out:

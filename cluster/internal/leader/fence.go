@@ -91,10 +91,9 @@ func (l *fencedLock) check(margin time.Duration) error {
 
 // Term is one term of leadership as the cluster role sees it.
 type Term struct {
-	// Serving outlives the term's own context on a planned shutdown: the
-	// role answers admission (which writes nothing) until a successor
-	// carries the leader label. When leadership is lost it ends with the
-	// term.
+	// Serving outlives the term's own context, on a planned shutdown and
+	// on a loss alike: the role answers admission (which writes nothing)
+	// until a successor carries the leader label, or handoverWait.
 	Serving context.Context
 	// Serve puts the leader label on this replica's pod, so the Service
 	// routes traffic here: call it once the role is ready to answer.

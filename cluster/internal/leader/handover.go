@@ -25,10 +25,15 @@ const (
 // handOver returns once a successor has taken the leader label from this
 // replica's pod and the Service has had time to follow it, or after
 // handoverWait; it then removes the label itself. The Lease is already
-// released, so the successor is campaigning.
-func (e *Elector) handOver(serving context.Context) {
+// released or lost (why), so a successor is campaigning. It returns at
+// once if serving has already ended: the work returned, and the caller
+// (campaign) removes the label.
+func (e *Elector) handOver(serving context.Context, why string) {
+	if serving.Err() != nil {
+		return
+	}
 	start := e.clock.Now()
-	e.log.Info("handing over: Lease released, admission served until a successor takes the label")
+	e.log.Info("handing over: admission served until a successor takes the label", "why", why)
 	tick := e.clock.NewTicker(handoverPoll)
 	defer tick.Stop()
 	deadline := e.clock.NewTimer(handoverWait)

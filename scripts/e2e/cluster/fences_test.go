@@ -460,7 +460,7 @@ func reviewFlood(t *testing.T, e env) {
 			t.Logf("the Lease now: %s %v", lease, err)
 			logs, err := e.kubectl("-n", system, "logs", "-l", "app.kubernetes.io/component=node", "--prefix", "--tail=-1")
 			for _, l := range strings.Split(logs, "\n") {
-				if strings.Contains(l, "leading") || strings.Contains(l, "became leader") || strings.Contains(l, "leader observed") || strings.Contains(l, "connection ended") {
+				if strings.Contains(l, "leading") || strings.Contains(l, "renew") || strings.Contains(l, "handing over") || strings.Contains(l, "became leader") || strings.Contains(l, "leader observed") || strings.Contains(l, "connection ended") {
 					t.Log(l)
 				}
 			}
