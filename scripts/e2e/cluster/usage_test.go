@@ -90,6 +90,23 @@ spec:
 	for _, n := range names {
 		pids[n] = e.containerPID(t, ns, n)
 	}
+	// greedy's kill counter, from 0 since its grant; a pod of the same
+	// name from an earlier run on this cluster may have left it higher.
+	greedyKills := func() float64 {
+		t.Helper()
+		raw, err := e.scrape(vgpud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, err := harness.MetricSums(strings.NewReader(raw), "vgpud_node_container_gpu_kills_total", func(l map[string]string) string {
+			return l["namespace"] + "/" + l["pod_name"] + "/" + l["container"] + "/" + l["uuid"]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[ns+"/greedy/main/"+gpu]
+	}
+	killsBefore := greedyKills()
 	declare(host.Process.Pid, 3000, 10)
 	declare(pids["neighbour"], 900, 20)
 	if pid, ok := pids["elsewhere"]; ok {
@@ -181,8 +198,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := greedyKills(); got != killsBefore+1 {
+		t.Errorf("%s's vgpud_node_container_gpu_kills_total for greedy: %v, want %v", node, got, killsBefore+1)
+	}
 	for _, want := range []string{
-		`vgpud_node_container_gpu_kills_total{container="main",namespace="e2e-usage",pod_name="greedy",uuid="` + gpu + `"} 1`,
 		`vgpud_node_container_gpu_memory_used_bytes{container="main",namespace="e2e-usage",pod_name="neighbour",uuid="` + gpu + `"} 9.437184e+08`,
 		`vgpud_node_container_gpu_memory_limit_bytes{container="main",namespace="e2e-usage",pod_name="neighbour",uuid="` + gpu + `"} 1.048576e+09`,
 		`vgpud_node_container_gpu_sm_ratio{container="main",namespace="e2e-usage",pod_name="neighbour",uuid="` + gpu + `"} 0.2`,
@@ -206,6 +225,25 @@ spec:
 		if pid != 0 {
 			declare(pid, 0, -1)
 		}
+	}
+	// The kill above ran with the manifest's security context: the
+	// daemon holds CAP_KILL and no other capability, cannot gain more,
+	// and runs under the runtime's seccomp filter.
+	replica, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemonPID, err := hostPID(replica.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", daemonPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capKill = "0000000000000020" // 1 << 5
+	if err := harness.Contains(string(status), "CapEff:\t"+capKill, "CapBnd:\t"+capKill, "NoNewPrivs:\t1", "Seccomp:\t2"); err != nil {
+		t.Errorf("vgpud on %s (pod %s, host pid %d): %v", node, replica.Name, daemonPID, err)
 	}
 }
 
