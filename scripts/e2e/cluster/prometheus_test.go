@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -81,6 +82,29 @@ func monitoring(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 	e.waitRunning(t, monitoringNS, names, 60*time.Second)
+	// The containers' panels: watched-0 uses part of its slice, and a
+	// host process memory on the same GPU.
+	watched, err := e.kube.CoreV1().Pods(monitoringNS).Get(ctx, names[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := protocol.DecodeAssignment(watched.Annotations[protocol.AnnotationAssignment])
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := e.vgpudPod(watched.Spec.NodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := exec.Command("sleep", "infinity")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The mock forgets a process once its PID has ended.
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	gpu := a.Containers[0].GPUs[0].UUID
+	e.declareProcess(t, replica, gpu, e.containerPID(t, monitoringNS, names[0]), 500, 10)
+	e.declareProcess(t, replica, gpu, host.Process.Pid, 200, 5)
 
 	// Every query of every panel returns data ($__rate_interval as 1m).
 	raw, err := os.ReadFile(filepath.Join(dir, "dashboard.json"))

@@ -81,10 +81,7 @@ spec:
 	}
 	declare := func(pid, mib, sm int) {
 		t.Helper()
-		spec := fmt.Sprintf("%s:%d:%d:%d", gpu, pid, mib, sm)
-		if out, err := e.kubectl("-n", system, "exec", vgpud.Name, "--", "vgpud", "inspect", "--mock-process", spec); err != nil {
-			t.Fatalf("declare %s on %s: %v: %s", spec, node, err, out)
-		}
+		e.declareProcess(t, vgpud, gpu, pid, mib, sm)
 	}
 	pids := map[string]int{}
 	for _, n := range names {
@@ -244,6 +241,16 @@ spec:
 	const capKill = "0000000000000020" // 1 << 5
 	if err := harness.Contains(string(status), "CapEff:\t"+capKill, "CapBnd:\t"+capKill, "NoNewPrivs:\t1", "Seccomp:\t2"); err != nil {
 		t.Errorf("vgpud on %s (pod %s, host pid %d): %v", node, replica.Name, daemonPID, err)
+	}
+}
+
+// declareProcess tells the mock GPU backend of replica's node that host
+// process pid holds mib MiB and sm % of SM time on gpu (mib 0: none).
+func (e env) declareProcess(t *testing.T, replica *corev1.Pod, gpu string, pid, mib, sm int) {
+	t.Helper()
+	spec := fmt.Sprintf("%s:%d:%d:%d", gpu, pid, mib, sm)
+	if out, err := e.kubectl("-n", system, "exec", replica.Name, "--", "vgpud", "inspect", "--mock-process", spec); err != nil {
+		t.Fatalf("declare %s on %s: %v: %s", spec, replica.Spec.NodeName, err, out)
 	}
 }
 
