@@ -85,7 +85,7 @@ func TestKillChecksTheContainerThenSignals(t *testing.T) {
 	cmd, done := sleeper(t)
 	p := fakeProc(t, cmd.Process.Pid, id64)
 	other := strings.Replace(id64, "0", "f", 1)
-	if err := p.Kill(cmd.Process.Pid, other); !errors.Is(err, ErrMoved) {
+	if err := p.Kill(cmd.Process.Pid, other, nil); !errors.Is(err, ErrMoved) {
 		t.Fatalf("kill as another container's: %v; want ErrMoved", err)
 	}
 	select {
@@ -93,7 +93,7 @@ func TestKillChecksTheContainerThenSignals(t *testing.T) {
 		t.Fatalf("the process ended (%v) though its cgroup names another container", err)
 	default:
 	}
-	if err := p.Kill(cmd.Process.Pid, id64); err != nil {
+	if err := p.Kill(cmd.Process.Pid, id64, nil); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
 	select {
@@ -114,7 +114,7 @@ func TestKillOfAnEndedProcessIsMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := fakeProc(t, cmd.Process.Pid, id64)
-	if err := p.Kill(cmd.Process.Pid, id64); !errors.Is(err, ErrMoved) {
+	if err := p.Kill(cmd.Process.Pid, id64, nil); !errors.Is(err, ErrMoved) {
 		t.Errorf("kill of an ended process: %v; want ErrMoved", err)
 	}
 }

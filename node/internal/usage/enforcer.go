@@ -18,8 +18,10 @@ type Host interface {
 	// ContainerID is the runtime's ID of the container pid runs in; ok
 	// is false for a process in no container.
 	ContainerID(pid int) (id string, ok bool, err error)
-	// Kill ends pid if it still runs in container id.
-	Kill(pid int, id string) error
+	// Kill ends pid if it still runs in container id and, asked once the
+	// process is held, listed says the GPU still lists pid: the PID in
+	// the sample may have been reused since by another process.
+	Kill(pid int, id string, listed func() bool) error
 	// First reports whether pid is its PID namespace's first process.
 	First(pid int) bool
 }
@@ -96,7 +98,7 @@ func (e *Enforcer) Step() Verdict {
 	v := Decide(sample, e.owner, e.mode, e.margin)
 	for _, k := range v.Kills {
 		first := e.host.First(k.Victim.PID)
-		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID)
+		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID, func() bool { return e.lists(k.Victim) })
 		if err != nil && !errors.Is(err, ErrMoved) {
 			e.log.Error("kill of a process over its container's GPU memory failed", "pid", k.Victim.PID, "err", err)
 		}
@@ -107,6 +109,18 @@ func (e *Enforcer) Step() Verdict {
 	e.last, e.at = v, start
 	e.mu.Unlock()
 	return v
+}
+
+// lists reports whether a fresh sample shows p's PID on p's GPU. It
+// costs one more sample, on a kill only.
+func (e *Enforcer) lists(p Process) bool {
+	s, _ := e.sample() // what answered counts; p's GPU not answering is no
+	for _, q := range s.Processes {
+		if q.PID == p.PID && q.GPU == p.GPU && q.UsedBytes > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // owner is the registered container pid runs in; nil for one vgpud

@@ -21,8 +21,8 @@ func (h *fakeHost) ContainerID(pid int) (string, bool, error) {
 	return id, ok, nil
 }
 
-func (h *fakeHost) Kill(pid int, id string) error {
-	if h.ids[pid] != id {
+func (h *fakeHost) Kill(pid int, id string, listed func() bool) error {
+	if h.ids[pid] != id || !listed() {
 		return ErrMoved
 	}
 	h.killed = append(h.killed, pid)

@@ -18,10 +18,12 @@ import (
 var ErrMoved = errors.New("the process is no longer in that container")
 
 // Kill ends process pid of container id with SIGKILL. It holds the
-// process by a pidfd first and then checks its cgroup, so the signal
-// reaches the process that was checked or none: never another that
-// reused the PID.
-func (p Procfs) Kill(pid int, id string) error {
+// process by a pidfd first, then checks its cgroup and asks listed
+// whether the GPU still lists the PID, so the signal reaches the process
+// that was checked or none: never another that reused the PID, in this
+// container or another, between the sample and the kill. A nil listed
+// skips that check.
+func (p Procfs) Kill(pid int, id string, listed func() bool) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -39,6 +41,11 @@ func (p Procfs) Kill(pid int, id string) error {
 	}
 	if !ok || got != id {
 		return fmt.Errorf("process %d: %w", pid, ErrMoved)
+	}
+	// While the held process lives, no other has its PID: a GPU that
+	// lists the PID now lists this process.
+	if listed != nil && !listed() {
+		return fmt.Errorf("process %d holds no memory on the GPU any more: %w", pid, ErrMoved)
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
