@@ -230,9 +230,10 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 }
 
 // run runs the term's parts. Admission (which writes nothing) and the
-// informers behind it run until term.Serving ends, past the term on a
-// planned handoff; what writes or places (certificates, the extender,
-// a hold on an unanswered Binding) stops with the term, ctx.
+// informers behind it run until term.Serving ends, past the term while
+// it hands over (on shutdown or a lost Lease); what writes or places
+// (certificates, the extender, a hold on an unanswered Binding) stops
+// with the term, ctx.
 func (t *termParts) run(ctx context.Context, term leader.Term) error {
 	g, serving := errgroup.WithContext(term.Serving)
 	ctx, cancel := context.WithCancel(ctx)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,9 +102,9 @@ func (e *Elector) set(leader string, self bool) {
 
 // Run campaigns until ctx ends. Each time this replica wins it labels its
 // pod and calls lead with a context that ends when leadership is lost;
-// losing, or lead returning, releases the Lease and campaigns again. Only
-// lead's context is cancelled on loss: the caller's work (the node role)
-// runs on.
+// losing, or lead returning, releases the Lease and, once the term has
+// handed over (handOver), campaigns again. Only lead's context is
+// cancelled on loss: the caller's work (the node role) runs on.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term Term) error) error {
 	// A previous process of this pod may have died leading: its label would
 	// route traffic here before we have won anything.
@@ -141,7 +142,15 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 		mu       sync.Mutex
 		termDone chan struct{}
 	)
+	// client-go starts OnStartedLeading on a goroutine and may return
+	// before it has run: a round that won waits for the term to start,
+	// then to end, or a next round could win while this term still hands
+	// over and removes the label the next one put on.
+	started := make(chan struct{})
 	defer func() {
+		if lock.wonOnce() {
+			<-started
+		}
 		mu.Lock()
 		done := termDone
 		mu.Unlock()
@@ -163,6 +172,7 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 				mu.Lock()
 				termDone = done
 				mu.Unlock()
+				close(started)
 				e.set(e.cfg.Identity, true)
 				e.log.Info("became leader", "lease", e.cfg.LeaseNamespace+"/"+e.cfg.LeaseName)
 				e.runLeading(ctx, leadCtx, lock, lead)
@@ -213,13 +223,16 @@ func (e *Elector) dropLabel() {
 func (e *Elector) runLeading(process, ctx context.Context, lock *fencedLock, lead func(ctx context.Context, term Term) error) {
 	serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
+	var labelled atomic.Bool // Serve put the label on: traffic may come here
 	go func() {
 		<-ctx.Done()
 		why := "Lease lost"
 		if process.Err() != nil {
 			why = "Lease released"
 		}
-		e.handOver(serving, why)
+		if labelled.Load() {
+			e.handOver(serving, why)
+		}
 		stopServing()
 	}()
 	// The margin covers a write still in flight when the hold runs out:
@@ -227,7 +240,13 @@ func (e *Elector) runLeading(process, ctx context.Context, lock *fencedLock, lea
 	margin := e.cfg.LeaseDuration - e.cfg.RenewDeadline
 	term := Term{
 		Serving: serving,
-		Serve:   func(ctx context.Context) error { return e.serve(ctx) },
+		Serve: func(ctx context.Context) error {
+			err := e.serve(ctx)
+			if err == nil {
+				labelled.Store(true)
+			}
+			return err
+		},
 		Fence: func() error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("leadership ended: %w", err)

@@ -30,6 +30,7 @@ type fencedLock struct {
 
 	mu         sync.Mutex
 	validUntil time.Time
+	won        bool // a write naming this replica the holder landed
 }
 
 // Get reads the Lease, noticing when it was taken out of turn.
@@ -69,10 +70,19 @@ func (l *fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRec
 		// The write may or may not have landed; the last certain hold stands.
 	case r.HolderIdentity == l.identity:
 		l.validUntil = start.Add(time.Duration(r.LeaseDurationSeconds) * time.Second)
+		l.won = true
 	default:
 		l.validUntil = time.Time{} // released
 	}
 	return err
+}
+
+// wonOnce reports whether this lock ever wrote this replica in as the
+// holder: client-go then starts OnStartedLeading, on its own goroutine.
+func (l *fencedLock) wonOnce() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.won
 }
 
 // check returns nil while the hold is certain for at least margin more.

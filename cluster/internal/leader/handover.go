@@ -11,21 +11,25 @@ import (
 )
 
 const (
-	// handoverWait bounds how long a leader that is shutting down waits
-	// for a successor to take the label; with no other replica nobody
-	// comes.
+	// handoverWait bounds how long a leader whose term ended (shutdown or
+	// a lost Lease) waits for a successor to take the label; with no other
+	// replica nobody comes, and this one campaigns again only after it.
 	handoverWait = 8 * time.Second
 	// handoverGrace is kept serving after the successor took the label:
 	// the EndpointSlice and kube-proxy (1 s minimum sync) move the
 	// Service's traffic over within it.
 	handoverGrace = 2 * time.Second
 	handoverPoll  = 100 * time.Millisecond
+	// handoverRead bounds one read of this replica's pod: partitioned
+	// from the apiserver, a read with no deadline hangs far past
+	// handoverWait.
+	handoverRead = time.Second
 )
 
 // handOver returns once a successor has taken the leader label from this
 // replica's pod and the Service has had time to follow it, or after
 // handoverWait; it then removes the label itself. The Lease is already
-// released or lost (why), so a successor is campaigning. It returns at
+// released or lost (why): any other replica is campaigning. It returns at
 // once if serving has already ended: the work returned, and the caller
 // (campaign) removes the label.
 func (e *Elector) handOver(serving context.Context, why string) {
@@ -71,6 +75,8 @@ const (
 )
 
 func (e *Elector) labelState(ctx context.Context) labelState {
+	ctx, cancel := context.WithTimeout(ctx, handoverRead)
+	defer cancel()
 	pod, err := e.pods.Pods(e.label.namespace).Get(ctx, e.label.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -14,43 +14,67 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
+
+// starvedLeases fails every Lease write of one replica while starved is
+// set, its release included, as a leader whose requests time out.
+type starvedLeases struct {
+	coordinationv1client.LeasesGetter
+	starved *atomic.Bool
+}
+
+func (s starvedLeases) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return starvedLease{s.LeasesGetter.Leases(namespace), s.starved}
+}
+
+type starvedLease struct {
+	coordinationv1client.LeaseInterface
+	starved *atomic.Bool
+}
+
+func (s starvedLease) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if s.starved.Load() {
+		return nil, errors.New("timed out")
+	}
+	return s.LeaseInterface.Update(ctx, l, opts)
+}
 
 // TestLostLeaseServesUntilASuccessorIsLabelled: a leader whose renewals
 // fail (starved, or the apiserver slow for it alone) loses the Lease
-// without a shutdown. It keeps its label and serves admission until a
+// without a shutdown and cannot release it; the successor takes it once
+// it has run out. The old leader's binds stop at the loss (the fence
+// fails), but it keeps its label and serves admission until the
 // successor carries the label, so the Service never lacks an endpoint.
 func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 	kube := fake.NewClientset(
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns}},
 	)
-	var starveA atomic.Bool
 	withLeaseConcurrency(kube)
-	// Prepended last, so it runs first: once starved, a's writes fail.
-	kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		lease := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		if starveA.Load() && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == "a" {
-			return true, nil, errors.New("timed out")
-		}
-		return false, nil, nil
-	})
+	var starveA atomic.Bool
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		// With its pod gone a replica has nobody to hand over to.
+		for _, name := range []string{"a", "b"} {
+			_ = kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+		wg.Wait()
+	})
 
 	var (
 		mu          sync.Mutex
 		servedUntil []string // labelled pods when a stopped serving
+		fenceAfter  error    // a's fence once its term ended
 	)
 	aLeads := make(chan struct{})
 	bLeads := make(chan struct{})
-	run := func(id string, leads chan struct{}) {
-		e := New(testConfig(id), kube.CoordinationV1(), kube.CoreV1(), log)
+	run := func(id string, leases coordinationv1client.LeasesGetter, leads chan struct{}) {
+		e := New(testConfig(id), leases, kube.CoreV1(), log)
 		wg.Go(func() {
 			_ = e.Run(ctx, func(ctx context.Context, term Term) error {
 				if err := term.Serve(ctx); err != nil {
@@ -62,6 +86,11 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 					close(leads)
 				}
 				<-ctx.Done()
+				if id == "a" {
+					mu.Lock()
+					fenceAfter = term.Fence()
+					mu.Unlock()
+				}
 				<-term.Serving.Done()
 				if id == "a" {
 					mu.Lock()
@@ -74,15 +103,16 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 			})
 		})
 	}
-	run("a", aLeads)
+	run("a", starvedLeases{kube.CoordinationV1(), &starveA}, aLeads)
 	select {
 	case <-aLeads:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a never led")
 	}
-	run("b", bLeads)
+	run("b", kube.CoordinationV1(), bLeads)
 
 	starveA.Store(true)
+	lost := time.Now()
 	// From a's loss until b carries the label, some pod is labelled.
 	deadline := time.After(10 * time.Second)
 	for done := false; !done; {
@@ -94,17 +124,24 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 			done = true
 		case <-deadline:
 			t.Fatalf("b never led; labelled %v", labelled(t, kube))
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
+	}
+	// a could not release the Lease: b waited for it to run out.
+	if took := time.Since(lost); took < testConfig("b").LeaseDuration {
+		t.Errorf("b led %v after a was starved; a Lease that was not released lasts %v", took, testConfig("b").LeaseDuration)
 	}
 	wait := time.After(5 * time.Second)
 	for {
 		mu.Lock()
-		got := servedUntil
+		got, fence := servedUntil, fenceAfter
 		mu.Unlock()
 		if got != nil {
 			if !slices.Contains(got, "b") {
 				t.Errorf("a stopped serving while the labelled pods were %v, before b took over", got)
+			}
+			if fence == nil {
+				t.Error("a's fence held after its term ended: it could still bind")
 			}
 			break
 		}
@@ -117,6 +154,4 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 	if got := labelled(t, kube); len(got) != 1 || got[0] != "b" {
 		t.Errorf("after the handover the labelled pods are %v, want [b]", got)
 	}
-	// b hands over to a on cleanup, not waiting out handoverWait.
-	starveA.Store(false)
 }
