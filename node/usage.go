@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -222,32 +220,7 @@ func (a *Role) publishUse(ctx context.Context, pub *inventory.Publisher) error {
 		if s == nil || s.Taken.IsZero() {
 			continue
 		}
-		u := protocol.NodeUsage{Mode: s.Mode, Containers: []protocol.ContainerUsage{}}
-		for _, c := range s.Containers {
-			sm := c.SMPercent
-			if sm > 0 {
-				sm = (sm + 2) / 5 * 5
-			}
-			u.Containers = append(u.Containers, protocol.ContainerUsage{Namespace: c.Namespace, Pod: c.Pod, Container: c.Container, GPU: c.GPU,
-				UsedMiB: (int64(c.UsedMiB) + 32) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills, Over: c.Over})
-		}
-		// The biggest users first; what does not fit is counted, not shown.
-		slices.SortStableFunc(u.Containers, func(x, y protocol.ContainerUsage) int { return int(y.UsedMiB - x.UsedMiB) })
-		if n := len(u.Containers) - protocol.MaxUsageContainers; n > 0 {
-			u.Containers, u.Omitted = u.Containers[:protocol.MaxUsageContainers], n
-		}
-		held := map[string]int64{}
-		for _, p := range s.Unattributed {
-			held[p.GPU] += int64(p.UsedMiB)
-		}
-		for _, g := range slices.Sorted(maps.Keys(held)) {
-			u.Unattributed = append(u.Unattributed, protocol.GPUMemory{GPU: g, UsedMiB: held[g] / 64 * 64})
-		}
-		same, err := protocol.EncodeUsage(u)
-		for err == nil && len(same) > protocol.MaxUsageBytes-64 && len(u.Containers) > 0 {
-			u.Containers, u.Omitted = u.Containers[:len(u.Containers)*3/4], u.Omitted+len(u.Containers)-len(u.Containers)*3/4
-			same, err = protocol.EncodeUsage(u)
-		}
+		u, same, err := usageValue(s)
 		if err != nil {
 			a.log.Error("encode GPU usage", "err", err)
 			continue

@@ -80,3 +80,35 @@ func TestSetIdentityAndPluginState(t *testing.T) {
 		t.Error("SetIdentity on a node that does not exist: no error")
 	}
 }
+
+// A node turned to --gpu-usage=off takes its earlier usage down, and
+// leaves every other annotation.
+func TestSetAndClearUsage(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: "kept"}}})
+	p := NewPublisher(kube.CoreV1(), "n1")
+	annotations := func() map[string]string {
+		n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Annotations
+	}
+	if err := p.SetUsage(ctx, `{"mode":"report"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := annotations()[protocol.AnnotationUsage]; got != `{"mode":"report"}` {
+		t.Fatalf("usage annotation %q after SetUsage", got)
+	}
+	if err := p.ClearUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := annotations()
+	if _, ok := got[protocol.AnnotationUsage]; ok || got[protocol.AnnotationGPUs] != "kept" {
+		t.Errorf("after ClearUsage: %v; want the usage gone, the rest kept", got)
+	}
+	// Clearing what is not there is no error: a node that never reported.
+	if err := p.ClearUsage(ctx); err != nil {
+		t.Errorf("ClearUsage twice: %v", err)
+	}
+}

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/vgpud/vgpud/node/internal/inspect"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// usageValue is what the node publishes of a usage snapshot (Taken left
+// out, so that two samples that differ only in time encode the same),
+// and its encoding. Memory is rounded to 64 MiB and SM time to 5 %, so
+// that noise is no change; the biggest users come first, and what does
+// not fit protocol's bounds is counted in Omitted, not shown.
+func usageValue(s *inspect.GPUUse) (protocol.NodeUsage, string, error) {
+	u := protocol.NodeUsage{Mode: s.Mode, Containers: []protocol.ContainerUsage{}}
+	for _, c := range s.Containers {
+		sm := c.SMPercent
+		if sm > 0 {
+			sm = (sm + 2) / 5 * 5
+		}
+		u.Containers = append(u.Containers, protocol.ContainerUsage{Namespace: c.Namespace, Pod: c.Pod, Container: c.Container, GPU: c.GPU,
+			UsedMiB: (int64(c.UsedMiB) + 32) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills, Over: c.Over})
+	}
+	slices.SortStableFunc(u.Containers, func(x, y protocol.ContainerUsage) int { return int(y.UsedMiB - x.UsedMiB) })
+	if n := len(u.Containers) - protocol.MaxUsageContainers; n > 0 {
+		u.Containers, u.Omitted = u.Containers[:protocol.MaxUsageContainers], n
+	}
+	held := map[string]int64{}
+	for _, p := range s.Unattributed {
+		held[p.GPU] += int64(p.UsedMiB)
+	}
+	for _, g := range slices.Sorted(maps.Keys(held)) {
+		u.Unattributed = append(u.Unattributed, protocol.GPUMemory{GPU: g, UsedMiB: held[g] / 64 * 64})
+	}
+	enc, err := protocol.EncodeUsage(u)
+	// Long names can pass the byte bound before the count bound: drop a
+	// quarter of the smallest users at a time, leaving room for Taken.
+	for err == nil && len(enc) > protocol.MaxUsageBytes-64 && len(u.Containers) > 0 {
+		keep := len(u.Containers) * 3 / 4
+		u.Containers, u.Omitted = u.Containers[:keep], u.Omitted+len(u.Containers)-keep
+		enc, err = protocol.EncodeUsage(u)
+	}
+	return u, enc, err
+}
