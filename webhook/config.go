@@ -2,22 +2,21 @@ package webhook
 
 import "github.com/vgpud/vgpud/protocol"
 
-// Core-limit policies passed to the container as GPU_CORE_UTILIZATION_POLICY.
-// HAMi-core reads them: default limits cores only when the GPU is shared,
-// force always limits. HAMi's third, disable, never limits: a value a pod
-// could then set for itself to escape its gpucores, so the apiserver
-// refuses it in any env (policy vgpud-slice-env) and it is not offered.
+// Core-limit policies passed to the container as GPU_CORE_UTILIZATION_POLICY
+// (protocol.EnvCorePolicy). HAMi's third, disable, never limits: a value
+// a pod could then set for itself to escape its gpucores, so it is not
+// offered, and no env may set it (protocol.EnvAllowed).
 const (
-	CorePolicyDefault = "default"
-	CorePolicyForce   = "force"
+	CorePolicyDefault = protocol.CorePolicyDefault
+	CorePolicyForce   = protocol.CorePolicyForce
 )
 
 // Environment variables the webhook sets in containers.
 const (
 	EnvTaskPriority      = protocol.EnvTaskPriority
-	EnvCorePolicy        = "GPU_CORE_UTILIZATION_POLICY"
+	EnvCorePolicy        = protocol.EnvCorePolicy
 	EnvVisibleDevices    = protocol.EnvVisibleDevices
-	VisibleDevicesNone   = "none"
+	VisibleDevicesNone   = protocol.VisibleDevicesNone
 	defaultSchedulerName = "default-scheduler"
 )
 

@@ -91,41 +91,16 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 	return s
 }
 
-// Owned reports whether env names a variable the slice decides: what a
-// pod spec or an image sets for it is never what the container sees. It
-// covers the interposer's per-GPU spellings (CUDA_DEVICE_SM_LIMIT_<i>,
-// which HAMi-core prefers to CUDA_DEVICE_SM_LIMIT) and the NVIDIA
-// container runtime's switches that add devices beside a GPU.
-func Owned(name string) bool {
-	switch name {
-	case protocol.EnvVisibleDevices, protocol.EnvSMLimit, protocol.EnvTaskPriority,
-		protocol.EnvOversubscribe, protocol.EnvSharedCache,
-		"NVIDIA_MOFED", "NVIDIA_GDS", "NVIDIA_NVSWITCH", "NVIDIA_GDRCOPY", "NVIDIA_IMEX_CHANNELS",
-		// Where HAMi-core's interposer loads its CUDA entry points from:
-		// pointed at the real libcuda, the limits are gone.
-		"CUDA_REDIRECT",
-		// The interposer's limit for every GPU, without an index.
-		strings.TrimSuffix(protocol.EnvMemoryLimitPrefix, "_"):
-		return true
+// Owned reports whether a granted container's env may not set name to
+// value: a name vgpud owns (protocol.OwnedEnv, either kind) that the
+// slice does not set, unless to a value a pod may choose. A per-GPU
+// spelling whose suffix is no index names nothing the interposer reads.
+func Owned(name, value string) bool {
+	if protocol.OwnedEnv(name) == protocol.EnvFree || protocol.EnvAllowed(name, value) {
+		return false
 	}
-	_, i, ok := PerGPU(name)
-	return ok && i >= 0
-}
-
-// PerGPU splits a per-GPU variable, CUDA_DEVICE_MEMORY_LIMIT_<i> or
-// CUDA_DEVICE_SM_LIMIT_<i>, into its stem and index; ok is false for any
-// other name, and i is -1 for a suffix that is not an index.
-func PerGPU(name string) (stem string, i int, ok bool) {
-	for _, stem := range []string{protocol.EnvMemoryLimitPrefix, protocol.EnvSMLimit + "_"} {
-		if rest, found := strings.CutPrefix(name, stem); found {
-			n, err := strconv.Atoi(rest)
-			if err != nil || n < 0 {
-				return stem, -1, true
-			}
-			return stem, n, true
-		}
-	}
-	return "", 0, false
+	_, i, perGPU := protocol.PerGPUEnv(name)
+	return !perGPU || i >= 0
 }
 
 // DeviceListMount reports whether a container path is where the NVIDIA

@@ -1,6 +1,7 @@
 package grant
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -19,19 +20,22 @@ func TestForSetsEverySliceName(t *testing.T) {
 		if s.Env[k] != v {
 			t.Errorf("%s=%q, want %q", k, s.Env[k], v)
 		}
-		if !Owned(k) {
+		if protocol.OwnedEnv(k) == protocol.EnvFree {
 			t.Errorf("the slice sets %s but does not own it", k)
 		}
 	}
 }
 
 func TestOwned(t *testing.T) {
-	for name, want := range map[string]bool{
-		"CUDA_DEVICE_SM_LIMIT_0": true, "CUDA_DEVICE_MEMORY_LIMIT_12": true, "CUDA_DEVICE_MEMORY_LIMIT": true, "NVIDIA_MOFED": true, "CUDA_REDIRECT": true,
-		"CUDA_DEVICE_MEMORY_LIMIT_x": false, "CUDA_VISIBLE_DEVICES": false, "NVIDIA_DRIVER_CAPABILITIES": false, "PATH": false,
+	for kv, want := range map[string]bool{
+		"CUDA_DEVICE_SM_LIMIT_0=1": true, "CUDA_DEVICE_MEMORY_LIMIT_12=1m": true, "CUDA_DEVICE_MEMORY_LIMIT=1m": true, "NVIDIA_MOFED=enabled": true, "CUDA_REDIRECT=x": true,
+		"CUDA_VISIBLE_DEVICES=1": true, "LD_PRELOAD=/x.so": true, "GPU_CORE_UTILIZATION_POLICY=disable": true, "NVIDIA_VISIBLE_DEVICES=all": true,
+		"GPU_CORE_UTILIZATION_POLICY=force": false, "NVIDIA_VISIBLE_DEVICES=void": false,
+		"CUDA_DEVICE_MEMORY_LIMIT_x=1m": false, "NVIDIA_DRIVER_CAPABILITIES=all": false, "PATH=/bin": false,
 	} {
-		if Owned(name) != want {
-			t.Errorf("Owned(%s) = %v", name, !want)
+		name, value, _ := strings.Cut(kv, "=")
+		if Owned(name, value) != want {
+			t.Errorf("Owned(%s) = %v", kv, !want)
 		}
 	}
 	for p, want := range map[string]bool{"/var/run/nvidia-container-devices/GPU-a": true, "/var/run/nvidia-container-devicesall": true, "/var/run//nvidia-container-devices/x/../all": true, "/var/run/other": false} {

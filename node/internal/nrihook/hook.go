@@ -219,13 +219,16 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 // replayed device env, the very grant). In a granted container a name
 // the slice owns but does not set stays as written, so it must not be
 // there, except a per-GPU limit for an index past the container's GPUs,
-// which names no device it sees.
+// which names no device it sees, and a value a pod may choose (a core
+// policy the webhook injected).
 func overriding(env []string, want map[string]string, granted bool) []string {
 	count, last := map[string]int{}, map[string]string{}
+	owned := map[string]bool{} // some value of it is not the pod's to set
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
 		count[name]++
 		last[name] = value
+		owned[name] = owned[name] || grant.Owned(name, value)
 	}
 	gpus := strings.Count(want[protocol.EnvVisibleDevices], ",") + 1
 	var bad []string
@@ -234,8 +237,8 @@ func overriding(env []string, want map[string]string, granted bool) []string {
 		switch {
 		case set && n > 1 && last[name] != w:
 			bad = append(bad, name)
-		case !set && granted && grant.Owned(name):
-			if _, i, perGPU := grant.PerGPU(name); perGPU && i >= gpus {
+		case !set && granted && owned[name]:
+			if _, i, perGPU := protocol.PerGPUEnv(name); perGPU && i >= gpus {
 				continue
 			}
 			bad = append(bad, name)

@@ -88,10 +88,38 @@ func TestPodEnvCannotWidenTheSlice(t *testing.T) {
 		{&api.Container{Name: "app", Env: []string{"CUDA_DEVICE_SM_LIMIT_0=100"}}, "sets CUDA_DEVICE_SM_LIMIT_0"},
 		// The NVIDIA runtime adds InfiniBand devices beside a GPU.
 		{&api.Container{Name: "app", Env: []string{"NVIDIA_MOFED=enabled"}}, "sets NVIDIA_MOFED"},
+		// Through envFrom or the image, as much as through env.
+		{&api.Container{Name: "app", Env: []string{"GPU_CORE_UTILIZATION_POLICY=disable"}}, "sets GPU_CORE_UTILIZATION_POLICY"},
+		{&api.Container{Name: "app", Env: []string{"LD_PRELOAD=/x.so"}}, "sets LD_PRELOAD"},
+		{&api.Container{Name: "app", Env: []string{"CUDA_VISIBLE_DEVICES=1,0"}}, "sets CUDA_VISIBLE_DEVICES"},
 	} {
 		if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), tc.ctr); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("env %v: err = %v, want %q", tc.ctr.Env, err, tc.want)
 		}
+	}
+}
+
+// The core policies the webhook injects are a pod's to set; a container
+// granted no GPU owns its slice names (a preload of its own allocator).
+func TestValuesAndContainersAPodMayChoose(t *testing.T) {
+	victim := gpuPod("victim", "GPU-0")
+	h, _ := testHook(victim)
+	for _, policy := range []string{"default", "force"} {
+		ctr := &api.Container{Name: "app", Env: []string{"GPU_CORE_UTILIZATION_POLICY=" + policy}}
+		if _, _, err := h.CreateContainer(context.Background(), sandbox(victim), ctr); err != nil {
+			t.Errorf("core policy %s: %v", policy, err)
+		}
+	}
+	plain := gpuPod("plain", "")
+	plain.Spec.Containers = plain.Spec.Containers[1:]
+	h, _ = testHook(plain)
+	ctr := &api.Container{Name: "sidecar", Env: []string{"LD_PRELOAD=/usr/lib/libjemalloc.so.2", "CUDA_VISIBLE_DEVICES=0"}}
+	adj, _, err := h.CreateContainer(context.Background(), sandbox(plain), ctr)
+	if err != nil {
+		t.Fatalf("a container granted no GPU with a preload: %v", err)
+	}
+	if env := envAfter(ctr, adj); env["NVIDIA_VISIBLE_DEVICES"] != "void" || env["LD_PRELOAD"] != "/usr/lib/libjemalloc.so.2" {
+		t.Errorf("env = %v, want its preload kept and no device", env)
 	}
 }
 

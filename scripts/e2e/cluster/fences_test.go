@@ -77,13 +77,8 @@ spec:
 	})
 
 	t.Run("the container's env cannot widen its slice", func(t *testing.T) {
-		for name, extra := range map[string]string{
-			"env-memory":  `    env: [{name: CUDA_DEVICE_MEMORY_LIMIT_0, value: 80000m}]`,
-			"env-devices": `    env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}, {name: CUDA_DEVICE_SM_LIMIT, value: "100"}]`,
-			"env-preload": `    env: [{name: LD_PRELOAD, value: /tmp/x.so}]`,
-			"env-policy":  `    env: [{name: GPU_CORE_UTILIZATION_POLICY, value: disable}]`,
-		} {
-			yaml := fmt.Sprintf(`apiVersion: v1
+		podWith := func(name, initEnv, mainEnv string) string {
+			return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %s}
 spec:
@@ -91,29 +86,60 @@ spec:
   - name: init
     image: vgpud.local/busybox:1
     command: ["true"]
-%s
+    env: [%s]
   containers:
   - name: main
     image: vgpud.local/busybox:1
     command: [sleep, "3600"]
+    env: [%s]
     resources: {limits: {nvidia.com/gpumem: "1000"}}
-`, name, extra)
-			out, err := asTenant(yaml, "apply", "-f", "-")
-			if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-slice-env'", "container init (") != nil {
-				t.Fatalf("%s: %v %s", name, err, out)
-			}
-			t.Logf("%s refused: %s", name, lastLine(out))
+`, name, initEnv, mainEnv)
 		}
-		// An ephemeral container added to a running GPU pod.
+		// Every name vgpud owns, each kind where it is owned, at once.
+		var all []string
+		for _, n := range protocol.SliceEnvNames() {
+			all = append(all, fmt.Sprintf("{name: %s, value: x}", n))
+		}
+		for _, p := range protocol.SliceEnvPrefixes() {
+			all = append(all, fmt.Sprintf("{name: %s0, value: x}", p))
+		}
+		var devices []string
+		for _, n := range protocol.DeviceEnvNames() {
+			devices = append(devices, fmt.Sprintf("{name: %s, value: all}", n))
+		}
+		for _, tc := range []struct{ name, yaml, want string }{
+			{"env-memory", podWith("env-memory", "", "{name: CUDA_DEVICE_MEMORY_LIMIT_0, value: 80000m}"), "container main (CUDA_DEVICE_MEMORY_LIMIT_0)"},
+			{"env-devices", podWith("env-devices", "{name: NVIDIA_VISIBLE_DEVICES, value: all}", ""), "container init (NVIDIA_VISIBLE_DEVICES)"},
+			{"env-preload", podWith("env-preload", "", "{name: LD_PRELOAD, value: /tmp/x.so}"), "container main (LD_PRELOAD)"},
+			{"env-policy", podWith("env-policy", "", "{name: GPU_CORE_UTILIZATION_POLICY, value: disable}"), "container main (GPU_CORE_UTILIZATION_POLICY)"},
+			{"env-every-slice-name", podWith("env-every-slice-name", "", strings.Join(all, ", ")), "container main (" + strings.Join(append(protocol.SliceEnvNames(), protocol.SliceEnvPrefixes()[0]+"0", protocol.SliceEnvPrefixes()[1]+"0"), ", ") + ")"},
+			{"env-every-device-name", podWith("env-every-device-name", strings.Join(devices, ", "), ""), "container init (" + strings.Join(protocol.DeviceEnvNames(), ", ") + ")"},
+		} {
+			out, err := asTenant(tc.yaml, "apply", "--dry-run=server", "-f", "-")
+			if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-slice-env'", tc.want) != nil {
+				t.Fatalf("%s: %v %s; want refused naming %s", tc.name, err, out, tc.want)
+			}
+			t.Logf("%s refused: %s", tc.name, lastLine(out))
+		}
+		// A container that asks for no GPU keeps the slice's names: a
+		// preload of its own allocator is no way around a slice it has not.
+		cpu := podWith("cpu-preload", "{name: LD_PRELOAD, value: /usr/lib/libjemalloc.so.2}, {name: CUDA_VISIBLE_DEVICES, value: \"0\"}", "")
+		if out, err := asTenant(cpu, "apply", "--dry-run=server", "-f", "-"); err != nil {
+			t.Fatalf("an init container that asks for no GPU, with LD_PRELOAD: %v %s", err, out)
+		}
+		t.Log("an init container that asks for no GPU may set LD_PRELOAD and CUDA_VISIBLE_DEVICES")
+		// An ephemeral container added to a running GPU pod asks for no
+		// GPU (it cannot): the device names are refused, the slice's
+		// limit nothing it can reach (the hook voids its devices).
 		p, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, "after-blocker", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 			Name: "debug", Image: "vgpud.local/busybox:1", Command: []string{"true"},
-			Env: []corev1.EnvVar{{Name: "CUDA_DEVICE_MEMORY_LIMIT_0", Value: "80000m"}}}})
+			Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}, {Name: "CUDA_DEVICE_MEMORY_LIMIT_0", Value: "80000m"}}}})
 		_, err = e.kube.CoreV1().Pods(fencesNS).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
-		if err == nil || !strings.Contains(err.Error(), "container debug (CUDA_DEVICE_MEMORY_LIMIT_0)") {
+		if err == nil || !strings.Contains(err.Error(), "container debug (NVIDIA_VISIBLE_DEVICES)") {
 			t.Fatalf("ephemeral container: %v", err)
 		}
 		t.Logf("ephemeral container refused: %v", err)

@@ -188,6 +188,32 @@ data: {CUDA_DEVICE_MEMORY_LIMIT_0: "40000m", CUDA_DEVICE_SM_LIMIT: "100"}
 			}
 			return harness.Contains(waitingMessage(p), "sets NVIDIA_VISIBLE_DEVICES in its own env")
 		})
+		// Through the side door: a name the slice owns but does not set,
+		// from a ConfigMap admission cannot read (HAMi's core policy
+		// "disable" would lift the container's gpucores).
+		side := `apiVersion: v1
+kind: ConfigMap
+metadata: {name: side}
+data: {GPU_CORE_UTILIZATION_POLICY: disable}
+`
+		if out, err := asTenant(side, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		door := pod("side-door", "vgpud.local/busybox:1", "", "", `nvidia.com/gpu: "1", nvidia.com/gpumem: "1000"`)
+		door = strings.Replace(door, "    resources:", "    envFrom: [{configMapRef: {name: side}}]\n    resources:", 1)
+		if out, err := asTenant(door, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		harness.Eventually(t, 60*time.Second, "side-door refused", func() error {
+			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "side-door", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				t.Fatalf("side-door runs with %v", e.containerEnv(t, ns, "side-door"))
+			}
+			return harness.Contains(waitingMessage(p), "sets GPU_CORE_UTILIZATION_POLICY in its own env")
+		})
 	})
 
 	t.Run("without a booking the image or env reaches no GPU", func(t *testing.T) {
