@@ -46,6 +46,11 @@ type Process struct {
 	// SMPercent is the process's share of the GPU's SM time over the
 	// last sample period; -1 where the driver did not say.
 	SMPercent int
+	// Orphaned: the PID no longer runs the process that opened the GPU
+	// (it ended and another holds its descriptor, it is a zombie, or the
+	// PID was reused). Charged to the container that held it first,
+	// never a victim.
+	Orphaned bool
 }
 
 // Container is a container the runtime hook granted a slice, as the
@@ -172,6 +177,9 @@ func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) 
 		for _, p := range procs {
 			if left <= u.LimitBytes+margin {
 				break
+			}
+			if p.Orphaned {
+				continue
 			}
 			v.Kills = append(v.Kills, Kill{Use: u, Victim: p})
 			left -= p.UsedBytes

@@ -24,6 +24,9 @@ type Host interface {
 	Kill(pid int, id string, listed func() bool) error
 	// First reports whether pid is its PID namespace's first process.
 	First(pid int) bool
+	// Start is when pid started (clock ticks since boot); live is false
+	// for a process that ended or is a zombie.
+	Start(pid int) (start uint64, live bool)
 }
 
 // Recorder tells the world what a sample showed and what was killed:
@@ -49,9 +52,21 @@ type Enforcer struct {
 	clock      clock.Clock
 	log        *slog.Logger
 
+	// seen is who held each listed PID when it was first seen alive: the
+	// driver lists a GPU client under the PID that opened it for as long
+	// as any process holds its file descriptor, so the PID may have
+	// ended, be a zombie, or have been reused by another container's
+	// process. Only the Run goroutine touches it.
+	seen map[int]firstHolder
+
 	mu   sync.Mutex
 	last Verdict
 	at   time.Time
+}
+
+type firstHolder struct {
+	start uint64
+	id    string // container ID; "" for none
 }
 
 // Options are a node's settings for its enforcer.
@@ -95,7 +110,8 @@ func (e *Enforcer) Step() Verdict {
 		// Some GPUs may still have answered: act on what they said.
 		e.log.Warn("GPU processes not all read", "err", err)
 	}
-	v := Decide(sample, e.owner, e.mode, e.margin)
+	owners := e.attribute(sample.Processes)
+	v := Decide(sample, func(pid int) *Container { return owners[pid] }, e.mode, e.margin)
 	for _, k := range v.Kills {
 		first := e.host.First(k.Victim.PID)
 		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID, func() bool { return e.lists(k.Victim) })
@@ -123,15 +139,48 @@ func (e *Enforcer) lists(p Process) bool {
 	return false
 }
 
-// owner is the registered container pid runs in; nil for one vgpud
-// cannot attribute (no container, or one the hook did not grant).
-func (e *Enforcer) owner(pid int) *Container {
-	id, ok, err := e.host.ContainerID(pid)
-	if err != nil || !ok {
-		// An ended process, or another PID namespace's: unattributed.
-		return nil
+// attribute names the registered container of each listed PID: the one
+// that held it when first seen alive (nil for none, or one the hook did
+// not grant). A PID that has since ended, become a zombie or been reused
+// is marked Orphaned in procs: its memory still counts against the
+// first holder, and it is never a victim, so a reused PID is never
+// killed for memory another process held.
+func (e *Enforcer) attribute(procs []Process) map[int]*Container {
+	owners := map[int]*Container{}
+	next := make(map[int]firstHolder, len(e.seen))
+	orphaned := map[int]bool{}
+	for _, p := range procs {
+		if _, done := next[p.PID]; done {
+			continue
+		}
+		start, live := e.host.Start(p.PID)
+		was, known := e.seen[p.PID]
+		switch {
+		case known && live && start == was.start:
+			next[p.PID] = was
+		case known:
+			next[p.PID] = was
+			orphaned[p.PID] = true
+		case live:
+			id, ok, err := e.host.ContainerID(p.PID)
+			if err != nil || !ok {
+				id = "" // the host's, another runtime's, another PID namespace's
+			}
+			next[p.PID] = firstHolder{start: start, id: id}
+		default:
+			continue // never seen alive: nobody's to charge
+		}
+		if id := next[p.PID].id; id != "" {
+			if c := e.containers.Get(id); c != nil {
+				owners[p.PID] = c
+			}
+		}
 	}
-	return e.containers.Get(id)
+	for i := range procs {
+		procs[i].Orphaned = orphaned[procs[i].PID]
+	}
+	e.seen = next
+	return owners
 }
 
 // Last is the latest sample's verdict and when it was taken.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +17,15 @@ type fakeHost struct {
 	ids    map[int]string // pid → container ID
 	first  map[int]bool
 	killed []int
+	start  map[int]uint64 // when each PID's process started; 0 unless set
+	dead   map[int]bool   // ended or zombie
+}
+
+func (h *fakeHost) Start(pid int) (uint64, bool) {
+	if h.dead[pid] {
+		return 0, false
+	}
+	return h.start[pid], true
 }
 
 func (h *fakeHost) ContainerID(pid int) (string, bool, error) {
@@ -112,6 +124,55 @@ func TestEnforcerKillsNoProcessTheGPUNoLongerLists(t *testing.T) {
 	}
 	if len(host.killed) != 0 || samples != 2 {
 		t.Errorf("killed %v after %d samples; want none, after a second sample", host.killed, samples)
+	}
+}
+
+// The driver lists a GPU client under the PID that opened it while any
+// process holds its descriptor. Once that PID has been reused by another
+// container's process, the memory is still the first holder's, and the
+// new holder is never killed for it; nor is a zombie signalled for ever.
+func TestEnforcerChargesTheFirstHolderAndKillsNoReusedPID(t *testing.T) {
+	containers := NewContainers()
+	containers.Add(Container{ID: "tenant", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "innocent", Slices: map[string]Slice{"GPU-1": {MemoryBytes: mib}}})
+	host := &fakeHost{ids: map[int]string{7: "tenant", 8: "tenant"}, start: map[int]uint64{7: 100, 8: 100}}
+	procs := []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 10 * mib}, {GPU: "GPU-0", PID: 8, UsedBytes: 10 * mib}}
+	sample := func() (Sample, error) {
+		return Sample{Processes: slices.Clone(procs), MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib}}, nil
+	}
+	rec := &fakeRecorder{}
+	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, sample, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Step() // first seen: both the tenant's
+	// 7 ended (its child holds the descriptor) and an innocent container's
+	// new process took the PID; 8 is a zombie.
+	host.ids[7], host.start[7] = "innocent", 200
+	host.dead = map[int]bool{8: true}
+	e.mode = Enforce
+	v := e.Step()
+	if len(host.killed) != 0 || len(v.Kills) != 0 {
+		t.Errorf("killed %v (decided %+v); the listed PIDs no longer run what held the memory", host.killed, v.Kills)
+	}
+	if len(v.Uses) != 1 || v.Uses[0].Container.ID != "tenant" || v.Uses[0].UsedBytes != 20*mib || !v.Uses[0].Over(0) {
+		t.Errorf("uses %+v; want the 20 MiB charged to the tenant, over its slice", v.Uses)
+	}
+	for _, p := range v.Uses[0].Processes {
+		if !p.Orphaned {
+			t.Errorf("process %+v not marked orphaned", p)
+		}
+	}
+}
+
+func TestProcfsStart(t *testing.T) {
+	p := Procfs{Root: "/proc"}
+	if start, live := p.Start(os.Getpid()); !live || start == 0 {
+		t.Errorf("this process: start %d live %v", start, live)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, live := p.Start(cmd.Process.Pid); live {
+		t.Error("an ended process is live")
 	}
 }
 

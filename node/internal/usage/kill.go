@@ -73,3 +73,25 @@ func (p Procfs) First(pid int) bool {
 	}
 	return false
 }
+
+// Start reads when pid started (field 22 of /proc/<pid>/stat, clock
+// ticks since boot); live is false for a process that ended or is a
+// zombie.
+func (p Procfs) Start(pid int) (start uint64, live bool) {
+	raw, err := os.ReadFile(path.Join(p.Root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	// The command, field 2, is in parentheses and may hold anything.
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	// f[0] is field 3 (state); field 22 is f[19].
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return start, err == nil
+}
