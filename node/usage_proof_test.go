@@ -242,8 +242,8 @@ func (h pidHost) ContainerID(pid int) (string, bool, error) {
 	return id, ok, nil
 }
 
-func (h pidHost) Kill(pid int, id string, listed func() bool) error {
-	if h.ids[pid] != id || !listed() {
+func (h pidHost) Kill(pid int, id string, start uint64) error {
+	if got, live := h.Start(pid); h.ids[pid] != id || !live || got != start {
 		return usage.ErrMoved
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)

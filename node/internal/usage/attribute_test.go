@@ -2,6 +2,7 @@ package usage
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +86,7 @@ func TestKillChecksTheContainerThenSignals(t *testing.T) {
 	cmd, done := sleeper(t)
 	p := fakeProc(t, cmd.Process.Pid, id64)
 	other := strings.Replace(id64, "0", "f", 1)
-	if err := p.Kill(cmd.Process.Pid, other, nil); !errors.Is(err, ErrMoved) {
+	if err := p.Kill(cmd.Process.Pid, other, 0); !errors.Is(err, ErrMoved) {
 		t.Fatalf("kill as another container's: %v; want ErrMoved", err)
 	}
 	select {
@@ -93,7 +94,7 @@ func TestKillChecksTheContainerThenSignals(t *testing.T) {
 		t.Fatalf("the process ended (%v) though its cgroup names another container", err)
 	default:
 	}
-	if err := p.Kill(cmd.Process.Pid, id64, nil); err != nil {
+	if err := p.Kill(cmd.Process.Pid, id64, 0); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
 	select {
@@ -108,13 +109,39 @@ func TestKillChecksTheContainerThenSignals(t *testing.T) {
 	}
 }
 
+// A process that is not the one that started when first seen (its PID
+// reused since) is not signalled.
+func TestKillChecksTheStartTime(t *testing.T) {
+	cmd, done := sleeper(t)
+	p := fakeProc(t, cmd.Process.Pid, id64)
+	start, live := Procfs{Root: "/proc"}.Start(cmd.Process.Pid)
+	if !live {
+		t.Fatal("the sleeper is not live")
+	}
+	// fakeProc's root holds only the cgroup: read the real stat.
+	if err := os.Symlink(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid), filepath.Join(p.Root, strconv.Itoa(cmd.Process.Pid), "stat")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(cmd.Process.Pid, id64, start+1); !errors.Is(err, ErrMoved) {
+		t.Fatalf("kill with another start time: %v; want ErrMoved", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the process ended (%v) though it is not the one first seen", err)
+	default:
+	}
+	if err := p.Kill(cmd.Process.Pid, id64, start); err != nil {
+		t.Fatalf("kill with its start time: %v", err)
+	}
+}
+
 func TestKillOfAnEndedProcessIsMoved(t *testing.T) {
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
 	p := fakeProc(t, cmd.Process.Pid, id64)
-	if err := p.Kill(cmd.Process.Pid, id64, nil); !errors.Is(err, ErrMoved) {
+	if err := p.Kill(cmd.Process.Pid, id64, 0); !errors.Is(err, ErrMoved) {
 		t.Errorf("kill of an ended process: %v; want ErrMoved", err)
 	}
 }

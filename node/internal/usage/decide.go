@@ -51,6 +51,9 @@ type Process struct {
 	// PID was reused). Charged to the container that held it first,
 	// never a victim.
 	Orphaned bool
+	// Start is when the PID's process started, as first seen (the
+	// enforcer sets it): a kill checks it again once the process is held.
+	Start uint64
 }
 
 // Container is a container the runtime hook granted a slice, as the

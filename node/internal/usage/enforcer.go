@@ -18,10 +18,10 @@ type Host interface {
 	// ContainerID is the runtime's ID of the container pid runs in; ok
 	// is false for a process in no container.
 	ContainerID(pid int) (id string, ok bool, err error)
-	// Kill ends pid if it still runs in container id and, asked once the
-	// process is held, listed says the GPU still lists pid: the PID in
-	// the sample may have been reused since by another process.
-	Kill(pid int, id string, listed func() bool) error
+	// Kill ends pid if it still runs in container id and is the process
+	// that started at start: the PID in the sample may have been reused
+	// since by another process.
+	Kill(pid int, id string, start uint64) error
 	// First reports whether pid is its PID namespace's first process.
 	First(pid int) bool
 	// Start is when pid started (clock ticks since boot); live is false
@@ -114,7 +114,7 @@ func (e *Enforcer) Step() Verdict {
 	v := Decide(sample, func(pid int) *Container { return owners[pid] }, e.mode, e.margin)
 	for _, k := range v.Kills {
 		first := e.host.First(k.Victim.PID)
-		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID, func() bool { return e.lists(k.Victim) })
+		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID, k.Victim.Start)
 		if err != nil && !errors.Is(err, ErrMoved) {
 			e.log.Error("kill of a process over its container's GPU memory failed", "pid", k.Victim.PID, "err", err)
 		}
@@ -125,18 +125,6 @@ func (e *Enforcer) Step() Verdict {
 	e.last, e.at = v, start
 	e.mu.Unlock()
 	return v
-}
-
-// lists reports whether a fresh sample shows p's PID on p's GPU. It
-// costs one more sample, on a kill only.
-func (e *Enforcer) lists(p Process) bool {
-	s, _ := e.sample() // what answered counts; p's GPU not answering is no
-	for _, q := range s.Processes {
-		if q.PID == p.PID && q.GPU == p.GPU && q.UsedBytes > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // attribute names the registered container of each listed PID: the one
@@ -178,6 +166,7 @@ func (e *Enforcer) attribute(procs []Process) map[int]*Container {
 	}
 	for i := range procs {
 		procs[i].Orphaned = orphaned[procs[i].PID]
+		procs[i].Start = next[procs[i].PID].start
 	}
 	e.seen = next
 	return owners

@@ -33,8 +33,8 @@ func (h *fakeHost) ContainerID(pid int) (string, bool, error) {
 	return id, ok, nil
 }
 
-func (h *fakeHost) Kill(pid int, id string, listed func() bool) error {
-	if h.ids[pid] != id || !listed() {
+func (h *fakeHost) Kill(pid int, id string, start uint64) error {
+	if h.ids[pid] != id || h.dead[pid] || h.start[pid] != start {
 		return ErrMoved
 	}
 	h.killed = append(h.killed, pid)
@@ -100,30 +100,6 @@ func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
 	}
 	if last, _ := e.Last(); len(last.Uses) != 2 || rec.samples != 2 {
 		t.Errorf("last verdict %+v after %d samples", last.Uses, rec.samples)
-	}
-}
-
-// A PID the GPU no longer lists once the process is held was reused
-// since the sample: its holder is not the one that used the memory.
-func TestEnforcerKillsNoProcessTheGPUNoLongerLists(t *testing.T) {
-	containers := NewContainers()
-	containers.Add(Container{ID: "over", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
-	host := &fakeHost{ids: map[int]string{1: "over"}}
-	rec := &fakeRecorder{}
-	samples := 0
-	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second}, func() (Sample, error) {
-		samples++
-		s := Sample{MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}
-		if samples == 1 { // the process that used the memory ended after this
-			s.Processes = []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}
-		}
-		return s, nil
-	}, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if v := e.Step(); len(v.Kills) != 1 {
-		t.Fatalf("decided kills %+v; want the over process", v.Kills)
-	}
-	if len(host.killed) != 0 || samples != 2 {
-		t.Errorf("killed %v after %d samples; want none, after a second sample", host.killed, samples)
 	}
 }
 

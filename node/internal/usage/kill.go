@@ -18,12 +18,11 @@ import (
 var ErrMoved = errors.New("the process is no longer in that container")
 
 // Kill ends process pid of container id with SIGKILL. It holds the
-// process by a pidfd first, then checks its cgroup and asks listed
-// whether the GPU still lists the PID, so the signal reaches the process
-// that was checked or none: never another that reused the PID, in this
-// container or another, between the sample and the kill. A nil listed
-// skips that check.
-func (p Procfs) Kill(pid int, id string, listed func() bool) error {
+// process by a pidfd first, then checks its cgroup and its start time
+// (when start is not 0), so the signal reaches the process that was
+// checked or none: never another that reused the PID, in this container
+// or another, between the sample and the kill.
+func (p Procfs) Kill(pid int, id string, start uint64) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -42,10 +41,10 @@ func (p Procfs) Kill(pid int, id string, listed func() bool) error {
 	if !ok || got != id {
 		return fmt.Errorf("process %d: %w", pid, ErrMoved)
 	}
-	// While the held process lives, no other has its PID: a GPU that
-	// lists the PID now lists this process.
-	if listed != nil && !listed() {
-		return fmt.Errorf("process %d holds no memory on the GPU any more: %w", pid, ErrMoved)
+	// While the held process lives no other has its PID, so this reads
+	// the held one's start.
+	if got, live := p.Start(pid); start != 0 && (!live || got != start) {
+		return fmt.Errorf("process %d is not the one that held the memory: %w", pid, ErrMoved)
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
