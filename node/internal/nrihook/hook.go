@@ -180,6 +180,9 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 	case Refuse:
 		return nil, errors.New(d.Reason)
 	}
+	if found := foreignGPUs(ctr); len(found) > 0 {
+		return nil, fmt.Errorf("container %q reaches GPUs vgpud did not grant it, through %s: remove them; a container's GPUs come from the vGPU resources it asks for, which vgpud books", ctr.GetName(), strings.Join(found, ", "))
+	}
 	want := d.Slice.Env
 	if d.Action == Void {
 		want = map[string]string{protocol.EnvVisibleDevices: grant.Void}

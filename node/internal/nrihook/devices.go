@@ -1,0 +1,64 @@
+package nrihook
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+)
+
+// nvidiaMajor is the NVIDIA driver's character device major: every
+// /dev/nvidia<N>, nvidiactl and nvidia-modeset.
+const nvidiaMajor = 195
+
+// cdiAnnotationPrefix names the annotations through which containerd
+// injects CDI devices (a runtime class, or a pod's own annotations where
+// the runtime passes them on).
+const cdiAnnotationPrefix = "cdi.k8s.io/"
+
+// foreignGPUs lists what reaches an NVIDIA GPU in ctr other than the env
+// vgpud sets: device nodes, CDI devices (a DRA driver's, another device
+// plugin's, a CDI annotation's) and device-cgroup rules. vgpud's device
+// plugin hands out none of these, and the NVIDIA runtime adds its own
+// only after the hook, from the env the hook set; so any of them is a
+// GPU outside the books.
+func foreignGPUs(ctr *api.Container) []string {
+	var found []string
+	for _, d := range ctr.GetLinux().GetDevices() {
+		if strings.HasPrefix(d.GetPath(), "/dev/nvidia") || (d.GetType() == "c" && d.GetMajor() == nvidiaMajor) {
+			found = append(found, "device node "+d.GetPath())
+		}
+	}
+	for _, d := range ctr.GetCDIDevices() {
+		if cdiNVIDIA(d.GetName()) {
+			found = append(found, "CDI device "+d.GetName())
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(ctr.GetAnnotations())) {
+		if v := ctr.GetAnnotations()[k]; strings.HasPrefix(k, cdiAnnotationPrefix) && cdiNVIDIA(v) {
+			found = append(found, fmt.Sprintf("CDI annotation %s=%s", k, v))
+		}
+	}
+	for _, r := range ctr.GetLinux().GetResources().GetDevices() {
+		if !r.GetAllow() || (r.GetType() != "c" && r.GetType() != "a") {
+			continue
+		}
+		if m := r.GetMajor().Get(); m != nil && *m == nvidiaMajor {
+			found = append(found, fmt.Sprintf("device cgroup rule %s %d:* %s", r.GetType(), nvidiaMajor, r.GetAccess()))
+		}
+	}
+	return found
+}
+
+// cdiNVIDIA says whether a CDI device list (comma-separated qualified
+// names, vendor/class=name) names an NVIDIA device.
+func cdiNVIDIA(names string) bool {
+	for _, n := range strings.Split(names, ",") {
+		if strings.HasPrefix(strings.TrimSpace(n), "nvidia.com/") {
+			return true
+		}
+	}
+	return false
+}
