@@ -184,7 +184,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.PodNamespace, kube.coordination)
 	if cfg.runs(roleCluster) {
-		role := cluster.NewRole(cfg.Cluster, cluster.Pod{Name: cfg.PodName, Namespace: cfg.PodNamespace}, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
+		role := cluster.NewRole(cfg.Cluster, cluster.Pod{Name: cfg.PodName, Namespace: cfg.PodNamespace, Node: cfg.NodeName}, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
 			cluster.API{Core: kube.core, Leases: kube.coordination, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps},
 			reg, clock.RealClock{}, log.With("role", roleCluster))
 		status = role

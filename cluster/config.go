@@ -18,8 +18,14 @@ type Config struct {
 	LeaseDuration      time.Duration
 	LeaseRenewDeadline time.Duration
 	LeaseRetryPeriod   time.Duration
-	Listen             string // HTTPS: the webhook and the probes
-	ExtenderListen     string // mutual TLS: the extender, for kube-scheduler only
+	// LeaderNodesFile names the nodes whose replicas may lead, separated
+	// by commas; no file, or one with no name, lets any node. The
+	// manifest points it at the vgpud ConfigMap's leader-nodes key, which
+	// the apiserver's vgpud-lease policy reads too: a replica elsewhere
+	// neither campaigns nor could write the Lease.
+	LeaderNodesFile string
+	Listen          string // HTTPS: the webhook and the probes
+	ExtenderListen  string // mutual TLS: the extender, for kube-scheduler only
 	// TLS is the listener's certificate: the Secret it lives in, the
 	// webhook whose caBundle trusts it, the Service it names. Its
 	// Namespace is this pod's, filled by the Role.

@@ -29,6 +29,7 @@ const (
 	flagDefaultGPUMemPercentage = "default-gpumem-percentage"
 	flagBindUnansweredHold      = "bind-unanswered-hold"
 	flagBindWait                = "bind-wait"
+	flagLeaderNodesFile         = "leader-nodes-file"
 )
 
 // Flags are the cluster role's settings, bound to c.
@@ -39,6 +40,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagLeaseDuration, Usage: "how long followers wait before taking a silent leader's lease", Value: c.LeaseDuration, Destination: &c.LeaseDuration},
 		&cli.DurationFlag{Name: flagLeaseRenewDeadline, Usage: "how long the leader retries renewing before it steps down", Value: c.LeaseRenewDeadline, Destination: &c.LeaseRenewDeadline},
 		&cli.DurationFlag{Name: flagLeaseRetryPeriod, Usage: "wait between election attempts", Value: c.LeaseRetryPeriod, Destination: &c.LeaseRetryPeriod},
+		&cli.StringFlag{Name: flagLeaderNodesFile, Usage: "file naming, comma-separated, the nodes whose replicas may lead; no file or no name: any node", Value: c.LeaderNodesFile, Destination: &c.LeaderNodesFile},
 		&cli.StringFlag{Name: flagListen, Usage: "HTTPS address of the webhook and the /healthz and /readyz probes", Value: c.Listen, Destination: &c.Listen},
 		&cli.StringFlag{Name: flagExtenderListen, Usage: "HTTPS address of the scheduler extender; callers must present kube-scheduler's client certificate from the TLS Secret", Value: c.ExtenderListen, Destination: &c.ExtenderListen},
 		&cli.StringFlag{Name: flagTLSSecretName, Usage: "Secret in this pod's namespace holding the listener's CA and serving certificate", Value: c.TLS.SecretName, Destination: &c.TLS.SecretName},

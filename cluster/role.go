@@ -71,7 +71,7 @@ type Role struct {
 }
 
 // Pod is this replica's pod, from the downward API.
-type Pod struct{ Name, Namespace string }
+type Pod struct{ Name, Namespace, Node string }
 
 // NewRole returns the cluster role of the replica pod. Its metrics are
 // registered on reg. clk times every wait, hold and expiry of the role
@@ -87,6 +87,7 @@ func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames
 		LeaseDuration:  cfg.LeaseDuration,
 		RenewDeadline:  cfg.LeaseRenewDeadline,
 		RetryPeriod:    cfg.LeaseRetryPeriod,
+		MayLead:        func() error { return mayLead(cfg.LeaderNodesFile, pod.Node) },
 	}, api.Leases, api.Core, log.With("component", "leader"))
 	elector.OnTakenOutOfTurn(m.LeaseTaken)
 	elector.EventsTo(api.Events)

@@ -30,7 +30,14 @@ type Config struct {
 	LeaseDuration  time.Duration
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
+	// MayLead, when set, is asked before each campaign: an error keeps
+	// this replica from campaigning (checked again every mayLeadRecheck).
+	MayLead func() error
 }
+
+// mayLeadRecheck is how often a replica that may not lead asks again:
+// the setting is a ConfigMap, which kubelet updates within a minute.
+const mayLeadRecheck = 15 * time.Second
 
 // Elector campaigns for the Lease and runs the leader's work while it holds it.
 type Elector struct {
@@ -111,7 +118,22 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 	if err := e.label.remove(ctx); err != nil {
 		e.log.Warn("clear stale leader label", "err", err)
 	}
+	var refused string
 	for ctx.Err() == nil {
+		if e.cfg.MayLead != nil {
+			if err := e.cfg.MayLead(); err != nil {
+				if err.Error() != refused {
+					refused = err.Error()
+					e.log.Info("not campaigning for the Lease", "why", refused)
+				}
+				select {
+				case <-ctx.Done():
+				case <-e.clock.After(mayLeadRecheck):
+				}
+				continue
+			}
+			refused = ""
+		}
 		if err := e.campaign(ctx, lead); err != nil {
 			return err
 		}

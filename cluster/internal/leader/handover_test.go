@@ -155,3 +155,41 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 		t.Errorf("after the handover the labelled pods are %v, want [b]", got)
 	}
 }
+
+// A replica that may not lead never writes itself into the Lease; one
+// that may, leads.
+func TestMayLeadGatesTheCampaign(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "barred", Namespace: ns}})
+	cfg := testConfig("barred")
+	var allowed atomic.Bool
+	cfg.MayLead = func() error {
+		if allowed.Load() {
+			return nil
+		}
+		return errors.New("not among the nodes that may lead")
+	}
+	e := New(cfg, kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	led := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.Run(ctx, func(ctx context.Context, term Term) error {
+			close(led)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	time.Sleep(500 * time.Millisecond) // five retry periods
+	if _, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), cfg.LeaseName, metav1.GetOptions{}); err == nil {
+		t.Fatal("a replica that may not lead wrote the Lease")
+	}
+	select {
+	case <-led:
+		t.Fatal("a replica that may not lead led")
+	default:
+	}
+	cancel()
+	<-done
+}

@@ -416,6 +416,7 @@ spec:
 	})
 
 	// Last: it moves leadership.
+	t.Run("a replica writes the Lease only for itself, from a node that may lead", func(t *testing.T) { leaseWriters(t, e, nodes) })
 	t.Run("a Lease taken out of turn shows", func(t *testing.T) { leaseTaken(t, e, nodes) })
 }
 
@@ -671,6 +672,85 @@ func tally(out string) string {
 func lastLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	return lines[len(lines)-1]
+}
+
+// leaseWriters writes the Lease with a replica's token as a compromised
+// node would: naming another holder, deleting it, and, once the vgpud
+// ConfigMap's leader-nodes names only the leader's node, taking it for a
+// replica elsewhere. The apiserver refuses each (policy vgpud-lease).
+func leaseWriters(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other *corev1.Pod
+	for _, n := range nodes {
+		if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name && n != leader.Spec.NodeName {
+			other = vp
+		}
+	}
+	if other == nil {
+		t.Fatal("no replica off the leader's node")
+	}
+	as := e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud", map[string][]string{
+		"authentication.kubernetes.io/pod-name":  {other.Name},
+		"authentication.kubernetes.io/node-name": {other.Spec.NodeName},
+	})
+	leases := as.CoordinationV1().Leases(system)
+	take := func(holder string) error {
+		lease, err := leases.Get(ctx, "vgpud-leader", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		lease.Spec.HolderIdentity = &holder
+		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+		// Dry run: admission decides, nothing is written, so a probe the
+		// policy let through would not change the leader.
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	refused := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s as replica %s: %v, want refused with %q", what, other.Name, err, want)
+		}
+		t.Logf("%s: refused: %v", what, err)
+	}
+	refused("name another pod the holder", take(leader.Name+"-impostor"), "writes only itself in as the Lease holder")
+	// RBAC refuses it first; the policy too, should a Role grant it.
+	refused("delete the Lease", leases.Delete(ctx, "vgpud-leader", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), "forbidden")
+	if err := take(other.Name); err != nil {
+		t.Fatalf("replica %s taking the Lease for itself, with every node free to lead (dry run): %v", other.Name, err)
+	}
+
+	cms := e.kube.CoreV1().ConfigMaps(system)
+	setLeaderNodes := func(v string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"data":{"leader-nodes":%q}}`, v)
+		if _, err := cms.Patch(ctx, "vgpud", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLeaderNodes(leader.Spec.NodeName)
+	t.Cleanup(func() {
+		setLeaderNodes("")
+		// Every node may lead again once the policy has read it back.
+		harness.Eventually(t, 30*time.Second, "every node free to lead again", func() error { return take(other.Name) })
+	})
+	// The policy reads the ConfigMap from the apiserver's informer.
+	harness.Eventually(t, 30*time.Second, "the Lease refused to a replica off the nodes that may lead", func() error {
+		err := take(other.Name)
+		if err == nil {
+			return fmt.Errorf("replica %s on %s may still take the Lease (leader-nodes %s)", other.Name, other.Spec.NodeName, leader.Spec.NodeName)
+		}
+		return harness.Contains(err.Error(), "only replicas on the nodes the vgpud ConfigMap's leader-nodes names lead")
+	})
+	t.Logf("leader-nodes %s: replica %s on %s may not take the Lease", leader.Spec.NodeName, other.Name, other.Spec.NodeName)
+	if l, err := e.leader(); err != nil || l.Name != leader.Name {
+		t.Errorf("leader now %v (%v), want %s unchanged", l, err, leader.Name)
+	}
 }
 
 // leaseTaken takes the Lease, with vgpud's identity, for a replica that
