@@ -48,6 +48,10 @@ type Config struct {
 // are built from these.
 const (
 	MaxBindWait = 5 * time.Minute
+	// MaxLeaseDuration is the longest hold the vgpud-lease policy lets a
+	// replica write: past it, followers wait long after a leader's node
+	// is gone.
+	MaxLeaseDuration = time.Minute
 )
 
 // DeletedInFlight is how long a pod deleted while in flight keeps its

@@ -26,6 +26,9 @@ func (c Config) Validate() field.ErrorList {
 		// make every follower see the lease as expired at once.
 		add(flagLeaseDuration, c.LeaseDuration, "want whole seconds, at least 1s")
 	}
+	if c.LeaseDuration > MaxLeaseDuration {
+		add(flagLeaseDuration, c.LeaseDuration, "want at most "+MaxLeaseDuration.String()+": the vgpud-lease admission policy refuses a longer hold")
+	}
 	if c.LeaseDuration <= c.LeaseRenewDeadline {
 		add(flagLeaseDuration, c.LeaseDuration, "must be longer than --"+flagLeaseRenewDeadline+" ("+c.LeaseRenewDeadline.String()+")")
 	}

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,9 +69,10 @@ func (p *Pods) mutateContainer(c *corev1.Container, r podmodel.ContainerRequest)
 		// later pod that fits beside it.
 		limits[corev1.ResourceName(names.GPUCores)] = *resource.NewQuantity(100, resource.DecimalSI)
 	}
-	if r.HasPriority {
-		setEnv(c, EnvTaskPriority, strconv.Itoa(r.Priority))
-	}
+	// The task priority reaches the container from nvidia.com/priority
+	// through the runtime hook or the device plugin (grant.For), not from
+	// env here: CUDA_TASK_PRIORITY is a name vgpud owns, refused in a
+	// pod's spec by the vgpud-slice-env policy, which runs after this.
 	if p.cfg.CorePolicy != "" {
 		setEnv(c, EnvCorePolicy, p.cfg.CorePolicy)
 	}

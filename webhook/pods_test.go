@@ -93,8 +93,11 @@ func TestPodsAdmission(t *testing.T) {
 		{name: "half_card_no_exclusive", want: patched},
 		{name: "cores_only_adds_gpu", want: patched},
 		{name: "percentage_only_whole_card", want: patched},
-		{name: "priority_env", want: patched},
-		{name: "priority_env_replaces_user_value", want: patched},
+		// The priority reaches the container from the resource (the
+		// runtime hook, the device plugin), not from env set here; a pod's
+		// own CUDA_TASK_PRIORITY is the vgpud-slice-env policy's to refuse.
+		{name: "priority_sets_no_env", want: patched},
+		{name: "priority_user_env_left_to_policy", want: patched},
 		{name: "core_policy_env", cfg: func(c *Config) { c.CorePolicy = CorePolicyForce }, want: patched},
 		{name: "limits_only_v1beta1", want: patched},
 		{name: "requests_only_become_limits", want: patched},

@@ -124,7 +124,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 			if err := e.cfg.MayLead(); err != nil {
 				if err.Error() != refused {
 					refused = err.Error()
-					e.log.Info("not campaigning for the Lease", "why", refused)
+					e.log.Warn("not campaigning for the Lease", "why", refused)
 				}
 				select {
 				case <-ctx.Done():

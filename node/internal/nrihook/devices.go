@@ -42,21 +42,31 @@ func foreignGPUs(ctr *api.Container) []string {
 		}
 	}
 	for _, r := range ctr.GetLinux().GetResources().GetDevices() {
-		if !r.GetAllow() || (r.GetType() != "c" && r.GetType() != "a") {
+		if !r.GetAllow() || (r.GetType() != "c" && r.GetType() != "a" && r.GetType() != "") {
 			continue
 		}
-		if m := r.GetMajor().Get(); m != nil && *m == nvidiaMajor {
+		switch m := r.GetMajor().Get(); {
+		case m != nil && *m == nvidiaMajor:
 			found = append(found, fmt.Sprintf("device cgroup rule %s %d:* %s", r.GetType(), nvidiaMajor, r.GetAccess()))
+		case m == nil && strings.ContainsAny(r.GetAccess(), "rw"):
+			// Every major: the NVIDIA driver's among them (a privileged
+			// container, which has that, is exempt before this).
+			found = append(found, fmt.Sprintf("device cgroup rule %s *:* %s", r.GetType(), r.GetAccess()))
 		}
 	}
 	return found
 }
 
 // cdiNVIDIA says whether a CDI device list (comma-separated qualified
-// names, vendor/class=name) names an NVIDIA device.
+// names, vendor/class=name) names an NVIDIA GPU: the toolkit's gpu and
+// mig classes, or NVIDIA's DRA driver's vendor. NVIDIA's network devices
+// (nvidia.com/<other class>, the SR-IOV and RDMA plugins') are not; a
+// CDI device of any name that brings a GPU's node is caught by the
+// device nodes, which containerd resolves before the hook.
 func cdiNVIDIA(names string) bool {
 	for _, n := range strings.Split(names, ",") {
-		if strings.HasPrefix(strings.TrimSpace(n), "nvidia.com/") {
+		n = strings.TrimSpace(n)
+		if strings.HasPrefix(n, "nvidia.com/gpu=") || strings.HasPrefix(n, "nvidia.com/mig") || strings.HasPrefix(n, "k8s.gpu.nvidia.com/") {
 			return true
 		}
 	}

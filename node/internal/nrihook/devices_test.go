@@ -25,6 +25,8 @@ func TestGPUsByAnotherWayAreRefused(t *testing.T) {
 		{"a CDI device", &api.Container{CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=all"}}}, "CDI device nvidia.com/gpu=all"},
 		{"a CDI annotation", &api.Container{Annotations: map[string]string{"cdi.k8s.io/extra": "vendor.example/x=1, nvidia.com/gpu=0"}}, "CDI annotation cdi.k8s.io/extra"},
 		{"a device cgroup rule", &api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Type: "c", Major: major(195), Access: "rwm"}}}}}, "device cgroup rule c 195:* rwm"},
+		{"a rule for every device", &api.Container{Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Type: "a", Access: "rw"}}}}}, "device cgroup rule a *:* rw"},
+		{"NVIDIA's DRA driver", &api.Container{CDIDevices: []*api.CDIDevice{{Name: "k8s.gpu.nvidia.com/device=gpu-0"}}}, "CDI device k8s.gpu.nvidia.com/device=gpu-0"},
 	} {
 		// In the container granted GPU-0, and in one granted none.
 		for ctrName, sb := range map[string]*api.PodSandbox{"app": sandbox(granted), "sidecar": sandbox(plain)} {
@@ -38,7 +40,8 @@ func TestGPUsByAnotherWayAreRefused(t *testing.T) {
 	}
 	// Other devices and other vendors' CDI devices are not vgpud's.
 	h, _ := testHook(granted)
-	ctr := &api.Container{Name: "app", CDIDevices: []*api.CDIDevice{{Name: "vendor.example/fpga=0"}},
+	// NVIDIA's network devices (the SR-IOV and RDMA plugins') are no GPU.
+	ctr := &api.Container{Name: "app", CDIDevices: []*api.CDIDevice{{Name: "vendor.example/fpga=0"}, {Name: "nvidia.com/net-pci=0000:3b:00.1"}},
 		Linux: &api.LinuxContainer{Devices: []*api.LinuxDevice{{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 229}}}}
 	if _, _, err := h.CreateContainer(context.Background(), sandbox(granted), ctr); err != nil {
 		t.Errorf("another vendor's devices: %v", err)

@@ -128,6 +128,13 @@ spec:
 			t.Fatalf("an init container that asks for no GPU, with LD_PRELOAD: %v %s", err, out)
 		}
 		t.Log("an init container that asks for no GPU may set LD_PRELOAD and CUDA_VISIBLE_DEVICES")
+		// What the webhook injects passes the policy that runs after it: a
+		// task priority (which reaches the container from the resource,
+		// not from env) and the core policy.
+		prio := strings.Replace(podWith("with-priority", "", ""), `nvidia.com/gpumem: "1000"`, `nvidia.com/gpumem: "1000", nvidia.com/priority: "1"`, 1)
+		if out, err := asTenant(prio, "apply", "--dry-run=server", "-f", "-"); err != nil {
+			t.Fatalf("a GPU pod asking for a task priority: %v %s", err, out)
+		}
 		// An ephemeral container added to a running GPU pod asks for no
 		// GPU (it cannot): the device names are refused, the slice's
 		// limit nothing it can reach (the hook voids its devices).
