@@ -17,6 +17,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
+	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -32,6 +33,13 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 		Exempt: func(ns string) bool { return exempt[ns] },
 	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
 	h.Tell(grantedContainers{r: a.containers, a: a})
+	// The kill checks the PID's cgroup names the container first.
+	h.EvictWith(func(id string, pid int) error {
+		if pid <= 0 {
+			return fmt.Errorf("the runtime gave no PID for container %s", id)
+		}
+		return usage.Procfs{Root: "/proc"}.Kill(pid, id, 0)
+	})
 	return h
 }
 

@@ -1,10 +1,12 @@
 package nrihook
 
 import (
+	"strings"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -22,6 +24,45 @@ type Granted interface {
 // Tell makes the hook tell g of its grants, and of the containers already
 // running when it connects. Call before Run.
 func (h *Hook) Tell(g Granted) { h.granted = g }
+
+// EvictWith makes the hook end, at a (re)connection, each running
+// container whose env is not what the hook would have set: one the
+// runtime created while the hook was being killed mid-call. containerd's
+// NRI counts a plugin that dies during CreateContainer as consulted, so
+// its validator lets the container through without the hook's
+// adjustment: no slice, or an image's NVIDIA_VISIBLE_DEVICES=all. Ended,
+// it restarts under its pod's restart policy, through the hook. evict
+// gets the runtime's container ID and its first process's host PID.
+// Call before Run.
+func (h *Hook) EvictWith(evict func(id string, pid int) error) { h.evict = evict }
+
+// escaped reports whether env (the container's, as the runtime created
+// it) lacks the devices d would have set: the granted GPUs, or "void".
+func escaped(d Decision, env []string) bool {
+	want := ""
+	switch d.Action {
+	case Grant:
+		want = d.Slice.Env[protocol.EnvVisibleDevices]
+	case Void:
+		want = grant.Void
+	default:
+		return false
+	}
+	if len(env) == 0 {
+		return false // the runtime did not say: never end a container on a guess
+	}
+	got, set := "", false
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == protocol.EnvVisibleDevices {
+			got, set = v, true
+		}
+	}
+	if d.Action == Void {
+		// No device env at all exposes no GPU either.
+		return set && got != grant.Void && got != protocol.VisibleDevicesNone
+	}
+	return got != want
+}
 
 func (h *Hook) tellGranted(id string, c Container, a protocol.ContainerAssignment) {
 	if h.granted != nil && id != "" {
@@ -50,8 +91,10 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		byID[p.GetId()] = p
 	}
 	type running struct {
-		id string
-		c  Container
+		id  string
+		c   Container
+		env []string
+		pid int
 	}
 	var todo []running
 	for _, ctr := range ctrs {
@@ -59,7 +102,7 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		if sb == nil || ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		todo = append(todo, running{ctr.GetId(), Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}})
+		todo = append(todo, running{ctr.GetId(), Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}, ctr.GetEnv(), int(ctr.GetPid())})
 	}
 	go func() {
 		deadline := h.clock.NewTimer(resyncWait)
@@ -78,7 +121,14 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		h.mu.Unlock()
 		for _, r := range todo {
 			r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
-			if d := Decide(r.c, rules); d.Action == Grant {
+			d := Decide(r.c, rules)
+			if escaped(d, r.env) && h.evict != nil {
+				err := h.evict(r.id, r.pid)
+				h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",
+					"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "err", err)
+				continue
+			}
+			if d.Action == Grant {
 				h.tellGranted(r.id, r.c, d.Assigned)
 			}
 		}

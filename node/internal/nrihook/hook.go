@@ -49,6 +49,9 @@ type Hook struct {
 
 	// granted is told of each grant and removed pod; nil tells nobody.
 	granted Granted
+	// evict ends a container found running without the hook's devices
+	// (EvictWith); nil ends none.
+	evict func(id string, pid int) error
 
 	mu sync.Mutex
 	// slice is rules.Slice as Settle last set it; unsettled says why no
