@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -196,11 +197,7 @@ spec:
 		if other == nil {
 			t.Fatal("no replica off the pinned pod's node that does not lead")
 		}
-		vgpud := "system:serviceaccount:vgpud-system:vgpud"
-		as := e.impersonate(t, vgpud, map[string][]string{
-			"authentication.kubernetes.io/pod-name":  {other.Name},
-			"authentication.kubernetes.io/node-name": {other.Spec.NodeName},
-		})
+		as := e.asReplica(t, other)
 		refused := func(what string, err error, want string) {
 			t.Helper()
 			if err == nil || !strings.Contains(err.Error(), want) {
@@ -239,10 +236,7 @@ spec:
 		}
 		// These the leader alone keeps, and even it only in part: tried
 		// with the leader's own identity too.
-		asLeader := e.impersonate(t, vgpud, map[string][]string{
-			"authentication.kubernetes.io/pod-name":  {leader.Name},
-			"authentication.kubernetes.io/node-name": {leader.Spec.NodeName},
-		})
+		asLeader := e.asReplica(t, leader)
 		mwc.Webhooks[0].ClientConfig.Service.Name = "attacker"
 		_, err = as.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
 		refused("point the webhook elsewhere", err, "only the replica holding the vgpud-leader Lease keeps the mutatingwebhookconfigurations")
@@ -700,24 +694,11 @@ func leaseWriters(t *testing.T, e env, nodes []string) {
 	if other == nil {
 		t.Fatal("no replica off the leader's node")
 	}
-	as := e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud", map[string][]string{
-		"authentication.kubernetes.io/pod-name":  {other.Name},
-		"authentication.kubernetes.io/node-name": {other.Spec.NodeName},
-	})
+	as := e.asReplica(t, other)
 	leases := as.CoordinationV1().Leases(system)
-	take := func(holder string) error {
-		lease, err := leases.Get(ctx, "vgpud-leader", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := metav1.NewMicroTime(time.Now())
-		lease.Spec.HolderIdentity = &holder
-		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-		// Dry run: admission decides, nothing is written, so a probe the
-		// policy let through would not change the leader.
-		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err
-	}
+	// Dry run: admission decides, nothing is written, so a probe the
+	// policy let through would not change the leader.
+	take := func(holder string) error { return takeLease(ctx, as, holder, true) }
 	refused := func(what string, err error, want string) {
 		t.Helper()
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -760,6 +741,35 @@ func leaseWriters(t *testing.T, e env, nodes []string) {
 	}
 }
 
+// asReplica is a client holding the token vgpud's replica p holds: the
+// service account, bound to p and to its node.
+func (e env) asReplica(t *testing.T, p *corev1.Pod) kubernetes.Interface {
+	t.Helper()
+	return e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud", map[string][]string{
+		"authentication.kubernetes.io/pod-name":  {p.Name},
+		"authentication.kubernetes.io/node-name": {p.Spec.NodeName},
+	})
+}
+
+// takeLease writes holder into the leader Lease through as, acquired and
+// renewed now, as a dry run when dry.
+func takeLease(ctx context.Context, as kubernetes.Interface, holder string, dry bool) error {
+	leases := as.CoordinationV1().Leases(system)
+	lease, err := leases.Get(ctx, "vgpud-leader", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity = &holder
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+	opts := metav1.UpdateOptions{}
+	if dry {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = leases.Update(ctx, lease, opts)
+	return err
+}
+
 // leaseTaken takes the Lease, with vgpud's identity, for a replica that
 // does not lead, while the leader's hold is current: what a compromised
 // node can still do. The displaced leader must say so (an Event on the
@@ -779,18 +789,8 @@ func leaseTaken(t *testing.T, e env, nodes []string) {
 	if other == nil {
 		t.Fatal("no replica that does not lead")
 	}
-	as := e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud", map[string][]string{
-		"authentication.kubernetes.io/pod-name":  {other.Name},
-		"authentication.kubernetes.io/node-name": {other.Spec.NodeName},
-	})
-	lease, err := as.CoordinationV1().Leases(system).Get(ctx, "vgpud-leader", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.HolderIdentity = &other.Name
-	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-	if _, err := as.CoordinationV1().Leases(system).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+	as := e.asReplica(t, other)
+	if err := takeLease(ctx, as, other.Name, false); err != nil {
 		t.Fatalf("take the Lease as %s: %v", other.Name, err)
 	}
 	harness.Eventually(t, 30*time.Second, "an Event on the Lease naming the taker", func() error {

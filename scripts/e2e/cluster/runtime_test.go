@@ -178,16 +178,7 @@ data: {CUDA_DEVICE_MEMORY_LIMIT_0: "40000m", CUDA_DEVICE_SM_LIMIT: "100"}
 		if out, err := asTenant(twice, "apply", "-f", "-"); err != nil {
 			t.Fatalf("%v %s", err, out)
 		}
-		harness.Eventually(t, 60*time.Second, "twice refused", func() error {
-			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "twice", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Status.Phase == corev1.PodRunning {
-				t.Fatalf("twice runs with %v", e.containerEnv(t, ns, "twice"))
-			}
-			return harness.Contains(waitingMessage(p), "sets NVIDIA_VISIBLE_DEVICES in its own env")
-		})
+		e.refusedByHook(t, ns, "twice", 60*time.Second, "sets NVIDIA_VISIBLE_DEVICES in its own env")
 		// Through the side door: a name the slice owns but does not set,
 		// from a ConfigMap admission cannot read (HAMi's core policy
 		// "disable" would lift the container's gpucores).
@@ -204,16 +195,7 @@ data: {GPU_CORE_UTILIZATION_POLICY: disable}
 		if out, err := asTenant(door, "apply", "-f", "-"); err != nil {
 			t.Fatalf("%v %s", err, out)
 		}
-		harness.Eventually(t, 60*time.Second, "side-door refused", func() error {
-			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "side-door", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Status.Phase == corev1.PodRunning {
-				t.Fatalf("side-door runs with %v", e.containerEnv(t, ns, "side-door"))
-			}
-			return harness.Contains(waitingMessage(p), "sets GPU_CORE_UTILIZATION_POLICY in its own env")
-		})
+		e.refusedByHook(t, ns, "side-door", 60*time.Second, "sets GPU_CORE_UTILIZATION_POLICY in its own env")
 	})
 
 	t.Run("without a booking the image or env reaches no GPU", func(t *testing.T) {
@@ -324,6 +306,26 @@ func hookStopped(t *testing.T, e env, ns string, nodes []string) {
 }
 
 // waitingMessage is why the pod's first container waits, if it does.
+// refusedByHook waits until pod's container is refused at creation with
+// a message holding every want, and fails at once if it runs instead.
+// It returns the message.
+func (e env) refusedByHook(t *testing.T, ns, pod string, within time.Duration, want ...string) string {
+	t.Helper()
+	var msg string
+	harness.Eventually(t, within, pod+" refused by the runtime hook", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			t.Fatalf("%s runs with %v", pod, e.containerEnv(t, ns, pod))
+		}
+		msg = waitingMessage(p)
+		return harness.Contains(msg, want...)
+	})
+	return msg
+}
+
 func waitingMessage(p *corev1.Pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil {

@@ -99,18 +99,8 @@ devices:
 		if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s as the tenant: %v", name, err)
 		}
-		harness.Eventually(t, 90*time.Second, name+" refused by the runtime hook", func() error {
-			got, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if got.Status.Phase == corev1.PodRunning {
-				t.Fatalf("%s runs with %s", name, p.resource)
-			}
-			return harness.Contains(waitingMessage(got), "reaches GPUs vgpud did not grant it", "/dev/nvidia7")
-		})
-		got, _ := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		t.Logf("%s (%s): %s", name, p.resource, waitingMessage(got))
+		msg := e.refusedByHook(t, ns, name, 90*time.Second, "reaches GPUs vgpud did not grant it", "/dev/nvidia7")
+		t.Logf("%s (%s): %s", name, p.resource, msg)
 	}
 }
 
