@@ -35,6 +35,11 @@ type Config struct {
 	// DefaultGPUMemPercentage is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultGPUMemPercentage int
+	// DefaultGPUCores is the share of each GPU's cores, in percent, a
+	// container that names no gpucores gets and is charged; 0 means a
+	// slot's share of the GPU it lands on (its cores divided by its
+	// split). HAMi leaves such a container unlimited and uncharged.
+	DefaultGPUCores int
 	// BindWait bounds how long a bind waits for the node's previous pod to
 	// be allocated by kubelet before giving up (the scheduler retries).
 	BindWait time.Duration

@@ -175,7 +175,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	defaults := extender.Defaults{
 		NodePolicy: r.cfg.NodePolicy,
 		GPUPolicy:  r.cfg.GPUPolicy,
-		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultGPUMemPercentage},
+		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultGPUMemPercentage, DefaultCores: r.cfg.DefaultGPUCores},
 	}
 	lookup := slimpod.NewStore(inf.pods).Get
 	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},

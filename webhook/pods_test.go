@@ -137,10 +137,10 @@ func TestPodsAdmission(t *testing.T) {
 		{name: "absurd_gpu_count", want: deny, msg: `container "train": nvidia.com/gpu is 1000; it must be within 0..64`},
 		{name: "request_differs_from_limit", want: deny, msg: `container "train": nvidia.com/gpumem request 2k differs from its limit 4k; set them equal or drop the request`},
 		{name: "two_bad_containers", want: deny, msg: `container "a": nvidia.com/gpucores is 101; it must be within 0..100; container "b" is privileged`},
-		{name: "quota_memory_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod asks 4000; lower nvidia.com/gpumem"},
-		{name: "quota_cores_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpucores quota 200, in use 100, this pod asks 120; lower nvidia.com/gpucores"},
-		{name: "quota_exclusive_whole_memory", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod asks 40960, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory"},
-		{name: "quota_init_counts_max", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod asks 3000"},
+		{name: "quota_memory_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod is charged 4000; lower nvidia.com/gpumem"},
+		{name: "quota_cores_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpucores quota 200, in use 100, this pod is charged 120; lower nvidia.com/gpucores"},
+		{name: "quota_exclusive_whole_memory", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod is charged 40960, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory"},
+		{name: "quota_init_counts_max", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod is charged 3000"},
 
 		{name: "undecodable_pod", want: errorCode, msg: "decode pod ai-team/train"},
 	}

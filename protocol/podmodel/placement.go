@@ -80,22 +80,51 @@ func (p Placement) Footprint(uuids []string) []Usage {
 	return out
 }
 
-// Charge is what p counts against quota: Total, except that a GPU p
-// holds exclusively (a slice with every core: nobody joins it) counts
-// its whole memory, memOf(uuid), whatever memory the slice names. Four
-// pods asking 1 MiB with 100 cores each once held four whole GPUs for
-// 4 MiB of quota. memOf returns 0 for a GPU it does not know. The sum's
-// Exclusive says some GPU is held whole.
-func (p Placement) Charge(memOf func(uuid string) int64) Usage {
+// Charge is what p counts against quota: on each GPU, what p holds
+// there, but never less than what that denies others. A GPU held
+// exclusively (a slice with every core: nobody joins it) counts its
+// whole memory; any other counts at least a slot's share of it per slot
+// taken (SlotShare), so one 1 MiB pod on every GPU is charged a tenth of
+// each at split 10, not 1 MiB. gpuOf returns false for a GPU it does not
+// know, which is charged what p names. The sum's Exclusive says some GPU
+// is held whole.
+func (p Placement) Charge(gpuOf func(uuid string) (protocol.GPU, bool)) Usage {
 	uuids := p.uuids()
 	var total Usage
 	for i, u := range p.Footprint(uuids) {
-		if u.Exclusive {
-			u.MemMiB = max(u.MemMiB, memOf(uuids[i]))
-		}
-		total = total.Plus(u) // Exclusive: some GPU is held whole
+		total = total.Plus(chargeOn(u, gpuOf, uuids[i])) // Exclusive: some GPU is held whole
 	}
 	return total
+}
+
+// chargeOn is what holding u of the GPU uuid is charged.
+func chargeOn(u Usage, gpuOf func(uuid string) (protocol.GPU, bool), uuid string) Usage {
+	g, ok := gpuOf(uuid)
+	if !ok {
+		return u
+	}
+	if u.Exclusive {
+		u.MemMiB = max(u.MemMiB, g.MemoryMiB)
+		return u
+	}
+	s := SlotShare(g)
+	u.MemMiB = max(u.MemMiB, s.MemMiB*int64(u.Slots))
+	u.Cores = max(u.Cores, s.Cores*u.Slots)
+	return u
+}
+
+// SlotShare is one slot of g: its memory and cores divided by its split.
+// It is the least a slice of g is charged, and the cores a container
+// that names none gets there by default: what it denies others, so the
+// split-th such slice still fits. Cores are a percentage of the GPU, at
+// least 1 (0 would read as unlimited) and at most 100.
+func SlotShare(g protocol.GPU) Usage {
+	split := max(g.Split, 1)
+	return Usage{
+		MemMiB: g.MemoryMiB / int64(split),
+		Cores:  min(max(g.Cores/split, 1), protocol.MaxPercent),
+		Slots:  1,
+	}
 }
 
 // uuids are the GPUs p names, each once.

@@ -43,11 +43,11 @@ func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNam
 		if ask.Exclusive {
 			whole = fmt.Sprintf(", a GPU with all its cores (%s 100) counting its whole memory", names.GPUCores)
 		}
-		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod asks %d%s; lower %s or %s (counted per GPU times %s) or raise the ResourceQuota",
+		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod is charged %d%s; lower %s or %s (charged per GPU times %s, and at least a slot's share of each GPU: its memory divided by its split) or raise the ResourceQuota",
 			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, whole, names.GPUMem, names.GPUMemPercentage, names.GPU)
 	}
 	if cores := int64(ask.Cores); q.Cores.Set && cores > 0 && q.Cores.Used+cores > q.Cores.Hard {
-		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod asks %d; lower %s (counted per GPU times %s) or raise the ResourceQuota",
+		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod is charged %d; lower %s (charged per GPU times %s, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
 			namespace, q.Cores.Hard, q.Cores.Used, cores, names.GPUCores, names.GPU)
 	}
 	return ""

@@ -181,7 +181,7 @@ func TestClusterRole(t *testing.T) {
 			if err == nil {
 				return fmt.Errorf("admitted over quota")
 			}
-			return harness.Contains(err.Error(), "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod asks 4000")
+			return harness.Contains(err.Error(), "namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod is charged 4000")
 		})
 	})
 

@@ -28,10 +28,12 @@ import (
 // record is what the leader's informer stores for p (Transform).
 func record(p *corev1.Pod) *slimpod.Pod { return slimpod.Of(p, protocol.DefaultResourceNames()) }
 
+// gpuNode's GPUs have 40 slots of 1000 MiB, so a 1000 MiB slice is
+// charged what it names (podmodel.SlotShare).
 func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
 	inv := protocol.Inventory{}
 	for i := 0; i < gpus; i++ {
-		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: "A100", MemoryMiB: 40000, Cores: 100, Split: 10, Healthy: true})
+		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: "A100", MemoryMiB: 40000, Cores: 100, Split: 40, Healthy: true})
 	}
 	raw, err := protocol.EncodeInventory(inv)
 	if err != nil {

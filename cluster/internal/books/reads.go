@@ -2,6 +2,7 @@ package books
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -73,22 +74,25 @@ func (c *Ledger) NamespaceUsage(namespace string, except types.UID) (podmodel.Us
 
 // addCharge adds what p is charged to total; c.mu held.
 func (c *Ledger) addCharge(total *podmodel.Usage, p podState) {
-	u := p.placement.Charge(c.memoryOf(p.node))
+	u := p.placement.Charge(c.gpuOf(p.node))
 	total.MemMiB += u.MemMiB
 	total.Cores += u.Cores
 	total.Slots += u.Slots
 }
 
-// memoryOf gives each GPU of node its memory in MiB, 0 for one the books
-// do not know; c.mu held.
-func (c *Ledger) memoryOf(node string) func(uuid string) int64 {
+// gpuOf finds each GPU of node in its inventory, for a charge; c.mu
+// held.
+func (c *Ledger) gpuOf(node string) func(uuid string) (protocol.GPU, bool) {
 	var gpus []protocol.GPU
 	if st := c.nodes[node]; st != nil {
 		gpus = st.gpus
 	}
-	return func(uuid string) int64 {
-		mem, _ := gpuMemory(gpus, uuid)
-		return mem
+	return func(uuid string) (protocol.GPU, bool) {
+		i := slices.IndexFunc(gpus, func(g protocol.GPU) bool { return g.UUID == uuid })
+		if i < 0 {
+			return protocol.GPU{}, false
+		}
+		return gpus[i], true
 	}
 }
 

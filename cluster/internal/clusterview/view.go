@@ -113,17 +113,17 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))
 		node := at[a.Node]
-		memOf := func(string) int64 { return 0 }
+		gpuOf := func(string) (protocol.GPU, bool) { return protocol.GPU{}, false }
 		if node != nil {
 			node.hold(p.Namespace+"/"+p.Name, pl)
-			memOf = node.memoryOf
+			gpuOf = node.gpuOf
 		}
 		ns := charged[p.Namespace]
 		if ns == nil {
 			ns = &Namespace{Name: p.Namespace}
 			charged[p.Namespace] = ns
 		}
-		c := pl.Charge(memOf)
+		c := pl.Charge(gpuOf)
 		ns.MemoryUsedMiB += c.MemMiB
 		ns.CoresUsed += c.Cores
 	}
@@ -176,14 +176,15 @@ func (n *Node) hold(pod string, pl podmodel.Placement) {
 	}
 }
 
-// memoryOf is a GPU's memory on this node, 0 for one it does not have.
-func (n *Node) memoryOf(uuid string) int64 {
+// gpuOf is a GPU of this node as its inventory gave it, what a charge
+// is figured from (podmodel.Placement.Charge).
+func (n *Node) gpuOf(uuid string) (protocol.GPU, bool) {
 	for _, g := range n.GPUs {
 		if g.UUID == uuid {
-			return g.MemoryMiB
+			return protocol.GPU{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Split: g.Slots}, true
 		}
 	}
-	return 0
+	return protocol.GPU{}, false
 }
 
 // bookable is the assignment the leader's books hold for p, by their

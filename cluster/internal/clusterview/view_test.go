@@ -81,7 +81,8 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("namespaces %+v", v.Namespaces)
 	}
 	ai, idle, ml := v.Namespaces[0], v.Namespaces[1], v.Namespaces[2]
-	if ai.MemoryUsedMiB != 5000 || ai.MemoryLimit != nil {
+	// Each slice is charged at least a slot's share: 4096 MiB, 10 cores.
+	if ai.MemoryUsedMiB != 8192 || ai.CoresUsed != 40 || ai.MemoryLimit != nil {
 		t.Errorf("ai %+v", ai)
 	}
 	if idle.CoresLimit == nil || *idle.CoresLimit != 200 || idle.MemoryUsedMiB != 0 {
@@ -126,7 +127,8 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 	if len(g0.Pods) != 1 || g0.Pods[0] != "old/placed" {
 		t.Fatalf("GPU 0 held by %v", g0.Pods)
 	}
-	if len(v.Namespaces) != 1 || v.Namespaces[0].MemoryUsedMiB != 42960 {
+	// The whole GPU, and a slot's share (4096 MiB) of the other.
+	if len(v.Namespaces) != 1 || v.Namespaces[0].MemoryUsedMiB != 40960+4096 {
 		t.Fatalf("namespaces %+v", v.Namespaces)
 	}
 	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "old/elsewhere") || !strings.Contains(v.Problems[0], "names node n2") {

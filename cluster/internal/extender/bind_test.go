@@ -374,7 +374,8 @@ func TestRaceForTheLastSlot(t *testing.T) {
 		switch {
 		case m == "":
 			wins++
-		case strings.Contains(m, "no longer fits") && strings.Contains(m, "split limit"):
+		// With split 1 the default cores are the whole GPU: held exclusively.
+		case strings.Contains(m, "no longer fits") && strings.Contains(m, "held exclusively"):
 			losses++
 		default:
 			t.Errorf("unexpected answer %q", m)
@@ -507,7 +508,7 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 		switch {
 		case msg == "":
 			bound++
-		case !strings.Contains(msg, "gpumem quota 16000 MiB, in use 16000, this pod asks 16000"):
+		case !strings.Contains(msg, "gpumem quota 16000 MiB, in use 16000, this pod is charged 16000"):
 			t.Errorf("w%d: %q, want the quota named", i, msg)
 		}
 	}
@@ -540,7 +541,7 @@ func TestBindEnforcesNamespaceQuota(t *testing.T) {
 	<-e.bindings
 	e.allocated(t, "p1")
 	// 8000 MiB (half of the 16000 MiB GPU) on top of 4000 > 10000.
-	if msg := e.bind("half"); !strings.Contains(msg, "gpumem quota 10000 MiB, in use 4000, this pod asks 8000") {
+	if msg := e.bind("half"); !strings.Contains(msg, "gpumem quota 10000 MiB, in use 4000, this pod is charged 8000") {
 		t.Fatalf("percentage request: %q", msg)
 	}
 	if msg := e.bind("p2"); msg != "" {
@@ -567,7 +568,7 @@ func TestBindChargesAnExclusiveGPUItsWholeMemory(t *testing.T) {
 	}
 	e := newBindEnv(t, 10, time.Second, excl("x1"), excl("x2"))
 	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 3000}}
-	if msg := e.bind("x2"); !strings.Contains(msg, "gpumem quota 3000 MiB, in use 0, this pod asks 16000, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory") {
+	if msg := e.bind("x2"); !strings.Contains(msg, "gpumem quota 3000 MiB, in use 0, this pod is charged 16000, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory") {
 		t.Fatalf("exclusive pod under a 3000 MiB quota: %q", msg)
 	}
 	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 20000}}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
@@ -48,13 +49,13 @@ func (b *Binder) checkQuota(pod *slimpod.Pod, pl podmodel.Placement, node fit.No
 		return fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
 	}
 	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
-	charge := pl.Charge(func(uuid string) int64 {
+	charge := pl.Charge(func(uuid string) (protocol.GPU, bool) {
 		for _, g := range node.GPUs {
 			if g.UUID == uuid {
-				return g.MemoryMiB
+				return g.GPU, true
 			}
 		}
-		return 0
+		return protocol.GPU{}, false
 	})
 	if msg := podmodel.CheckQuota(pod.Namespace, q, charge, b.cfg.Names); msg != "" {
 		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)

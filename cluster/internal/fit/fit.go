@@ -89,18 +89,33 @@ func memFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int64 {
 	}
 }
 
+// coresFor is the cores container c gets on GPU g: what it names, else
+// the default. Never 0, which a container's interposer reads as every
+// core: a pod that leaves gpucores out is limited and charged like one
+// that asks.
+func coresFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int {
+	switch {
+	case c.Cores > 0:
+		return c.Cores
+	case opts.DefaultCores > 0:
+		return opts.DefaultCores
+	default:
+		return podmodel.SlotShare(g.GPU).Cores
+	}
+}
+
 // rejections counts why GPUs were passed over, for one container.
 type rejections struct {
 	unhealthy, selector, exclusive, slot, mem, cores int
 	largestFreeMem                                   int64
 	largestFreeCores                                 int
 	wantMem                                          int64
+	wantCores                                        int
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
 // record, to the placement; with answerOnly it only says whether c fits.
 func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
-	exclusive := podmodel.Exclusive(c.Cores)
 	var rej rejections
 	var candBuf [scratchGPUs]candidate
 	cands := candBuf[:0]
@@ -119,7 +134,9 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 		// The pod's own earlier containers on this GPU, if any (usually
 		// none: this loop runs per GPU of every node a /filter considers).
 		var cur, total podmodel.Usage
-		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: c.Cores, Slots: 1, Exclusive: exclusive}
+		cores := coresFor(c, g, opts)
+		exclusive := podmodel.Exclusive(cores)
+		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
 		if pk[i] == (podmodel.Peak{}) {
 			total = g.Used.Plus(u)
 		} else {
@@ -143,6 +160,7 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 			}
 		case total.Cores > g.GPU.Cores:
 			rej.cores++
+			rej.wantCores = cores
 			if freeCores > rej.largestFreeCores {
 				rej.largestFreeCores = freeCores
 			}
@@ -218,7 +236,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 	case r.mem > 0:
 		return &Reason{Kind: "insufficient gpumem", Text: fmt.Sprintf("%s with %d MiB; largest free %d MiB < %d", need, r.wantMem, r.largestFreeMem, r.wantMem)}
 	case r.cores > 0:
-		return &Reason{Kind: "insufficient gpucores", Text: fmt.Sprintf("%s with %d cores; largest free %d < %d", need, c.Cores, r.largestFreeCores, c.Cores)}
+		return &Reason{Kind: "insufficient gpucores", Text: fmt.Sprintf("%s with %d cores; largest free %d < %d", need, r.wantCores, r.largestFreeCores, r.wantCores)}
 	case r.slot > 0:
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0:

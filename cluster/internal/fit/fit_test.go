@@ -57,11 +57,11 @@ func TestPlace(t *testing.T) {
 		{name: "binpack picks the fuller gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 20)}, GPUPolicy: Binpack}, want: []string{"GPU-0:10000:20"}},
 		{name: "memory percentage of that gpu", n: node(a100(0, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, MemoryPercent: 25}}}, want: []string{"GPU-0:10000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, MemoryPercent: 25}}}, want: []string{"GPU-0:10000:10"}},
 		{name: "default memory is the whole card", n: node(a100(0, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1}}}, want: []string{"GPU-0:40000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1}}}, want: []string{"GPU-0:40000:10"}},
 		{name: "two gpus are distinct", n: node(a100(0, 0), a100(1, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}}, want: []string{"GPU-0:1000:0,GPU-1:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}}, want: []string{"GPU-0:1000:10,GPU-1:1000:10"}},
 		{name: "insufficient memory names the largest free", n: node(used(a100(0, 0), 34000, 0, 1), used(a100(1, 0), 38000, 0, 1)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem", wantText: "largest free 6000 MiB < 10000"},
 		{name: "insufficient cores", n: node(used(a100(0, 0), 0, 90, 1)),
@@ -77,22 +77,22 @@ func TestPlace(t *testing.T) {
 		{name: "a 100-core container is exclusive within its pod too", n: node(a100(0, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("a", 1, 1000, 100), app("b", 1, 1000, 0)}}, wantReason: "gpu in exclusive use"},
 		{name: "use-gputype", n: node(gpu(0, "Tesla T4", 16000, 0), a100(1, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{"a100"}}, want: []string{"GPU-1:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{"a100"}}, want: []string{"GPU-1:1000:10"}},
 		{name: "nouse-gputype", n: node(gpu(0, "Tesla T4", 16000, 0), a100(1, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, NoUseTypes: []string{"A100"}}, want: []string{"GPU-0:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, NoUseTypes: []string{"A100"}}, want: []string{"GPU-0:1000:10"}},
 		{name: "use-gpuuuid", n: node(a100(0, 0), a100(1, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseUUIDs: []string{"gpu-1"}}, want: []string{"GPU-1:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseUUIDs: []string{"gpu-1"}}, want: []string{"GPU-1:1000:10"}},
 		{name: "selectors exclude everything", n: node(a100(0, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, NoUseUUIDs: []string{"GPU-0"}}, wantReason: "no matching gpu"},
 		{name: "single NUMA keeps a container on one node", n: node(a100(0, 0), a100(1, 1), a100(2, 1)),
-			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, want: []string{"GPU-1:1000:0,GPU-2:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, want: []string{"GPU-1:1000:10,GPU-2:1000:10"}},
 		{name: "single NUMA impossible", n: node(a100(0, 0), a100(1, 1)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, SingleNUMA: true}, wantReason: "no single NUMA node"},
 		{name: "app containers add up", n: node(a100(0, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("a", 1, 25000, 0), app("b", 1, 25000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "init container counts at peak, not on top", n: node(a100(0, 0)),
 			req:  Request{Containers: []podmodel.ContainerRequest{init, app("a", 1, 20000, 0), app("b", 1, 15000, 0)}},
-			want: []string{"GPU-0:30000:0", "GPU-0:20000:0", "GPU-0:15000:0"}},
+			want: []string{"GPU-0:30000:10", "GPU-0:20000:10", "GPU-0:15000:10"}},
 		{name: "an init container larger than what is free does not fit", n: node(used(a100(0, 0), 15000, 0, 1)),
 			req: Request{Containers: []podmodel.ContainerRequest{init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "a sidecar holds its slice beside the apps", n: node(a100(0, 0)),
@@ -101,9 +101,9 @@ func TestPlace(t *testing.T) {
 			req: Request{Containers: []podmodel.ContainerRequest{sidecar("proxy", 1, 15000), init, app("a", 1, 1000, 0)}}, wantReason: "insufficient gpumem"},
 		{name: "an init container before a sidecar does not", n: node(a100(0, 0)),
 			req:  Request{Containers: []podmodel.ContainerRequest{init, sidecar("proxy", 1, 5000), app("a", 1, 1000, 0)}},
-			want: []string{"GPU-0:30000:0", "GPU-0:5000:0", "GPU-0:1000:0"}},
+			want: []string{"GPU-0:30000:10", "GPU-0:5000:10", "GPU-0:1000:10"}},
 		{name: "containers without gpus are skipped", n: node(a100(0, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{{Name: "sidecar"}, app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:0"}},
+			req: Request{Containers: []podmodel.ContainerRequest{{Name: "sidecar"}, app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprint(tc.n)
@@ -157,7 +157,7 @@ func TestPlaceThenAdd(t *testing.T) {
 	// a: 20000 on both; b joins GPU-0 (spread tie goes to the lower index);
 	// init (30000) goes to the less loaded GPU-1, where it is the peak.
 	Add(&n, pl)
-	if n.GPUs[0].Used != (podmodel.Usage{MemMiB: 25000, Cores: 10, Slots: 2}) || n.GPUs[1].Used != (podmodel.Usage{MemMiB: 30000, Cores: 10, Slots: 1}) {
+	if n.GPUs[0].Used != (podmodel.Usage{MemMiB: 25000, Cores: 20, Slots: 2}) || n.GPUs[1].Used != (podmodel.Usage{MemMiB: 30000, Cores: 10, Slots: 1}) {
 		t.Fatalf("peak footprint %+v, %+v", n.GPUs[0].Used, n.GPUs[1].Used)
 	}
 	if _, r := Place(n, Request{Containers: []podmodel.ContainerRequest{app("x", 1, 15001, 0)}}, opts); r == nil {
@@ -300,4 +300,44 @@ func TestFitsAgreesWithPlace(t *testing.T) {
 		t.Fatalf("%d of %d random pods fit: too one-sided to compare the two", fits, rounds)
 	}
 	t.Logf("%d of %d random pods fit", fits, rounds)
+}
+
+// A container that names no gpucores gets the default: a slot's share of
+// the GPU it lands on, or the setting's percentage; never 0, which its
+// interposer would read as every core. split such containers fit a GPU.
+func TestDefaultCores(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		split int
+		opts  Options
+		want  int // cores each gets
+		fits  int // how many fit one GPU
+	}{
+		{"a slot's share at split 10", 10, Options{DefaultMemPercent: 1}, 10, 10},
+		{"a slot's share at split 3", 3, Options{DefaultMemPercent: 1}, 33, 3},
+		{"the setting", 10, Options{DefaultMemPercent: 1, DefaultCores: 30}, 30, 3},
+		{"split 1 holds the GPU whole", 1, Options{DefaultMemPercent: 1}, 100, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gpu(0, "A100", 40000, 0)
+			g.Split = tc.split
+			n := node(g)
+			req := Request{Containers: []podmodel.ContainerRequest{app("c", 1, 0, 0)}}
+			placed := 0
+			for {
+				pl, r := Place(n, req, tc.opts)
+				if r != nil {
+					break
+				}
+				if got := pl[0].GPUs[0].Cores; got != tc.want {
+					t.Fatalf("cores %d, want %d", got, tc.want)
+				}
+				Add(&n, pl)
+				placed++
+			}
+			if placed != tc.fits {
+				t.Fatalf("%d fit, want %d", placed, tc.fits)
+			}
+		})
+	}
 }

@@ -43,6 +43,10 @@ type Options struct {
 	// DefaultMemPercent is the share of a GPU's memory a container gets
 	// when it names neither gpumem nor gpumem-percentage; 100 = whole card.
 	DefaultMemPercent int
+	// DefaultCores is the share of a GPU's cores, in percent, a
+	// container gets when it names no gpucores (or 0); 0 here means a
+	// slot's share of the GPU it lands on (podmodel.SlotShare).
+	DefaultCores int
 }
 
 // Reason says why a pod does not fit a node. Kind groups reasons across

@@ -416,6 +416,8 @@ spec:
 		}
 	})
 
+	t.Run("a slice is charged what it denies others", func(t *testing.T) { slotCharge(t, e, fencesNS) })
+
 	// Last: it moves leadership.
 	t.Run("a replica writes the Lease only for itself, from a node that may lead", func(t *testing.T) { leaseWriters(t, e, nodes) })
 	t.Run("a Lease taken out of turn shows", func(t *testing.T) { leaseTaken(t, e, nodes) })

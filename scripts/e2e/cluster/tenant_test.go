@@ -252,12 +252,12 @@ target: {kind: Node, name: %s}
 	t.Run("skip quota", func(t *testing.T) {
 		if _, err := e.kube.CoreV1().ResourceQuotas(tenantNS).Create(ctx, &corev1.ResourceQuota{
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
-			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("8000")}},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("9000")}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// The opt-out label skips admission; bind still counts. Half of a
-		// 40960 MiB GPU is 20480 MiB, far over what is left of 8000.
+		// 40960 MiB GPU is 20480 MiB, far over what is left of 9000.
 		yaml := `apiVersion: v1
 kind: Pod
 metadata:
@@ -282,8 +282,9 @@ spec:
 	})
 
 	t.Run("twenty at once against a quota that fits one", func(t *testing.T) {
-		// The victim holds 3000 of 8000: one more pod of 10 % of a 40960
-		// MiB A100 (4096 MiB) fits, a second does not. A percentage is
+		// The victim asks 3000 MiB of an A100 and is charged a slot's
+		// share, 4096 of 9000: one more pod of 10 % of a 40960 MiB A100
+		// (4096 MiB) fits, a second does not. A percentage is
 		// what neither the apiserver's own ResourceQuota (it counts
 		// requests.nvidia.com/gpumem) nor admission can count, and the
 		// opt-out label skips admission besides: bind's check is the only
@@ -358,7 +359,7 @@ func (e env) waitQuotaEvent(t *testing.T, pod string) {
 			return err
 		}
 		for _, ev := range evs.Items {
-			if strings.Contains(ev.Message, "gpumem quota 8000 MiB") {
+			if strings.Contains(ev.Message, "gpumem quota 9000 MiB") {
 				t.Logf("%s: %s: %s", pod, ev.Reason, ev.Message)
 				return nil
 			}
