@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +48,7 @@ func Inspect(ctx context.Context, path, userAgent, scheduler string, names proto
 	if err != nil {
 		return cli.Exit("list resource quotas: "+err.Error(), 1)
 	}
-	v := clusterview.Build(nodes.Items, pods.Items, quotas.Items, scheduler, names)
+	v := clusterview.Build(nodes.Items, pods.Items, quotas.Items, scheduler, names, time.Now())
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -49,9 +49,14 @@ type Config struct {
 	// where it is not, or "" here, the node guesses, without NRI.
 	NRISocket string `json:"-"`
 	// NRIExemptNamespaces keep every GPU their containers' images or pods
-	// name: vgpud's own, the cluster's (whose network pods must start
-	// before vgpud after a reboot) and the GPU operator's. Never a tenant's.
+	// name: vgpud's own and the GPU operator's, whose pods read or serve
+	// every GPU. Never a tenant's.
 	NRIExemptNamespaces []string `json:"-"`
+	// NRIEarlyNamespaces' containers start even before vgpud's informer
+	// has seen their pod, with no GPU, rather than wait: the cluster's,
+	// whose network pods must start before vgpud after a reboot. A pod of
+	// theirs that vgpud has seen is judged like any other.
+	NRIEarlyNamespaces []string `json:"-"`
 	// GPUUsage is what the node does with each container's measured GPU
 	// use: "off", "report", or "enforce" (also kill the largest process of
 	// a container over its slice's memory). See usage.Mode.
@@ -81,7 +86,8 @@ func DefaultConfig() Config {
 		HealthRecovery:      5 * time.Minute,
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
-		NRIExemptNamespaces: []string{"vgpud-system", "kube-system", "gpu-operator"},
+		NRIExemptNamespaces: []string{"vgpud-system", "gpu-operator"},
+		NRIEarlyNamespaces:  []string{"kube-system"},
 		// Report until the GPU proof (make nvml) has shown a kill on real
 		// hardware.
 		GPUUsage:       "report",

@@ -29,6 +29,7 @@ const (
 	flagPodResourcesPeriod  = "pod-resources-period"
 	flagNRISocket           = "nri-socket"
 	flagNRIExemptNamespaces = "nri-exempt-namespaces"
+	flagNRIEarlyNamespaces  = "nri-early-namespaces"
 	flagInspectSocket       = "inspect-socket"
 	flagGPUUsage            = "gpu-usage"
 	flagGPUUsagePeriod      = "gpu-usage-period"
@@ -62,9 +63,14 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagPodResourcesSocket, Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", Value: c.PodResourcesSocket, Destination: &c.PodResourcesSocket},
 		&cli.DurationFlag{Name: flagPodResourcesPeriod, Usage: "how often the node role checks kubelet's PodResources against the assignments", Value: c.PodResourcesPeriod, Destination: &c.PodResourcesPeriod},
 		&cli.StringFlag{Name: flagNRISocket, Usage: "the container runtime's NRI socket: where present, the runtime names each container's pod and vgpud sets its GPUs as it is created; where absent, or empty here, the node guesses which pod kubelet admits", Value: c.NRISocket, Destination: &c.NRISocket},
-		&cli.StringSliceFlag{Name: flagNRIExemptNamespaces, Usage: "namespaces whose containers keep the GPUs their image or pod names, and are never held up by vgpud's informer (vgpud's own, the cluster's, the GPU operator's; never a tenant's)", Value: cli.NewStringSlice(c.NRIExemptNamespaces...),
+		&cli.StringSliceFlag{Name: flagNRIExemptNamespaces, Usage: "namespaces whose containers keep the GPUs their image or pod names, and are never held up by vgpud's informer (vgpud's own, the GPU operator's; never a tenant's)", Value: cli.NewStringSlice(c.NRIExemptNamespaces...),
 			Action: func(_ *cli.Context, v []string) error {
 				c.NRIExemptNamespaces = slices.DeleteFunc(v, isEmpty)
+				return nil
+			}},
+		&cli.StringSliceFlag{Name: flagNRIEarlyNamespaces, Usage: "namespaces whose containers start with no GPU when vgpud's informer has not seen their pod yet, rather than wait (the cluster's pod network); a pod vgpud has seen is judged like any other", Value: cli.NewStringSlice(c.NRIEarlyNamespaces...),
+			Action: func(_ *cli.Context, v []string) error {
+				c.NRIEarlyNamespaces = slices.DeleteFunc(v, isEmpty)
 				return nil
 			}},
 		&cli.StringFlag{Name: flagGPUUsage, Usage: "what the node does with each container's GPU use, which it samples from the driver: " + strings.Join(usage.Modes, ", ") +

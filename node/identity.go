@@ -23,14 +23,11 @@ import (
 
 // newHook is the NRI hook for this node's containers.
 func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
-	exempt := make(map[string]bool, len(a.cfg.NRIExemptNamespaces))
-	for _, ns := range a.cfg.NRIExemptNamespaces {
-		exempt[ns] = true
-	}
 	h := nrihook.New(nrihook.Rules{
 		Node: a.node, Resources: a.resources,
 		Slice:  a.sliceOptions(),
-		Exempt: func(ns string) bool { return exempt[ns] },
+		Exempt: inList(a.cfg.NRIExemptNamespaces),
+		Early:  inList(a.cfg.NRIEarlyNamespaces),
 	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
 	h.Tell(grantedContainers{r: a.containers, a: a})
 	// The kill checks the PID's cgroup names the container first.
@@ -41,6 +38,15 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 		return usage.Procfs{Root: "/proc"}.Kill(pid, id, 0)
 	})
 	return h
+}
+
+// inList says whether a namespace is one of names.
+func inList(names []string) func(string) bool {
+	set := make(map[string]bool, len(names))
+	for _, ns := range names {
+		set[ns] = true
+	}
+	return func(ns string) bool { return set[ns] }
 }
 
 // sliceOptions are the node's settings that shape every slice it grants.

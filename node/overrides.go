@@ -123,6 +123,7 @@ func (c Config) readOverrides() ([]NodeOverride, error) {
 		base.ExcludeGPUs = slices.Clone(c.ExcludeGPUs)
 		base.HealthIgnoreXIDs = slices.Clone(c.HealthIgnoreXIDs)
 		base.NRIExemptNamespaces = slices.Clone(c.NRIExemptNamespaces)
+		base.NRIEarlyNamespaces = slices.Clone(c.NRIEarlyNamespaces)
 		e := NodeOverride{Config: base}
 		if err := yaml.UnmarshalStrict(rawEntry, &e); err != nil {
 			return nil, fmt.Errorf("nodes[%d]: %w", i, err)

@@ -54,10 +54,12 @@ func (c Config) Validate() field.ErrorList {
 	if c.NRISocket != "" && !filepath.IsAbs(c.NRISocket) {
 		errs = append(errs, invalid(flagNRISocket, c.NRISocket, "want an absolute path such as /var/run/nri/nri.sock, or empty to guess which pod kubelet admits"))
 	}
-	for _, ns := range c.NRIExemptNamespaces {
-		if len(validation.IsDNS1123Label(ns)) > 0 {
-			errs = append(errs, invalid(flagNRIExemptNamespaces, strings.Join(c.NRIExemptNamespaces, ","), fmt.Sprintf("%q is not a namespace name", ns)))
-			break
+	for flag, list := range map[string][]string{flagNRIExemptNamespaces: c.NRIExemptNamespaces, flagNRIEarlyNamespaces: c.NRIEarlyNamespaces} {
+		for _, ns := range list {
+			if len(validation.IsDNS1123Label(ns)) > 0 {
+				errs = append(errs, invalid(flag, strings.Join(list, ","), fmt.Sprintf("%q is not a namespace name", ns)))
+				break
+			}
 		}
 	}
 	if _, err := usage.ParseMode(c.GPUUsage); err != nil {

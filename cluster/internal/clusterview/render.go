@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // Render prints v as the tables `vgpud inspect --cluster` shows.
@@ -38,6 +41,13 @@ func Render(w io.Writer, v View) error {
 	for _, ns := range v.Namespaces {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", ns.Name, ns.MemoryUsedMiB, left(ns.MemoryLimit, ns.MemoryUsedMiB), ns.CoresUsed, left(ns.CoresLimit, int64(ns.CoresUsed)))
 	}
+	if len(v.HAMi) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "BOOKED FROM HAMI'S RECORD\tNODE\tAGE\tCREATED\tGPUS")
+		for _, r := range v.HAMi {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Pod, r.Node, age(v.At, r.Created.Time), r.Created.UTC().Format(time.RFC3339), strings.Join(r.Slices, ", "))
+		}
+	}
 	for _, p := range v.Problems {
 		fmt.Fprintf(tw, "\nnot booked: %s", p)
 	}
@@ -45,6 +55,14 @@ func Render(w io.Writer, v View) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// age is how long before at t was, the way kubectl shows it.
+func age(at, t time.Time) string {
+	if t.IsZero() || at.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(at.Sub(t))
 }
 
 // left is what a limit leaves, "-" without one.

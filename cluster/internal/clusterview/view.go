@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
@@ -22,9 +24,24 @@ import (
 type View struct {
 	Nodes      []Node      `json:"nodes"`
 	Namespaces []Namespace `json:"namespaces"`
+	// HAMi are the records of pods HAMi placed that the books hold, for
+	// an operator to audit: one written before vgpud was installed stays
+	// booked for as long as its pod runs.
+	HAMi []HAMiRecord `json:"hamiRecords,omitempty"`
 	// Problems are annotations vgpud would not book, each with its pod or
 	// node: the leader skips them too (books.Bookable).
 	Problems []string `json:"problems,omitempty"`
+	// At is when the view was read, which ages are counted from.
+	At time.Time `json:"at"`
+}
+
+// HAMiRecord is one pod HAMi placed, as booked from its record.
+type HAMiRecord struct {
+	Pod     string      `json:"pod"` // namespace/name
+	Node    string      `json:"node"`
+	Created metav1.Time `json:"created"`
+	// Slices are its GPUs, "UUID MiB/cores%" each, in the record's order.
+	Slices []string `json:"slices"`
 }
 
 // Node is one node with vgpud's inventory.
@@ -67,8 +84,8 @@ type Namespace struct {
 
 // Build reads the view from the API's nodes, pods and quotas; scheduler
 // is vgpud's kube-scheduler profile, whose pods alone carry bookings.
-func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames) View {
-	var v View
+func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) View {
+	v := View{At: now}
 	at := map[string]*Node{} // by name
 	inventories := map[string][]protocol.GPU{}
 	for _, n := range nodes {
@@ -110,6 +127,9 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		if !booked {
 			continue
+		}
+		if _, ours := p.Annotations[protocol.AnnotationAssignment]; !ours {
+			v.HAMi = append(v.HAMi, hamiRecord(p, a))
 		}
 		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))
 		node := at[a.Node]
@@ -185,6 +205,17 @@ func (n *Node) gpuOf(uuid string) (protocol.GPU, bool) {
 		}
 	}
 	return protocol.GPU{}, false
+}
+
+// hamiRecord is what the books hold of a pod HAMi placed.
+func hamiRecord(p *corev1.Pod, a protocol.Assignment) HAMiRecord {
+	r := HAMiRecord{Pod: p.Namespace + "/" + p.Name, Node: a.Node, Created: p.CreationTimestamp}
+	for _, c := range a.Containers {
+		for _, s := range c.GPUs {
+			r.Slices = append(r.Slices, fmt.Sprintf("%s %d/%d%%", s.UUID, s.MemoryMiB, s.Cores))
+		}
+	}
+	return r
 }
 
 // bookable is the assignment the leader's books hold for p, by their

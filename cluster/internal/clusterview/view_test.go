@@ -2,8 +2,10 @@ package clusterview
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -66,7 +68,7 @@ func TestBuild(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("50000")}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "idle", Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"nvidia.com/gpucores": resource.MustParse("200")}}},
 	}
-	v := Build(nodes, pods, quotas, sched, names)
+	v := Build(nodes, pods, quotas, sched, names, time.Now())
 	if len(v.Nodes) != 1 || len(v.Nodes[0].GPUs) != 2 {
 		t.Fatalf("nodes %+v", v.Nodes)
 	}
@@ -119,7 +121,7 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 		hami("elsewhere", "n1", "GPU-a1,NVIDIA,1000,10:;"),
 	}
 	pods[1].Annotations[protocol.AnnotationHAMiNode] = "n2"
-	v := Build([]corev1.Node{node(t, "n1", a100(0), a100(1))}, pods, nil, "vgpud-scheduler", protocol.DefaultResourceNames())
+	v := Build([]corev1.Node{node(t, "n1", a100(0), a100(1))}, pods, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
 	g0, g1 := v.Nodes[0].GPUs[0], v.Nodes[0].GPUs[1]
 	if g0.MemoryUsedMiB != 40960 || !g0.Exclusive || g1.MemoryUsedMiB != 2000 || g1.CoresUsed != 10 {
 		t.Fatalf("GPUs %+v, %+v", g0, g1)
@@ -134,6 +136,19 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "old/elsewhere") || !strings.Contains(v.Problems[0], "names node n2") {
 		t.Fatalf("problems %q", v.Problems)
 	}
+	// Each booked record is listed with its pod's age, for an audit.
+	if len(v.HAMi) != 1 || v.HAMi[0].Pod != "old/placed" || v.HAMi[0].Node != "n1" || strings.Join(v.HAMi[0].Slices, ",") != "GPU-a0 40960/100%,GPU-a1 2000/10%" {
+		t.Fatalf("HAMi records %+v", v.HAMi)
+	}
+	v.At = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	v.HAMi[0].Created = metav1.NewTime(v.At.Add(-400 * 24 * time.Hour))
+	var out bytes.Buffer
+	if err := Render(&out, v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "BOOKED FROM HAMI'S RECORD") || !regexp.MustCompile(`old/placed\s+n1\s+400d\s+2025-10-23T00:00:00Z\s+GPU-a0 40960/100%, GPU-a1 2000/10%`).MatchString(out.String()) {
+		t.Fatalf("rendered:\n%s", out.String())
+	}
 }
 
 func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
@@ -147,7 +162,7 @@ func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
 	n1.Annotations[protocol.AnnotationUsage] = raw
 	n2 := node(t, "n2", protocol.GPU{UUID: "GPU-bbbbbbbb-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
 	n2.Annotations[protocol.AnnotationUsage] = `{"version":1,"containers":[{"usedMiB":-1}]}`
-	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames())
+	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
 	if v.Nodes[0].Use == nil || v.Nodes[0].Use.Containers[0].Kills != 1 || v.Nodes[1].Use != nil || len(v.Problems) != 1 {
 		t.Fatalf("use %+v, %+v; problems %v", v.Nodes[0].Use, v.Nodes[1].Use, v.Problems)
 	}

@@ -63,6 +63,10 @@ type Rules struct {
 	// Exempt says whether a namespace's containers keep every GPU their
 	// image or pod names (the GPU operator's, vgpud's own).
 	Exempt func(namespace string) bool
+	// Early says whether a namespace's containers start, with no GPU,
+	// when the informer has not seen their pod (the pod network's, after
+	// a reboot); its pods the informer has seen get no exemption.
+	Early func(namespace string) bool
 }
 
 // Decide is the verdict on c. It reads only what vgpud wrote (the
@@ -78,7 +82,7 @@ func Decide(c Container, r Rules) Decision {
 		switch {
 		case r.Exempt(c.Namespace):
 			return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
-		case c.Static:
+		case c.Static || (r.Early != nil && r.Early(c.Namespace)):
 			return Decision{Action: Void}
 		}
 		return Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s has not seen pod %s (uid %s) yet, so it cannot tell which GPUs container %q may have; kubelet retries the container", r.Node, id, c.UID, c.Name)}
@@ -105,10 +109,12 @@ func Decide(c Container, r Rules) Decision {
 	switch {
 	case r.Exempt(c.Namespace):
 		return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
-	case placedByHAMi(pod, r.Node):
+	case placedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec, r.Resources):
 		// Its GPUs are what HAMi's device plugin gave it, which kubelet
 		// keeps for its containers' restarts; vgpud books them (README
-		// "Coming from HAMi").
+		// "Coming from HAMi"). Only a container that asks the GPU
+		// resource got any: the pod's others, and its ephemeral ones,
+		// are judged like any other pod's.
 		return Decision{Action: Exempt, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
 	case spec != nil && privileged(spec):
 		// A privileged container reaches every device node anyway; the
@@ -130,6 +136,17 @@ func placedByHAMi(pod *corev1.Pod, node string) bool {
 	}
 	hamiNode := pod.Annotations[protocol.AnnotationHAMiNode]
 	return pod.Annotations[protocol.AnnotationHAMiAllocated] != "" && pod.Spec.NodeName == node && (hamiNode == "" || hamiNode == node)
+}
+
+// getsDevices says whether kubelet asks the device plugin for devices
+// for c: it asks a non-zero count of the GPU resource.
+func getsDevices(c *corev1.Container, names protocol.ResourceNames) bool {
+	res := corev1.ResourceName(names.GPU)
+	if q, ok := c.Resources.Limits[res]; ok {
+		return !q.IsZero()
+	}
+	q, ok := c.Resources.Requests[res]
+	return ok && !q.IsZero()
 }
 
 // samePod reports whether pod is the one with the runtime's uid. A

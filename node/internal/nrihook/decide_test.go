@@ -20,7 +20,7 @@ import (
 const node = "n1"
 
 func rules() Rules {
-	return Rules{Node: node, Resources: protocol.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }}
+	return Rules{Node: node, Resources: protocol.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }, Early: func(ns string) bool { return ns == "kube-system" }}
 }
 
 // gpuPod is a pod with one app container asking one GPU and a sidecar
@@ -61,6 +61,9 @@ func TestDecide(t *testing.T) {
 	hami := gpuPod("hami", "")
 	hami.Annotations[protocol.AnnotationHAMiAllocated] = "GPU-0,NVIDIA,1000,30:;"
 	hami.Annotations[protocol.AnnotationHAMiNode] = node
+	cluster := gpuPod("cni", "")
+	cluster.Namespace = "kube-system"
+	cluster.Spec.Containers = cluster.Spec.Containers[1:]
 	hamiElsewhere := hami.DeepCopy()
 	hamiElsewhere.Annotations[protocol.AnnotationHAMiNode] = "n2"
 	for _, tc := range []struct {
@@ -82,6 +85,11 @@ func TestDecide(t *testing.T) {
 		{"an ephemeral container gets no GPU", containerOf(victim, "debugger"), Void, ""},
 		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Exempt, "placed on this node by HAMi"},
 		{"HAMi's record for another node is no exemption", containerOf(hamiElsewhere, "app"), Refuse, "assigned it no GPUs"},
+		// Exemptions as wide as their reason, and no wider.
+		{"a HAMi pod's container that asks no GPU got none from HAMi", containerOf(hami, "sidecar"), Void, ""},
+		{"nor did its ephemeral container", containerOf(hami, "debugger"), Void, ""},
+		{"an early namespace's unseen pod starts with no GPU", Container{Namespace: "kube-system", Pod: "cni-x", UID: "u", Name: "cni"}, Void, ""},
+		{"an early namespace's seen pod is judged like any other", containerOf(cluster, "sidecar"), Void, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.c, rules())

@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -84,7 +85,9 @@ func fromHAMi(t *testing.T, e env, nodes []string) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
 			NodeName: node, SchedulerName: "hami-scheduler", TerminationGracePeriodSeconds: new(int64(1)),
 			Containers: []corev1.Container{{Name: "train", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}},
-				{Name: "logger", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"}}}}}
+				// A CUDA image (NVIDIA_VISIBLE_DEVICES=all in its config)
+				// in a container that asks no GPU: HAMi gave it none.
+				{Name: "logger", Image: "vgpud.local/cuda-like:1", Command: []string{"sleep", "3600"}}}}}
 		if _, err := e.kube.CoreV1().Pods(hamiNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -100,6 +103,10 @@ func fromHAMi(t *testing.T, e env, nodes []string) {
 		}
 	}
 	e.waitRunning(t, hamiNS, []string{"hami-a", "hami-b"}, 60*time.Second)
+	// HAMi's exemption covers the containers HAMi gave GPUs, no more.
+	if out, err := e.kubectl("-n", hamiNS, "exec", "hami-a", "-c", "logger", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"); err != nil || strings.TrimSpace(out) != "void" {
+		t.Fatalf("hami-a's logger, which asks no GPU, sees NVIDIA_VISIBLE_DEVICES=%q (%v), want void", strings.TrimSpace(out), err)
+	}
 
 	// A tenant cannot forge such a record to take GPUs for nothing.
 	forged := fmt.Sprintf(`apiVersion: v1
@@ -200,8 +207,12 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 
 	// kubectl vgpud shows what HAMi's pods hold.
 	table := e.kubectlVgpud(t)
-	if err := harness.Contains(table, hamiNS+"/hami-a", hamiNS+"/hami-b"); err != nil {
+	if err := harness.Contains(table, hamiNS+"/hami-a", hamiNS+"/hami-b", "BOOKED FROM HAMI'S RECORD"); err != nil {
 		t.Fatalf("kubectl vgpud: %v", err)
+	}
+	// Each record booked is listed with its pod's age, for an audit.
+	if !regexp.MustCompile(`(?m)^` + hamiNS + `/hami-a\s+` + node + `\s+\d+[sm]\s+\S+Z\s+` + gpus[0].UUID).MatchString(table) {
+		t.Fatalf("kubectl vgpud lists no audit row for hami-a:\n%s", table)
 	}
 	t.Logf("kubectl vgpud, HAMi's pods beside vgpud's:\n%s", table)
 
