@@ -90,6 +90,7 @@ func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames
 		MayLead:        func() error { return mayLead(cfg.LeaderNodesFile, pod.Node) },
 	}, api.Leases, api.Core, log.With("component", "leader"))
 	elector.OnTakenOutOfTurn(m.LeaseTaken)
+	elector.OnChange(m.LeaderChange)
 	elector.EventsTo(api.Events)
 	return &Role{cfg: cfg, pod: pod.Name, namespace: pod.Namespace, scheduler: scheduler, names: names, admission: admission,
 		api: api, metrics: m, elector: elector, clock: clk, log: log}

@@ -13,6 +13,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/extender"
 	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/cluster/internal/leader"
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -46,6 +47,7 @@ type Metrics struct {
 	refused  *prometheus.CounterVec
 	taken    prometheus.Counter
 	acquired prometheus.Counter
+	changes  *prometheus.CounterVec
 	filters  *prometheus.CounterVec
 	refusals *prometheus.CounterVec
 	caSteps  *prometheus.CounterVec
@@ -79,6 +81,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		taken: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vgpud_leader_lease_taken_total", Help: "Times another replica took the leader Lease while this replica's hold was still current: never in turn, so a node may be compromised.",
 		}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpud_leader_changes_total", Help: "Times this replica took the leader Lease, by how: first (it created the Lease), handoff (its previous holder released it), expired (the previous holder's hold ran out unrenewed: a crash, a partition, or a replica kept from renewing).",
+		}, []string{"how"}),
 		acquired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vgpud_leader_acquired_total", Help: "Times this replica became the leader: a rise anywhere but at the first start is a failover.",
 		}),
@@ -106,7 +111,11 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, step := range []string{certs.StepTrusted, certs.StepSigning, certs.StepRetired} {
 		m.caSteps.WithLabelValues(step)
 	}
-	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.acquired, m.filters, m.refusals, m.caSteps, m.expiry, m.books)
+	// From zero, so that increase() sees the first change.
+	for _, how := range []string{leader.ChangeFirst, leader.ChangeHandoff, leader.ChangeExpired} {
+		m.changes.WithLabelValues(how)
+	}
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.acquired, m.changes, m.filters, m.refusals, m.caSteps, m.expiry, m.books)
 	return m
 }
 
@@ -148,6 +157,10 @@ func (m *Metrics) Certificates(ca, serving, client time.Time) {
 
 // RotationStep counts one step of a CA rotation.
 func (m *Metrics) RotationStep(step string) { m.caSteps.WithLabelValues(step).Inc() }
+
+// LeaderChange counts this replica taking the Lease, by how
+// (leader.ChangeOf).
+func (m *Metrics) LeaderChange(how string) { m.changes.WithLabelValues(how).Inc() }
 
 // LeaseTaken counts a Lease taken from this replica out of turn.
 func (m *Metrics) LeaseTaken(_, _ string) { m.taken.Inc() }

@@ -53,7 +53,9 @@ type Elector struct {
 	// onTaken is told of a Lease taken out of turn (OnTakenOutOfTurn),
 	// and events records it (EventsTo).
 	onTaken func(holder, by string)
-	events  eventsv1client.EventsGetter
+	// onChange is told how this replica took the Lease (OnChange).
+	onChange func(how string)
+	events   eventsv1client.EventsGetter
 
 	mu       sync.Mutex
 	leader   string
@@ -155,6 +157,7 @@ func (e *Elector) campaign(ctx context.Context, lead func(ctx context.Context, t
 		identity: e.cfg.Identity,
 		now:      e.clock.Now,
 		taken:    e.takenOutOfTurn,
+		changed:  e.holderChanged,
 	}
 	// The round ends with ctx; a leader's term then outlives it for the
 	// handoff (runLeading), and the round waits for that.

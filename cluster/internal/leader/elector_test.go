@@ -117,12 +117,14 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	var mu sync.Mutex
 	leading := map[string]bool{}
 	servedUntil := map[string][]string{} // labelled pods when a replica stopped serving
+	changes := map[string][]string{}     // how each replica took the Lease
 	electors := map[string]*Elector{}
 	cancels := map[string]context.CancelFunc{}
 	done := map[string]chan struct{}{}
 	for _, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())
 		e := New(testConfig(id), kube.CoordinationV1(), kube.CoreV1(), log)
+		e.OnChange(func(how string) { mu.Lock(); changes[id] = append(changes[id], how); mu.Unlock() })
 		finished := make(chan struct{})
 		electors[id], cancels[id], done[id] = e, cancel, finished
 		go func() {
@@ -241,6 +243,13 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	if got := labelled(t, kube); len(got) != 1 || got[0] != second {
 		t.Errorf("after the handover the labelled pods are %v, want [%s]", got, second)
 	}
+	// The first created the Lease; the second took it released: a clean
+	// handoff, no alarm.
+	mu.Lock()
+	if fmt.Sprint(changes[first], changes[second]) != "[first] [handoff]" {
+		t.Errorf("changes seen: %s %v, %s %v; want first, then handoff", first, changes[first], second, changes[second])
+	}
+	mu.Unlock()
 	// With the Lease released on cancel, the handover must not wait out
 	// the lease duration.
 	if d := time.Since(start); d > 3*time.Second {
@@ -392,6 +401,7 @@ func TestFencedLockExpiresBeforeOthersCanTakeOver(t *testing.T) {
 type nopLock struct{ resourcelock.Interface }
 
 func (nopLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
+func (nopLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
 
 // recordLock returns whatever record it holds.
 type recordLock struct {

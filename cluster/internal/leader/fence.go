@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -27,15 +28,30 @@ type fencedLock struct {
 	// wrote it out of turn (with vgpud's identity, which every replica
 	// has). Nil: nobody is told.
 	taken func(by string, early time.Duration)
+	// changed is called when a write makes this replica the holder: with
+	// the record read just before, or existed false for a new Lease. Nil:
+	// nobody is told.
+	changed func(prev resourcelock.LeaderElectionRecord, existed bool)
 
 	mu         sync.Mutex
 	validUntil time.Time
 	won        bool // a write naming this replica the holder landed
+	// seen is the record last read; nil before any, or when none exists.
+	seen *resourcelock.LeaderElectionRecord
 }
 
 // Get reads the Lease, noticing when it was taken out of turn.
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	r, raw, err := l.Interface.Get(ctx)
+	l.mu.Lock()
+	switch {
+	case err == nil && r != nil:
+		seen := *r
+		l.seen = &seen
+	case apierrors.IsNotFound(err):
+		l.seen = nil
+	}
+	l.mu.Unlock()
 	if err != nil || r == nil || r.HolderIdentity == "" || r.HolderIdentity == l.identity {
 		return r, raw, err
 	}
@@ -64,15 +80,33 @@ func (l *fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRec
 	start := l.now()
 	err := do(ctx, r)
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	var (
+		took    bool
+		prev    resourcelock.LeaderElectionRecord
+		existed bool
+	)
 	switch {
 	case err != nil:
 		// The write may or may not have landed; the last certain hold stands.
 	case r.HolderIdentity == l.identity:
 		l.validUntil = start.Add(time.Duration(r.LeaseDurationSeconds) * time.Second)
 		l.won = true
+		if l.seen == nil || l.seen.HolderIdentity != l.identity {
+			took = true
+			if l.seen != nil {
+				prev, existed = *l.seen, true
+			}
+		}
+		rec := r
+		l.seen = &rec
 	default:
 		l.validUntil = time.Time{} // released
+		rec := r
+		l.seen = &rec
+	}
+	l.mu.Unlock()
+	if took && l.changed != nil {
+		l.changed(prev, existed)
 	}
 	return err
 }

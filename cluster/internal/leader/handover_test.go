@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -70,11 +71,13 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 		mu          sync.Mutex
 		servedUntil []string // labelled pods when a stopped serving
 		fenceAfter  error    // a's fence once its term ended
+		changes     []string // how each took the Lease, "id how"
 	)
 	aLeads := make(chan struct{})
 	bLeads := make(chan struct{})
 	run := func(id string, leases coordinationv1client.LeasesGetter, leads chan struct{}) {
 		e := New(testConfig(id), leases, kube.CoreV1(), log)
+		e.OnChange(func(how string) { mu.Lock(); changes = append(changes, id+" "+how); mu.Unlock() })
 		wg.Go(func() {
 			_ = e.Run(ctx, func(ctx context.Context, term Term) error {
 				if err := term.Serve(ctx); err != nil {
@@ -154,6 +157,13 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 	if got := labelled(t, kube); len(got) != 1 || got[0] != "b" {
 		t.Errorf("after the handover the labelled pods are %v, want [b]", got)
 	}
+	// b took a Lease nobody handed it: told as such, for an Event, a
+	// metric and an alert.
+	mu.Lock()
+	if fmt.Sprint(changes) != "[a first b expired]" {
+		t.Errorf("changes %v, want a first, then b after expiry", changes)
+	}
+	mu.Unlock()
 }
 
 // A replica that may not lead never writes itself into the Lease; one

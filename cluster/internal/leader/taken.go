@@ -11,12 +11,20 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 )
 
-// EventsTo makes a Lease taken out of turn also an Event on the Lease,
-// where `kubectl get events -n <namespace>` shows it. Call before Run.
+// EventsTo makes every change of the Lease's holder, and a Lease taken
+// out of turn, also an Event on the Lease, where `kubectl get events -n
+// <namespace>` shows it. Call before Run.
 func (e *Elector) EventsTo(api eventsv1client.EventsGetter) { e.events = api }
 
-// postTaken records the Event; best effort, with its own deadline.
+// postTaken records the Event of a Lease taken out of turn.
 func (e *Elector) postTaken(by string) {
+	e.postEvent(corev1.EventTypeWarning, "LeaseTakenOutOfTurn", fmt.Sprintf("%s took the leader Lease while %s's hold was still current: no replica does that in turn; the node running %s may be compromised",
+		by, e.cfg.Identity, by))
+}
+
+// postEvent records an Event on the Lease; best effort, with its own
+// deadline.
+func (e *Elector) postEvent(kind, reason, note string) {
 	if e.events == nil {
 		return
 	}
@@ -30,12 +38,11 @@ func (e *Elector) postTaken(by string) {
 		EventTime:  metav1.NewMicroTime(now),
 		Regarding: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 			Namespace: e.cfg.LeaseNamespace, Name: e.cfg.LeaseName},
-		Type: corev1.EventTypeWarning, Reason: "LeaseTakenOutOfTurn", Action: "Electing",
+		Type: kind, Reason: reason, Action: "Electing",
 		ReportingController: "vgpud", ReportingInstance: e.cfg.Identity,
-		Note: fmt.Sprintf("%s took the leader Lease while %s's hold was still current: no replica does that in turn; the node running %s may be compromised",
-			by, e.cfg.Identity, by),
+		Note: note,
 	}
 	if _, err := e.events.Events(e.cfg.LeaseNamespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		e.log.Warn("record the Lease taken out of turn as an Event", "err", err)
+		e.log.Warn("record an Event on the Lease", "reason", reason, "err", err)
 	}
 }

@@ -376,6 +376,8 @@ func TestCluster(t *testing.T) {
 		if leader.Spec.NodeName == old.Spec.NodeName || leader.CreationTimestamp.After(killed) {
 			t.Errorf("successor %s on %s (created %v), old leader on %s", leader.Name, leader.Spec.NodeName, leader.CreationTimestamp, old.Spec.NodeName)
 		}
+		// A delete is a clean handoff, and the successor records it so.
+		harness.Eventually(t, 30*time.Second, "a LeaseHandedOver Event by "+leader.Name, func() error { return e.leaseEvent("LeaseHandedOver", leader.Name, killed) })
 		if n, ok := restartsBefore[leader.Name]; !ok || restarts(leader) != n {
 			t.Errorf("successor %s: %d restarts, %d (known %v) before the delete", leader.Name, restarts(leader), n, ok)
 		}

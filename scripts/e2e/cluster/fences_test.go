@@ -423,6 +423,26 @@ spec:
 	t.Run("a Lease taken out of turn shows", func(t *testing.T) { leaseTaken(t, e, nodes) })
 }
 
+// leaseEvent is nil once an Event on the leader Lease, posted after
+// since, has reason and names by.
+func (e env) leaseEvent(reason, by string, since time.Time) error {
+	evs, err := e.kube.CoreV1().Events(system).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=vgpud-leader"})
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for _, ev := range evs.Items {
+		if ev.EventTime.Time.Before(since.Add(-time.Second)) {
+			continue
+		}
+		seen = append(seen, ev.Reason)
+		if ev.Reason == reason && strings.Contains(ev.Message, by) {
+			return nil
+		}
+	}
+	return fmt.Errorf("Events on the Lease since %s: %v, none %s naming %s", since.Format("15:04:05"), seen, reason, by)
+}
+
 // eventSays returns nil once some Event on pod holds every one of subs.
 func (e env) eventSays(ns, pod string, subs ...string) error {
 	evs, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})

@@ -91,6 +91,12 @@ func TestChaosSoak(t *testing.T) {
 			if f.leader {
 				failover[f.name] = append(failover[f.name], served.Sub(start))
 			}
+			if f.leader && f.crash {
+				// Nobody handed the Lease over: the taker says so.
+				if l, err := e.leader(); err == nil {
+					harness.Eventually(t, 30*time.Second, "a LeaseTakenAfterExpiry Event by "+l.Name, func() error { return e.leaseEvent("LeaseTakenAfterExpiry", l.Name, start) })
+				}
+			}
 			t.Logf("round %d: %s: admission by a serving leader after %v, everything ready after %v", r+1, f.name,
 				served.Sub(start).Round(time.Millisecond), recovered.Sub(start).Round(time.Millisecond))
 			time.Sleep(5 * time.Second) // the workload runs on between faults
