@@ -11,7 +11,8 @@ import (
 // How a replica came to hold the Lease, as the replica that took it
 // saw the record it replaced.
 const (
-	// ChangeFirst: it created the Lease; nobody held it before.
+	// ChangeFirst: nobody held the Lease before (it created it, or took
+	// the empty one the manifest creates).
 	ChangeFirst = "first"
 	// ChangeHandoff: the previous holder had released it, which only the
 	// holder may write (the vgpud-lease policy): a clean handoff, both
@@ -31,7 +32,8 @@ func (e *Elector) OnChange(f func(how string)) { e.onChange = f }
 // replaced (existed false: there was none).
 func ChangeOf(prev resourcelock.LeaderElectionRecord, existed bool) string {
 	switch {
-	case !existed:
+	case !existed || (prev.HolderIdentity == "" && prev.RenewTime.IsZero()):
+		// A release writes the time it released at.
 		return ChangeFirst
 	case prev.HolderIdentity == "":
 		return ChangeHandoff
