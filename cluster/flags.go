@@ -53,7 +53,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagNodePolicy, Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, Value: c.NodePolicy, Destination: &c.NodePolicy},
 		&cli.StringFlag{Name: flagGPUPolicy, Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack, Value: c.GPUPolicy, Destination: &c.GPUPolicy},
 		&cli.IntFlag{Name: flagDefaultGPUMemPercentage, Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", Value: c.DefaultGPUMemPercentage, Destination: &c.DefaultGPUMemPercentage},
-		&cli.IntFlag{Name: flagDefaultGPUCores, Usage: "share of each GPU's cores, in percent, given to and charged for a container that names no gpucores (1.." + strconv.Itoa(protocol.MaxPercent) + "); 0: a slot's share, the GPU's cores divided by its split", Value: c.DefaultGPUCores, Destination: &c.DefaultGPUCores},
+		&cli.IntFlag{Name: flagDefaultGPUCores, Usage: "share of each GPU's cores, in percent, given to and charged for a container that names no gpucores (1.." + strconv.Itoa(fit.MaxDefaultCores) + "); 0: a slot's share, the GPU's cores divided by its split, at most " + strconv.Itoa(fit.MaxDefaultCores), Value: c.DefaultGPUCores, Destination: &c.DefaultGPUCores},
 		&cli.DurationFlag{Name: flagBindUnansweredHold, Usage: "how long a Binding that got no answer may still land; its pod's room stays held until then (above kube-apiserver's --request-timeout)", Value: c.BindUnansweredHold, Destination: &c.BindUnansweredHold},
 		&cli.DurationFlag{Name: flagBindWait, Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + MaxBindWait.String() + ")", Value: c.BindWait, Destination: &c.BindWait},
 	}

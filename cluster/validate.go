@@ -70,8 +70,8 @@ func (c Config) Validate() field.ErrorList {
 	if c.DefaultGPUMemPercentage < 1 || c.DefaultGPUMemPercentage > protocol.MaxPercent {
 		add(flagDefaultGPUMemPercentage, c.DefaultGPUMemPercentage, "want 1.."+strconv.Itoa(protocol.MaxPercent))
 	}
-	if c.DefaultGPUCores < 0 || c.DefaultGPUCores > protocol.MaxPercent {
-		add(flagDefaultGPUCores, c.DefaultGPUCores, "want 0 (a slot's share) or 1.."+strconv.Itoa(protocol.MaxPercent))
+	if c.DefaultGPUCores < 0 || c.DefaultGPUCores > fit.MaxDefaultCores {
+		add(flagDefaultGPUCores, c.DefaultGPUCores, "want 0 (a slot's share) or 1.."+strconv.Itoa(fit.MaxDefaultCores)+"; a container holds a GPU whole only by asking gpucores 100")
 	}
 	return errs
 }

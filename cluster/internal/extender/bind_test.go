@@ -374,8 +374,7 @@ func TestRaceForTheLastSlot(t *testing.T) {
 		switch {
 		case m == "":
 			wins++
-		// With split 1 the default cores are the whole GPU: held exclusively.
-		case strings.Contains(m, "no longer fits") && strings.Contains(m, "held exclusively"):
+		case strings.Contains(m, "no longer fits") && strings.Contains(m, "split limit"):
 			losses++
 		default:
 			t.Errorf("unexpected answer %q", m)

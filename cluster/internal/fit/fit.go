@@ -92,15 +92,17 @@ func memFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int64 {
 // coresFor is the cores container c gets on GPU g: what it names, else
 // the default. Never 0, which a container's interposer reads as every
 // core: a pod that leaves gpucores out is limited and charged like one
-// that asks.
+// that asks. A default is at most 99: holding a GPU whole (100) is what
+// a container asks for, never what it is given for asking nothing, or a
+// split-1 GPU's init and app containers could not share it.
 func coresFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int {
 	switch {
 	case c.Cores > 0:
 		return c.Cores
 	case opts.DefaultCores > 0:
-		return opts.DefaultCores
+		return min(opts.DefaultCores, MaxDefaultCores)
 	default:
-		return podmodel.SlotShare(g.GPU).Cores
+		return min(podmodel.SlotShare(g.GPU).Cores, MaxDefaultCores)
 	}
 }
 

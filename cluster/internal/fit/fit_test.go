@@ -316,7 +316,9 @@ func TestDefaultCores(t *testing.T) {
 		{"a slot's share at split 10", 10, Options{DefaultMemPercent: 1}, 10, 10},
 		{"a slot's share at split 3", 3, Options{DefaultMemPercent: 1}, 33, 3},
 		{"the setting", 10, Options{DefaultMemPercent: 1, DefaultCores: 30}, 30, 3},
-		{"split 1 holds the GPU whole", 1, Options{DefaultMemPercent: 1}, 100, 1},
+		// A default never holds a GPU whole: at split 1 the one slot
+		// gets 99 cores, not every core.
+		{"split 1 is one slot, not exclusive", 1, Options{DefaultMemPercent: 1}, 99, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gpu(0, "A100", 40000, 0)
@@ -339,5 +341,17 @@ func TestDefaultCores(t *testing.T) {
 				t.Fatalf("%d fit, want %d", placed, tc.fits)
 			}
 		})
+	}
+}
+
+// An init container and an app container that name no gpucores share a
+// split-1 GPU, as they did before defaults: the init one exits first.
+func TestDefaultCoresLeaveASplitOneGPUShareable(t *testing.T) {
+	g := gpu(0, "A100", 40000, 0)
+	g.Split = 1
+	init := app("init", 1, 1000, 0)
+	init.Kind = podmodel.KindInit
+	if _, r := Place(node(g), Request{Containers: []podmodel.ContainerRequest{init, app("main", 1, 1000, 0)}}, opts); r != nil {
+		t.Fatalf("init and app containers do not share a split-1 GPU: %+v", r)
 	}
 }

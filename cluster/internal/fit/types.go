@@ -38,6 +38,10 @@ type Request struct {
 	SingleNUMA bool   // all GPUs of a container on one NUMA node
 }
 
+// MaxDefaultCores is the most cores a container that names none gets:
+// one short of holding its GPU whole (podmodel.Exclusive).
+const MaxDefaultCores = 99
+
 // Options are cluster-wide defaults.
 type Options struct {
 	// DefaultMemPercent is the share of a GPU's memory a container gets

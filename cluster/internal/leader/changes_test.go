@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -35,5 +36,47 @@ func TestFencedLockToldHowTheLeaseWasTaken(t *testing.T) {
 	// The empty Lease the manifest creates has never been held.
 	if how := ChangeOf(resourcelock.LeaderElectionRecord{}, true); how != ChangeFirst {
 		t.Fatalf("the manifest's empty Lease taken: %s, want %s", how, ChangeFirst)
+	}
+}
+
+// errLock fails every write, as a write whose answer was lost: it may
+// have landed.
+type errLock struct{ *recordLock }
+
+func (errLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	return errors.New("context deadline exceeded")
+}
+
+// A takeover whose answer was lost is told once a read shows it landed,
+// and forgotten when a read shows another holder.
+func TestFencedLockToldOfATakeoverWhoseAnswerWasLost(t *testing.T) {
+	inner := &recordLock{}
+	var got []string
+	l := &fencedLock{Interface: errLock{inner}, identity: "me", now: time.Now,
+		changed: func(prev resourcelock.LeaderElectionRecord, existed bool) { got = append(got, ChangeOf(prev, existed)) }}
+	ctx := context.Background()
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "crashed", LeaseDurationSeconds: 4}
+	_, _, _ = l.Get(ctx)
+	_ = l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4})
+	if len(got) != 0 {
+		t.Fatalf("told %v before the write was known to land", got)
+	}
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}
+	_, _, _ = l.Get(ctx) // it landed
+	_, _, _ = l.Get(ctx)
+	if len(got) != 1 || got[0] != ChangeExpired {
+		t.Fatalf("changes %v, want one %s", got, ChangeExpired)
+	}
+	// One that did not land is never told.
+	got = nil
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "other", LeaseDurationSeconds: 4}
+	_, _, _ = l.Get(ctx)
+	_ = l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4})
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "third", LeaseDurationSeconds: 4}
+	_, _, _ = l.Get(ctx)
+	inner.r = resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 4}
+	_, _, _ = l.Get(ctx)
+	if len(got) != 0 {
+		t.Fatalf("told %v of a write that did not land", got)
 	}
 }

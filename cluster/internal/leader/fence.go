@@ -36,22 +36,46 @@ type fencedLock struct {
 	mu         sync.Mutex
 	validUntil time.Time
 	won        bool // a write naming this replica the holder landed
-	// seen is the record last read; nil before any, or when none exists.
+	// seen is the record last read or written; nil before any, or when
+	// none exists.
 	seen *resourcelock.LeaderElectionRecord
+	// taking is a write that would make this replica the holder in place
+	// of another, until it is known to have landed (then told to changed)
+	// or not: a write whose answer was lost may have landed.
+	taking *takeover
+}
+
+// takeover is the record a write naming this replica replaces.
+type takeover struct {
+	prev    resourcelock.LeaderElectionRecord
+	existed bool
+}
+
+// tell passes t to changed; call without l.mu.
+func (l *fencedLock) tell(t *takeover) {
+	if t != nil && l.changed != nil {
+		l.changed(t.prev, t.existed)
+	}
 }
 
 // Get reads the Lease, noticing when it was taken out of turn.
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	r, raw, err := l.Interface.Get(ctx)
 	l.mu.Lock()
+	var landed *takeover
 	switch {
 	case err == nil && r != nil:
 		seen := *r
 		l.seen = &seen
+		if r.HolderIdentity == l.identity {
+			landed = l.taking // a takeover whose answer was lost landed
+		}
+		l.taking = nil
 	case apierrors.IsNotFound(err):
-		l.seen = nil
+		l.seen, l.taking = nil, nil
 	}
 	l.mu.Unlock()
+	l.tell(landed)
 	if err != nil || r == nil || r.HolderIdentity == "" || r.HolderIdentity == l.identity {
 		return r, raw, err
 	}
@@ -78,36 +102,35 @@ func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRe
 
 func (l *fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRecord, do func(context.Context, resourcelock.LeaderElectionRecord) error) error {
 	start := l.now()
+	l.mu.Lock()
+	if r.HolderIdentity == l.identity && l.taking == nil && (l.seen == nil || l.seen.HolderIdentity != l.identity) {
+		l.taking = &takeover{}
+		if l.seen != nil {
+			l.taking.prev, l.taking.existed = *l.seen, true
+		}
+	}
+	l.mu.Unlock()
 	err := do(ctx, r)
 	l.mu.Lock()
-	var (
-		took    bool
-		prev    resourcelock.LeaderElectionRecord
-		existed bool
-	)
+	var landed *takeover
 	switch {
 	case err != nil:
-		// The write may or may not have landed; the last certain hold stands.
+		// The write may or may not have landed; the last certain hold
+		// stands, and a takeover is told once a read shows it landed.
 	case r.HolderIdentity == l.identity:
 		l.validUntil = start.Add(time.Duration(r.LeaseDurationSeconds) * time.Second)
 		l.won = true
-		if l.seen == nil || l.seen.HolderIdentity != l.identity {
-			took = true
-			if l.seen != nil {
-				prev, existed = *l.seen, true
-			}
-		}
+		landed, l.taking = l.taking, nil
 		rec := r
 		l.seen = &rec
 	default:
 		l.validUntil = time.Time{} // released
+		l.taking = nil
 		rec := r
 		l.seen = &rec
 	}
 	l.mu.Unlock()
-	if took && l.changed != nil {
-		l.changed(prev, existed)
-	}
+	l.tell(landed)
 	return err
 }
 

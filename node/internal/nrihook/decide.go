@@ -7,6 +7,7 @@ package nrihook
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -109,7 +110,7 @@ func Decide(c Container, r Rules) Decision {
 	switch {
 	case r.Exempt(c.Namespace):
 		return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
-	case placedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec, r.Resources):
+	case placedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec):
 		// Its GPUs are what HAMi's device plugin gave it, which kubelet
 		// keeps for its containers' restarts; vgpud books them (README
 		// "Coming from HAMi"). Only a container that asks the GPU
@@ -138,15 +139,21 @@ func placedByHAMi(pod *corev1.Pod, node string) bool {
 	return pod.Annotations[protocol.AnnotationHAMiAllocated] != "" && pod.Spec.NodeName == node && (hamiNode == "" || hamiNode == node)
 }
 
-// getsDevices says whether kubelet asks the device plugin for devices
-// for c: it asks a non-zero count of the GPU resource.
-func getsDevices(c *corev1.Container, names protocol.ResourceNames) bool {
-	res := corev1.ResourceName(names.GPU)
-	if q, ok := c.Resources.Limits[res]; ok {
-		return !q.IsZero()
+// getsDevices says whether kubelet asks some device plugin for devices
+// for c: it asks a non-zero count of an extended resource. HAMi's
+// resource names need not be vgpud's (vgpud renamed to run beside it).
+func getsDevices(c *corev1.Container) bool {
+	for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for name, q := range list {
+			// Extended resources are the domain-prefixed names outside
+			// kubernetes.io; the native ones (cpu, memory, hugepages-*)
+			// have no domain.
+			if n := string(name); strings.Contains(n, "/") && !strings.HasPrefix(n, "kubernetes.io/") && !q.IsZero() {
+				return true
+			}
+		}
 	}
-	q, ok := c.Resources.Requests[res]
-	return ok && !q.IsZero()
+	return false
 }
 
 // samePod reports whether pod is the one with the runtime's uid. A

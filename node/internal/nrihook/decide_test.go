@@ -61,6 +61,8 @@ func TestDecide(t *testing.T) {
 	hami := gpuPod("hami", "")
 	hami.Annotations[protocol.AnnotationHAMiAllocated] = "GPU-0,NVIDIA,1000,30:;"
 	hami.Annotations[protocol.AnnotationHAMiNode] = node
+	hamiRenamed := hami.DeepCopy()
+	hamiRenamed.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"hami.example/gpu": *resource.NewQuantity(1, resource.DecimalSI)}
 	cluster := gpuPod("cni", "")
 	cluster.Namespace = "kube-system"
 	cluster.Spec.Containers = cluster.Spec.Containers[1:]
@@ -88,6 +90,7 @@ func TestDecide(t *testing.T) {
 		// Exemptions as wide as their reason, and no wider.
 		{"a HAMi pod's container that asks no GPU got none from HAMi", containerOf(hami, "sidecar"), Void, ""},
 		{"nor did its ephemeral container", containerOf(hami, "debugger"), Void, ""},
+		{"HAMi's own resource name, not vgpud's, still got HAMi's devices", containerOf(hamiRenamed, "app"), Exempt, "placed on this node by HAMi"},
 		{"an early namespace's unseen pod starts with no GPU", Container{Namespace: "kube-system", Pod: "cni-x", UID: "u", Name: "cni"}, Void, ""},
 		{"an early namespace's seen pod is judged like any other", containerOf(cluster, "sidecar"), Void, ""},
 	} {

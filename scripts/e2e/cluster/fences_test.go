@@ -812,8 +812,30 @@ func leaseTaken(t *testing.T, e env, nodes []string) {
 		t.Fatal("no replica that does not lead")
 	}
 	as := e.asReplica(t, other)
+	warned := func() float64 {
+		t.Helper()
+		raw, err := e.kubectl("get", "--raw", "/metrics")
+		if err != nil {
+			t.Fatalf("the apiserver's metrics: %v", err)
+		}
+		sums, _, err := harness.MetricSums(strings.NewReader(raw), "apiserver_validating_admission_policy_check_total", func(l map[string]string) string {
+			if l["policy"] == "vgpud-lease-takeover" && l["enforcement_action"] == "warn" {
+				return "warn"
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sums["warn"]
+	}
+	before := warned()
 	if err := takeLease(ctx, as, other.Name, false); err != nil {
 		t.Fatalf("take the Lease as %s: %v", other.Name, err)
+	}
+	// The apiserver records it whoever wrote it: no vgpud code need run.
+	if after := warned(); after < before+1 {
+		t.Fatalf("vgpud-lease-takeover warned %v times, %v before the takeover", after, before)
 	}
 	harness.Eventually(t, 30*time.Second, "an Event on the Lease naming the taker", func() error {
 		evs, err := e.kube.CoreV1().Events(system).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=vgpud-leader"})
