@@ -47,6 +47,11 @@ func slotCharge(t *testing.T, e env, ns string) {
 			t.Fatal(err)
 		}
 	}
+	// The scenarios after this one place pods here without a quota.
+	t.Cleanup(func() {
+		_ = e.kube.CoreV1().ResourceQuotas(ns).Delete(context.Background(), "gpu", metav1.DeleteOptions{})
+		_ = pods.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
 	kube := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
 	squat := func(name string) {
 		t.Helper()
