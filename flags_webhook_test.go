@@ -14,7 +14,6 @@ func TestWebhookFlagsRejectBadValues(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--webhook-default-gpu-count=0"}, []string{"--webhook-default-gpu-count=0", "1..64"}},
 		{[]string{"--webhook-core-policy=always"}, []string{"--webhook-core-policy=always", "default, force or empty"}},
 		{[]string{"--webhook-runtime-class=Not_A_Name"}, []string{"--webhook-runtime-class=Not_A_Name"}},
 		{[]string{"--tls-secret-name="}, []string{`--tls-secret-name=""`}},
@@ -57,15 +56,15 @@ func TestClusterValidationOnlyForClusterRole(t *testing.T) {
 	cfg.NodeName = "n1"
 	cfg.Roles = []string{roleNode}
 	cfg.Cluster.TLS.CertValidity = time.Minute
-	cfg.Webhook.DefaultGPUCount = 0
+	cfg.Webhook.CorePolicy = "sometimes"
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("node-only replica judged on cluster settings: %v", err)
 	}
 	cfg.Roles = []string{roleCluster}
 	cfg.PodName, cfg.PodNamespace = "p", "ns"
 	err := cfg.validate()
-	if err == nil || !strings.Contains(err.Error(), "--tls-cert-validity") || !strings.Contains(err.Error(), "--webhook-default-gpu-count") {
-		t.Fatalf("cluster replica: got %v, want the cert validity and the GPU count named", err)
+	if err == nil || !strings.Contains(err.Error(), "--tls-cert-validity") || !strings.Contains(err.Error(), "--webhook-core-policy") {
+		t.Fatalf("cluster replica: got %v, want the cert validity and the core policy named", err)
 	}
 	if err := webhook.DefaultConfig().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)

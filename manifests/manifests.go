@@ -59,3 +59,17 @@ func TenantLabels() (map[string]string, error) {
 	}
 	return ns.Metadata.Labels, nil
 }
+
+// GPUPodsPolicy decodes the manifest's MutatingAdmissionPolicy, which
+// makes a GPU pod placeable in the apiserver itself.
+func GPUPodsPolicy() (*admissionregistrationv1.MutatingAdmissionPolicy, error) {
+	doc, err := Document("MutatingAdmissionPolicy")
+	if err != nil {
+		return nil, err
+	}
+	var p admissionregistrationv1.MutatingAdmissionPolicy
+	if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
+		return nil, fmt.Errorf("manifests/vgpud.yaml: %w", err)
+	}
+	return &p, nil
+}

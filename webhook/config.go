@@ -18,16 +18,15 @@ const (
 	EnvVisibleDevices    = protocol.EnvVisibleDevices
 	VisibleDevicesNone   = protocol.VisibleDevicesNone
 	defaultSchedulerName = "default-scheduler"
+	// DefaultGPUCount is the nvidia.com/gpu a container that gives only
+	// memory or cores asks, as the manifest's vgpud-gpu-pods policy sets
+	// it in the apiserver first.
+	DefaultGPUCount = 1
 )
 
 // Config is the webhook's own settings. The scheduler name and resource
 // names, which other parts share, are passed to NewPods.
 type Config struct {
-	// OverrideDefaultScheduler also takes pods that name default-scheduler.
-	OverrideDefaultScheduler bool
-	// DefaultGPUCount is the nvidia.com/gpu added when a container gives
-	// only memory or cores.
-	DefaultGPUCount int
 	// RuntimeClass is set on GPU pods that have none; empty sets nothing.
 	RuntimeClass string
 	// CorePolicy is injected as env when set: default, force or disable.
@@ -39,10 +38,7 @@ type Config struct {
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
-	return Config{
-		OverrideDefaultScheduler: true,
-		DefaultGPUCount:          1,
-	}
+	return Config{}
 }
 
 // CorePolicies lists the accepted core-limit policies; empty means none is injected.

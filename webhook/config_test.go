@@ -7,7 +7,7 @@ import (
 
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
-	if c.DefaultGPUCount != 1 || !c.OverrideDefaultScheduler || c.CorePolicy != "" || c.VisibleDevicesNone || c.RuntimeClass != "" {
+	if c.CorePolicy != "" || c.VisibleDevicesNone || c.RuntimeClass != "" {
 		t.Fatalf("mutation defaults: %+v", c)
 	}
 	if !slices.Equal(CorePolicies(), []string{"default", "force"}) {

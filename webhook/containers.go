@@ -59,7 +59,7 @@ func (p *Pods) mutateContainer(c *corev1.Container, r podmodel.ContainerRequest)
 	}
 	gpus := r.GPUs
 	if !r.HasGPUs {
-		gpus = p.cfg.DefaultGPUCount
+		gpus = DefaultGPUCount
 		limits[corev1.ResourceName(names.GPU)] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	}
 	_, hasCores := limits[corev1.ResourceName(names.GPUCores)]

@@ -1,29 +1,22 @@
 package webhook
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/vgpud/vgpud/protocol"
 )
 
 // The webhook's flags; Validate names a bad value by these.
 const (
-	flagDefaultGPUCount          = "webhook-default-gpu-count"
-	flagOverrideDefaultScheduler = "webhook-override-default-scheduler"
-	flagRuntimeClass             = "webhook-runtime-class"
-	flagCorePolicy               = "webhook-core-policy"
-	flagVisibleDevicesNone       = "webhook-visible-devices-none"
+	flagRuntimeClass       = "webhook-runtime-class"
+	flagCorePolicy         = "webhook-core-policy"
+	flagVisibleDevicesNone = "webhook-visible-devices-none"
 )
 
 // Flags are the webhook's own settings, bound to c; the scheduler and
 // resource names it shares with other parts are the binary's.
 func (c *Config) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: flagDefaultGPUCount, Usage: fmt.Sprintf("nvidia.com/gpu added to a container that gives only GPU memory or cores (1..%d)", protocol.MaxGPUsPerContainer), Value: c.DefaultGPUCount, Destination: &c.DefaultGPUCount},
-		&cli.BoolFlag{Name: flagOverrideDefaultScheduler, Usage: "also take GPU pods whose schedulerName is default-scheduler (the apiserver's default)", Value: c.OverrideDefaultScheduler, Destination: &c.OverrideDefaultScheduler},
 		&cli.StringFlag{Name: flagRuntimeClass, Usage: "runtimeClassName set on GPU pods that have none; empty sets nothing", Value: c.RuntimeClass, Destination: &c.RuntimeClass},
 		&cli.StringFlag{Name: flagCorePolicy, Usage: "core-limit policy injected as " + EnvCorePolicy + ": " + strings.Join(CorePolicies(), ", ") + "; empty injects nothing", Value: c.CorePolicy, Destination: &c.CorePolicy},
 		&cli.BoolFlag{Name: flagVisibleDevicesNone, Usage: "set " + EnvVisibleDevices + "=none in the containers of a GPU pod that ask for no GPU", Value: c.VisibleDevicesNone, Destination: &c.VisibleDevicesNone},

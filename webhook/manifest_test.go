@@ -46,7 +46,7 @@ func TestWebhookConfigShape(t *testing.T) {
 	if !slices.Equal(w.AdmissionReviewVersions, []string{"v1", "v1beta1"}) {
 		t.Fatalf("admissionReviewVersions = %v", w.AdmissionReviewVersions)
 	}
-	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail ||
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore ||
 		w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
 		w.TimeoutSeconds == nil || *w.TimeoutSeconds != 5 ||
 		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
@@ -70,9 +70,9 @@ func TestWebhookConfigShape(t *testing.T) {
 	}
 }
 
-// The matchCondition decides which pods reach the handler; with
-// failurePolicy Fail a pod it wrongly skips goes to the default scheduler
-// and hangs Pending. It must agree with podmodel.Wants on every pod.
+// The matchCondition decides which pods reach the handler; a pod it
+// wrongly skips is placed without the webhook's checks and completions.
+// It must agree with podmodel.Wants on every pod.
 func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 	expr := readWebhookConfig(t).Webhooks[0].MatchConditions[0].Expression
 	env, err := cel.NewEnv(cel.Variable("object", cel.DynType))

@@ -98,7 +98,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	if !podmodel.Wants(pod, names) {
 		return Verdict{Skip: "asks for no vGPU resources"}
 	}
-	if s := pod.Spec.SchedulerName; s != "" && s != p.scheduler && (s != defaultSchedulerName || !p.cfg.OverrideDefaultScheduler) {
+	if s := pod.Spec.SchedulerName; s != "" && s != p.scheduler && s != defaultSchedulerName {
 		return Verdict{Skip: "scheduled by " + s}
 	}
 	if pod.Spec.NodeName != "" {

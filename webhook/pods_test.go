@@ -109,11 +109,9 @@ func TestPodsAdmission(t *testing.T) {
 		{name: "mixed_privileged_unprivileged", want: patched},
 		{name: "empty_scheduler_name", want: patched},
 		{name: "quota_fits", quotas: aiTeam, want: patched},
-		{name: "default_gpu_count_2", cfg: func(c *Config) { c.DefaultGPUCount = 2 }, want: patched},
 
 		// Admitted untouched.
 		{name: "already_complete", want: unchanged, msg: "no change needed"},
-		{name: "override_default_off", cfg: func(c *Config) { c.OverrideDefaultScheduler = false }, want: unchanged, msg: "scheduled by default-scheduler"},
 		{name: "other_scheduler", want: unchanged, msg: "scheduled by volcano"},
 		{name: "opt_out_label", want: unchanged, msg: "opted out"},
 		{name: "opt_out_hami_label", want: unchanged, msg: "opted out"},

@@ -1,14 +1,11 @@
 package webhook
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/vgpud/vgpud/protocol"
 )
 
 // Validate reports every webhook setting that cannot work, by its flag.
@@ -16,9 +13,6 @@ func (c Config) Validate() field.ErrorList {
 	var errs field.ErrorList
 	add := func(flag string, value any, allowed string) {
 		errs = append(errs, field.Invalid(field.NewPath(flag), value, allowed))
-	}
-	if c.DefaultGPUCount < 1 || c.DefaultGPUCount > protocol.MaxGPUsPerContainer {
-		add(flagDefaultGPUCount, c.DefaultGPUCount, fmt.Sprintf("want 1..%d", protocol.MaxGPUsPerContainer))
 	}
 	if c.CorePolicy != "" && !slices.Contains(CorePolicies(), c.CorePolicy) {
 		add(flagCorePolicy, c.CorePolicy, "want "+strings.Join(CorePolicies(), ", ")+" or empty")

@@ -243,10 +243,17 @@ spec:
 		_, err = asLeader.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
 		refused("point the webhook elsewhere, as the leader", err, "vgpud changes only the caBundle of its own webhook configuration")
 		mwc.Webhooks[0].ClientConfig.Service.Name = "vgpud"
+		// Its failurePolicy is Ignore (the vgpud-gpu-pods policy holds
+		// what must hold); Fail would refuse every GPU pod.
+		fail := admissionregistrationv1.Fail
+		mwc.Webhooks[0].FailurePolicy = &fail
+		_, err = asLeader.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
+		refused("make the webhook refuse GPU pods whenever it fails, as the leader", err, "vgpud changes only the caBundle")
 		ignore := admissionregistrationv1.Ignore
 		mwc.Webhooks[0].FailurePolicy = &ignore
+		mwc.Webhooks[0].MatchConditions = nil
 		_, err = asLeader.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
-		refused("let pods past the webhook, as the leader", err, "vgpud changes only the caBundle")
+		refused("send every pod to the webhook, as the leader", err, "vgpud changes only the caBundle")
 		swap := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","image":"vgpud.local/pause:1"}]}}}}`)
 		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType, swap, metav1.PatchOptions{})
 		refused("swap the scheduler's image", err, "only the replica holding the vgpud-leader Lease keeps the deployments")

@@ -1,0 +1,130 @@
+package webhook
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vgpud/vgpud/manifests"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// The manifest's vgpud-gpu-pods policy sets in the apiserver what the
+// webhook's own rules would (mutateContainer): a GPU count for a
+// container that gives only memory or cores, all cores for a whole card.
+// It runs first, and alone when no replica answers, so the two must
+// agree on every pod the webhook patches: each container gets the same
+// additions from both.
+func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
+	policy, err := manifests.GPUPodsPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)), cel.OptionalTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The policy's variables, in order, each seeing the ones before.
+	eval := func(obj map[string]any) map[string]any {
+		vars := map[string]any{}
+		for _, v := range policy.Spec.Variables {
+			ast, iss := env.Compile(v.Expression)
+			if iss.Err() != nil {
+				t.Fatalf("compile variable %s: %v", v.Name, iss.Err())
+			}
+			prg, err := env.Program(ast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := prg.Eval(map[string]any{"object": obj, "variables": vars})
+			if err != nil {
+				t.Fatalf("variable %s: %v", v.Name, err)
+			}
+			vars[v.Name] = out
+		}
+		return vars
+	}
+	// What the policy adds, as "container resource".
+	summary, iss := env.Compile(`(variables.initAdd + variables.appAdd).filter(a, a.count == 'y').map(a, a.name + ' nvidia.com/gpu') +
+		(variables.initAdd + variables.appAdd).filter(a, a.cores == 'y').map(a, a.name + ' nvidia.com/gpucores')`)
+	if iss.Err() != nil {
+		t.Fatal(iss.Err())
+	}
+	summarize, err := env.Program(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := protocol.DefaultResourceNames()
+	files, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
+	compared := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".want.json") || strings.Contains(f, "undecodable") {
+			continue
+		}
+		var r struct {
+			Request struct{ Object json.RawMessage } `json:"request"`
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, &r); err != nil || len(r.Request.Object) == 0 {
+			continue
+		}
+		var pod corev1.Pod
+		var obj map[string]any
+		if json.Unmarshal(r.Request.Object, &pod) != nil || json.Unmarshal(r.Request.Object, &obj) != nil {
+			continue
+		}
+		before := pod.DeepCopy()
+		p := NewPods(DefaultConfig(), "vgpud-scheduler", names, nil)
+		if v := p.Decide(&pod); v.Deny != "" || v.Skip != "" || pod.Spec.NodeName != "" {
+			continue // the webhook patches nothing; the policy's own match decides
+		}
+		want := added(before, &pod)
+		out, _, err := summarize.Eval(map[string]any{"object": obj, "variables": eval(obj)})
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(f), err)
+		}
+		native, err := out.ConvertToNative(reflect.TypeOf([]string{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := native.([]string)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the policy adds %v, the webhook %v", filepath.Base(f), got, want)
+		}
+		compared++
+	}
+	if compared < 10 {
+		t.Fatalf("only %d pods compared; the test data should exercise the policy", compared)
+	}
+}
+
+// added lists "container resource" for each GPU count or gpucores the
+// webhook added to a container's limits, sorted.
+func added(before, after *corev1.Pod) []string {
+	var out []string
+	lists := [][2][]corev1.Container{{before.Spec.InitContainers, after.Spec.InitContainers}, {before.Spec.Containers, after.Spec.Containers}}
+	for _, l := range lists {
+		for i, c := range l[1] {
+			for _, res := range []string{"nvidia.com/gpu", "nvidia.com/gpucores"} {
+				_, had := l[0][i].Resources.Limits[corev1.ResourceName(res)]
+				_, hadReq := l[0][i].Resources.Requests[corev1.ResourceName(res)]
+				if _, has := c.Resources.Limits[corev1.ResourceName(res)]; has && !had && !hadReq {
+					out = append(out, c.Name+" "+res)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
