@@ -61,15 +61,18 @@ func TenantLabels() (map[string]string, error) {
 }
 
 // GPUPodsPolicy decodes the manifest's MutatingAdmissionPolicy, which
-// makes a GPU pod placeable in the apiserver itself.
-func GPUPodsPolicy() (*admissionregistrationv1.MutatingAdmissionPolicy, error) {
-	doc, err := Document("MutatingAdmissionPolicy")
-	if err != nil {
-		return nil, err
-	}
+// makes a GPU pod placeable in the apiserver itself, and its binding.
+func GPUPodsPolicy() (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding, error) {
 	var p admissionregistrationv1.MutatingAdmissionPolicy
-	if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
-		return nil, fmt.Errorf("manifests/vgpud.yaml: %w", err)
+	var b admissionregistrationv1.MutatingAdmissionPolicyBinding
+	for kind, into := range map[string]any{"MutatingAdmissionPolicy": &p, "MutatingAdmissionPolicyBinding": &b} {
+		doc, err := Document(kind)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			return nil, nil, fmt.Errorf("manifests/vgpud.yaml %s: %w", kind, err)
+		}
 	}
-	return &p, nil
+	return &p, &b, nil
 }

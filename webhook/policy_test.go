@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
@@ -23,11 +25,11 @@ import (
 // agree on every pod the webhook patches: each container gets the same
 // additions from both.
 func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
-	policy, err := manifests.GPUPodsPolicy()
+	policy, _, err := manifests.GPUPodsPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)), cel.OptionalTypes())
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)), cel.OptionalTypes(), ext.Strings())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +53,12 @@ func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
 		}
 		return vars
 	}
-	// What the policy adds, as "container resource".
-	summary, iss := env.Compile(`(variables.initAdd + variables.appAdd).filter(a, a.count == 'y').map(a, a.name + ' nvidia.com/gpu') +
-		(variables.initAdd + variables.appAdd).filter(a, a.cores == 'y').map(a, a.name + ' nvidia.com/gpucores')`)
+	// What the policy sets, as "container resource=value".
+	summary, iss := env.Compile(`(variables.initAdd + variables.appAdd).map(a,
+		[a.gpu == '' ? '' : a.name + ' nvidia.com/gpu=' + a.gpu,
+		 a.mem == '' ? '' : a.name + ' nvidia.com/gpumem=' + a.mem,
+		 a.pct == '' ? '' : a.name + ' nvidia.com/gpumem-percentage=' + a.pct,
+		 a.cores == '' ? '' : a.name + ' nvidia.com/gpucores=' + a.cores].filter(x, x != '')).map(l, l.join('|')).filter(x, x != '')`)
 	if iss.Err() != nil {
 		t.Fatal(iss.Err())
 	}
@@ -79,9 +84,18 @@ func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
 			continue
 		}
 		var pod corev1.Pod
-		var obj map[string]any
-		if json.Unmarshal(r.Request.Object, &pod) != nil || json.Unmarshal(r.Request.Object, &obj) != nil {
+		if json.Unmarshal(r.Request.Object, &pod) != nil {
 			continue
+		}
+		// The apiserver hands CEL the decoded pod: quantities as
+		// canonical strings ("1e2" as "100").
+		canon, err := json.Marshal(&pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(canon, &obj); err != nil {
+			t.Fatal(err)
 		}
 		before := pod.DeepCopy()
 		p := NewPods(DefaultConfig(), "vgpud-scheduler", names, nil)
@@ -97,10 +111,14 @@ func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := native.([]string)
+		var got []string
+		for _, l := range native.([]string) {
+			got = append(got, strings.Split(l, "|")...)
+		}
+		got = canonical(got)
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
-			t.Errorf("%s: the policy adds %v, the webhook %v", filepath.Base(f), got, want)
+			t.Errorf("%s: the policy sets %v, the webhook %v", filepath.Base(f), got, want)
 		}
 		compared++
 	}
@@ -109,22 +127,37 @@ func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
 	}
 }
 
-// added lists "container resource" for each GPU count or gpucores the
-// webhook added to a container's limits, sorted.
+// added lists "container resource=value" for each vGPU resource the
+// webhook added to a container's limits, sorted, values canonical.
 func added(before, after *corev1.Pod) []string {
 	var out []string
 	lists := [][2][]corev1.Container{{before.Spec.InitContainers, after.Spec.InitContainers}, {before.Spec.Containers, after.Spec.Containers}}
 	for _, l := range lists {
 		for i, c := range l[1] {
-			for _, res := range []string{"nvidia.com/gpu", "nvidia.com/gpucores"} {
-				_, had := l[0][i].Resources.Limits[corev1.ResourceName(res)]
-				_, hadReq := l[0][i].Resources.Requests[corev1.ResourceName(res)]
-				if _, has := c.Resources.Limits[corev1.ResourceName(res)]; has && !had && !hadReq {
-					out = append(out, c.Name+" "+res)
+			for _, res := range protocol.DefaultResourceNames().All() {
+				if _, had := l[0][i].Resources.Limits[corev1.ResourceName(res)]; had {
+					continue
+				}
+				if q, has := c.Resources.Limits[corev1.ResourceName(res)]; has {
+					out = append(out, c.Name+" "+res+"="+q.String())
 				}
 			}
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// canonical rewrites each "container resource=value" with the value as
+// a Quantity prints it.
+func canonical(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		k, v, _ := strings.Cut(s, "=")
+		if q, err := resource.ParseQuantity(v); err == nil {
+			v = q.String()
+		}
+		out = append(out, k+"="+v)
+	}
 	return out
 }
