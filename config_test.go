@@ -151,3 +151,28 @@ func TestManifestNamesWhatTheLeaderKeeps(t *testing.T) {
 		t.Errorf("the webhook does not call Service %q (--service-name)", def.ServiceName)
 	}
 }
+
+// The vgpud-gpu-pods policy gives GPU pods the scheduler the webhook and
+// the extender expect, and reads the resource names vgpud serves: their
+// defaults agree.
+func TestGPUPodsPolicyNamesTheDefaults(t *testing.T) {
+	policy, _, err := manifests.GPUPodsPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	sets := false
+	for _, m := range policy.Spec.Mutations {
+		if m.ApplyConfiguration != nil && strings.Contains(m.ApplyConfiguration.Expression, "schedulerName: '"+cfg.SchedulerName+"'") {
+			sets = true
+		}
+	}
+	if !sets {
+		t.Errorf("no mutation of the vgpud-gpu-pods policy sets schedulerName %q (--scheduler-name)", cfg.SchedulerName)
+	}
+	for _, name := range []string{cfg.Resources.GPU, cfg.Resources.GPUMem, cfg.Resources.GPUMemPercentage, cfg.Resources.GPUCores} {
+		if !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+name+"'") {
+			t.Errorf("the vgpud-gpu-pods policy's match does not name %s", name)
+		}
+	}
+}
