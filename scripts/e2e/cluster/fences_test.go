@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -784,19 +785,23 @@ func (e env) asReplica(t *testing.T, p *corev1.Pod) kubernetes.Interface {
 // renewed now, as a dry run when dry.
 func takeLease(ctx context.Context, as kubernetes.Interface, holder string, dry bool) error {
 	leases := as.CoordinationV1().Leases(system)
-	lease, err := leases.Get(ctx, "vgpud-leader", metav1.GetOptions{})
-	if err != nil {
+	// The leader renews every half second: a write of what was read just
+	// before may meet a renewal (a conflict, before admission decides).
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lease, err := leases.Get(ctx, "vgpud-leader", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		lease.Spec.HolderIdentity = &holder
+		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+		opts := metav1.UpdateOptions{}
+		if dry {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err = leases.Update(ctx, lease, opts)
 		return err
-	}
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.HolderIdentity = &holder
-	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-	opts := metav1.UpdateOptions{}
-	if dry {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	_, err = leases.Update(ctx, lease, opts)
-	return err
+	})
 }
 
 // leaseTaken takes the Lease, with vgpud's identity, for a replica that
