@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,23 +99,7 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		"other resource":     []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"amd.com/gpu":"1"}}}]}}`),
 		"second container":   []byte(`{"spec":{"containers":[{"name":"a"},{"name":"b","resources":{"limits":{"nvidia.com/gpumem-percentage":"50"}}}]}}`),
 	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
-	for _, f := range files {
-		if strings.HasSuffix(f, ".want.json") || strings.Contains(f, "undecodable") {
-			continue
-		}
-		var r struct {
-			Request struct{ Object json.RawMessage } `json:"request"`
-		}
-		body, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			t.Fatal(err)
-		}
-		pods[filepath.Base(f)] = r.Request.Object
-	}
+	maps.Copy(pods, admissionPods(t))
 	names := protocol.DefaultResourceNames()
 	matched := 0
 	for name, raw := range pods {
@@ -143,4 +128,29 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 	if matched < 10 {
 		t.Fatalf("only %d pods matched; the test data should exercise the condition", matched)
 	}
+}
+
+// admissionPods are the pods of the admission test data, by file name:
+// each review's request object (empty for a review that has none).
+func admissionPods(t *testing.T) map[string][]byte {
+	t.Helper()
+	pods := map[string][]byte{}
+	files, _ := filepath.Glob(filepath.Join("testdata", "admission", "*.json"))
+	for _, f := range files {
+		if strings.HasSuffix(f, ".want.json") || strings.Contains(f, "undecodable") {
+			continue
+		}
+		var r struct {
+			Request struct{ Object json.RawMessage } `json:"request"`
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		pods[filepath.Base(f)] = r.Request.Object
+	}
+	return pods
 }
