@@ -189,15 +189,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		var other *corev1.Pod // a replica that does not lead, on another node than pinned
-		for _, n := range nodes {
-			if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name && n != pinned.Spec.NodeName {
-				other = vp
-			}
-		}
-		if other == nil {
-			t.Fatal("no replica off the pinned pod's node that does not lead")
-		}
+		other := e.otherReplica(t, leader, nodes, pinned.Spec.NodeName)
 		as := e.asReplica(t, other)
 		refused := func(what string, err error, want string) {
 			t.Helper()
@@ -705,6 +697,22 @@ func lastLine(out string) string {
 	return lines[len(lines)-1]
 }
 
+// otherReplica is a vgpud replica other than leader, not on node offNode
+// ("" for any node).
+func (e env) otherReplica(t *testing.T, leader *corev1.Pod, nodes []string, offNode string) *corev1.Pod {
+	t.Helper()
+	var other *corev1.Pod
+	for _, n := range nodes {
+		if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name && n != offNode {
+			other = vp
+		}
+	}
+	if other == nil {
+		t.Fatalf("no replica but the leader %s off node %q", leader.Name, offNode)
+	}
+	return other
+}
+
 // leaseWriters writes the Lease with a replica's token as a compromised
 // node would: naming another holder, deleting it, and, once the vgpud
 // ConfigMap's leader-nodes names only the leader's node, taking it for a
@@ -715,15 +723,7 @@ func leaseWriters(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var other *corev1.Pod
-	for _, n := range nodes {
-		if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name && n != leader.Spec.NodeName {
-			other = vp
-		}
-	}
-	if other == nil {
-		t.Fatal("no replica off the leader's node")
-	}
+	other := e.otherReplica(t, leader, nodes, leader.Spec.NodeName)
 	as := e.asReplica(t, other)
 	leases := as.CoordinationV1().Leases(system)
 	// Dry run: admission decides, nothing is written, so a probe the
@@ -814,15 +814,7 @@ func leaseTaken(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var other *corev1.Pod
-	for _, n := range nodes {
-		if vp, err := e.vgpudPod(n); err == nil && vp.Name != leader.Name {
-			other = vp
-		}
-	}
-	if other == nil {
-		t.Fatal("no replica that does not lead")
-	}
+	other := e.otherReplica(t, leader, nodes, "")
 	as := e.asReplica(t, other)
 	warned := func() float64 {
 		t.Helper()
