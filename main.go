@@ -168,7 +168,7 @@ func runWithSignals(parent context.Context, grace time.Duration, log *slog.Logge
 func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, newAPICalls(reg).wrap)
 	if err != nil {
 		return err

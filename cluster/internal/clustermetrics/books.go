@@ -16,9 +16,13 @@ type booksCollector struct {
 	books  Books
 	quotas Quotas
 
-	mem, cores, slots                                *prometheus.Desc
-	capMem, capCores, capSlots, healthy              *prometheus.Desc
-	serving, quotaLimit, quotaUsed, pods, cacheNodes *prometheus.Desc
+	mem, cores, capMem, capCores      renamed
+	slots, capSlots, healthy, serving *prometheus.Desc
+	pods, cacheNodes                  *prometheus.Desc
+	// The namespace quota, one metric per unit; quotaLimit and quotaUsed
+	// are the old pair that mixed MiB and percent under a resource label.
+	memLimit, memUsed, coresLimit, coresUsed *prometheus.Desc
+	quotaLimit, quotaUsed                    *prometheus.Desc
 }
 
 func (c *booksCollector) set(b Books, q Quotas) {
@@ -30,25 +34,33 @@ func (c *booksCollector) set(b Books, q Quotas) {
 func newBooksCollector() *booksCollector {
 	gpu := []string{"node", "uuid"}
 	inv := []string{"node", "uuid", "model"}
-	ns := []string{"namespace", "resource"}
+	ns := []string{"namespace"}
+	old := []string{"namespace", "resource"}
 	return &booksCollector{
-		mem:        prometheus.NewDesc("vgpud_gpu_allocated_memory_mib", "GPU memory committed to pods.", gpu, nil),
-		cores:      prometheus.NewDesc("vgpud_gpu_allocated_cores", "GPU cores (percent) committed to pods.", gpu, nil),
+		mem:        rename("vgpud_gpu_allocated_memory_bytes", "GPU memory committed to pods.", "vgpud_gpu_allocated_memory_mib", bytesPerMiB, gpu),
+		cores:      rename("vgpud_gpu_allocated_cores_ratio", "Share of the GPU's cores committed to pods (gpucores), 0..1.", "vgpud_gpu_allocated_cores", ratioPerCore, gpu),
 		slots:      prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
-		capMem:     prometheus.NewDesc("vgpud_gpu_capacity_memory_mib", "GPU memory, as the node's inventory says.", inv, nil),
-		capCores:   prometheus.NewDesc("vgpud_gpu_capacity_cores", "GPU cores (percent): 100.", inv, nil),
+		capMem:     rename("vgpud_gpu_capacity_memory_bytes", "GPU memory, as the node's inventory says.", "vgpud_gpu_capacity_memory_mib", bytesPerMiB, inv),
+		capCores:   rename("vgpud_gpu_capacity_cores_ratio", "Share of the GPU's cores there is to commit: 1.", "vgpud_gpu_capacity_cores", ratioPerCore, inv),
 		capSlots:   prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
 		healthy:    prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
 		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while the leader places pods on the node: its inventory read, its device plugin registered with kubelet and serving; 0 while not.", []string{"node"}, nil),
-		quotaLimit: prometheus.NewDesc("vgpud_namespace_quota_limit", "The namespace's hard vGPU quota: gpumem in MiB, gpucores in percent of a GPU.", ns, nil),
-		quotaUsed:  prometheus.NewDesc("vgpud_namespace_quota_used", "What the namespace's booked pods are charged, as bind counts it against the quota.", ns, nil),
+		memLimit:   prometheus.NewDesc("vgpud_namespace_quota_memory_limit_bytes", "The namespace's hard quota of GPU memory (requests.nvidia.com/gpumem).", ns, nil),
+		memUsed:    prometheus.NewDesc("vgpud_namespace_quota_memory_used_bytes", "GPU memory the namespace's booked pods are charged, as bind counts it against the quota.", ns, nil),
+		coresLimit: prometheus.NewDesc("vgpud_namespace_quota_cores_limit_ratio", "The namespace's hard quota of GPU cores (requests.nvidia.com/gpucores) in GPUs: 1 is one whole GPU's cores.", ns, nil),
+		coresUsed:  prometheus.NewDesc("vgpud_namespace_quota_cores_used_ratio", "GPU cores the namespace's booked pods are charged in GPUs, as bind counts them against the quota.", ns, nil),
+		quotaLimit: prometheus.NewDesc("vgpud_namespace_quota_limit", "Deprecated: vgpud_namespace_quota_memory_limit_bytes and _cores_limit_ratio (gpumem in MiB, gpucores in percent); removed in the next release.", old, nil),
+		quotaUsed:  prometheus.NewDesc("vgpud_namespace_quota_used", "Deprecated: vgpud_namespace_quota_memory_used_bytes and _cores_used_ratio (gpumem in MiB, gpucores in percent); removed in the next release.", old, nil),
 		pods:       prometheus.NewDesc("vgpud_cache_pods", "Pods holding GPUs in the leader's cache.", nil, nil),
 		cacheNodes: prometheus.NewDesc("vgpud_cache_nodes", "Nodes with vgpud in the leader's cache.", nil, nil),
 	}
 }
 
 func (c *booksCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.mem, c.cores, c.slots, c.capMem, c.capCores, c.capSlots, c.healthy, c.serving, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
+	for _, r := range []renamed{c.mem, c.cores, c.capMem, c.capCores} {
+		r.describe(ch)
+	}
+	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
 		ch <- d
 	}
 }
@@ -67,11 +79,11 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, n := range stats {
 		gauge(c.serving, boolValue(n.Serving), n.Name)
 		for _, g := range n.GPUs {
-			gauge(c.mem, float64(g.Used.MemMiB), n.Name, g.UUID)
-			gauge(c.cores, float64(g.Used.Cores), n.Name, g.UUID)
+			c.mem.emit(ch, float64(g.Used.MemMiB), n.Name, g.UUID)
+			c.cores.emit(ch, float64(g.Used.Cores), n.Name, g.UUID)
 			gauge(c.slots, float64(g.Used.Slots), n.Name, g.UUID)
-			gauge(c.capMem, float64(g.MemoryMiB), n.Name, g.UUID, g.Model)
-			gauge(c.capCores, float64(g.Cores), n.Name, g.UUID, g.Model)
+			c.capMem.emit(ch, float64(g.MemoryMiB), n.Name, g.UUID, g.Model)
+			c.capCores.emit(ch, float64(g.Cores), n.Name, g.UUID, g.Model)
 			gauge(c.capSlots, float64(g.Split), n.Name, g.UUID, g.Model)
 			gauge(c.healthy, boolValue(g.Healthy), n.Name, g.UUID, g.Model)
 		}
@@ -93,13 +105,17 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 	sort.Strings(names)
 	for _, ns := range names {
 		u := charged[ns]
+		gauge(c.memUsed, float64(u.MemMiB)*bytesPerMiB, ns)
+		gauge(c.coresUsed, float64(u.Cores)*ratioPerCore, ns)
 		gauge(c.quotaUsed, float64(u.MemMiB), ns, "gpumem")
 		gauge(c.quotaUsed, float64(u.Cores), ns, "gpucores")
 		l := limits[ns]
 		if l.Memory.Set {
+			gauge(c.memLimit, float64(l.Memory.Hard)*bytesPerMiB, ns)
 			gauge(c.quotaLimit, float64(l.Memory.Hard), ns, "gpumem")
 		}
 		if l.Cores.Set {
+			gauge(c.coresLimit, float64(l.Cores.Hard)*ratioPerCore, ns)
 			gauge(c.quotaLimit, float64(l.Cores.Hard), ns, "gpucores")
 		}
 	}

@@ -31,12 +31,6 @@ type Quotas interface {
 	AllLimits() map[string]podmodel.Quota
 }
 
-// Bind outcomes.
-const (
-	bound  = "bound"
-	failed = "failed"
-)
-
 // Metrics are the cluster role's collectors.
 type Metrics struct {
 	latency  *prometheus.HistogramVec
@@ -65,8 +59,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5, 15},
 		}, []string{"verb"}),
 		binds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vgpud_binds_total", Help: "Bind attempts by outcome (bound, failed).",
-		}, []string{"outcome"}),
+			Name: "vgpud_binds_total", Help: "Bind attempts by outcome and reason: bound; refused, the pod's own doing (quota, pod_changed, not_bindable); failed, vgpud's or the cluster's (no_longer_fits, node_busy, in_progress, not_leader, unanswered, api_error).",
+		}, []string{"outcome", "reason"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpud_leader", Help: "1 while this replica leads."}),
 		bindWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "vgpud_bind_wait_seconds", Help: "Time a bind waited for the node's previous pod to be allocated by kubelet.",
@@ -102,8 +96,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	// Every known outcome and step from the start at 0, so a rate or an
 	// increase over them is 0 rather than no data until one happens.
-	for _, o := range []string{bound, failed} {
-		m.binds.WithLabelValues(o)
+	for outcome, reasons := range extender.BindReasons {
+		for _, reason := range reasons {
+			m.binds.WithLabelValues(outcome, reason)
+		}
 	}
 	for _, o := range []string{extender.FilterFits, extender.FilterUnschedulable, extender.FilterInvalid} {
 		m.filters.WithLabelValues(o)
@@ -178,13 +174,10 @@ func (m *Metrics) Instrument(verb string, h http.Handler) http.Handler {
 	})
 }
 
-// Bind counts one bind by outcome and how long it waited for the node.
-func (m *Metrics) Bind(ok bool, waited time.Duration) {
-	outcome := bound
-	if !ok {
-		outcome = failed
-	}
-	m.binds.WithLabelValues(outcome).Inc()
+// Bind counts one bind by outcome and reason (extender.BindReasons) and
+// how long it waited for the node.
+func (m *Metrics) Bind(outcome, reason string, waited time.Duration) {
+	m.binds.WithLabelValues(outcome, reason).Inc()
 	m.bindWait.Observe(waited.Seconds())
 }
 

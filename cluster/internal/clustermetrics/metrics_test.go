@@ -54,7 +54,7 @@ func TestScrape(t *testing.T) {
 	m := New(reg)
 	// Registered from process start: a replica that does not lead says so.
 	before := scrape(t, reg)
-	if !strings.Contains(before, "vgpud_leader 0") || strings.Contains(before, "vgpud_gpu_allocated_memory_mib") {
+	if !strings.Contains(before, "vgpud_leader 0") || strings.Contains(before, "vgpud_gpu_allocated_memory_bytes") {
 		t.Fatalf("before leading:\n%s", before)
 	}
 
@@ -65,23 +65,29 @@ func TestScrape(t *testing.T) {
 	m.RotationStep("trusted")
 	h := m.Instrument("filter", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/filter", nil))
-	m.Bind(true, 40*time.Millisecond)
-	m.Bind(false, 0)
+	m.Bind("bound", "bound", 40*time.Millisecond)
+	m.Bind("refused", "quota", 0)
 	m.PodRead(true)
 	m.PodRead(true)
 	m.PodRead(false)
 	body := scrape(t, reg)
 	for _, want := range []string{
 		`vgpud_extender_request_seconds_count{verb="filter"} 1`,
-		`vgpud_binds_total{outcome="bound"} 1`,
-		`vgpud_binds_total{outcome="failed"} 1`,
+		`vgpud_binds_total{outcome="bound",reason="bound"} 1`,
+		`vgpud_binds_total{outcome="refused",reason="quota"} 1`,
+		`vgpud_binds_total{outcome="failed",reason="node_busy"} 0`,
 		`vgpud_bind_wait_seconds_count 2`,
 		`vgpud_extender_pod_reads_total{from="informer"} 2`,
 		`vgpud_extender_pod_reads_total{from="body"} 1`,
 		`vgpud_leader 1`,
+		`vgpud_gpu_allocated_memory_bytes{node="n1",uuid="GPU-0"} 3.145728e+09`,
+		`vgpud_gpu_allocated_cores_ratio{node="n1",uuid="GPU-0"} 0.3`,
+		`vgpud_gpu_allocated_slots{node="n1",uuid="GPU-0"} 2`,
+		`vgpud_gpu_capacity_memory_bytes{model="A100",node="n1",uuid="GPU-0"} 4.294967296e+10`,
+		`vgpud_gpu_capacity_cores_ratio{model="A100",node="n1",uuid="GPU-0"} 1`,
+		// The old names beside the new, for one release.
 		`vgpud_gpu_allocated_memory_mib{node="n1",uuid="GPU-0"} 3000`,
 		`vgpud_gpu_allocated_cores{node="n1",uuid="GPU-0"} 30`,
-		`vgpud_gpu_allocated_slots{node="n1",uuid="GPU-0"} 2`,
 		`vgpud_gpu_capacity_memory_mib{model="A100",node="n1",uuid="GPU-0"} 40960`,
 		`vgpud_gpu_capacity_cores{model="A100",node="n1",uuid="GPU-0"} 100`,
 		`vgpud_gpu_capacity_slots{model="A100",node="n1",uuid="GPU-0"} 10`,
@@ -89,6 +95,11 @@ func TestScrape(t *testing.T) {
 		`vgpud_gpu_healthy{model="L4",node="n2",uuid="GPU-9"} 0`,
 		`vgpud_cluster_node_serving{node="n1"} 1`,
 		`vgpud_cluster_node_serving{node="n2"} 0`,
+		`vgpud_namespace_quota_memory_limit_bytes{namespace="ai"} 2.097152e+10`,
+		`vgpud_namespace_quota_memory_used_bytes{namespace="ai"} 3.145728e+09`,
+		`vgpud_namespace_quota_cores_used_ratio{namespace="ai"} 0.3`,
+		`vgpud_namespace_quota_cores_limit_ratio{namespace="empty"} 0.5`,
+		`vgpud_namespace_quota_cores_used_ratio{namespace="empty"} 0`,
 		`vgpud_namespace_quota_limit{namespace="ai",resource="gpumem"} 20000`,
 		`vgpud_namespace_quota_used{namespace="ai",resource="gpumem"} 3000`,
 		`vgpud_namespace_quota_used{namespace="ai",resource="gpucores"} 30`,
@@ -111,7 +122,7 @@ func TestScrape(t *testing.T) {
 
 	done()
 	after := scrape(t, reg)
-	if !strings.Contains(after, "vgpud_leader 0") || strings.Contains(after, "vgpud_gpu_allocated_memory_mib") || strings.Contains(after, "vgpud_certificate_expiry_timestamp_seconds{") {
+	if !strings.Contains(after, "vgpud_leader 0") || strings.Contains(after, "vgpud_gpu_allocated_memory_bytes") || strings.Contains(after, "vgpud_certificate_expiry_timestamp_seconds{") {
 		t.Fatalf("after leading, the books of the last term are still reported:\n%s", after)
 	}
 }

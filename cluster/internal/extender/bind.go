@@ -22,7 +22,8 @@ import (
 // Bind places the pod on args.Node and binds it there, or says why not.
 func (b *Binder) Bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) error {
 	waited, err := b.bind(ctx, args)
-	b.observe(err == nil, waited)
+	outcome, reason := outcomeOf(err)
+	b.observe(outcome, reason, waited)
 	if err != nil {
 		b.log.Warn("bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
 	}
@@ -57,7 +58,7 @@ func (b *Binder) lock(locks map[string]*sync.Mutex, key string) *sync.Mutex {
 
 func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) (waited time.Duration, err error) {
 	if args.PodUID == "" {
-		return 0, fmt.Errorf("bind pod %s/%s: no PodUID; vgpud binds a pod only by UID, so a recreated pod is never bound in its place", args.PodNamespace, args.PodName)
+		return 0, because(ReasonNotBindable, fmt.Errorf("bind pod %s/%s: no PodUID; vgpud binds a pod only by UID, so a recreated pod is never bound in its place", args.PodNamespace, args.PodName))
 	}
 	start := b.clock.Now()
 	b.queue.enter(args.Node)
@@ -87,7 +88,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	lock.Lock()
 	defer lock.Unlock()
 	if err := b.waitForNode(ctx, args.Node, args.PodUID); err != nil {
-		return b.clock.Since(start), err
+		return b.clock.Since(start), because(ReasonNodeBusy, err)
 	}
 	waited = b.clock.Since(start)
 	// Binds in a namespace with a vGPU quota are serialised, so two cannot
@@ -100,7 +101,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	}
 	pod, err := b.api.Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return waited, fmt.Errorf("pod %s/%s no longer exists", args.PodNamespace, args.PodName)
+		return waited, because(ReasonPodChanged, fmt.Errorf("pod %s/%s no longer exists", args.PodNamespace, args.PodName))
 	}
 	if err != nil {
 		return waited, fmt.Errorf("get pod %s/%s: %w", args.PodNamespace, args.PodName, err)
@@ -156,7 +157,7 @@ func (b *Binder) request(pod *slimpod.Pod, uid types.UID) (fit.Request, error) {
 	}
 	req, _, err := requestFor(pod, b.cfg.Defaults)
 	if err != nil {
-		return fit.Request{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return fit.Request{}, because(ReasonNotBindable, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	return req, nil
 }
@@ -173,7 +174,7 @@ func (b *Binder) book(nodeName string, pod *slimpod.Pod, req fit.Request, h *hel
 		pl, reason = fit.Place(node, req, b.cfg.Defaults.Options)
 	}
 	if reason != nil {
-		return protocol.Assignment{}, "", fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text)
+		return protocol.Assignment{}, "", because(ReasonNoLongerFits, fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text))
 	}
 	if err := b.checkQuota(pod, pl, node); err != nil {
 		return protocol.Assignment{}, "", err
@@ -184,12 +185,12 @@ func (b *Binder) book(nodeName string, pod *slimpod.Pod, req fit.Request, h *hel
 		return protocol.Assignment{}, "", fmt.Errorf("encode assignment of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if err := b.fence(); err != nil {
-		return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
+		return protocol.Assignment{}, "", because(ReasonNotLeader, fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err))
 	}
 	// Booked first, so the next filter already counts the pod.
 	token, ok := b.books.Book(pod, a, raw, h.token)
 	if !ok {
-		return protocol.Assignment{}, "", fmt.Errorf("pod %s/%s: another bind of it is still under way; kube-scheduler retries it", pod.Namespace, pod.Name)
+		return protocol.Assignment{}, "", because(ReasonInProgress, fmt.Errorf("pod %s/%s: another bind of it is still under way; kube-scheduler retries it", pod.Namespace, pod.Name))
 	}
 	h.token = token
 	return a, raw, nil
@@ -202,15 +203,15 @@ func (b *Binder) bindable(pod *slimpod.Pod, uid types.UID) error {
 	id := pod.Namespace + "/" + pod.Name
 	switch {
 	case pod.UID != uid:
-		return fmt.Errorf("pod %s was recreated (uid %s, scheduler asked for %s)", id, pod.UID, uid)
+		return because(ReasonPodChanged, fmt.Errorf("pod %s was recreated (uid %s, scheduler asked for %s)", id, pod.UID, uid))
 	case pod.NodeName != "":
-		return fmt.Errorf("pod %s is already bound to %s; vgpud binds only pods without a node", id, pod.NodeName)
+		return because(ReasonPodChanged, fmt.Errorf("pod %s is already bound to %s; vgpud binds only pods without a node", id, pod.NodeName))
 	case pod.SchedulerName != b.cfg.Scheduler:
-		return fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.SchedulerName, b.cfg.Scheduler)
+		return because(ReasonNotBindable, fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.SchedulerName, b.cfg.Scheduler))
 	case pod.Terminated() || pod.DeletionTimestamp != nil:
-		return fmt.Errorf("pod %s is finished or being deleted", id)
+		return because(ReasonPodChanged, fmt.Errorf("pod %s is finished or being deleted", id))
 	}
-	return carriesNoAssignment(pod)
+	return because(ReasonNotBindable, carriesNoAssignment(pod))
 }
 
 // carriesNoAssignment refuses a pod that already carries an assignment.
@@ -278,7 +279,7 @@ func (b *Binder) commit(ctx context.Context, pod *slimpod.Pod, a protocol.Assign
 	if err := b.api.Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
-			return fmt.Errorf("bind pod %s/%s to %s: %w: %w", pod.Namespace, pod.Name, a.Node, errStale, err)
+			return because(ReasonPodChanged, fmt.Errorf("bind pod %s/%s to %s: %w: %w", pod.Namespace, pod.Name, a.Node, errStale, err))
 		case b.boundAnyway(pod, a.Node, raw):
 			// The Binding landed though its answer was lost (a timeout):
 			// the pod runs there, and its assignment must stay booked.
@@ -286,8 +287,10 @@ func (b *Binder) commit(ctx context.Context, pod *slimpod.Pod, a protocol.Assign
 		case unanswered(err):
 			b.books.MarkBound(pod.UID, a.Node)
 			b.startSettle(func() { b.settle(pod, a.Node, raw, token) })
-			return fmt.Errorf("bind pod %s/%s to %s: %w: %w; its room there, and the node for other binds, stay held for up to %s until vgpud can tell",
-				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.UnansweredHold)
+			return because(ReasonUnanswered, fmt.Errorf("bind pod %s/%s to %s: %w: %w; its room there, and the node for other binds, stay held for up to %s until vgpud can tell",
+				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.UnansweredHold))
+		case apierrors.IsNotFound(err):
+			return because(ReasonPodChanged, fmt.Errorf("bind pod %s/%s to %s: the pod is gone: %w", pod.Namespace, pod.Name, a.Node, err))
 		default:
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}

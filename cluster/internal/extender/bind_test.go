@@ -65,6 +65,8 @@ type bindEnv struct {
 	// term is the binder's term of leadership; the test's end ends it.
 	term    context.Context
 	endTerm context.CancelFunc
+	// observed is each bind's "outcome/reason", as the metrics are told.
+	observed chan string
 }
 
 // newFakeClockBindEnv is newBindEnv with a fake clock: the test steps
@@ -97,7 +99,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
-	e := &bindEnv{kube: kube, books: books.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk}
+	e := &bindEnv{kube: kube, books: books.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk, observed: make(chan string, 100)}
 	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
@@ -143,7 +145,13 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 	e.term, e.endTerm = context.WithCancel(context.Background())
 	t.Cleanup(e.endTerm)
 	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait, UnansweredHold: time.Minute},
-		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Observe: func(outcome, reason string, _ time.Duration) {
+				select {
+				case e.observed <- outcome + "/" + reason:
+				default: // the fuzz test binds more than anyone reads
+				}
+			}})
 	return e
 }
 
@@ -985,4 +993,55 @@ func usedMiB(u podmodel.Usage, err error) int64 {
 		return -1
 	}
 	return u.MemMiB
+}
+
+// Every bind is counted with why: a tenant's quota refusal, or a pod that
+// changed under the bind, is a refusal, never a failure of vgpud's
+// (which VgpudBindsFailing alerts on).
+func TestBindCountsEachOutcomeWithItsReason(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"), bindPod("big", "2000"), bindPod("conflicted", "1"), bindPod("bad", "1"), bindPod("fenced", "1"))
+	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		b, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
+		switch {
+		case a.GetSubresource() != "binding" || !ok:
+			return false, nil, nil
+		case b.Name == "conflicted":
+			return true, nil, apierrors.NewConflict(corev1.Resource("pods"), b.Name, errors.New("the object has been modified"))
+		case b.Name == "bad":
+			return true, nil, apierrors.NewBadRequest("node n1 is gone")
+		}
+		return false, nil, nil
+	})
+	for _, tc := range []struct{ pod, want string }{
+		{"p1", "bound/bound"},
+		{"gone", "refused/pod_changed"},
+		{"conflicted", "refused/pod_changed"},
+		{"bad", "failed/api_error"},
+	} {
+		if tc.pod == "p1" {
+			e.bind(tc.pod)
+			<-e.bindings
+			e.allocated(t, "p1")
+		} else if msg := e.bind(tc.pod); msg == "" {
+			t.Fatalf("%s bound; want %s", tc.pod, tc.want)
+		}
+		if got := <-e.observed; got != tc.want {
+			t.Errorf("bind of %s counted as %s, want %s", tc.pod, got, tc.want)
+		}
+	}
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 5000}}
+	if msg := e.bind("big"); msg == "" {
+		t.Fatal("bound past the quota")
+	}
+	if got := <-e.observed; got != "refused/quota" {
+		t.Errorf("bind past the quota counted as %s, want refused/quota", got)
+	}
+	e.limits["ai"] = podmodel.Quota{}
+	e.fences.Store(0)
+	if msg := e.bind("fenced"); msg == "" {
+		t.Fatal("bound without the Lease")
+	}
+	if got := <-e.observed; got != "failed/not_leader" {
+		t.Errorf("bind without the Lease counted as %s, want failed/not_leader", got)
+	}
 }

@@ -82,9 +82,9 @@ type Binder struct {
 	fitLocks   map[string]*sync.Mutex // held to fit and book a pod on the node
 	queue      bindQueue
 
-	// observe is told of every bind's outcome and how long it waited for
-	// the node's in-flight pod (metrics).
-	observe func(ok bool, waited time.Duration)
+	// observe is told of every bind's outcome and reason (bindreason.go)
+	// and how long it waited for the node's in-flight pod (metrics).
+	observe func(outcome, reason string, waited time.Duration)
 }
 
 // BinderDeps are a Binder's dependencies. Lookup, Limits, Fence, Events,
@@ -98,7 +98,7 @@ type BinderDeps struct {
 	Limits  Limits
 	Fence   Fence
 	Events  func(pod *corev1.Pod, reason, message string)
-	Observe func(ok bool, waited time.Duration)
+	Observe func(outcome, reason string, waited time.Duration)
 	Clock   clock.WithTicker
 	Log     *slog.Logger
 }
@@ -110,7 +110,7 @@ func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
 		d.Events = func(*corev1.Pod, string, string) {}
 	}
 	if d.Observe == nil {
-		d.Observe = func(bool, time.Duration) {}
+		d.Observe = func(string, string, time.Duration) {}
 	}
 	if d.Fence == nil {
 		d.Fence = func() error { return nil }

@@ -58,7 +58,7 @@ func (b *Binder) checkQuota(pod *slimpod.Pod, pl podmodel.Placement, node fit.No
 		return protocol.GPU{}, false
 	})
 	if msg := podmodel.CheckQuota(pod.Namespace, q, charge, b.cfg.Names); msg != "" {
-		return fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg)
+		return because(ReasonQuota, fmt.Errorf("pod %s/%s not bound: %s", pod.Namespace, pod.Name, msg))
 	}
 	return nil
 }

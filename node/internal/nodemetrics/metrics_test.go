@@ -53,14 +53,18 @@ func TestGPUSamples(t *testing.T) {
 		return []gpu.Sample{{UUID: "GPU-a", UtilizationPercent: util, MemoryUsedMiB: 1200, MemoryTotalMiB: 40960}}
 	})
 	want := `
-# HELP vgpud_node_gpu_utilization_percent Percent of the last NVML sample period in which the GPU's SMs were busy, whoever ran there.
-# TYPE vgpud_node_gpu_utilization_percent gauge
-vgpud_node_gpu_utilization_percent{uuid="GPU-a"} 41
-# HELP vgpud_node_gpu_memory_used_mib GPU memory in use, as NVML reports it.
+# HELP vgpud_node_gpu_utilization_ratio Share of the last NVML sample period in which the GPU's SMs were busy, whoever ran there, 0..1.
+# TYPE vgpud_node_gpu_utilization_ratio gauge
+vgpud_node_gpu_utilization_ratio{uuid="GPU-a"} 0.41
+# HELP vgpud_node_gpu_memory_used_bytes GPU memory in use, as NVML reports it.
+# TYPE vgpud_node_gpu_memory_used_bytes gauge
+vgpud_node_gpu_memory_used_bytes{uuid="GPU-a"} 1.2582912e+09
+# HELP vgpud_node_gpu_memory_used_mib Deprecated: vgpud_node_gpu_memory_used_bytes in the old unit; removed in the next release.
 # TYPE vgpud_node_gpu_memory_used_mib gauge
 vgpud_node_gpu_memory_used_mib{uuid="GPU-a"} 1200
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vgpud_node_gpu_utilization_percent", "vgpud_node_gpu_memory_used_mib"); err != nil {
+	// The old name beside the new for one release.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vgpud_node_gpu_utilization_ratio", "vgpud_node_gpu_memory_used_bytes", "vgpud_node_gpu_memory_used_mib"); err != nil {
 		t.Fatal(err)
 	}
 }

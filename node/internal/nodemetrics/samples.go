@@ -14,22 +14,32 @@ type samplesCollector struct {
 	mu     sync.Mutex
 	sample func() []gpu.Sample
 
-	util, used, total *prometheus.Desc
+	// Each under its name in base units and, for one release, its old
+	// name in percent or MiB.
+	util, used, total, oldUtil, oldUsed, oldTotal *prometheus.Desc
 }
+
+const bytesPerMiB = 1 << 20
 
 func newSamplesCollector() *samplesCollector {
 	l := []string{"uuid"}
+	deprecated := func(name, now string) *prometheus.Desc {
+		return prometheus.NewDesc(name, "Deprecated: "+now+" in the old unit; removed in the next release.", l, nil)
+	}
 	return &samplesCollector{
-		util:  prometheus.NewDesc("vgpud_node_gpu_utilization_percent", "Percent of the last NVML sample period in which the GPU's SMs were busy, whoever ran there.", l, nil),
-		used:  prometheus.NewDesc("vgpud_node_gpu_memory_used_mib", "GPU memory in use, as NVML reports it.", l, nil),
-		total: prometheus.NewDesc("vgpud_node_gpu_memory_total_mib", "GPU memory, as NVML reports it.", l, nil),
+		util:     prometheus.NewDesc("vgpud_node_gpu_utilization_ratio", "Share of the last NVML sample period in which the GPU's SMs were busy, whoever ran there, 0..1.", l, nil),
+		used:     prometheus.NewDesc("vgpud_node_gpu_memory_used_bytes", "GPU memory in use, as NVML reports it.", l, nil),
+		total:    prometheus.NewDesc("vgpud_node_gpu_memory_total_bytes", "GPU memory, as NVML reports it.", l, nil),
+		oldUtil:  deprecated("vgpud_node_gpu_utilization_percent", "vgpud_node_gpu_utilization_ratio"),
+		oldUsed:  deprecated("vgpud_node_gpu_memory_used_mib", "vgpud_node_gpu_memory_used_bytes"),
+		oldTotal: deprecated("vgpud_node_gpu_memory_total_mib", "vgpud_node_gpu_memory_total_bytes"),
 	}
 }
 
 func (c *samplesCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.util
-	ch <- c.used
-	ch <- c.total
+	for _, d := range []*prometheus.Desc{c.util, c.used, c.total, c.oldUtil, c.oldUsed, c.oldTotal} {
+		ch <- d
+	}
 }
 
 func (c *samplesCollector) Collect(ch chan<- prometheus.Metric) {
@@ -39,10 +49,16 @@ func (c *samplesCollector) Collect(ch chan<- prometheus.Metric) {
 	if sample == nil {
 		return
 	}
+	gauge := func(d *prometheus.Desc, v float64, uuid string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, uuid)
+	}
 	for _, s := range sample() {
-		ch <- prometheus.MustNewConstMetric(c.util, prometheus.GaugeValue, float64(s.UtilizationPercent), s.UUID)
-		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(s.MemoryUsedMiB), s.UUID)
-		ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(s.MemoryTotalMiB), s.UUID)
+		gauge(c.util, float64(s.UtilizationPercent)/100, s.UUID)
+		gauge(c.used, float64(s.MemoryUsedMiB)*bytesPerMiB, s.UUID)
+		gauge(c.total, float64(s.MemoryTotalMiB)*bytesPerMiB, s.UUID)
+		gauge(c.oldUtil, float64(s.UtilizationPercent), s.UUID)
+		gauge(c.oldUsed, float64(s.MemoryUsedMiB), s.UUID)
+		gauge(c.oldTotal, float64(s.MemoryTotalMiB), s.UUID)
 	}
 }
 

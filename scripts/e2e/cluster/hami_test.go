@@ -139,7 +139,7 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 		if err != nil {
 			return err
 		}
-		mem, _, err := harness.MetricSums(strings.NewReader(raw), "vgpud_gpu_allocated_memory_mib", func(l map[string]string) string {
+		mem, _, err := harness.MetricSums(strings.NewReader(raw), "vgpud_gpu_allocated_memory_bytes", func(l map[string]string) string {
 			if l["node"] != node {
 				return ""
 			}
@@ -149,7 +149,7 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 			return err
 		}
 		for i, want := range []int64{gpus[0].MemoryMiB, gpus[1].MemoryMiB - 3000, gpus[2].MemoryMiB, 0} {
-			if got := int64(mem[gpus[i].UUID]); got != want {
+			if got := int64(mem[gpus[i].UUID]) >> 20; got != want {
 				return fmt.Errorf("GPU %d (%s): %d MiB allocated, want %d", i, gpus[i].UUID, got, want)
 			}
 		}

@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -116,17 +117,47 @@ func monitoring(t *testing.T, e env, nodes []string) {
 			Title   string
 			Targets []struct{ Expr string }
 		}
+		Templating struct {
+			List []struct{ Name, Type, Definition, AllValue string }
+		}
 	}
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatal(err)
 	}
+	// The node and namespace variables offer values (label_values is
+	// Grafana's; the query behind it is a count by the label), and every
+	// panel is queried as a user who chose "All" sees it.
+	all := []string{"$__rate_interval", "1m"}
+	labelValues := regexp.MustCompile(`^label_values\((\w+), (\w+)\)$`)
+	for _, v := range dash.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(v.Definition)
+		if m == nil {
+			t.Fatalf("variable %s: %q is not label_values(metric, label)", v.Name, v.Definition)
+		}
+		var res []promSample
+		if err := harness.Poll(60*time.Second, func() error {
+			var err error
+			if res, err = prom.query(fmt.Sprintf("count by (%s) (%s)", m[2], m[1])); err == nil && len(res) == 0 {
+				err = errors.New("no values")
+			}
+			return err
+		}); err != nil {
+			t.Errorf("variable %s (%s): %v", v.Name, v.Definition, err)
+		}
+		t.Logf("variable %s offers %d values", v.Name, len(res))
+		all = append(all, "$"+v.Name, v.AllValue)
+	}
+	asAll := strings.NewReplacer(all...)
 	queries, panels := 0, 0
 	for _, p := range dash.Panels {
 		if len(p.Targets) > 0 {
 			panels++
 		}
 		for _, target := range p.Targets {
-			expr := strings.ReplaceAll(target.Expr, "$__rate_interval", "1m")
+			expr := asAll.Replace(target.Expr)
 			queries++
 			var res []promSample
 			err := harness.Poll(60*time.Second, func() error {

@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -591,9 +592,9 @@ func (e env) booksMatch() error {
 	}
 	books := map[string]*use{}
 	fields := map[string]func(u *use, v float64){
-		"vgpud_gpu_allocated_memory_mib": func(u *use, v float64) { u.MemMiB = int64(v) },
-		"vgpud_gpu_allocated_cores":      func(u *use, v float64) { u.Cores = int(v) },
-		"vgpud_gpu_allocated_slots":      func(u *use, v float64) { u.Slices = int(v) },
+		"vgpud_gpu_allocated_memory_bytes": func(u *use, v float64) { u.MemMiB = int64(v) >> 20 },
+		"vgpud_gpu_allocated_cores_ratio":  func(u *use, v float64) { u.Cores = int(math.Round(v * 100)) },
+		"vgpud_gpu_allocated_slots":        func(u *use, v float64) { u.Slices = int(v) },
 	}
 	for metric, set := range fields {
 		values, _, err := harness.MetricSums(strings.NewReader(raw), metric, func(l map[string]string) string { return l["uuid"] })
