@@ -57,14 +57,17 @@ manifests:
 	bin/image pin --image "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)") <manifests/vgpud.yaml >bin/vgpud.yaml
 	@echo "bin/vgpud.yaml: vgpud as $$(grep -m1 -o 'image: .*vgpud.*' bin/vgpud.yaml | cut -d' ' -f2)"
 
-# Fast tests: no cluster, no root.
+# Fast tests: no cluster, no root. scripts/promcheck is its own module
+# (Prometheus's discovery and the Operator's types, kept out of go.mod).
 unit:
 	$(GO) test -count=1 $(PKGS)
+	cd scripts/promcheck && $(GO) test -count=1 ./...
 
 # The tagged suites (scripts/e2e, scripts/e2e/cluster, scripts/bench) are
 # vetted too, and the stand-in for a newer release (skewnext).
 vet:
 	$(GO) vet $(PKGS)
+	cd scripts/promcheck && $(GO) vet ./...
 	$(GO) vet -tags e2e,bench,skewnext $(PKGS)
 
 fmt-check:

@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,6 +107,28 @@ func slotCharge(t *testing.T, e env, ns string) {
 		t.Fatalf("squat-2 bound past the gpucores quota: %v", err)
 	}
 	t.Logf("squat-2 refused at bind: %s", coreMsg)
+
+	// Counted as the tenant's refusals, not vgpud's failures: they never
+	// page (VgpudBindsFailing).
+	harness.Eventually(t, 30*time.Second, "the leader counts the quota refusals", func() error {
+		leader, err := e.leader()
+		if err != nil {
+			return err
+		}
+		raw, err := e.scrape(leader)
+		if err != nil {
+			return err
+		}
+		binds, _, err := harness.MetricSums(strings.NewReader(raw), "vgpud_binds_total", func(l map[string]string) string { return l["outcome"] + "/" + l["reason"] })
+		if err != nil {
+			return err
+		}
+		if binds["refused/quota"] < 2 {
+			return fmt.Errorf("vgpud_binds_total by outcome/reason: %v; want refused/quota at least 2", binds)
+		}
+		t.Logf("vgpud_binds_total{outcome=\"refused\",reason=\"quota\"} %v on %s", binds["refused/quota"], leader.Name)
+		return nil
+	})
 }
 
 // inventoryGPU is the GPU uuid of node's vgpud inventory.

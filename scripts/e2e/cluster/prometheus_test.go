@@ -254,15 +254,17 @@ func (e env) startPrometheus(t *testing.T, dir string) prometheus {
 	}
 	job := cfg["scrape_configs"].([]any)[0].(map[string]any)
 	job["authorization"] = map[string]any{"credentials_file": filepath.Join(work, "token")}
-	// Debian builds Prometheus without Kubernetes discovery: the pods
-	// kubernetes_sd would find are written to a file in its place, with
-	// the meta labels it gives them, for the job's own relabelling.
+	// Debian builds Prometheus without Kubernetes discovery: Prometheus's
+	// own discovery code runs the job's kubernetes_sd_configs from
+	// outside the cluster (scripts/promcheck, its one change the
+	// kubeconfig) and hands what it finds, meta labels and all, to this
+	// Prometheus through a file, for the job's own relabelling.
 	if _, ok := job["kubernetes_sd_configs"]; !ok {
 		t.Fatal("scrape.yaml's job has no kubernetes_sd_configs")
 	}
 	delete(job, "kubernetes_sd_configs")
 	targets := filepath.Join(work, "targets.json")
-	e.writeTargets(t, targets)
+	e.discover(t, filepath.Join(dir, "scrape.yaml"), targets)
 	job["file_sd_configs"] = []any{map[string]any{"files": []string{targets}, "refresh_interval": "2s"}}
 	job["scrape_interval"] = "2s"
 	cfg["global"] = map[string]any{"scrape_interval": "2s", "evaluation_interval": "2s"}
@@ -316,48 +318,50 @@ func (e env) startPrometheus(t *testing.T, dir string) prometheus {
 	return p
 }
 
-// writeTargets writes, as file_sd JSON, what Kubernetes pod discovery
-// finds in vgpud-system: a target per pod and container port, with its
-// meta labels.
-func (e env) writeTargets(t *testing.T, path string) {
+// discover runs Prometheus's Kubernetes discovery with scrape's job
+// (scripts/promcheck, built on first use) until the test ends, writing
+// what it finds to targets as file_sd JSON.
+func (e env) discover(t *testing.T, scrape, targets string) {
 	t.Helper()
-	pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{})
+	bin := filepath.Join(t.TempDir(), "promcheck")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(e.scripts, "promcheck")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build scripts/promcheck: %v\n%s", err, out)
+	}
+	log, err := os.Create(targets + ".log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	type group struct {
-		Targets []string          `json:"targets"`
-		Labels  map[string]string `json:"labels"`
+	cmd := exec.Command(bin, "-scrape", scrape, "-job", "vgpud", "-kubeconfig", e.kubeconfig, "-out", targets)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	var groups []group
-	for _, p := range pods.Items {
-		if p.Status.PodIP == "" {
-			continue
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("promcheck log:\n%s", b)
 		}
-		for _, c := range p.Spec.Containers {
-			for _, port := range c.Ports {
-				labels := map[string]string{
-					"__meta_kubernetes_pod_name":                p.Name,
-					"__meta_kubernetes_pod_node_name":           p.Spec.NodeName,
-					"__meta_kubernetes_pod_container_port_name": port.Name,
-				}
-				for k, v := range p.Labels {
-					labels["__meta_kubernetes_pod_label_"+regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(k, "_")] = v
-				}
-				groups = append(groups, group{Targets: []string{fmt.Sprintf("%s:%d", p.Status.PodIP, port.ContainerPort)}, Labels: labels})
-			}
+	})
+	harness.Eventually(t, 60*time.Second, "Kubernetes discovery finds vgpud's pods", func() error {
+		raw, err := os.ReadFile(targets)
+		if err != nil {
+			return err
 		}
-	}
-	raw, err := json.Marshal(groups)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path+".tmp", raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
+		var groups []struct{ Targets []string }
+		if err := json.Unmarshal(raw, &groups); err != nil {
+			return err
+		}
+		if len(groups) == 0 {
+			return errors.New("no targets yet")
+		}
+		t.Logf("Kubernetes discovery: %d targets in vgpud-system", len(groups))
+		return nil
+	})
 }
 
 // query evaluates an instant PromQL query.
