@@ -48,7 +48,10 @@ func main() {
 // an error, 2 for invalid settings.
 func runMain(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	args = asKubectlPlugin(args)
+	if isKubectlPlugin(args) {
+		cfg := defaultConfig()
+		app = newPluginApp(stdout, stderr, cfg.SchedulerName, cfg.Resources)
+	}
 	if err := app.Run(args); err != nil {
 		fmt.Fprintln(stderr, "vgpud:", err)
 		var ec cli.ExitCoder
@@ -96,19 +99,23 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			{
 				Name:  "inspect",
 				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon; with --cluster, every node's and namespace's, read from the API",
-				Flags: []cli.Flag{
-					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig"},
-					&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig for --cluster; empty: $KUBECONFIG, ~/.kube/config, or in a pod its ServiceAccount"},
-					&cli.StringFlag{Name: "scheduler-name", Value: cfg.SchedulerName, Usage: "vgpud's kube-scheduler profile, for --cluster: only its pods' assignments are booked"},
+				Flags: append([]cli.Flag{
+					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"},
+				}, append(viewFlags(cfg.SchedulerName),
 					withEnv([]cli.Flag{inspectCfg.InspectSocketFlag()})[0],
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
 					&cli.StringFlag{Name: "mock-process", Usage: "`GPU:PID:MiB[:SM%]` (GPU by index or UUID, PID on the host): declare that a process uses the GPU, to test usage sampling and enforcement; MiB 0 takes it off; mock and fake backends only"},
-				},
+				)...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("cluster") {
-						return cluster.Inspect(c.Context, c.String("kubeconfig"), "vgpud-inspect/"+version, c.String("scheduler-name"), cfg.Resources, c.Bool("json"), stdout)
+						return cluster.Inspect(c.Context, viewOptions(c), cfg.Resources, stdout)
+					}
+					for _, f := range []string{"context", "namespace", "node", "output"} {
+						if c.IsSet(f) {
+							return cli.Exit("--"+f+" is for the cluster view: vgpud inspect --cluster, or kubectl vgpud", 2)
+						}
 					}
 					if spec := c.String("inject-xid"); spec != "" {
 						return node.InjectXID(c.Context, inspectCfg.InspectSocket, spec, stdout)

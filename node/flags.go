@@ -39,7 +39,7 @@ const (
 // InspectSocketFlag is --inspect-socket, which `vgpud inspect` shares
 // with the role.
 func (c *Config) InspectSocketFlag() cli.Flag {
-	return &cli.StringFlag{Name: flagInspectSocket, Usage: "unix socket that `vgpud inspect` reads", Value: c.InspectSocket, Destination: &c.InspectSocket}
+	return &cli.StringFlag{Name: flagInspectSocket, Usage: "unix socket that vgpud inspect reads", Value: c.InspectSocket, Destination: &c.InspectSocket}
 }
 
 // Flags are the node role's settings, bound to c. A list flag replaces

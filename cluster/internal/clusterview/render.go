@@ -10,10 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
-// Render prints v as the tables `vgpud inspect --cluster` shows.
-func Render(w io.Writer, v View) error {
+// Render prints v as the tables `kubectl vgpud` shows; wide adds each
+// GPU's UUID and how its node tells which pod a container is (-o wide).
+func Render(w io.Writer, v View, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tMEMORY MiB\tFREE MiB\tCORES %\tSLICES\tHEALTH\tPODS")
+	if wide {
+		fmt.Fprintln(tw, "NODE\tGPU\tUUID\tMODEL\tMEMORY MiB\tFREE MiB\tCORES %\tSLICES\tHEALTH\tIDENTITY\tPODS")
+	} else {
+		fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tMEMORY MiB\tFREE MiB\tCORES %\tSLICES\tHEALTH\tPODS")
+	}
 	for _, n := range v.Nodes {
 		name := n.Name
 		if n.Plugin != "" && n.Plugin != "serving" {
@@ -28,18 +33,36 @@ func Render(w io.Writer, v View) error {
 			if g.Exclusive {
 				free = 0
 			}
+			if wide {
+				identity := n.Identity
+				if identity == "" {
+					identity = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%d\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, g.Index, g.UUID, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
+					g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, identity, strings.Join(g.Pods, ", "))
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%d\t%d/%d\t%d/%d\t%s\t%s\n", name, g.Index, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
 				g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, strings.Join(g.Pods, ", "))
 		}
 	}
 	if len(v.Nodes) == 0 {
-		fmt.Fprintln(tw, "no node has vgpud's inventory (vgpud.io/gpus)")
+		switch {
+		case v.Namespace != "":
+			fmt.Fprintf(tw, "no GPU holds a pod of namespace %s\n", v.Namespace)
+		case v.Node != "":
+			fmt.Fprintf(tw, "node %s has no vgpud inventory (vgpud.io/gpus)\n", v.Node)
+		default:
+			fmt.Fprintln(tw, "no node has vgpud's inventory (vgpud.io/gpus)")
+		}
 	}
 	renderUse(tw, v.Nodes)
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "NAMESPACE\tGPUMEM MiB CHARGED\tLEFT\tGPUCORES CHARGED\tLEFT")
-	for _, ns := range v.Namespaces {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", ns.Name, ns.MemoryUsedMiB, left(ns.MemoryLimit, ns.MemoryUsedMiB), ns.CoresUsed, left(ns.CoresLimit, int64(ns.CoresUsed)))
+	if v.Node == "" {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "NAMESPACE\tGPUMEM MiB CHARGED\tLEFT\tGPUCORES CHARGED\tLEFT")
+		for _, ns := range v.Namespaces {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", ns.Name, ns.MemoryUsedMiB, left(ns.MemoryLimit, ns.MemoryUsedMiB), ns.CoresUsed, left(ns.CoresLimit, int64(ns.CoresUsed)))
+		}
 	}
 	if len(v.HAMi) > 0 {
 		fmt.Fprintln(tw)

@@ -33,6 +33,9 @@ type View struct {
 	Problems []string `json:"problems,omitempty"`
 	// At is when the view was read, which ages are counted from.
 	At time.Time `json:"at"`
+	// Namespace and Node say what the view was narrowed to (Filter).
+	Namespace string `json:"namespace,omitempty"`
+	Node      string `json:"node,omitempty"`
 }
 
 // HAMiRecord is one pod HAMi placed, as booked from its record.

@@ -97,7 +97,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("problems %q", v.Problems)
 	}
 	var out bytes.Buffer
-	if err := Render(&out, v); err != nil {
+	if err := Render(&out, v, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"n1    1    A100   1/40960", "ml/whole", "ml         40960", "9040 of 50000", "not booked: pod ml/forged"} {
@@ -143,7 +143,7 @@ func TestBuildCountsHAMiRecords(t *testing.T) {
 	v.At = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	v.HAMi[0].Created = metav1.NewTime(v.At.Add(-400 * 24 * time.Hour))
 	var out bytes.Buffer
-	if err := Render(&out, v); err != nil {
+	if err := Render(&out, v, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "BOOKED FROM HAMI'S RECORD") || !regexp.MustCompile(`old/placed\s+n1\s+400d\s+2025-10-23T00:00:00Z\s+GPU-a0 40960/100%, GPU-a1 2000/10%`).MatchString(out.String()) {
@@ -167,7 +167,7 @@ func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
 		t.Fatalf("use %+v, %+v; problems %v", v.Nodes[0].Use, v.Nodes[1].Use, v.Problems)
 	}
 	var b strings.Builder
-	if err := Render(&b, v); err != nil {
+	if err := Render(&b, v, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"n1 (enforce)", "t/greedy", "960/1000", "35/20", "unattributed", "2944/-"} {

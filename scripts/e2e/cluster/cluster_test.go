@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/cluster"
 	vgpudnode "github.com/vgpud/vgpud/node"
@@ -182,6 +183,26 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("kubectl vgpud: %v", err)
 		}
 		t.Logf("kubectl vgpud:\n%s", table)
+		// As one who holds only the shipped vgpud-viewer ClusterRole,
+		// through a second context of the kubeconfig, narrowed to the
+		// namespace and the node, as YAML; then -o wide.
+		kc := e.viewerKubeconfig(t)
+		out = e.kubectlVgpud(t, "--kubeconfig", kc, "--context", "vgpud-viewer", "-n", ns, "--node", node, "-o", "yaml")
+		var narrow cluster.View
+		if err := yaml.Unmarshal([]byte(out), &narrow); err != nil {
+			t.Fatalf("kubectl vgpud -o yaml: %v: %.300s", err, out)
+		}
+		if len(narrow.Nodes) != 1 || narrow.Nodes[0].Name != node || narrow.Node != node || narrow.Namespace != ns || len(narrow.Namespaces) != 0 ||
+			!slices.ContainsFunc(narrow.Nodes[0].GPUs, func(vg cluster.BookedGPU) bool {
+				return vg.UUID == g.UUID && slices.Equal(vg.Pods, []string{ns + "/one"})
+			}) {
+			t.Fatalf("kubectl vgpud --context vgpud-viewer -n %s --node %s -o yaml:\n%s", ns, node, out)
+		}
+		wide := e.kubectlVgpud(t, "--kubeconfig", kc, "--context", "vgpud-viewer", "-n", ns, "-o", "wide")
+		if err := harness.Contains(wide, "UUID", g.UUID, "IDENTITY", ns+"/one"); err != nil {
+			t.Fatalf("kubectl vgpud -n %s -o wide: %v", ns, err)
+		}
+		t.Logf("as vgpud-viewer, -n %s -o wide:\n%s", ns, wide)
 	})
 
 	t.Run("c burst", func(t *testing.T) {

@@ -21,10 +21,15 @@ import (
 
 	"github.com/vgpud/vgpud/scripts/harness"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	vgpudnode "github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol"
@@ -278,20 +283,60 @@ func (e env) dump(t *testing.T, ns string) {
 	}
 }
 
-// kubectlVgpud runs `kubectl vgpud` from this machine with the admin
+// kubectlVgpud runs `kubectl vgpud ARGS` from this machine with the admin
 // kubeconfig, the built vgpud linked as kubectl-vgpud on PATH, as a user
-// installs the plugin; it returns the table.
-func (e env) kubectlVgpud(t *testing.T) string {
+// installs the plugin; it returns what it printed.
+func (e env) kubectlVgpud(t *testing.T, args ...string) string {
 	t.Helper()
 	plugins := t.TempDir()
 	if err := os.Symlink(filepath.Join(e.scripts, "..", "bin", "vgpud"), filepath.Join(plugins, "kubectl-vgpud")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("kubectl", "vgpud")
+	cmd := exec.Command("kubectl", append([]string{"vgpud"}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig, "PATH="+plugins+":"+os.Getenv("PATH"))
 	table, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl vgpud: %v: %s", err, table)
+		t.Fatalf("kubectl vgpud %s: %v: %s", strings.Join(args, " "), err, table)
 	}
 	return string(table)
+}
+
+// viewerKubeconfig writes a copy of the admin kubeconfig with a second
+// context, vgpud-viewer: a ServiceAccount bound to the shipped
+// vgpud-viewer ClusterRole and nothing else.
+func (e env) viewerKubeconfig(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	const name = "e2e-vgpud-viewer"
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	if _, err := e.kube.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "vgpud-viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: "default"}},
+	}
+	if _, err := e.kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tok, err := e.kube.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := cfg.Contexts[cfg.CurrentContext]
+	if admin == nil {
+		t.Fatalf("%s has no current context", e.kubeconfig)
+	}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["vgpud-viewer"] = &clientcmdapi.Context{Cluster: admin.Cluster, AuthInfo: name}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
