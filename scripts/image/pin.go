@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
+	"regexp"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// placeholder is the image manifests/vgpud.yaml names until pinned.
-const placeholder = "ghcr.io/vgpud/vgpud:dev"
+// released is the image manifests/vgpud.yaml names, at its release's tag,
+// until pinned to what was pushed.
+var released = regexp.MustCompile(`(?m)^(\s*image: )ghcr\.io/vgpud/vgpud:[^\s@]+(@sha256:[0-9a-f]+)?$`)
 
 // pinManifest copies the manifest on in to out with vgpud's image
 // replaced by image pinned to the digest the registry holds for it.
@@ -53,11 +54,12 @@ func resolve(ctx context.Context, image, ca string) (string, error) {
 	return ref.Name() + "@" + desc.Digest.String(), nil
 }
 
-// pin replaces every use of the placeholder image in manifest with ref.
+// pin replaces every use of vgpud's released image in manifest with ref.
 func pin(manifest, ref string) (string, error) {
-	old := "image: " + placeholder
-	if !strings.Contains(manifest, old) {
-		return "", fmt.Errorf("no %q in the manifest on stdin; pin reads manifests/vgpud.yaml or an overlay of it", old)
+	if !released.MatchString(manifest) {
+		return "", fmt.Errorf("no image: ghcr.io/vgpud/vgpud:<tag> in the manifest on stdin; pin reads manifests/vgpud.yaml or an overlay of it")
 	}
-	return strings.ReplaceAll(manifest, old, "image: "+ref), nil
+	return released.ReplaceAllStringFunc(manifest, func(line string) string {
+		return released.FindStringSubmatch(line)[1] + ref
+	}), nil
 }
