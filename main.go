@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/discovery"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -192,7 +193,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.PodNamespace, kube.coordination)
 	if cfg.runs(roleCluster) {
 		role := cluster.NewRole(cfg.Cluster, cluster.Pod{Name: cfg.PodName, Namespace: cfg.PodNamespace, Node: cfg.NodeName}, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
-			cluster.API{Core: kube.core, Leases: kube.coordination, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps},
+			cluster.API{Core: kube.core, Leases: kube.coordination, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps, ServerVersion: kube.discovery.ServerVersion},
 			reg, clock.RealClock{}, log.With("role", roleCluster))
 		status = role
 		g.Go(func() error { return role.Run(ctx) })
@@ -220,6 +221,7 @@ type kubeClients struct {
 	apps         *appsv1client.AppsV1Client
 	authn        *authnv1client.AuthenticationV1Client
 	authz        *authzv1client.AuthorizationV1Client
+	discovery    *discovery.DiscoveryClient
 }
 
 // newKubeClient builds the process's clients, sharing one connection pool
@@ -256,6 +258,9 @@ func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) htt
 		return kubeClients{}, fmt.Errorf("kubernetes client: %w", err)
 	}
 	var c kubeClients
+	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(rc, hc); err != nil {
+		return kubeClients{}, fmt.Errorf("kubernetes discovery client: %w", err)
+	}
 	if c.core, err = corev1client.NewForConfigAndClient(rc, hc); err != nil {
 		return kubeClients{}, fmt.Errorf("kubernetes core/v1 client: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -51,6 +52,9 @@ type API struct {
 	Events      eventsv1client.EventsV1Interface
 	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
 	Deployments appsv1client.DeploymentsGetter
+	// ServerVersion is the apiserver's (discovery), for the
+	// kube-scheduler skew warning; nil skips the check.
+	ServerVersion func() (*apimachineryversion.Info, error)
 }
 
 // Role is the cluster role of one replica, built from explicit
@@ -123,6 +127,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	if err != nil {
 		return err
 	}
+	go checkSchedulerSkew(ctx, r.api.Deployments, r.namespace, r.cfg.TLS.SchedulerDeployment, r.api.ServerVersion, r.log.With("component", "scheduler-skew"))
 	err = t.run(ctx, term)
 	cancel() // what the term left running ends with it, before close waits
 	t.close()
