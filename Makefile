@@ -14,7 +14,7 @@ PKGS := ./...
 # warnings about them are go-nvml's, not ours, and read as errors.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: rolewall build-next all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
+.PHONY: chart rolewall build-next all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
 
 all: build
 
@@ -118,8 +118,19 @@ nvml:
 		VGPUD_TEST_NVML_INTERPOSER="$(if $(INTERPOSER),$(abspath $(INTERPOSER)))" VGPUD_TEST_NVML_PROBE="python3 $(CURDIR)/scripts/nvml/probe.py" \
 		$(GO) test -count=1 -v -run NVML ./node
 
+# The Helm chart (charts/vgpud, generated from manifests/: see
+# manifests/chart_test.go): helm lint with its defaults and with other
+# names, and its renders compared with the manifest. Helm is built from
+# the Go module proxy, once (scripts/helm.sh).
+CHART_OTHER := --namespace gpu-share --set schedulerName=gpu-sched,resourceNames.gpu=example.com/vgpu,monitoring.serviceMonitor=true,monitoring.prometheusRule=true --set 'exemptNamespaces={gpu-operator,dcgm}'
+chart:
+	@set -o pipefail; helm=$$(bash scripts/helm.sh) && \
+	$$helm lint --strict charts/vgpud && \
+	$$helm lint --strict charts/vgpud $(CHART_OTHER) && \
+	VGPUD_HELM=$$helm $(GO) test -count=1 -v -run 'TestChart' ./manifests/ | grep -E '^(---|ok|FAIL|\s+chart)'
+
 # Everything the project has.
-test: lint unit fuzz e2e
+test: lint unit fuzz chart e2e
 
 # The main job: a local three-node cluster with mock GPUs, vgpud from manifests/,
 # sample sharing workloads placed and shown (scripts/demo.sh).

@@ -1,21 +1,44 @@
 #!/usr/bin/env bash
-# Installs vgpud on the local cluster from manifests/ with the mock overlay,
-# its image pulled from the cluster's registry by tag and digest, and
-# waits until it serves: DaemonSet ready, a leader labelled, the webhook's
-# caBundle set, every node advertising nvidia.com/gpu, and the
-# vgpud-scheduler ready. Expects KUBECONFIG (scripts/cluster.sh up).
+# Installs vgpud on the local cluster with the mock overlay, its image
+# pulled from the cluster's registry by digest, and waits until it
+# serves: DaemonSet ready, a leader labelled, the webhook's caBundle set,
+# every node advertising nvidia.com/gpu, and the vgpud-scheduler ready.
+# Expects KUBECONFIG (scripts/cluster.sh up).
+#
+# VGPUD_INSTALL says how, as docs/install.md does it on a real cluster:
+#   manifest (default)  kubectl apply of manifests/vgpud.yaml (through
+#                       manifests/mock), pinned as make manifests pins it
+#   chart               helm upgrade --install of charts/vgpud, the overlay
+#                       applied by a post-renderer (scripts/mock-post-render.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s%N)
 # vgpud's image as scripts/cluster.sh pushed it to the cluster's registry,
-# pinned to the digest the registry holds for its tag, as make manifests
-# pins it for a real cluster.
+# pinned to the digest the registry holds for its tag.
 state=${VGPUD_CLUSTER_DIR:-/var/lib/vgpud-e2e/cluster}
 pushed=$(cat "$state/vgpud-image")
-kubectl kustomize --load-restrictor=LoadRestrictionsNone manifests/mock |
-	bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" >"$state/vgpud.yaml"
-grep -qF "image: $pushed" "$state/vgpud.yaml" || { echo "install: the manifest does not name the image pushed, $pushed" >&2; exit 1; }
-kubectl apply -f "$state/vgpud.yaml" >/dev/null
+case ${VGPUD_INSTALL:-manifest} in
+manifest)
+	kubectl kustomize --load-restrictor=LoadRestrictionsNone manifests/mock |
+		bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" >"$state/vgpud.yaml"
+	grep -qF "image: $pushed" "$state/vgpud.yaml" || { echo "install: the manifest does not name the image pushed, $pushed" >&2; exit 1; }
+	kubectl apply -f "$state/vgpud.yaml" >/dev/null
+	;;
+chart)
+	helm=$(scripts/helm.sh)
+	repo=${pushed%@*}
+	repo=${repo%:*}
+	"$helm" upgrade --install vgpud charts/vgpud --namespace vgpud-system --create-namespace \
+		--set image.repository="$repo" --set image.digest="${pushed#*@}" \
+		--post-renderer scripts/mock-post-render.sh >/dev/null
+	image=$(kubectl -n vgpud-system get ds vgpud -o jsonpath='{.spec.template.spec.containers[0].image}')
+	[ "$image" = "$repo@${pushed#*@}" ] || { echo "install: the chart installed $image, not the image pushed, $pushed" >&2; exit 1; }
+	;;
+*)
+	echo "install: VGPUD_INSTALL=${VGPUD_INSTALL}: want manifest or chart" >&2
+	exit 2
+	;;
+esac
 kubectl -n vgpud-system rollout status ds/vgpud --timeout=180s >/dev/null
 kubectl -n vgpud-system rollout status deploy/vgpud-scheduler --timeout=180s >/dev/null
 for _ in $(seq 1 120); do
@@ -27,4 +50,4 @@ for _ in $(seq 1 120); do
 	sleep 0.5
 done
 [ -n "$leader" ] && [ -n "$ca" ] && [ "${gpus:-0}" -gt 0 ] || { echo "install: vgpud did not come up (leader '$leader', caBundle ${#ca} bytes, nvidia.com/gpu '$gpus')" >&2; exit 1; }
-echo "install: vgpud serving in $((($(date +%s%N) - start) / 1000000)) ms (leader $leader; every node advertises nvidia.com/gpu, at least $gpus)" >&2
+echo "install (${VGPUD_INSTALL:-manifest}): vgpud serving in $((($(date +%s%N) - start) / 1000000)) ms (leader $leader; every node advertises nvidia.com/gpu, at least $gpus)" >&2

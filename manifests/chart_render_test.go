@@ -1,0 +1,121 @@
+package manifests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// helmTemplate renders charts/vgpud with the Helm at $VGPUD_HELM (make
+// chart builds it: scripts/helm.sh) and returns its objects by kind/name.
+func helmTemplate(t *testing.T, namespace string, set ...string) map[string]map[string]any {
+	t.Helper()
+	helm := os.Getenv("VGPUD_HELM")
+	if helm == "" {
+		t.Skip("needs Helm: make chart sets VGPUD_HELM")
+	}
+	args := []string{"template", "vgpud", "../charts/vgpud", "--namespace", namespace, "--kube-version", "1.36.3"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := exec.Command(helm, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return objects(t, string(out))
+}
+
+// objects parses a multi-document YAML stream, comments and empty
+// documents aside, by kind/name.
+func objects(t *testing.T, stream string) map[string]map[string]any {
+	t.Helper()
+	all := map[string]map[string]any{}
+	for _, doc := range strings.Split(stream, "\n---") {
+		var o map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("%v in:\n%.400s", err, doc)
+		}
+		if o == nil {
+			continue
+		}
+		meta, _ := o["metadata"].(map[string]any)
+		key := fmt.Sprintf("%s/%s", o["kind"], meta["name"])
+		if _, dup := all[key]; dup {
+			t.Fatalf("%s twice", key)
+		}
+		all[key] = o
+	}
+	return all
+}
+
+// With its defaults the chart is the manifest, object for object; the
+// Namespace only when asked (Helm makes it with --create-namespace).
+func TestChartRendersTheManifest(t *testing.T) {
+	want := objects(t, install)
+	got := helmTemplate(t, "vgpud-system")
+	ns := want["Namespace/vgpud-system"]
+	delete(want, "Namespace/vgpud-system")
+	compare := func(what string, got, want map[string]map[string]any) {
+		for key, w := range want {
+			if g, ok := got[key]; !ok {
+				t.Errorf("%s: %s missing", what, key)
+			} else if !reflect.DeepEqual(g, w) {
+				gj, _ := json.MarshalIndent(g, "", " ")
+				wj, _ := json.MarshalIndent(w, "", " ")
+				t.Errorf("%s: %s differs:\nchart:    %s\nmanifest: %s", what, key, gj, wj)
+			}
+		}
+		for key := range got {
+			if _, ok := want[key]; !ok {
+				t.Errorf("%s: %s is not in the manifest", what, key)
+			}
+		}
+	}
+	compare("helm template", got, want)
+	want["Namespace/vgpud-system"] = ns
+	compare("helm template --set namespace.create=true", helmTemplate(t, "vgpud-system", "namespace.create=true"), want)
+	t.Logf("the chart's defaults render the manifest's %d objects", len(want))
+}
+
+// Another namespace and other names reach every place that names them:
+// the policies' CEL strings, the scheduler's configuration, the node's
+// settings.
+func TestChartRendersOtherNamesEverywhere(t *testing.T) {
+	got := helmTemplate(t, "gpu-share",
+		"schedulerName=gpu-sched", "resourceNames.gpu=example.com/vgpu", "resourceNames.gpumem=example.com/vgpu-mem",
+		"resourceNames.gpumemPercentage=example.com/vgpu-mem-pct", "resourceNames.gpucores=example.com/vgpu-cores",
+		"resourceNames.priority=example.com/vgpu-prio", "exemptNamespaces={gpu-operator,dcgm}", "leaderNodes={gpu-1,gpu-2}",
+		"image.digest=sha256:"+strings.Repeat("ab", 32), "monitoring.serviceMonitor=true", "monitoring.prometheusRule=true")
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, gone := range []string{"vgpud-system", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/priority", "'nvidia.com/gpu'", "{name: nvidia.com/gpu,", "schedulerName: vgpud-scheduler", "== 'vgpud-scheduler')", "'default-scheduler', 'vgpud-scheduler'"} {
+		if strings.Contains(text, gone) {
+			t.Errorf("rendered with other names, the chart still says %q", gone)
+		}
+	}
+	for _, want := range []string{
+		"system:serviceaccount:gpu-share:vgpud", "'gpu-sched'", "schedulerName: gpu-sched", "'example.com/vgpu-mem-pct'",
+		"https://vgpud.gpu-share.svc:8443", "ghcr.io/vgpud/vgpud@sha256:abab", `"leader-nodes":"gpu-1,gpu-2"`,
+		`{"name":"VGPUD_SCHEDULER_NAME","value":"gpu-sched"}`, `{"name":"VGPUD_NRI_EXEMPT_NAMESPACES","value":"gpu-share,gpu-operator,dcgm"}`,
+		`{"name":"VGPUD_RESOURCE_GPUMEM_PERCENTAGE","value":"example.com/vgpu-mem-pct"}`, `{"name":"VGPUD_RESOURCE_PRIORITY","value":"example.com/vgpu-prio"}`,
+		`"values":["gpu-share","gpu-operator","dcgm"]`, "{{ $labels.uuid }}",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered with other names, the chart lacks %q", want)
+		}
+	}
+	for _, key := range []string{"ServiceMonitor/vgpud", "PrometheusRule/vgpud", "Service/vgpud-metrics"} {
+		if _, ok := got[key]; !ok {
+			t.Errorf("monitoring enabled: no %s", key)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package manifests
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The Helm chart's templates are generated from the files users apply:
+// manifests/vgpud.yaml stays the one source and charts/vgpud only puts
+// values where it names a namespace, a name, an image or a node choice.
+// Each edit names the text it replaces and how often it occurs, so an
+// edit of the manifest that moves one fails here rather than leaving the
+// chart behind. `make chart` renders the chart and compares it with the
+// manifest; VGPUD_UPDATE_DOCS=1 go test ./manifests/ writes the templates.
+
+// edit replaces old, found exactly n times, with new.
+type edit struct {
+	old, new string
+	n        int
+}
+
+const chartHeader = "# Generated from manifests/%s by manifests/chart_test.go: edit that file\n# and run VGPUD_UPDATE_DOCS=1 go test ./manifests/, never this one.\n"
+
+// Env the DaemonSet gets only where a value differs from vgpud's
+// defaults, so the default render is the manifest.
+const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
+              value: utility
+            {{- if ne .Values.schedulerName "vgpud-scheduler" }}
+            - name: VGPUD_SCHEDULER_NAME
+              value: {{ .Values.schedulerName | quote }}
+            {{- end }}
+            {{- $exempt := prepend .Values.exemptNamespaces .Release.Namespace | join "," }}
+            {{- if ne $exempt "vgpud-system,gpu-operator" }}
+            - name: VGPUD_NRI_EXEMPT_NAMESPACES
+              value: {{ $exempt | quote }}
+            {{- end }}
+            {{- range $flag, $default := dict "GPU" "nvidia.com/gpu" "GPUMEM" "nvidia.com/gpumem" "GPUMEM_PERCENTAGE" "nvidia.com/gpumem-percentage" "GPUCORES" "nvidia.com/gpucores" "PRIORITY" "nvidia.com/priority" }}
+            {{- $name := get $.Values.resourceNames ($flag | lower | camelcase | untitle) }}
+            {{- if ne $name $default }}
+            - name: VGPUD_RESOURCE_{{ $flag }}
+              value: {{ $name | quote }}
+            {{- end }}
+            {{- end }}
+            {{- with .Values.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+`
+
+func installEdits() []edit {
+	res := func(name, key string) []edit {
+		return []edit{
+			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 16},
+			{"{name: " + name + ",", "{name: {{ .Values.resourceNames." + key + " }},", 1},
+		}
+	}
+	edits := []edit{
+		// The chart leaves the namespace to Helm (--create-namespace)
+		// unless asked; its labels are the manifest's.
+		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
+		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
+		{"vgpud-system", "{{ .Release.Namespace }}", 37},
+		// The scheduler profile's name, not its Deployment's, which is
+		// fixed.
+		{"object.spec.schedulerName == 'vgpud-scheduler'", "object.spec.schedulerName == '{{ .Values.schedulerName }}'", 1},
+		{"'default-scheduler', 'vgpud-scheduler']", "'default-scheduler', '{{ .Values.schedulerName }}']", 1},
+		{"schedulerName: 'vgpud-scheduler'}", "schedulerName: '{{ .Values.schedulerName }}'}", 1},
+		{"only vgpud-scheduler places", "only {{ .Values.schedulerName }} places", 1},
+		{"      - schedulerName: vgpud-scheduler\n", "      - schedulerName: {{ .Values.schedulerName }}\n", 1},
+		// The namespaces exempt from the slice's env, as the node's.
+		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend .Values.exemptNamespaces .Release.Namespace | join \", \" }}]", 1},
+		{`  leader-nodes: ""`, `  leader-nodes: {{ .Values.leaderNodes | join "," | quote }}`, 1},
+		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
+			"          image: {{ printf \"%s%s\" .Values.image.repository (ternary (printf \"@%s\" .Values.image.digest) (printf \":%s\" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest \"\")) }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 1},
+		{"      priorityClassName: system-node-critical\n      runtimeClassName: nvidia\n",
+			"      priorityClassName: {{ .Values.priorityClassName }}\n      {{- with .Values.runtimeClassName }}\n      runtimeClassName: {{ . }}\n      {{- end }}\n", 1},
+		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      containers:\n        - name: vgpud\n",
+			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      containers:\n        - name: vgpud\n", 1},
+		{"            - name: NVIDIA_DRIVER_CAPABILITIES\n              value: utility\n", chartEnv, 1},
+		{"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            requests: {cpu: 50m, memory: 64Mi}\n            limits: {memory: 512Mi}\n",
+			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
+		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image }}\n", 1},
+	}
+	edits = append(edits, res("nvidia.com/gpumem-percentage", "gpumemPercentage")...)
+	edits = append(edits, res("nvidia.com/gpumem", "gpumem")...)
+	edits = append(edits, res("nvidia.com/gpucores", "gpucores")...)
+	edits = append(edits, res("nvidia.com/gpu", "gpu")...)
+	edits = append(edits, edit{"{name: nvidia.com/priority,", "{name: {{ .Values.resourceNames.priority }},", 1})
+	return edits
+}
+
+// monitoringTemplate wraps the Prometheus Operator's files in the
+// chart's switches; the alerts' own {{ }} reach Prometheus unexpanded.
+func monitoringTemplate(t *testing.T) string {
+	t.Helper()
+	read := func(name string) string {
+		raw, err := os.ReadFile("monitoring/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	verbatim := strings.NewReplacer("{{", "{{`{{`}}", "}}", "{{`}}`}}")
+	sm := strings.ReplaceAll(read("servicemonitor.yaml"), "vgpud-system", "{{ .Release.Namespace }}")
+	sm = strings.Replace(sm, "kind: ServiceMonitor\nmetadata:\n  name: vgpud\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\n",
+		"kind: ServiceMonitor\nmetadata:\n  name: vgpud\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\n    {{- with .Values.monitoring.labels }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1)
+	// The alerts' prose names the namespace and a resource too.
+	pr := strings.NewReplacer("vgpud-system", "{{ .Release.Namespace }}", "nvidia.com/gpumem", "{{ .Values.resourceNames.gpumem }}").Replace(verbatim.Replace(read("prometheusrule.yaml")))
+	pr = strings.Replace(pr, "  labels:\n    app.kubernetes.io/name: vgpud\n",
+		"  labels:\n    app.kubernetes.io/name: vgpud\n    {{- with .Values.monitoring.labels }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1)
+	return "{{- if .Values.monitoring.serviceMonitor }}\n" + sm + "{{- end }}\n---\n{{- if .Values.monitoring.prometheusRule }}\n" + pr + "{{- end }}\n"
+}
+
+func TestChartTemplatesAreGenerated(t *testing.T) {
+	tmpl := install
+	for _, e := range installEdits() {
+		if n := strings.Count(tmpl, e.old); n != e.n {
+			t.Fatalf("manifests/vgpud.yaml has %q %d times, the chart's edit expects %d: update installEdits", e.old, n, e.n)
+		}
+		tmpl = strings.ReplaceAll(tmpl, e.old, e.new)
+	}
+	want := map[string]string{
+		"../charts/vgpud/templates/vgpud.yaml":      strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + tmpl,
+		"../charts/vgpud/templates/monitoring.yaml": strings.Replace(chartHeader, "%s", "monitoring/", 1) + monitoringTemplate(t),
+	}
+	for path, body := range want {
+		if os.Getenv("VGPUD_UPDATE_DOCS") != "" {
+			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != body {
+			t.Errorf("%s is not generated from manifests/: run VGPUD_UPDATE_DOCS=1 go test ./manifests/", path)
+		}
+	}
+}
