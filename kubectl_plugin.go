@@ -52,7 +52,7 @@ func newPluginApp(stdout, stderr io.Writer, scheduler string, names protocol.Res
 		Usage:     "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), as vgpud books them",
 		UsageText: "kubectl vgpud [-n NAMESPACE] [--node NODE] [-o wide|json|yaml] [--context NAME] [--kubeconfig FILE]",
 		Description: "Reads nodes, pods and resource quotas from the API: bind the shipped vgpud-viewer ClusterRole " +
-			"to whoever runs it (kubectl create clusterrolebinding <name> --clusterrole vgpud-viewer --user <user>).",
+			"to the operators who run it (kubectl create clusterrolebinding <name> --clusterrole vgpud-viewer --user <user>); it reads every pod spec, so it is not a role for tenants.",
 		Version:         version,
 		Writer:          stdout,
 		ErrWriter:       stderr,

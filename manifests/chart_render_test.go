@@ -16,19 +16,33 @@ import (
 // chart builds it: scripts/helm.sh) and returns its objects by kind/name.
 func helmTemplate(t *testing.T, namespace string, set ...string) map[string]map[string]any {
 	t.Helper()
+	out, err := helmRender(t, namespace, set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objects(t, out)
+}
+
+// helmRender is helm template's output, or its error with what it said.
+func helmRender(t *testing.T, namespace string, set ...string) (string, error) {
+	t.Helper()
 	helm := os.Getenv("VGPUD_HELM")
 	if helm == "" {
 		t.Skip("needs Helm: make chart sets VGPUD_HELM")
 	}
 	args := []string{"template", "vgpud", "../charts/vgpud", "--namespace", namespace, "--kube-version", "1.36.3"}
 	for _, s := range set {
+		if s == "--skip-schema-validation" {
+			args = append(args, s)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	out, err := exec.Command(helm, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return objects(t, string(out))
+	return string(out), nil
 }
 
 // objects parses a multi-document YAML stream, comments and empty
@@ -116,6 +130,51 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 	for _, key := range []string{"ServiceMonitor/vgpud", "PrometheusRule/vgpud", "Service/vgpud-metrics"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("monitoring enabled: no %s", key)
+		}
+	}
+}
+
+// No exempt namespace but the release's, and the pod network's namespace
+// allowed to start without the hook: the lists the policies and the node
+// read are the values, not the defaults.
+func TestChartNamespaceListsAreTheValues(t *testing.T) {
+	got := helmTemplate(t, "gpu-share", "exemptNamespaces=null", "runtimeHookOptionalNamespaces={calico-system}")
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, want := range []string{`"values":["gpu-share"]`, `{"name":"VGPUD_NRI_EXEMPT_NAMESPACES","value":"gpu-share"}`,
+		"request.namespace in ['gpu-share', 'calico-system']", "only pods in gpu-share, calico-system, and static pods"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("with exemptNamespaces empty and runtimeHookOptionalNamespaces={calico-system}, the chart lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "gpu-operator") || strings.Contains(text, "'kube-system'") {
+		t.Error("a namespace left out of the values is still exempt")
+	}
+}
+
+// A value that would change what a policy means, not what it names, is
+// refused by the templates themselves, schema or not.
+func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
+	for _, tc := range []struct{ ns, set, want string }{
+		{"vgpud-system", "schedulerName=x' || true || 'y", "schedulerName"},
+		{"vgpud-system", "schedulerName=default-scheduler", "not default-scheduler"},
+		{"vgpud-system", "resourceNames.gpumem=x' ].exists(n, false) || ['", "resourceNames.gpumem"},
+		{"vgpud-system", "exemptNamespaces={a'b}", "want a namespace name"},
+		{"vgpud-system", "leaderNodes={gpu-1\\,x}", "not a node name"},
+		{"kube-system", "schedulerName=vgpud-scheduler", "install it in a namespace of its own"},
+	} {
+		for _, schema := range []string{"", "--skip-schema-validation"} {
+			set := []string{tc.set}
+			if schema != "" {
+				set = append(set, schema)
+			}
+			_, err := helmRender(t, tc.ns, set...)
+			if err == nil || (schema != "" && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("-n %s --set %s %s: %v; want refused (%q)", tc.ns, tc.set, schema, err, tc.want)
+			}
 		}
 	}
 }

@@ -30,7 +30,7 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             - name: VGPUD_SCHEDULER_NAME
               value: {{ .Values.schedulerName | quote }}
             {{- end }}
-            {{- $exempt := prepend .Values.exemptNamespaces .Release.Namespace | join "," }}
+            {{- $exempt := prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join "," }}
             {{- if ne $exempt "vgpud-system,gpu-operator" }}
             - name: VGPUD_NRI_EXEMPT_NAMESPACES
               value: {{ $exempt | quote }}
@@ -60,6 +60,12 @@ func installEdits() []edit {
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
 		{"vgpud-system", "{{ .Release.Namespace }}", 37},
+		// Pods that may start without vgpud's hook: vgpud's and those
+		// that start before it (the pod network's).
+		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",
+			"request.namespace in [{{ range $i, $n := prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace }}{{ if $i }}, {{ end }}'{{ $n }}'{{ end }}]", 1},
+		{"only pods in {{ .Release.Namespace }}, kube-system, gpu-operator, and static pods",
+			"only pods in {{ prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace | join \", \" }}, and static pods", 1},
 		// The scheduler profile's name, not its Deployment's, which is
 		// fixed.
 		{"object.spec.schedulerName == 'vgpud-scheduler'", "object.spec.schedulerName == '{{ .Values.schedulerName }}'", 1},
@@ -68,7 +74,7 @@ func installEdits() []edit {
 		{"only vgpud-scheduler places", "only {{ .Values.schedulerName }} places", 1},
 		{"      - schedulerName: vgpud-scheduler\n", "      - schedulerName: {{ .Values.schedulerName }}\n", 1},
 		// The namespaces exempt from the slice's env, as the node's.
-		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend .Values.exemptNamespaces .Release.Namespace | join \", \" }}]", 1},
+		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join \", \" }}]", 1},
 		{`  leader-nodes: ""`, `  leader-nodes: {{ .Values.leaderNodes | join "," | quote }}`, 1},
 		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
 			"          image: {{ printf \"%s%s\" .Values.image.repository (ternary (printf \"@%s\" .Values.image.digest) (printf \":%s\" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest \"\")) }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 1},
@@ -120,7 +126,7 @@ func TestChartTemplatesAreGenerated(t *testing.T) {
 		tmpl = strings.ReplaceAll(tmpl, e.old, e.new)
 	}
 	want := map[string]string{
-		"../charts/vgpud/templates/vgpud.yaml":      strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + tmpl,
+		"../charts/vgpud/templates/vgpud.yaml":      strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + "{{- include \"vgpud.validate\" . }}\n" + tmpl,
 		"../charts/vgpud/templates/monitoring.yaml": strings.Replace(chartHeader, "%s", "monitoring/", 1) + monitoringTemplate(t),
 	}
 	for path, body := range want {

@@ -207,7 +207,7 @@ func (b *Binder) bindable(pod *slimpod.Pod, uid types.UID) error {
 	case pod.NodeName != "":
 		return because(ReasonPodChanged, fmt.Errorf("pod %s is already bound to %s; vgpud binds only pods without a node", id, pod.NodeName))
 	case pod.SchedulerName != b.cfg.Scheduler:
-		return because(ReasonNotBindable, fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q", id, pod.SchedulerName, b.cfg.Scheduler))
+		return because(ReasonMisconfigured, fmt.Errorf("pod %s has schedulerName %q; vgpud binds only pods of %q (--scheduler-name): the kube-scheduler profile that calls vgpud must have that name", id, pod.SchedulerName, b.cfg.Scheduler))
 	case pod.Terminated() || pod.DeletionTimestamp != nil:
 		return because(ReasonPodChanged, fmt.Errorf("pod %s is finished or being deleted", id))
 	}
@@ -291,6 +291,10 @@ func (b *Binder) commit(ctx context.Context, pod *slimpod.Pod, a protocol.Assign
 				pod.Namespace, pod.Name, a.Node, errUnanswered, err, b.cfg.UnansweredHold))
 		case apierrors.IsNotFound(err):
 			return because(ReasonPodChanged, fmt.Errorf("bind pod %s/%s to %s: the pod is gone: %w", pod.Namespace, pod.Name, a.Node, err))
+		case apierrors.IsForbidden(err):
+			// The vgpud-own-writes policy refuses a Binding from a replica
+			// that does not hold the Lease.
+			return because(ReasonNotLeader, fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err))
 		default:
 			return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 		}

@@ -999,7 +999,10 @@ func usedMiB(u podmodel.Usage, err error) int64 {
 // changed under the bind, is a refusal, never a failure of vgpud's
 // (which VgpudBindsFailing alerts on).
 func TestBindCountsEachOutcomeWithItsReason(t *testing.T) {
-	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"), bindPod("big", "2000"), bindPod("conflicted", "1"), bindPod("bad", "1"), bindPod("fenced", "1"))
+	other := bindPod("other-profile", "1")
+	other.Spec.SchedulerName = "default-scheduler"
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"), bindPod("big", "2000"), bindPod("conflicted", "1"), bindPod("bad", "1"), bindPod("fenced", "1"),
+		bindPod("forbidden", "1"), other)
 	e.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		b, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
 		switch {
@@ -1009,6 +1012,8 @@ func TestBindCountsEachOutcomeWithItsReason(t *testing.T) {
 			return true, nil, apierrors.NewConflict(corev1.Resource("pods"), b.Name, errors.New("the object has been modified"))
 		case b.Name == "bad":
 			return true, nil, apierrors.NewBadRequest("node n1 is gone")
+		case b.Name == "forbidden":
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods/binding"), b.Name, errors.New("ValidatingAdmissionPolicy 'vgpud-own-writes' denied request: only the replica that holds the Lease binds"))
 		}
 		return false, nil, nil
 	})
@@ -1017,6 +1022,8 @@ func TestBindCountsEachOutcomeWithItsReason(t *testing.T) {
 		{"gone", "refused/pod_changed"},
 		{"conflicted", "refused/pod_changed"},
 		{"bad", "failed/api_error"},
+		{"forbidden", "failed/not_leader"},
+		{"other-profile", "failed/misconfigured"},
 	} {
 		if tc.pod == "p1" {
 			e.bind(tc.pod)

@@ -22,8 +22,12 @@ const (
 	ReasonNodeBusy     = "node_busy"
 	ReasonInProgress   = "in_progress"
 	ReasonNotLeader    = "not_leader"
-	ReasonUnanswered   = "unanswered"
-	ReasonAPIError     = "api_error"
+	// ReasonMisconfigured: the pod is another scheduler's, though only
+	// vgpud's profile binds through vgpud: its --scheduler-name and the
+	// profile's name disagree.
+	ReasonMisconfigured = "misconfigured"
+	ReasonUnanswered    = "unanswered"
+	ReasonAPIError      = "api_error"
 )
 
 // BindReasons are every outcome and reason a bind is counted under, so
@@ -31,7 +35,7 @@ const (
 var BindReasons = map[string][]string{
 	BindBound:   {ReasonBound},
 	BindRefused: {ReasonQuota, ReasonPodChanged, ReasonNotBindable},
-	BindFailed:  {ReasonNoLongerFits, ReasonNodeBusy, ReasonInProgress, ReasonNotLeader, ReasonUnanswered, ReasonAPIError},
+	BindFailed:  {ReasonNoLongerFits, ReasonNodeBusy, ReasonInProgress, ReasonNotLeader, ReasonMisconfigured, ReasonUnanswered, ReasonAPIError},
 }
 
 // reasoned is a bind's error with the reason it is counted under.

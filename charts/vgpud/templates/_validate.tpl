@@ -1,0 +1,33 @@
+{{/*
+vgpud.validate fails the render on a value that would change what the
+admission policies mean rather than what they name: values reach CEL
+strings, so each is held to the shape of a name here too, even with
+--skip-schema-validation. Not generated: manifests/chart_test.go puts the
+call at the top of vgpud.yaml.
+*/}}
+{{- define "vgpud.validate" -}}
+{{- $label := "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" -}}
+{{- $resource := "^([a-z0-9]([-a-z0-9]*[a-z0-9])?\\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" -}}
+{{- $node := "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" -}}
+{{- if has .Release.Namespace (list "default" "kube-system" "kube-public" "kube-node-lease") -}}
+{{- fail (printf "namespace %s: vgpud's namespace is exempt from its own policies; install it in a namespace of its own (--namespace vgpud-system)" .Release.Namespace) -}}
+{{- end -}}
+{{- if or (not (regexMatch $label .Values.schedulerName)) (eq .Values.schedulerName "default-scheduler") -}}
+{{- fail (printf "schedulerName %q: want a name of vgpud's own kube-scheduler profile (lower-case letters, digits, dashes), not default-scheduler" .Values.schedulerName) -}}
+{{- end -}}
+{{- range $key, $name := .Values.resourceNames -}}
+{{- if not (regexMatch $resource $name) -}}
+{{- fail (printf "resourceNames.%s %q: want an extended resource name, domain/name" $key $name) -}}
+{{- end -}}
+{{- end -}}
+{{- range $ns := concat (default (list) .Values.exemptNamespaces) (default (list) .Values.runtimeHookOptionalNamespaces) -}}
+{{- if not (regexMatch $label $ns) -}}
+{{- fail (printf "namespace %q in exemptNamespaces or runtimeHookOptionalNamespaces: want a namespace name" $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- range $n := default (list) .Values.leaderNodes -}}
+{{- if not (regexMatch $node $n) -}}
+{{- fail (printf "leaderNodes: %q is not a node name" $n) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
