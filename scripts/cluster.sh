@@ -365,15 +365,7 @@ up() {
 	ns1=$n_ns
 	running etcd || in_ns etcd $ns1 etcd --data-dir "$state/etcd" --listen-client-urls http://127.0.0.1:2379 \
 		--advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
-	running kube-apiserver || in_ns kube-apiserver $ns1 "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
-		--bind-address 0.0.0.0 --advertise-address $NODE_IP --secure-port 6443 \
-		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-		--client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" --authorization-mode Node,RBAC \
-		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range $SERVICE_CIDR \
-		--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
-		--kubelet-preferred-address-types InternalIP --allow-privileged=true \
-		--max-requests-inflight 2000 --max-mutating-requests-inflight 1000
+	running kube-apiserver || start_apiserver "$bin"
 	wait_for 90 kube-apiserver $k8s get --raw /readyz
 	running kube-controller-manager || in_ns kube-controller-manager $ns1 "$bin/kube-controller-manager" --kubeconfig "$kc" \
 		--controllers='*,-nodeipam' --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
@@ -444,6 +436,32 @@ start_kubelet() {
 	fi
 	in_ns kubelet$n_sfx $n_ns "$2/kubelet" --config "$n_dir/kubelet.yaml" --kubeconfig "$state/kubeconfig" \
 		--node-ip $n_ip --hostname-override $n_name --node-labels nvidia.com/gpu.present=true
+}
+
+# start_apiserver BIN starts kube-apiserver in node 1's network namespace.
+start_apiserver() {
+	local in_mnt=
+	node_vars 1
+	in_ns kube-apiserver $n_ns "$1/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
+		--bind-address 0.0.0.0 --advertise-address $NODE_IP --secure-port 6443 \
+		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+		--client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" --authorization-mode Node,RBAC \
+		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range $SERVICE_CIDR \
+		--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types InternalIP --allow-privileged=true \
+		--max-requests-inflight 2000 --max-mutating-requests-inflight 1000
+}
+
+# restart_apiserver stops kube-apiserver and starts it again, as an
+# operator must after removing vgpud and before installing it again:
+# kube-apiserver loses a built-in paramKind for good once no binding
+# names it (kubernetes/kubernetes#130887; docs/install.md, Uninstall).
+restart_apiserver() {
+	stop kube-apiserver
+	[ -f "$logs/kube-apiserver.log" ] && mv "$logs/kube-apiserver.log" "$logs/kube-apiserver.log.$(date +%s%N)"
+	start_apiserver "$("$here/k8s-binaries.sh")"
+	wait_for 90 kube-apiserver kubectl --kubeconfig "$state/kubeconfig" get --raw /readyz
 }
 
 # restart_kubelet stops node K's kubelet by its PID and starts it again, as
@@ -527,6 +545,7 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 restart-kubelet) restart_kubelet "${2:-1}" ;;
+restart-apiserver) restart_apiserver ;;
 kubelet-alive)
 	node_vars "${2:-1}"
 	running kubelet$n_sfx || start_kubelet "${2:-1}" "$("$here/k8s-binaries.sh")"

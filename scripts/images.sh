@@ -8,6 +8,9 @@
 #   vgpud            ghcr.io/vgpud/vgpud:dev (bin/vgpud and the glibc it links)
 #   vgpud-next       ghcr.io/vgpud/vgpud:next (make build-next: the stand-in
 #                    for a newer release, for the rolling-upgrade scenario)
+#   vgpud-prev       ghcr.io/vgpud/vgpud:$PREVIOUS_RELEASE built from that
+#                    release's source, for the upgrade-from-the-previous-
+#                    release scenario (which points its manifest at it)
 #   kube-scheduler   registry.k8s.io/kube-scheduler:v1.36.3 (the binary built by k8s-binaries.sh)
 # Names match what manifests/ and the cluster config use, so pods find
 # them with imagePullPolicy IfNotPresent. Import with `ctr images import`,
@@ -80,6 +83,20 @@ if want vgpud-next; then
 	r=$work/vgpud-next && mkdir -p "$r/tmp"
 	with_libs "$root/bin/vgpud-next" "$r" /usr/bin/vgpud
 	oci ghcr.io/vgpud/vgpud:next "$r" "$out/vgpud-next.tar" Entrypoint /usr/bin/vgpud
+fi
+
+# The previous release, built from its tag's source (the commit, where a
+# clone has no tags).
+PREVIOUS_RELEASE=${PREVIOUS_RELEASE:-v0.1.0}
+PREVIOUS_COMMIT=${PREVIOUS_COMMIT:-d62b59b}
+if want vgpud-prev; then
+	rev=$(git -C "$root" rev-parse -q --verify "refs/tags/$PREVIOUS_RELEASE^{commit}" || git -C "$root" rev-parse --verify "$PREVIOUS_COMMIT^{commit}")
+	src=$work/prev-src && mkdir -p "$src"
+	git -C "$root" archive "$rev" | tar -x -C "$src"
+	make -s -C "$src" build VERSION="$PREVIOUS_RELEASE" COMMIT="${rev:0:7}" >/dev/null
+	r=$work/vgpud-prev && mkdir -p "$r/tmp"
+	with_libs "$src/bin/vgpud" "$r" /usr/bin/vgpud
+	oci "ghcr.io/vgpud/vgpud:$PREVIOUS_RELEASE" "$r" "$out/vgpud-prev.tar" Entrypoint /usr/bin/vgpud
 fi
 
 if want kube-scheduler; then

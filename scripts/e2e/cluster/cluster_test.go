@@ -129,6 +129,11 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// The chart's release gives way to the previous release's manifest,
+	// which is then upgraded to this release's: the scenarios after run
+	// on that install.
+	t.Run("a2 upgrade from the previous release", func(t *testing.T) { upgradeFromRelease(t, e, nodes) })
+
 	t.Run("b one pod end to end", func(t *testing.T) {
 		ns := "e2e-one"
 		e.namespace(t, ns, nil)
