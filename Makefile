@@ -14,12 +14,18 @@ PKGS := ./...
 # warnings about them are go-nvml's, not ours, and read as errors.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: chart rolewall build-next all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
+.PHONY: chart rolewall build-arm64 build-next all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
 
 all: build
 
 build:
 	$(GO) build -tags $(TAGS) $(BUILDFLAGS) -o bin/vgpud .
+
+# vgpud for arm64 nodes (Grace Hopper), cross-compiled with Debian's
+# aarch64 toolchain and libc: go-nvml needs cgo. make image puts it beside
+# the host's build in one image index.
+build-arm64:
+	CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(GO) build -tags $(TAGS) $(BUILDFLAGS) -o bin/vgpud-arm64 .
 
 # The end-to-end suite's stand-in for a newer release, run on one node
 # ahead of the others: it writes wire fields this release does not know
@@ -36,7 +42,8 @@ images:
 	bash scripts/images.sh
 
 # vgpud's image, without Docker (scripts/image, go-containerregistry):
-#   make image                            bin/images/vgpud.tar (OCI layout)
+#   make image                            bin/images/vgpud.tar (OCI layout: an
+#                                         index of linux/amd64 and linux/arm64)
 #   make push IMAGE=registry/repo:tag     push it; prints IMAGE@digest
 #   make manifests IMAGE=registry/repo:tag   bin/vgpud.yaml, the install
 #                                         manifest pinned to IMAGE's digest

@@ -5,7 +5,8 @@
 #   busybox          vgpud.local/busybox:1 (Debian's busybox-static)
 #   cuda-like        vgpud.local/cuda-like:1 (busybox whose image config sets
 #                    NVIDIA_VISIBLE_DEVICES=all, as CUDA base images do)
-#   vgpud            ghcr.io/vgpud/vgpud:dev (bin/vgpud and the glibc it links)
+#   vgpud            ghcr.io/vgpud/vgpud:dev, an index of linux/amd64 and
+#                    linux/arm64 (each bin/vgpud and the glibc it links)
 #   vgpud-next       ghcr.io/vgpud/vgpud:next (make build-next: the stand-in
 #                    for a newer release, for the rolling-upgrade scenario)
 #   vgpud-prev       ghcr.io/vgpud/vgpud:$PREVIOUS_RELEASE built from that
@@ -36,7 +37,7 @@ oci() {
 	shift 4
 	tar -C "$rootfs" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" .
 	while read -r e; do env+=(--env "$e"); done < <(jq -r '.[]' <<<"${img_env:-[]}")
-	"$root/bin/image" build --layer "$work/layer.tar" --name "$name" --out "$tarball" --platform "linux/$(go env GOARCH)" \
+	"$root/bin/image" build --layer "$work/layer.tar" --name "$name" --out "$tarball" --platform "${img_platform:-linux/$(go env GOARCH)}" \
 		$([ "$key" = Entrypoint ] && echo --entrypoint) "${env[@]}" "$@" >&2
 }
 
@@ -69,13 +70,44 @@ if want busybox; then
 	img_env='["NVIDIA_VISIBLE_DEVICES=all","NVIDIA_DRIVER_CAPABILITIES=compute,utility"]' oci vgpud.local/cuda-like:1 "$r" "$out/cuda-like.tar" Cmd sh
 fi
 
+# arm64_libs BIN ROOTFS: the aarch64 glibc BIN needs (its NEEDED
+# libraries and its program interpreter), from Debian's cross libc.
+arm64_libs() {
+	local lib cross=/usr/aarch64-linux-gnu/lib
+	mkdir -p "$2/lib/aarch64-linux-gnu"
+	for lib in $(aarch64-linux-gnu-readelf -d "$1" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+		cp -L "$cross/$lib" "$2/lib/aarch64-linux-gnu/$lib"
+	done
+	lib=$(aarch64-linux-gnu-readelf -l "$1" | sed -n 's/.*program interpreter: \(.*\)\]/\1/p')
+	mkdir -p "$2$(dirname "$lib")"
+	cp -L "$cross/$(basename "$lib")" "$2$lib"
+}
+
 # vgpud: the cluster pulls it from its registry (scripts/cluster.sh), as
-# a real cluster pulls what make push sent.
+# a real cluster pulls what make push sent: one index of the host's build
+# and an arm64 one, the arm64 binary checked to run from its own root
+# filesystem under qemu-user.
 if want vgpud; then
+	missing=()
+	for tool in aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/lib/libc.so.6:libc6-dev-arm64-cross qemu-aarch64:qemu-user; do
+		command -v "${tool%%:*}" >/dev/null || [ -e "${tool%%:*}" ] || missing+=("${tool#*:}")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		[ "$(id -u)" = 0 ] || { echo "images: vgpud's arm64 build needs ${missing[*]} (apt-get install them)" >&2; exit 1; }
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
 	make -s build >/dev/null
+	make -s build-arm64 >/dev/null
 	r=$work/vgpud && mkdir -p "$r/tmp"
 	with_libs "$root/bin/vgpud" "$r" /usr/bin/vgpud
-	oci ghcr.io/vgpud/vgpud:dev "$r" "$out/vgpud.tar" Entrypoint /usr/bin/vgpud
+	oci ghcr.io/vgpud/vgpud:dev "$r" "$work/vgpud-host.tar" Entrypoint /usr/bin/vgpud
+	r=$work/vgpud-arm64 && mkdir -p "$r/tmp" "$r/usr/bin"
+	cp "$root/bin/vgpud-arm64" "$r/usr/bin/vgpud"
+	arm64_libs "$r/usr/bin/vgpud" "$r"
+	ran=$(qemu-aarch64 -L "$r" "$r/usr/bin/vgpud" version) || { echo "images: the arm64 vgpud does not run under qemu-aarch64 from its image's files" >&2; exit 1; }
+	case $ran in "vgpud "*) echo "images: arm64 under qemu-user: $ran" >&2 ;; *) echo "images: arm64 vgpud version printed '$ran'" >&2; exit 1 ;; esac
+	img_platform=linux/arm64 oci ghcr.io/vgpud/vgpud:dev "$r" "$work/vgpud-arm64.tar" Entrypoint /usr/bin/vgpud
+	"$root/bin/image" index --name ghcr.io/vgpud/vgpud:dev --out "$out/vgpud.tar" --from "$work/vgpud-host.tar" --from "$work/vgpud-arm64.tar" >&2
 fi
 
 if want vgpud-next; then

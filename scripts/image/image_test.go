@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // A layer built twice is the same image; pushed to a registry over TLS
@@ -114,5 +116,76 @@ func writeLayer(t *testing.T, path string, files map[string]string) {
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two single-platform images make one index: pushed, the registry serves
+// each platform's image under the one tag, and pin names the index.
+func TestIndexOfTwoPlatforms(t *testing.T) {
+	dir := t.TempDir()
+	var tars []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		layer := filepath.Join(dir, arch+".layer.tar")
+		writeLayer(t, layer, map[string]string{"usr/bin/hello": "built for " + arch})
+		out := filepath.Join(dir, arch+".tar")
+		if err := build(buildSpec{layer: layer, name: "example.com/hello:" + arch, out: out, platform: "linux/" + arch,
+			argv: []string{"/usr/bin/hello"}, entrypoint: true}, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		tars = append(tars, out)
+	}
+	if err := index("example.com/hello:1", filepath.Join(dir, "dup.tar"), []string{tars[0], tars[0]}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "one image per platform") {
+		t.Fatalf("an index of one platform twice: %v", err)
+	}
+	var printed bytes.Buffer
+	out := filepath.Join(dir, "index.tar")
+	if err := index("example.com/hello:1", out, tars, &printed); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadLayoutImage(out); err == nil {
+		t.Fatal("an index read as one image")
+	}
+
+	srv := httptest.NewTLSServer(registry.New())
+	defer srv.Close()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := strings.TrimPrefix(srv.URL, "https://") + "/team/hello:1"
+	var pushed bytes.Buffer
+	if err := push(context.Background(), out, ref, ca, &pushed); err != nil {
+		t.Fatal(err)
+	}
+	digest := strings.Fields(printed.String())[1]
+	if got := strings.TrimSpace(pushed.String()); got != ref+"@"+digest {
+		t.Fatalf("push printed %q, want %s@%s", got, ref, digest)
+	}
+	opts, err := remoteOptions(context.Background(), ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := remote.Index(tag, opts...)
+	if err != nil {
+		t.Fatalf("the registry serves no index under %s: %v", ref, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plats []string
+	for _, d := range m.Manifests {
+		plats = append(plats, d.Platform.String())
+	}
+	if strings.Join(plats, " ") != "linux/amd64 linux/arm64" {
+		t.Fatalf("index platforms %v", plats)
+	}
+	pinned, err := resolve(context.Background(), ref, ca)
+	if err != nil || pinned != ref+"@"+digest {
+		t.Fatalf("pin resolves %s to %q (%v), want the index's digest", ref, pinned, err)
 	}
 }

@@ -3,6 +3,7 @@
 // manifests` and the test cluster's images (scripts/images.sh).
 //
 //	image build --layer L.tar --name REF --out O.tar (--entrypoint|--cmd) ARG...
+//	image index --name REF --out O.tar --from A.tar --from B.tar...
 //	image push --from O.tar --to REF [--ca FILE]
 //	image pin --image REF [--ca FILE] < manifest > pinned
 package main
@@ -36,6 +37,18 @@ func main() {
 						layer: c.String("layer"), name: c.String("name"), out: c.String("out"), platform: c.String("platform"),
 						argv: c.Args().Slice(), entrypoint: c.Bool("entrypoint"), env: c.StringSlice("env"),
 					}, os.Stdout)
+				},
+			},
+			{
+				Name:  "index",
+				Usage: "write one image index (a multi-platform image) of single-platform images, as an OCI layout tarball",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "name", Required: true, Usage: "the index's name"},
+					&cli.StringFlag{Name: "out", Required: true, Usage: "the OCI layout tarball to write"},
+					&cli.StringSliceFlag{Name: "from", Required: true, Usage: "an OCI layout tarball of one image (image build's --out), one per platform"},
+				},
+				Action: func(c *cli.Context) error {
+					return index(c.String("name"), c.String("out"), c.StringSlice("from"), os.Stdout)
 				},
 			},
 			{

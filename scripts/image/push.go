@@ -16,15 +16,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// push sends the image in the OCI layout tarball from to the registry
-// as to (a tag), with the credentials docker login or a registry helper
-// left, and prints to pinned by digest.
+// push sends the image or image index in the OCI layout tarball from to
+// the registry as to (a tag), with the credentials docker login or a
+// registry helper left, and prints to pinned by digest.
 func push(ctx context.Context, from, to, ca string, w io.Writer) error {
 	tag, err := name.NewTag(to, name.StrictValidation)
 	if err != nil {
 		return fmt.Errorf("--to %q: %w; give registry/repository:tag", to, err)
 	}
-	img, cleanup, err := loadLayout(from)
+	what, cleanup, err := loadLayout(from)
 	if err != nil {
 		return err
 	}
@@ -33,10 +33,19 @@ func push(ctx context.Context, from, to, ca string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := remote.Write(tag, img, opts...); err != nil {
-		return fmt.Errorf("push %s: %w", tag, err)
+	var d v1.Hash
+	switch x := what.(type) {
+	case v1.ImageIndex:
+		if err := remote.WriteIndex(tag, x, opts...); err != nil {
+			return fmt.Errorf("push %s: %w", tag, err)
+		}
+		d, err = x.Digest()
+	case v1.Image:
+		if err := remote.Write(tag, x, opts...); err != nil {
+			return fmt.Errorf("push %s: %w", tag, err)
+		}
+		d, err = x.Digest()
 	}
-	d, err := img.Digest()
 	if err != nil {
 		return err
 	}
@@ -44,10 +53,10 @@ func push(ctx context.Context, from, to, ca string, w io.Writer) error {
 	return err
 }
 
-// loadLayout reads the one image in an OCI layout tarball, unpacked to
-// a directory that cleanup removes: its blobs are read lazily, while the
-// image is pushed.
-func loadLayout(path string) (img v1.Image, cleanup func(), err error) {
+// loadLayout reads the one image or image index in an OCI layout
+// tarball, unpacked to a directory that cleanup removes: its blobs are
+// read lazily, while it is pushed.
+func loadLayout(path string) (what any, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "vgpud-image-")
 	if err != nil {
 		return nil, nil, err
@@ -70,11 +79,29 @@ func loadLayout(path string) (img v1.Image, cleanup func(), err error) {
 		return nil, nil, err
 	}
 	if len(m.Manifests) != 1 {
-		return nil, nil, fmt.Errorf("%s holds %d images; push takes one", path, len(m.Manifests))
+		return nil, nil, fmt.Errorf("%s holds %d entries; push takes one image or one index", path, len(m.Manifests))
 	}
-	img, err = idx.Image(m.Manifests[0].Digest)
+	if m.Manifests[0].MediaType.IsIndex() {
+		what, err = idx.ImageIndex(m.Manifests[0].Digest)
+	} else {
+		what, err = idx.Image(m.Manifests[0].Digest)
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	return what, cleanup, nil
+}
+
+// loadLayoutImage is loadLayout of a tarball that holds one image.
+func loadLayoutImage(path string) (v1.Image, func(), error) {
+	what, cleanup, err := loadLayout(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, ok := what.(v1.Image)
+	if !ok {
+		cleanup()
+		return nil, nil, fmt.Errorf("%s holds an image index; give single-platform images", path)
 	}
 	return img, cleanup, nil
 }
