@@ -261,11 +261,16 @@ TOML
 		# NRI on, at the default socket (each node's own /run/nri), and
 		# its validator requiring vgpud's hook for every container but
 		# those annotated HOOK_OPTIONAL: no container is created without
-		# vgpud's word on its GPUs.
+		# vgpud's word on its GPUs. That is the drop-in docs/install.md
+		# ships, imported as a node imports /etc/containerd/conf.d/.
+		mkdir -p "$d/containerd/conf.d"
+		cp "$here/../manifests/node-setup/containerd-vgpud.toml" "$d/containerd/conf.d/vgpud.toml"
+		grep -qF "tolerate_missing_plugins_annotation = \"$HOOK_OPTIONAL\"" "$d/containerd/conf.d/vgpud.toml"
 		cat >"$d/containerd/config.toml" <<TOML
 version = 3
 root = "$d/containerd/root"
 state = "$n_run/containerd"
+imports = ["$d/containerd/conf.d/*.toml"]
 [grpc]
   address = "$n_run/containerd.sock"
 [plugins."io.containerd.cri.v1.images".pinned_images]
@@ -282,13 +287,6 @@ state = "$n_run/containerd"
 [plugins."io.containerd.cri.v1.runtime".cni]
   bin_dirs = ["/usr/lib/cni"]
   conf_dir = "$d/cni"
-[plugins."io.containerd.nri.v1.nri"]
-  disable = false
-  socket_path = "/var/run/nri/nri.sock"
-  [plugins."io.containerd.nri.v1.nri".default_validator]
-    enable = true
-    required_plugins = ["vgpud"]
-    tolerate_missing_plugins_annotation = "$HOOK_OPTIONAL"
 TOML
 	fi
 	# The cluster's registry, trusted through the cluster CA, as a node
@@ -464,6 +462,33 @@ restart_apiserver() {
 	wait_for 90 kube-apiserver kubectl --kubeconfig "$state/kubeconfig" get --raw /readyz
 }
 
+# restart_containerd K stops node K's containerd and starts it again, as
+# an operator's `systemctl restart containerd`: the containers' shims and
+# so the containers keep running.
+restart_containerd() {
+	local k=${1:-1} in_mnt="" cb
+	node_vars "$k"
+	[ "$k" = 1 ] || in_mnt=$n_mnt
+	stop containerd$n_sfx
+	[ -f "$logs/containerd$n_sfx.log" ] && mv "$logs/containerd$n_sfx.log" "$logs/containerd$n_sfx.log.$(date +%s%N)"
+	cb=$(containerd_bin)
+	PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/containerd/config.toml"
+	wait_for 30 "containerd of $n_name" ctr_ "$k" version
+}
+
+# node_setup K remove|install takes vgpud's drop-in out of node K's
+# containerd imports or puts it back, as docs/install.md says, and
+# restarts containerd.
+node_setup() {
+	node_vars "$1"
+	case ${2:-} in
+	remove) rm -f "$n_dir/containerd/conf.d/vgpud.toml" ;;
+	install) cp "$here/../manifests/node-setup/containerd-vgpud.toml" "$n_dir/containerd/conf.d/vgpud.toml" ;;
+	*) echo "cluster: node-setup K remove|install" >&2; return 2 ;;
+	esac
+	restart_containerd "$1"
+}
+
 # restart_kubelet stops node K's kubelet by its PID and starts it again, as
 # an operator's restart or an upgrade would; pods keep running.
 restart_kubelet() {
@@ -546,6 +571,7 @@ up) up ;;
 down) down ;;
 restart-kubelet) restart_kubelet "${2:-1}" ;;
 restart-apiserver) restart_apiserver ;;
+node-setup) node_setup "${2:-1}" "${3:-}" ;;
 kubelet-alive)
 	node_vars "${2:-1}"
 	running kubelet$n_sfx || start_kubelet "${2:-1}" "$("$here/k8s-binaries.sh")"

@@ -678,6 +678,8 @@ func TestCluster(t *testing.T) {
 	t.Run("p dashboards and alerts on a real Prometheus", func(t *testing.T) { monitoring(t, e, nodes) })
 	t.Run("q rolling upgrade, one node ahead", func(t *testing.T) { rollingUpgrade(t, e, nodes) })
 	t.Run("r GPU memory held from the node", func(t *testing.T) { gpuUsage(t, e, nodes) })
+	// Last: it removes vgpud (and puts it back for the soak).
+	t.Run("s removal leaves every node starting containers", func(t *testing.T) { removal(t, e, nodes) })
 }
 
 func nodeNameLine(extra string) string {

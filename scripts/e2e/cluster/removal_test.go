@@ -1,0 +1,108 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// removal takes vgpud out as docs/install.md says: first each node's
+// runtime stops requiring vgpud's hook (the drop-in deleted, containerd
+// restarted), then what was applied is deleted. Every node must still
+// start containers, and a pod already running keeps running. vgpud is
+// then put back (drop-in, kube-apiserver restarted, install) for what
+// runs after.
+func removal(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	cluster := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(e.scripts+"/cluster.sh", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster.sh %v: %v\n%s", args, err, out)
+		}
+	}
+	ns := "e2e-removal"
+	e.namespace(t, ns, nil)
+	plain := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/hostname": node}, Containers: []corev1.Container{{
+				Name: "c", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "infinity"}}}},
+		}
+	}
+	// A pod that runs through the removal.
+	if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, plain("before", nodes[0]), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, ns, []string{"before"}, 60*time.Second)
+	before, err := e.kube.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Put back whatever happens: the drop-in on every node, a fresh
+	// kube-apiserver (its param informers, docs/install.md) and vgpud.
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if out, err := exec.Command(e.scripts+"/cluster.sh", "node-setup", nodeIndex(n), "install").CombinedOutput(); err != nil {
+				t.Errorf("put the drop-in back on %s: %v\n%s", n, err, out)
+			}
+		}
+		if out, err := exec.Command(e.scripts+"/cluster.sh", "restart-apiserver").CombinedOutput(); err != nil {
+			t.Errorf("restart kube-apiserver: %v\n%s", err, out)
+		}
+		install := exec.Command(e.scripts + "/install.sh")
+		install.Env = append(os.Environ(), "VGPUD_INSTALL=manifest")
+		if out, err := install.CombinedOutput(); err != nil {
+			t.Errorf("install vgpud again: %v\n%s", err, out)
+		}
+	})
+
+	// 1. The node step: no runtime requires vgpud's hook any more.
+	start := time.Now()
+	for _, n := range nodes {
+		cluster("node-setup", nodeIndex(n), "remove")
+	}
+	t.Logf("drop-in removed and containerd restarted on %d nodes in %v", len(nodes), time.Since(start).Round(time.Millisecond))
+
+	// 2. What was applied, deleted.
+	start = time.Now()
+	manifest := filepath.Join(filepath.Dir(e.kubeconfig), "vgpud.yaml")
+	if out, err := e.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s"); err != nil {
+		t.Fatalf("kubectl delete -f %s: %v\n%s", manifest, err, out)
+	}
+	harness.Eventually(t, 120*time.Second, "vgpud gone", func() error {
+		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, system, metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("namespace %s still there", system)
+		}
+		return nil
+	})
+	t.Logf("kubectl delete -f of the manifest: vgpud and its namespace gone in %v", time.Since(start).Round(time.Millisecond))
+
+	// 3. Every node starts containers, and the pod from before runs on.
+	var names []string
+	for i, n := range nodes {
+		p := plain(fmt.Sprintf("after-%d", i), n)
+		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name)
+	}
+	took := e.waitRunning(t, ns, names, 90*time.Second)
+	now, err := e.kube.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{})
+	if err != nil || now.UID != before.UID || now.Status.Phase != corev1.PodRunning || restarts(now) != restarts(before) {
+		t.Fatalf("the pod running before the removal: %v, phase %s, %d restarts (was %d)", err, now.Status.Phase, restarts(now), restarts(before))
+	}
+	t.Logf("after removal: a new pod runs on each of %d nodes (%v), and the pod from before runs on without a restart", len(nodes), took.Round(time.Millisecond))
+}
