@@ -88,6 +88,7 @@ arm64_libs() {
 # and an arm64 one, the arm64 binary checked to run from its own root
 # filesystem under qemu-user.
 if want vgpud; then
+	[ "$(go env GOARCH)" = amd64 ] || { echo "images: vgpud's index is the host's amd64 build and an arm64 cross-build; build it on an amd64 machine" >&2; exit 1; }
 	missing=()
 	for tool in aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/lib/libc.so.6:libc6-dev-arm64-cross qemu-aarch64:qemu-user; do
 		command -v "${tool%%:*}" >/dev/null || [ -e "${tool%%:*}" ] || missing+=("${tool#*:}")
@@ -122,7 +123,8 @@ fi
 PREVIOUS_RELEASE=${PREVIOUS_RELEASE:-v0.1.0}
 PREVIOUS_COMMIT=${PREVIOUS_COMMIT:-d62b59b}
 if want vgpud-prev; then
-	rev=$(git -C "$root" rev-parse -q --verify "refs/tags/$PREVIOUS_RELEASE^{commit}" || git -C "$root" rev-parse --verify "$PREVIOUS_COMMIT^{commit}")
+	rev=$(git -C "$root" rev-parse -q --verify "refs/tags/$PREVIOUS_RELEASE^{commit}" || git -C "$root" rev-parse -q --verify "$PREVIOUS_COMMIT^{commit}") ||
+		{ echo "images: the upgrade scenario builds $PREVIOUS_RELEASE ($PREVIOUS_COMMIT) from its source, which this clone lacks: git fetch --tags (or clone without --depth)" >&2; exit 1; }
 	src=$work/prev-src && mkdir -p "$src"
 	git -C "$root" archive "$rev" | tar -x -C "$src"
 	make -s -C "$src" build VERSION="$PREVIOUS_RELEASE" COMMIT="${rev:0:7}" >/dev/null

@@ -19,6 +19,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authnv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -739,6 +740,26 @@ func leaseWriters(t *testing.T, e env, nodes []string) {
 	refused("name another pod the holder", take(leader.Name+"-impostor"), "writes only itself in as the Lease holder")
 	// RBAC refuses it first; the policy too, should a Role grant it.
 	refused("delete the Lease", leases.Delete(ctx, "vgpud-leader", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), "forbidden")
+	// Nor have the garbage collector delete it: an owner that does not
+	// exist (the Lease gone, every fence that reads it would check nothing).
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lease, err := leases.Get(ctx, "vgpud-leader", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "vgpud", UID: "00000000-0000-0000-0000-000000000000"}}
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+	refused("give the Lease an owner that does not exist", err, "changes no owner or finalizer of the Lease")
+	// kube-scheduler's token, on a compromised node, writes its own
+	// election Lease and no other.
+	sched := e.impersonate(t, "system:serviceaccount:vgpud-system:vgpud-scheduler", nil).CoordinationV1().Leases(system)
+	if l, err := sched.Get(ctx, "vgpud-leader", metav1.GetOptions{}); err == nil {
+		t.Fatalf("vgpud-scheduler's token reads the vgpud-leader Lease (holder %v)", l.Spec.HolderIdentity)
+	}
+	_, err = sched.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "vgpud-leader-2", Namespace: system}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	refused("vgpud-scheduler creating another Lease", err, "vgpud-scheduler writes only its own election Lease")
 	if err := take(other.Name); err != nil {
 		t.Fatalf("replica %s taking the Lease for itself, with every node free to lead (dry run): %v", other.Name, err)
 	}

@@ -101,6 +101,10 @@ func upgradeFromRelease(t *testing.T, e env, nodes []string) {
 	)
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop); <-done }) }
+	// Stopped however the test ends, so no creator outlives it.
+	defer halt()
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
@@ -129,8 +133,7 @@ func upgradeFromRelease(t *testing.T, e env, nodes []string) {
 	run("kubectl apply of this release", "env", "VGPUD_INSTALL=manifest", e.scripts+"/install.sh")
 	rolled := time.Since(start)
 	time.Sleep(10 * time.Second)
-	close(stop)
-	<-done
+	halt()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(refused) > 0 {
