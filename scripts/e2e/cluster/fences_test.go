@@ -747,6 +747,10 @@ func leaseWriters(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			return err
 		}
+		// Written as a take for itself, which the holder rule allows.
+		now := metav1.NewMicroTime(time.Now())
+		lease.Spec.HolderIdentity = &other.Name
+		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
 		lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "vgpud", UID: "00000000-0000-0000-0000-000000000000"}}
 		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
