@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -45,7 +46,7 @@ type ViewOptions struct {
 
 // Inspect prints the cluster as vgpud books it, read from the API.
 func Inspect(ctx context.Context, o ViewOptions, names protocol.ResourceNames, stdout io.Writer) error {
-	if !validOutput(o.Output) {
+	if !slices.Contains(Outputs, o.Output) {
 		return cli.Exit(fmt.Sprintf("-o %q: want wide, json or yaml (or none, for tables)", o.Output), 2)
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -102,13 +103,4 @@ func Inspect(ctx context.Context, o ViewOptions, names protocol.ResourceNames, s
 		return err
 	}
 	return clusterview.Render(stdout, v, o.Output == "wide")
-}
-
-func validOutput(o string) bool {
-	for _, ok := range Outputs {
-		if o == ok {
-			return true
-		}
-	}
-	return false
 }

@@ -284,25 +284,8 @@ func (e env) startPrometheus(t *testing.T, dir string) prometheus {
 	if err := os.WriteFile(filepath.Join(work, "prometheus.yml"), out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log, err := os.Create(filepath.Join(work, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("prometheus", "--config.file="+filepath.Join(work, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(work, "data"),
+	harness.Spawn(t, "prometheus", "prometheus", "--config.file="+filepath.Join(work, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(work, "data"),
 		"--web.listen-address="+promListen, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
 	p := prometheus{base: "http://" + promListen}
 	harness.Eventually(t, 30*time.Second, "Prometheus ready", func() error {
 		resp, err := http.Get(p.base + "/-/ready")
@@ -329,24 +312,7 @@ func (e env) discover(t *testing.T, scrape, targets string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build scripts/promcheck: %v\n%s", err, out)
 	}
-	log, err := os.Create(targets + ".log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-scrape", scrape, "-job", "vgpud", "-kubeconfig", e.kubeconfig, "-out", targets)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("promcheck log:\n%s", b)
-		}
-	})
+	harness.Spawn(t, "promcheck", bin, "-scrape", scrape, "-job", "vgpud", "-kubeconfig", e.kubeconfig, "-out", targets)
 	harness.Eventually(t, 60*time.Second, "Kubernetes discovery finds vgpud's pods", func() error {
 		raw, err := os.ReadFile(targets)
 		if err != nil {
