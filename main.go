@@ -66,7 +66,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	cfg := defaultConfig()
-	inspectCfg := node.DefaultConfig() // only its socket: inspect's own copy
+	inspectCfg := node.DefaultConfig()   // only its socket: inspect's own copy
+	preflightCfg := node.DefaultConfig() // only the runtime's settings
 	var runFlags []cli.Flag
 	for _, g := range flagGroups(&cfg) {
 		runFlags = append(runFlags, g.flags...)
@@ -125,6 +126,27 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 						return node.SetMockProcess(c.Context, inspectCfg.InspectSocket, spec, stdout)
 					}
 					return node.Inspect(c.Context, inspectCfg.InspectSocket, c.Bool("json"), c.Bool("ready"), stdout)
+				},
+			},
+			{
+				Name:  "preflight",
+				Usage: "read this node's container runtime configuration, imports and drop-ins included, and say whether the runtime fails closed without vgpud (exit 0) or not (exit 1), as the node role does every minute",
+				Flags: append(withEnv([]cli.Flag{preflightCfg.RuntimeConfigFlag(), preflightCfg.NRISocketFlag()}),
+					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"}),
+				Action: func(c *cli.Context) error {
+					return node.RunPreflight(preflightCfg, c.Bool("json"), stdout)
+				},
+			},
+			{
+				Name:      "node-setup",
+				Usage:     "install or remove vgpud's drop-in in this node's runtime configuration (root, on the node): with install, containerd's main file is made to import it; then prints the preflight's verdict and the restart it needs. Opt-in: nothing runs it for you",
+				ArgsUsage: "install|remove",
+				Flags:     withEnv([]cli.Flag{preflightCfg.RuntimeConfigFlag(), preflightCfg.NRISocketFlag()}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return cli.Exit("vgpud node-setup install|remove", 2)
+					}
+					return node.RunNodeSetup(preflightCfg, c.Args().First(), stdout)
 				},
 			},
 			{

@@ -155,6 +155,25 @@ func TestChartNamespaceListsAreTheValues(t *testing.T) {
 	}
 }
 
+// CRI-O's values mount its directory and name its file to the check.
+func TestChartRuntimeIsTheValues(t *testing.T) {
+	got := helmTemplate(t, "vgpud-system", "runtime.kind=cri-o", "runtime.configDir=/etc/crio")
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, want := range []string{`{"name":"VGPUD_RUNTIME_CONFIG","value":"cri-o:/etc/crio/crio.conf"}`,
+		`{"mountPath":"/etc/crio","name":"runtime-config","readOnly":true}`, `"hostPath":{"path":"/etc/crio","type":"DirectoryOrCreate"}`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("with runtime cri-o at /etc/crio, the chart lacks %s", want)
+		}
+	}
+	if strings.Contains(text, "/etc/containerd") {
+		t.Error("with runtime cri-o, the chart still mounts /etc/containerd")
+	}
+}
+
 // A value that would change what a policy means, not what it names, is
 // refused by the templates themselves, schema or not.
 func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
@@ -165,6 +184,8 @@ func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
 		{"vgpud-system", "exemptNamespaces={a'b}", "want a namespace name"},
 		{"vgpud-system", "leaderNodes={gpu-1\\,x}", "not a node name"},
 		{"kube-system", "schedulerName=vgpud-scheduler", "install it in a namespace of its own"},
+		{"vgpud-system", "runtime.configDir=/etc/crio\\, type: File}", "runtime.configDir"},
+		{"vgpud-system", "runtime.kind=docker", "runtime.kind"},
 	} {
 		for _, schema := range []string{"", "--skip-schema-validation"} {
 			set := []string{tc.set}

@@ -42,6 +42,11 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
               value: {{ $name | quote }}
             {{- end }}
             {{- end }}
+            {{- $rt := printf "%s:%s/%s" .Values.runtime.kind .Values.runtime.configDir (eq .Values.runtime.kind "cri-o" | ternary "crio.conf" "config.toml") }}
+            {{- if ne $rt "containerd:/etc/containerd/config.toml" }}
+            - name: VGPUD_RUNTIME_CONFIG
+              value: {{ $rt | quote }}
+            {{- end }}
             {{- with .Values.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -86,6 +91,8 @@ func installEdits() []edit {
 		{"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            requests: {cpu: 50m, memory: 64Mi}\n            limits: {memory: 512Mi}\n",
 			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
 		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image }}\n", 1},
+		{"{name: runtime-config, mountPath: /etc/containerd, readOnly: true}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}, readOnly: true}", 1},
+		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
 	}
 	edits = append(edits, res("nvidia.com/gpumem-percentage", "gpumemPercentage")...)
 	edits = append(edits, res("nvidia.com/gpumem", "gpumem")...)

@@ -48,6 +48,11 @@ type Config struct {
 	// present the runtime names each container's pod to vgpud's hook;
 	// where it is not, or "" here, the node guesses, without NRI.
 	NRISocket string `json:"-"`
+	// RuntimeConfig is the container runtime's configuration, KIND:PATH
+	// (preflight.ParseSpec), which the node reads every minute to say
+	// whether the runtime fails closed without vgpud; "" reads none.
+	// PATH must be visible at the same path inside vgpud's container.
+	RuntimeConfig string `json:"-"`
 	// NRIExemptNamespaces keep every GPU their containers' images or pods
 	// name: vgpud's own and the GPU operator's, whose pods read or serve
 	// every GPU. Never a tenant's.
@@ -86,6 +91,7 @@ func DefaultConfig() Config {
 		HealthRecovery:      5 * time.Minute,
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
+		RuntimeConfig:       "containerd:/etc/containerd/config.toml",
 		NRIExemptNamespaces: []string{"vgpud-system", "gpu-operator"},
 		NRIEarlyNamespaces:  []string{"kube-system"},
 		// Report until the GPU proof (make nvml) has shown a kill on real

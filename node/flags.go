@@ -28,6 +28,7 @@ const (
 	flagPodResourcesSocket  = "pod-resources-socket"
 	flagPodResourcesPeriod  = "pod-resources-period"
 	flagNRISocket           = "nri-socket"
+	flagRuntimeConfig       = "runtime-config"
 	flagNRIExemptNamespaces = "nri-exempt-namespaces"
 	flagNRIEarlyNamespaces  = "nri-early-namespaces"
 	flagInspectSocket       = "inspect-socket"
@@ -40,6 +41,18 @@ const (
 // with the role.
 func (c *Config) InspectSocketFlag() cli.Flag {
 	return &cli.StringFlag{Name: flagInspectSocket, Usage: "unix socket that vgpud inspect reads", Value: c.InspectSocket, Destination: &c.InspectSocket}
+}
+
+// RuntimeConfigFlag is --runtime-config, which `vgpud preflight` shares
+// with the role.
+func (c *Config) RuntimeConfigFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagRuntimeConfig, Usage: "the container runtime's configuration as KIND:PATH, KIND containerd or cri-o (CRI-O reads crio.conf.d beside PATH), read with its imports or drop-ins to say whether the runtime fails closed without vgpud; PATH as seen in vgpud's container, where the host's directory is mounted at the same path; empty reads none", Value: c.RuntimeConfig, Destination: &c.RuntimeConfig}
+}
+
+// NRISocketFlag is --nri-socket, which `vgpud preflight` shares with the
+// role.
+func (c *Config) NRISocketFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagNRISocket, Usage: "the container runtime's NRI socket: where present, the runtime names each container's pod and vgpud sets its GPUs as it is created; where absent, or empty here, the node guesses which pod kubelet admits", Value: c.NRISocket, Destination: &c.NRISocket}
 }
 
 // Flags are the node role's settings, bound to c. A list flag replaces
@@ -62,7 +75,8 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagAllocateWait, Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + MaxAllocateWait.String() + ")", Value: c.AllocateWait, Destination: &c.AllocateWait},
 		&cli.StringFlag{Name: flagPodResourcesSocket, Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", Value: c.PodResourcesSocket, Destination: &c.PodResourcesSocket},
 		&cli.DurationFlag{Name: flagPodResourcesPeriod, Usage: "how often the node role checks kubelet's PodResources against the assignments", Value: c.PodResourcesPeriod, Destination: &c.PodResourcesPeriod},
-		&cli.StringFlag{Name: flagNRISocket, Usage: "the container runtime's NRI socket: where present, the runtime names each container's pod and vgpud sets its GPUs as it is created; where absent, or empty here, the node guesses which pod kubelet admits", Value: c.NRISocket, Destination: &c.NRISocket},
+		c.RuntimeConfigFlag(),
+		c.NRISocketFlag(),
 		&cli.StringSliceFlag{Name: flagNRIExemptNamespaces, Usage: "namespaces whose containers keep the GPUs their image or pod names, and are never held up by vgpud's informer (vgpud's own, the GPU operator's; never a tenant's)", Value: cli.NewStringSlice(c.NRIExemptNamespaces...),
 			Action: func(_ *cli.Context, v []string) error {
 				c.NRIExemptNamespaces = slices.DeleteFunc(v, isEmpty)

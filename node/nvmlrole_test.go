@@ -59,6 +59,7 @@ func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	r.cfg.GPUBackend, r.cfg.DevicePluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
 	r.cfg.AllocateWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
 	r.cfg.NRISocket = filepath.Join(dir, "no-nri.sock")              // the guessing path, whatever this machine runs
+	r.cfg.RuntimeConfig = ""                                         // no runtime check: this machine's files are not the test's
 	tune(&r.cfg)
 	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -57,7 +57,7 @@ func (a *Role) setNotReady(why string) {
 func (a *Role) snapshot() inspect.Snapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
-	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
+	inv, server, cache, hook, rt := a.inv, a.server, a.podCache, a.hook, a.runtime
 	a.mu.Unlock()
 	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
@@ -76,6 +76,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
 	}
 	s.Use = a.useSnapshot()
+	s.RuntimeCheck = rt
 	if server != nil {
 		r := server.Registration()
 		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}

@@ -25,6 +25,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
+	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
@@ -42,6 +43,7 @@ type Metrics interface {
 	deviceplugin.Observer
 	nrihook.Observer
 	Identity(mode string)
+	RuntimeFailsClosed(closed bool)
 	Health(uuids []string, unhealthy map[string]bool)
 	PodResourcesMismatch()
 	SampleGPUs(sample func() []gpu.Sample)
@@ -76,7 +78,8 @@ type Role struct {
 	inv      protocol.Inventory
 	server   *deviceplugin.Server
 	podCache *nodepods.Index
-	hook     *nrihook.Hook // nil where the node guesses
+	hook     *nrihook.Hook      // nil where the node guesses
+	runtime  *preflight.Verdict // the latest runtime check; nil before one
 	// containers are the ones the hook granted a slice, by runtime ID:
 	// the usage enforcer attributes GPU processes to them.
 	containers *usage.Containers
@@ -134,6 +137,7 @@ func (a *Role) Run(ctx context.Context) error {
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.checkRuntime(ctx) })
 	pods, err := nodepods.New(a.api.Core, a.node)
 	if err != nil {
 		return err

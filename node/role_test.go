@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node/internal/inspect"
+	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -48,6 +52,9 @@ func TestNodeRole(t *testing.T) {
 	// No NRI socket, whatever this machine runs: the guessing path. (The
 	// runtime hook is proven against a real containerd in the e2e suite.)
 	cfg.NRISocket = filepath.Join(dir, "no-nri.sock")
+	// The runtime check reads a containerd configuration that imports
+	// the shipped drop-in.
+	cfg.RuntimeConfig = "containerd:" + containerdConfig(t, dir)
 	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -96,6 +103,20 @@ func TestNodeRole(t *testing.T) {
 	s := waitSnapshot(t, cfg.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated" })
 	if !s.Ready || s.Registration.Count != 1 || s.Leader != "vgpud-abc" || s.GPUs[4].MemoryUsedMiB != 5000 || s.GPUs[4].SlicesUsed != 1 {
 		t.Errorf("snapshot %+v", s)
+	}
+
+	// The runtime check: fails closed through the drop-in, but vgpud's
+	// socket here is not the runtime's.
+	if c := s.RuntimeCheck; c == nil || !c.Closed() || len(c.Files) != 2 || len(c.Problems) != 1 || !strings.Contains(c.Problems[0], "--nri-socket") {
+		t.Errorf("inspect's runtime check %+v, want fails-closed, two files, the socket's problem", c)
+	}
+	node, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check protocol.RuntimeCheck
+	if err := json.Unmarshal([]byte(node.Annotations[protocol.AnnotationRuntime]), &check); err != nil || check.Result != "fails-closed" || check.Runtime != "containerd" || len(check.Problems) != 1 {
+		t.Errorf("%s=%q (%v)", protocol.AnnotationRuntime, node.Annotations[protocol.AnnotationRuntime], err)
 	}
 
 	// An XID injected through the inspect socket flags the GPU.
@@ -150,3 +171,41 @@ func waitSnapshot(t *testing.T, socket string, ok func(inspect.Snapshot) bool) i
 type unstreamed struct{ corev1client.CoreV1Interface }
 
 func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }
+
+// containerdConfig writes a containerd config.toml under dir that imports
+// vgpud's shipped drop-in, and returns its path.
+func containerdConfig(t *testing.T, dir string) string {
+	t.Helper()
+	dropIn, err := os.ReadFile("../manifests/node-setup/containerd-vgpud.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(dir, "etc-containerd")
+	if err := os.MkdirAll(filepath.Join(etc, "conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "conf.d", "vgpud.toml"), dropIn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	main := filepath.Join(etc, "config.toml")
+	if err := os.WriteFile(main, []byte("version = 3\nimports = [\"conf.d/*.toml\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return main
+}
+
+// The annotation stays small whatever the configuration says.
+func TestEncodeRuntimeIsBounded(t *testing.T) {
+	long := strings.Repeat("é", 1000)
+	raw, err := encodeRuntime(preflight.Verdict{Result: preflight.FailsOpen, Runtime: "containerd", Files: []string{long}, Problems: []string{long, long, long, long, long, long}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c protocol.RuntimeCheck
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 2500 || len(c.Problems) != 5 || !strings.Contains(c.Problems[4], "2 more") || !utf8.ValidString(c.Problems[0]) {
+		t.Errorf("%d bytes, %d problems: %q", len(raw), len(c.Problems), c.Problems)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/node/internal/usage"
 )
 
@@ -50,6 +51,9 @@ func (c Config) Validate() field.ErrorList {
 	}
 	if c.InspectSocket == "" {
 		errs = append(errs, invalid(flagInspectSocket, "", fmt.Sprintf("want a socket path such as %s", DefaultConfig().InspectSocket)))
+	}
+	if _, err := preflight.ParseSpec(c.RuntimeConfig); err != nil {
+		errs = append(errs, invalid(flagRuntimeConfig, c.RuntimeConfig, err.Error()+", or empty to read none"))
 	}
 	if c.NRISocket != "" && !filepath.IsAbs(c.NRISocket) {
 		errs = append(errs, invalid(flagNRISocket, c.NRISocket, "want an absolute path such as /var/run/nri/nri.sock, or empty to guess which pod kubelet admits"))

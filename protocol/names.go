@@ -36,8 +36,20 @@ const (
 	// AnnotationUsage is the node's latest sample of its GPUs' processes
 	// (NodeUsage), written by the node role for `vgpud inspect --cluster`.
 	AnnotationUsage = "vgpud.io/usage"
-	IdentityRuntime = "runtime"
-	IdentityGuessed = "guessed"
+
+	// AnnotationRuntime is the node's latest runtime check (RuntimeCheck):
+	// whether its container runtime fails closed without vgpud, written by
+	// the node role for `vgpud inspect --cluster`.
+	AnnotationRuntime = "vgpud.io/runtime-check"
+
+	// AnnotationHookOptional lets a pod's containers be created while
+	// vgpud's NRI hook is not connected, where the runtime's NRI
+	// validator is set up as vgpud's drop-in says: vgpud's own pods, and
+	// those that must start before it. Admission lets only vgpud's
+	// namespace and the cluster's early namespaces use it.
+	AnnotationHookOptional = "vgpud.io/runtime-hook-optional"
+	IdentityRuntime        = "runtime"
+	IdentityGuessed        = "guessed"
 
 	// LabelRole marks the replica that leads; the Service selects on it.
 	LabelRole = "vgpud.io/role"

@@ -115,3 +115,12 @@ func (u NodeUsage) Validate() error {
 	}
 	return nil
 }
+
+// RuntimeCheck is the vgpud.io/runtime-check annotation: whether the
+// node's container runtime fails closed without vgpud (node/internal/
+// preflight), for `vgpud inspect --cluster`. The books never read it.
+type RuntimeCheck struct {
+	Result   string   `json:"result"` // fails-closed, fails-open or unknown
+	Runtime  string   `json:"runtime"`
+	Problems []string `json:"problems,omitempty"`
+}

@@ -52,6 +52,10 @@ CONTAINERD=${VGPUD_CONTAINERD:-2}
 # connected: vgpud's own pods, which must start first. Admission lets
 # only vgpud's namespace use it (manifests/vgpud.yaml).
 HOOK_OPTIONAL=vgpud.io/runtime-hook-optional
+# Where every node sees its own containerd configuration, as a node sees
+# /etc/containerd: a bind of its etc-containerd directory, in its mount
+# namespace (node 1's in the host's). vgpud's runtime check mounts it.
+RUNTIME_ETC=$rund/etc/containerd
 control=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 per_node=(containerd kubelet kube-proxy)
 
@@ -154,7 +158,11 @@ network() {
 # where its directory is /var/lib/kubelet.
 mount_ns() {
 	node_vars "$1"
-	[ "$1" = 1 ] && return
+	mkdir -p "$RUNTIME_ETC"
+	if [ "$1" = 1 ]; then
+		mountpoint -q "$RUNTIME_ETC" || mount --bind "$n_dir/etc-containerd" "$RUNTIME_ETC"
+		return
+	fi
 	mkdir -p "$rund/mnt"
 	if ! mountpoint -q "$rund/mnt"; then
 		mount --bind "$rund/mnt" "$rund/mnt"
@@ -172,6 +180,7 @@ mount_ns() {
 			mkdir -p "$n_dir$d" "$d"
 			nsenter --mount="$n_mnt" mount --bind "$n_dir$d" "$d"
 		done
+		nsenter --mount="$n_mnt" mount --bind "$n_dir/etc-containerd" "$RUNTIME_ETC"
 	fi
 }
 
@@ -217,7 +226,7 @@ KC
 configs() {
 	node_vars "$1"
 	local d=$n_dir
-	mkdir -p "$d/cni" "$d/containerd" "$n_run"
+	mkdir -p "$d/cni" "$d/containerd" "$d/etc-containerd" "$n_run"
 	cat >"$d/runc-wrapper" <<'SH'
 #!/bin/sh
 # runc cannot write oom_score_adj on this VM: drop it from the bundle on create.
@@ -236,7 +245,7 @@ exec runc "$@"
 SH
 	chmod +x "$d/runc-wrapper"
 	if [ "$CONTAINERD" = 1.6 ]; then
-		cat >"$d/containerd/config.toml" <<TOML
+		cat >"$d/etc-containerd/config.toml" <<TOML
 version = 2
 root = "$d/containerd/root"
 state = "$n_run/containerd"
@@ -263,14 +272,16 @@ TOML
 		# those annotated HOOK_OPTIONAL: no container is created without
 		# vgpud's word on its GPUs. That is the drop-in docs/install.md
 		# ships, imported as a node imports /etc/containerd/conf.d/.
-		mkdir -p "$d/containerd/conf.d"
-		cp "$here/../manifests/node-setup/containerd-vgpud.toml" "$d/containerd/conf.d/vgpud.toml"
-		grep -qF "tolerate_missing_plugins_annotation = \"$HOOK_OPTIONAL\"" "$d/containerd/conf.d/vgpud.toml"
-		cat >"$d/containerd/config.toml" <<TOML
+		# The import is relative to config.toml, so that it resolves the
+		# same in vgpud's container, where RUNTIME_ETC is mounted.
+		mkdir -p "$d/etc-containerd/conf.d"
+		cp "$here/../manifests/node-setup/containerd-vgpud.toml" "$d/etc-containerd/conf.d/vgpud.toml"
+		grep -qF "tolerate_missing_plugins_annotation = \"$HOOK_OPTIONAL\"" "$d/etc-containerd/conf.d/vgpud.toml"
+		cat >"$d/etc-containerd/config.toml" <<TOML
 version = 3
 root = "$d/containerd/root"
 state = "$n_run/containerd"
-imports = ["$d/containerd/conf.d/*.toml"]
+imports = ["conf.d/*.toml"]
 [grpc]
   address = "$n_run/containerd.sock"
 [plugins."io.containerd.cri.v1.images".pinned_images]
@@ -412,7 +423,7 @@ start_node() {
 	local cb
 	cb=$(containerd_bin)
 	# The shim is found on PATH, beside the containerd that starts it.
-	running containerd$n_sfx || PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/containerd/config.toml"
+	running containerd$n_sfx || PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/etc-containerd/config.toml"
 	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 	local img
 	for img in "$images"/*.tar; do
@@ -472,7 +483,7 @@ restart_containerd() {
 	stop containerd$n_sfx
 	[ -f "$logs/containerd$n_sfx.log" ] && mv "$logs/containerd$n_sfx.log" "$logs/containerd$n_sfx.log.$(date +%s%N)"
 	cb=$(containerd_bin)
-	PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/containerd/config.toml"
+	PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/etc-containerd/config.toml"
 	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 }
 
@@ -482,10 +493,14 @@ restart_containerd() {
 node_setup() {
 	node_vars "$1"
 	case ${2:-} in
-	remove) rm -f "$n_dir/containerd/conf.d/vgpud.toml" ;;
-	install) cp "$here/../manifests/node-setup/containerd-vgpud.toml" "$n_dir/containerd/conf.d/vgpud.toml" ;;
+	remove | install) ;;
 	*) echo "cluster: node-setup K remove|install" >&2; return 2 ;;
 	esac
+	# The documented step itself: vgpud node-setup, as root on the node,
+	# then the restart it asks for.
+	local vgpud=$here/../bin/vgpud
+	[ -x "$vgpud" ] || (cd "$here/.." && go build -o bin/vgpud .)
+	"$vgpud" node-setup --runtime-config "containerd:$n_dir/etc-containerd/config.toml" "$2" >&2
 	restart_containerd "$1"
 }
 
@@ -555,6 +570,7 @@ down() {
 	awk -v d="$rund/containerd/" 'index($2, "/var/lib/kubelet/pods/") == 1 || index($2, d) == 1 {print $2}' /proc/mounts |
 		sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
+	umount "$RUNTIME_ETC" 2>/dev/null || true
 	rm -f /run/nri/nri.sock # node 1's containerd 2.x; a 1.6 node must find none
 	rm -f "$logs"/kubelet*.log.* # the logs of kubelets before a restart
 	# Pod netns of nodes after the first were mounts in their mount

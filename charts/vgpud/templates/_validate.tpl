@@ -25,6 +25,12 @@ call at the top of vgpud.yaml.
 {{- fail (printf "namespace %q in exemptNamespaces or runtimeHookOptionalNamespaces: want a namespace name" $ns) -}}
 {{- end -}}
 {{- end -}}
+{{- if not (has .Values.runtime.kind (list "containerd" "cri-o")) -}}
+{{- fail (printf "runtime.kind %q: want containerd or cri-o" .Values.runtime.kind) -}}
+{{- end -}}
+{{- if not (regexMatch "^/[A-Za-z0-9._/-]*$" .Values.runtime.configDir) -}}
+{{- fail (printf "runtime.configDir %q: want an absolute directory such as /etc/containerd" .Values.runtime.configDir) -}}
+{{- end -}}
 {{- range $n := default (list) .Values.leaderNodes -}}
 {{- if not (regexMatch $node $n) -}}
 {{- fail (printf "leaderNodes: %q is not a node name" $n) -}}

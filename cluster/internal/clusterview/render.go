@@ -24,6 +24,9 @@ func Render(w io.Writer, v View, wide bool) error {
 		if n.Plugin != "" && n.Plugin != "serving" {
 			name += " (" + n.Plugin + ")"
 		}
+		if r := n.Runtime; r != nil && r.Result != "fails-closed" {
+			name += " (runtime " + strings.ToUpper(r.Result) + ")"
+		}
 		for _, g := range n.GPUs {
 			health := "healthy"
 			if !g.Healthy {
@@ -56,6 +59,7 @@ func Render(w io.Writer, v View, wide bool) error {
 			fmt.Fprintln(tw, "no node has vgpud's inventory (vgpud.io/gpus)")
 		}
 	}
+	renderRuntime(tw, v.Nodes)
 	renderUse(tw, v.Nodes)
 	if v.Node == "" {
 		fmt.Fprintln(tw)
@@ -137,4 +141,19 @@ func shortUUID(uuid string) string {
 		return uuid[:12]
 	}
 	return uuid
+}
+
+// renderRuntime lists what each node's runtime check found wrong: a
+// runtime that does not fail closed without vgpud, or a setting to fix.
+func renderRuntime(tw io.Writer, nodes []Node) {
+	for _, n := range nodes {
+		r := n.Runtime
+		if r == nil || (r.Result == "fails-closed" && len(r.Problems) == 0) {
+			continue
+		}
+		fmt.Fprintf(tw, "\nruntime on %s (%s): %s (vgpud preflight there says more)\n", n.Name, r.Runtime, strings.ToUpper(r.Result))
+		for _, p := range r.Problems {
+			fmt.Fprintf(tw, "  - %s\n", p)
+		}
+	}
 }

@@ -6,6 +6,7 @@
 package clusterview
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,6 +57,10 @@ type Node struct {
 	// Use is the node's latest published sample of what its GPUs'
 	// processes hold (vgpud.io/usage); nil where it publishes none.
 	Use *protocol.NodeUsage `json:"use,omitempty"`
+	// Runtime is the node's latest runtime check (vgpud.io/runtime-check):
+	// whether its container runtime fails closed without vgpud; nil where
+	// it publishes none.
+	Runtime *protocol.RuntimeCheck `json:"runtimeCheck,omitempty"`
 }
 
 // BookedGPU is one GPU with what is held of it.
@@ -108,6 +113,14 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationUsage, err))
 			} else {
 				node.Use = &u
+			}
+		}
+		if raw, ok := n.Annotations[protocol.AnnotationRuntime]; ok {
+			var c protocol.RuntimeCheck
+			if err := json.Unmarshal([]byte(raw), &c); err != nil {
+				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationRuntime, err))
+			} else {
+				node.Runtime = &c
 			}
 		}
 		for _, g := range inv.GPUs {

@@ -176,3 +176,29 @@ func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildShowsEachNodesRuntimeCheck(t *testing.T) {
+	n1 := node(t, "n1", protocol.GPU{UUID: "GPU-aaaaaaaa-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
+	n1.Annotations[protocol.AnnotationRuntime] = `{"result":"fails-open","runtime":"containerd","problems":["NRI's default validator is off"]}`
+	n2 := node(t, "n2", protocol.GPU{UUID: "GPU-bbbbbbbb-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
+	n2.Annotations[protocol.AnnotationRuntime] = `{"result":"fails-closed","runtime":"containerd"}`
+	n3 := node(t, "n3", protocol.GPU{UUID: "GPU-cccccccc-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
+	n3.Annotations[protocol.AnnotationRuntime] = `{"result":`
+	v := Build([]corev1.Node{n1, n2, n3}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	if v.Nodes[0].Runtime == nil || v.Nodes[1].Runtime == nil || v.Nodes[2].Runtime != nil || len(v.Problems) != 1 {
+		t.Fatalf("runtime %+v, %+v, %+v; problems %v", v.Nodes[0].Runtime, v.Nodes[1].Runtime, v.Nodes[2].Runtime, v.Problems)
+	}
+	var b strings.Builder
+	if err := Render(&b, v, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"n1 (runtime FAILS-OPEN)", "runtime on n1 (containerd): FAILS-OPEN", "validator is off"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "n2 (runtime") || strings.Contains(out, "runtime on n2") {
+		t.Errorf("a node that fails closed is flagged:\n%s", out)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vgpud/vgpud/node/internal/preflight"
 )
 
 // Render prints s as the tables `vgpud inspect` shows.
@@ -28,6 +30,12 @@ func Render(w io.Writer, s Snapshot) error {
 	case "":
 	default:
 		fmt.Fprintf(tw, "identity\tGUESSED: no NRI socket, so Allocate guesses which pod kubelet admits; one pod binds here at a time\n")
+	}
+	if c := s.RuntimeCheck; c != nil {
+		fmt.Fprintf(tw, "runtime\t%s\n", preflight.Summary(*c))
+		for _, p := range c.Problems {
+			fmt.Fprintf(tw, "\t- %s\n", p)
+		}
 	}
 	r := s.Registration
 	switch {

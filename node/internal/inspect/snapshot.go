@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -22,13 +23,17 @@ type Snapshot struct {
 	Role     string `json:"role"`               // "node" or "node+cluster"
 	// Identity is how the node tells a container's pod: "runtime" (NRI)
 	// or "guessed"; Runtime says how the NRI hook stands.
-	Identity     string       `json:"identity"`
-	Runtime      string       `json:"runtime,omitempty"`
-	Leader       string       `json:"leader"` // the current leader's pod, "" if unknown
-	IsLeader     bool         `json:"isLeader"`
-	GPUs         []GPUState   `json:"gpus"`
-	Allocations  []Allocation `json:"allocations"`
-	Registration Registration `json:"registration"`
+	Identity string `json:"identity"`
+	Runtime  string `json:"runtime,omitempty"`
+	// RuntimeCheck is the latest reading of the runtime's configuration:
+	// whether it fails closed without vgpud. nil before the first, or
+	// where --runtime-config is empty.
+	RuntimeCheck *preflight.Verdict `json:"runtimeCheck,omitempty"`
+	Leader       string             `json:"leader"` // the current leader's pod, "" if unknown
+	IsLeader     bool               `json:"isLeader"`
+	GPUs         []GPUState         `json:"gpus"`
+	Allocations  []Allocation       `json:"allocations"`
+	Registration Registration       `json:"registration"`
 	// Use is the latest sample of the GPUs' processes; nil before the
 	// GPUs are found.
 	Use   *GPUUse   `json:"use,omitempty"`

@@ -65,6 +65,14 @@ func (p *Publisher) SetUsage(ctx context.Context, value string) error {
 	return nil
 }
 
+// SetRuntime writes the node's vgpud.io/runtime-check annotation.
+func (p *Publisher) SetRuntime(ctx context.Context, value string) error {
+	if err := p.annotate(ctx, protocol.AnnotationRuntime, value); err != nil {
+		return fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationRuntime, err)
+	}
+	return nil
+}
+
 // ClearUsage removes the node's vgpud.io/usage annotation.
 func (p *Publisher) ClearUsage(ctx context.Context) error {
 	patch := []byte(`{"metadata":{"annotations":{"` + protocol.AnnotationUsage + `":null}}}`)

@@ -25,6 +25,7 @@ type Metrics struct {
 	mismatches    prometheus.Counter
 	hook          *prometheus.HistogramVec
 	identity      *prometheus.GaugeVec
+	failsClosed   prometheus.Gauge
 	samples       *samplesCollector
 	usage         *usageCollector
 	usageCounts   usageMetrics
@@ -54,6 +55,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.identity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vgpud_node_identity", Help: "1 for how this node tells which pod a container is: runtime (the NRI hook is told) or guessed (no NRI socket: Allocate guesses the pod kubelet admits).",
 	}, []string{"mode"})
+	m.failsClosed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vgpud_node_runtime_fails_closed", Help: "1 while the container runtime's configuration, read every minute, makes it refuse containers vgpud's NRI hook did not see; 0 while it fails open or cannot be read (vgpud inspect says why). Absent where --runtime-config is empty.",
+	})
 	m.samples = newSamplesCollector()
 	m.usage, m.usageCounts = newUsageCollector(), newUsageMetrics()
 	// Every outcome and verdict from the start at 0, so that the first
@@ -64,7 +68,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, v := range []nrihook.Action{nrihook.Void, nrihook.Grant, nrihook.Exempt, nrihook.Refuse} {
 		m.hook.WithLabelValues(v.String())
 	}
-	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity, m.samples, m.usage, m.usageCounts.kills, m.usageCounts.sample)
+	reg.MustRegister(m.registrations, m.allocate, m.healthy, m.mismatches, m.hook, m.identity, m.failsClosed, m.samples, m.usage, m.usageCounts.kills, m.usageCounts.sample)
 	return m
 }
 
@@ -115,4 +119,13 @@ func (m *Metrics) Identity(mode string) {
 		}
 		m.identity.WithLabelValues(k).Set(v)
 	}
+}
+
+// RuntimeFailsClosed sets whether the runtime was seen to fail closed.
+func (m *Metrics) RuntimeFailsClosed(closed bool) {
+	v := 0.0
+	if closed {
+		v = 1
+	}
+	m.failsClosed.Set(v)
 }

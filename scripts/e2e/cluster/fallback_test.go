@@ -42,6 +42,9 @@ func TestFallback(t *testing.T) {
 		}
 		if s := e.inspect(t, node); s.Identity != protocol.IdentityGuessed {
 			t.Errorf("inspect identity %q", s.Identity)
+		} else if c := s.RuntimeCheck; c == nil || c.Result != "fails-open" {
+			// containerd 1.6's configuration has no NRI validator.
+			t.Errorf("inspect's runtime check %+v, want fails-open", c)
 		}
 		vp, err := e.vgpudPod(node)
 		if err != nil {

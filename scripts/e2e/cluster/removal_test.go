@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,19 @@ func removal(t *testing.T, e env, nodes []string) {
 		cluster("node-setup", nodeIndex(n), "remove")
 	}
 	t.Logf("drop-in removed and containerd restarted on %d nodes in %v", len(nodes), time.Since(start).Round(time.Millisecond))
+	// The preflight says so on every node, as an operator checks it
+	// before deleting vgpud: the runtime no longer fails closed.
+	for _, n := range nodes {
+		vp, err := e.vgpudPod(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "preflight")
+		if err == nil || !strings.Contains(out, "FAILS OPEN") || !strings.Contains(out, "validator is off") {
+			t.Fatalf("vgpud preflight on %s after the drop-in went: %v\n%s\nwant exit 1, FAILS OPEN, validator is off", n, err, out)
+		}
+	}
+	t.Log("vgpud preflight says FAILS OPEN on every node once the drop-in is gone")
 
 	// 2. What was applied, deleted.
 	start = time.Now()

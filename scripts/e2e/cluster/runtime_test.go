@@ -4,7 +4,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,19 @@ func runtimeIdentity(t *testing.T, e env, nodes []string) {
 		if id := node.Annotations[protocol.AnnotationIdentity]; id != protocol.IdentityRuntime {
 			t.Fatalf("node %s: %s=%q, want %q (containerd with NRI)", n, protocol.AnnotationIdentity, id, protocol.IdentityRuntime)
 		}
+		// Each node read its containerd's configuration through the
+		// drop-in it imports, and says it fails closed, to the API and
+		// to inspect.
+		var check protocol.RuntimeCheck
+		if err := json.Unmarshal([]byte(node.Annotations[protocol.AnnotationRuntime]), &check); err != nil || check.Result != "fails-closed" || len(check.Problems) > 0 {
+			t.Fatalf("node %s: %s=%q (%v), want fails-closed with no problem", n, protocol.AnnotationRuntime, node.Annotations[protocol.AnnotationRuntime], err)
+		}
+		s := e.inspect(t, n)
+		if c := s.RuntimeCheck; c == nil || !c.Closed() || !slices.Contains(c.Files, "/etc/containerd/conf.d/vgpud.toml") {
+			t.Fatalf("node %s: inspect's runtime check %+v, want fails-closed through /etc/containerd/conf.d/vgpud.toml", n, c)
+		}
 	}
+	t.Logf("every node's containerd fails closed without vgpud, read through its drop-in: %v", nodes)
 	target := nodes[0]
 	// pod is a busybox pod printing its GPU env, placed on target by a
 	// nodeSelector or, pinned, by spec.nodeName.

@@ -1,0 +1,97 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/containerd/containerd/v2/cmd/containerd/server/config"
+	"github.com/containerd/containerd/v2/version"
+	"github.com/containerd/log"
+	validator "github.com/containerd/nri/plugins/default-validator"
+	"github.com/sirupsen/logrus"
+)
+
+// containerdNRIPlugin is containerd's NRI plugin, by its full ID.
+const containerdNRIPlugin = "io.containerd.nri.v1.nri"
+
+// containerdDropIn is what fixes a containerd node (docs/install.md).
+const containerdDropIn = "vgpud's containerd drop-in (manifests/node-setup/containerd-vgpud.toml) and restart containerd"
+
+// containerdNRI is the part of containerd's NRI plugin settings that
+// decides whether it fails closed; the validator's are NRI's own type.
+type containerdNRI struct {
+	Disable            bool                              `toml:"disable"`
+	SocketPath         string                            `toml:"socket_path"`
+	DisableConnections bool                              `toml:"disable_connections"`
+	DefaultValidator   *validator.DefaultValidatorConfig `toml:"default_validator"`
+}
+
+// Containerd reads containerd's configuration at path with containerd's
+// own loader (imports, merging and version migration as containerd
+// does them), so an import that replaces NRI's table counts as it does
+// for containerd. Imports resolve in this process's file system: the
+// runtime's configuration directory must be mounted at the same path.
+func Containerd(path string, w Want) Verdict {
+	v := Verdict{Runtime: "containerd", Config: path}
+	// containerd's loader logs what it ignores; the verdict says what
+	// matters, so its log is dropped.
+	quiet := logrus.New()
+	quiet.Out = io.Discard
+	ctx := log.WithLogger(context.Background(), logrus.NewEntry(quiet))
+	cfg := config.Config{Version: version.ConfigVersion}
+	if err := config.LoadConfig(ctx, path, &cfg); err != nil {
+		return unreadable(v, err)
+	}
+	v.Files = append([]string{path}, containerdImports(path, cfg.Imports)...)
+	var sec containerdNRI
+	if _, err := cfg.Decode(ctx, containerdNRIPlugin, &sec); err != nil {
+		return unreadable(v, fmt.Errorf("decode %s's settings: %w", containerdNRIPlugin, err))
+	}
+	s := nri{
+		Enabled:            !sec.Disable && !slices.Contains(cfg.DisabledPlugins, containerdNRIPlugin),
+		Socket:             sec.SocketPath,
+		DisableConnections: sec.DisableConnections,
+	}
+	if d := sec.DefaultValidator; d != nil {
+		s.Validator, s.Required, s.Tolerate = d.Enable, d.RequiredPlugins, d.TolerateMissingAnnotation
+	}
+	v.Result, v.Problems = judge(s, w, containerdDropIn)
+	return v
+}
+
+// containerdImports lists the files the merged imports name, as
+// containerd resolves them (relative to the main file, globs expanded),
+// for the verdict to show what was read.
+func containerdImports(main string, imports []string) []string {
+	var files []string
+	for _, p := range imports {
+		p = filepath.Clean(p)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(main), p)
+		}
+		if !strings.Contains(p, "*") {
+			files = append(files, p)
+			continue
+		}
+		m, _ := filepath.Glob(p)
+		files = append(files, m...)
+	}
+	return files
+}
+
+// unreadable is the verdict for a configuration that could not be read.
+func unreadable(v Verdict, err error) Verdict {
+	v.Result = Unknown
+	hint := "the runtime refuses it too: fix the file"
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		hint = "mount the runtime's configuration directory into vgpud's container at the same path, read-only (docs/install.md, Node setup)"
+	}
+	v.Problems = []string{fmt.Sprintf("cannot read the %s configuration %s: %v; %s", v.Runtime, v.Config, err, hint)}
+	return v
+}

@@ -1,0 +1,180 @@
+package preflight
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var want = Want{Plugin: "vgpud", Tolerate: "vgpud.io/runtime-hook-optional", Socket: "/var/run/nri/nri.sock"}
+
+// write puts files (relative name → content) under dir.
+func write(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// shipped is vgpud's containerd drop-in as the repository ships it.
+func shipped(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../../manifests/node-setup/containerd-vgpud.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestContainerd(t *testing.T) {
+	dropIn := shipped(t)
+	main := func(dir string) string {
+		return "version = 3\nimports = [\"" + dir + "/conf.d/*.toml\"]\n[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"registry.k8s.io/pause:3.10\"\n"
+	}
+	for _, tc := range []struct {
+		name    string
+		files   func(dir string) map[string]string
+		result  string
+		problem string // a word every verdict of this case says, "" for none
+	}{
+		{"the shipped drop-in, imported", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": dropIn}
+		}, FailsClosed, ""},
+		{"the drop-in removed", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d)}
+		}, FailsOpen, "validator is off"},
+		{"imported but not imported", func(d string) map[string]string {
+			return map[string]string{"config.toml": "version = 3\n", "conf.d/vgpud.toml": dropIn}
+		}, FailsOpen, "validator is off"},
+		// containerd merges an import's plugin tables key by key: a later
+		// import that sets NRI's socket keeps the validator, one that
+		// turns the validator off wins.
+		{"a later import sets NRI's socket", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": dropIn,
+				"conf.d/zz-site.toml": "version = 3\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"/var/run/nri/nri.sock\"\n"}
+		}, FailsClosed, ""},
+		{"a later import turns the validator off", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": dropIn,
+				"conf.d/zz-site.toml": "version = 3\n[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = false\n"}
+		}, FailsOpen, "validator is off"},
+		// containerd refuses to start on this, and says so.
+		{"a version 2 main file", func(d string) map[string]string {
+			return map[string]string{"config.toml": "version = 2\nimports = [\"" + d + "/conf.d/*.toml\"]\n", "conf.d/vgpud.toml": dropIn}
+		}, Unknown, "higher than root config version 2"},
+		{"NRI disabled as a plugin", func(d string) map[string]string {
+			return map[string]string{"config.toml": "disabled_plugins = [\"io.containerd.nri.v1.nri\"]\n" + main(d), "conf.d/vgpud.toml": dropIn}
+		}, FailsOpen, "NRI is off"},
+		{"another plugin required", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `["vgpud"]`, `["other"]`, 1)}
+		}, FailsOpen, `"vgpud"`},
+		{"another toleration annotation", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `= "vgpud.io/runtime-hook-optional"`, `= "example.com/optional"`, 1)}
+		}, FailsClosed, "cannot start"},
+		{"another socket", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `= "/var/run/nri/nri.sock"`, `= "/run/other.sock"`, 1)}
+		}, FailsClosed, "--nri-socket"},
+		{"no file", func(string) map[string]string { return nil }, Unknown, "mount"},
+		{"not TOML", func(string) map[string]string { return map[string]string{"config.toml": "version = [\n"} }, Unknown, "fix the file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, tc.files(dir))
+			v := Containerd(filepath.Join(dir, "config.toml"), want)
+			if v.Result != tc.result {
+				t.Fatalf("result %s, want %s: %+v", v.Result, tc.result, v)
+			}
+			if tc.problem == "" && len(v.Problems) > 0 {
+				t.Fatalf("problems %q, want none", v.Problems)
+			}
+			if tc.problem != "" && !strings.Contains(strings.Join(v.Problems, "\n"), tc.problem) {
+				t.Fatalf("problems %q do not say %q", v.Problems, tc.problem)
+			}
+			if v.Closed() != (tc.result == FailsClosed) {
+				t.Fatalf("Closed() %v for %s", v.Closed(), v.Result)
+			}
+		})
+	}
+}
+
+func TestContainerdListsTheFilesItMerged(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"config.toml":       "version = 3\nimports = [\"conf.d/*.toml\"]\n",
+		"conf.d/vgpud.toml": shipped(t),
+	})
+	v := Containerd(filepath.Join(dir, "config.toml"), want)
+	if v.Result != FailsClosed {
+		t.Fatalf("a relative import: %+v", v)
+	}
+	files := []string{filepath.Join(dir, "config.toml"), filepath.Join(dir, "conf.d/vgpud.toml")}
+	if !slices.Equal(v.Files, files) {
+		t.Fatalf("files %q, want %q", v.Files, files)
+	}
+}
+
+func TestCRIO(t *testing.T) {
+	dropIn, err := os.ReadFile("../../../manifests/node-setup/crio-vgpud.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		result  string
+		problem string
+	}{
+		{"the shipped drop-in", map[string]string{"crio.conf": "[crio]\n", "crio.conf.d/90-vgpud.conf": string(dropIn)}, FailsClosed, ""},
+		{"the drop-in alone, no main file", map[string]string{"crio.conf.d/90-vgpud.conf": string(dropIn)}, FailsClosed, ""},
+		{"defaults", map[string]string{"crio.conf": "[crio]\n"}, FailsOpen, "validator is off"},
+		// Key by key: a later file that turns only NRI off wins, and one
+		// that sets another socket keeps the validator.
+		{"a later file turns NRI off", map[string]string{"crio.conf.d/90-vgpud.conf": string(dropIn),
+			"crio.conf.d/99-site.conf": "[crio.nri]\nenable_nri = false\n"}, FailsOpen, "NRI is off"},
+		{"a later file moves the socket", map[string]string{"crio.conf.d/90-vgpud.conf": string(dropIn),
+			"crio.conf.d/99-site.conf": "[crio.nri]\nnri_listen = \"/run/x.sock\"\n"}, FailsClosed, "--nri-socket"},
+		// A list is replaced whole, not appended to.
+		{"a later file's required list", map[string]string{"crio.conf.d/90-vgpud.conf": string(dropIn),
+			"crio.conf.d/99-site.conf": "[crio.nri.default_validator]\nnri_validator_required_plugins = [\"other\"]\n"}, FailsOpen, `"vgpud"`},
+		{"an earlier file does not win", map[string]string{"crio.conf.d/10-site.conf": "[crio.nri]\nenable_nri = false\n",
+			"crio.conf.d/90-vgpud.conf": string(dropIn)}, FailsClosed, ""},
+		{"nothing there", nil, Unknown, "neither"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, tc.files)
+			v := CRIO(filepath.Join(dir, "crio.conf"), want)
+			if v.Result != tc.result {
+				t.Fatalf("result %s, want %s: %+v", v.Result, tc.result, v)
+			}
+			if tc.problem == "" && len(v.Problems) > 0 {
+				t.Fatalf("problems %q, want none", v.Problems)
+			}
+			if tc.problem != "" && !strings.Contains(strings.Join(v.Problems, "\n"), tc.problem) {
+				t.Fatalf("problems %q do not say %q", v.Problems, tc.problem)
+			}
+		})
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"":                                       true,
+		"containerd:/etc/containerd/config.toml": true,
+		"cri-o:/etc/crio/crio.conf":              true,
+		"/etc/containerd/config.toml":            false,
+		"docker:/etc/docker/daemon.json":         false,
+		"containerd:etc/containerd/config.toml":  false,
+	} {
+		if _, err := ParseSpec(in); (err == nil) != ok {
+			t.Errorf("ParseSpec(%q): %v", in, err)
+		}
+	}
+}

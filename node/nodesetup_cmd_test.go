@@ -1,0 +1,65 @@
+package node
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// node-setup install makes a node fail closed from each starting point
+// it accepts, refuses the ones it must not rewrite, and remove undoes it.
+func TestNodeSetup(t *testing.T) {
+	for _, tc := range []struct {
+		name, main string // "" main: no file
+		refused    string // "" when install must succeed
+		imports    string // what the main file imports after
+	}{
+		{"no main file", "", "", `imports = ["DIR/conf.d/*.toml"]`},
+		{"a main file without imports", "# site\nversion = 3 # pinned\n\n[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"x\"\n", "", `version = 3 # pinned` + "\n" + `imports = ["DIR/conf.d/*.toml"]`},
+		{"a main file importing conf.d relatively", "version = 3\nimports = [\"conf.d/*.toml\"]\n", "", `imports = ["conf.d/*.toml"]`},
+		{"a main file importing elsewhere", "version = 3\nimports = [\"/opt/x/*.toml\"]\n", "does not cover", `imports = ["/opt/x/*.toml"]`},
+		{"a version 2 main file", "version = 2\n", "containerd config migrate", ""},
+		{"no version", "[plugins.x]\nversion = 1\n", "version = 0", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			main := filepath.Join(dir, "config.toml")
+			if tc.main != "" {
+				if err := os.WriteFile(main, []byte(tc.main), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := DefaultConfig()
+			cfg.RuntimeConfig = "containerd:" + main
+			err := RunNodeSetup(cfg, "install", io.Discard)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("install: %v, want refused saying %q", err, tc.refused)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "conf.d", "vgpud.toml")); err == nil {
+					t.Error("the drop-in was written although install was refused")
+				}
+			} else if err != nil {
+				t.Fatalf("install: %v", err)
+			}
+			raw, _ := os.ReadFile(main)
+			if want := strings.ReplaceAll(tc.imports, "DIR", dir); !strings.Contains(string(raw), want) {
+				t.Errorf("main file:\n%s\nwant it to contain %s", raw, want)
+			}
+			if tc.refused != "" {
+				return
+			}
+			if v, _ := Preflight(cfg); !v.Closed() {
+				t.Fatalf("after install: %+v", v)
+			}
+			if err := RunNodeSetup(cfg, "remove", io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := Preflight(cfg); v.Closed() {
+				t.Fatalf("after remove: %+v", v)
+			}
+		})
+	}
+}

@@ -1,0 +1,41 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vgpud/vgpud/node/internal/preflight"
+)
+
+// RunPreflight is `vgpud preflight`: it reads the runtime configuration
+// cfg names, as the node role does every minute, prints the verdict and
+// fails unless the runtime fails closed without vgpud. Run on a node (or
+// in vgpud's pod there) before or after the node setup step.
+func RunPreflight(cfg Config, asJSON bool, stdout io.Writer) error {
+	if _, err := preflight.ParseSpec(cfg.RuntimeConfig); err != nil {
+		return cli.Exit("--"+flagRuntimeConfig+": "+err.Error(), 2)
+	}
+	v, ok := Preflight(cfg)
+	if !ok {
+		return cli.Exit("--"+flagRuntimeConfig+" is empty: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", 2)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout, preflight.Summary(v))
+		for _, p := range v.Problems {
+			fmt.Fprintln(stdout, "  -", p)
+		}
+	}
+	if !v.Closed() {
+		return cli.Exit("the runtime does not fail closed without vgpud: "+v.Result, 1)
+	}
+	return nil
+}
