@@ -186,6 +186,9 @@ func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
 		{"kube-system", "schedulerName=vgpud-scheduler", "install it in a namespace of its own"},
 		{"vgpud-system", "runtime.configDir=/etc/crio\\, type: File}", "runtime.configDir"},
 		{"vgpud-system", "runtime.kind=docker", "runtime.kind"},
+		{"vgpud-system", "runtime.configDir=/", "runtime.configDir"},
+		{"vgpud-system", "runtime.configDir=/var/run/nri", "runtime.configDir"},
+		{"vgpud-system", "runtime.configDir=/etc/../tmp", "runtime.configDir"},
 	} {
 		for _, schema := range []string{"", "--skip-schema-validation"} {
 			set := []string{tc.set}

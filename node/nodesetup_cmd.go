@@ -58,7 +58,8 @@ func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
 	default:
 		return cli.Exit(fmt.Sprintf("node-setup %q: want install or remove", action), 2)
 	}
-	v, _ := Preflight(cfg)
+	// The files alone: the runtime runs them only once restarted.
+	v := spec.Read(want(cfg))
 	fmt.Fprintln(stdout, "as the files now read:", preflight.Summary(v))
 	for _, p := range v.Problems {
 		fmt.Fprintln(stdout, "  -", p)
@@ -78,6 +79,9 @@ func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
 // containerd refuses a version 3 drop-in.
 func ensureImport(main, dropInPath string, stdout io.Writer) error {
 	glob := filepath.Join(filepath.Dir(dropInPath), "*.toml")
+	if fi, err := os.Lstat(main); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symlink: add imports = [%q] to the file it points to, by hand", main, glob)
+	}
 	raw, err := os.ReadFile(main)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(stdout, "wrote %s, which imports %s (containerd's defaults otherwise)\n", main, glob)
@@ -116,25 +120,61 @@ func ensureImport(main, dropInPath string, stdout io.Writer) error {
 	}
 	line := fmt.Sprintf("\nimports = [%q]", glob)
 	out := string(raw[:loc[1]]) + line + string(raw[loc[1]:])
+	backup := main + ".vgpud-backup"
+	if err := writeFile(backup, string(raw)); err != nil {
+		return err
+	}
 	if err := writeFile(main, out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "added imports = [%q] to %s\n", glob, main)
+	fmt.Fprintf(stdout, "added imports = [%q] to %s (the file before: %s)\n", glob, main, backup)
 	return nil
 }
 
-// writeFile replaces path's content at once: the runtime never reads
-// half a file.
+// writeFile replaces path's content at once, so the runtime never reads
+// half a file: a new file beside it, synced, renamed over it, and the
+// directory synced. It keeps an existing file's mode and refuses a
+// symlink, whose target a rename would cut off.
 func writeFile(path, body string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symlink: edit the file it points to, by hand", path)
+		}
+		mode = fi.Mode().Perm()
 	}
-	tmp := path + ".vgpud-new"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".vgpud-*")
+	if err != nil {
+		return fmt.Errorf("write beside %s: %w", path, err)
+	}
+	defer os.Remove(f.Name()) // gone once renamed
+	_, err = f.WriteString(body)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("put %s in place: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

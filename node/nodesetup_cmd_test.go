@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/node/internal/preflight"
 )
 
 // node-setup install makes a node fail closed from each starting point
@@ -22,12 +24,22 @@ func TestNodeSetup(t *testing.T) {
 		{"a main file importing elsewhere", "version = 3\nimports = [\"/opt/x/*.toml\"]\n", "does not cover", `imports = ["/opt/x/*.toml"]`},
 		{"a version 2 main file", "version = 2\n", "containerd config migrate", ""},
 		{"no version", "[plugins.x]\nversion = 1\n", "version = 0", ""},
+		{"a symlinked main file", "LINK", "symlink", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			main := filepath.Join(dir, "config.toml")
-			if tc.main != "" {
-				if err := os.WriteFile(main, []byte(tc.main), 0o644); err != nil {
+			switch tc.main {
+			case "":
+			case "LINK":
+				if err := os.WriteFile(filepath.Join(dir, "real.toml"), []byte("version = 3\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("real.toml", main); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				if err := os.WriteFile(main, []byte(tc.main), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -51,13 +63,17 @@ func TestNodeSetup(t *testing.T) {
 			if tc.refused != "" {
 				return
 			}
-			if v, _ := Preflight(cfg); !v.Closed() {
+			if fi, err := os.Stat(main); err == nil && tc.main != "" && fi.Mode().Perm() != 0o600 {
+				t.Errorf("main file's mode %v, want its own 0600 kept", fi.Mode().Perm())
+			}
+			spec, _ := preflight.ParseSpec(cfg.RuntimeConfig)
+			if v := spec.Read(want(cfg)); !v.Closed() {
 				t.Fatalf("after install: %+v", v)
 			}
 			if err := RunNodeSetup(cfg, "remove", io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := Preflight(cfg); v.Closed() {
+			if v := spec.Read(want(cfg)); v.Result != preflight.FailsOpen {
 				t.Fatalf("after remove: %+v", v)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -80,6 +81,8 @@ type Role struct {
 	podCache *nodepods.Index
 	hook     *nrihook.Hook      // nil where the node guesses
 	runtime  *preflight.Verdict // the latest runtime check; nil before one
+	// preflightBusy is set while a reading of the runtime's files runs.
+	preflightBusy atomic.Bool
 	// containers are the ones the hook granted a slice, by runtime ID:
 	// the usage enforcer attributes GPU processes to them.
 	containers *usage.Containers

@@ -32,7 +32,38 @@ func Preflight(cfg Config) (v preflight.Verdict, ok bool) {
 	if err != nil || spec.Runtime == "" {
 		return preflight.Verdict{}, false
 	}
-	return spec.Check(preflight.Want{Plugin: nrihook.PluginName, Tolerate: protocol.AnnotationHookOptional, Socket: cfg.NRISocket}), true
+	return spec.Check(want(cfg)), true
+}
+
+// want is what vgpud's settings ask of the runtime.
+func want(cfg Config) preflight.Want {
+	return preflight.Want{Plugin: nrihook.PluginName, Tolerate: protocol.AnnotationHookOptional, Socket: cfg.NRISocket}
+}
+
+// preflightTimeout bounds one reading of the runtime's files: a file that
+// blocks (a mount gone away) must not freeze the verdict at its last
+// value.
+const preflightTimeout = 10 * time.Second
+
+// timedPreflight is Preflight within preflightTimeout; a reading that
+// takes longer is Unknown, and the next one starts only once it ends.
+func (a *Role) timedPreflight() preflight.Verdict {
+	if a.preflightBusy.Load() {
+		return preflight.Verdict{Result: preflight.Unknown, Problems: []string{"the previous reading of the runtime's configuration has not ended: a file blocks"}}
+	}
+	done := make(chan preflight.Verdict, 1)
+	a.preflightBusy.Store(true)
+	go func() {
+		defer a.preflightBusy.Store(false)
+		v, _ := Preflight(a.cfg)
+		done <- v
+	}()
+	select {
+	case v := <-done:
+		return v
+	case <-a.clock.After(preflightTimeout):
+		return preflight.Verdict{Result: preflight.Unknown, Problems: []string{fmt.Sprintf("reading the runtime's configuration took over %s: a file blocks", preflightTimeout)}}
+	}
 }
 
 // checkRuntime runs the preflight until ctx ends and publishes each new
@@ -44,11 +75,15 @@ func (a *Role) checkRuntime(ctx context.Context) error {
 	var said, written string
 	t := a.clock.NewTicker(runtimeCheckPeriod)
 	defer t.Stop()
-	for {
-		v, ok := Preflight(a.cfg)
-		if !ok {
-			return nil
+	if a.cfg.RuntimeConfig == "" {
+		// Turned off: no verdict from an earlier run stays on the node.
+		if err := pub.ClearRuntime(ctx); err != nil {
+			a.log.Warn("remove the node's runtime check, turned off", "err", err)
 		}
+		return nil
+	}
+	for {
+		v := a.timedPreflight()
 		a.metrics.RuntimeFailsClosed(v.Closed())
 		a.mu.Lock()
 		a.runtime = &v

@@ -28,8 +28,8 @@ call at the top of vgpud.yaml.
 {{- if not (has .Values.runtime.kind (list "containerd" "cri-o")) -}}
 {{- fail (printf "runtime.kind %q: want containerd or cri-o" .Values.runtime.kind) -}}
 {{- end -}}
-{{- if not (regexMatch "^/[A-Za-z0-9._/-]*$" .Values.runtime.configDir) -}}
-{{- fail (printf "runtime.configDir %q: want an absolute directory such as /etc/containerd" .Values.runtime.configDir) -}}
+{{- if or (not (regexMatch "^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$" .Values.runtime.configDir)) (regexMatch "^/(tmp|run/vgpud|var/run/nri|run/nri|etc/vgpud|var/lib/kubelet|proc|sys|dev|usr|bin|sbin|lib|lib64)(/|$)" .Values.runtime.configDir) (regexMatch "(^|/)\\.\\.?(/|$)" .Values.runtime.configDir) -}}
+{{- fail (printf "runtime.configDir %q: want the runtime's configuration directory, such as /etc/containerd or /etc/crio (not /, nor a path vgpud's container uses itself)" .Values.runtime.configDir) -}}
 {{- end -}}
 {{- range $n := default (list) .Values.leaderNodes -}}
 {{- if not (regexMatch $node $n) -}}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,8 +117,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			}
 		}
 		if raw, ok := n.Annotations[protocol.AnnotationRuntime]; ok {
-			var c protocol.RuntimeCheck
-			if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			if c, err := decodeRuntimeCheck(raw); err != nil {
 				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationRuntime, err))
 			} else {
 				node.Runtime = &c
@@ -255,4 +255,32 @@ func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol
 	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
 	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName])
 	return a, err == nil, err
+}
+
+// decodeRuntimeCheck reads a node's vgpud.io/runtime-check as a terminal
+// may show it: a known result, and no control characters in what a node
+// (a compromised one, say) wrote.
+func decodeRuntimeCheck(raw string) (protocol.RuntimeCheck, error) {
+	var c protocol.RuntimeCheck
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return c, err
+	}
+	if !slices.Contains([]string{"fails-closed", "fails-open", "unknown"}, c.Result) {
+		return c, fmt.Errorf("result %q is none of fails-closed, fails-open, unknown", printable(c.Result))
+	}
+	c.Runtime = printable(c.Runtime)
+	for i, p := range c.Problems {
+		c.Problems[i] = printable(p)
+	}
+	return c, nil
+}
+
+// printable drops control characters.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
 }

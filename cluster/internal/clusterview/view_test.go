@@ -184,8 +184,10 @@ func TestBuildShowsEachNodesRuntimeCheck(t *testing.T) {
 	n2.Annotations[protocol.AnnotationRuntime] = `{"result":"fails-closed","runtime":"containerd"}`
 	n3 := node(t, "n3", protocol.GPU{UUID: "GPU-cccccccc-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
 	n3.Annotations[protocol.AnnotationRuntime] = `{"result":`
-	v := Build([]corev1.Node{n1, n2, n3}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
-	if v.Nodes[0].Runtime == nil || v.Nodes[1].Runtime == nil || v.Nodes[2].Runtime != nil || len(v.Problems) != 1 {
+	n4 := node(t, "n4", protocol.GPU{UUID: "GPU-dddddddd-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
+	n4.Annotations[protocol.AnnotationRuntime] = `{"result":"fine\u001b[2J","runtime":"containerd"}`
+	v := Build([]corev1.Node{n1, n2, n3, n4}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	if v.Nodes[0].Runtime == nil || v.Nodes[1].Runtime == nil || v.Nodes[2].Runtime != nil || v.Nodes[3].Runtime != nil || len(v.Problems) != 2 || strings.ContainsRune(v.Problems[1], 0x1b) {
 		t.Fatalf("runtime %+v, %+v, %+v; problems %v", v.Nodes[0].Runtime, v.Nodes[1].Runtime, v.Nodes[2].Runtime, v.Problems)
 	}
 	var b strings.Builder

@@ -73,6 +73,15 @@ func (p *Publisher) SetRuntime(ctx context.Context, value string) error {
 	return nil
 }
 
+// ClearRuntime removes the node's vgpud.io/runtime-check annotation.
+func (p *Publisher) ClearRuntime(ctx context.Context) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + protocol.AnnotationRuntime + `":null}}}`)
+	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch node %s: remove annotation %s: %w", p.node, protocol.AnnotationRuntime, err)
+	}
+	return nil
+}
+
 // ClearUsage removes the node's vgpud.io/usage annotation.
 func (p *Publisher) ClearUsage(ctx context.Context) error {
 	patch := []byte(`{"metadata":{"annotations":{"` + protocol.AnnotationUsage + `":null}}}`)

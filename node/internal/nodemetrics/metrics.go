@@ -25,7 +25,7 @@ type Metrics struct {
 	mismatches    prometheus.Counter
 	hook          *prometheus.HistogramVec
 	identity      *prometheus.GaugeVec
-	failsClosed   prometheus.Gauge
+	failsClosed   *prometheus.GaugeVec
 	samples       *samplesCollector
 	usage         *usageCollector
 	usageCounts   usageMetrics
@@ -55,9 +55,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.identity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vgpud_node_identity", Help: "1 for how this node tells which pod a container is: runtime (the NRI hook is told) or guessed (no NRI socket: Allocate guesses the pod kubelet admits).",
 	}, []string{"mode"})
-	m.failsClosed = prometheus.NewGauge(prometheus.GaugeOpts{
+	// No labels, but a vector: the series is absent until the first
+	// check, and stays absent where --runtime-config is empty, so the
+	// alert on 0 never fires for a check turned off.
+	m.failsClosed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vgpud_node_runtime_fails_closed", Help: "1 while the container runtime's configuration, read every minute, makes it refuse containers vgpud's NRI hook did not see; 0 while it fails open or cannot be read (vgpud inspect says why). Absent where --runtime-config is empty.",
-	})
+	}, nil)
 	m.samples = newSamplesCollector()
 	m.usage, m.usageCounts = newUsageCollector(), newUsageMetrics()
 	// Every outcome and verdict from the start at 0, so that the first
@@ -127,5 +130,5 @@ func (m *Metrics) RuntimeFailsClosed(closed bool) {
 	if closed {
 		v = 1
 	}
-	m.failsClosed.Set(v)
+	m.failsClosed.WithLabelValues().Set(v)
 }

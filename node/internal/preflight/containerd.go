@@ -2,13 +2,9 @@ package preflight
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/containerd/containerd/v2/cmd/containerd/server/config"
 	"github.com/containerd/containerd/v2/version"
@@ -44,11 +40,15 @@ func Containerd(path string, w Want) Verdict {
 	quiet := logrus.New()
 	quiet.Out = io.Discard
 	ctx := log.WithLogger(context.Background(), logrus.NewEntry(quiet))
+	files, newest, err := containerdFiles(path)
+	if err != nil {
+		return unreadable(v, err)
+	}
 	cfg := config.Config{Version: version.ConfigVersion}
 	if err := config.LoadConfig(ctx, path, &cfg); err != nil {
 		return unreadable(v, err)
 	}
-	v.Files = append([]string{path}, containerdImports(path, cfg.Imports)...)
+	v.Files, v.newest = files, newest
 	var sec containerdNRI
 	if _, err := cfg.Decode(ctx, containerdNRIPlugin, &sec); err != nil {
 		return unreadable(v, fmt.Errorf("decode %s's settings: %w", containerdNRIPlugin, err))
@@ -65,31 +65,11 @@ func Containerd(path string, w Want) Verdict {
 	return v
 }
 
-// containerdImports lists the files the merged imports name, as
-// containerd resolves them (relative to the main file, globs expanded),
-// for the verdict to show what was read.
-func containerdImports(main string, imports []string) []string {
-	var files []string
-	for _, p := range imports {
-		p = filepath.Clean(p)
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(main), p)
-		}
-		if !strings.Contains(p, "*") {
-			files = append(files, p)
-			continue
-		}
-		m, _ := filepath.Glob(p)
-		files = append(files, m...)
-	}
-	return files
-}
-
 // unreadable is the verdict for a configuration that could not be read.
 func unreadable(v Verdict, err error) Verdict {
 	v.Result = Unknown
 	hint := "the runtime refuses it too: fix the file"
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+	if notFound(err) {
 		hint = "mount the runtime's configuration directory into vgpud's container at the same path, read-only (docs/install.md, Node setup)"
 	}
 	v.Problems = []string{fmt.Sprintf("cannot read the %s configuration %s: %v; %s", v.Runtime, v.Config, err, hint)}

@@ -44,9 +44,12 @@ func CRIO(path string, w Want) Verdict {
 		return unreadable(v, err)
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
+		raw, fi, err := readBounded(f)
 		if err != nil {
 			return unreadable(v, err)
+		}
+		if fi.ModTime().After(v.newest) {
+			v.newest = fi.ModTime()
 		}
 		var c crioFile
 		if err := toml.Unmarshal(raw, &c); err != nil {
@@ -79,7 +82,9 @@ func crioFiles(main, dir string) ([]string, error) {
 			}
 			return err
 		}
-		if d.Type().IsRegular() {
+		// CRI-O reads every entry but directories, symlinks followed:
+		// readBounded refuses what is not, in the end, a regular file.
+		if !d.IsDir() {
 			files = append(files, p)
 		}
 		return nil

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var want = Want{Plugin: "vgpud", Tolerate: "vgpud.io/runtime-hook-optional", Socket: "/var/run/nri/nri.sock"}
@@ -17,6 +19,24 @@ func write(t *testing.T, dir string, files map[string]string) {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil { // the directory alone
+				t.Fatal(err)
+			}
+			continue
+		}
+		if target, ok := strings.CutPrefix(body, "LINK:"); ok {
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if body == "FIFO" {
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -49,7 +69,7 @@ func TestContainerd(t *testing.T) {
 			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": dropIn}
 		}, FailsClosed, ""},
 		{"the drop-in removed", func(d string) map[string]string {
-			return map[string]string{"config.toml": main(d)}
+			return map[string]string{"config.toml": main(d), "conf.d/": ""}
 		}, FailsOpen, "validator is off"},
 		{"imported but not imported", func(d string) map[string]string {
 			return map[string]string{"config.toml": "version = 3\n", "conf.d/vgpud.toml": dropIn}
@@ -77,7 +97,17 @@ func TestContainerd(t *testing.T) {
 		}, FailsOpen, `"vgpud"`},
 		{"another toleration annotation", func(d string) map[string]string {
 			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `= "vgpud.io/runtime-hook-optional"`, `= "example.com/optional"`, 1)}
-		}, FailsClosed, "cannot start"},
+		}, FailsOpen, "does not keep tenants"},
+		{"no toleration annotation", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `tolerate_missing_plugins_annotation = "vgpud.io/runtime-hook-optional"`, "", 1)}
+		}, FailsClosed, "lets no pod start"},
+		// An import this process cannot see could turn NRI off.
+		{"an import outside what is mounted", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d) + "", "conf.d/vgpud.toml": "version = 3\nimports = [\"" + d + "/not-mounted/*.toml\"]\n" + dropIn[strings.Index(dropIn, "[plugins"):]}
+		}, Unknown, "cannot see"},
+		{"a FIFO in conf.d", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": dropIn, "conf.d/zz.toml": "FIFO"}
+		}, Unknown, "not a regular file"},
 		{"another socket", func(d string) map[string]string {
 			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `= "/var/run/nri/nri.sock"`, `= "/run/other.sock"`, 1)}
 		}, FailsClosed, "--nri-socket"},
@@ -146,6 +176,9 @@ func TestCRIO(t *testing.T) {
 		{"an earlier file does not win", map[string]string{"crio.conf.d/10-site.conf": "[crio.nri]\nenable_nri = false\n",
 			"crio.conf.d/90-vgpud.conf": string(dropIn)}, FailsClosed, ""},
 		{"nothing there", nil, Unknown, "neither"},
+		// CRI-O follows symlinks: so does the check.
+		{"a symlinked drop-in turns NRI off", map[string]string{"crio.conf.d/90-vgpud.conf": string(dropIn),
+			"site.conf": "[crio.nri]\nenable_nri = false\n", "crio.conf.d/99-site.conf": "LINK:../site.conf"}, FailsOpen, "NRI is off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -176,5 +209,32 @@ func TestParseSpec(t *testing.T) {
 		if _, err := ParseSpec(in); (err == nil) != ok {
 			t.Errorf("ParseSpec(%q): %v", in, err)
 		}
+	}
+}
+
+// Files that fail closed count once the runtime has made its NRI socket
+// after them.
+func TestCheckWantsTheRuntimeRestartedAfterTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"config.toml": "version = 3\nimports = [\"conf.d/*.toml\"]\n", "conf.d/vgpud.toml": shipped(t)})
+	spec := Spec{Runtime: RuntimeContainerd, Path: filepath.Join(dir, "config.toml")}
+	w := want
+	w.Socket = filepath.Join(dir, "nri.sock")
+	if v := spec.Check(w); v.Result != Unknown || !strings.Contains(strings.Join(v.Problems, ""), "no NRI socket") {
+		t.Fatalf("no socket: %+v", v)
+	}
+	write(t, dir, map[string]string{"nri.sock": ""})
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(w.Socket, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if v := spec.Check(w); v.Result != Unknown || !strings.Contains(strings.Join(v.Problems, ""), "restart the runtime") {
+		t.Fatalf("socket older than the files: %+v", v)
+	}
+	if err := os.Chtimes(w.Socket, time.Now().Add(time.Minute), time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if v := spec.Check(w); v.Result != FailsClosed || strings.Contains(strings.Join(v.Problems, ""), "restart") {
+		t.Fatalf("socket newer than the files: %+v", v)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Results of a check.
@@ -30,6 +31,8 @@ type Verdict struct {
 	// Problems say what to change, one each; a verdict that fails closed
 	// may still have some (vgpud's own pods could not start, say).
 	Problems []string `json:"problems,omitempty"`
+
+	newest time.Time // the newest file's modification time
 }
 
 // Closed says whether the runtime was seen to fail closed.
@@ -82,8 +85,13 @@ func judge(s nri, w Want, setup string) (result string, problems []string) {
 	if s.Enabled && w.Socket != "" && socket != w.Socket {
 		problems = append(problems, fmt.Sprintf("the runtime's NRI socket is %s but vgpud connects to %s: set vgpud's --nri-socket, or the runtime's socket, so they match", socket, w.Socket))
 	}
-	if result == FailsClosed && s.Tolerate != w.Tolerate {
-		problems = append(problems, fmt.Sprintf("NRI's validator lets pods annotated %q start without vgpud, not %q: vgpud's own pods and those that start before it (the pod network's) cannot start; install %s", s.Tolerate, w.Tolerate, setup))
+	// Another annotation that tolerates the hook's absence is one
+	// vgpud's admission does not guard: any tenant could set it.
+	if result == FailsClosed && s.Tolerate != "" && s.Tolerate != w.Tolerate {
+		open("NRI's validator lets pods annotated %q start without vgpud's hook, an annotation vgpud's admission does not keep tenants from setting: set tolerate_missing_plugins_annotation to %q (install %s)", s.Tolerate, w.Tolerate, setup)
+	}
+	if result == FailsClosed && s.Tolerate == "" {
+		problems = append(problems, fmt.Sprintf("NRI's validator lets no pod start without vgpud's hook, vgpud's own pods and the pod network's included: set tolerate_missing_plugins_annotation to %q (install %s)", w.Tolerate, setup))
 	}
 	return result, problems
 }
