@@ -29,9 +29,15 @@ type Config struct {
 	// TLS is the listener's certificate: the Secret it lives in, the
 	// webhook whose caBundle trusts it, the Service it names. Its
 	// Namespace is this pod's, filled by the Role.
-	TLS        certs.Config
-	NodePolicy string // fit.Binpack | fit.Spread
-	GPUPolicy  string // fit.Spread | fit.Binpack
+	TLS certs.Config
+	// SettingsFile is a YAML file of the scheduling defaults below
+	// (nodePolicy, gpuPolicy, defaultGPUMemPercentage, defaultGPUCores)
+	// that the leader reads each term and watches: the vgpud ConfigMap's
+	// cluster-settings.yaml, so that changing a policy restarts nothing.
+	// What it sets wins over the flags; "" or no file: the flags alone.
+	SettingsFile string
+	NodePolicy   string // fit.Binpack | fit.Spread
+	GPUPolicy    string // fit.Spread | fit.Binpack
 	// DefaultGPUMemPercentage is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultGPUMemPercentage int

@@ -32,7 +32,6 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/internal/extender"
-	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/leader"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
 	"github.com/vgpud/vgpud/cluster/internal/server"
@@ -128,6 +127,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		return err
 	}
 	go checkSchedulerSkew(ctx, r.api.Deployments, r.namespace, r.cfg.TLS.SchedulerDeployment, r.api.ServerVersion, r.log.With("component", "scheduler-skew"))
+	go r.watchSettings(ctx, t.policy, r.cfg, t.settingsErr, r.log.With("component", "settings"))
 	err = t.run(ctx, term)
 	cancel() // what the term left running ends with it, before close waits
 	t.close()
@@ -143,6 +143,8 @@ type termParts struct {
 	extender    *server.Server // filter, prioritize, bind: kube-scheduler only
 	binder      *extender.Binder
 	synced      *atomic.Bool // the books are complete: take traffic
+	policy      *extender.Policy
+	settingsErr string // the settings file's refusal at the term's start
 	close       func()
 	log         *slog.Logger
 }
@@ -178,16 +180,20 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		extender: server.New(r.cfg.ExtenderListen, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
 	}
 
-	defaults := extender.Defaults{
-		NodePolicy: r.cfg.NodePolicy,
-		GPUPolicy:  r.cfg.GPUPolicy,
-		Options:    fit.Options{DefaultMemPercent: r.cfg.DefaultGPUMemPercentage, DefaultCores: r.cfg.DefaultGPUCores},
+	// The settings file's defaults, read afresh each term and watched
+	// while it lasts; a file that does not validate leaves the flags'.
+	cfg, err := r.cfg.readSettings()
+	if err != nil {
+		log.Error("cluster settings refused at the start of the term; the flags' values are in force", "err", err)
+		r.metrics.SettingsLoaded(false)
+		t.settingsErr = err.Error()
 	}
+	t.policy = extender.NewPolicy(cfg.defaults())
 	lookup := slimpod.NewStore(inf.pods).Get
-	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Defaults: defaults, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
+	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Policy: t.policy, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
-	placer := extender.NewPlacer(ledger, t.binder, r.names, defaults, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
+	placer := extender.NewPlacer(ledger, t.binder, r.names, t.policy, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
 	requeue := newRequeuer(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
 	placer.NotifyRefused(requeue.refused)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -54,6 +55,9 @@ func (c Config) Validate() field.ErrorList {
 	}
 	if c.TLS.CertRenewBefore <= 0 || c.TLS.CertRenewBefore >= c.TLS.CertValidity {
 		add(flagTLSCertRenewBefore, c.TLS.CertRenewBefore, "must be positive and shorter than --"+flagTLSCertValidity+" ("+c.TLS.CertValidity.String()+")")
+	}
+	if c.SettingsFile != "" && !filepath.IsAbs(c.SettingsFile) {
+		add(flagSettingsFile, c.SettingsFile, "want an absolute path such as /etc/vgpud/cluster-settings.yaml, or empty")
 	}
 	if c.NodePolicy != fit.Binpack && c.NodePolicy != fit.Spread {
 		add(flagNodePolicy, c.NodePolicy, "want "+fit.Binpack+" or "+fit.Spread)

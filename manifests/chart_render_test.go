@@ -155,6 +155,16 @@ func TestChartNamespaceListsAreTheValues(t *testing.T) {
 	}
 }
 
+// clusterSettings land in the ConfigMap's cluster-settings.yaml, which
+// the leader reads: the same file format the flags' settings test reads.
+func TestChartClusterSettingsAreTheFile(t *testing.T) {
+	got := helmTemplate(t, "vgpud-system", "clusterSettings.nodePolicy=spread", "clusterSettings.defaultGPUCores=20")
+	data, _ := got["ConfigMap/vgpud"]["data"].(map[string]any)
+	if file, want := data["cluster-settings.yaml"], "version: v1\ndefaultGPUCores: 20\nnodePolicy: spread"; file != want {
+		t.Errorf("the chart's cluster-settings.yaml is %q, want %q", file, want)
+	}
+}
+
 // CRI-O's values mount its directory and name its file to the check.
 func TestChartRuntimeIsTheValues(t *testing.T) {
 	got := helmTemplate(t, "vgpud-system", "runtime.kind=cri-o", "runtime.configDir=/etc/crio")
@@ -186,6 +196,8 @@ func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
 		{"kube-system", "schedulerName=vgpud-scheduler", "install it in a namespace of its own"},
 		{"vgpud-system", "runtime.configDir=/etc/crio\\, type: File}", "runtime.configDir"},
 		{"vgpud-system", "runtime.kind=docker", "runtime.kind"},
+		{"vgpud-system", "clusterSettings.bindWait=1s", "clusterSettings.bindWait"},
+		{"vgpud-system", "clusterSettings.nodePolicy=spread\n    x: y", "clusterSettings.nodePolicy"},
 		{"vgpud-system", "runtime.configDir=/", "runtime.configDir"},
 		{"vgpud-system", "runtime.configDir=/var/run/nri", "runtime.configDir"},
 		{"vgpud-system", "runtime.configDir=/etc/../tmp", "runtime.configDir"},

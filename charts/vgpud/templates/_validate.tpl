@@ -25,6 +25,14 @@ call at the top of vgpud.yaml.
 {{- fail (printf "namespace %q in exemptNamespaces or runtimeHookOptionalNamespaces: want a namespace name" $ns) -}}
 {{- end -}}
 {{- end -}}
+{{- range $k, $v := default (dict) .Values.clusterSettings -}}
+{{- if not (has $k (list "nodePolicy" "gpuPolicy" "defaultGPUMemPercentage" "defaultGPUCores")) -}}
+{{- fail (printf "clusterSettings.%s: want nodePolicy, gpuPolicy, defaultGPUMemPercentage or defaultGPUCores" $k) -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z0-9]+$" (toString $v)) -}}
+{{- fail (printf "clusterSettings.%s %q: want a policy name or a number" $k (toString $v)) -}}
+{{- end -}}
+{{- end -}}
 {{- if not (has .Values.runtime.kind (list "containerd" "cri-o")) -}}
 {{- fail (printf "runtime.kind %q: want containerd or cri-o" .Values.runtime.kind) -}}
 {{- end -}}

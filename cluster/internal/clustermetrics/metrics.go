@@ -46,6 +46,7 @@ type Metrics struct {
 	refusals *prometheus.CounterVec
 	caSteps  *prometheus.CounterVec
 	expiry   *prometheus.GaugeVec
+	settings *prometheus.CounterVec
 	books    *booksCollector
 }
 
@@ -104,6 +105,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, o := range []string{extender.FilterFits, extender.FilterUnschedulable, extender.FilterInvalid} {
 		m.filters.WithLabelValues(o)
 	}
+	m.settings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vgpud_cluster_settings_loads_total", Help: "Readings of the cluster settings file (the vgpud ConfigMap's cluster-settings.yaml) by the leader that changed what is in force (applied) or were refused for a bad value (refused; the settings in force stay and the leader's log says why).",
+	}, []string{"outcome"})
+	for _, o := range []string{"applied", "refused"} {
+		m.settings.WithLabelValues(o)
+	}
 	for _, step := range []string{certs.StepTrusted, certs.StepSigning, certs.StepRetired} {
 		m.caSteps.WithLabelValues(step)
 	}
@@ -111,8 +118,18 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, how := range []string{leader.ChangeFirst, leader.ChangeHandoff, leader.ChangeExpired} {
 		m.changes.WithLabelValues(how)
 	}
-	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.acquired, m.changes, m.filters, m.refusals, m.caSteps, m.expiry, m.books)
+	reg.MustRegister(m.latency, m.binds, m.leader, m.bindWait, m.podReads, m.refused, m.taken, m.acquired, m.changes, m.filters, m.refusals, m.caSteps, m.expiry, m.settings, m.books)
 	return m
+}
+
+// SettingsLoaded counts one reading of the cluster settings file that
+// was applied or refused.
+func (m *Metrics) SettingsLoaded(applied bool) {
+	o := "refused"
+	if applied {
+		o = "applied"
+	}
+	m.settings.WithLabelValues(o).Inc()
 }
 
 // Lead records that this replica leads with b as its books and q as the

@@ -126,52 +126,54 @@ type held struct {
 // bind that then fails gives it back (Release), and kube-scheduler
 // retries whatever it refused.
 func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *slimpod.Pod, h *held) {
-	req, err := b.request(pod, args.PodUID)
+	req, opts, err := b.request(pod, args.PodUID)
 	if err != nil {
 		return
 	}
 	defer b.lockQuota(pod.Namespace)()
 	// What fails here is decided, and said, after the wait.
-	_, _, _ = b.book(args.Node, pod, req, h)
+	_, _, _ = b.book(args.Node, pod, req, opts, h)
 }
 
 // place checks pod, fits it on args.Node, books it and binds it there.
 // Fit and booking hold the node's fit lock, as reserve does, so no two
 // pods are fitted into the same room.
 func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *slimpod.Pod, h *held) error {
-	req, err := b.request(pod, args.PodUID)
+	req, opts, err := b.request(pod, args.PodUID)
 	if err != nil {
 		return err
 	}
-	a, raw, err := b.book(args.Node, pod, req, h)
+	a, raw, err := b.book(args.Node, pod, req, opts, h)
 	if err != nil {
 		return err
 	}
 	return b.commit(ctx, pod, a, raw, h.token)
 }
 
-// request checks pod (bindable) and reads what it asks for.
-func (b *Binder) request(pod *slimpod.Pod, uid types.UID) (fit.Request, error) {
+// request checks pod (bindable) and reads what it asks for, under the
+// defaults in force, which the bind then places it with.
+func (b *Binder) request(pod *slimpod.Pod, uid types.UID) (fit.Request, fit.Options, error) {
 	if err := b.bindable(pod, uid); err != nil {
-		return fit.Request{}, err
+		return fit.Request{}, fit.Options{}, err
 	}
-	req, _, err := requestFor(pod, b.cfg.Defaults)
+	d := b.cfg.Policy.Get()
+	req, _, err := requestFor(pod, d)
 	if err != nil {
-		return fit.Request{}, because(ReasonNotBindable, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		return fit.Request{}, fit.Options{}, because(ReasonNotBindable, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
-	return req, nil
+	return req, d.Options, nil
 }
 
 // book fits the pod on node under the node's fit lock, checks its quota
 // and books it.
-func (b *Binder) book(nodeName string, pod *slimpod.Pod, req fit.Request, h *held) (protocol.Assignment, string, error) {
+func (b *Binder) book(nodeName string, pod *slimpod.Pod, req fit.Request, opts fit.Options, h *held) (protocol.Assignment, string, error) {
 	lock := b.lock(b.fitLocks, nodeName)
 	lock.Lock()
 	defer lock.Unlock()
 	node, reason := b.books.NodeFor(nodeName, pod.UID)
 	var pl podmodel.Placement
 	if reason == nil {
-		pl, reason = fit.Place(node, req, b.cfg.Defaults.Options)
+		pl, reason = fit.Place(node, req, opts)
 	}
 	if reason != nil {
 		return protocol.Assignment{}, "", because(ReasonNoLongerFits, fmt.Errorf("node %s no longer fits pod %s/%s: %s", nodeName, pod.Namespace, pod.Name, reason.Text))

@@ -144,7 +144,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 	}
 	e.term, e.endTerm = context.WithCancel(context.Background())
 	t.Cleanup(e.endTerm)
-	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Defaults: Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}, Wait: wait, UnansweredHold: time.Minute},
+	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: wait, UnansweredHold: time.Minute},
 		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Observe: func(outcome, reason string, _ time.Duration) {
 				select {
@@ -654,7 +654,7 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 	for _, p := range []*corev1.Pod{p1, p2, p3} {
 		e.informer.Store("ai/"+p.Name, p.DeepCopy())
 	}
-	placer := NewPlacer(e.books, e.binder, protocol.DefaultResourceNames(), e.binder.cfg.Defaults, nil, nil, quietLogger())
+	placer := NewPlacer(e.books, e.binder, protocol.DefaultResourceNames(), e.binder.cfg.Policy, nil, nil, quietLogger())
 	filterP3 := func() (bool, string) {
 		fits, failed, err := placer.Filter(context.Background(), recordOf(p3), []string{"n1"})
 		if err != nil {

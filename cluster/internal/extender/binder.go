@@ -49,8 +49,8 @@ type Fence func() error
 // BindConfig is what a Binder needs to know besides its dependencies.
 type BindConfig struct {
 	Names     protocol.ResourceNames
-	Scheduler string // only pods of this scheduler are bound
-	Defaults  Defaults
+	Scheduler string        // only pods of this scheduler are bound
+	Policy    *Policy       // the cluster-wide defaults in force
 	Wait      time.Duration // how long a bind waits for the node's in-flight pod
 	// UnansweredHold is how long a Binding that got no answer may still
 	// land (cluster.Config.BindUnansweredHold).

@@ -47,7 +47,7 @@ type Placer struct {
 	nodes    Nodes
 	queue    BindQueue
 	names    protocol.ResourceNames
-	defaults Defaults
+	policy   *Policy
 	lookup   PodLookup
 	events   func(pod *corev1.Pod, reason, message string)
 	refused  func(pod *slimpod.Pod)
@@ -87,7 +87,7 @@ func (p *Placer) NotifyPodRead(f func(fromInformer bool)) { p.podRead = f }
 // NewPlacer returns a Placer. Events are recorded only on pods lookup
 // finds. lookup may be nil (every request's pod decoded, no Events),
 // events too (no Events), queue too (no binds counted).
-func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Defaults, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
+func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, policy *Policy, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
 	}
@@ -97,7 +97,7 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 	if queue == nil {
 		queue = &bindQueue{}
 	}
-	return &Placer{nodes: nodes, queue: queue, names: names, defaults: d, lookup: lookup, events: events, log: log}
+	return &Placer{nodes: nodes, queue: queue, names: names, policy: policy, lookup: lookup, events: events, log: log}
 }
 
 // Filter returns the nodes, of names, that pod fits and its node policy
@@ -113,7 +113,8 @@ func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, d Def
 // It stops when ctx ends: kube-scheduler gave up on the call, and nobody
 // reads the answer.
 func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) ([]string, extenderv1.FailedNodesMap, error) {
-	req, nodePolicy, err := requestFor(pod, p.defaults)
+	d := p.policy.Get()
+	req, nodePolicy, err := requestFor(pod, d)
 	if err != nil {
 		p.tellFiltered(FilterInvalid, nil)
 		return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -130,7 +131,7 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 		}
 		n, reason := p.nodes.NodeFor(name, pod.UID)
 		if reason == nil {
-			reason = fit.Fits(n, req, p.defaults.Options)
+			reason = fit.Fits(n, req, d.Options)
 		}
 		if reason != nil {
 			failed[name] = reason.Text
@@ -251,7 +252,8 @@ func passing(reasons map[string]fit.Reason) error {
 // it (Filter returns the best nodes only); a profile that does gets the
 // same order.
 func (p *Placer) Prioritize(ctx context.Context, pod *slimpod.Pod, names []string) (extenderv1.HostPriorityList, error) {
-	req, nodePolicy, err := requestFor(pod, p.defaults)
+	d := p.policy.Get()
+	req, nodePolicy, err := requestFor(pod, d)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -265,7 +267,7 @@ func (p *Placer) Prioritize(ctx context.Context, pod *slimpod.Pod, names []strin
 		}
 		out[i].Host = name
 		n, reason := p.nodes.NodeFor(name, pod.UID)
-		if reason != nil || fit.Fits(n, req, p.defaults.Options) != nil {
+		if reason != nil || fit.Fits(n, req, d.Options) != nil {
 			continue
 		}
 		fits, at, fullness = append(fits, name), append(at, i), append(fullness, fit.Fullness(n))

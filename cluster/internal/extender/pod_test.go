@@ -35,7 +35,7 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 		return nil
 	}
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "empty": gpuNode("empty", 0)}
-	p := NewPlacer(nodes, nil, protocol.DefaultResourceNames(), Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}},
+	p := NewPlacer(nodes, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}),
 		lookup, func(*corev1.Pod, string, string) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// The body asks 10000 MiB: roomy (binpack's pick) fits that.
 	body := func(uid, rv string) string {

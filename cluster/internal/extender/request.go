@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
@@ -20,6 +21,24 @@ type Defaults struct {
 	GPUPolicy  string
 	Options    fit.Options
 }
+
+// Policy holds the Defaults in force, which the leader changes while it
+// leads when the cluster settings file does (cluster.SettingsFile). Each
+// call reads them once, so one filter or bind never mixes two.
+type Policy struct{ d atomic.Pointer[Defaults] }
+
+// NewPolicy returns a Policy holding d.
+func NewPolicy(d Defaults) *Policy {
+	p := &Policy{}
+	p.Set(d)
+	return p
+}
+
+// Get returns the Defaults in force.
+func (p *Policy) Get() Defaults { return *p.d.Load() }
+
+// Set puts d in force for the calls that start from now on.
+func (p *Policy) Set(d Defaults) { p.d.Store(&d) }
 
 // requestFor reads a pod into a fit.Request; the error names what to fix.
 func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {

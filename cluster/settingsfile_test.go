@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpud/vgpud/cluster/internal/clustermetrics"
+	"github.com/vgpud/vgpud/cluster/internal/extender"
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+)
+
+func TestWithSettings(t *testing.T) {
+	base := DefaultConfig()
+	for _, tc := range []struct {
+		name, file string
+		want       func(Config) bool
+		refused    string
+	}{
+		{"empty", "", func(c Config) bool { return c == base }, ""},
+		{"comments only", "# nodePolicy: spread\n", func(c Config) bool { return c == base }, ""},
+		{"every key", "version: v1\nnodePolicy: spread\ngpuPolicy: binpack\ndefaultGPUMemPercentage: 50\ndefaultGPUCores: 20\n", func(c Config) bool {
+			return c.NodePolicy == fit.Spread && c.GPUPolicy == fit.Binpack && c.DefaultGPUMemPercentage == 50 && c.DefaultGPUCores == 20 && c.BindWait == base.BindWait
+		}, ""},
+		{"one key, the rest the flags'", "version: v1\nnodePolicy: spread\n", func(c Config) bool {
+			return c.NodePolicy == fit.Spread && c.GPUPolicy == base.GPUPolicy
+		}, ""},
+		{"a bad value, named by its key", "version: v1\nnodePolicy: fastest\n", nil, "nodePolicy: Invalid value: \"fastest\""},
+		{"out of range", "version: v1\ndefaultGPUCores: 101\n", nil, "defaultGPUCores"},
+		{"a setting the file does not hold", "version: v1\nbindWait: 1s\n", nil, "unknown field"},
+		{"no version", "nodePolicy: spread\n", nil, "want version: v1"},
+		{"not YAML", "version: [\n", nil, "want YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := base.withSettings([]byte(tc.file))
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err %v, want it to say %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil || !tc.want(got) {
+				t.Fatalf("%+v, %v", got, err)
+			}
+		})
+	}
+}
+
+// The leader follows the file as kubelet updates a ConfigMap volume:
+// a new ..data directory and the link swapped; a bad value keeps what is
+// in force.
+func TestWatchSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(gen, body string) {
+		d := filepath.Join(dir, gen)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cluster-settings.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(gen, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("gen1", "version: v1\n")
+	if err := os.Symlink("..data/cluster-settings.yaml", filepath.Join(dir, "cluster-settings.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.SettingsFile = filepath.Join(dir, "cluster-settings.yaml")
+	reg := prometheus.NewRegistry()
+	m := clustermetrics.New(reg)
+	r := &Role{metrics: m, clock: clock.RealClock{}}
+	policy := extender.NewPolicy(cfg.defaults())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { r.watchSettings(ctx, policy, cfg, "", slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	time.Sleep(100 * time.Millisecond) // the watch is set up
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: policy %+v", what, policy.Get())
+			}
+		}
+	}
+	write("gen2", "version: v1\nnodePolicy: spread\n")
+	waitFor("spread applied", func() bool { return policy.Get().NodePolicy == fit.Spread })
+	write("gen3", "version: v1\nnodePolicy: fastest\n")
+	waitFor("the bad value refused", func() bool {
+		return loads(t, reg, "refused") == 1
+	})
+	if policy.Get().NodePolicy != fit.Spread {
+		t.Fatalf("a refused file changed the policy: %+v", policy.Get())
+	}
+	write("gen4", "version: v1\n")
+	waitFor("back to the flags", func() bool { return policy.Get().NodePolicy == fit.Binpack })
+	if got := loads(t, reg, "applied"); got != 2 {
+		t.Errorf("%v applied, want 2", got)
+	}
+	cancel()
+	<-done
+}
+
+// loads reads vgpud_cluster_settings_loads_total{outcome} from reg.
+func loads(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "vgpud_cluster_settings_loads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
