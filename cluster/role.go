@@ -69,8 +69,11 @@ type Role struct {
 	api       API
 	metrics   *clustermetrics.Metrics
 	elector   *leader.Elector
-	clock     clock.WithTicker
-	log       *slog.Logger
+	// policy is the scheduling defaults in force: the flags', then the
+	// settings file's (loadSettings), shared by every term.
+	policy *extender.Policy
+	clock  clock.WithTicker
+	log    *slog.Logger
 }
 
 // Pod is this replica's pod, from the downward API.
@@ -96,11 +99,19 @@ func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames
 	elector.OnChange(m.LeaderChange)
 	elector.EventsTo(api.Events)
 	return &Role{cfg: cfg, pod: pod.Name, namespace: pod.Namespace, scheduler: scheduler, names: names, admission: admission,
-		api: api, metrics: m, elector: elector, clock: clk, log: log}
+		api: api, metrics: m, elector: elector, policy: extender.NewPolicy(cfg.defaults()), clock: clk, log: log}
 }
 
-// Run campaigns for the Lease until ctx ends, and leads while it holds it.
-func (r *Role) Run(ctx context.Context) error { return r.elector.Run(ctx, r.Lead) }
+// Run campaigns for the Lease until ctx ends, and leads while it holds
+// it. The settings file is read first, and followed meanwhile, led or not.
+func (r *Role) Run(ctx context.Context) error {
+	if r.cfg.SettingsFile != "" {
+		log, lastErr := r.log.With("component", "settings"), ""
+		r.loadSettings(log, &lastErr)
+		go r.followSettings(ctx, log, lastErr)
+	}
+	return r.elector.Run(ctx, r.Lead)
+}
 
 // Leader is the Lease holder's identity as this replica last saw it.
 func (r *Role) Leader() string { return r.elector.Leader() }
@@ -127,7 +138,6 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 		return err
 	}
 	go checkSchedulerSkew(ctx, r.api.Deployments, r.namespace, r.cfg.TLS.SchedulerDeployment, r.api.ServerVersion, r.log.With("component", "scheduler-skew"))
-	go r.watchSettings(ctx, t.policy, r.cfg, t.settingsErr, r.log.With("component", "settings"))
 	err = t.run(ctx, term)
 	cancel() // what the term left running ends with it, before close waits
 	t.close()
@@ -144,7 +154,6 @@ type termParts struct {
 	binder      *extender.Binder
 	synced      *atomic.Bool // the books are complete: take traffic
 	policy      *extender.Policy
-	settingsErr string // the settings file's refusal at the term's start
 	close       func()
 	log         *slog.Logger
 }
@@ -180,15 +189,10 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		extender: server.New(r.cfg.ExtenderListen, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
 	}
 
-	// The settings file's defaults, read afresh each term and watched
-	// while it lasts; a file that does not validate leaves the flags'.
-	cfg, err := r.cfg.readSettings()
-	if err != nil {
-		log.Error("cluster settings refused at the start of the term; the flags' values are in force", "err", err)
-		r.metrics.SettingsLoaded(false)
-		t.settingsErr = err.Error()
-	}
-	t.policy = extender.NewPolicy(cfg.defaults())
+	// The defaults in force, which every replica keeps at what the
+	// settings file last said that validated (followSettings).
+	t.policy = r.policy
+	log.Info("cluster settings in force for this term", "settings", t.policy.Get())
 	lookup := slimpod.NewStore(inf.pods).Get
 	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Policy: t.policy, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,

@@ -9,10 +9,16 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/cluster/internal/extender"
@@ -45,17 +51,39 @@ var settingsKeys = map[string]string{
 
 // withSettings is c with the settings in raw applied, checked by the same
 // rules as the flags (Validate). An empty file, or one of comments
-// alone, changes nothing.
+// alone, changes nothing. Keys are case-sensitive and may appear once,
+// a null is refused rather than read as "left out", and the file is one
+// YAML document: what kubectl would show is what is in force.
 func (c Config) withSettings(raw []byte) (Config, error) {
 	if len(raw) > maxSettingsBytes {
 		return c, fmt.Errorf("%d bytes, more than %d", len(raw), maxSettingsBytes)
 	}
-	var f settingsFile
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+	if len(bytes.TrimSpace(uncommented(raw))) == 0 {
+		return c, nil
+	}
+	if docs := documentStart.FindAllIndex(raw, -1); len(docs) > 1 || (len(docs) == 1 && len(bytes.TrimSpace(uncommented(raw[:docs[0][0]]))) > 0) {
+		return c, fmt.Errorf("more than one YAML document: keep one, with version: %s", settingsVersion)
+	}
+	j, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
 		return c, fmt.Errorf("want YAML with version: %s and nodePolicy, gpuPolicy, defaultGPUMemPercentage or defaultGPUCores: %w", settingsVersion, err)
 	}
-	if f == (settingsFile{}) && len(bytes.TrimSpace(uncommented(raw))) == 0 {
-		return c, nil
+	var keys map[string]any
+	if err := json.Unmarshal(j, &keys); err != nil {
+		return c, fmt.Errorf("want a YAML mapping with version: %s: %w", settingsVersion, err)
+	}
+	for k, v := range keys {
+		if v == nil {
+			return c, fmt.Errorf("%s is null: give it a value, or leave it out for its flag's", k)
+		}
+	}
+	var f settingsFile
+	strict, err := kjson.UnmarshalStrict(j, &f)
+	if err == nil && len(strict) > 0 {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
+		return c, fmt.Errorf("want version: %s and nodePolicy, gpuPolicy, defaultGPUMemPercentage or defaultGPUCores, each once: %w", settingsVersion, err)
 	}
 	if f.Version != settingsVersion {
 		return c, fmt.Errorf("version %q: want version: %s", f.Version, settingsVersion)
@@ -77,6 +105,9 @@ func (c Config) withSettings(raw []byte) (Config, error) {
 	}
 	return c, nil
 }
+
+// documentStart is a YAML document marker line.
+var documentStart = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
 // uncommented is raw without its comment lines.
 func uncommented(raw []byte) []byte {
@@ -110,8 +141,8 @@ func (c Config) readSettings() (Config, error) {
 	if c.SettingsFile == "" {
 		return c, nil
 	}
-	raw, err := os.ReadFile(c.SettingsFile)
-	if os.IsNotExist(err) {
+	raw, err := readSmall(c.SettingsFile, maxSettingsBytes)
+	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
 	if err != nil {
@@ -122,4 +153,22 @@ func (c Config) readSettings() (Config, error) {
 		return c, fmt.Errorf("cluster settings %s: %w", c.SettingsFile, err)
 	}
 	return out, nil
+}
+
+// readSmall reads a regular file of at most max bytes: a FIFO or a device
+// in its place must not block the leader.
+func readSmall(path string, max int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max+1))
 }

@@ -38,6 +38,13 @@ func TestWithSettings(t *testing.T) {
 		{"a setting the file does not hold", "version: v1\nbindWait: 1s\n", nil, "unknown field"},
 		{"no version", "nodePolicy: spread\n", nil, "want version: v1"},
 		{"not YAML", "version: [\n", nil, "want YAML"},
+		{"a key in another case", "version: v1\nNodePolicy: spread\n", nil, "unknown field"},
+		{"a key twice, in two cases", "version: v1\nnodePolicy: binpack\nnodepolicy: spread\n", nil, "unknown field"},
+		{"a key twice", "version: v1\nnodePolicy: binpack\nnodePolicy: spread\n", nil, "already set"},
+		{"a null", "version: v1\nnodePolicy:\n", nil, "nodePolicy is null"},
+		{"two documents", "version: v1\n---\nnodePolicy: spread\n", nil, "more than one YAML document"},
+		{"one document, marked", "---\nversion: v1\nnodePolicy: spread\n", func(c Config) bool { return c.NodePolicy == fit.Spread }, ""},
+		{"a number as a string", "version: v1\ndefaultGPUCores: \"20\"\n", nil, "defaultGPUCores"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := base.withSettings([]byte(tc.file))
@@ -83,12 +90,15 @@ func TestWatchSettings(t *testing.T) {
 	cfg.SettingsFile = filepath.Join(dir, "cluster-settings.yaml")
 	reg := prometheus.NewRegistry()
 	m := clustermetrics.New(reg)
-	r := &Role{metrics: m, clock: clock.RealClock{}}
 	policy := extender.NewPolicy(cfg.defaults())
+	r := &Role{cfg: cfg, metrics: m, policy: policy, clock: clock.RealClock{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	go func() { r.watchSettings(ctx, policy, cfg, "", slog.New(slog.NewTextHandler(io.Discard, nil))); close(done) }()
+	go func() {
+		r.followSettings(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+		close(done)
+	}()
 	time.Sleep(100 * time.Millisecond) // the watch is set up
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()

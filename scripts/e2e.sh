@@ -26,7 +26,7 @@ trap '"$here/cluster.sh" down' EXIT
 start=$(date +%s%N)
 kubeconfig=$("$here/cluster.sh" up)
 echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - start) / 1000000)) ms"
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 20m -run 'TestCluster|TestChaosSoak' ./scripts/e2e/cluster/
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 25m -run 'TestCluster|TestChaosSoak' ./scripts/e2e/cluster/
 "$here/cluster.sh" down
 
 # The fallback: one node on Debian's containerd 1.6, which has no NRI.

@@ -106,7 +106,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.filters.WithLabelValues(o)
 	}
 	m.settings = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vgpud_cluster_settings_loads_total", Help: "Readings of the cluster settings file (the vgpud ConfigMap's cluster-settings.yaml) by the leader that changed what is in force (applied) or were refused for a bad value (refused; the settings in force stay and the leader's log says why).",
+		Name: "vgpud_cluster_settings_loads_total", Help: "Readings of the cluster settings file (the vgpud ConfigMap's cluster-settings.yaml) by this replica that changed what is in force (applied) or were refused for a bad value (refused; the settings in force stay and the log says why). Every replica follows the file; the leader's count is the one that places pods.",
 	}, []string{"outcome"})
 	for _, o := range []string{"applied", "refused"} {
 		m.settings.WithLabelValues(o)

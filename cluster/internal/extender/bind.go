@@ -63,7 +63,8 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	start := b.clock.Now()
 	b.queue.enter(args.Node)
 	defer b.queue.leave(args.Node)
-	var h held
+	// One bind places under one set of defaults, however long it waits.
+	h := held{defaults: b.cfg.Policy.Get()}
 	defer func() {
 		// A booking whose Binding went unanswered is settle's to decide.
 		if err != nil && h.token != 0 && !errors.Is(err, errUnanswered) {
@@ -112,7 +113,8 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 // held is what one bind booked last, to take back if it fails: the token
 // of its last booking, 0 while it has none.
 type held struct {
-	token uint64
+	token    uint64
+	defaults Defaults // the defaults in force when the bind arrived
 }
 
 // reserve books the pod's room on the node as soon as its bind arrives,
@@ -126,7 +128,7 @@ type held struct {
 // bind that then fails gives it back (Release), and kube-scheduler
 // retries whatever it refused.
 func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *slimpod.Pod, h *held) {
-	req, opts, err := b.request(pod, args.PodUID)
+	req, opts, err := b.request(pod, args.PodUID, h.defaults)
 	if err != nil {
 		return
 	}
@@ -139,7 +141,7 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *slimpod.Pod, 
 // Fit and booking hold the node's fit lock, as reserve does, so no two
 // pods are fitted into the same room.
 func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs, pod *slimpod.Pod, h *held) error {
-	req, opts, err := b.request(pod, args.PodUID)
+	req, opts, err := b.request(pod, args.PodUID, h.defaults)
 	if err != nil {
 		return err
 	}
@@ -150,13 +152,12 @@ func (b *Binder) place(ctx context.Context, args extenderv1.ExtenderBindingArgs,
 	return b.commit(ctx, pod, a, raw, h.token)
 }
 
-// request checks pod (bindable) and reads what it asks for, under the
-// defaults in force, which the bind then places it with.
-func (b *Binder) request(pod *slimpod.Pod, uid types.UID) (fit.Request, fit.Options, error) {
+// request checks pod (bindable) and reads what it asks for under d, the
+// bind's defaults, which it then places it with.
+func (b *Binder) request(pod *slimpod.Pod, uid types.UID, d Defaults) (fit.Request, fit.Options, error) {
 	if err := b.bindable(pod, uid); err != nil {
 		return fit.Request{}, fit.Options{}, err
 	}
-	d := b.cfg.Policy.Get()
 	req, _, err := requestFor(pod, d)
 	if err != nil {
 		return fit.Request{}, fit.Options{}, because(ReasonNotBindable, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))

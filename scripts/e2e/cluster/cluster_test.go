@@ -671,7 +671,6 @@ func TestCluster(t *testing.T) {
 	t.Run("j4 a GPU by another way is refused", func(t *testing.T) { sideDoor(t, e, nodes) })
 	t.Run("j5 GPU pods admitted with no GPU node", func(t *testing.T) { noGPUNode(t, e, nodes) })
 	t.Run("k node policy", func(t *testing.T) { nodePolicy(t, e, nodes) })
-	t.Run("k2 cluster settings from the ConfigMap", func(t *testing.T) { clusterSettings(t, e, nodes) })
 	t.Run("l node without vgpud avoided", func(t *testing.T) { nodeWithoutVgpud(t, e, nodes) })
 	t.Run("m pod network across nodes", func(t *testing.T) { acrossNodes(t, e, nodes) })
 	t.Run("n GPU freed to a waiting pod", func(t *testing.T) { freedGPU(t, e, nodes) })
@@ -679,6 +678,8 @@ func TestCluster(t *testing.T) {
 	t.Run("p dashboards and alerts on a real Prometheus", func(t *testing.T) { monitoring(t, e, nodes) })
 	t.Run("q rolling upgrade, one node ahead", func(t *testing.T) { rollingUpgrade(t, e, nodes) })
 	t.Run("r GPU memory held from the node", func(t *testing.T) { gpuUsage(t, e, nodes) })
+	// Before s, whose reinstall puts the ConfigMap back as shipped.
+	t.Run("k2 cluster settings from the ConfigMap", func(t *testing.T) { clusterSettings(t, e, nodes) })
 	// Last: it removes vgpud (and puts it back for the soak).
 	t.Run("s removal leaves every node starting containers", func(t *testing.T) { removal(t, e, nodes) })
 }

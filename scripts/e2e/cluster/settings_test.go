@@ -60,7 +60,13 @@ func clusterSettings(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { set("version: v1\n") })
+	cm, err := e.kube.CoreV1().ConfigMaps(system).Get(ctx, "vgpud", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := cm.Data["cluster-settings.yaml"]
+	// Every replica follows the file, so a leader that changed meanwhile
+	// says it too.
 	leaderSays := func(what string, since time.Time) {
 		t.Helper()
 		harness.Eventually(t, 180*time.Second, "the leader logs "+what, func() error {
@@ -116,6 +122,8 @@ func clusterSettings(t *testing.T, e env, nodes []string) {
 	start = time.Now()
 	set("version: v1\nnodePolicy: fastest\n")
 	leaderSays("cluster settings refused", start.Add(-time.Second))
+	// Back as it was: scenario s, next, reinstalls vgpud from it.
+	t.Cleanup(func() { set(original) })
 
 	for _, n := range nodes {
 		p, err := e.vgpudPod(n)
