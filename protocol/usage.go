@@ -120,7 +120,14 @@ func (u NodeUsage) Validate() error {
 // node's container runtime fails closed without vgpud (node/internal/
 // preflight), for `vgpud inspect --cluster`. The books never read it.
 type RuntimeCheck struct {
-	Result   string   `json:"result"` // fails-closed, fails-open or unknown
+	Result   string   `json:"result"` // RuntimeFailsClosed, RuntimeFailsOpen or RuntimeUnknown
 	Runtime  string   `json:"runtime"`
 	Problems []string `json:"problems,omitempty"`
 }
+
+// RuntimeCheck's results.
+const (
+	RuntimeFailsClosed = "fails-closed" // no container is created without vgpud's hook
+	RuntimeFailsOpen   = "fails-open"   // containers are created while vgpud is away
+	RuntimeUnknown     = "unknown"      // the configuration could not be read, or is not yet run
+)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // Render prints v as the tables `kubectl vgpud` shows; wide adds each
@@ -24,7 +26,7 @@ func Render(w io.Writer, v View, wide bool) error {
 		if n.Plugin != "" && n.Plugin != "serving" {
 			name += " (" + n.Plugin + ")"
 		}
-		if r := n.Runtime; r != nil && r.Result != "fails-closed" {
+		if r := n.Runtime; r != nil && r.Result != protocol.RuntimeFailsClosed {
 			name += " (runtime " + strings.ToUpper(r.Result) + ")"
 		}
 		for _, g := range n.GPUs {
@@ -148,7 +150,7 @@ func shortUUID(uuid string) string {
 func renderRuntime(tw io.Writer, nodes []Node) {
 	for _, n := range nodes {
 		r := n.Runtime
-		if r == nil || (r.Result == "fails-closed" && len(r.Problems) == 0) {
+		if r == nil || (r.Result == protocol.RuntimeFailsClosed && len(r.Problems) == 0) {
 			continue
 		}
 		fmt.Fprintf(tw, "\nruntime on %s (%s): %s (vgpud preflight there says more)\n", n.Name, r.Runtime, strings.ToUpper(r.Result))

@@ -265,8 +265,8 @@ func decodeRuntimeCheck(raw string) (protocol.RuntimeCheck, error) {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		return c, err
 	}
-	if !slices.Contains([]string{"fails-closed", "fails-open", "unknown"}, c.Result) {
-		return c, fmt.Errorf("result %q is none of fails-closed, fails-open, unknown", printable(c.Result))
+	if results := []string{protocol.RuntimeFailsClosed, protocol.RuntimeFailsOpen, protocol.RuntimeUnknown}; !slices.Contains(results, c.Result) {
+		return c, fmt.Errorf("result %q is none of %s", printable(c.Result), strings.Join(results, ", "))
 	}
 	c.Runtime = printable(c.Runtime)
 	for i, p := range c.Problems {

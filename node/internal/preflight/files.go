@@ -96,7 +96,7 @@ func containerdFiles(main string) (files []string, newest time.Time, err error) 
 			}
 			dir := filepath.Dir(imp)
 			if _, err := os.Stat(dir); err != nil {
-				return nil, time.Time{}, fmt.Errorf("%s imports %s, whose directory this process cannot see: %w", p, imp, err)
+				return nil, time.Time{}, fmt.Errorf("%s imports %s, whose directory this process cannot see: %w", p, imp, unseen{err})
 			}
 			m, err := filepath.Glob(imp)
 			if err != nil {
@@ -108,8 +108,15 @@ func containerdFiles(main string) (files []string, newest time.Time, err error) 
 	return files, newest, nil
 }
 
+// unseen is an imported directory this process cannot see, whatever the
+// reason stat gave.
+type unseen struct{ err error }
+
+func (u unseen) Error() string { return u.err.Error() }
+func (u unseen) Unwrap() error { return u.err }
+
 // notFound says whether err means a file or directory is not there (not
 // mounted, most often).
 func notFound(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || strings.Contains(err.Error(), "cannot see")
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.As(err, new(unseen))
 }

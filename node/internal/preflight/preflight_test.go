@@ -54,6 +54,24 @@ func shipped(t *testing.T) string {
 	return string(b)
 }
 
+// judged fails t unless v has result and, for problem "", no problems,
+// else one that says problem.
+func judged(t *testing.T, v Verdict, result, problem string) {
+	t.Helper()
+	if v.Result != result {
+		t.Fatalf("result %s, want %s: %+v", v.Result, result, v)
+	}
+	if problem == "" && len(v.Problems) > 0 {
+		t.Fatalf("problems %q, want none", v.Problems)
+	}
+	if problem != "" && !strings.Contains(strings.Join(v.Problems, "\n"), problem) {
+		t.Fatalf("problems %q do not say %q", v.Problems, problem)
+	}
+	if v.Closed() != (result == FailsClosed) {
+		t.Fatalf("Closed() %v for %s", v.Closed(), v.Result)
+	}
+}
+
 func TestContainerd(t *testing.T) {
 	dropIn := shipped(t)
 	main := func(dir string) string {
@@ -117,19 +135,7 @@ func TestContainerd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(t, dir, tc.files(dir))
-			v := Containerd(filepath.Join(dir, "config.toml"), want)
-			if v.Result != tc.result {
-				t.Fatalf("result %s, want %s: %+v", v.Result, tc.result, v)
-			}
-			if tc.problem == "" && len(v.Problems) > 0 {
-				t.Fatalf("problems %q, want none", v.Problems)
-			}
-			if tc.problem != "" && !strings.Contains(strings.Join(v.Problems, "\n"), tc.problem) {
-				t.Fatalf("problems %q do not say %q", v.Problems, tc.problem)
-			}
-			if v.Closed() != (tc.result == FailsClosed) {
-				t.Fatalf("Closed() %v for %s", v.Closed(), v.Result)
-			}
+			judged(t, Containerd(filepath.Join(dir, "config.toml"), want), tc.result, tc.problem)
 		})
 	}
 }
@@ -183,16 +189,7 @@ func TestCRIO(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(t, dir, tc.files)
-			v := CRIO(filepath.Join(dir, "crio.conf"), want)
-			if v.Result != tc.result {
-				t.Fatalf("result %s, want %s: %+v", v.Result, tc.result, v)
-			}
-			if tc.problem == "" && len(v.Problems) > 0 {
-				t.Fatalf("problems %q, want none", v.Problems)
-			}
-			if tc.problem != "" && !strings.Contains(strings.Join(v.Problems, "\n"), tc.problem) {
-				t.Fatalf("problems %q do not say %q", v.Problems, tc.problem)
-			}
+			judged(t, CRIO(filepath.Join(dir, "crio.conf"), want), tc.result, tc.problem)
 		})
 	}
 }

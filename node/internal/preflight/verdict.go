@@ -12,13 +12,15 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
-// Results of a check.
+// Results of a check, as the node's annotation carries them.
 const (
-	FailsClosed = "fails-closed" // no container is created without vgpud's hook
-	FailsOpen   = "fails-open"   // containers are created while vgpud is away
-	Unknown     = "unknown"      // the configuration could not be read
+	FailsClosed = protocol.RuntimeFailsClosed
+	FailsOpen   = protocol.RuntimeFailsOpen
+	Unknown     = protocol.RuntimeUnknown
 )
 
 // Verdict is what one node's runtime configuration says.

@@ -42,7 +42,7 @@ func TestFallback(t *testing.T) {
 		}
 		if s := e.inspect(t, node); s.Identity != protocol.IdentityGuessed {
 			t.Errorf("inspect identity %q", s.Identity)
-		} else if c := s.RuntimeCheck; c == nil || c.Result != "fails-open" {
+		} else if c := s.RuntimeCheck; c == nil || c.Result != protocol.RuntimeFailsOpen {
 			// containerd 1.6's configuration has no NRI validator.
 			t.Errorf("inspect's runtime check %+v, want fails-open", c)
 		}

@@ -28,44 +28,10 @@ const gpuLabel = "nvidia.com/gpu.present"
 // bound, so that the books hold it: spread puts them on distinct nodes,
 // binpack on one.
 func nodePolicy(t *testing.T, e env, nodes []string) {
-	ctx := context.Background()
 	ns := "e2e-policy"
 	e.namespace(t, ns, nil)
-	// Earlier scenarios' pods are going: start from idle GPUs, so that the
-	// policy decides, not their leftovers.
-	harness.Eventually(t, 120*time.Second, "no GPU booked", func() error {
-		used, err := apiUsage(e)
-		if err != nil {
-			return err
-		}
-		if len(used) > 0 {
-			return fmt.Errorf("%d GPUs in use", len(used))
-		}
-		return nil
-	})
-	place := func(name string, annotations map[string]string) string {
-		t.Helper()
-		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "10"}, annotations)
-		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var node string
-		harness.Eventually(t, 90*time.Second, name+" bound", func() error {
-			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Spec.SchedulerName != "vgpud-scheduler" {
-				t.Fatalf("%s: schedulerName %q", name, p.Spec.SchedulerName)
-			}
-			if p.Spec.NodeName == "" || p.Annotations[protocol.AnnotationAssignment] == "" {
-				return fmt.Errorf("not bound yet")
-			}
-			node = p.Spec.NodeName
-			return nil
-		})
-		return node
-	}
+	e.idleGPUs(t)
+	place := func(name string, annotations map[string]string) string { return e.placeOne(t, ns, name, annotations) }
 	spread := map[string]int{}
 	for i := range nodes {
 		spread[place(fmt.Sprintf("spread-%d", i), map[string]string{protocol.AnnotationNodePolicy: "spread"})]++
@@ -91,6 +57,50 @@ func nodePolicy(t *testing.T, e env, nodes []string) {
 		names = append(names, fmt.Sprintf("binpack-%d", i))
 	}
 	e.waitRunning(t, ns, names, 120*time.Second)
+}
+
+// idleGPUs waits until no GPU is booked: earlier scenarios' pods are
+// going, and a placement policy must decide, not their leftovers.
+func (e env) idleGPUs(t *testing.T) {
+	t.Helper()
+	harness.Eventually(t, 120*time.Second, "no GPU booked", func() error {
+		used, err := apiUsage(e)
+		if err != nil {
+			return err
+		}
+		if len(used) > 0 {
+			return fmt.Errorf("%d GPUs in use", len(used))
+		}
+		return nil
+	})
+}
+
+// placeOne creates a small vGPU pod (2000 MiB, 10% of the cores) in ns
+// and waits until vgpud's scheduler has bound it with an assignment; it
+// returns its node.
+func (e env) placeOne(t *testing.T, ns, name string, annotations map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "10"}, annotations)
+	if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var node string
+	harness.Eventually(t, 90*time.Second, name+" bound", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.SchedulerName != "vgpud-scheduler" {
+			t.Fatalf("%s: schedulerName %q", name, p.Spec.SchedulerName)
+		}
+		if p.Spec.NodeName == "" || p.Annotations[protocol.AnnotationAssignment] == "" {
+			return fmt.Errorf("not bound yet")
+		}
+		node = p.Spec.NodeName
+		return nil
+	})
+	return node
 }
 
 // nodeWithoutVgpud takes a node out of the DaemonSet, as an operator

@@ -40,7 +40,7 @@ func runtimeIdentity(t *testing.T, e env, nodes []string) {
 		// drop-in it imports, and says it fails closed, to the API and
 		// to inspect.
 		var check protocol.RuntimeCheck
-		if err := json.Unmarshal([]byte(node.Annotations[protocol.AnnotationRuntime]), &check); err != nil || check.Result != "fails-closed" || len(check.Problems) > 0 {
+		if err := json.Unmarshal([]byte(node.Annotations[protocol.AnnotationRuntime]), &check); err != nil || check.Result != protocol.RuntimeFailsClosed || len(check.Problems) > 0 {
 			t.Fatalf("node %s: %s=%q (%v), want fails-closed with no problem", n, protocol.AnnotationRuntime, node.Annotations[protocol.AnnotationRuntime], err)
 		}
 		s := e.inspect(t, n)

@@ -28,16 +28,7 @@ func clusterSettings(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	ns := "e2e-settings"
 	e.namespace(t, ns, nil)
-	harness.Eventually(t, 120*time.Second, "no GPU booked", func() error {
-		used, err := apiUsage(e)
-		if err != nil {
-			return err
-		}
-		if len(used) > 0 {
-			return fmt.Errorf("%d GPUs in use", len(used))
-		}
-		return nil
-	})
+	e.idleGPUs(t)
 	// What must not change: each replica's pod, its restarts, and its
 	// device plugin's registrations with kubelet.
 	type replica struct {
@@ -100,20 +91,7 @@ func clusterSettings(t *testing.T, e env, nodes []string) {
 	for i := range nodes {
 		name := fmt.Sprintf("by-default-%d", i)
 		names = append(names, name)
-		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod(name, map[string]string{"nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "10"}, nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		harness.Eventually(t, 90*time.Second, name+" bound", func() error {
-			p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Spec.NodeName == "" {
-				return fmt.Errorf("not bound yet")
-			}
-			on[p.Spec.NodeName]++
-			return nil
-		})
+		on[e.placeOne(t, ns, name, nil)]++
 	}
 	t.Logf("%d pods with no policy of their own on %v", len(nodes), on)
 	if len(on) != len(nodes) {
