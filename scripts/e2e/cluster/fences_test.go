@@ -249,12 +249,30 @@ spec:
 		_, err = asLeader.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mwc, metav1.UpdateOptions{})
 		refused("send every pod to the webhook, as the leader", err, "vgpud changes only the caBundle")
 		swap := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"kube-scheduler","image":"vgpud.local/pause:1"}]}}}}`)
+		// vgpud restarts kube-scheduler by deleting its pods: the
+		// Deployment is only read (RBAC), and deleting is fenced to those
+		// pods and the leader (vgpud-own-writes). Dry runs: admission
+		// judges them as it would the real thing.
 		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType, swap, metav1.PatchOptions{})
-		refused("swap the scheduler's image", err, "only the replica holding the vgpud-leader Lease keeps the deployments")
+		refused("swap the scheduler's image", err, `cannot patch resource "deployments"`)
 		_, err = asLeader.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.StrategicMergePatchType, swap, metav1.PatchOptions{})
-		refused("swap the scheduler's image, as the leader", err, "vgpud changes only the vgpud.io/tls-hash annotation")
+		refused("swap the scheduler's image, as the leader", err, `cannot patch resource "deployments"`)
 		_, err = asLeader.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
-		refused("pause the scheduler's rollouts, as the leader", err, "vgpud changes only the vgpud.io/tls-hash annotation")
+		refused("pause the scheduler's rollouts, as the leader", err, `cannot patch resource "deployments"`)
+		dryDelete := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+		err = asLeader.CoreV1().Pods(system).Delete(ctx, other.Name, dryDelete)
+		refused("delete another vgpud replica, as the leader", err, "vgpud deletes only the pods of kube-scheduler")
+		err = asLeader.CoreV1().Pods(fencesNS).Delete(ctx, pinned.Name, dryDelete)
+		refused("delete a tenant's pod, as the leader", err, `cannot delete resource "pods"`)
+		if sp, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud-scheduler"}); err == nil && len(sp.Items) > 0 {
+			err = as.CoreV1().Pods(system).Delete(ctx, sp.Items[0].Name, dryDelete)
+			refused("restart kube-scheduler without the Lease", err, "only the replica holding the vgpud-leader Lease restarts kube-scheduler")
+			if err := asLeader.CoreV1().Pods(system).Delete(ctx, sp.Items[0].Name, dryDelete); err != nil {
+				t.Errorf("the leader may restart kube-scheduler (dry run): %v", err)
+			}
+		} else {
+			t.Errorf("no scheduler pod to try: %v", err)
+		}
 		_, err = asLeader.CoreV1().Pods(fencesNS).Patch(ctx, pinned.Name, types.StrategicMergePatchType,
 			[]byte(`{"spec":{"containers":[{"name":"main","image":"vgpud.local/pause:1"}]}}`), metav1.PatchOptions{})
 		refused("swap another tenant's image, as the leader", err, "vgpud changes no spec of a pod or node")
@@ -284,8 +302,6 @@ spec:
 		secret.Data["ca.crt"] = []byte("not a CA")
 		_, err = as.CoreV1().Secrets(system).Update(ctx, secret, metav1.UpdateOptions{})
 		refused("replace the CA without the Lease", err, "only the replica holding the vgpud-leader Lease keeps the secrets")
-		_, err = as.AppsV1().Deployments(system).Patch(ctx, "vgpud-scheduler", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{})
-		refused("pause the scheduler's rollouts", err, "only the replica holding the vgpud-leader Lease keeps the deployments")
 		// No pod is created already labelled leader, by anyone: a node's
 		// kubelet writing a mirror pod into vgpud-system would otherwise
 		// join the webhook's Service.

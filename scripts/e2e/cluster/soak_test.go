@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -243,11 +244,21 @@ func podReady(p *corev1.Pod) bool {
 
 // rotateCA asks the leader for a new CA and waits until the rotation has
 // run its three steps: the Secret trusts one CA, not the old one, and
-// kube-scheduler runs with it.
+// kube-scheduler runs with it, in pods started after the last step. The
+// Deployment is never written (a GitOps sync would revert it): the
+// leader deletes the pods.
 func rotateCA(t *testing.T, e env) error {
 	ctx := context.Background()
 	secrets := e.kube.CoreV1().Secrets(system)
 	s, err := secrets.Get(ctx, "vgpud-tls", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	d0, err := e.kube.AppsV1().Deployments(system).Get(ctx, "vgpud-scheduler", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pods0, err := schedulerPodUIDs(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -260,6 +271,7 @@ func rotateCA(t *testing.T, e env) error {
 		return err
 	}
 	start := time.Now()
+	var written error
 	err = harness.Poll(240*time.Second, func() error {
 		s, err := secrets.Get(ctx, "vgpud-tls", metav1.GetOptions{})
 		if err != nil {
@@ -273,16 +285,51 @@ func rotateCA(t *testing.T, e env) error {
 		if err != nil {
 			return err
 		}
-		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != d.Status.Replicas || d.Status.AvailableReplicas != d.Status.Replicas {
-			return fmt.Errorf("kube-scheduler rolling out: %+v", d.Status)
+		if d.Generation != d0.Generation {
+			written = fmt.Errorf("the vgpud-scheduler Deployment was written during the rotation (generation %d, was %d)", d.Generation, d0.Generation)
+			return nil
+		}
+		if d.Status.AvailableReplicas != d.Status.Replicas {
+			return fmt.Errorf("kube-scheduler not available: %+v", d.Status)
+		}
+		if s.Annotations["vgpud.io/tls-hash"] == "" || s.Annotations["vgpud.io/tls-hash-since"] == "" {
+			return fmt.Errorf("the Secret records no trust for kube-scheduler: %v", s.Annotations)
+		}
+		since, err := time.Parse(time.RFC3339, s.Annotations["vgpud.io/tls-hash-since"])
+		if err != nil {
+			return err
+		}
+		pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud-scheduler"})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if pods0[p.UID] || p.DeletionTimestamp != nil || !p.CreationTimestamp.After(since) || !podReady(&p) {
+				return fmt.Errorf("kube-scheduler pod %s (created %s) not yet replaced after %s", p.Name, p.CreationTimestamp.UTC().Format(time.RFC3339), since.Format(time.RFC3339))
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("CA rotation not done within 240 s: %w", err)
 	}
-	t.Logf("CA rotated (new CA trusted, signing, old retired; kube-scheduler restarted at each step) in %v", time.Since(start).Round(time.Millisecond))
+	if written != nil {
+		return written
+	}
+	t.Logf("CA rotated (new CA trusted, signing, old retired; kube-scheduler's pods replaced at each step, its Deployment untouched) in %v", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+func schedulerPodUIDs(ctx context.Context, e env) (map[types.UID]bool, error) {
+	pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud-scheduler"})
+	if err != nil {
+		return nil, err
+	}
+	uids := map[types.UID]bool{}
+	for _, p := range pods.Items {
+		uids[p.UID] = true
+	}
+	return uids, nil
 }
 
 func sigkillLeader(t *testing.T, e env) error {

@@ -40,9 +40,12 @@ const (
 const (
 	AnnotationRotateCA  = "vgpud.io/rotate-ca"
 	AnnotationRotatedCA = "vgpud.io/rotated-ca"
-	// AnnotationTrustHash on kube-scheduler's pod template names the CAs and
-	// client certificate its pods must read; changing it restarts them.
-	AnnotationTrustHash = "vgpud.io/tls-hash"
+	// AnnotationTrustHash names the CAs and client certificate
+	// kube-scheduler's pods must read (TrustHash); AnnotationTrustSince is
+	// when the Secret came to hold them: a pod created before then is
+	// replaced. Both are the manager's own record (scheduler.go).
+	AnnotationTrustHash  = "vgpud.io/tls-hash"
+	AnnotationTrustSince = "vgpud.io/tls-hash-since"
 )
 
 // ClientName is the common name of the client certificate the extender
@@ -59,8 +62,9 @@ type Config struct {
 	SecretName        string
 	WebhookConfigName string // MutatingWebhookConfiguration whose caBundle is kept
 	ServiceName       string
-	// SchedulerDeployment is kube-scheduler's Deployment in Namespace; a
-	// CA rotation restarts it at each step. Empty, or absent from the
+	// SchedulerDeployment is kube-scheduler's Deployment in Namespace,
+	// whose pods are replaced when what they read from the Secret changes
+	// (each step of a CA rotation, a renewed client certificate). Empty, or absent from the
 	// cluster, means a kube-scheduler vgpud does not manage: its operator
 	// restarts it.
 	SchedulerDeployment string
@@ -118,8 +122,8 @@ type bundle struct {
 }
 
 // API is what the Manager reads and writes: its Secret, the webhook's
-// caBundle, and kube-scheduler's Deployment and pods, which it restarts
-// when their client certificate changes.
+// caBundle, kube-scheduler's Deployment (read) and its pods, which it
+// deletes when what they read from the Secret changes.
 type API struct {
 	Secrets     corev1client.SecretsGetter
 	Pods        corev1client.PodsGetter
@@ -312,7 +316,7 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 			return bundle{}, err
 		}
 		if !changed {
-			return b, m.restartScheduler(ctx, b)
+			return b, m.restartScheduler(ctx, s, b)
 		}
 		data := map[string][]byte{KeyCACert: b.trust.caCert(), KeyCAKey: b.trust.signer.Key, KeyCert: b.serving.Cert, KeyKey: b.serving.Key,
 			KeyClientCert: b.client.Cert, KeyClientKey: b.client.Key}
@@ -326,16 +330,17 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 			}
 			setRotated(s, b.rotated)
 			s.Data = data
-			_, err = secrets.Create(ctx, s, metav1.CreateOptions{})
+			s, err = secrets.Create(ctx, s, metav1.CreateOptions{})
 		} else {
 			s = s.DeepCopy()
 			setRotated(s, b.rotated)
 			s.Data = data
-			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+			s, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 		}
 		switch {
 		case err == nil:
-			return b, m.restartScheduler(ctx, b)
+			// As written: its managedFields carry the write's time.
+			return b, m.restartScheduler(ctx, s, b)
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
 			m.log.Info("webhook certificate secret written by another replica; reading it again", "secret", name)
 			continue
