@@ -264,6 +264,19 @@ spec:
 		refused("delete another vgpud replica, as the leader", err, "vgpud deletes only the pods of kube-scheduler")
 		err = asLeader.CoreV1().Pods(fencesNS).Delete(ctx, pinned.Name, dryDelete)
 		refused("delete a tenant's pod, as the leader", err, `cannot delete resource "pods"`)
+		// kube-scheduler's labels on a pod no ReplicaSet controls, as a
+		// node's kubelet could write a mirror pod.
+		lookalike := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "scheduler-lookalike", Labels: map[string]string{"app.kubernetes.io/name": "vgpud-scheduler"},
+			Annotations: map[string]string{"vgpud.io/runtime-hook-optional": "true"}},
+			Spec: corev1.PodSpec{SchedulerName: "e2e-nobody", Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/pause:1"}}}}
+		if _, err := e.kube.CoreV1().Pods(system).Create(ctx, lookalike, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = asLeader.CoreV1().Pods(system).Delete(ctx, lookalike.Name, dryDelete)
+		refused("delete a pod with kube-scheduler's labels but no ReplicaSet, as the leader", err, "vgpud deletes only the pods of kube-scheduler")
+		if err := e.kube.CoreV1().Pods(system).Delete(ctx, lookalike.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Error(err)
+		}
 		if sp, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud-scheduler"}); err == nil && len(sp.Items) > 0 {
 			err = as.CoreV1().Pods(system).Delete(ctx, sp.Items[0].Name, dryDelete)
 			refused("restart kube-scheduler without the Lease", err, "only the replica holding the vgpud-leader Lease restarts kube-scheduler")

@@ -118,7 +118,6 @@ type bundle struct {
 	phase           phase
 	serving, client KeyPair
 	rotated         string // AnnotationRotatedCA
-	clientRenewed   bool   // a client certificate kube-scheduler already read was replaced
 }
 
 // API is what the Manager reads and writes: its Secret, the webhook's

@@ -81,7 +81,6 @@ func (m *Manager) plan(s *corev1.Secret, rolled bool) (b bundle, changed bool, e
 	}
 	if v := CheckClient(b.trust.signer.Cert, b.client, ClientName, at, m.cfg.CertRenewBefore); !v.Keep {
 		say("new kube-scheduler client certificate", "reason", v.Reason)
-		b.clientRenewed = len(b.client.Cert) > 0
 		if b.client, err = GenerateClient(b.trust.signer, ClientName, at, m.cfg.CertValidity); err != nil {
 			return b, false, fmt.Errorf("generate client certificate: %w", err)
 		}

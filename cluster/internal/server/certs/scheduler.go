@@ -3,6 +3,8 @@ package certs
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,13 +19,18 @@ import (
 // new ones; it leaves the Deployment as applied, so a GitOps tool that
 // syncs it has nothing to revert.
 //
-// Which pods predate the change is read from the apiserver's own clock:
-// once the Secret holds new trust, the manager records on it the hash and
-// the time of its last write (AnnotationTrustSince, the newest
-// managedFields time, at or after the write that brought the trust). A
-// pod created in a later second than that was created after the write,
-// and its kubelet mounts the Secret as it then was (its cache follows a
-// watch, milliseconds behind); a pod created at or before it is replaced.
+// Which pods predate the change is read from the apiserver's own clock.
+// Once the Secret holds new trust, the manager asks the apiserver for the
+// time (a dry-run write, which it stamps) and records it on the Secret
+// with the trust's hash (AnnotationTrustSince, AnnotationTrustHash). The
+// write that brought the trust had returned, so was stored, before that
+// time: a pod created in a later second was created after it, and its
+// kubelet mounts the Secret as stored (its cache follows a watch,
+// milliseconds behind). A pod created at or before it is replaced. The
+// apiservers' clocks are taken to agree to within a second.
+
+// sinceNone records that no kube-scheduler pod predates the trust.
+const sinceNone = "none"
 
 // schedulerRunsWith says whether every kube-scheduler pod runs with what
 // s holds. Without a Deployment to watch there is nothing to wait for.
@@ -38,12 +45,9 @@ func (m *Manager) schedulerRunsWith(ctx context.Context, s *corev1.Secret) (bool
 	if d == nil || err != nil {
 		return err == nil, err
 	}
-	if s.Annotations[AnnotationTrustHash] != TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]) {
-		return false, nil // not recorded yet: no pod is known to have read it
-	}
-	since, err := trustSince(s)
-	if err != nil {
-		return false, err
+	since, recorded, err := trustRecord(s, TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]))
+	if !recorded || err != nil {
+		return false, err // no pod is known to have read it
 	}
 	pods, err := m.schedulerPods(ctx, d)
 	if err != nil {
@@ -62,53 +66,53 @@ func (m *Manager) schedulerRunsWith(ctx context.Context, s *corev1.Secret) (bool
 }
 
 // restartScheduler makes kube-scheduler's pods read what the Secret s
-// (as last read or written) holds: it records the trust and when it came,
-// then deletes, one per call, a pod created before that. The first trust
-// ever recorded restarts nothing while nothing kube-scheduler read was
-// replaced: at install its pods wait for the Secret's keys and read them
-// when they come.
+// (as last read or written) holds: it records the trust and since when
+// the Secret holds it, then deletes, one per call, a pod created before.
 func (m *Manager) restartScheduler(ctx context.Context, s *corev1.Secret, b bundle) error {
 	d, err := m.schedulerDeployment(ctx)
 	if d == nil || err != nil {
 		return err
 	}
 	want := TrustHash(b.trust.caCert(), b.client.Cert)
-	have, recorded := s.Annotations[AnnotationTrustHash]
-	if have != want {
-		since := ""
-		if recorded || b.phase != steady || b.clientRenewed {
-			at, ok := lastWrite(s)
-			if !ok {
-				return fmt.Errorf("secret %s/%s: the apiserver recorded no write time (managedFields), so which kube-scheduler pods read it is unknown", s.Namespace, s.Name)
-			}
-			since = at.UTC().Format(time.RFC3339)
-		}
-		// Deleting comes at the next check, at least a second on: a pod
-		// created in the write's own second would read as older.
-		return m.recordTrust(ctx, s, want, since)
-	}
-	since, err := trustSince(s)
-	if err != nil || since.IsZero() {
+	since, recorded, err := trustRecord(s, want)
+	if err != nil {
 		return err
+	}
+	if !recorded {
+		// Deleting comes at the next check, at least a second on: a pod
+		// created in the recorded second would read as older.
+		return m.recordTrust(ctx, s, d, want)
+	}
+	if since.IsZero() {
+		return nil
 	}
 	return m.replaceOlderPods(ctx, d, since, want)
 }
 
 // recordTrust writes on s the hash kube-scheduler must run with and the
-// time after which a new pod reads it ("" when every pod already does).
-// A write lost to another writer is left to the next check.
-func (m *Manager) recordTrust(ctx context.Context, s *corev1.Secret, hash, since string) error {
+// apiserver's time now, after which a new pod reads it; or sinceNone
+// when no pod can hold anything older. A write lost to another writer is
+// left to the next check.
+func (m *Manager) recordTrust(ctx context.Context, s *corev1.Secret, d *appsv1.Deployment, hash string) error {
+	since := sinceNone
+	older, err := m.mayHoldOlder(ctx, s, d, hash)
+	if err != nil {
+		return err
+	}
+	if older {
+		at, err := m.apiserverNow(ctx, s)
+		if err != nil {
+			return err
+		}
+		since = at.UTC().Format(time.RFC3339)
+	}
 	s = s.DeepCopy()
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
 	s.Annotations[AnnotationTrustHash] = hash
-	if since == "" {
-		delete(s.Annotations, AnnotationTrustSince)
-	} else {
-		s.Annotations[AnnotationTrustSince] = since
-	}
-	_, err := m.api.Secrets.Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+	s.Annotations[AnnotationTrustSince] = since
+	_, err = m.api.Secrets.Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		m.log.Info("webhook certificate secret changed while recording kube-scheduler's trust; checking again", "secret", s.Name)
 		return nil
@@ -116,10 +120,56 @@ func (m *Manager) recordTrust(ctx context.Context, s *corev1.Secret, hash, since
 	if err != nil {
 		return fmt.Errorf("record kube-scheduler's trust on secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	if since != "" {
+	if since != sinceNone {
 		m.log.Info("kube-scheduler pods created before the new TLS files will be replaced", "hash", hash, "since", since)
 	}
 	return nil
+}
+
+// mayHoldOlder says whether a kube-scheduler pod may hold files other
+// than hash names. A recorded hash that differs says so. Without one (at
+// install, after the Secret was replaced or its record removed, after an
+// upgrade from a release that kept none) a pod whose container has
+// started holds what the Secret held then, unless it carries hash in
+// AnnotationTrustHash (set on its template by v0.1.0); a pod that never
+// started waits for the Secret's keys (the Deployment's volume names
+// them) and reads them when it does.
+func (m *Manager) mayHoldOlder(ctx context.Context, s *corev1.Secret, d *appsv1.Deployment, hash string) (bool, error) {
+	if have := s.Annotations[AnnotationTrustHash]; have != "" && have != hash {
+		return true, nil
+	}
+	pods, err := m.schedulerPods(ctx, d)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pods {
+		if started(p) && p.Annotations[AnnotationTrustHash] != hash {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// apiserverNow is the apiserver's clock, to the second: the time it
+// stamps on a change of s run as a dry run, which goes through the whole
+// write path and stores nothing.
+func (m *Manager) apiserverNow(ctx context.Context, s *corev1.Secret) (time.Time, error) {
+	probe := s.DeepCopy()
+	if probe.Annotations == nil {
+		probe.Annotations = map[string]string{}
+	}
+	// A value it never had, so that the write changes a field and the
+	// apiserver stamps it.
+	probe.Annotations[AnnotationTrustSince] = "probe " + strconv.FormatInt(m.now().UnixNano(), 10)
+	out, err := m.api.Secrets.Secrets(s.Namespace).Update(ctx, probe, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the apiserver's clock (a dry-run write of secret %s/%s): %w", s.Namespace, s.Name, err)
+	}
+	at, ok := lastWrite(out)
+	if !ok {
+		return time.Time{}, fmt.Errorf("secret %s/%s: the apiserver stamped no write time (managedFields), so which kube-scheduler pods read it is unknown", s.Namespace, s.Name)
+	}
+	return at, nil
 }
 
 // replaceOlderPods deletes one kube-scheduler pod created at or before
@@ -185,8 +235,9 @@ func (m *Manager) schedulerDeployment(ctx context.Context) (*appsv1.Deployment, 
 	return d, nil
 }
 
-// schedulerPods are the pods of d that run or may run kube-scheduler: a
-// pod that failed or completed runs nothing.
+// schedulerPods are the pods of d that run or may run kube-scheduler:
+// those its ReplicaSets control (not a mirror pod a node's kubelet could
+// write with the same labels), and not one that failed or completed.
 func (m *Manager) schedulerPods(ctx context.Context, d *appsv1.Deployment) ([]*corev1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
@@ -198,28 +249,37 @@ func (m *Manager) schedulerPods(ctx context.Context, d *appsv1.Deployment) ([]*c
 	}
 	var pods []*corev1.Pod
 	for i := range list.Items {
-		if p := &list.Items[i]; p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+		p := &list.Items[i]
+		ref := metav1.GetControllerOf(p)
+		if ref == nil || ref.Kind != "ReplicaSet" || !strings.HasPrefix(ref.Name, d.Name+"-") {
+			continue
+		}
+		if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
 			pods = append(pods, p)
 		}
 	}
 	return pods, nil
 }
 
-// trustSince is the Secret's AnnotationTrustSince; zero when absent.
-func trustSince(s *corev1.Secret) (time.Time, error) {
-	v := s.Annotations[AnnotationTrustSince]
-	if v == "" {
-		return time.Time{}, nil
+// trustRecord reads what the manager recorded on s: whether it is for
+// hash, and since when the Secret holds it (zero for sinceNone). A record
+// without its time, as an edit can leave it, is no record.
+func trustRecord(s *corev1.Secret, hash string) (since time.Time, recorded bool, err error) {
+	v, ok := s.Annotations[AnnotationTrustSince]
+	if s.Annotations[AnnotationTrustHash] != hash || !ok {
+		return time.Time{}, false, nil
+	}
+	if v == sinceNone {
+		return time.Time{}, true, nil
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("secret %s/%s: annotation %s=%q is not an RFC 3339 time: %w", s.Namespace, s.Name, AnnotationTrustSince, v, err)
+		return time.Time{}, false, fmt.Errorf("secret %s/%s: annotation %s=%q is neither %q nor an RFC 3339 time: %w", s.Namespace, s.Name, AnnotationTrustSince, v, sinceNone, err)
 	}
-	return t, nil
+	return t, true, nil
 }
 
-// lastWrite is the newest time the apiserver recorded for a write of s
-// (creation included): at or after the write that brought what s holds.
+// lastWrite is the newest time the apiserver stamped on a write of s.
 func lastWrite(s *corev1.Secret) (time.Time, bool) {
 	var t time.Time
 	for _, f := range s.ManagedFields {
@@ -234,6 +294,16 @@ func lastWrite(s *corev1.Secret) (time.Time, bool) {
 // apiserver keeps both times to the second.
 func createdAfter(p *corev1.Pod, since time.Time) bool {
 	return p.CreationTimestamp.Truncate(time.Second).After(since.Truncate(time.Second))
+}
+
+// started says a container of p has run, so read the files it mounts.
+func started(p *corev1.Pod) bool {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil || c.RestartCount > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -79,7 +79,15 @@ func (s stampedSecret) Create(ctx context.Context, in *corev1.Secret, o metav1.C
 	return s.clock.stamp(out, err == nil), err
 }
 
+// Update stores nothing on a dry run, as the apiserver, and stamps what
+// it would have stored.
 func (s stampedSecret) Update(ctx context.Context, in *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	if len(o.DryRun) > 0 {
+		out := in.DeepCopy()
+		mt := metav1.NewTime(s.clock.now())
+		out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "vgpud", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &mt}}
+		return out, nil
+	}
 	out, err := s.SecretInterface.Update(ctx, in, o)
 	return s.clock.stamp(out, err == nil), err
 }
@@ -90,6 +98,26 @@ func schedulerDeployment(replicas int32) *appsv1.Deployment {
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-scheduler", Namespace: ns, Generation: 1},
 		Spec:       appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "vgpud-scheduler"}}},
 	}
+}
+
+// schedulerPod is a kube-scheduler pod of the Deployment's ReplicaSet,
+// its container running.
+func schedulerPod(name string, created time.Time, ready bool) *corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	yes := true
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), Labels: map[string]string{"app": "vgpud-scheduler"},
+			CreationTimestamp: metav1.NewTime(created),
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "vgpud-scheduler-7cd5659959", UID: "rs", Controller: &yes}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}, ContainerStatuses: running()},
+	}
+}
+
+func running() []corev1.ContainerStatus {
+	return []corev1.ContainerStatus{{Name: "kube-scheduler", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 }
 
 // schedulerPods stands in for the Deployment's ReplicaSet and kubelet:
@@ -107,14 +135,9 @@ func (p *schedulerPods) start(ready bool) string {
 	p.t.Helper()
 	p.n++
 	name := fmt.Sprintf("vgpud-scheduler-%d", p.n)
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), Labels: map[string]string{"app": "vgpud-scheduler"},
-			CreationTimestamp: metav1.NewTime(p.clock.now())},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	pod := schedulerPod(name, p.clock.now(), ready)
+	if !ready {
+		pod.Status.ContainerStatuses = nil // waiting for its volume
 	}
 	if _, err := p.kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		p.t.Fatal(err)
@@ -141,6 +164,7 @@ func (p *schedulerPods) ready(name string) {
 		p.t.Fatal(err)
 	}
 	pod.Status.Conditions[0].Status = corev1.ConditionTrue
+	pod.Status.ContainerStatuses = running()
 	if _, err := pods.UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		p.t.Fatal(err)
 	}
@@ -181,14 +205,15 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 
 	// Installed: the pod started before the Secret had keys, and reads
 	// them when they come; nothing restarts it.
-	first := pods.start(true)
+	first := pods.start(false)
 	clock.advance(time.Second)
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pods.reread(first)
+	pods.ready(first)
 	s := secretOf(t, kube)
-	if s.Annotations[AnnotationTrustHash] != TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]) || s.Annotations[AnnotationTrustSince] != "" {
+	if s.Annotations[AnnotationTrustHash] != TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]) || s.Annotations[AnnotationTrustSince] != sinceNone {
 		t.Fatalf("after install the Secret records %q since %q", s.Annotations[AnnotationTrustHash], s.Annotations[AnnotationTrustSince])
 	}
 	oldCA := s.Data[KeyCACert]
@@ -262,7 +287,7 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 	if got := splitPEM(s.Data[KeyCACert]); len(got) != 2 || !bytes.Equal(got[0], oldCA) || len(s.Data[KeyCANextKey]) == 0 || s.Annotations[AnnotationRotatedCA] != "now" {
 		t.Fatalf("after the request: %d CAs, next key %d bytes, rotated %q", len(got), len(s.Data[KeyCANextKey]), s.Annotations[AnnotationRotatedCA])
 	}
-	if s.Annotations[AnnotationTrustHash] != TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]) || s.Annotations[AnnotationTrustSince] == "" {
+	if at, recorded, err := trustRecord(s, TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert])); !recorded || err != nil || !at.After(t0) {
 		t.Fatalf("the new trust is not recorded: %v", s.Annotations)
 	}
 	if running() != first {
@@ -334,13 +359,7 @@ func mustPEM(t *testing.T, b []byte) []byte {
 func TestReplaceOlderPodsOneAtATime(t *testing.T) {
 	since := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	pod := func(name string, created time.Time, ready bool, mods ...func(*corev1.Pod)) *corev1.Pod {
-		st := corev1.ConditionFalse
-		if ready {
-			st = corev1.ConditionTrue
-		}
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), Labels: map[string]string{"app": "vgpud-scheduler"},
-			CreationTimestamp: metav1.NewTime(created)},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+		p := schedulerPod(name, created, ready)
 		for _, f := range mods {
 			f(p)
 		}
@@ -348,6 +367,9 @@ func TestReplaceOlderPodsOneAtATime(t *testing.T) {
 	}
 	terminating := func(p *corev1.Pod) { now := metav1.NewTime(since); p.DeletionTimestamp = &now }
 	failed := func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }
+	mirror := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1", UID: "n1"}}
+	}
 	older, sameSecond, newer := since.Add(-time.Hour), since.Add(900*time.Millisecond), since.Add(time.Second)
 	for _, c := range []struct {
 		name    string
@@ -363,6 +385,7 @@ func TestReplaceOlderPodsOneAtATime(t *testing.T) {
 		{"all newer and ready: done", []*corev1.Pod{pod("a", newer, true), pod("b", newer, true)}, "", true},
 		{"a failed pod runs nothing", []*corev1.Pod{pod("a", newer, true), pod("b", newer, true), pod("c", older, false, failed)}, "", true},
 		{"fewer pods than replicas: not done", []*corev1.Pod{pod("a", newer, true)}, "", false},
+		{"a mirror pod with its labels is not one of them", []*corev1.Pod{pod("a", newer, true), pod("b", newer, true), pod("c", older, false, mirror)}, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kube := fake.NewClientset(schedulerDeployment(2))
@@ -417,36 +440,71 @@ func rotatingSecret(t *testing.T, since time.Time) *corev1.Secret {
 	}
 }
 
-// Trust that changed without a record the apiserver's clock can date
-// restarts nothing and says why; a Secret first seen mid-rotation (an
-// upgrade from a release that kept no record) has its pods replaced.
-func TestRecordTrustNeedsTheApiserversClock(t *testing.T) {
-	since := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	s := rotatingSecret(t, since)
-	delete(s.Annotations, AnnotationTrustSince)
-	s.Annotations[AnnotationTrustHash] = "old"
-	kube := fake.NewClientset(schedulerDeployment(1))
-	cfg := testConfig
-	cfg.SchedulerDeployment = "vgpud-scheduler"
-	m := NewManager(cfg, apiOf(kube), quiet(), time.Now)
-	tr, ph := readTrust(s.Data[KeyCACert], s.Data[KeyCAKey], s.Data[KeyCANextKey])
-	b := bundle{trust: tr, phase: ph, client: KeyPair{Cert: s.Data[KeyClientCert]}}
-	err := m.restartScheduler(context.Background(), s, b)
-	if err == nil || !strings.Contains(err.Error(), "managedFields") {
-		t.Fatalf("without a write time: %v", err)
+// Without a record (at install, after the Secret was replaced or its
+// record edited away, after an upgrade from v0.1.0) the pods tell: one
+// whose container started holds what the Secret held then and is
+// replaced, unless its v0.1.0 template named the same trust; one that
+// never started reads the keys when it does. A record missing its time
+// counts as none, so a rotation does not take a step on it.
+func TestRecordTrustWithoutARecordAsksThePods(t *testing.T) {
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	legacy := func(hash string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationTrustHash: hash} }
 	}
+	waiting := func(p *corev1.Pod) { p.Status.ContainerStatuses = nil }
+	for _, c := range []struct {
+		name   string
+		record map[string]string
+		pod    func(hash string) []func(*corev1.Pod)
+		since  string // "" for a time
+	}{
+		{"no record, a pod running", nil, func(string) []func(*corev1.Pod) { return nil }, ""},
+		{"no record, the pod waits for the keys", nil, func(string) []func(*corev1.Pod) { return []func(*corev1.Pod){waiting} }, sinceNone},
+		{"no record, the pod's v0.1.0 template named this trust", nil, func(h string) []func(*corev1.Pod) { return []func(*corev1.Pod){legacy(h)} }, sinceNone},
+		{"no record, the v0.1.0 template named older trust", nil, func(string) []func(*corev1.Pod) { return []func(*corev1.Pod){legacy("older")} }, ""},
+		{"a record without its time", map[string]string{AnnotationTrustHash: "this"}, func(string) []func(*corev1.Pod) { return nil }, ""},
+		{"a record of other trust", map[string]string{AnnotationTrustHash: "other", AnnotationTrustSince: sinceNone}, func(string) []func(*corev1.Pod) { return []func(*corev1.Pod){waiting} }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := rotatingSecret(t, at)
+			hash := TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert])
+			s.Annotations = map[string]string{}
+			for k, v := range c.record {
+				if v == "this" {
+					v = hash
+				}
+				s.Annotations[k] = v
+			}
+			kube := fake.NewClientset(schedulerDeployment(1), s, pod0(at.Add(-time.Hour), c.pod(hash)...))
+			clock := &apiClock{at: at.Add(time.Minute), stamps: map[string]time.Time{}}
+			api := apiOf(kube)
+			api.Secrets = stampedSecrets{kube.CoreV1(), clock}
+			cfg := testConfig
+			cfg.SchedulerDeployment = "vgpud-scheduler"
+			m := NewManager(cfg, api, quiet(), time.Now)
+			if runs, err := m.schedulerRunsWith(context.Background(), s); runs || err != nil {
+				t.Fatalf("a rotation step may be taken without a record: %v, %v", runs, err)
+			}
+			tr, ph := readTrust(s.Data[KeyCACert], s.Data[KeyCAKey], s.Data[KeyCANextKey])
+			if err := m.restartScheduler(context.Background(), s, bundle{trust: tr, phase: ph, client: KeyPair{Cert: s.Data[KeyClientCert]}}); err != nil {
+				t.Fatal(err)
+			}
+			got := secretOf(t, kube)
+			want := c.since
+			if want == "" {
+				want = clock.now().Format(time.RFC3339)
+			}
+			if got.Annotations[AnnotationTrustHash] != hash || got.Annotations[AnnotationTrustSince] != want {
+				t.Fatalf("recorded %q since %q, want since %q", got.Annotations[AnnotationTrustHash], got.Annotations[AnnotationTrustSince], want)
+			}
+		})
+	}
+}
 
-	delete(s.Annotations, AnnotationTrustHash)
-	if _, err := kube.CoreV1().Secrets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+func pod0(created time.Time, mods ...func(*corev1.Pod)) *corev1.Pod {
+	p := schedulerPod("vgpud-scheduler-0", created, true)
+	for _, f := range mods {
+		f(p)
 	}
-	s = secretOf(t, kube) // the fake stamps managedFields with the wall clock
-	if err := m.restartScheduler(context.Background(), s, b); err != nil {
-		t.Fatal(err)
-	}
-	got := secretOf(t, kube)
-	at, err := trustSince(got)
-	if err != nil || at.IsZero() || got.Annotations[AnnotationTrustHash] != TrustHash(s.Data[KeyCACert], s.Data[KeyClientCert]) {
-		t.Fatalf("mid-rotation without a record: since %v (%v), hash %q", at, err, got.Annotations[AnnotationTrustHash])
-	}
+	return p
 }
