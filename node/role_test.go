@@ -209,3 +209,33 @@ func TestEncodeRuntimeIsBounded(t *testing.T) {
 		t.Errorf("%d bytes, %d problems: %q", len(raw), len(c.Problems), c.Problems)
 	}
 }
+
+// With the check turned off (--runtime-config empty) no verdict from an
+// earlier run stays on the node, and nothing is exported.
+func TestRuntimeCheckOffClearsTheNode(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
+		protocol.AnnotationRuntime: `{"result":"fails-closed","runtime":"containerd"}`, "other": "kept"}}})
+	cfg := DefaultConfig()
+	cfg.RuntimeConfig = ""
+	reg := prometheus.NewRegistry()
+	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", reg, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.checkRuntime(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.Annotations[protocol.AnnotationRuntime]; ok || n.Annotations["other"] != "kept" {
+		t.Fatalf("node annotations after the check was turned off: %v", n.Annotations)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "vgpud_node_runtime_fails_closed" && len(f.GetMetric()) > 0 {
+			t.Fatalf("%s exported with the check off", f.GetName())
+		}
+	}
+}
