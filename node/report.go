@@ -57,7 +57,7 @@ func (a *Role) setNotReady(why string) {
 func (a *Role) snapshot() inspect.Snapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
-	inv, server, cache, hook, rt := a.inv, a.server, a.podCache, a.hook, a.runtime
+	inv, server, cache, hook, rt, cordon := a.inv, a.server, a.podCache, a.hook, a.runtime, a.cordon
 	a.mu.Unlock()
 	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
@@ -74,6 +74,11 @@ func (a *Role) snapshot() inspect.Snapshot {
 	}
 	if cache != nil {
 		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
+		cordoned, problem := cordonOf(cordon, inv.GPUs)
+		for i := range s.GPUs {
+			s.GPUs[i].Cordoned = cordoned[i]
+		}
+		s.CordonProblem = problem
 	}
 	s.Use = a.useSnapshot()
 	s.RuntimeCheck = rt

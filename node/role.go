@@ -81,6 +81,7 @@ type Role struct {
 	podCache *nodepods.Index
 	hook     *nrihook.Hook      // nil where the node guesses
 	runtime  *preflight.Verdict // the latest runtime check; nil before one
+	cordon   string             // the node's vgpud.io/cordon, as last seen
 	// preflightBusy is set while a reading of the runtime's files runs.
 	preflightBusy atomic.Bool
 	// containers are the ones the hook granted a slice, by runtime ID:
@@ -141,6 +142,7 @@ func (a *Role) Run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.checkRuntime(ctx) })
+	g.Go(func() error { return a.watchCordon(ctx) })
 	pods, err := nodepods.New(a.api.Core, a.node)
 	if err != nil {
 		return err

@@ -52,6 +52,11 @@ type nodeState struct {
 	// binds need no order and its pods record no phase.
 	exact  bool
 	invErr error
+	// cordoned, by position in gpus: an operator's AnnotationCordon.
+	// cordonErr: the annotation does not parse (its policy unbound), so
+	// which GPUs it takes out is unknown and the node takes no new pod.
+	cordoned  []bool
+	cordonErr error
 	// unhonoured: the node's pods whose assignments this build cannot
 	// honour (Ledger.unhonoured), with why.
 	unhonoured map[types.UID]error
@@ -119,6 +124,12 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		} else {
 			st.gpus = inv.GPUs
 		}
+	}
+	st.cordoned, st.cordonErr = nil, nil
+	if cd, err := protocol.ParseCordon(n.Annotations[protocol.AnnotationCordon]); err != nil {
+		st.cordonErr = err
+	} else {
+		st.cordoned, _ = cd.Resolve(st.gpus)
 	}
 	c.recompute(n.Name)
 }
@@ -354,7 +365,7 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
 	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus))}
 	for i, g := range st.gpus {
-		n.GPUs[i] = fit.CommittedGPU{GPU: g}
+		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: i < len(st.cordoned) && st.cordoned[i]}
 	}
 	for uid := range st.pods {
 		if uid != except {

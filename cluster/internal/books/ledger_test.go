@@ -674,3 +674,34 @@ func usedMiB(u podmodel.Usage, err error) int64 {
 	}
 	return u.MemMiB
 }
+
+// An operator's cordon reaches the books, the metrics' stats included,
+// and lifting it frees the GPUs again; one the books cannot read keeps
+// the node out of new placements, saying why.
+func TestCordonReachesTheBooks(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	n := gpuNode("n1", 3, "3")
+	n.Annotations[protocol.AnnotationCordon] = "GPU-n1-0, 2"
+	c.SetNode(n)
+	if err := c.SetPod(record(assigned("running", "n1", 0, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	got, r := c.Node("n1")
+	if r != nil || !got.GPUs[0].Cordoned || got.GPUs[1].Cordoned || !got.GPUs[2].Cordoned || got.GPUs[0].Used.MemMiB != 1000 {
+		t.Fatalf("cordoned node: %+v, %v", got.GPUs, r)
+	}
+	st := c.Stats()
+	if len(st) != 1 || !st[0].Serving || !st[0].GPUs[0].Cordoned || st[0].GPUs[1].Cordoned {
+		t.Fatalf("stats: %+v", st)
+	}
+	delete(n.Annotations, protocol.AnnotationCordon)
+	c.SetNode(n)
+	if got, _ := c.Node("n1"); got.GPUs[0].Cordoned || got.GPUs[2].Cordoned {
+		t.Fatalf("after the cordon was lifted: %+v", got.GPUs)
+	}
+	n.Annotations[protocol.AnnotationCordon] = "all of them"
+	c.SetNode(n)
+	if _, r := c.Node("n1"); r == nil || r.Kind != "unreadable gpu cordon" || !strings.Contains(r.Text, `"all of them"`) {
+		t.Fatalf("unreadable cordon: %+v", r)
+	}
+}

@@ -30,6 +30,8 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
 	case st.invErr != nil:
 		return fit.Node{}, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+	case st.cordonErr != nil:
+		return fit.Node{}, &fit.Reason{Kind: "unreadable gpu cordon", Text: st.cordonErr.Error()}
 	case len(st.unhonoured) > 0:
 		return fit.Node{}, &fit.Reason{Kind: "assignment from a newer vgpud", Text: firstUnhonoured(st.unhonoured)}
 	case !st.usable:

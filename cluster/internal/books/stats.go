@@ -19,7 +19,8 @@ type NodeStats struct {
 // GPUStats is one GPU of a node: its inventory and what is booked on it.
 type GPUStats struct {
 	protocol.GPU
-	Used podmodel.Usage
+	Used     podmodel.Usage
+	Cordoned bool
 }
 
 // Stats lists the nodes with a vgpud inventory (readable or not), sorted
@@ -36,9 +37,9 @@ func (c *Ledger) Stats() []NodeStats {
 		for _, g := range st.current.GPUs {
 			used[g.UUID] = g.Used
 		}
-		n := NodeStats{Name: name, Serving: st.invErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == protocol.PluginServing}
-		for _, g := range st.gpus {
-			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID]})
+		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == protocol.PluginServing}
+		for i, g := range st.gpus {
+			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID], Cordoned: i < len(st.cordoned) && st.cordoned[i]})
 		}
 		out = append(out, n)
 	}

@@ -18,6 +18,7 @@ type booksCollector struct {
 
 	mem, cores, capMem, capCores      renamed
 	slots, capSlots, healthy, serving *prometheus.Desc
+	cordoned                          *prometheus.Desc
 	pods, cacheNodes                  *prometheus.Desc
 	// The namespace quota, one metric per unit; quotaLimit and quotaUsed
 	// are the old pair that mixed MiB and percent under a resource label.
@@ -44,6 +45,7 @@ func newBooksCollector() *booksCollector {
 		capCores:   rename("vgpud_gpu_capacity_cores_ratio", "Share of the GPU's cores there is to commit: 1.", "vgpud_gpu_capacity_cores", ratioPerCore, inv),
 		capSlots:   prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
 		healthy:    prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
+		cordoned:   prometheus.NewDesc("vgpud_gpu_cordoned", "1 while an operator keeps the GPU out of new placements (the node's vgpud.io/cordon), 0 while not.", inv, nil),
 		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while the leader places pods on the node: its inventory read, its device plugin registered with kubelet and serving; 0 while not.", []string{"node"}, nil),
 		memLimit:   prometheus.NewDesc("vgpud_namespace_quota_memory_limit_bytes", "The namespace's hard quota of GPU memory (requests.nvidia.com/gpumem).", ns, nil),
 		memUsed:    prometheus.NewDesc("vgpud_namespace_quota_memory_used_bytes", "GPU memory the namespace's booked pods are charged, as bind counts it against the quota.", ns, nil),
@@ -60,7 +62,7 @@ func (c *booksCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, r := range []renamed{c.mem, c.cores, c.capMem, c.capCores} {
 		r.describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
+	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.cordoned, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
 		ch <- d
 	}
 }
@@ -86,6 +88,7 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 			c.capCores.emit(ch, float64(g.Cores), n.Name, g.UUID, g.Model)
 			gauge(c.capSlots, float64(g.Split), n.Name, g.UUID, g.Model)
 			gauge(c.healthy, boolValue(g.Healthy), n.Name, g.UUID, g.Model)
+			gauge(c.cordoned, boolValue(g.Cordoned), n.Name, g.UUID, g.Model)
 		}
 	}
 	charged := b.Charged()

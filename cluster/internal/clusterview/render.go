@@ -34,6 +34,9 @@ func Render(w io.Writer, v View, wide bool) error {
 			if !g.Healthy {
 				health = "UNHEALTHY"
 			}
+			if g.Cordoned {
+				health += ",cordoned"
+			}
 			free := g.MemoryMiB - g.MemoryUsedMiB
 			if g.Exclusive {
 				free = 0

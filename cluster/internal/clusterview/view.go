@@ -70,6 +70,7 @@ type BookedGPU struct {
 	UUID          string   `json:"uuid"`
 	Model         string   `json:"model"`
 	Healthy       bool     `json:"healthy"`
+	Cordoned      bool     `json:"cordoned,omitempty"` // an operator's vgpud.io/cordon
 	MemoryMiB     int64    `json:"memoryMiB"`
 	MemoryUsedMiB int64    `json:"memoryUsedMiB"`
 	Cores         int      `json:"cores"`
@@ -123,8 +124,16 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 				node.Runtime = &c
 			}
 		}
-		for _, g := range inv.GPUs {
-			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
+		cordon, err := protocol.ParseCordon(n.Annotations[protocol.AnnotationCordon])
+		if err != nil {
+			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %v; the leader places nothing there until it reads", n.Name, err))
+		}
+		cordoned, unknown := cordon.Resolve(inv.GPUs)
+		if len(unknown) > 0 {
+			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s names %s, which the node does not have", n.Name, protocol.AnnotationCordon, strings.Join(unknown, ", ")))
+		}
+		for i, g := range inv.GPUs {
+			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
 		}
 		v.Nodes = append(v.Nodes, node)
 	}

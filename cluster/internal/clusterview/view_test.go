@@ -204,3 +204,24 @@ func TestBuildShowsEachNodesRuntimeCheck(t *testing.T) {
 		t.Errorf("a node that fails closed is flagged:\n%s", out)
 	}
 }
+
+// An operator's cordon shows on its GPUs; entries that name no GPU of the
+// node, or a value the leader cannot read, are problems.
+func TestBuildShowsCordonedGPUs(t *testing.T) {
+	n1 := node(t, "n1", a100(0), a100(1))
+	n1.Annotations[protocol.AnnotationCordon] = "1,GPU-gone"
+	n2 := node(t, "n2", a100(0))
+	n2.Annotations[protocol.AnnotationCordon] = "every\x1b[2J"
+	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	if v.Nodes[0].GPUs[0].Cordoned || !v.Nodes[0].GPUs[1].Cordoned || len(v.Problems) != 2 ||
+		!strings.Contains(v.Problems[0]+v.Problems[1], "names GPU-gone, which the node does not have") || strings.ContainsRune(v.Problems[0]+v.Problems[1], 0x1b) {
+		t.Fatalf("GPUs %+v; problems %q", v.Nodes[0].GPUs, v.Problems)
+	}
+	var b strings.Builder
+	if err := Render(&b, v, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "healthy,cordoned") {
+		t.Errorf("output lacks the cordon:\n%s", b.String())
+	}
+}

@@ -108,7 +108,7 @@ func coresFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int {
 
 // rejections counts why GPUs were passed over, for one container.
 type rejections struct {
-	unhealthy, selector, exclusive, slot, mem, cores int
+	unhealthy, cordoned, selector, exclusive, slot, mem, cores int
 	largestFreeMem                                   int64
 	largestFreeCores                                 int
 	wantMem                                          int64
@@ -128,6 +128,9 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 		switch {
 		case !g.Healthy:
 			rej.unhealthy++
+			continue
+		case g.Cordoned:
+			rej.cordoned++
 			continue
 		case !selected(g, req):
 			rej.selector++
@@ -245,6 +248,8 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core request, not idle", need, r.exclusive)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
+	case r.cordoned > 0:
+		return &Reason{Kind: "gpu cordoned", Text: fmt.Sprintf("%s; %d GPU(s) cordoned by an operator (%s)", need, r.cordoned, protocol.AnnotationCordon)}
 	case r.unhealthy > 0:
 		return &Reason{Kind: "no healthy gpu", Text: fmt.Sprintf("%s; %d GPU(s) unhealthy", need, r.unhealthy)}
 	default:

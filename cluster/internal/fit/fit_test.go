@@ -41,6 +41,7 @@ func TestPlace(t *testing.T) {
 	unhealthy.Healthy = false
 	excl := a100(0, 0)
 	excl.Used = podmodel.Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}
+	cordoned := func(g CommittedGPU) CommittedGPU { g.Cordoned = true; return g }
 	init := app("init", 1, 30000, 0)
 	init.Kind = podmodel.KindInit
 
@@ -70,6 +71,10 @@ func TestPlace(t *testing.T) {
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no free slot"},
 		{name: "unhealthy gpus are skipped", n: node(unhealthy),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "no healthy gpu"},
+		{name: "a cordoned gpu is never chosen, even emptier", n: node(used(a100(0, 0), 20000, 0, 1), cordoned(a100(1, 0))),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, want: []string{"GPU-0:1000:10"}},
+		{name: "only cordoned gpus left", n: node(cordoned(a100(0, 0)), cordoned(a100(1, 0))),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "gpu cordoned", wantText: "2 GPU(s) cordoned by an operator (vgpud.io/cordon)"},
 		{name: "100 cores needs an idle gpu", n: node(used(a100(0, 0), 1000, 0, 1), a100(1, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 100)}}, want: []string{"GPU-1:1000:100"}},
 		{name: "nobody joins an exclusive gpu", n: node(excl),

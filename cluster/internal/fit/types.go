@@ -19,6 +19,9 @@ const (
 type CommittedGPU struct {
 	protocol.GPU
 	Used podmodel.Usage // committed on it
+	// Cordoned: an operator took it out of new placements
+	// (protocol.AnnotationCordon); what runs on it stays.
+	Cordoned bool
 }
 
 // Node is a schedulable node: its GPUs in index order.

@@ -52,7 +52,13 @@ func Render(w io.Writer, s Snapshot) error {
 		if !g.Healthy {
 			health = "UNHEALTHY"
 		}
+		if g.Cordoned {
+			health += ",cordoned"
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", g.Index, short(g.UUID), g.Model, g.NUMA, g.MemoryUsedMiB, g.MemoryMiB, g.CoresUsed, g.Cores, g.SlicesUsed, g.Slices, health)
+	}
+	if s.CordonProblem != "" {
+		fmt.Fprintf(tw, "cordon\t%s\n", s.CordonProblem)
 	}
 	fmt.Fprintln(tw)
 	if len(s.Allocations) == 0 {

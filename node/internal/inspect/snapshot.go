@@ -32,8 +32,11 @@ type Snapshot struct {
 	Leader       string             `json:"leader"` // the current leader's pod, "" if unknown
 	IsLeader     bool               `json:"isLeader"`
 	GPUs         []GPUState         `json:"gpus"`
-	Allocations  []Allocation       `json:"allocations"`
-	Registration Registration       `json:"registration"`
+	// CordonProblem says what in the node's vgpud.io/cordon names no GPU
+	// here or cannot be read; "" when nothing.
+	CordonProblem string       `json:"cordonProblem,omitempty"`
+	Allocations   []Allocation `json:"allocations"`
+	Registration  Registration `json:"registration"`
 	// Use is the latest sample of the GPUs' processes; nil before the
 	// GPUs are found.
 	Use   *GPUUse   `json:"use,omitempty"`
@@ -53,6 +56,9 @@ type GPUState struct {
 	Slices        int    `json:"slices"`
 	SlicesUsed    int    `json:"slicesUsed"`
 	Healthy       bool   `json:"healthy"`
+	// Cordoned: an operator took it out of new placements
+	// (vgpud.io/cordon on the node); its pods run on.
+	Cordoned bool `json:"cordoned,omitempty"`
 }
 
 // Allocation is one container's share of one GPU.

@@ -1,0 +1,73 @@
+package node
+
+// The node's GPU cordon, for inspect: an operator's vgpud.io/cordon on
+// this node, followed through a watch on the one Node object. The leader
+// acts on it (its books read every node); the node role only shows it.
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// watchCordon keeps a.cordon current until ctx ends.
+func (a *Role) watchCordon(ctx context.Context) error {
+	self := fields.OneTermEqualSelector("metadata.name", a.node).String()
+	nodes := a.api.Core.Nodes()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = self
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = self
+			return nodes.Watch(ctx, o)
+		},
+	}
+	informer := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Node{}, cache.SharedIndexInformerOptions{})
+	set := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		raw := n.Annotations[protocol.AnnotationCordon]
+		a.mu.Lock()
+		changed := raw != a.cordon
+		a.cordon = raw
+		a.mu.Unlock()
+		if changed {
+			a.log.Info("GPU cordon on this node", "cordon", raw)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, n any) { set(n) },
+		DeleteFunc: func(any) { set(&corev1.Node{}) },
+	}); err != nil {
+		return fmt.Errorf("watch node %s for its GPU cordon: %w", a.node, err)
+	}
+	informer.RunWithContext(ctx)
+	return nil
+}
+
+// cordonOf marks which of gpus the raw cordon names, and says what in it
+// names no GPU here or cannot be read.
+func cordonOf(raw string, gpus []protocol.GPU) (cordoned []bool, problem string) {
+	cd, err := protocol.ParseCordon(raw)
+	if err != nil {
+		return make([]bool, len(gpus)), err.Error() + "; the leader places nothing on this node until it reads"
+	}
+	cordoned, unknown := cd.Resolve(gpus)
+	if len(unknown) > 0 {
+		problem = fmt.Sprintf("%s names %v, which this node does not have", protocol.AnnotationCordon, unknown)
+	}
+	return cordoned, problem
+}

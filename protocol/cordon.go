@@ -1,0 +1,87 @@
+package protocol
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// AnnotationCordon on a node takes some of its GPUs out of new
+// placements: a comma-separated list of GPU UUIDs (GPU-…) or indices.
+// Pods already on them run on. An operator writes it (kubectl annotate);
+// the vgpud-gpu-cordon policy lets only those RBAC grants the verb
+// "cordon" on gpus.vgpud.io change it. vgpud reads it and never writes it.
+const AnnotationCordon = "vgpud.io/cordon"
+
+// MaxCordonBytes bounds the annotation, as the policy does.
+const MaxCordonBytes = 1024
+
+// cordonEntry is what the policy accepts for one entry; keep the two
+// equal (manifests' test compares them).
+var cordonEntry = regexp.MustCompile(`^(GPU-[0-9A-Za-z-]{1,64}|[0-9]{1,3})$`)
+
+// CordonEntryPattern is cordonEntry's source, for the policy's test.
+func CordonEntryPattern() string { return cordonEntry.String() }
+
+// Cordon is a parsed AnnotationCordon: the GPUs it names.
+type Cordon struct {
+	UUIDs   []string
+	Indices []int
+}
+
+// ParseCordon parses an AnnotationCordon value; "" names no GPU.
+func ParseCordon(raw string) (Cordon, error) {
+	var c Cordon
+	if len(raw) > MaxCordonBytes {
+		return Cordon{}, fmt.Errorf("%s is %d bytes, over %d", AnnotationCordon, len(raw), MaxCordonBytes)
+	}
+	if strings.TrimSpace(raw) == "" {
+		return c, nil
+	}
+	for _, e := range strings.Split(raw, ",") {
+		e = strings.TrimSpace(e)
+		if !cordonEntry.MatchString(e) {
+			return Cordon{}, fmt.Errorf("%s: %q is neither a GPU UUID (GPU-…) nor an index (0, 1, …); list them separated by commas", AnnotationCordon, e)
+		}
+		if strings.HasPrefix(e, "GPU-") {
+			c.UUIDs = append(c.UUIDs, e)
+			continue
+		}
+		i, err := strconv.Atoi(e)
+		if err != nil {
+			return Cordon{}, fmt.Errorf("%s: index %q: %w", AnnotationCordon, e, err)
+		}
+		c.Indices = append(c.Indices, i)
+	}
+	return c, nil
+}
+
+// Resolve says which of gpus c names, by position in gpus, and the
+// entries that name none of them (a GPU since removed, a typo).
+func (c Cordon) Resolve(gpus []GPU) (cordoned []bool, unknown []string) {
+	cordoned = make([]bool, len(gpus))
+	for _, u := range c.UUIDs {
+		found := false
+		for i, g := range gpus {
+			if strings.EqualFold(g.UUID, u) {
+				cordoned[i], found = true, true
+			}
+		}
+		if !found {
+			unknown = append(unknown, u)
+		}
+	}
+	for _, x := range c.Indices {
+		found := false
+		for i, g := range gpus {
+			if g.Index == x {
+				cordoned[i], found = true, true
+			}
+		}
+		if !found {
+			unknown = append(unknown, strconv.Itoa(x))
+		}
+	}
+	return cordoned, unknown
+}

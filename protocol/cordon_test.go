@@ -1,0 +1,45 @@
+package protocol
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseCordon(t *testing.T) {
+	gpus := []GPU{{UUID: "GPU-aaaa-1", Index: 0}, {UUID: "GPU-bbbb-2", Index: 1}, {UUID: "GPU-cccc-3", Index: 2}}
+	for _, c := range []struct {
+		raw      string
+		cordoned []bool
+		unknown  []string
+		err      string
+	}{
+		{raw: "", cordoned: []bool{false, false, false}},
+		{raw: "  ", cordoned: []bool{false, false, false}},
+		{raw: "1", cordoned: []bool{false, true, false}},
+		{raw: "GPU-bbbb-2, 2", cordoned: []bool{false, true, true}},
+		{raw: "gpu-aaaa-1", err: "neither a GPU UUID"},
+		{raw: "GPU-a_b", err: "neither a GPU UUID"},
+		{raw: "GPU-AAAA-1,7,GPU-dead", cordoned: []bool{true, false, false}, unknown: []string{"GPU-dead", "7"}},
+		{raw: "1,,2", err: `"" is neither`},
+		{raw: "all", err: `"all" is neither`},
+		{raw: "1234", err: "neither"},
+		{raw: strings.Repeat("1,", 600), err: "over 1024"},
+	} {
+		cd, err := ParseCordon(c.raw)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v, want an error with %q", c.raw, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.raw, err)
+			continue
+		}
+		cordoned, unknown := cd.Resolve(gpus)
+		if !reflect.DeepEqual(cordoned, c.cordoned) || !reflect.DeepEqual(unknown, c.unknown) {
+			t.Errorf("%q: cordoned %v unknown %v, want %v %v", c.raw, cordoned, unknown, c.cordoned, c.unknown)
+		}
+	}
+}
