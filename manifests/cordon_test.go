@@ -32,8 +32,9 @@ func TestCordonPolicyMatchesTheParser(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("matches('%s')", protocol.CordonEntryPattern()),
-		fmt.Sprintf("size(variables.now) <= %d", protocol.MaxCordonBytes),
+		fmt.Sprintf("size(bytes(object.metadata.annotations[k])) <= %d", protocol.MaxCordonBytes),
 		"'" + protocol.AnnotationCordon + "'",
+		"'" + protocol.AnnotationCordonHAMi + "'",
 	} {
 		if !strings.Contains(all+policy.Spec.Variables[0].Expression, want) {
 			t.Errorf("policy vgpud-gpu-cordon lacks %s", want)

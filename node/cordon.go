@@ -7,6 +7,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,13 +39,18 @@ func (a *Role) watchCordon(ctx context.Context) error {
 		if !ok {
 			return
 		}
-		raw := n.Annotations[protocol.AnnotationCordon]
+		now := map[string]string{}
+		for _, k := range []string{protocol.AnnotationCordon, protocol.AnnotationCordonHAMi} {
+			if v, ok := n.Annotations[k]; ok {
+				now[k] = v
+			}
+		}
 		a.mu.Lock()
-		changed := raw != a.cordon
-		a.cordon = raw
+		changed := !maps.Equal(now, a.cordon)
+		a.cordon = now
 		a.mu.Unlock()
 		if changed {
-			a.log.Info("GPU cordon on this node", "cordon", raw)
+			a.log.Info("GPU cordon on this node", "cordon", now)
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -58,16 +64,16 @@ func (a *Role) watchCordon(ctx context.Context) error {
 	return nil
 }
 
-// cordonOf marks which of gpus the raw cordon names, and says what in it
-// names no GPU here or cannot be read.
-func cordonOf(raw string, gpus []protocol.GPU) (cordoned []bool, problem string) {
-	cd, err := protocol.ParseCordon(raw)
+// cordonOf marks which of gpus the node's cordon annotations name, and
+// says what in them names no GPU here or cannot be read.
+func cordonOf(annotations map[string]string, gpus []protocol.GPU) (cordoned []bool, problem string) {
+	cd, err := protocol.NodeCordon(annotations)
 	if err != nil {
 		return make([]bool, len(gpus)), err.Error() + "; the leader places nothing on this node until it reads"
 	}
 	cordoned, unknown := cd.Resolve(gpus)
 	if len(unknown) > 0 {
-		problem = fmt.Sprintf("%s names %v, which this node does not have", protocol.AnnotationCordon, unknown)
+		problem = fmt.Sprintf("the cordon names %v, which this node does not have", unknown)
 	}
 	return cordoned, problem
 }

@@ -81,7 +81,7 @@ type Role struct {
 	podCache *nodepods.Index
 	hook     *nrihook.Hook      // nil where the node guesses
 	runtime  *preflight.Verdict // the latest runtime check; nil before one
-	cordon   string             // the node's vgpud.io/cordon, as last seen
+	cordon   map[string]string  // the node's cordon annotations, as last seen
 	// preflightBusy is set while a reading of the runtime's files runs.
 	preflightBusy atomic.Bool
 	// containers are the ones the hook granted a slice, by runtime ID:

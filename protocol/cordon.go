@@ -14,6 +14,10 @@ import (
 // "cordon" on gpus.vgpud.io change it. vgpud reads it and never writes it.
 const AnnotationCordon = "vgpud.io/cordon"
 
+// AnnotationCordonHAMi is HAMi's name for the same (UUIDs only there):
+// vgpud honours both, and the policy guards both.
+const AnnotationCordonHAMi = "hami.io/device-cordon"
+
 // MaxCordonBytes bounds the annotation, as the policy does.
 const MaxCordonBytes = 1024
 
@@ -30,19 +34,37 @@ type Cordon struct {
 	Indices []int
 }
 
-// ParseCordon parses an AnnotationCordon value; "" names no GPU.
-func ParseCordon(raw string) (Cordon, error) {
+// NodeCordon is the cordon a node's annotations hold: what
+// AnnotationCordon and AnnotationCordonHAMi name, together.
+func NodeCordon(annotations map[string]string) (Cordon, error) {
+	var c Cordon
+	for _, key := range []string{AnnotationCordon, AnnotationCordonHAMi} {
+		one, err := parseCordon(key, annotations[key])
+		if err != nil {
+			return Cordon{}, err
+		}
+		c.UUIDs = append(c.UUIDs, one.UUIDs...)
+		c.Indices = append(c.Indices, one.Indices...)
+	}
+	return c, nil
+}
+
+// ParseCordon parses an AnnotationCordon value; "" names no GPU, and
+// empty entries are skipped, as HAMi skips them.
+func ParseCordon(raw string) (Cordon, error) { return parseCordon(AnnotationCordon, raw) }
+
+func parseCordon(key, raw string) (Cordon, error) {
 	var c Cordon
 	if len(raw) > MaxCordonBytes {
-		return Cordon{}, fmt.Errorf("%s is %d bytes, over %d", AnnotationCordon, len(raw), MaxCordonBytes)
-	}
-	if strings.TrimSpace(raw) == "" {
-		return c, nil
+		return Cordon{}, fmt.Errorf("%s is %d bytes, over %d", key, len(raw), MaxCordonBytes)
 	}
 	for _, e := range strings.Split(raw, ",") {
 		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
 		if !cordonEntry.MatchString(e) {
-			return Cordon{}, fmt.Errorf("%s: %q is neither a GPU UUID (GPU-…) nor an index (0, 1, …); list them separated by commas", AnnotationCordon, e)
+			return Cordon{}, fmt.Errorf("%s: %q is neither a GPU UUID (GPU-…) nor an index (0, 1, …); list them separated by commas", key, e)
 		}
 		if strings.HasPrefix(e, "GPU-") {
 			c.UUIDs = append(c.UUIDs, e)
@@ -50,7 +72,7 @@ func ParseCordon(raw string) (Cordon, error) {
 		}
 		i, err := strconv.Atoi(e)
 		if err != nil {
-			return Cordon{}, fmt.Errorf("%s: index %q: %w", AnnotationCordon, e, err)
+			return Cordon{}, fmt.Errorf("%s: index %q: %w", key, e, err)
 		}
 		c.Indices = append(c.Indices, i)
 	}

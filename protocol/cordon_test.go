@@ -21,7 +21,7 @@ func TestParseCordon(t *testing.T) {
 		{raw: "gpu-aaaa-1", err: "neither a GPU UUID"},
 		{raw: "GPU-a_b", err: "neither a GPU UUID"},
 		{raw: "GPU-AAAA-1,7,GPU-dead", cordoned: []bool{true, false, false}, unknown: []string{"GPU-dead", "7"}},
-		{raw: "1,,2", err: `"" is neither`},
+		{raw: "1,,2, ", cordoned: []bool{false, true, true}},
 		{raw: "all", err: `"all" is neither`},
 		{raw: "1234", err: "neither"},
 		{raw: strings.Repeat("1,", 600), err: "over 1024"},
@@ -41,5 +41,20 @@ func TestParseCordon(t *testing.T) {
 		if !reflect.DeepEqual(cordoned, c.cordoned) || !reflect.DeepEqual(unknown, c.unknown) {
 			t.Errorf("%q: cordoned %v unknown %v, want %v %v", c.raw, cordoned, unknown, c.cordoned, c.unknown)
 		}
+	}
+}
+
+// HAMi's annotation counts beside vgpud's.
+func TestNodeCordonReadsHAMisToo(t *testing.T) {
+	gpus := []GPU{{UUID: "GPU-a", Index: 0}, {UUID: "GPU-b", Index: 1}, {UUID: "GPU-c", Index: 2}}
+	c, err := NodeCordon(map[string]string{AnnotationCordon: "0", AnnotationCordonHAMi: "GPU-c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Resolve(gpus); !reflect.DeepEqual(got, []bool{true, false, true}) {
+		t.Errorf("cordoned %v", got)
+	}
+	if _, err := NodeCordon(map[string]string{AnnotationCordonHAMi: "GPU-c;rm"}); err == nil || !strings.Contains(err.Error(), AnnotationCordonHAMi) {
+		t.Errorf("a bad HAMi cordon: %v", err)
 	}
 }

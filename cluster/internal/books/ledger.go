@@ -52,7 +52,8 @@ type nodeState struct {
 	// binds need no order and its pods record no phase.
 	exact  bool
 	invErr error
-	// cordoned, by position in gpus: an operator's AnnotationCordon.
+	// cordoned, by position in gpus: an operator's cordon (AnnotationCordon,
+	// AnnotationCordonHAMi).
 	// cordonErr: the annotation does not parse (its policy unbound), so
 	// which GPUs it takes out is unknown and the node takes no new pod.
 	cordoned  []bool
@@ -110,12 +111,12 @@ func New(names protocol.ResourceNames, scheduler string) *Ledger {
 // with a corrupt inventory is kept, unusable, with the error for reasons.
 func (c *Ledger) SetNode(n *corev1.Node) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st := c.node(n.Name)
 	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
 	st.usable = q.Value() > 0
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
+	wasCordoned, wasUnreadable := cordonedUUIDs(st), st.cordonErr != nil
 	st.gpus, st.invErr = nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
@@ -126,12 +127,33 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		}
 	}
 	st.cordoned, st.cordonErr = nil, nil
-	if cd, err := protocol.ParseCordon(n.Annotations[protocol.AnnotationCordon]); err != nil {
+	if cd, err := protocol.NodeCordon(n.Annotations); err != nil {
 		st.cordonErr = err
 	} else {
 		st.cordoned, _ = cd.Resolve(st.gpus)
 	}
+	// A GPU back in service frees room as a pod's going would: pods
+	// refused meanwhile are nudged (kube-scheduler may have filtered them
+	// against the books before this event reached them).
+	lifted := wasUnreadable && st.cordonErr == nil
+	now := cordonedUUIDs(st)
+	for u := range wasCordoned {
+		lifted = lifted || !now[u]
+	}
 	c.recompute(n.Name)
+	c.mu.Unlock()
+	c.tellFreed(lifted)
+}
+
+// cordonedUUIDs are the node's cordoned GPUs. c.mu held.
+func cordonedUUIDs(st *nodeState) map[string]bool {
+	out := map[string]bool{}
+	for i, g := range st.gpus {
+		if i < len(st.cordoned) && st.cordoned[i] {
+			out[g.UUID] = true
+		}
+	}
+	return out
 }
 
 // DeleteNode forgets a node; its pods stay booked until they go too.

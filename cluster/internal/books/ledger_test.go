@@ -694,10 +694,16 @@ func TestCordonReachesTheBooks(t *testing.T) {
 	if len(st) != 1 || !st[0].Serving || !st[0].GPUs[0].Cordoned || st[0].GPUs[1].Cordoned {
 		t.Fatalf("stats: %+v", st)
 	}
+	freed := 0
+	c.NotifyFreed(func() { freed++ })
+	c.SetNode(n)
+	if freed != 0 {
+		t.Fatal("pods nudged while the cordon stands")
+	}
 	delete(n.Annotations, protocol.AnnotationCordon)
 	c.SetNode(n)
-	if got, _ := c.Node("n1"); got.GPUs[0].Cordoned || got.GPUs[2].Cordoned {
-		t.Fatalf("after the cordon was lifted: %+v", got.GPUs)
+	if got, _ := c.Node("n1"); got.GPUs[0].Cordoned || got.GPUs[2].Cordoned || freed != 1 {
+		t.Fatalf("after the cordon was lifted: %+v, nudged %d times", got.GPUs, freed)
 	}
 	n.Annotations[protocol.AnnotationCordon] = "all of them"
 	c.SetNode(n)

@@ -124,13 +124,13 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 				node.Runtime = &c
 			}
 		}
-		cordon, err := protocol.ParseCordon(n.Annotations[protocol.AnnotationCordon])
+		cordon, err := protocol.NodeCordon(n.Annotations)
 		if err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %v; the leader places nothing there until it reads", n.Name, err))
 		}
 		cordoned, unknown := cordon.Resolve(inv.GPUs)
 		if len(unknown) > 0 {
-			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s names %s, which the node does not have", n.Name, protocol.AnnotationCordon, strings.Join(unknown, ", ")))
+			v.Problems = append(v.Problems, fmt.Sprintf("node %s: its cordon names %s, which the node does not have", n.Name, strings.Join(unknown, ", ")))
 		}
 		for i, g := range inv.GPUs {
 			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})

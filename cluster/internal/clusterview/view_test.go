@@ -209,12 +209,13 @@ func TestBuildShowsEachNodesRuntimeCheck(t *testing.T) {
 // node, or a value the leader cannot read, are problems.
 func TestBuildShowsCordonedGPUs(t *testing.T) {
 	n1 := node(t, "n1", a100(0), a100(1))
-	n1.Annotations[protocol.AnnotationCordon] = "1,GPU-gone"
+	n1.Annotations[protocol.AnnotationCordon] = "GPU-gone"
+	n1.Annotations[protocol.AnnotationCordonHAMi] = "GPU-a1"
 	n2 := node(t, "n2", a100(0))
 	n2.Annotations[protocol.AnnotationCordon] = "every\x1b[2J"
 	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
 	if v.Nodes[0].GPUs[0].Cordoned || !v.Nodes[0].GPUs[1].Cordoned || len(v.Problems) != 2 ||
-		!strings.Contains(v.Problems[0]+v.Problems[1], "names GPU-gone, which the node does not have") || strings.ContainsRune(v.Problems[0]+v.Problems[1], 0x1b) {
+		!strings.Contains(v.Problems[0]+v.Problems[1], "cordon names GPU-gone, which the node does not have") || strings.ContainsRune(v.Problems[0]+v.Problems[1], 0x1b) {
 		t.Fatalf("GPUs %+v; problems %q", v.Nodes[0].GPUs, v.Problems)
 	}
 	var b strings.Builder

@@ -109,10 +109,10 @@ func coresFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int {
 // rejections counts why GPUs were passed over, for one container.
 type rejections struct {
 	unhealthy, cordoned, selector, exclusive, slot, mem, cores int
-	largestFreeMem                                   int64
-	largestFreeCores                                 int
-	wantMem                                          int64
-	wantCores                                        int
+	largestFreeMem                                             int64
+	largestFreeCores                                           int
+	wantMem                                                    int64
+	wantCores                                                  int
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
