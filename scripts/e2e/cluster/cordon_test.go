@@ -19,7 +19,7 @@ import (
 )
 
 // gpuCordon: an operator takes GPUs of one node out of new placements
-// with kubectl annotate (vgpud.io/cordon). A tenant's pod already on a
+// with kubectl annotate (vgpud.io/cordon, and HAMi's hami.io/device-cordon). A tenant's pod already on a
 // cordoned GPU runs on; new pods go to the one GPU left, then wait while
 // every GPU is cordoned, saying why, and are placed once it is lifted.
 // Only whom RBAC grants the verb cordon on gpus.vgpud.io may change it:
@@ -59,19 +59,20 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		}
 	}
 	t.Cleanup(func() {
-		_, _ = e.kubectl("annotate", "node", node, protocol.AnnotationCordon+"-")
+		_, _ = e.kubectl("annotate", "node", node, protocol.AnnotationCordon+"-", protocol.AnnotationCordonHAMi+"-")
 		for _, b := range bindings {
 			_ = e.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
 		}
 		_ = e.kube.RbacV1().ClusterRoles().Delete(context.Background(), patcher.Name, metav1.DeleteOptions{})
 	})
-	annotate := func(as, value string) (string, error) {
-		arg := protocol.AnnotationCordon + "=" + value
+	annotateKey := func(as, key, value string) (string, error) {
+		arg := key + "=" + value
 		if value == "" {
-			arg = protocol.AnnotationCordon + "-"
+			arg = key + "-"
 		}
 		return e.kubectl("--as="+as, "annotate", "node", node, arg, "--overwrite")
 	}
+	annotate := func(as, value string) (string, error) { return annotateKey(as, protocol.AnnotationCordon, value) }
 	pinned := func(name string, annotations map[string]string) *corev1.Pod {
 		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"}, annotations)
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
@@ -111,7 +112,8 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 	}
 
 	out, err := asTenant("", "annotate", "node", node, protocol.AnnotationCordon+"=0")
-	if err == nil || !strings.Contains(out, `cannot patch resource "nodes"`) {
+	// RBAC: edit reaches no node (kubectl's read of it is refused first).
+	if err == nil || !strings.Contains(out, `User "system:serviceaccount:`+ns+`:tenant" cannot`) || !strings.Contains(out, `resource "nodes"`) {
 		t.Fatalf("a tenant cordoned a GPU: %v %s", err, out)
 	}
 	out, err = annotate("e2e-node-admin", "0")
@@ -119,6 +121,13 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		t.Fatalf("an admin of nodes without the cordon verb cordoned a GPU: %v %s", err, out)
 	}
 	t.Logf("without the verb: %s", lastLine(err.Error()))
+	if out, err := annotateKey("e2e-node-admin", protocol.AnnotationCordonHAMi, first.UUID); err == nil || !strings.Contains(out+err.Error(), "needs the verb cordon") {
+		t.Fatalf("HAMi's cordon changed without the verb: %v %s", err, out)
+	}
+	// A value that reads as "absent" to a careless comparison.
+	if out, err := annotate("e2e-node-admin", "<absent>"); err == nil || !strings.Contains(out+err.Error(), "needs the verb cordon") {
+		t.Fatalf("a cordon written as <absent> without the verb: %v %s", err, out)
+	}
 	out, err = annotate("e2e-gpu-operator", "all")
 	if err == nil || !strings.Contains(out+err.Error(), "lists GPUs by UUID (GPU-...) or index") {
 		t.Fatalf("a cordon that names no GPU was taken: %v %s", err, out)
@@ -168,12 +177,9 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		t.Errorf("kubectl vgpud shows %d cordoned GPUs, want %d:\n%s", strings.Count(view, "cordoned"), len(inv.GPUs)-1, view)
 	}
 
-	// Every GPU cordoned: a new pod waits, saying why; lifted, it runs.
-	all := []string{}
-	for _, g := range inv.GPUs {
-		all = append(all, strconv.Itoa(g.Index))
-	}
-	if out, err := annotate("e2e-gpu-operator", strings.Join(all, ",")); err != nil {
+	// Every GPU cordoned, the last through HAMi's annotation: a new pod
+	// waits, saying why; lifted, it runs.
+	if out, err := annotateKey("e2e-gpu-operator", protocol.AnnotationCordonHAMi, kept.UUID); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	harness.Eventually(t, 30*time.Second, "the leader sees every GPU cordoned", func() error {
@@ -187,7 +193,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 	harness.Eventually(t, 60*time.Second, "waits refused for the cordon", func() error {
 		return e.eventSays(ns, "waits", "cordoned")
 	})
-	if out, err := annotate("e2e-gpu-operator", ""); err != nil {
+	if out, err := annotateKey("e2e-gpu-operator", protocol.AnnotationCordonHAMi, ""); err != nil {
 		t.Fatalf("lift the cordon: %v %s", err, out)
 	}
 	lifted := time.Now()
