@@ -118,6 +118,7 @@ type bundle struct {
 	phase           phase
 	serving, client KeyPair
 	rotated         string // AnnotationRotatedCA
+	restarting      bool   // a kube-scheduler pod is still to read it
 }
 
 // API is what the Manager reads and writes: its Secret, the webhook's
@@ -243,8 +244,9 @@ func (m *Manager) Ensure(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	m.observe(b)
-	if b.phase != steady {
-		// The next step waits for kube-scheduler's restart: look soon.
+	if b.phase != steady || b.restarting {
+		// The next step, or the next pod to replace, waits for
+		// kube-scheduler's restart: look soon.
 		return m.now().Add(rotationPoll), nil
 	}
 	ca, err := RenewAt(b.trust.signer.Cert, m.cfg.CertRenewBefore)
@@ -315,7 +317,8 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 			return bundle{}, err
 		}
 		if !changed {
-			return b, m.restartScheduler(ctx, s, b)
+			b.restarting, err = m.restartScheduler(ctx, s, b)
+			return b, err
 		}
 		data := map[string][]byte{KeyCACert: b.trust.caCert(), KeyCAKey: b.trust.signer.Key, KeyCert: b.serving.Cert, KeyKey: b.serving.Key,
 			KeyClientCert: b.client.Cert, KeyClientKey: b.client.Key}
@@ -338,8 +341,8 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 		}
 		switch {
 		case err == nil:
-			// As written: its managedFields carry the write's time.
-			return b, m.restartScheduler(ctx, s, b)
+			b.restarting, err = m.restartScheduler(ctx, s, b)
+			return b, err
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
 			m.log.Info("webhook certificate secret written by another replica; reading it again", "secret", name)
 			continue

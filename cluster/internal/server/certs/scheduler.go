@@ -68,23 +68,25 @@ func (m *Manager) schedulerRunsWith(ctx context.Context, s *corev1.Secret) (bool
 // restartScheduler makes kube-scheduler's pods read what the Secret s
 // (as last read or written) holds: it records the trust and since when
 // the Secret holds it, then deletes, one per call, a pod created before.
-func (m *Manager) restartScheduler(ctx context.Context, s *corev1.Secret, b bundle) error {
+// pending says a pod is still to be replaced, so the next call should
+// come soon.
+func (m *Manager) restartScheduler(ctx context.Context, s *corev1.Secret, b bundle) (pending bool, err error) {
 	d, err := m.schedulerDeployment(ctx)
 	if d == nil || err != nil {
-		return err
+		return false, err
 	}
 	want := TrustHash(b.trust.caCert(), b.client.Cert)
 	since, recorded, err := trustRecord(s, want)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !recorded {
 		// Deleting comes at the next check, at least a second on: a pod
 		// created in the recorded second would read as older.
-		return m.recordTrust(ctx, s, d, want)
+		return true, m.recordTrust(ctx, s, d, want)
 	}
 	if since.IsZero() {
-		return nil
+		return false, nil
 	}
 	return m.replaceOlderPods(ctx, d, since, want)
 }
@@ -176,16 +178,16 @@ func (m *Manager) apiserverNow(ctx context.Context, s *corev1.Secret) (time.Time
 // since. A pod that is not ready goes first; a ready one only while no
 // pod terminates and every other is ready, so at most one replica is
 // down at a time, as a rolling update with no surge would have it.
-func (m *Manager) replaceOlderPods(ctx context.Context, d *appsv1.Deployment, since time.Time, hash string) error {
+func (m *Manager) replaceOlderPods(ctx context.Context, d *appsv1.Deployment, since time.Time, hash string) (pending bool, err error) {
 	pods, err := m.schedulerPods(ctx, d)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var older []*corev1.Pod
 	ready := 0
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
-			return nil // wait for it to go
+			return true, nil // wait for it to go
 		}
 		if podReady(p) {
 			ready++
@@ -205,18 +207,18 @@ func (m *Manager) replaceOlderPods(ctx context.Context, d *appsv1.Deployment, si
 		victim = older[0]
 	}
 	if victim == nil {
-		return nil
+		return len(older) > 0, nil
 	}
 	uid := victim.UID
 	err = m.api.Pods.Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("restart kube-scheduler: delete pod %s/%s, which predates its new TLS files: %w", victim.Namespace, victim.Name, err)
+		return true, fmt.Errorf("restart kube-scheduler: delete pod %s/%s, which predates its new TLS files: %w", victim.Namespace, victim.Name, err)
 	}
 	m.log.Info("kube-scheduler pod deleted to read its new TLS files", "pod", victim.Name, "created", victim.CreationTimestamp.UTC().Format(time.RFC3339), "hash", hash)
-	return nil
+	return true, nil
 }
 
 // schedulerDeployment is kube-scheduler's Deployment, nil when none is

@@ -403,8 +403,12 @@ func TestReplaceOlderPodsOneAtATime(t *testing.T) {
 				t.Fatalf("schedulerRunsWith = %v, %v; want %v", runs, err, c.runs)
 			}
 			d := schedulerDeployment(2)
-			if err := m.replaceOlderPods(context.Background(), d, since, "h"); err != nil {
+			pending, err := m.replaceOlderPods(context.Background(), d, since, "h")
+			if err != nil {
 				t.Fatal(err)
+			}
+			if (c.deleted != "" && !pending) || (c.runs && pending) {
+				t.Errorf("pending %v after deleting %q, schedulerRunsWith %v", pending, c.deleted, c.runs)
 			}
 			var gone []string
 			for _, p := range c.pods {
@@ -486,7 +490,7 @@ func TestRecordTrustWithoutARecordAsksThePods(t *testing.T) {
 				t.Fatalf("a rotation step may be taken without a record: %v, %v", runs, err)
 			}
 			tr, ph := readTrust(s.Data[KeyCACert], s.Data[KeyCAKey], s.Data[KeyCANextKey])
-			if err := m.restartScheduler(context.Background(), s, bundle{trust: tr, phase: ph, client: KeyPair{Cert: s.Data[KeyClientCert]}}); err != nil {
+			if _, err := m.restartScheduler(context.Background(), s, bundle{trust: tr, phase: ph, client: KeyPair{Cert: s.Data[KeyClientCert]}}); err != nil {
 				t.Fatal(err)
 			}
 			got := secretOf(t, kube)
