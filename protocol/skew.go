@@ -22,13 +22,10 @@ import (
 // what to do.
 const Version = 1
 
-// FeatureMutex: an assignment's slice holds its GPU exclusively
-// (GPUSlice.Exclusive); a reader that ignored it would let others join.
-const FeatureMutex = "mutex"
-
 // understoodFeatures are the features this build honours in a requires
-// list.
-func understoodFeatures() []string { return []string{FeatureMutex} }
+// list. Version 1 has none yet: every field added so far is safe to
+// ignore.
+func understoodFeatures() []string { return nil }
 
 // ErrUnsupported is in the error of a value a newer vgpud wrote that this
 // one cannot honour: its reader must not treat it as absent (errors.Is).

@@ -32,8 +32,6 @@ func TestChargeIsWhatASliceDeniesOthers(t *testing.T) {
 		{"one slot on each of two GPUs", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "A", MemoryMiB: 1, Cores: 1}, {UUID: "B", MemoryMiB: 1, Cores: 1}}}},
 			Usage{MemMiB: 4000 + 20000, Cores: 10 + 25, Slots: 2}},
 		{"an unknown GPU is charged what is named", Placement{one("gone", 7, 3)}, Usage{MemMiB: 7, Cores: 3, Slots: 1}},
-		{"a mutex slice holds the GPU whole, cores too", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "A", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
-			Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.pl.Charge(gpuOf); got != tc.want {

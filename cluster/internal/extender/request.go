@@ -57,7 +57,7 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 		UseUUIDs:   sel.UseUUIDs,
 		NoUseUUIDs: sel.NoUseUUIDs,
 	}
-	if req.GPUPolicy, req.Mutex, err = gpuPolicy(a, d.GPUPolicy); err != nil {
+	if req.GPUPolicy, err = policy(a, d.GPUPolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi); err != nil {
 		return fit.Request{}, "", err
 	}
 	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
@@ -75,25 +75,6 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 }
 
 // policy reads vgpud's annotation, else HAMi's, else the default.
-// gpuPolicy is policy for GPUs, which may also be fit.Mutex: each GPU
-// held alone, chosen among idle ones by def.
-func gpuPolicy(a map[string]string, def string) (p string, mutex bool, err error) {
-	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
-		v, ok := a[k]
-		if !ok {
-			continue
-		}
-		switch v = strings.ToLower(strings.TrimSpace(v)); v {
-		case fit.Binpack, fit.Spread:
-			return v, false, nil
-		case fit.Mutex:
-			return def, true, nil
-		}
-		return "", false, fmt.Errorf("annotation %s=%q: want %s, %s or %s", k, a[k], fit.Binpack, fit.Spread, fit.Mutex)
-	}
-	return def, false, nil
-}
-
 func policy(a map[string]string, def string, keys ...string) (string, error) {
 	for _, k := range keys {
 		v, ok := a[k]

@@ -140,7 +140,7 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 		// none: this loop runs per GPU of every node a /filter considers).
 		var cur, total podmodel.Usage
 		cores := coresFor(c, g, opts)
-		exclusive := podmodel.Exclusive(cores) || req.Mutex
+		exclusive := podmodel.Exclusive(cores)
 		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
 		if pk[i] == (podmodel.Peak{}) {
 			total = g.Used.Plus(u)
@@ -185,10 +185,7 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 	for _, k := range pick {
 		pk[k.idx].Add(k.usage, c.Kind)
 		if record {
-			// Exclusive only where the cores do not already say so, so a
-			// whole-GPU slice reads the same to an older vgpud.
-			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores,
-				Exclusive: k.usage.Exclusive && !podmodel.Exclusive(k.usage.Cores)})
+			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
 		}
 	}
 	return cp, nil
@@ -248,7 +245,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 	case r.slot > 0:
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0:
-		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
+		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core request, not idle", need, r.exclusive)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
 	case r.cordoned > 0:

@@ -360,35 +360,3 @@ func TestDefaultCoresLeaveASplitOneGPUShareable(t *testing.T) {
 		t.Fatalf("init and app containers do not share a split-1 GPU: %+v", r)
 	}
 }
-
-// A mutex container takes an idle GPU only, keeps the slice it asked,
-// and, once booked, nobody joins that GPU; with no idle GPU the refusal
-// says so. Its assignment marks the slice exclusive, and requires the
-// feature, so an older vgpud refuses it rather than let others join.
-func TestMutexHoldsTheGPUBothWays(t *testing.T) {
-	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
-	n.GPUs[0].Used = podmodel.Usage{MemMiB: 1000, Cores: 10, Slots: 1}
-	mutex := Request{Containers: []podmodel.ContainerRequest{app("m", 1, 8000, 30)}, Mutex: true}
-	pl, r := Place(n, mutex, opts)
-	if r != nil || uuids(pl[0]) != "GPU-1:8000:30" || !pl[0].GPUs[0].Exclusive {
-		t.Fatalf("mutex placed %v (%+v), %v", uuids(pl[0]), pl[0].GPUs, r)
-	}
-	Add(&n, pl)
-	if !n.GPUs[1].Used.Exclusive {
-		t.Fatalf("the books do not hold GPU-1 alone: %+v", n.GPUs[1].Used)
-	}
-	if pl2, r := Place(n, Request{Containers: []podmodel.ContainerRequest{app("later", 1, 1000, 0)}}, opts); r != nil || uuids(pl2[0]) != "GPU-0:1000:10" {
-		t.Fatalf("a later pod: %v, %v; want GPU-0, the mutex pod's GPU left alone", uuids(pl2[0]), r)
-	}
-	if _, r := Place(n, mutex, opts); r == nil || r.Kind != "gpu in exclusive use" || !strings.Contains(r.Text, "mutex request, not idle") {
-		t.Fatalf("a second mutex pod with no idle GPU: %+v", r)
-	}
-	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "m", GPUs: pl[0].GPUs}}})
-	if err != nil || !strings.Contains(raw, `"requires":["mutex"]`) || !strings.Contains(raw, `"exclusive":true`) {
-		t.Fatalf("assignment %s, %v", raw, err)
-	}
-	whole, _ := Place(node(gpu(0, "A100", 40000, 0)), Request{Containers: []podmodel.ContainerRequest{app("w", 1, 1000, 100)}}, opts)
-	if raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "w", GPUs: whole[0].GPUs}}}); strings.Contains(raw, "requires") || strings.Contains(raw, "exclusive") {
-		t.Fatalf("a 100-core slice needs no new field: %s", raw)
-	}
-}

@@ -13,10 +13,6 @@ import (
 const (
 	Binpack = "binpack"
 	Spread  = "spread"
-	// Mutex is a GPU policy that holds each of a container's GPUs alone:
-	// it takes idle GPUs only, and nobody joins them while it runs. Its
-	// slice is still what it asks (HAMi's name).
-	Mutex = "mutex"
 )
 
 // CommittedGPU is one physical GPU of a node with what is committed on it.
@@ -42,7 +38,6 @@ type Request struct {
 	UseUUIDs   []string
 	NoUseUUIDs []string
 	GPUPolicy  string // Spread (default) or Binpack
-	Mutex      bool   // each GPU held alone (Mutex)
 	SingleNUMA bool   // all GPUs of a container on one NUMA node
 }
 
