@@ -17,18 +17,7 @@ import (
 // (protocol/ownedenv.go): each kind in its own variable, the names a pod
 // may set to some values compared against those values.
 func TestSliceEnvPolicyNamesWhatVgpudOwns(t *testing.T) {
-	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
-	for _, doc := range strings.Split(install, "\n---\n") {
-		if strings.Contains(doc, "\nkind: ValidatingAdmissionPolicy\n") && strings.Contains(doc, "\n  name: vgpud-slice-env\n") {
-			policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
-			if err := yaml.UnmarshalStrict([]byte(doc), policy); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if policy == nil {
-		t.Fatal("manifests/vgpud.yaml has no ValidatingAdmissionPolicy vgpud-slice-env")
-	}
+	policy := admissionPolicy(t, "vgpud-slice-env")
 	vars := map[string]string{}
 	for _, v := range policy.Spec.Variables {
 		vars[v.Name] = v.Expression
@@ -71,4 +60,21 @@ func TestSliceEnvPolicyNamesWhatVgpudOwns(t *testing.T) {
 	if !strings.Contains(vars["badSlice"], "variables.gpuContainers.") || strings.Contains(vars["badSlice"], "variables.ephemeral") {
 		t.Error("slice names must be checked on the containers that ask for a GPU, and only those")
 	}
+}
+
+// admissionPolicy is the ValidatingAdmissionPolicy name in
+// manifests/vgpud.yaml, read strictly.
+func admissionPolicy(t *testing.T, name string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	for _, doc := range strings.Split(install, "\n---\n") {
+		if strings.Contains(doc, "\nkind: ValidatingAdmissionPolicy\n") && strings.Contains(doc, "\n  name: "+name+"\n") {
+			policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			if err := yaml.UnmarshalStrict([]byte(doc), policy); err != nil {
+				t.Fatal(err)
+			}
+			return policy
+		}
+	}
+	t.Fatalf("manifests/vgpud.yaml has no ValidatingAdmissionPolicy %s", name)
+	return nil
 }
