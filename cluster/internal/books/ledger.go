@@ -52,11 +52,11 @@ type nodeState struct {
 	// binds need no order and its pods record no phase.
 	exact  bool
 	invErr error
-	// cordoned, by position in gpus: an operator's cordon (AnnotationCordon,
-	// AnnotationCordonHAMi).
-	// cordonErr: the annotation does not parse (its policy unbound), so
-	// which GPUs it takes out is unknown and the node takes no new pod.
-	cordoned  []bool
+	// cordoned are the UUIDs of the GPUs an operator's cordon names
+	// (AnnotationCordon, AnnotationCordonHAMi). cordonErr: the annotation
+	// does not parse (its policy unbound), so which GPUs it takes out is
+	// unknown and the node takes no new pod.
+	cordoned  map[string]bool
 	cordonErr error
 	// unhonoured: the node's pods whose assignments this build cannot
 	// honour (Ledger.unhonoured), with why.
@@ -116,7 +116,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.usable = q.Value() > 0
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
-	wasCordoned, wasUnreadable := cordonedUUIDs(st), st.cordonErr != nil
+	wasCordoned, wasUnreadable := st.cordoned, st.cordonErr != nil
 	st.gpus, st.invErr = nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
@@ -130,30 +130,24 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	if cd, err := protocol.NodeCordon(n.Annotations); err != nil {
 		st.cordonErr = err
 	} else {
-		st.cordoned, _ = cd.Resolve(st.gpus)
+		st.cordoned = map[string]bool{}
+		marked, _ := cd.Resolve(st.gpus)
+		for i, g := range st.gpus {
+			if marked[i] {
+				st.cordoned[g.UUID] = true
+			}
+		}
 	}
 	// A GPU back in service frees room as a pod's going would: pods
 	// refused meanwhile are nudged (kube-scheduler may have filtered them
 	// against the books before this event reached them).
 	lifted := wasUnreadable && st.cordonErr == nil
-	now := cordonedUUIDs(st)
 	for u := range wasCordoned {
-		lifted = lifted || !now[u]
+		lifted = lifted || !st.cordoned[u]
 	}
 	c.recompute(n.Name)
 	c.mu.Unlock()
 	c.tellFreed(lifted)
-}
-
-// cordonedUUIDs are the node's cordoned GPUs. c.mu held.
-func cordonedUUIDs(st *nodeState) map[string]bool {
-	out := map[string]bool{}
-	for i, g := range st.gpus {
-		if i < len(st.cordoned) && st.cordoned[i] {
-			out[g.UUID] = true
-		}
-	}
-	return out
 }
 
 // DeleteNode forgets a node; its pods stay booked until they go too.
@@ -387,7 +381,7 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
 	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus))}
 	for i, g := range st.gpus {
-		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: i < len(st.cordoned) && st.cordoned[i]}
+		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID]}
 	}
 	for uid := range st.pods {
 		if uid != except {

@@ -38,8 +38,8 @@ func (c *Ledger) Stats() []NodeStats {
 			used[g.UUID] = g.Used
 		}
 		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == protocol.PluginServing}
-		for i, g := range st.gpus {
-			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID], Cordoned: i < len(st.cordoned) && st.cordoned[i]})
+		for _, g := range st.gpus {
+			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID], Cordoned: st.cordoned[g.UUID]})
 		}
 		out = append(out, n)
 	}
