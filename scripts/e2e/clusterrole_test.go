@@ -299,8 +299,18 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 	holder.Annotations = map[string]string{"vgpud.io/assignment": `{"version":1,"node":"gpu-node","containers":[{"name":"work","gpus":[{"uuid":"GPU-e2e-0","memoryMiB":30000,"cores":0}]}]}`}
 	// The previous test's leader was SIGKILLed: the Lease runs out first.
 	harness.Eventually(t, 30*time.Second, "holder pod admitted by the new leader", func() error {
-		_, err := e.kube.CoreV1().Pods("fill").Create(ctx, holder, metav1.CreateOptions{})
-		return err
+		p, err := e.kube.CoreV1().Pods("fill").Create(ctx, holder, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		// The policy was re-created above, and the apiserver takes a moment
+		// to apply it: a pod admitted before then keeps default-scheduler,
+		// and the books rightly ignore its assignment.
+		if p.Spec.SchedulerName != "vgpud-scheduler" {
+			_ = e.kube.CoreV1().Pods("fill").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			return fmt.Errorf("holder admitted with schedulerName %q before the gpu-pods policy was in effect", p.Spec.SchedulerName)
+		}
+		return nil
 	})
 
 	var s *corev1.Secret
