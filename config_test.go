@@ -26,7 +26,7 @@ func TestRunRejectsInvalidSettings(t *testing.T) {
 		{[]string{"--log-format=xml"}, []string{"--log-format=xml", "json"}},
 		{[]string{"--roles=node,cook"}, []string{"--roles=node,cook", "node, cluster"}},
 		{[]string{"--node-policy=random"}, []string{"--node-policy=random", "binpack or spread"}},
-		{[]string{"--gpu-policy=x"}, []string{"--gpu-policy=x", "spread or binpack"}},
+		{[]string{"--gpu-policy=x"}, []string{"--gpu-policy=x", "chain of binpack or spread"}},
 		{[]string{"--lease-duration=1s", "--lease-renew-deadline=2s"}, []string{"--lease-duration=1s", "--lease-renew-deadline"}},
 		{[]string{"--lease-duration=4500ms"}, []string{"--lease-duration=4.5s", "whole seconds"}},
 		{[]string{"--default-gpumem-percentage=0"}, []string{"--default-gpumem-percentage=0", "1..100"}},

@@ -37,7 +37,7 @@ type Config struct {
 	// What it sets wins over the flags; "" or no file: the flags alone.
 	SettingsFile string
 	NodePolicy   string // fit.Binpack | fit.Spread
-	GPUPolicy    string // fit.Spread | fit.Binpack
+	GPUPolicy    string // a chain fit.ParseGPUPolicy reads, with a load key
 	// DefaultGPUMemPercentage is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultGPUMemPercentage int

@@ -62,8 +62,10 @@ func (c Config) Validate() field.ErrorList {
 	if c.NodePolicy != fit.Binpack && c.NodePolicy != fit.Spread {
 		add(flagNodePolicy, c.NodePolicy, "want "+fit.Binpack+" or "+fit.Spread)
 	}
-	if c.GPUPolicy != fit.Binpack && c.GPUPolicy != fit.Spread {
-		add(flagGPUPolicy, c.GPUPolicy, "want "+fit.Spread+" or "+fit.Binpack)
+	if p, err := fit.ParseGPUPolicy(c.GPUPolicy); err != nil {
+		add(flagGPUPolicy, c.GPUPolicy, err.Error())
+	} else if p.Load == "" {
+		add(flagGPUPolicy, c.GPUPolicy, "name "+fit.Spread+" or "+fit.Binpack+", optionally chained with "+fit.NUMA+" (e.g. "+fit.Binpack+","+fit.NUMA+")")
 	}
 	if c.BindWait <= 0 || c.BindWait > MaxBindWait {
 		add(flagBindWait, c.BindWait, "want a duration above 0 and at most "+MaxBindWait.String()+", e.g. 10s")

@@ -57,7 +57,7 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 		UseUUIDs:   sel.UseUUIDs,
 		NoUseUUIDs: sel.NoUseUUIDs,
 	}
-	if req.GPUPolicy, err = policy(a, d.GPUPolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi); err != nil {
+	if req.GPUPolicy, err = gpuPolicy(a, d.GPUPolicy); err != nil {
 		return fit.Request{}, "", err
 	}
 	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
@@ -74,8 +74,46 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 	return req, nodePolicy, nil
 }
 
-// policy reads vgpud's annotation, else HAMi's, else the default.
+// gpuPolicy reads the pod's GPU policy chain from vgpud's annotation or
+// HAMi's, else the default's; a chain without a load key takes the
+// default's. Both annotations saying different things is refused: which
+// one wins would be a guess the pod's author did not make.
+func gpuPolicy(a map[string]string, def string) (fit.GPUPolicy, error) {
+	d, err := fit.ParseGPUPolicy(def)
+	if err != nil {
+		return fit.GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
+	}
+	var (
+		p    fit.GPUPolicy
+		from string
+	)
+	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
+		v, ok := a[k]
+		if !ok {
+			continue
+		}
+		q, err := fit.ParseGPUPolicy(v)
+		if err != nil {
+			return fit.GPUPolicy{}, fmt.Errorf("annotation %s=%q: %w", k, v, err)
+		}
+		if from != "" && q.Or(d) != p.Or(d) {
+			return fit.GPUPolicy{}, fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, v)
+		}
+		if from == "" {
+			p, from = q, k
+		}
+	}
+	if from == "" {
+		return d, nil
+	}
+	return p.Or(d), nil
+}
+
+// policy reads vgpud's node policy annotation, else HAMi's, else the
+// default; both set and different is refused, as for the GPU policy. It
+// is one name: HAMi's node policy has no chain either.
 func policy(a map[string]string, def string, keys ...string) (string, error) {
+	got, from := "", ""
 	for _, k := range keys {
 		v, ok := a[k]
 		if !ok {
@@ -83,9 +121,18 @@ func policy(a map[string]string, def string, keys ...string) (string, error) {
 		}
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
 		case fit.Binpack, fit.Spread:
-			return v, nil
+		default:
+			return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], fit.Binpack, fit.Spread)
 		}
-		return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], fit.Binpack, fit.Spread)
+		if from != "" && v != got {
+			return "", fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, a[k])
+		}
+		if from == "" {
+			got, from = v, k
+		}
 	}
-	return def, nil
+	if from == "" {
+		return def, nil
+	}
+	return got, nil
 }

@@ -201,24 +201,62 @@ type candidate struct {
 // choose takes count candidates by GPU policy: spread prefers the least
 // loaded GPUs, binpack the most loaded; ties go to the lower index. With
 // SingleNUMA all come from one NUMA node, the first in that order with
-// enough; numaShort reports that only the NUMA rule failed.
+// enough, and numaShort reports that only this rule failed. The policy's
+// numa first does the same where some NUMA node has enough, and takes
+// them across nodes where none has; numa after the load key sends only
+// ties in load to the NUMA node of the first pick.
 func choose(cands []candidate, count int, req Request) (pick []candidate, numaShort bool) {
 	if len(cands) < count {
 		return nil, false
 	}
-	binpack := req.GPUPolicy == Binpack
-	slices.SortFunc(cands, func(a, b candidate) int {
+	binpack := req.GPUPolicy.Load == Binpack
+	byLoad := func(a, b candidate) int {
 		if a.load != b.load {
 			if (a.load > b.load) == binpack {
 				return -1
 			}
 			return 1
 		}
+		return 0
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if c := byLoad(a, b); c != 0 {
+			return c
+		}
 		return a.idx - b.idx
 	})
-	if !req.SingleNUMA {
-		return cands[:count], false
+	if count == 1 {
+		return cands[:1], false
 	}
+	switch {
+	case req.SingleNUMA || req.GPUPolicy.NUMA == NUMAFirst:
+		if group := oneNUMA(cands, count); group != nil {
+			return group, false
+		}
+		if req.SingleNUMA {
+			return nil, true
+		}
+	case req.GPUPolicy.NUMA == NUMATiebreak:
+		first := cands[0].numa
+		slices.SortStableFunc(cands, func(a, b candidate) int {
+			if c := byLoad(a, b); c != 0 {
+				return c
+			}
+			switch {
+			case a.numa == first && b.numa != first:
+				return -1
+			case a.numa != first && b.numa == first:
+				return 1
+			}
+			return 0
+		})
+	}
+	return cands[:count], false
+}
+
+// oneNUMA is the first count candidates, in their order, of the NUMA
+// node of the first candidate whose node has count; nil if none has.
+func oneNUMA(cands []candidate, count int) []candidate {
 	for _, c := range cands {
 		var group []candidate
 		for _, o := range cands {
@@ -227,10 +265,10 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 			}
 		}
 		if len(group) >= count {
-			return group[:count], false
+			return group[:count]
 		}
 	}
-	return nil, true
+	return nil
 }
 
 func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort bool) *Reason {

@@ -9,12 +9,6 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// Policies for choosing nodes and GPUs.
-const (
-	Binpack = "binpack"
-	Spread  = "spread"
-)
-
 // CommittedGPU is one physical GPU of a node with what is committed on it.
 type CommittedGPU struct {
 	protocol.GPU
@@ -37,8 +31,8 @@ type Request struct {
 	NoUseTypes []string
 	UseUUIDs   []string
 	NoUseUUIDs []string
-	GPUPolicy  string // Spread (default) or Binpack
-	SingleNUMA bool   // all GPUs of a container on one NUMA node
+	GPUPolicy  GPUPolicy // how GPUs are chosen among those that fit (policy.go)
+	SingleNUMA bool      // all GPUs of a container on one NUMA node (nvidia.com/numa-bind)
 }
 
 // MaxDefaultCores is the most cores a container that names none gets:

@@ -1,0 +1,98 @@
+package fit
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The names a GPU policy chain is made of (HAMi's, for
+// hami.io/gpu-scheduler-policy). Binpack and Spread are also the node
+// policies.
+const (
+	Binpack = "binpack"
+	Spread  = "spread"
+	// NUMA orders a container's GPUs by NUMA node: first in the chain,
+	// it keeps them on one node where one has enough; after a load key,
+	// it only breaks that key's ties. It never refuses (numa-bind does).
+	NUMA = "numa"
+	// Topology is HAMi's topology-aware policy, which needs the GPUs'
+	// links; vgpud refuses it by name until its inventory carries them.
+	Topology = "topology-aware"
+)
+
+// NUMAOrder is where numa stands in a GPU policy chain.
+type NUMAOrder int
+
+const (
+	NUMAUnordered NUMAOrder = iota // not named
+	NUMAFirst                      // before the load key: one NUMA node where one has enough
+	NUMATiebreak                   // after it: ties in load go to the first pick's NUMA node
+)
+
+// GPUPolicy is how a container's GPUs are chosen among those that fit:
+// a chain of names, applied in the order written. Load (binpack or
+// spread) and numa sort; nothing in a chain filters yet.
+type GPUPolicy struct {
+	Load string // Binpack or Spread; "" takes the cluster default's
+	NUMA NUMAOrder
+}
+
+// ParseGPUPolicy reads a chain such as "binpack,numa": names separated
+// by commas, case and spaces ignored, empty entries skipped. A name it
+// does not know, binpack with spread, or a name given twice is refused
+// with what to write instead, where HAMi ignores it silently.
+func ParseGPUPolicy(chain string) (GPUPolicy, error) {
+	var p GPUPolicy
+	seen := map[string]bool{}
+	for _, name := range strings.Split(chain, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		if seen[name] {
+			return GPUPolicy{}, fmt.Errorf("%q is named twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case Binpack, Spread:
+			if p.Load != "" {
+				return GPUPolicy{}, fmt.Errorf("%s and %s contradict: name one", p.Load, name)
+			}
+			p.Load = name
+		case NUMA:
+			p.NUMA = NUMAFirst
+			if p.Load != "" {
+				p.NUMA = NUMATiebreak
+			}
+		case Topology:
+			return GPUPolicy{}, fmt.Errorf("%s is not supported yet: vgpud does not read the GPUs' links; leave it out", Topology)
+		default:
+			return GPUPolicy{}, fmt.Errorf("unknown policy %q: want a comma-separated chain of %s or %s, and %s", name, Binpack, Spread, NUMA)
+		}
+	}
+	return p, nil
+}
+
+// Or is p with def's load key where p names none: a pod that names only
+// numa still packs as the cluster does.
+func (p GPUPolicy) Or(def GPUPolicy) GPUPolicy {
+	if p.Load == "" {
+		p.Load = def.Load
+	}
+	return p
+}
+
+// String is p as a chain ParseGPUPolicy reads back.
+func (p GPUPolicy) String() string {
+	load := p.Load
+	if load == "" {
+		load = Spread
+	}
+	switch p.NUMA {
+	case NUMAFirst:
+		return NUMA + "," + load
+	case NUMATiebreak:
+		return load + "," + NUMA
+	}
+	return load
+}
