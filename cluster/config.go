@@ -3,8 +3,8 @@ package cluster
 import (
 	"time"
 
-	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // Config is the cluster role's own settings. What it shares with other
@@ -36,8 +36,8 @@ type Config struct {
 	// cluster-settings.yaml, so that changing a policy restarts nothing.
 	// What it sets wins over the flags; "" or no file: the flags alone.
 	SettingsFile string
-	NodePolicy   string // fit.Binpack | fit.Spread
-	GPUPolicy    string // a chain fit.ParseGPUPolicy reads, with a load key
+	NodePolicy   string // podmodel.Binpack | podmodel.Spread
+	GPUPolicy    string // a chain podmodel.ParseGPUPolicy reads, with a load key
 	// DefaultGPUMemPercentage is the GPU memory share of a container that names
 	// neither gpumem nor gpumem-percentage; 100 = the whole card.
 	DefaultGPUMemPercentage int
@@ -89,8 +89,8 @@ func DefaultConfig() Config {
 		Listen:                  ":9443",
 		ExtenderListen:          ":9444",
 		TLS:                     certs.DefaultConfig(),
-		NodePolicy:              fit.Binpack,
-		GPUPolicy:               fit.Spread,
+		NodePolicy:              podmodel.Binpack,
+		GPUPolicy:               podmodel.Spread,
 		DefaultGPUMemPercentage: 100,
 		BindWait:                10 * time.Second,
 		BindUnansweredHold:      70 * time.Second,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // The cluster role's flags; Validate names a bad value by these.
@@ -52,8 +53,8 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagTLSCertValidity, Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", Value: c.TLS.CertValidity, Destination: &c.TLS.CertValidity},
 		&cli.DurationFlag{Name: flagTLSCertRenewBefore, Usage: "renew the serving certificate this long before it expires", Value: c.TLS.CertRenewBefore, Destination: &c.TLS.CertRenewBefore},
 		&cli.StringFlag{Name: flagSettingsFile, Usage: "YAML file of nodePolicy, gpuPolicy, defaultGPUMemPercentage and defaultGPUCores (version: v1) that the leader reads each term and whenever it changes, winning over the flags; a value that does not validate is refused and logged, and what is in force stays. Usually the vgpud ConfigMap's cluster-settings.yaml; empty or absent: the flags alone", Value: c.SettingsFile, Destination: &c.SettingsFile},
-		&cli.StringFlag{Name: flagNodePolicy, Usage: "default node policy: " + fit.Binpack + " or " + fit.Spread, Value: c.NodePolicy, Destination: &c.NodePolicy},
-		&cli.StringFlag{Name: flagGPUPolicy, Usage: "default GPU policy: " + fit.Spread + " or " + fit.Binpack + ", optionally chained with " + fit.NUMA + " in HAMi's syntax (" + fit.Binpack + "," + fit.NUMA + ")", Value: c.GPUPolicy, Destination: &c.GPUPolicy},
+		&cli.StringFlag{Name: flagNodePolicy, Usage: "default node policy: " + podmodel.Binpack + " or " + podmodel.Spread, Value: c.NodePolicy, Destination: &c.NodePolicy},
+		&cli.StringFlag{Name: flagGPUPolicy, Usage: "default GPU policy: " + podmodel.Spread + " or " + podmodel.Binpack + ", optionally chained with " + podmodel.NUMA + " in HAMi's syntax (" + podmodel.Binpack + "," + podmodel.NUMA + ")", Value: c.GPUPolicy, Destination: &c.GPUPolicy},
 		&cli.IntFlag{Name: flagDefaultGPUMemPercentage, Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", Value: c.DefaultGPUMemPercentage, Destination: &c.DefaultGPUMemPercentage},
 		&cli.IntFlag{Name: flagDefaultGPUCores, Usage: "share of each GPU's cores, in percent, given to and charged for a container that names no gpucores (1.." + strconv.Itoa(fit.MaxDefaultCores) + "); 0: a slot's share, the GPU's cores divided by its split, at most " + strconv.Itoa(fit.MaxDefaultCores), Value: c.DefaultGPUCores, Destination: &c.DefaultGPUCores},
 		&cli.DurationFlag{Name: flagBindUnansweredHold, Usage: "how long a Binding that got no answer may still land; its pod's room stays held until then (above kube-apiserver's --request-timeout)", Value: c.BindUnansweredHold, Destination: &c.BindUnansweredHold},

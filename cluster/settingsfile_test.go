@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/internal/extender"
-	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 func TestWithSettings(t *testing.T) {
@@ -28,10 +28,10 @@ func TestWithSettings(t *testing.T) {
 		{"empty", "", func(c Config) bool { return c == base }, ""},
 		{"comments only", "# nodePolicy: spread\n", func(c Config) bool { return c == base }, ""},
 		{"every key", "version: v1\nnodePolicy: spread\ngpuPolicy: binpack\ndefaultGPUMemPercentage: 50\ndefaultGPUCores: 20\n", func(c Config) bool {
-			return c.NodePolicy == fit.Spread && c.GPUPolicy == fit.Binpack && c.DefaultGPUMemPercentage == 50 && c.DefaultGPUCores == 20 && c.BindWait == base.BindWait
+			return c.NodePolicy == podmodel.Spread && c.GPUPolicy == podmodel.Binpack && c.DefaultGPUMemPercentage == 50 && c.DefaultGPUCores == 20 && c.BindWait == base.BindWait
 		}, ""},
 		{"one key, the rest the flags'", "version: v1\nnodePolicy: spread\n", func(c Config) bool {
-			return c.NodePolicy == fit.Spread && c.GPUPolicy == base.GPUPolicy
+			return c.NodePolicy == podmodel.Spread && c.GPUPolicy == base.GPUPolicy
 		}, ""},
 		{"a bad value, named by its key", "version: v1\nnodePolicy: fastest\n", nil, "nodePolicy: Invalid value: \"fastest\""},
 		{"a GPU policy chain", "version: v1\ngpuPolicy: binpack,numa\n", func(c Config) bool { return c.GPUPolicy == "binpack,numa" }, ""},
@@ -46,7 +46,7 @@ func TestWithSettings(t *testing.T) {
 		{"a key twice", "version: v1\nnodePolicy: binpack\nnodePolicy: spread\n", nil, "already set"},
 		{"a null", "version: v1\nnodePolicy:\n", nil, "nodePolicy is null"},
 		{"two documents", "version: v1\n---\nnodePolicy: spread\n", nil, "more than one YAML document"},
-		{"one document, marked", "---\nversion: v1\nnodePolicy: spread\n", func(c Config) bool { return c.NodePolicy == fit.Spread }, ""},
+		{"one document, marked", "---\nversion: v1\nnodePolicy: spread\n", func(c Config) bool { return c.NodePolicy == podmodel.Spread }, ""},
 		{"a number as a string", "version: v1\ndefaultGPUCores: \"20\"\n", nil, "defaultGPUCores"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,16 +112,16 @@ func TestWatchSettings(t *testing.T) {
 		}
 	}
 	write("gen2", "version: v1\nnodePolicy: spread\n")
-	waitFor("spread applied", func() bool { return policy.Get().NodePolicy == fit.Spread })
+	waitFor("spread applied", func() bool { return policy.Get().NodePolicy == podmodel.Spread })
 	write("gen3", "version: v1\nnodePolicy: fastest\n")
 	waitFor("the bad value refused", func() bool {
 		return loads(t, reg, "refused") == 1
 	})
-	if policy.Get().NodePolicy != fit.Spread {
+	if policy.Get().NodePolicy != podmodel.Spread {
 		t.Fatalf("a refused file changed the policy: %+v", policy.Get())
 	}
 	write("gen4", "version: v1\n")
-	waitFor("back to the flags", func() bool { return policy.Get().NodePolicy == fit.Binpack })
+	waitFor("back to the flags", func() bool { return policy.Get().NodePolicy == podmodel.Binpack })
 	if got := loads(t, reg, "applied"); got != 2 {
 		t.Errorf("%v applied, want 2", got)
 	}

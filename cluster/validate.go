@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // Validate reports every cluster-role setting that cannot work, by its
@@ -59,13 +60,13 @@ func (c Config) Validate() field.ErrorList {
 	if c.SettingsFile != "" && !filepath.IsAbs(c.SettingsFile) {
 		add(flagSettingsFile, c.SettingsFile, "want an absolute path such as /etc/vgpud/cluster-settings.yaml, or empty")
 	}
-	if c.NodePolicy != fit.Binpack && c.NodePolicy != fit.Spread {
-		add(flagNodePolicy, c.NodePolicy, "want "+fit.Binpack+" or "+fit.Spread)
+	if c.NodePolicy != podmodel.Binpack && c.NodePolicy != podmodel.Spread {
+		add(flagNodePolicy, c.NodePolicy, "want "+podmodel.Binpack+" or "+podmodel.Spread)
 	}
-	if p, err := fit.ParseGPUPolicy(c.GPUPolicy); err != nil {
+	if p, err := podmodel.ParseGPUPolicy(c.GPUPolicy); err != nil {
 		add(flagGPUPolicy, c.GPUPolicy, err.Error())
 	} else if p.Load == "" {
-		add(flagGPUPolicy, c.GPUPolicy, "name "+fit.Spread+" or "+fit.Binpack+", optionally chained with "+fit.NUMA+" (e.g. "+fit.Binpack+","+fit.NUMA+")")
+		add(flagGPUPolicy, c.GPUPolicy, "name "+podmodel.Spread+" or "+podmodel.Binpack+", optionally chained with "+podmodel.NUMA+" (e.g. "+podmodel.Binpack+","+podmodel.NUMA+")")
 	}
 	if c.BindWait <= 0 || c.BindWait > MaxBindWait {
 		add(flagBindWait, c.BindWait, "want a duration above 0 and at most "+MaxBindWait.String()+", e.g. 10s")

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // syntheticCache is 1000 nodes × 8 GPUs (80 GB, split 10) with 20000 pods
@@ -72,7 +73,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			var after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			h := NewPlacer(c, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			h := NewPlacer(c, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			pod := `{"metadata":{"name":"train","namespace":"ai"},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000","nvidia.com/gpucores":"20"}}}]}}`
 			nn, _ := json.Marshal(names)
 			body := `{"Pod":` + pod + `,"NodeNames":` + string(nn) + `}`
@@ -104,7 +105,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 func BenchmarkBindDistinctNodes(b *testing.B) {
 	c, names := syntheticCache(b, 1000, 0)
 	kube := fake.NewClientset()
-	binder := NewBinder(context.Background(), BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: time.Second, UnansweredHold: time.Minute},
+	binder := NewBinder(context.Background(), BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: time.Second, UnansweredHold: time.Minute},
 		BinderDeps{API: kube.CoreV1(), Books: c, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
 	// The fake clientset's Binding leaves the pod as it was, so 1000 pods

@@ -144,7 +144,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 	}
 	e.term, e.endTerm = context.WithCancel(context.Background())
 	t.Cleanup(e.endTerm)
-	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: wait, UnansweredHold: time.Minute},
+	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: wait, UnansweredHold: time.Minute},
 		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Observe: func(outcome, reason string, _ time.Duration) {
 				select {

@@ -78,7 +78,7 @@ func placer(t testing.TB, events *[]string) *Placer {
 		}
 		return nil
 	}
-	return NewPlacer(nodes, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewPlacer(nodes, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func postTo(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
@@ -130,7 +130,7 @@ func TestFilterPassesOverQueuedNodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), pod); err != nil {
 		t.Fatal(err)
 	}
-	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
+	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
 	if fits, _, err := p.Filter(context.Background(), recordOf(pod), []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
 		t.Errorf("roomy queued: fits %v (%v), want empty", fits, err)
 	}
@@ -215,7 +215,7 @@ func TestPrioritizeAvoidsQueuedNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	scores := func(q fakeQueue, names ...string) map[string]int64 {
-		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
+		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
 		list, err := p.Prioritize(context.Background(), recordOf(pod), names)
 		if err != nil {
 			t.Fatal(err)

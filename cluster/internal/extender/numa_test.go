@@ -9,14 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // HAMi's nvidia.com/numa-bind keeps a container's GPUs on one NUMA node.
 func TestNUMABindAnnotation(t *testing.T) {
-	d := Defaults{NodePolicy: fit.Binpack, GPUPolicy: fit.Spread}
+	d := Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread}
 	for value, want := range map[string]bool{"true": true, " True ": true, "false": false, "0": false} {
 		req, _, err := requestFor(podWith(protocol.AnnotationNUMABind, value), d)
 		if err != nil || req.SingleNUMA != want {

@@ -78,13 +78,13 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 // HAMi's, else the default's; a chain without a load key takes the
 // default's. Both annotations saying different things is refused: which
 // one wins would be a guess the pod's author did not make.
-func gpuPolicy(a map[string]string, def string) (fit.GPUPolicy, error) {
-	d, err := fit.ParseGPUPolicy(def)
+func gpuPolicy(a map[string]string, def string) (podmodel.GPUPolicy, error) {
+	d, err := podmodel.ParseGPUPolicy(def)
 	if err != nil {
-		return fit.GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
+		return podmodel.GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
 	}
 	var (
-		p    fit.GPUPolicy
+		p    podmodel.GPUPolicy
 		from string
 	)
 	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
@@ -92,12 +92,12 @@ func gpuPolicy(a map[string]string, def string) (fit.GPUPolicy, error) {
 		if !ok {
 			continue
 		}
-		q, err := fit.ParseGPUPolicy(v)
+		q, err := podmodel.ParseGPUPolicy(v)
 		if err != nil {
-			return fit.GPUPolicy{}, fmt.Errorf("annotation %s=%q: %w", k, v, err)
+			return podmodel.GPUPolicy{}, fmt.Errorf("annotation %s=%q: %w", k, v, err)
 		}
 		if from != "" && q.Or(d) != p.Or(d) {
-			return fit.GPUPolicy{}, fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, v)
+			return podmodel.GPUPolicy{}, fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, v)
 		}
 		if from == "" {
 			p, from = q, k
@@ -120,9 +120,9 @@ func policy(a map[string]string, def string, keys ...string) (string, error) {
 			continue
 		}
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
-		case fit.Binpack, fit.Spread:
+		case podmodel.Binpack, podmodel.Spread:
 		default:
-			return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], fit.Binpack, fit.Spread)
+			return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], podmodel.Binpack, podmodel.Spread)
 		}
 		if from != "" && v != got {
 			return "", fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, a[k])

@@ -209,7 +209,7 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 	if len(cands) < count {
 		return nil, false
 	}
-	binpack := req.GPUPolicy.Load == Binpack
+	binpack := req.GPUPolicy.Load == podmodel.Binpack
 	byLoad := func(a, b candidate) int {
 		if a.load != b.load {
 			if (a.load > b.load) == binpack {
@@ -229,14 +229,14 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 		return cands[:1], false
 	}
 	switch {
-	case req.SingleNUMA || req.GPUPolicy.NUMA == NUMAFirst:
+	case req.SingleNUMA || req.GPUPolicy.NUMA == podmodel.NUMAFirst:
 		if group := oneNUMA(cands, count); group != nil {
 			return group, false
 		}
 		if req.SingleNUMA {
 			return nil, true
 		}
-	case req.GPUPolicy.NUMA == NUMATiebreak:
+	case req.GPUPolicy.NUMA == podmodel.NUMATiebreak:
 		first := cands[0].numa
 		slices.SortStableFunc(cands, func(a, b candidate) int {
 			if c := byLoad(a, b); c != 0 {

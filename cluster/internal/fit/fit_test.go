@@ -56,7 +56,7 @@ func TestPlace(t *testing.T) {
 		{name: "spread picks the emptier gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 20)}}, want: []string{"GPU-1:10000:20"}},
 		{name: "binpack picks the fuller gpu", n: node(used(a100(0, 0), 20000, 0, 1), a100(1, 0)),
-			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 20)}, GPUPolicy: GPUPolicy{Load: Binpack}}, want: []string{"GPU-0:10000:20"}},
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 20)}, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Binpack}}, want: []string{"GPU-0:10000:20"}},
 		{name: "memory percentage of that gpu", n: node(a100(0, 0)),
 			req: Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, MemoryPercent: 25}}}, want: []string{"GPU-0:10000:10"}},
 		{name: "default memory is the whole card", n: node(a100(0, 0)),
@@ -195,17 +195,17 @@ func TestRank(t *testing.T) {
 		policy string
 		want   []int64
 	}{
-		{Binpack, []int64{0, 3, 10}},
-		{Spread, []int64{10, 7, 0}},
+		{podmodel.Binpack, []int64{0, 3, 10}},
+		{podmodel.Spread, []int64{10, 7, 0}},
 	} {
 		if got := Rank(fullness, tc.policy); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: scores %v for fullness %v, want %v", tc.policy, got, fullness, tc.want)
 		}
 	}
-	if got := Rank([]int64{5, 5}, Binpack); !slices.Equal(got, []int64{10, 10}) {
+	if got := Rank([]int64{5, 5}, podmodel.Binpack); !slices.Equal(got, []int64{10, 10}) {
 		t.Errorf("equal nodes scored %v, want 10 each", got)
 	}
-	if got := Rank(nil, Spread); len(got) != 0 {
+	if got := Rank(nil, podmodel.Spread); len(got) != 0 {
 		t.Errorf("no nodes scored %v", got)
 	}
 }
@@ -291,7 +291,7 @@ func TestFitsAgreesWithPlace(t *testing.T) {
 			req.UseTypes = []string{"l4"}
 		}
 		req.SingleNUMA = rng.IntN(4) == 0
-		req.GPUPolicy = GPUPolicy{Load: []string{Binpack, Spread}[rng.IntN(2)], NUMA: NUMAOrder(rng.IntN(3))}
+		req.GPUPolicy = podmodel.GPUPolicy{Load: []string{podmodel.Binpack, podmodel.Spread}[rng.IntN(2)], NUMA: podmodel.NUMAOrder(rng.IntN(3))}
 		_, full := Place(n, req, opts)
 		quick := Fits(n, req, opts)
 		if (full == nil) != (quick == nil) || (full != nil && *full != *quick) {

@@ -7,40 +7,6 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-func TestParseGPUPolicy(t *testing.T) {
-	for _, tc := range []struct {
-		chain string
-		want  GPUPolicy
-		err   string
-	}{
-		{chain: "", want: GPUPolicy{}},
-		{chain: "binpack", want: GPUPolicy{Load: Binpack}},
-		{chain: " Spread ", want: GPUPolicy{Load: Spread}},
-		{chain: "binpack,numa", want: GPUPolicy{Load: Binpack, NUMA: NUMATiebreak}},
-		{chain: "NUMA , spread", want: GPUPolicy{Load: Spread, NUMA: NUMAFirst}},
-		{chain: "numa", want: GPUPolicy{NUMA: NUMAFirst}},
-		{chain: "binpack,", want: GPUPolicy{Load: Binpack}},
-		{chain: "binpack,spread", err: "binpack and spread contradict"},
-		{chain: "numa,numa", err: `"numa" is named twice`},
-		{chain: "topology-aware", err: "topology-aware is not supported yet"},
-		{chain: "binpak", err: `unknown policy "binpak": want a comma-separated chain of binpack or spread, and numa`},
-	} {
-		got, err := ParseGPUPolicy(tc.chain)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: %v, want error %q", tc.chain, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%q: %+v, %v; want %+v", tc.chain, got, err, tc.want)
-		}
-		if back, err := ParseGPUPolicy(got.Or(GPUPolicy{Load: Spread}).String()); err != nil || back != got.Or(GPUPolicy{Load: Spread}) {
-			t.Errorf("%q: String %q reads back as %+v, %v", tc.chain, got.String(), back, err)
-		}
-	}
-}
-
 // Each combination of load key, numa's place in the chain and numa-bind,
 // on two layouts: one where load and NUMA pull apart, one of idle GPUs
 // where only NUMA separates them.
@@ -79,11 +45,11 @@ func TestGPUPolicyChains(t *testing.T) {
 		{split, "numa", true, "no single NUMA node"},   // the binding refuses
 		{split, "binpack,numa", true, "no single NUMA node"},
 	} {
-		p, err := ParseGPUPolicy(tc.chain)
+		p, err := podmodel.ParseGPUPolicy(tc.chain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, GPUPolicy: p.Or(GPUPolicy{Load: Spread}), SingleNUMA: tc.bind}
+		req := Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, GPUPolicy: p.Or(podmodel.GPUPolicy{Load: podmodel.Spread}), SingleNUMA: tc.bind}
 		pl, r := Place(tc.n, req, opts)
 		got := ""
 		if r != nil {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // Fullness is how full node n's GPU memory is now, in millionths. Nodes
@@ -51,7 +53,7 @@ func RankInto(dst, fullness []int64, policy string) []int64 {
 			continue
 		}
 		d := f - lo
-		if policy == Spread {
+		if policy == podmodel.Spread {
 			d = hi - f
 		}
 		scores[i] = (d*MaxScore + (hi-lo)/2) / (hi - lo)

@@ -31,8 +31,8 @@ type Request struct {
 	NoUseTypes []string
 	UseUUIDs   []string
 	NoUseUUIDs []string
-	GPUPolicy  GPUPolicy // how GPUs are chosen among those that fit (policy.go)
-	SingleNUMA bool      // all GPUs of a container on one NUMA node (nvidia.com/numa-bind)
+	GPUPolicy  podmodel.GPUPolicy // how GPUs are chosen among those that fit (policy.go)
+	SingleNUMA bool               // all GPUs of a container on one NUMA node (nvidia.com/numa-bind)
 }
 
 // MaxDefaultCores is the most cores a container that names none gets:
