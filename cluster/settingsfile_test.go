@@ -36,6 +36,7 @@ func TestWithSettings(t *testing.T) {
 		{"a bad value, named by its key", "version: v1\nnodePolicy: fastest\n", nil, "nodePolicy: Invalid value: \"fastest\""},
 		{"a GPU policy chain", "version: v1\ngpuPolicy: binpack,numa\n", func(c Config) bool { return c.GPUPolicy == "binpack,numa" }, ""},
 		{"a chain with no load key", "version: v1\ngpuPolicy: numa\n", nil, "name spread or binpack, optionally chained with numa"},
+		{"mutex as the default", "version: v1\ngpuPolicy: mutex,binpack\n", nil, "mutex as the default would hold every GPU alone"},
 		{"a chain that contradicts itself", "version: v1\ngpuPolicy: binpack,spread\n", nil, "binpack and spread contradict"},
 		{"out of range", "version: v1\ndefaultGPUCores: 101\n", nil, "defaultGPUCores"},
 		{"a setting the file does not hold", "version: v1\nbindWait: 1s\n", nil, "unknown field"},

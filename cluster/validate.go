@@ -65,6 +65,8 @@ func (c Config) Validate() field.ErrorList {
 	}
 	if p, err := podmodel.ParseGPUPolicy(c.GPUPolicy); err != nil {
 		add(flagGPUPolicy, c.GPUPolicy, err.Error())
+	} else if p.Mutex {
+		add(flagGPUPolicy, c.GPUPolicy, podmodel.Mutex+" as the default would hold every GPU alone, which is no sharing at all: name it in the pods that need it")
 	} else if p.Load == "" {
 		add(flagGPUPolicy, c.GPUPolicy, "name "+podmodel.Spread+" or "+podmodel.Binpack+", optionally chained with "+podmodel.NUMA+" (e.g. "+podmodel.Binpack+","+podmodel.NUMA+")")
 	}

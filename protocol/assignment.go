@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,24 @@ type GPUSlice struct {
 	UUID      string `json:"uuid"`
 	MemoryMiB int64  `json:"memoryMiB"`
 	Cores     int    `json:"cores"`
+	// Exclusive: nobody else joins the GPU while this slice holds it (the
+	// mutex policy), though the slice is only what it names. A slice with
+	// every core is exclusive without it. A reader that ignored it would
+	// let others join, so an assignment with it requires FeatureMutex.
+	Exclusive bool `json:"exclusive,omitempty"`
+}
+
+// HoldsAlone reports whether some slice of a holds its GPU by the mutex
+// policy.
+func (a Assignment) HoldsAlone() bool {
+	for _, c := range a.Containers {
+		for _, g := range c.GPUs {
+			if g.Exclusive {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Container returns the named container's assignment.
@@ -43,6 +62,9 @@ func (a Assignment) Container(name string) (ContainerAssignment, bool) {
 // EncodeAssignment validates a and renders it as the annotation value.
 func EncodeAssignment(a Assignment) (string, error) {
 	a.Version = Version
+	if a.HoldsAlone() && !slices.Contains(a.Requires, FeatureMutex) {
+		a.Requires = append(slices.Clone(a.Requires), FeatureMutex)
+	}
 	if err := a.Validate(); err != nil {
 		return "", err
 	}

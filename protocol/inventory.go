@@ -8,6 +8,11 @@ type Inventory struct {
 	// Requires names the features a reader must understand to use this
 	// value at all (skew.go).
 	Requires []string `json:"requires,omitempty"`
+	// Features names what the node's vgpud honours in a requires list
+	// (skew.go): the leader places a pod whose assignment requires a
+	// feature only on a node that lists it, so no node refuses a pod it
+	// was sent during a rolling upgrade.
+	Features []string `json:"features,omitempty"`
 	GPUs     []GPU    `json:"gpus"`
 }
 
@@ -45,6 +50,9 @@ func DecodeInventory(s string) (Inventory, error) {
 	if len(inv.Requires) == 0 {
 		inv.Requires = nil // "requires": [] says what its absence says
 	}
+	if len(inv.Features) == 0 {
+		inv.Features = nil
+	}
 	return inv, nil
 }
 
@@ -52,6 +60,9 @@ func DecodeInventory(s string) (Inventory, error) {
 func (inv Inventory) Validate() error {
 	if err := checkVersion(inv.Version, inv.Requires); err != nil {
 		return err
+	}
+	if len(inv.Features) > maxFeatures {
+		return fmt.Errorf("features lists %d names, more than %d", len(inv.Features), maxFeatures)
 	}
 	seenUUID := make(map[string]bool, len(inv.GPUs))
 	seenIndex := make(map[int]bool, len(inv.GPUs))

@@ -22,10 +22,17 @@ import (
 // what to do.
 const Version = 1
 
-// understoodFeatures are the features this build honours in a requires
-// list. Version 1 has none yet: every field added so far is safe to
-// ignore.
-func understoodFeatures() []string { return nil }
+// FeatureMutex: some slice of an assignment holds its GPU alone
+// (GPUSlice.Exclusive); a reader that ignored it would book the GPU as
+// shared.
+const FeatureMutex = "mutex"
+
+// UnderstoodFeatures are the features this build honours in a requires
+// list; the node role lists them in its inventory (Inventory.Features).
+func UnderstoodFeatures() []string { return []string{FeatureMutex} }
+
+// maxFeatures bounds an inventory's features list.
+const maxFeatures = 64
 
 // ErrUnsupported is in the error of a value a newer vgpud wrote that this
 // one cannot honour: its reader must not treat it as absent (errors.Is).
@@ -43,7 +50,7 @@ func checkVersion(version int, requires []string) error {
 	}
 	var unknown []string
 	for _, f := range requires {
-		if !slices.Contains(understoodFeatures(), f) {
+		if !slices.Contains(UnderstoodFeatures(), f) {
 			unknown = append(unknown, f)
 		}
 	}

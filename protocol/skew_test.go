@@ -3,6 +3,7 @@ package protocol
 import (
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,32 @@ func TestEncodeRefusesAnUnknownRequirement(t *testing.T) {
 	inv.Requires = []string{"mig"}
 	if _, err := EncodeInventory(inv); err == nil {
 		t.Error("encoded an inventory requiring a feature this build does not know")
+	}
+}
+
+// A slice held alone by the mutex policy makes its assignment require
+// the feature, which this build honours and its node role lists; one
+// without it requires nothing, so older readers read it as before.
+func TestMutexSliceRequiresItsFeature(t *testing.T) {
+	alone := Assignment{Node: "n1", Containers: []ContainerAssignment{{Name: "c", GPUs: []GPUSlice{{UUID: "GPU-1", MemoryMiB: 1000, Cores: 30, Exclusive: true}}}}}
+	raw, err := EncodeAssignment(alone)
+	if err != nil || !strings.Contains(raw, `"requires":["mutex"]`) {
+		t.Fatalf("%s, %v", raw, err)
+	}
+	back, err := DecodeAssignment(raw)
+	if err != nil || !back.HoldsAlone() {
+		t.Fatalf("decoded %+v, %v", back, err)
+	}
+	alone.Containers[0].GPUs[0].Exclusive = false
+	if raw, _ := EncodeAssignment(alone); strings.Contains(raw, "requires") || strings.Contains(raw, "exclusive") {
+		t.Fatalf("a shared slice: %s", raw)
+	}
+	inv := Inventory{Features: UnderstoodFeatures(), GPUs: []GPU{{UUID: "GPU-1", MemoryMiB: 1, Cores: 100, Split: 1, Healthy: true}}}
+	raw, err = EncodeInventory(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeInventory(raw); err != nil || !slices.Contains(got.Features, FeatureMutex) {
+		t.Fatalf("inventory %s: %+v, %v", raw, got, err)
 	}
 }

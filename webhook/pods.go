@@ -108,6 +108,13 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	if _, err := podmodel.SelectorsOf(pod.Annotations); err != nil {
 		return Verdict{Deny: err.Error()}
 	}
+	// A chain the scheduler would refuse is refused now, where the
+	// author sees why, rather than left pending. Only the pod's own
+	// annotations are judged here: the cluster's default lives with the
+	// leader.
+	if _, err := podmodel.GPUPolicyOf(pod.Annotations, ""); err != nil {
+		return Verdict{Deny: err.Error()}
+	}
 
 	var problems []string
 	visit := func(c *corev1.Container) {

@@ -14,6 +14,7 @@ func TestChargeIsWhatASliceDeniesOthers(t *testing.T) {
 	gpus := map[string]protocol.GPU{
 		"A": {UUID: "A", MemoryMiB: 40000, Cores: 100, Split: 10},
 		"B": {UUID: "B", MemoryMiB: 80000, Cores: 100, Split: 4},
+		"S": {UUID: "S", MemoryMiB: 40000, Cores: 200, Split: 10}, // cores scaled twice over
 	}
 	gpuOf := func(uuid string) (protocol.GPU, bool) { g, ok := gpus[uuid]; return g, ok }
 	one := func(uuid string, mem int64, cores int) ContainerPlacement {
@@ -31,6 +32,11 @@ func TestChargeIsWhatASliceDeniesOthers(t *testing.T) {
 		{"two containers on one GPU take two slots", Placement{one("A", 1, 1), one("A", 1, 1)}, Usage{MemMiB: 8000, Cores: 20, Slots: 2}},
 		{"one slot on each of two GPUs", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "A", MemoryMiB: 1, Cores: 1}, {UUID: "B", MemoryMiB: 1, Cores: 1}}}},
 			Usage{MemMiB: 4000 + 20000, Cores: 10 + 25, Slots: 2}},
+		{"a mutex slice holds the GPU whole, cores too", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "A", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
+			Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true, Mutex: true}},
+		{"a mutex slice of a core-scaled GPU is charged all its cores", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "S", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
+			Usage{MemMiB: 40000, Cores: 200, Slots: 1, Exclusive: true, Mutex: true}},
+		{"every core of a core-scaled GPU is charged what it names", Placement{one("S", 1, 100)}, Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}},
 		{"an unknown GPU is charged what is named", Placement{one("gone", 7, 3)}, Usage{MemMiB: 7, Cores: 3, Slots: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

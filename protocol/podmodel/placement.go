@@ -51,7 +51,7 @@ func (p Placement) HoldsGPU() bool {
 
 // SliceUsage is what one container's slice of a GPU uses.
 func SliceUsage(s protocol.GPUSlice) Usage {
-	return Usage{MemMiB: s.MemoryMiB, Cores: s.Cores, Slots: 1, Exclusive: Exclusive(s.Cores)}
+	return Usage{MemMiB: s.MemoryMiB, Cores: s.Cores, Slots: 1, Exclusive: Exclusive(s.Cores) || s.Exclusive, Mutex: s.Exclusive}
 }
 
 // AddPeaks adds each slice of p to the peak of its GPU: peaks[at(uuid)].
@@ -82,8 +82,9 @@ func (p Placement) Footprint(uuids []string) []Usage {
 
 // Charge is what p counts against quota: on each GPU, what p holds
 // there, but never less than what that denies others. A GPU held
-// exclusively (a slice with every core: nobody joins it) counts its
-// whole memory; any other counts at least a slot's share of it per slot
+// exclusively (a slice with every core, or by the mutex policy: nobody
+// joins it) counts its whole memory, and by the mutex policy its cores
+// too (a slice with every core names them already); any other counts at least a slot's share of it per slot
 // taken (SlotShare), so one 1 MiB pod on every GPU is charged a tenth of
 // each at split 10, not 1 MiB. gpuOf returns false for a GPU it does not
 // know, which is charged what p names. The sum's Exclusive says some GPU
@@ -105,6 +106,9 @@ func chargeOn(u Usage, gpuOf func(uuid string) (protocol.GPU, bool), uuid string
 	}
 	if u.Exclusive {
 		u.MemMiB = max(u.MemMiB, g.MemoryMiB)
+		if u.Mutex {
+			u.Cores = max(u.Cores, g.Cores)
+		}
 		return u
 	}
 	s := SlotShare(g)

@@ -3,6 +3,8 @@ package podmodel
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // The names a GPU policy chain is made of (HAMi's, for
@@ -15,6 +17,10 @@ const (
 	// it keeps them on one node where one has enough; after a load key,
 	// it only breaks that key's ties. It never refuses (numa-bind does).
 	NUMA = "numa"
+	// Mutex filters: each GPU a container takes must be idle, and nobody
+	// else joins it while the pod holds it; the slice stays what the
+	// container asks. The pod's own containers may share it.
+	Mutex = "mutex"
 	// Topology is HAMi's topology-aware policy, which needs the GPUs'
 	// links; vgpud refuses it by name until its inventory carries them.
 	Topology = "topology-aware"
@@ -31,10 +37,11 @@ const (
 
 // GPUPolicy is how a container's GPUs are chosen among those that fit:
 // a chain of names, applied in the order written. Load (binpack or
-// spread) and numa sort; nothing in a chain filters yet.
+// spread) and numa sort; mutex filters wherever it stands.
 type GPUPolicy struct {
-	Load string // Binpack or Spread; "" takes the cluster default's
-	NUMA NUMAOrder
+	Load  string // Binpack or Spread; "" takes the cluster default's
+	NUMA  NUMAOrder
+	Mutex bool
 }
 
 // ParseGPUPolicy reads a chain such as "binpack,numa": names separated
@@ -64,10 +71,12 @@ func ParseGPUPolicy(chain string) (GPUPolicy, error) {
 			if p.Load != "" {
 				p.NUMA = NUMATiebreak
 			}
+		case Mutex:
+			p.Mutex = true
 		case Topology:
 			return GPUPolicy{}, fmt.Errorf("%s is not supported yet: vgpud does not read the GPUs' links; leave it out", Topology)
 		default:
-			return GPUPolicy{}, fmt.Errorf("unknown policy %q: want a comma-separated chain of %s or %s, and %s", name, Binpack, Spread, NUMA)
+			return GPUPolicy{}, fmt.Errorf("unknown policy %q: want a comma-separated chain of %s or %s, and %s or %s", name, Binpack, Spread, NUMA, Mutex)
 		}
 	}
 	return p, nil
@@ -88,11 +97,50 @@ func (p GPUPolicy) String() string {
 	if load == "" {
 		load = Spread
 	}
+	chain := load
 	switch p.NUMA {
 	case NUMAFirst:
-		return NUMA + "," + load
+		chain = NUMA + "," + load
 	case NUMATiebreak:
-		return load + "," + NUMA
+		chain = load + "," + NUMA
 	}
-	return load
+	if p.Mutex {
+		chain = Mutex + "," + chain
+	}
+	return chain
+}
+
+// GPUPolicyOf reads a pod's GPU policy chain from vgpud's annotation or
+// HAMi's, else def's; a chain without a load key takes def's. Both
+// annotations saying different things is refused: which one wins would
+// be a guess the pod's author did not make.
+func GPUPolicyOf(a map[string]string, def string) (GPUPolicy, error) {
+	d, err := ParseGPUPolicy(def)
+	if err != nil {
+		return GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
+	}
+	var (
+		p    GPUPolicy
+		from string
+	)
+	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
+		v, ok := a[k]
+		if !ok {
+			continue
+		}
+		q, err := ParseGPUPolicy(v)
+		if err != nil {
+			return GPUPolicy{}, fmt.Errorf("annotation %s=%q: %w", k, v, err)
+		}
+		if from != "" && q.Or(d) != p.Or(d) {
+			return GPUPolicy{}, fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, v)
+		}
+		if from == "" {
+			p, from = q, k
+		}
+	}
+	if from == "" {
+		return d, nil
+	}
+	return p.Or(d), nil
 }

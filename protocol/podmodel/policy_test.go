@@ -3,6 +3,8 @@ package podmodel
 import (
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 func TestParseGPUPolicy(t *testing.T) {
@@ -18,10 +20,13 @@ func TestParseGPUPolicy(t *testing.T) {
 		{chain: "NUMA , spread", want: GPUPolicy{Load: Spread, NUMA: NUMAFirst}},
 		{chain: "numa", want: GPUPolicy{NUMA: NUMAFirst}},
 		{chain: "binpack,", want: GPUPolicy{Load: Binpack}},
+		{chain: "mutex", want: GPUPolicy{Mutex: true}},
+		{chain: " Mutex, binpack ,numa", want: GPUPolicy{Load: Binpack, NUMA: NUMATiebreak, Mutex: true}},
+		{chain: "numa,mutex", want: GPUPolicy{NUMA: NUMAFirst, Mutex: true}},
 		{chain: "binpack,spread", err: "binpack and spread contradict"},
 		{chain: "numa,numa", err: `"numa" is named twice`},
 		{chain: "topology-aware", err: "topology-aware is not supported yet"},
-		{chain: "binpak", err: `unknown policy "binpak": want a comma-separated chain of binpack or spread, and numa`},
+		{chain: "binpak", err: `unknown policy "binpak": want a comma-separated chain of binpack or spread, and numa or mutex`},
 	} {
 		got, err := ParseGPUPolicy(tc.chain)
 		if tc.err != "" {
@@ -35,6 +40,41 @@ func TestParseGPUPolicy(t *testing.T) {
 		}
 		if back, err := ParseGPUPolicy(got.Or(GPUPolicy{Load: Spread}).String()); err != nil || back != got.Or(GPUPolicy{Load: Spread}) {
 			t.Errorf("%q: String %q reads back as %+v, %v", tc.chain, got.String(), back, err)
+		}
+	}
+}
+
+// The GPU policy is a chain under vgpud's or HAMi's annotation name; a
+// chain without a load key takes the default's; the two names saying
+// different things is refused, as is a default that does not parse.
+func TestGPUPolicyReadsAChain(t *testing.T) {
+	for _, tc := range []struct {
+		a    map[string]string
+		def  string
+		want GPUPolicy
+		err  string
+	}{
+		{def: "binpack", want: GPUPolicy{Load: Binpack}},
+		{def: "spread,numa", want: GPUPolicy{Load: Spread, NUMA: NUMATiebreak}},
+		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread"}, def: "binpack,numa", want: GPUPolicy{Load: Spread}},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "binpack", protocol.AnnotationGPUPolicyHAMi: " Binpack "}, def: "spread", want: GPUPolicy{Load: Binpack}},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "numa", protocol.AnnotationGPUPolicyHAMi: "binpack,numa"}, def: "binpack", err: "disagree: keep one"},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "binpack"}, def: "spread", err: `annotations vgpud.io/gpu-policy="spread" and hami.io/gpu-scheduler-policy="binpack" disagree`},
+		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}, def: "spread", err: `annotation hami.io/gpu-scheduler-policy="binpack,topology-aware": topology-aware is not supported yet`},
+		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex"}, def: "binpack,numa", want: GPUPolicy{Load: Binpack, Mutex: true}},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "mutex"}, def: "spread", err: "disagree"},
+		{def: "packed", err: `the cluster's default GPU policy "packed"`},
+	} {
+		got, err := GPUPolicyOf(tc.a, tc.def)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v over %q: %v, want error %q", tc.a, tc.def, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%v over %q: %+v, %v; want %+v", tc.a, tc.def, got, err, tc.want)
 		}
 	}
 }

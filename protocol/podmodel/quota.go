@@ -32,7 +32,13 @@ func PodUsage(pod *corev1.Pod, names protocol.ResourceNames, wholeGPU int64) (Us
 	if err != nil {
 		return Usage{}, err
 	}
-	return Requested(cs, wholeGPU), nil
+	// Only whether it holds GPUs alone matters here, which no default
+	// changes: the cluster's default chain never names mutex.
+	policy, err := GPUPolicyOf(pod.Annotations, "")
+	if err != nil {
+		return Usage{}, err
+	}
+	return Requested(cs, wholeGPU, policy.Mutex), nil
 }
 
 // Check returns a message naming the exceeded limit and what to change, or
@@ -40,15 +46,22 @@ func PodUsage(pod *corev1.Pod, names protocol.ResourceNames, wholeGPU int64) (Us
 func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNames) string {
 	if q.Memory.Set && ask.MemMiB > 0 && q.Memory.Used+ask.MemMiB > q.Memory.Hard {
 		whole := ""
-		if ask.Exclusive {
+		switch {
+		case ask.Mutex:
+			whole = ", each GPU it holds alone by the mutex policy counting its whole memory (leave mutex out to be charged the slice)"
+		case ask.Exclusive:
 			whole = fmt.Sprintf(", a GPU with all its cores (%s 100) counting its whole memory", names.GPUCores)
 		}
 		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod is charged %d%s; lower %s or %s (charged per GPU times %s, and at least a slot's share of each GPU: its memory divided by its split) or raise the ResourceQuota",
 			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, whole, names.GPUMem, names.GPUMemPercentage, names.GPU)
 	}
 	if cores := int64(ask.Cores); q.Cores.Set && cores > 0 && q.Cores.Used+cores > q.Cores.Hard {
-		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod is charged %d; lower %s (charged per GPU times %s, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
-			namespace, q.Cores.Hard, q.Cores.Used, cores, names.GPUCores, names.GPU)
+		whole := ""
+		if ask.Mutex {
+			whole = ", each GPU it holds alone by the mutex policy counting every core (leave mutex out to be charged the slice)"
+		}
+		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod is charged %d%s; lower %s (charged per GPU times %s, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
+			namespace, q.Cores.Hard, q.Cores.Used, cores, whole, names.GPUCores, names.GPU)
 	}
 	return ""
 }

@@ -1,5 +1,7 @@
 package podmodel
 
+import "github.com/vgpud/vgpud/protocol"
+
 // What a pod holds is one rule, used by the books, by quota, by the
 // webhook and by `vgpud inspect`:
 //
@@ -19,7 +21,10 @@ type Usage struct {
 	MemMiB    int64
 	Cores     int
 	Slots     int
-	Exclusive bool // a 100-core container holds it; nobody joins
+	Exclusive bool // nobody joins: a 100-core container holds it, or a mutex one
+	// Mutex: held alone by the mutex policy (GPUSlice.Exclusive), though
+	// what is held may be less than the GPU; quota charges it all.
+	Mutex bool
 }
 
 // Exclusive reports whether a container asking cores percent of each of
@@ -29,7 +34,7 @@ func Exclusive(cores int) bool { return cores >= 100 }
 
 // Plus is u and o held together.
 func (u Usage) Plus(o Usage) Usage {
-	return Usage{MemMiB: u.MemMiB + o.MemMiB, Cores: u.Cores + o.Cores, Slots: u.Slots + o.Slots, Exclusive: u.Exclusive || o.Exclusive}
+	return Usage{MemMiB: u.MemMiB + o.MemMiB, Cores: u.Cores + o.Cores, Slots: u.Slots + o.Slots, Exclusive: u.Exclusive || o.Exclusive, Mutex: u.Mutex || o.Mutex}
 }
 
 // Max is the larger of u and o, dimension by dimension.
@@ -38,6 +43,7 @@ func (u Usage) Max(o Usage) Usage {
 	u.Cores = max(u.Cores, o.Cores)
 	u.Slots = max(u.Slots, o.Slots)
 	u.Exclusive = u.Exclusive || o.Exclusive
+	u.Mutex = u.Mutex || o.Mutex
 	return u
 }
 
@@ -81,14 +87,20 @@ func (p Peak) Total() Usage { return p.inits.Max(p.sidecars.Plus(p.apps)) }
 // its GPUs whole, and counts at least wholeGPU MiB of memory for each
 // (bind charges the chosen GPU's whole memory, Placement.Charge; before
 // the GPU is chosen the caller may know the least it can be, or pass 0).
-func Requested(cs []ContainerRequest, wholeGPU int64) Usage {
+// With mutex (the pod's GPU policy) every container holds its GPUs alone,
+// and counts every core of each as well.
+func Requested(cs []ContainerRequest, wholeGPU int64, mutex bool) Usage {
 	var p Peak
 	for _, c := range cs {
 		n := int64(c.GPUs)
 		u := Usage{MemMiB: c.MemoryMiB * n, Cores: c.Cores * c.GPUs, Slots: c.GPUs}
-		if Exclusive(c.Cores) && c.GPUs > 0 {
+		if (Exclusive(c.Cores) || mutex) && c.GPUs > 0 {
 			u.MemMiB = max(c.MemoryMiB, wholeGPU) * n
 			u.Exclusive = true
+		}
+		if mutex && c.GPUs > 0 {
+			u.Cores = max(c.Cores, protocol.MaxPercent) * c.GPUs
+			u.Mutex = true
 		}
 		p.Add(u, c.Kind)
 	}

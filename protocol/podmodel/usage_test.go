@@ -107,7 +107,7 @@ func TestFootprintRule(t *testing.T) {
 					t.Errorf("GPU %d: %+v, want %+v", i, got[i], tc.want[i])
 				}
 			}
-			if total := Requested(tc.reqs, 0); total != tc.wantTotal {
+			if total := Requested(tc.reqs, 0, false); total != tc.wantTotal {
 				t.Errorf("Requested = %+v, want %+v", total, tc.wantTotal)
 			}
 		})
@@ -125,5 +125,21 @@ func TestPlacementOf(t *testing.T) {
 	pl := PlacementOf(a, map[string]ContainerKind{"proxy": KindSidecar, "main": KindApp})
 	if len(pl) != 3 || pl[0].Kind != KindSidecar || pl[1].Kind != KindApp || pl[2].Kind != KindApp {
 		t.Fatalf("placement %+v", pl)
+	}
+}
+
+// A mutex pod's request counts each of its GPUs whole, memory and cores,
+// for the webhook's check before a GPU is chosen; its own containers
+// still peak by the footprint rule.
+func TestRequestedMutex(t *testing.T) {
+	reqs := []ContainerRequest{
+		{Name: "init", Kind: KindInit, GPUs: 1, MemoryMiB: 1000, Cores: 20},
+		{Name: "a", GPUs: 2, MemoryMiB: 8000, Cores: 30},
+	}
+	if got, want := Requested(reqs, 40000, true), (Usage{MemMiB: 80000, Cores: 200, Slots: 2, Exclusive: true, Mutex: true}); got != want {
+		t.Errorf("mutex: %+v, want %+v", got, want)
+	}
+	if got, want := Requested(reqs, 40000, false), (Usage{MemMiB: 16000, Cores: 60, Slots: 2}); got != want {
+		t.Errorf("shared: %+v, want %+v", got, want)
 	}
 }

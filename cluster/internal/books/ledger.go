@@ -45,9 +45,11 @@ type Ledger struct {
 }
 
 type nodeState struct {
-	gpus   []protocol.GPU
-	usable bool   // the device plugin is registered: allocatable GPUs > 0
-	plugin string // the node role's vgpud.io/plugin: serving or draining
+	gpus []protocol.GPU
+	// features the node's vgpud honours in an assignment (its inventory's)
+	features []string
+	usable   bool   // the device plugin is registered: allocatable GPUs > 0
+	plugin   string // the node role's vgpud.io/plugin: serving or draining
 	// exact: the runtime names each container's pod there (NRI), so its
 	// binds need no order and its pods record no phase.
 	exact  bool
@@ -117,13 +119,13 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
 	wasCordoned, wasUnreadable := st.cordoned, st.cordonErr != nil
-	st.gpus, st.invErr = nil, nil
+	st.gpus, st.features, st.invErr = nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
 			st.invErr = err
 		} else {
-			st.gpus = inv.GPUs
+			st.gpus, st.features = inv.GPUs, inv.Features
 		}
 	}
 	st.cordoned, st.cordonErr = nil, nil
@@ -379,7 +381,7 @@ func (c *Ledger) recompute(name string) {
 // usage is the node's GPUs with what its pods, except one, hold.
 func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
-	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus))}
+	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features}
 	for i, g := range st.gpus {
 		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID]}
 	}

@@ -57,7 +57,7 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 		UseUUIDs:   sel.UseUUIDs,
 		NoUseUUIDs: sel.NoUseUUIDs,
 	}
-	if req.GPUPolicy, err = gpuPolicy(a, d.GPUPolicy); err != nil {
+	if req.GPUPolicy, err = podmodel.GPUPolicyOf(a, d.GPUPolicy); err != nil {
 		return fit.Request{}, "", err
 	}
 	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
@@ -72,41 +72,6 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 		}
 	}
 	return req, nodePolicy, nil
-}
-
-// gpuPolicy reads the pod's GPU policy chain from vgpud's annotation or
-// HAMi's, else the default's; a chain without a load key takes the
-// default's. Both annotations saying different things is refused: which
-// one wins would be a guess the pod's author did not make.
-func gpuPolicy(a map[string]string, def string) (podmodel.GPUPolicy, error) {
-	d, err := podmodel.ParseGPUPolicy(def)
-	if err != nil {
-		return podmodel.GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
-	}
-	var (
-		p    podmodel.GPUPolicy
-		from string
-	)
-	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
-		v, ok := a[k]
-		if !ok {
-			continue
-		}
-		q, err := podmodel.ParseGPUPolicy(v)
-		if err != nil {
-			return podmodel.GPUPolicy{}, fmt.Errorf("annotation %s=%q: %w", k, v, err)
-		}
-		if from != "" && q.Or(d) != p.Or(d) {
-			return podmodel.GPUPolicy{}, fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, v)
-		}
-		if from == "" {
-			p, from = q, k
-		}
-	}
-	if from == "" {
-		return d, nil
-	}
-	return p.Or(d), nil
 }
 
 // policy reads vgpud's node policy annotation, else HAMi's, else the

@@ -31,6 +31,11 @@ func Fits(n Node, req Request, opts Options) *Reason {
 const scratchGPUs = 16
 
 func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *Reason) {
+	if req.GPUPolicy.Mutex && !slices.Contains(n.Features, protocol.FeatureMutex) {
+		// Its assignment would require the feature, and this node's
+		// vgpud would refuse the pod at Allocate.
+		return nil, &Reason{Kind: "vgpud too old for mutex", Text: "the node's vgpud does not honour the mutex policy; upgrade it, or leave mutex out"}
+	}
 	var pkBuf [scratchGPUs]podmodel.Peak
 	pk := pkBuf[:0]
 	if len(n.GPUs) > scratchGPUs {
@@ -141,6 +146,10 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 		var cur, total podmodel.Usage
 		cores := coresFor(c, g, opts)
 		exclusive := podmodel.Exclusive(cores)
+		// A mutex slice holds the GPU alone against other pods only: it
+		// is not exclusive in the pod's own peak, so the pod's init,
+		// sidecar and app containers may share the GPU.
+		mutex := req.GPUPolicy.Mutex
 		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
 		if pk[i] == (podmodel.Peak{}) {
 			total = g.Used.Plus(u)
@@ -148,7 +157,7 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 			cur = pk[i].Total()
 			total = g.Used.Plus(pk[i].With(u, c.Kind))
 		}
-		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.Idle() && cur.Idle())) {
+		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.Idle() && cur.Idle())) || (mutex && !g.Used.Idle()) {
 			rej.exclusive++
 			continue
 		}
@@ -185,7 +194,10 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 	for _, k := range pick {
 		pk[k.idx].Add(k.usage, c.Kind)
 		if record {
-			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores})
+			// Exclusive only where the cores do not already say so, so a
+			// whole-GPU slice reads the same to an older vgpud.
+			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores,
+				Exclusive: req.GPUPolicy.Mutex && !k.usage.Exclusive})
 		}
 	}
 	return cp, nil
@@ -283,7 +295,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 	case r.slot > 0:
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0:
-		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core request, not idle", need, r.exclusive)}
+		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
 	case r.cordoned > 0:

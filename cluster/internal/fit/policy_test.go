@@ -1,9 +1,11 @@
 package fit
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
@@ -22,6 +24,9 @@ func TestGPUPolicyChains(t *testing.T) {
 	loaded := node(a100(0, 0, 20000), a100(1, 0, 0), a100(2, 1, 0), a100(3, 1, 10000))
 	idle := node(a100(0, 0, 0), a100(1, 1, 0), a100(2, 0, 0))
 	split := node(a100(0, 0, 0), a100(1, 1, 0))
+	for _, n := range []*Node{&loaded, &idle, &split} {
+		n.Features = protocol.UnderstoodFeatures()
+	}
 	for _, tc := range []struct {
 		n     Node
 		chain string
@@ -30,19 +35,22 @@ func TestGPUPolicyChains(t *testing.T) {
 	}{
 		{loaded, "spread", false, "GPU-1,GPU-2"},
 		{loaded, "binpack", false, "GPU-0,GPU-3"},
-		{loaded, "numa,spread", false, "GPU-1,GPU-0"},  // NUMA first: one node, then least loaded
-		{loaded, "numa,binpack", false, "GPU-0,GPU-1"}, // the fullest GPU's node
-		{loaded, "spread,numa", false, "GPU-1,GPU-2"},  // load decides; no ties cross NUMA here
-		{loaded, "binpack,numa", false, "GPU-0,GPU-3"}, // no ties at all
-		{loaded, "spread", true, "GPU-1,GPU-0"},        // numa-bind is NUMA first, and a rule
-		{loaded, "binpack,numa", true, "GPU-0,GPU-1"},  // numa-bind outranks the chain's order
-		{idle, "spread", false, "GPU-0,GPU-1"},         // ties by index
-		{idle, "spread,numa", false, "GPU-0,GPU-2"},    // ties go to the first pick's node
-		{idle, "binpack,numa", false, "GPU-0,GPU-2"},   //
-		{idle, "numa", false, "GPU-0,GPU-2"},           // default load key
-		{split, "numa,spread", false, "GPU-0,GPU-1"},   // no node has two: across, not refused
-		{split, "spread,numa", false, "GPU-0,GPU-1"},   //
-		{split, "numa", true, "no single NUMA node"},   // the binding refuses
+		{loaded, "numa,spread", false, "GPU-1,GPU-0"},       // NUMA first: one node, then least loaded
+		{loaded, "numa,binpack", false, "GPU-0,GPU-1"},      // the fullest GPU's node
+		{loaded, "spread,numa", false, "GPU-1,GPU-2"},       // load decides; no ties cross NUMA here
+		{loaded, "binpack,numa", false, "GPU-0,GPU-3"},      // no ties at all
+		{loaded, "spread", true, "GPU-1,GPU-0"},             // numa-bind is NUMA first, and a rule
+		{loaded, "binpack,numa", true, "GPU-0,GPU-1"},       // numa-bind outranks the chain's order
+		{idle, "spread", false, "GPU-0,GPU-1"},              // ties by index
+		{idle, "spread,numa", false, "GPU-0,GPU-2"},         // ties go to the first pick's node
+		{idle, "binpack,numa", false, "GPU-0,GPU-2"},        //
+		{idle, "numa", false, "GPU-0,GPU-2"},                // default load key
+		{split, "numa,spread", false, "GPU-0,GPU-1"},        // no node has two: across, not refused
+		{split, "spread,numa", false, "GPU-0,GPU-1"},        //
+		{loaded, "mutex,binpack", false, "GPU-1,GPU-2"},     // idle GPUs only, whatever the load key
+		{loaded, "mutex,numa", true, "no single NUMA node"}, // each NUMA node has one idle GPU
+		{idle, "mutex,binpack,numa", false, "GPU-0,GPU-2"},  // HAMi's example chain
+		{split, "numa", true, "no single NUMA node"},        // the binding refuses
 		{split, "binpack,numa", true, "no single NUMA node"},
 	} {
 		p, err := podmodel.ParseGPUPolicy(tc.chain)
@@ -76,4 +84,62 @@ func uuidsOf(n Node) []string {
 		s = append(s, g.UUID)
 	}
 	return s
+}
+
+// A mutex container takes an idle GPU only and keeps the slice it asked;
+// once booked, no other pod joins that GPU, and a mutex pod with no idle
+// GPU is refused saying so. The pod's own containers share its GPU. The
+// assignment marks the slice exclusive and so requires the feature, and
+// a node whose vgpud does not list it gets no mutex pod.
+func TestMutexHoldsTheGPUBothWays(t *testing.T) {
+	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0))
+	n.Features = []string{protocol.FeatureMutex}
+	n.GPUs[0].Used = podmodel.Usage{MemMiB: 1000, Cores: 10, Slots: 1}
+	mutex := Request{Containers: []podmodel.ContainerRequest{app("m", 1, 8000, 30)}, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Binpack, Mutex: true}}
+	pl, r := Place(n, mutex, opts)
+	if r != nil || uuids(pl[0]) != "GPU-1:8000:30" || !pl[0].GPUs[0].Exclusive {
+		t.Fatalf("mutex placed %v (%+v), %v; want the idle GPU-1 though binpack prefers GPU-0", uuids(pl[0]), pl[0].GPUs, r)
+	}
+	booked := n
+	booked.GPUs = slices.Clone(n.GPUs)
+	Add(&booked, pl)
+	if u := booked.GPUs[1].Used; !u.Exclusive || !u.Mutex {
+		t.Fatalf("the books do not hold GPU-1 alone: %+v", u)
+	}
+	later := Request{Containers: []podmodel.ContainerRequest{app("later", 1, 1000, 0)}, UseUUIDs: []string{"GPU-1"}}
+	if _, r := Place(booked, later, opts); r == nil || r.Kind != "gpu in exclusive use" {
+		t.Fatalf("a later pod joined the mutex pod's GPU: %+v", r)
+	}
+	if _, r := Place(booked, mutex, opts); r == nil || r.Kind != "gpu in exclusive use" || !strings.Contains(r.Text, "mutex request, not idle") {
+		t.Fatalf("a second mutex pod with no idle GPU: %+v", r)
+	}
+
+	// init, sidecar and app containers of one mutex pod on one GPU.
+	init := app("init", 1, 2000, 20)
+	init.Kind = podmodel.KindInit
+	side := sidecar("side", 1, 1000)
+	own := Request{Containers: []podmodel.ContainerRequest{init, side, app("a", 1, 4000, 30)}, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Binpack, Mutex: true}}
+	one := node(gpu(0, "A100", 40000, 0))
+	one.Features = n.Features
+	if pl, r := Place(one, own, opts); r != nil || len(pl) != 3 {
+		t.Fatalf("a mutex pod's own containers do not share its GPU: %v", r)
+	}
+
+	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "m", GPUs: pl[0].GPUs}}})
+	if err != nil || !strings.Contains(raw, `"requires":["mutex"]`) || !strings.Contains(raw, `"exclusive":true`) {
+		t.Fatalf("assignment %s, %v", raw, err)
+	}
+	whole, _ := Place(n, Request{Containers: []podmodel.ContainerRequest{app("w", 1, 1000, 100)}, GPUPolicy: podmodel.GPUPolicy{Mutex: true}}, opts)
+	if raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "w", GPUs: whole[0].GPUs}}}); strings.Contains(raw, "requires") || strings.Contains(raw, "exclusive") {
+		t.Fatalf("a 100-core slice needs no new field: %s", raw)
+	}
+
+	old := n
+	old.Features = nil
+	if r := Fits(old, mutex, opts); r == nil || r.Kind != "vgpud too old for mutex" {
+		t.Fatalf("a node whose vgpud predates mutex: %+v", r)
+	}
+	if r := Fits(old, later, opts); r != nil {
+		t.Fatalf("the same node refuses a pod without mutex: %+v", r)
+	}
 }

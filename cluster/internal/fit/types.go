@@ -22,6 +22,9 @@ type CommittedGPU struct {
 type Node struct {
 	Name string
 	GPUs []CommittedGPU
+	// Features the node's vgpud honours in an assignment's requires list
+	// (protocol.Inventory.Features).
+	Features []string
 }
 
 // Request is what a pod asks, with its selectors and policies.

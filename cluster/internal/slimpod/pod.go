@@ -147,7 +147,10 @@ func (p *Pod) Usage() (podmodel.Usage, error) {
 	if p.Invalid != nil {
 		return podmodel.Usage{}, p.Invalid
 	}
-	return podmodel.Requested(p.Containers, 0), nil
+	// A policy that does not read counts as shared: a tenant who breaks
+	// it on a running pod must not drop the pod from the count.
+	policy, _ := podmodel.GPUPolicyOf(p.Annotations, "")
+	return podmodel.Requested(p.Containers, 0, policy.Mutex), nil
 }
 
 // Ref is a stub API object naming the pod, for Events.

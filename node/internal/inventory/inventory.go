@@ -25,7 +25,7 @@ type Scaling struct {
 // Build is the inventory the scheduler sees: memory and cores after
 // scaling, split, and health (healthy unless listed in unhealthy).
 func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inventory {
-	inv := protocol.Inventory{Version: protocol.Version, GPUs: make([]protocol.GPU, 0, len(devs))}
+	inv := protocol.Inventory{Version: protocol.Version, Features: protocol.UnderstoodFeatures(), GPUs: make([]protocol.GPU, 0, len(devs))}
 	for _, d := range devs {
 		inv.GPUs = append(inv.GPUs, protocol.GPU{
 			UUID:      d.UUID,
