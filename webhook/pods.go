@@ -48,6 +48,9 @@ type Verdict struct {
 	Deny string
 	// Skip, when set, says why the pod is admitted untouched.
 	Skip string
+	// Warnings reach the pod's author (kubectl prints them) whatever the
+	// verdict.
+	Warnings []string
 }
 
 // Handle decodes the pod, decides, and answers with a patch.
@@ -71,17 +74,20 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 		pod.Namespace = req.Namespace
 	}
 	v := p.Decide(&pod)
+	var resp *admissionv1.AdmissionResponse
 	switch {
 	case v.Deny != "":
-		return denied(v.Deny)
+		resp = denied(v.Deny)
 	case v.Skip != "":
-		return allowed(v.Skip)
+		resp = allowed(v.Skip)
+	default:
+		pod.Namespace = original.Namespace
+		var err error
+		if resp, err = patchResponse(podPatch(original, &pod)); err != nil {
+			return errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
+		}
 	}
-	pod.Namespace = original.Namespace
-	resp, err := patchResponse(podPatch(original, &pod))
-	if err != nil {
-		return errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
-	}
+	resp.Warnings = v.Warnings
 	return resp
 }
 
@@ -115,6 +121,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	if _, err := podmodel.GPUPolicyOf(pod.Annotations, ""); err != nil {
 		return Verdict{Deny: err.Error()}
 	}
+	warnings := podmodel.Shadowed(pod.Annotations)
 
 	var problems []string
 	visit := func(c *corev1.Container) {
@@ -137,7 +144,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		visit(c)
 	}
 	if len(problems) > 0 {
-		return Verdict{Deny: strings.Join(problems, "; ")}
+		return Verdict{Deny: strings.Join(problems, "; "), Warnings: warnings}
 	}
 
 	pod.Spec.SchedulerName = p.scheduler
@@ -149,11 +156,11 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		// After mutation: the GPU count just defaulted counts too.
 		ask, err := podmodel.PodUsage(pod, names, p.quotas.SmallestGPUMiB())
 		if err != nil {
-			return Verdict{Deny: err.Error()}
+			return Verdict{Deny: err.Error(), Warnings: warnings}
 		}
 		if msg := podmodel.CheckQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
-			return Verdict{Deny: msg}
+			return Verdict{Deny: msg, Warnings: warnings}
 		}
 	}
-	return Verdict{}
+	return Verdict{Warnings: warnings}
 }

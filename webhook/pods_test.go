@@ -256,3 +256,23 @@ func TestPodsHandleNamespaceFromRequest(t *testing.T) {
 		t.Fatalf("patch %s", resp.Patch)
 	}
 }
+
+// A pod whose vgpud and HAMi policy annotations differ is admitted by
+// vgpud's, and its author is told that HAMi's is ignored.
+func TestShadowedPolicyWarns(t *testing.T) {
+	review, _ := readReview(t, "mem_only_adds_gpu")
+	var pod corev1.Pod
+	if err := json.Unmarshal(review.Request.Object.Raw, &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations = map[string]string{"vgpud.io/gpu-policy": "binpack", "hami.io/gpu-scheduler-policy": "mutex"}
+	raw, err := json.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review.Request.Object.Raw = raw
+	resp := newPods(testConfig(), nil).Handle(context.Background(), review.Request)
+	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], `hami.io/gpu-scheduler-policy="mutex" is ignored: vgpud.io/gpu-policy="binpack" wins`) {
+		t.Fatalf("allowed %v, warnings %q", resp.Allowed, resp.Warnings)
+	}
+}

@@ -34,8 +34,8 @@ func TestChargeIsWhatASliceDeniesOthers(t *testing.T) {
 			Usage{MemMiB: 4000 + 20000, Cores: 10 + 25, Slots: 2}},
 		{"a mutex slice holds the GPU whole, cores too", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "A", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
 			Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true, Mutex: true}},
-		{"a mutex slice of a core-scaled GPU is charged all its cores", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "S", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
-			Usage{MemMiB: 40000, Cores: 200, Slots: 1, Exclusive: true, Mutex: true}},
+		{"a mutex slice of a core-scaled GPU is charged one GPU's cores, as a whole-GPU slice", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "S", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
+			Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true, Mutex: true}},
 		{"every core of a core-scaled GPU is charged what it names", Placement{one("S", 1, 100)}, Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}},
 		{"an unknown GPU is charged what is named", Placement{one("gone", 7, 3)}, Usage{MemMiB: 7, Cores: 3, Slots: 1}},
 	} {

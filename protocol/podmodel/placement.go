@@ -83,8 +83,8 @@ func (p Placement) Footprint(uuids []string) []Usage {
 // Charge is what p counts against quota: on each GPU, what p holds
 // there, but never less than what that denies others. A GPU held
 // exclusively (a slice with every core, or by the mutex policy: nobody
-// joins it) counts its whole memory, and by the mutex policy its cores
-// too (a slice with every core names them already); any other counts at least a slot's share of it per slot
+// joins it) counts its whole memory, and by the mutex policy 100 cores
+// too, as a slice with every core names; any other counts at least a slot's share of it per slot
 // taken (SlotShare), so one 1 MiB pod on every GPU is charged a tenth of
 // each at split 10, not 1 MiB. gpuOf returns false for a GPU it does not
 // know, which is charged what p names. The sum's Exclusive says some GPU
@@ -107,7 +107,9 @@ func chargeOn(u Usage, gpuOf func(uuid string) (protocol.GPU, bool), uuid string
 	if u.Exclusive {
 		u.MemMiB = max(u.MemMiB, g.MemoryMiB)
 		if u.Mutex {
-			u.Cores = max(u.Cores, g.Cores)
+			// One whole GPU's cores, as a slice with every core is
+			// charged, whatever the node's core scaling.
+			u.Cores = max(u.Cores, protocol.MaxPercent)
 		}
 		return u
 	}

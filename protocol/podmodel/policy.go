@@ -26,6 +26,10 @@ const (
 	Topology = "topology-aware"
 )
 
+// MaxPolicyBytes bounds a policy chain: the longest sensible one is
+// some 40 bytes, and every filter parses it.
+const MaxPolicyBytes = 256
+
 // NUMAOrder is where numa stands in a GPU policy chain.
 type NUMAOrder int
 
@@ -49,6 +53,9 @@ type GPUPolicy struct {
 // does not know, binpack with spread, or a name given twice is refused
 // with what to write instead, where HAMi ignores it silently.
 func ParseGPUPolicy(chain string) (GPUPolicy, error) {
+	if len(chain) > MaxPolicyBytes {
+		return GPUPolicy{}, fmt.Errorf("longer than %d bytes; a chain names each of binpack or spread, numa, mutex and topology-aware at most once", MaxPolicyBytes)
+	}
 	var p GPUPolicy
 	seen := map[string]bool{}
 	for _, name := range strings.Split(chain, ",") {
@@ -110,37 +117,41 @@ func (p GPUPolicy) String() string {
 	return chain
 }
 
-// GPUPolicyOf reads a pod's GPU policy chain from vgpud's annotation or
-// HAMi's, else def's; a chain without a load key takes def's. Both
-// annotations saying different things is refused: which one wins would
-// be a guess the pod's author did not make.
+// GPUPolicyOf reads a pod's GPU policy chain from vgpud's annotation,
+// else HAMi's, else def's; a chain without a load key takes def's. Where
+// both annotations are set vgpud's wins and HAMi's is not read, as
+// before chains (a pod HAMi and vgpud both schedule may carry values
+// only HAMi knows); the webhook warns that it is ignored (Shadowed).
 func GPUPolicyOf(a map[string]string, def string) (GPUPolicy, error) {
 	d, err := ParseGPUPolicy(def)
 	if err != nil {
 		return GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
 	}
-	var (
-		p    GPUPolicy
-		from string
-	)
 	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
 		v, ok := a[k]
 		if !ok {
 			continue
 		}
-		q, err := ParseGPUPolicy(v)
+		p, err := ParseGPUPolicy(v)
 		if err != nil {
-			return GPUPolicy{}, fmt.Errorf("annotation %s=%q: %w", k, v, err)
+			return GPUPolicy{}, fmt.Errorf("annotation %s=%.64q: %w", k, v, err)
 		}
-		if from != "" && q.Or(d) != p.Or(d) {
-			return GPUPolicy{}, fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, v)
-		}
-		if from == "" {
-			p, from = q, k
+		return p.Or(d), nil
+	}
+	return d, nil
+}
+
+// Shadowed says, for each policy that both vgpud's and HAMi's annotation
+// set to different values, that HAMi's is ignored: a warning for the
+// pod's author, who may have meant HAMi's.
+func Shadowed(a map[string]string) []string {
+	var out []string
+	for _, pair := range [][2]string{{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi}, {protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi}} {
+		ours, ok1 := a[pair[0]]
+		hami, ok2 := a[pair[1]]
+		if ok1 && ok2 && !strings.EqualFold(strings.TrimSpace(ours), strings.TrimSpace(hami)) {
+			out = append(out, fmt.Sprintf("annotation %s=%.64q is ignored: %s=%.64q wins; remove one", pair[1], hami, pair[0], ours))
 		}
 	}
-	if from == "" {
-		return d, nil
-	}
-	return p.Or(d), nil
+	return out
 }

@@ -44,9 +44,9 @@ func TestParseGPUPolicy(t *testing.T) {
 	}
 }
 
-// The GPU policy is a chain under vgpud's or HAMi's annotation name; a
-// chain without a load key takes the default's; the two names saying
-// different things is refused, as is a default that does not parse.
+// The GPU policy is a chain under vgpud's or HAMi's annotation name,
+// vgpud's winning; a chain without a load key takes the default's; a
+// default that does not parse, or a chain over the bound, is refused.
 func TestGPUPolicyReadsAChain(t *testing.T) {
 	for _, tc := range []struct {
 		a    map[string]string
@@ -59,11 +59,11 @@ func TestGPUPolicyReadsAChain(t *testing.T) {
 		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
 		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread"}, def: "binpack,numa", want: GPUPolicy{Load: Spread}},
 		{a: map[string]string{protocol.AnnotationGPUPolicy: "binpack", protocol.AnnotationGPUPolicyHAMi: " Binpack "}, def: "spread", want: GPUPolicy{Load: Binpack}},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "numa", protocol.AnnotationGPUPolicyHAMi: "binpack,numa"}, def: "binpack", err: "disagree: keep one"},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "binpack"}, def: "spread", err: `annotations vgpud.io/gpu-policy="spread" and hami.io/gpu-scheduler-policy="binpack" disagree`},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "numa", protocol.AnnotationGPUPolicyHAMi: "spread,numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
+		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "topology-aware,what"}, def: "binpack", want: GPUPolicy{Load: Spread}}, // HAMi's not read
+		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "spread" + strings.Repeat(" ", 300) + ",mutex"}, def: "binpack", err: "longer than 256 bytes"},
 		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}, def: "spread", err: `annotation hami.io/gpu-scheduler-policy="binpack,topology-aware": topology-aware is not supported yet`},
 		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex"}, def: "binpack,numa", want: GPUPolicy{Load: Binpack, Mutex: true}},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "mutex"}, def: "spread", err: "disagree"},
 		{def: "packed", err: `the cluster's default GPU policy "packed"`},
 	} {
 		got, err := GPUPolicyOf(tc.a, tc.def)
@@ -76,5 +76,16 @@ func TestGPUPolicyReadsAChain(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%v over %q: %+v, %v; want %+v", tc.a, tc.def, got, err, tc.want)
 		}
+	}
+}
+
+func TestShadowedPoliciesAreNamed(t *testing.T) {
+	a := map[string]string{
+		protocol.AnnotationGPUPolicy: "binpack", protocol.AnnotationGPUPolicyHAMi: "mutex",
+		protocol.AnnotationNodePolicy: "spread", protocol.AnnotationNodePolicyHAMi: " Spread ",
+	}
+	got := Shadowed(a)
+	if len(got) != 1 || !strings.Contains(got[0], `annotation hami.io/gpu-scheduler-policy="mutex" is ignored: vgpud.io/gpu-policy="binpack" wins`) {
+		t.Fatalf("%q", got)
 	}
 }

@@ -87,22 +87,28 @@ func (p Peak) Total() Usage { return p.inits.Max(p.sidecars.Plus(p.apps)) }
 // its GPUs whole, and counts at least wholeGPU MiB of memory for each
 // (bind charges the chosen GPU's whole memory, Placement.Charge; before
 // the GPU is chosen the caller may know the least it can be, or pass 0).
-// With mutex (the pod's GPU policy) every container holds its GPUs alone,
-// and counts every core of each as well.
+// With mutex (the pod's GPU policy) the pod holds its GPUs alone, each
+// charged whole (Placement.Charge): before they are chosen, the least
+// that can be is as many GPUs as its largest container asks, since its
+// containers may share them.
 func Requested(cs []ContainerRequest, wholeGPU int64, mutex bool) Usage {
 	var p Peak
+	most := 0 // GPUs of the pod's largest container
 	for _, c := range cs {
 		n := int64(c.GPUs)
+		most = max(most, c.GPUs)
 		u := Usage{MemMiB: c.MemoryMiB * n, Cores: c.Cores * c.GPUs, Slots: c.GPUs}
-		if (Exclusive(c.Cores) || mutex) && c.GPUs > 0 {
+		if Exclusive(c.Cores) && c.GPUs > 0 {
 			u.MemMiB = max(c.MemoryMiB, wholeGPU) * n
 			u.Exclusive = true
 		}
-		if mutex && c.GPUs > 0 {
-			u.Cores = max(c.Cores, protocol.MaxPercent) * c.GPUs
-			u.Mutex = true
-		}
 		p.Add(u, c.Kind)
 	}
-	return p.Total()
+	t := p.Total()
+	if mutex && most > 0 {
+		t.MemMiB = max(t.MemMiB, wholeGPU*int64(most))
+		t.Cores = max(t.Cores, protocol.MaxPercent*most)
+		t.Exclusive, t.Mutex = true, true
+	}
+	return t
 }

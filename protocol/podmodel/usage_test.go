@@ -128,15 +128,19 @@ func TestPlacementOf(t *testing.T) {
 	}
 }
 
-// A mutex pod's request counts each of its GPUs whole, memory and cores,
-// for the webhook's check before a GPU is chosen; its own containers
-// still peak by the footprint rule.
+// A mutex pod's request counts, before its GPUs are chosen, at least as
+// many whole GPUs (memory and cores) as its largest container asks: its
+// containers may share them.
 func TestRequestedMutex(t *testing.T) {
 	reqs := []ContainerRequest{
 		{Name: "init", Kind: KindInit, GPUs: 1, MemoryMiB: 1000, Cores: 20},
 		{Name: "a", GPUs: 2, MemoryMiB: 8000, Cores: 30},
 	}
 	if got, want := Requested(reqs, 40000, true), (Usage{MemMiB: 80000, Cores: 200, Slots: 2, Exclusive: true, Mutex: true}); got != want {
+		t.Errorf("mutex: %+v, want %+v", got, want)
+	}
+	two := []ContainerRequest{{Name: "a", GPUs: 1, MemoryMiB: 1000}, {Name: "b", GPUs: 1, MemoryMiB: 1000}}
+	if got, want := Requested(two, 40000, true), (Usage{MemMiB: 40000, Cores: 100, Slots: 2, Exclusive: true, Mutex: true}); got != want {
 		t.Errorf("mutex: %+v, want %+v", got, want)
 	}
 	if got, want := Requested(reqs, 40000, false), (Usage{MemMiB: 16000, Cores: 60, Slots: 2}); got != want {

@@ -75,10 +75,8 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 }
 
 // policy reads vgpud's node policy annotation, else HAMi's, else the
-// default; both set and different is refused, as for the GPU policy. It
-// is one name: HAMi's node policy has no chain either.
+// default. It is one name: HAMi's node policy has no chain either.
 func policy(a map[string]string, def string, keys ...string) (string, error) {
-	got, from := "", ""
 	for _, k := range keys {
 		v, ok := a[k]
 		if !ok {
@@ -86,18 +84,9 @@ func policy(a map[string]string, def string, keys ...string) (string, error) {
 		}
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
 		case podmodel.Binpack, podmodel.Spread:
-		default:
-			return "", fmt.Errorf("annotation %s=%q: want %s or %s", k, a[k], podmodel.Binpack, podmodel.Spread)
+			return v, nil
 		}
-		if from != "" && v != got {
-			return "", fmt.Errorf("annotations %s=%q and %s=%q disagree: keep one", from, a[from], k, a[k])
-		}
-		if from == "" {
-			got, from = v, k
-		}
+		return "", fmt.Errorf("annotation %s=%.64q: want %s or %s", k, a[k], podmodel.Binpack, podmodel.Spread)
 	}
-	if from == "" {
-		return def, nil
-	}
-	return got, nil
+	return def, nil
 }

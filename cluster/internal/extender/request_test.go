@@ -8,13 +8,10 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-func TestNodePolicyNamesMustAgree(t *testing.T) {
+func TestNodePolicyIsOneName(t *testing.T) {
 	keys := []string{protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi}
-	if p, err := policy(map[string]string{keys[0]: "spread", keys[1]: "SPREAD"}, podmodel.Binpack, keys...); err != nil || p != podmodel.Spread {
-		t.Errorf("agreeing names: %q, %v", p, err)
-	}
-	if _, err := policy(map[string]string{keys[0]: "spread", keys[1]: "binpack"}, podmodel.Binpack, keys...); err == nil || !strings.Contains(err.Error(), "disagree") {
-		t.Errorf("disagreeing names: %v", err)
+	if p, err := policy(map[string]string{keys[0]: "spread", keys[1]: "binpack"}, podmodel.Binpack, keys...); err != nil || p != podmodel.Spread {
+		t.Errorf("vgpud's name wins: %q, %v", p, err)
 	}
 	if _, err := policy(map[string]string{keys[1]: "binpack,spread"}, podmodel.Binpack, keys...); err == nil || !strings.Contains(err.Error(), "want binpack or spread") {
 		t.Errorf("a node policy chain: %v", err)

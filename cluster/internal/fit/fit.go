@@ -180,7 +180,7 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 			}
 		default:
 			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
-			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA})
+			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA, own: !cur.Idle()})
 			if answerOnly && !req.SingleNUMA && len(cands) == c.GPUs {
 				return podmodel.ContainerPlacement{}, nil // enough: the rest cannot make it a no
 			}
@@ -208,6 +208,7 @@ type candidate struct {
 	usage podmodel.Usage
 	load  float64
 	numa  int
+	own   bool // the pod's earlier containers are on it
 }
 
 // choose takes count candidates by GPU policy: spread prefers the least
@@ -222,7 +223,17 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 		return nil, false
 	}
 	binpack := req.GPUPolicy.Load == podmodel.Binpack
+	mutex := req.GPUPolicy.Mutex
 	byLoad := func(a, b candidate) int {
+		if mutex && a.own != b.own {
+			// A mutex pod's GPU is charged whole and kept from others: its
+			// next container joins it before taking another, whatever the
+			// load key says.
+			if a.own {
+				return -1
+			}
+			return 1
+		}
 		if a.load != b.load {
 			if (a.load > b.load) == binpack {
 				return -1
@@ -267,18 +278,30 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 }
 
 // oneNUMA is the first count candidates, in their order, of the NUMA
-// node of the first candidate whose node has count; nil if none has.
+// node of the first candidate whose node has count; nil if none has. It
+// moves them to the front of cands rather than allocate: fit runs per
+// node of every /filter.
 func oneNUMA(cands []candidate, count int) []candidate {
 	for _, c := range cands {
-		var group []candidate
+		n := 0
 		for _, o := range cands {
 			if o.numa == c.numa {
-				group = append(group, o)
+				n++
 			}
 		}
-		if len(group) >= count {
-			return group[:count]
+		if n < count {
+			continue
 		}
+		k := 0
+		for i := 0; i < len(cands) && k < count; i++ {
+			if cands[i].numa == c.numa {
+				x := cands[i]
+				copy(cands[k+1:i+1], cands[k:i])
+				cands[k] = x
+				k++
+			}
+		}
+		return cands[:count]
 	}
 	return nil
 }

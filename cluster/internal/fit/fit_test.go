@@ -231,10 +231,16 @@ func TestFitsDoesNotAllocate(t *testing.T) {
 		gs = append(gs, gpu(i, "NVIDIA A100-SXM4-40GB", 40960, i/4))
 	}
 	n := node(gs...)
+	n.Features = protocol.UnderstoodFeatures()
 	n.GPUs[2].Used = podmodel.Usage{MemMiB: 30000, Cores: 50, Slots: 3}
+	twoByTwo := []podmodel.ContainerRequest{app("a", 2, 1000, 10), app("b", 2, 1000, 10)}
 	for name, req := range map[string]Request{
-		"plain":     {Containers: []podmodel.ContainerRequest{app("c", 2, 10000, 20)}},
-		"selectors": {Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{" a100 "}, NoUseTypes: []string{"h100"}},
+		"plain":      {Containers: []podmodel.ContainerRequest{app("c", 2, 10000, 20)}},
+		"numa first": {Containers: twoByTwo, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Binpack, NUMA: podmodel.NUMAFirst}},
+		"numa-bind":  {Containers: twoByTwo, SingleNUMA: true},
+		"numa after": {Containers: twoByTwo, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Spread, NUMA: podmodel.NUMATiebreak}},
+		"mutex":      {Containers: twoByTwo, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Spread, Mutex: true}},
+		"selectors":  {Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{" a100 "}, NoUseTypes: []string{"h100"}},
 	} {
 		if r := Fits(n, req, opts); r != nil {
 			t.Fatalf("%s: does not fit: %+v", name, r)

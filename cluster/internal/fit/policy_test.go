@@ -125,6 +125,15 @@ func TestMutexHoldsTheGPUBothWays(t *testing.T) {
 		t.Fatalf("a mutex pod's own containers do not share its GPU: %v", r)
 	}
 
+	// Under spread too: an init container does not take a second GPU,
+	// which would be held, and charged, whole for the pod's life.
+	three := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0), gpu(2, "A100", 40000, 0))
+	three.Features = n.Features
+	spread := Request{Containers: []podmodel.ContainerRequest{init, app("a", 1, 4000, 30)}, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Spread, Mutex: true}}
+	if pl, r := Place(three, spread, opts); r != nil || pl[0].GPUs[0].UUID != pl[1].GPUs[0].UUID {
+		t.Fatalf("mutex under spread: %v, %v; want one GPU for the init and app containers", pl, r)
+	}
+
 	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "m", GPUs: pl[0].GPUs}}})
 	if err != nil || !strings.Contains(raw, `"requires":["mutex"]`) || !strings.Contains(raw, `"exclusive":true`) {
 		t.Fatalf("assignment %s, %v", raw, err)

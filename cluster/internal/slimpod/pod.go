@@ -147,10 +147,23 @@ func (p *Pod) Usage() (podmodel.Usage, error) {
 	if p.Invalid != nil {
 		return podmodel.Usage{}, p.Invalid
 	}
-	// A policy that does not read counts as shared: a tenant who breaks
-	// it on a running pod must not drop the pod from the count.
+	return podmodel.Requested(p.Containers, 0, p.holdsAlone()), nil
+}
+
+// holdsAlone says whether the pod holds its GPUs by the mutex policy:
+// once placed, as its assignment says (the tenant's annotation may have
+// changed since); a pod HAMi placed never (HAMi books it shared); before
+// placement, as its policy asks.
+func (p *Pod) holdsAlone() bool {
+	switch {
+	case p.HasAssignment:
+		a, err := protocol.DecodeAssignment(p.Assignment)
+		return err == nil && a.HoldsAlone()
+	case p.HAMiAllocated != "":
+		return false
+	}
 	policy, _ := podmodel.GPUPolicyOf(p.Annotations, "")
-	return podmodel.Requested(p.Containers, 0, policy.Mutex), nil
+	return policy.Mutex
 }
 
 // Ref is a stub API object naming the pod, for Events.
