@@ -14,7 +14,33 @@ type Inventory struct {
 	// was sent during a rolling upgrade.
 	Features []string `json:"features,omitempty"`
 	GPUs     []GPU    `json:"gpus"`
+	// Sets are the groups of GPUs joined more closely than the node at
+	// large, which the node works out once from NVML so that placement
+	// only looks them up. A leader that does not read them places as
+	// before.
+	Sets []GPUSet `json:"sets,omitempty"`
 }
+
+// GPUSet is a group of a node's GPUs, by index, every two of which are
+// joined by Link.
+type GPUSet struct {
+	Link string `json:"link"` // LinkNVLink or LinkPCIeSwitch; a reader skips one it does not know
+	GPUs []int  `json:"gpus"`
+}
+
+// The links a GPUSet names, closest first.
+const (
+	// LinkNVLink: every two GPUs of the set reach each other over NVLink
+	// (directly, or through an NVSwitch). Each such set is a largest one:
+	// no other GPU reaches all of it.
+	LinkNVLink = "nvlink"
+	// LinkPCIeSwitch: the set's GPUs sit behind one PCIe switch, so their
+	// traffic does not cross the host bridge.
+	LinkPCIeSwitch = "pcie-switch"
+)
+
+// maxSets bounds an inventory's sets, which placement scans per pod.
+const maxSets = 256
 
 // GPU is one physical GPU as the scheduler sees it, after the node's memory
 // and core scaling were applied.
@@ -85,6 +111,21 @@ func (inv Inventory) Validate() error {
 		}
 		seenUUID[g.UUID] = true
 		seenIndex[g.Index] = true
+	}
+	if len(inv.Sets) > maxSets {
+		return fmt.Errorf("sets lists %d, more than %d", len(inv.Sets), maxSets)
+	}
+	for i, s := range inv.Sets {
+		if len(s.GPUs) < 2 {
+			return fmt.Errorf("sets[%d]: %d GPUs; a set joins at least 2", i, len(s.GPUs))
+		}
+		seen := map[int]bool{}
+		for _, idx := range s.GPUs {
+			if !seenIndex[idx] || seen[idx] {
+				return fmt.Errorf("sets[%d]: GPU index %d is not one of the node's, or appears twice", i, idx)
+			}
+			seen[idx] = true
+		}
 	}
 	return nil
 }

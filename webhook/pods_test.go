@@ -139,7 +139,7 @@ func TestPodsAdmission(t *testing.T) {
 		{name: "quota_cores_exceeded", quotas: aiTeam, want: deny, msg: "namespace ai-team: gpucores quota 200, in use 100, this pod is charged 120; lower nvidia.com/gpucores"},
 		{name: "quota_exclusive_whole_memory", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod is charged 40960, a GPU with all its cores (nvidia.com/gpucores 100) counting its whole memory"},
 		{name: "quota_mutex_whole_gpu", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod is charged 40960, each GPU it holds alone by the mutex policy counting its whole memory (leave mutex out to be charged the slice)"},
-		{name: "gpu_policy_unknown", want: deny, msg: `annotation hami.io/gpu-scheduler-policy="binpack,topology-aware": topology-aware is not supported yet`},
+		{name: "gpu_policy_unknown", want: deny, msg: `annotation hami.io/gpu-scheduler-policy="binpack,nvlink": unknown policy "nvlink": want a comma-separated chain of`},
 		{name: "quota_init_counts_max", quotas: aiTeam, want: deny, msg: "gpumem quota 40000 MiB, in use 38000, this pod is charged 3000"},
 
 		{name: "undecodable_pod", want: errorCode, msg: "decode pod ai-team/train"},

@@ -21,8 +21,10 @@ const (
 	// else joins it while the pod holds it; the slice stays what the
 	// container asks. The pod's own containers may share it.
 	Mutex = "mutex"
-	// Topology is HAMi's topology-aware policy, which needs the GPUs'
-	// links; vgpud refuses it by name until its inventory carries them.
+	// Topology sorts a container that asks for several GPUs onto the
+	// closest set the node has enough of: joined by NVLink, else behind
+	// one PCIe switch, else on one NUMA node. It never refuses, and it
+	// comes before the load key wherever it stands (HAMi's reads so).
 	Topology = "topology-aware"
 )
 
@@ -43,9 +45,10 @@ const (
 // a chain of names, applied in the order written. Load (binpack or
 // spread) and numa sort; mutex filters wherever it stands.
 type GPUPolicy struct {
-	Load  string // Binpack or Spread; "" takes the cluster default's
-	NUMA  NUMAOrder
-	Mutex bool
+	Load     string // Binpack or Spread; "" takes the cluster default's
+	NUMA     NUMAOrder
+	Mutex    bool
+	Topology bool
 }
 
 // ParseGPUPolicy reads a chain such as "binpack,numa": names separated
@@ -81,9 +84,9 @@ func ParseGPUPolicy(chain string) (GPUPolicy, error) {
 		case Mutex:
 			p.Mutex = true
 		case Topology:
-			return GPUPolicy{}, fmt.Errorf("%s is not supported yet: vgpud does not read the GPUs' links; leave it out", Topology)
+			p.Topology = true
 		default:
-			return GPUPolicy{}, fmt.Errorf("unknown policy %q: want a comma-separated chain of %s or %s, and %s or %s", name, Binpack, Spread, NUMA, Mutex)
+			return GPUPolicy{}, fmt.Errorf("unknown policy %q: want a comma-separated chain of %s or %s, and %s, %s or %s", name, Binpack, Spread, NUMA, Mutex, Topology)
 		}
 	}
 	return p, nil
@@ -110,6 +113,9 @@ func (p GPUPolicy) String() string {
 		chain = NUMA + "," + load
 	case NUMATiebreak:
 		chain = load + "," + NUMA
+	}
+	if p.Topology {
+		chain = Topology + "," + chain
 	}
 	if p.Mutex {
 		chain = Mutex + "," + chain

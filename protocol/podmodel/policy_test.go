@@ -25,8 +25,9 @@ func TestParseGPUPolicy(t *testing.T) {
 		{chain: "numa,mutex", want: GPUPolicy{NUMA: NUMAFirst, Mutex: true}},
 		{chain: "binpack,spread", err: "binpack and spread contradict"},
 		{chain: "numa,numa", err: `"numa" is named twice`},
-		{chain: "topology-aware", err: "topology-aware is not supported yet"},
-		{chain: "binpak", err: `unknown policy "binpak": want a comma-separated chain of binpack or spread, and numa or mutex`},
+		{chain: "topology-aware", want: GPUPolicy{Topology: true}},
+		{chain: "mutex,binpack,topology-aware,numa", want: GPUPolicy{Load: Binpack, NUMA: NUMATiebreak, Mutex: true, Topology: true}},
+		{chain: "binpak", err: `unknown policy "binpak": want a comma-separated chain of binpack or spread, and numa, mutex or topology-aware`},
 	} {
 		got, err := ParseGPUPolicy(tc.chain)
 		if tc.err != "" {
@@ -62,7 +63,8 @@ func TestGPUPolicyReadsAChain(t *testing.T) {
 		{a: map[string]string{protocol.AnnotationGPUPolicy: "numa", protocol.AnnotationGPUPolicyHAMi: "spread,numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
 		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "topology-aware,what"}, def: "binpack", want: GPUPolicy{Load: Spread}}, // HAMi's not read
 		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "spread" + strings.Repeat(" ", 300) + ",mutex"}, def: "binpack", err: "longer than 256 bytes"},
-		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}, def: "spread", err: `annotation hami.io/gpu-scheduler-policy="binpack,topology-aware": topology-aware is not supported yet`},
+		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}, def: "spread", want: GPUPolicy{Load: Binpack, Topology: true}},
+		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,nvlink"}, def: "spread", err: `annotation hami.io/gpu-scheduler-policy="binpack,nvlink": unknown policy "nvlink"`},
 		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex"}, def: "binpack,numa", want: GPUPolicy{Load: Binpack, Mutex: true}},
 		{def: "packed", err: `the cluster's default GPU policy "packed"`},
 	} {

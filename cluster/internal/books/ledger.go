@@ -48,8 +48,9 @@ type nodeState struct {
 	gpus []protocol.GPU
 	// features the node's vgpud honours in an assignment (its inventory's)
 	features []string
-	usable   bool   // the device plugin is registered: allocatable GPUs > 0
-	plugin   string // the node role's vgpud.io/plugin: serving or draining
+	sets     []fit.Set // its connected GPU sets
+	usable   bool      // the device plugin is registered: allocatable GPUs > 0
+	plugin   string    // the node role's vgpud.io/plugin: serving or draining
 	// exact: the runtime names each container's pod there (NRI), so its
 	// binds need no order and its pods record no phase.
 	exact  bool
@@ -119,13 +120,14 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
 	wasCordoned, wasUnreadable := st.cordoned, st.cordonErr != nil
-	st.gpus, st.features, st.invErr = nil, nil, nil
+	st.gpus, st.features, st.sets, st.invErr = nil, nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
 			st.invErr = err
 		} else {
 			st.gpus, st.features = inv.GPUs, inv.Features
+			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
 		}
 	}
 	st.cordoned, st.cordonErr = nil, nil
@@ -381,7 +383,7 @@ func (c *Ledger) recompute(name string) {
 // usage is the node's GPUs with what its pods, except one, hold.
 func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
-	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features}
+	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features, Sets: st.sets}
 	for i, g := range st.gpus {
 		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID]}
 	}

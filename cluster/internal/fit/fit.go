@@ -186,7 +186,7 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 			}
 		}
 	}
-	pick, numaShort := choose(cands, c.GPUs, req)
+	pick, numaShort := choose(cands, c.GPUs, req, n.Sets)
 	if pick == nil {
 		return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
 	}
@@ -218,7 +218,7 @@ type candidate struct {
 // numa first does the same where some NUMA node has enough, and takes
 // them across nodes where none has; numa after the load key sends only
 // ties in load to the NUMA node of the first pick.
-func choose(cands []candidate, count int, req Request) (pick []candidate, numaShort bool) {
+func choose(cands []candidate, count int, req Request, sets []Set) (pick []candidate, numaShort bool) {
 	if len(cands) < count {
 		return nil, false
 	}
@@ -251,8 +251,13 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 	if count == 1 {
 		return cands[:1], false
 	}
+	if req.GPUPolicy.Topology {
+		if pick := closestSet(cands, count, req.SingleNUMA, sets); pick != nil {
+			return pick, false
+		}
+	}
 	switch {
-	case req.SingleNUMA || req.GPUPolicy.NUMA == podmodel.NUMAFirst:
+	case req.SingleNUMA || req.GPUPolicy.NUMA == podmodel.NUMAFirst || req.GPUPolicy.Topology:
 		if group := oneNUMA(cands, count); group != nil {
 			return group, false
 		}
@@ -277,6 +282,70 @@ func choose(cands []candidate, count int, req Request) (pick []candidate, numaSh
 	return cands[:count], false
 }
 
+// closestSet is count candidates from the closest connected set that has
+// enough of them (NVLink, then one PCIe switch; with singleNUMA, enough on
+// one NUMA node): of the sets at that link, the one holding the earliest
+// candidate, and of it the earliest candidates. nil if no set has enough;
+// cands keep their order then.
+func closestSet(cands []candidate, count int, singleNUMA bool, sets []Set) []candidate {
+	for _, link := range []string{protocol.LinkNVLink, protocol.LinkPCIeSwitch} {
+		best, bestMask := -1, uint64(0)
+		for _, s := range sets {
+			if s.Link != link {
+				continue
+			}
+			first, n := -1, 0
+			for r, c := range cands {
+				if s.Mask&(1<<c.idx) == 0 || (singleNUMA && !enoughOnNUMA(cands, count, s.Mask, c.numa)) {
+					continue
+				}
+				if first < 0 {
+					first = r
+				}
+				n++
+			}
+			if n >= count && (best < 0 || first < best) {
+				best, bestMask = first, s.Mask
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		group := toFront(cands, func(c candidate) bool { return bestMask&(1<<c.idx) != 0 })
+		if singleNUMA {
+			return oneNUMA(group, count)
+		}
+		return group[:count]
+	}
+	return nil
+}
+
+// enoughOnNUMA says whether mask holds count candidates on NUMA node numa.
+func enoughOnNUMA(cands []candidate, count int, mask uint64, numa int) bool {
+	n := 0
+	for _, c := range cands {
+		if mask&(1<<c.idx) != 0 && c.numa == numa {
+			n++
+		}
+	}
+	return n >= count
+}
+
+// toFront moves the candidates keep holds to the front of cands, in their
+// order, and returns them; it does not allocate.
+func toFront(cands []candidate, keep func(candidate) bool) []candidate {
+	k := 0
+	for i := range cands {
+		if keep(cands[i]) {
+			x := cands[i]
+			copy(cands[k+1:i+1], cands[k:i])
+			cands[k] = x
+			k++
+		}
+	}
+	return cands[:k]
+}
+
 // oneNUMA is the first count candidates, in their order, of the NUMA
 // node of the first candidate whose node has count; nil if none has. It
 // moves them to the front of cands rather than allocate: fit runs per
@@ -292,16 +361,8 @@ func oneNUMA(cands []candidate, count int) []candidate {
 		if n < count {
 			continue
 		}
-		k := 0
-		for i := 0; i < len(cands) && k < count; i++ {
-			if cands[i].numa == c.numa {
-				x := cands[i]
-				copy(cands[k+1:i+1], cands[k:i])
-				cands[k] = x
-				k++
-			}
-		}
-		return cands[:count]
+		numa := c.numa
+		return toFront(cands, func(o candidate) bool { return o.numa == numa })[:count]
 	}
 	return nil
 }

@@ -232,6 +232,7 @@ func TestFitsDoesNotAllocate(t *testing.T) {
 	}
 	n := node(gs...)
 	n.Features = protocol.UnderstoodFeatures()
+	n.Sets = []Set{{Link: protocol.LinkNVLink, Mask: 0xff}, {Link: protocol.LinkPCIeSwitch, Mask: 0x3}, {Link: protocol.LinkPCIeSwitch, Mask: 0xc}}
 	n.GPUs[2].Used = podmodel.Usage{MemMiB: 30000, Cores: 50, Slots: 3}
 	twoByTwo := []podmodel.ContainerRequest{app("a", 2, 1000, 10), app("b", 2, 1000, 10)}
 	for name, req := range map[string]Request{
@@ -240,6 +241,7 @@ func TestFitsDoesNotAllocate(t *testing.T) {
 		"numa-bind":  {Containers: twoByTwo, SingleNUMA: true},
 		"numa after": {Containers: twoByTwo, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Spread, NUMA: podmodel.NUMATiebreak}},
 		"mutex":      {Containers: twoByTwo, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Spread, Mutex: true}},
+		"topology":   {Containers: twoByTwo, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Binpack, Topology: true}, SingleNUMA: true},
 		"selectors":  {Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, UseTypes: []string{" a100 "}, NoUseTypes: []string{"h100"}},
 	} {
 		if r := Fits(n, req, opts); r != nil {

@@ -152,3 +152,81 @@ func TestMutexHoldsTheGPUBothWays(t *testing.T) {
 		t.Fatalf("the same node refuses a pod without mutex: %+v", r)
 	}
 }
+
+// topology-aware takes a multi-GPU container's GPUs from the closest set
+// with enough: NVLink, then one PCIe switch, then one NUMA node, then as
+// the load key orders them; within and among sets the load key decides.
+func TestTopologyAwareTakesTheClosestSet(t *testing.T) {
+	a100 := func(i, numa int, used int64) CommittedGPU {
+		g := gpu(i, "A100", 40000, numa)
+		if used > 0 {
+			g.Used = podmodel.Usage{MemMiB: used, Cores: 10, Slots: 1}
+		}
+		return g
+	}
+	// Four GPUs on NUMA 0: NVLink joins 0-2 and 1-3; 0 and 1 share a
+	// PCIe switch, and 2 and 3. GPU-2 is the fullest.
+	n := node(a100(0, 0, 0), a100(1, 0, 0), a100(2, 0, 10000), a100(3, 0, 0), a100(4, 1, 0), a100(5, 1, 0))
+	n.Sets = []Set{{Link: protocol.LinkNVLink, Mask: 0b0101}, {Link: protocol.LinkNVLink, Mask: 0b1010},
+		{Link: protocol.LinkPCIeSwitch, Mask: 0b0011}, {Link: protocol.LinkPCIeSwitch, Mask: 0b1100}}
+	for _, tc := range []struct {
+		chain string
+		gpus  int
+		bind  bool
+		full  []int // GPUs made too full to fit
+		want  string
+	}{
+		{"spread", 2, false, nil, "GPU-0,GPU-1"},                        // no topology: by load, then index
+		{"spread,topology-aware", 2, false, nil, "GPU-0,GPU-2"},         // the NVLink pair of the least loaded
+		{"topology-aware,binpack", 2, false, nil, "GPU-2,GPU-0"},        // the NVLink pair of the fullest
+		{"topology-aware,spread", 2, false, []int{0}, "GPU-1,GPU-3"},    // 0-2 broken: the other pair
+		{"topology-aware", 2, false, []int{0, 3}, "GPU-1,GPU-2"},        // no pair left in a set: one NUMA node
+		{"topology-aware", 2, false, []int{0, 2, 3, 5}, "GPU-1,GPU-4"},  // nothing closer: across NUMA nodes
+		{"topology-aware", 3, false, nil, "GPU-0,GPU-1,GPU-3"},          // no set of three: one NUMA node
+		{"topology-aware", 1, false, nil, "GPU-0"},                      // one GPU: as the load key
+		{"topology-aware", 2, true, []int{0, 3}, "GPU-1,GPU-2"},         // numa-bind holds
+		{"topology-aware", 3, true, []int{0, 1}, "no single NUMA node"}, // and refuses
+		{"topology-aware", 2, false, []int{0, 1, 2, 3}, "GPU-4,GPU-5"},  // sets only where they fit
+	} {
+		m := n
+		m.GPUs = slices.Clone(n.GPUs)
+		for _, i := range tc.full {
+			m.GPUs[i].Used = podmodel.Usage{MemMiB: 39500, Cores: 10, Slots: 1}
+		}
+		p, err := podmodel.ParseGPUPolicy(tc.chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Containers: []podmodel.ContainerRequest{app("c", tc.gpus, 1000, 0)}, GPUPolicy: p.Or(podmodel.GPUPolicy{Load: podmodel.Spread}), SingleNUMA: tc.bind}
+		pl, r := Place(m, req, opts)
+		got := ""
+		if r != nil {
+			got = r.Kind
+		} else {
+			var ids []string
+			for _, g := range pl[0].GPUs {
+				ids = append(ids, g.UUID)
+			}
+			got = strings.Join(ids, ",")
+		}
+		if got != tc.want {
+			t.Errorf("chain %q, %d GPUs, numa-bind %v, full %v: %s, want %s", tc.chain, tc.gpus, tc.bind, tc.full, got, tc.want)
+		}
+	}
+}
+
+// Sets by GPU index become masks over the node's GPUs in fit's order; a
+// link this build does not know, or a set left with one known GPU, is
+// skipped.
+func TestSetsOf(t *testing.T) {
+	gpus := []protocol.GPU{{Index: 4}, {Index: 0}, {Index: 7}}
+	got := SetsOf([]protocol.GPUSet{
+		{Link: protocol.LinkNVLink, GPUs: []int{0, 4, 7}},
+		{Link: "c2c", GPUs: []int{0, 4}},
+		{Link: protocol.LinkPCIeSwitch, GPUs: []int{7, 9}},
+		{Link: protocol.LinkPCIeSwitch, GPUs: []int{4, 0}},
+	}, gpus)
+	if want := []Set{{Link: protocol.LinkNVLink, Mask: 0b111}, {Link: protocol.LinkPCIeSwitch, Mask: 0b011}}; !slices.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+}

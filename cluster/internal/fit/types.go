@@ -5,6 +5,8 @@
 package fit
 
 import (
+	"math/bits"
+
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -25,6 +27,39 @@ type Node struct {
 	// Features the node's vgpud honours in an assignment's requires list
 	// (protocol.Inventory.Features).
 	Features []string
+	// Sets are the node's connected GPU sets, closest link first
+	// (protocol.Inventory.Sets); shared, never changed in place.
+	Sets []Set
+}
+
+// Set is a connected GPU set: Mask has bit i for n.GPUs[i].
+type Set struct {
+	Link string // protocol.LinkNVLink or protocol.LinkPCIeSwitch
+	Mask uint64
+}
+
+// SetsOf turns an inventory's sets into masks over gpus (in the order
+// fit.Node holds them), skipping a link this build does not know and a
+// GPU beyond the 64 a mask holds.
+func SetsOf(sets []protocol.GPUSet, gpus []protocol.GPU) []Set {
+	var out []Set
+	for _, s := range sets {
+		if s.Link != protocol.LinkNVLink && s.Link != protocol.LinkPCIeSwitch {
+			continue
+		}
+		var m uint64
+		for _, idx := range s.GPUs {
+			for i, g := range gpus {
+				if g.Index == idx && i < 64 {
+					m |= 1 << i
+				}
+			}
+		}
+		if bits.OnesCount64(m) >= 2 {
+			out = append(out, Set{Link: s.Link, Mask: m})
+		}
+	}
+	return out
 }
 
 // Request is what a pod asks, with its selectors and policies.

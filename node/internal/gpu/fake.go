@@ -14,7 +14,14 @@ import (
 type FakeGPU struct {
 	Model     string
 	MemoryMiB uint64
-	NUMA      int
+	Place
+}
+
+// Place is where a mock or fake GPU sits: its NUMA node, and the NVLink
+// domain and PCIe switch it shares with the GPUs of the same number (-1:
+// none). go-nvml's mocks answer no topology query, so these do.
+type Place struct {
+	NUMA, NVLink, PCIe int
 }
 
 // Bounds of a fake machine, so a typo does not build a thousand GPUs.
@@ -24,13 +31,16 @@ const (
 )
 
 // ParseFake reads a fake machine: comma-separated groups of
-// <count>x<model>:<MiB>[:numa=<n>], e.g. "4xA100-80GB:81920:numa=0,2xT4:15360:numa=1".
+// <count>x<model>:<MiB>[:numa=<n>][:nvlink=<n>][:pcie=<n>], e.g.
+// "4xA100-80GB:81920:numa=0:nvlink=0,2xT4:15360:numa=1:pcie=3". GPUs
+// with the same nvlink number are joined by NVLink; with the same pcie
+// number, they sit behind one PCIe switch.
 func ParseFake(spec string) ([]FakeGPU, error) {
 	var out []FakeGPU
 	for _, group := range strings.Split(spec, ",") {
 		g, n, err := parseFakeGroup(strings.TrimSpace(group))
 		if err != nil {
-			return nil, fmt.Errorf("fake GPUs %q: %w; want <count>x<model>:<MiB>[:numa=<n>], comma-separated", group, err)
+			return nil, fmt.Errorf("fake GPUs %q: %w; want <count>x<model>:<MiB>[:numa=<n>][:nvlink=<n>][:pcie=<n>], comma-separated", group, err)
 		}
 		for range n {
 			out = append(out, g)
@@ -44,8 +54,8 @@ func ParseFake(spec string) ([]FakeGPU, error) {
 
 func parseFakeGroup(s string) (FakeGPU, int, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return FakeGPU{}, 0, fmt.Errorf("want 2 or 3 colon-separated fields")
+	if len(parts) < 2 || len(parts) > 5 {
+		return FakeGPU{}, 0, fmt.Errorf("want 2 to 5 colon-separated fields")
 	}
 	countS, model, ok := strings.Cut(parts[0], "x")
 	if !ok || model == "" {
@@ -59,14 +69,25 @@ func parseFakeGroup(s string) (FakeGPU, int, error) {
 	if err != nil || mem < 1 || mem > maxFakeMemory {
 		return FakeGPU{}, 0, fmt.Errorf("memory %q: want MiB in 1..%d", parts[1], maxFakeMemory)
 	}
-	g := FakeGPU{Model: model, MemoryMiB: mem}
-	if len(parts) == 3 {
-		v, ok := strings.CutPrefix(parts[2], "numa=")
+	g := FakeGPU{Model: model, MemoryMiB: mem, Place: Place{NVLink: -1, PCIe: -1}}
+	seen := map[string]bool{}
+	for _, opt := range parts[2:] {
+		key, v, _ := strings.Cut(opt, "=")
 		n, err := strconv.Atoi(v)
-		if !ok || err != nil || n < 0 || n > 255 {
-			return FakeGPU{}, 0, fmt.Errorf("%q: want numa=<0..255>", parts[2])
+		var to *int
+		switch key {
+		case "numa":
+			to = &g.NUMA
+		case "nvlink":
+			to = &g.NVLink
+		case "pcie":
+			to = &g.PCIe
 		}
-		g.NUMA = n
+		if to == nil || seen[key] || err != nil || n < 0 || n > 255 {
+			return FakeGPU{}, 0, fmt.Errorf("%q: want numa=, nvlink= or pcie=<0..255>, each once", opt)
+		}
+		seen[key] = true
+		*to = n
 	}
 	return g, count, nil
 }
@@ -79,10 +100,10 @@ func fakeServer(fs []FakeGPU) *server.Server {
 	return server.NewServerWithGPUs("550.54.15", "12.550.54.15", 12040, cfgs...)
 }
 
-func fakeNUMA(fs []FakeGPU) []int {
-	out := make([]int, len(fs))
+func fakePlaces(fs []FakeGPU) []Place {
+	out := make([]Place, len(fs))
 	for i, f := range fs {
-		out[i] = f.NUMA
+		out[i] = f.Place
 	}
 	return out
 }

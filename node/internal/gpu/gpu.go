@@ -16,6 +16,9 @@ type Device struct {
 	MemoryMiB int64
 	BusID     string
 	NUMA      int // from sysfs on a real node; 0 where unknown
+	// NVLink and PCIeSwitch are the indices of the other GPUs this one
+	// reaches over NVLink, and behind a common PCIe switch (topology.go).
+	NVLink, PCIeSwitch []int
 }
 
 // Discover initialises lib and lists its GPUs in index order. The error
@@ -29,6 +32,7 @@ func Discover(lib nvml.Interface) ([]Device, error) {
 		return nil, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))
 	}
 	out := make([]Device, 0, n)
+	handles := make([]nvml.Device, 0, n)
 	for i := 0; i < n; i++ {
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
@@ -39,7 +43,9 @@ func Discover(lib nvml.Interface) ([]Device, error) {
 			return nil, err
 		}
 		out = append(out, dev)
+		handles = append(handles, d)
 	}
+	links(out, handles)
 	return out, nil
 }
 

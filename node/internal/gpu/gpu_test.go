@@ -1,9 +1,11 @@
 package gpu
 
 import (
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 func TestMockDGXA100HasStableUUIDs(t *testing.T) {
@@ -152,5 +154,42 @@ func TestSamples(t *testing.T) {
 	}
 	if again := Samples(lib); len(again) != 1 || again[0].UUID != got[0].UUID {
 		t.Fatalf("with GPU 1 failing: %+v", again)
+	}
+}
+
+// The mocks answer NVML's topology queries as the machines are built: a
+// DGX joins every GPU by NVLink and two to each PCIe switch; a fake joins
+// the GPUs its spec numbers alike.
+func TestMockTopology(t *testing.T) {
+	lib, err := Open("mock:dgxa100", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := Discover(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := devs[3].NVLink; !slices.Equal(got, []int{0, 1, 2, 4, 5, 6, 7}) {
+		t.Errorf("dgxa100 GPU 3 NVLink peers %v", got)
+	}
+	if got := devs[3].PCIeSwitch; !slices.Equal(got, []int{2}) {
+		t.Errorf("dgxa100 GPU 3 PCIe switch peers %v", got)
+	}
+	lib, err = Open("fake:2xA100:40000:nvlink=0:pcie=0,1xA100:40000:pcie=0,1xL4:23034:numa=1", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs, err = Discover(lib); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][2][]int{{{1}, {1, 2}}, {{0}, {0, 2}}, {nil, {0, 1}}, {nil, nil}} {
+		if !slices.Equal(devs[i].NVLink, want[0]) || !slices.Equal(devs[i].PCIeSwitch, want[1]) {
+			t.Errorf("fake GPU %d: NVLink %v, PCIe %v; want %v, %v", i, devs[i].NVLink, devs[i].PCIeSwitch, want[0], want[1])
+		}
+	}
+	for _, spec := range []string{"2xA:1:numa=0:numa=1", "2xA:1:pcie=x", "2xA:1:nvlink=-1", "2xA:1:numa=0:nvlink=0:pcie=0:x=1"} {
+		if _, err := ParseFake(spec); err == nil {
+			t.Errorf("%q accepted", spec)
+		}
 	}
 }

@@ -27,14 +27,18 @@ type Mock struct {
 	// go-nvml's mock lists none.
 	procs map[string]map[int]ProcessSample
 	clock uint64 // the driver's sample timestamps, µs, one per read
+	// places answer the topology queries go-nvml's mock leaves out.
+	places map[*server.Device]Place
 }
 
-func newMock(s *server.Server, node string, numa []int) *Mock {
+func newMock(s *server.Server, node string, places []Place) *Mock {
 	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}, procs: map[string]map[int]ProcessSample{}}
+	m.places = map[*server.Device]Place{}
 	for i, d := range s.Devices {
 		md := d.(*server.Device)
 		md.UUID = stableUUID(node, i)
-		m.decorate(md, numa[i])
+		m.places[md] = places[i]
+		m.decorate(md, places[i].NUMA)
 	}
 	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
 		return &mock.EventSet{
@@ -54,6 +58,25 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 			p.BusId[i] = int8(d.PciBusID[i])
 		}
 		return p, nvml.SUCCESS
+	}
+	d.GetP2PStatusFunc = func(o nvml.Device, caps nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
+		p, q, ok := m.pair(d, o)
+		if caps != nvml.P2P_CAPS_INDEX_NVLINK || !ok || p.NVLink < 0 || p.NVLink != q.NVLink {
+			return nvml.P2P_STATUS_NOT_SUPPORTED, nvml.SUCCESS
+		}
+		return nvml.P2P_STATUS_OK, nvml.SUCCESS
+	}
+	d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+		p, q, ok := m.pair(d, o)
+		switch {
+		case !ok:
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		case p.PCIe >= 0 && p.PCIe == q.PCIe:
+			return nvml.TOPOLOGY_SINGLE, nvml.SUCCESS
+		case p.NUMA == q.NUMA:
+			return nvml.TOPOLOGY_NODE, nvml.SUCCESS
+		}
+		return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
 	}
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
 		return nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
@@ -98,6 +121,17 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 		}
 		return nvml.Utilization{}, nvml.SUCCESS
 	}
+}
+
+// pair is where d and o sit; ok is false when o is not one of this
+// machine's GPUs.
+func (m *Mock) pair(d *server.Device, o nvml.Device) (Place, Place, bool) {
+	od, ok := o.(*server.Device)
+	if !ok {
+		return Place{}, Place{}, false
+	}
+	q, ok := m.places[od]
+	return m.places[d], q, ok
 }
 
 // wait is an event set's Wait. It times out on the wall clock, as the

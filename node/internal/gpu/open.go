@@ -79,17 +79,18 @@ func Open(name, nodeName string) (nvml.Interface, error) {
 	case err != nil:
 		return nil, err
 	case b.fake != nil:
-		return newMock(fakeServer(b.fake), nodeName, fakeNUMA(b.fake)), nil
+		return newMock(fakeServer(b.fake), nodeName, fakePlaces(b.fake)), nil
 	case b.mock == nil:
 		return nvml.New(), nil
 	}
 	s := b.mock()
-	// A DGX has two sockets; the first half of its GPUs hangs off the first.
-	numa := make([]int, len(s.Devices))
-	for i := range numa {
-		numa[i] = i * 2 / len(numa)
+	// A DGX has two sockets, the first half of its GPUs on the first; an
+	// NVSwitch joins every GPU; two GPUs share each PCIe switch.
+	places := make([]Place, len(s.Devices))
+	for i := range places {
+		places[i] = Place{NUMA: i * 2 / len(places), NVLink: 0, PCIe: i / 2}
 	}
-	return newMock(s, nodeName, numa), nil
+	return newMock(s, nodeName, places), nil
 }
 
 // stableUUID is a GPU-<uuid>-shaped name that depends only on node and index.

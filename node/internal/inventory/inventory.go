@@ -38,6 +38,7 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inv
 			Healthy:   !unhealthy[d.UUID],
 		})
 	}
+	inv.Sets = Sets(devs)
 	return inv
 }
 

@@ -65,8 +65,8 @@ func gpuMutex(t *testing.T, e env, nodes []string) {
 	create(others, pod("sharer", map[string]string{protocol.AnnotationUseGPUUUID: first.UUID}))
 	e.waitRunning(t, others, []string{"sharer"}, 90*time.Second)
 	// A chain the scheduler cannot honour is refused at create, saying why.
-	if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, pod("unknown", map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "topology-aware is not supported yet") {
-		t.Fatalf("a chain naming topology-aware: %v", err)
+	if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, pod("unknown", map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,nvlink"}), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), `unknown policy "nvlink"`) {
+		t.Fatalf("a chain naming an unknown policy: %v", err)
 	}
 	// HAMi's own example chain: held alone, chosen by binpack, numa last.
 	create(ns, pod("alone", map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex,binpack,numa"}))

@@ -1,0 +1,77 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// gpuTopology: each node publishes the connected GPU sets it worked out
+// from NVML (the DGX mock: one NVLink set of eight; vgpud-node-3's four
+// L4s: two PCIe switches, alternating), and a tenant's two-GPU pod with
+// HAMi's topology-aware policy gets two GPUs behind one switch, where
+// spread alone would take GPUs 0 and 1.
+func gpuTopology(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	const ns = "e2e-topology"
+	newTenant(t, e, ns)
+	e.idleGPUs(t)
+	inventory := func(node string) protocol.Inventory {
+		t.Helper()
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	dgx := inventory(nodes[0])
+	if len(dgx.Sets) == 0 || dgx.Sets[0].Link != protocol.LinkNVLink || len(dgx.Sets[0].GPUs) != len(dgx.GPUs) {
+		t.Fatalf("node %s: sets %v; want one NVLink set of all %d GPUs first", nodes[0], dgx.Sets, len(dgx.GPUs))
+	}
+	l4 := "vgpud-node-3"
+	sets := inventory(l4).Sets
+	if want := []protocol.GPUSet{{Link: protocol.LinkPCIeSwitch, GPUs: []int{0, 2}}, {Link: protocol.LinkPCIeSwitch, GPUs: []int{1, 3}}}; !slices.EqualFunc(sets, want, func(a, b protocol.GPUSet) bool { return a.Link == b.Link && slices.Equal(a.GPUs, b.GPUs) }) {
+		t.Fatalf("node %s: sets %v, want %v", l4, sets, want)
+	}
+	t.Logf("%s publishes %v; %s %d sets, the first %v", l4, sets, nodes[0], len(dgx.Sets), dgx.Sets[0])
+
+	p := gpuPod("pair", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationGPUPolicyHAMi: "spread,topology-aware"})
+	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": l4}
+	if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, ns, []string{"pair"}, 90*time.Second)
+	got, err := e.kube.CoreV1().Pods(ns).Get(ctx, "pair", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
+	if err != nil || len(a.Containers) != 1 {
+		t.Fatalf("assignment %+v, %v", a, err)
+	}
+	byUUID := map[string]int{}
+	for _, g := range inventory(l4).GPUs {
+		byUUID[g.UUID] = g.Index
+	}
+	var idx []int
+	for _, s := range a.Containers[0].GPUs {
+		idx = append(idx, byUUID[s.UUID])
+	}
+	slices.Sort(idx)
+	if fmt.Sprint(idx) != "[0 2]" {
+		t.Fatalf("the pair got GPUs %v; want 0 and 2, behind one PCIe switch", idx)
+	}
+	t.Logf("a two-GPU pod with spread,topology-aware got GPUs %v of %s", idx, l4)
+}
