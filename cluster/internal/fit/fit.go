@@ -2,6 +2,7 @@ package fit
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -61,7 +62,7 @@ func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *R
 			left--
 			// Which GPUs the last container takes matters only to a
 			// placement that is kept: for a yes or no, enough candidates do.
-			cp, reason := placeContainer(n, req, opts, c, pk, record, !record && left == 0)
+			cp, reason := placeContainer(n, &req, opts, c, pk, record, !record && left == 0)
 			if reason != nil {
 				return nil, reason
 			}
@@ -83,7 +84,7 @@ func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *R
 }
 
 // memFor is the MiB container c gets on GPU g.
-func memFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int64 {
+func memFor(c *podmodel.ContainerRequest, g *CommittedGPU, opts Options) int64 {
 	switch {
 	case c.MemoryMiB > 0:
 		return c.MemoryMiB
@@ -100,7 +101,7 @@ func memFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int64 {
 // that asks. A default is at most 99: holding a GPU whole (100) is what
 // a container asks for, never what it is given for asking nothing, or a
 // split-1 GPU's init and app containers could not share it.
-func coresFor(c podmodel.ContainerRequest, g CommittedGPU, opts Options) int {
+func coresFor(c *podmodel.ContainerRequest, g *CommittedGPU, opts Options) int {
 	switch {
 	case c.Cores > 0:
 		return c.Cores
@@ -122,14 +123,15 @@ type rejections struct {
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
 // record, to the placement; with answerOnly it only says whether c fits.
-func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
+func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
 	var rej rejections
 	var candBuf [scratchGPUs]candidate
 	cands := candBuf[:0]
 	if len(n.GPUs) > scratchGPUs {
 		cands = make([]candidate, 0, len(n.GPUs))
 	}
-	for i, g := range n.GPUs {
+	for i := range n.GPUs {
+		g := &n.GPUs[i] // not a copy: this loop runs per GPU of every node a /filter considers
 		switch {
 		case !g.Healthy:
 			rej.unhealthy++
@@ -144,13 +146,13 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 		// The pod's own earlier containers on this GPU, if any (usually
 		// none: this loop runs per GPU of every node a /filter considers).
 		var cur, total podmodel.Usage
-		cores := coresFor(c, g, opts)
+		cores := coresFor(&c, g, opts)
 		exclusive := podmodel.Exclusive(cores)
 		// A mutex slice holds the GPU alone against other pods only: it
 		// is not exclusive in the pod's own peak, so the pod's init,
 		// sidecar and app containers may share the GPU.
 		mutex := req.GPUPolicy.Mutex
-		u := podmodel.Usage{MemMiB: memFor(c, g, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
+		u := podmodel.Usage{MemMiB: memFor(&c, g, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
 		if pk[i] == (podmodel.Peak{}) {
 			total = g.Used.Plus(u)
 		} else {
@@ -186,6 +188,17 @@ func placeContainer(n Node, req Request, opts Options, c podmodel.ContainerReque
 			}
 		}
 	}
+	if answerOnly {
+		// Which GPUs the last container takes changes nothing after it:
+		// only whether enough fit, on one NUMA node where bound to one.
+		switch {
+		case len(cands) < c.GPUs:
+			return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), false)
+		case req.SingleNUMA && !anyNUMAHas(cands, c.GPUs):
+			return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), true)
+		}
+		return podmodel.ContainerPlacement{}, nil
+	}
 	pick, numaShort := choose(cands, c.GPUs, req, n.Sets)
 	if pick == nil {
 		return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
@@ -218,7 +231,7 @@ type candidate struct {
 // numa first does the same where some NUMA node has enough, and takes
 // them across nodes where none has; numa after the load key sends only
 // ties in load to the NUMA node of the first pick.
-func choose(cands []candidate, count int, req Request, sets []Set) (pick []candidate, numaShort bool) {
+func choose(cands []candidate, count int, req *Request, sets []Set) (pick []candidate, numaShort bool) {
 	if len(cands) < count {
 		return nil, false
 	}
@@ -286,32 +299,63 @@ func choose(cands []candidate, count int, req Request, sets []Set) (pick []candi
 // enough of them (NVLink, then one PCIe switch; with singleNUMA, enough on
 // one NUMA node): of the sets at that link, the one holding the earliest
 // candidate, and of it the earliest candidates. nil if no set has enough;
-// cands keep their order then.
+// cands keep their order then. Sets are bitmasks over the node's GPUs, so
+// each is judged with a few bit operations: this runs per node of every
+// /filter.
 func closestSet(cands []candidate, count int, singleNUMA bool, sets []Set) []candidate {
+	var all uint64
+	var byNUMA [scratchGPUs]struct {
+		numa int
+		mask uint64
+	}
+	numas := 0
+	for _, c := range cands {
+		if c.idx >= 64 {
+			continue // beyond a mask: in no set
+		}
+		all |= 1 << c.idx
+		k := 0
+		for k < numas && byNUMA[k].numa != c.numa {
+			k++
+		}
+		if k == numas {
+			if numas == len(byNUMA) {
+				return nil // more NUMA nodes than any machine has
+			}
+			byNUMA[k].numa = c.numa
+			numas++
+		}
+		byNUMA[k].mask |= 1 << c.idx
+	}
 	for _, link := range []string{protocol.LinkNVLink, protocol.LinkPCIeSwitch} {
-		best, bestMask := -1, uint64(0)
+		best, bestMask := len(cands), uint64(0)
 		for _, s := range sets {
-			if s.Link != link {
+			m := s.Mask & all
+			if s.Link != link || bits.OnesCount64(m) < count {
 				continue
 			}
-			first, n := -1, 0
-			for r, c := range cands {
-				if s.Mask&(1<<c.idx) == 0 || (singleNUMA && !enoughOnNUMA(cands, count, s.Mask, c.numa)) {
+			if singleNUMA {
+				var ok uint64
+				for k := range numas {
+					if on := m & byNUMA[k].mask; bits.OnesCount64(on) >= count {
+						ok |= on
+					}
+				}
+				if m = ok; m == 0 {
 					continue
 				}
-				if first < 0 {
-					first = r
-				}
-				n++
 			}
-			if n >= count && (best < 0 || first < best) {
-				best, bestMask = first, s.Mask
+			for r, c := range cands[:best] {
+				if c.idx < 64 && m&(1<<c.idx) != 0 {
+					best, bestMask = r, m
+					break
+				}
 			}
 		}
-		if best < 0 {
+		if bestMask == 0 {
 			continue
 		}
-		group := toFront(cands, func(c candidate) bool { return bestMask&(1<<c.idx) != 0 })
+		group := toFront(cands, func(c candidate) bool { return c.idx < 64 && bestMask&(1<<c.idx) != 0 })
 		if singleNUMA {
 			return oneNUMA(group, count)
 		}
@@ -320,15 +364,20 @@ func closestSet(cands []candidate, count int, singleNUMA bool, sets []Set) []can
 	return nil
 }
 
-// enoughOnNUMA says whether mask holds count candidates on NUMA node numa.
-func enoughOnNUMA(cands []candidate, count int, mask uint64, numa int) bool {
-	n := 0
-	for _, c := range cands {
-		if mask&(1<<c.idx) != 0 && c.numa == numa {
-			n++
+// anyNUMAHas says whether count of cands are on one NUMA node.
+func anyNUMAHas(cands []candidate, count int) bool {
+	for i, c := range cands {
+		n := 0
+		for _, o := range cands[i:] {
+			if o.numa == c.numa {
+				n++
+			}
+		}
+		if n >= count {
+			return true
 		}
 	}
-	return n >= count
+	return false
 }
 
 // toFront moves the candidates keep holds to the front of cands, in their
@@ -393,7 +442,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 
 // selected applies the type and UUID selectors, without allocating: it
 // runs per GPU of every node a /filter considers.
-func selected(g CommittedGPU, req Request) bool {
+func selected(g *CommittedGPU, req *Request) bool {
 	if len(req.UseTypes) == 0 && len(req.NoUseTypes) == 0 && len(req.UseUUIDs) == 0 && len(req.NoUseUUIDs) == 0 {
 		return true
 	}
