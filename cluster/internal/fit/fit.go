@@ -264,13 +264,16 @@ func choose(cands []candidate, count int, req *Request, sets []Set) (pick []cand
 	if count == 1 {
 		return cands[:1], false
 	}
-	if req.GPUPolicy.Topology {
+	// A mutex pod's GPUs already its own come first, before any set or
+	// NUMA node: each more it takes is held and charged whole.
+	ownFirst := mutex && cands[0].own
+	if req.GPUPolicy.Topology && !ownFirst {
 		if pick := closestSet(cands, count, req.SingleNUMA, sets); pick != nil {
 			return pick, false
 		}
 	}
 	switch {
-	case req.SingleNUMA || req.GPUPolicy.NUMA == podmodel.NUMAFirst || req.GPUPolicy.Topology:
+	case req.SingleNUMA || (!ownFirst && (req.GPUPolicy.NUMA == podmodel.NUMAFirst || req.GPUPolicy.Topology)):
 		if group := oneNUMA(cands, count); group != nil {
 			return group, false
 		}

@@ -230,3 +230,28 @@ func TestSetsOf(t *testing.T) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 }
+
+// With mutex, the GPUs a pod already holds come before any connected set:
+// each more is held, and charged, whole.
+func TestMutexOwnGPUsBeforeTopology(t *testing.T) {
+	n := node(gpu(0, "A100", 40000, 0), gpu(1, "A100", 40000, 0), gpu(2, "A100", 40000, 0), gpu(3, "A100", 40000, 0))
+	n.Features = protocol.UnderstoodFeatures()
+	n.Sets = []Set{{Link: protocol.LinkPCIeSwitch, Mask: 0b0011}, {Link: protocol.LinkPCIeSwitch, Mask: 0b1100}}
+	n.GPUs[1].Used = podmodel.Usage{MemMiB: 1000, Cores: 10, Slots: 1}
+	init := app("init", 2, 1000, 10)
+	init.Kind = podmodel.KindInit
+	p, _ := podmodel.ParseGPUPolicy("mutex,spread,topology-aware")
+	pl, r := Place(n, Request{Containers: []podmodel.ContainerRequest{init, app("a", 1, 1000, 10)}, GPUPolicy: p}, opts)
+	if r != nil {
+		t.Fatal(r)
+	}
+	held := map[string]bool{}
+	for _, c := range pl {
+		for _, g := range c.GPUs {
+			held[g.UUID] = true
+		}
+	}
+	if len(held) != 2 {
+		t.Fatalf("the pod holds %v; want 2 GPUs, the init container's including the app's", held)
+	}
+}

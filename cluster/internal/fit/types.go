@@ -43,16 +43,18 @@ type Set struct {
 // GPU beyond the 64 a mask holds.
 func SetsOf(sets []protocol.GPUSet, gpus []protocol.GPU) []Set {
 	var out []Set
+	pos := make(map[int]int, len(gpus))
+	for i, g := range gpus {
+		pos[g.Index] = i
+	}
 	for _, s := range sets {
 		if s.Link != protocol.LinkNVLink && s.Link != protocol.LinkPCIeSwitch {
 			continue
 		}
 		var m uint64
 		for _, idx := range s.GPUs {
-			for i, g := range gpus {
-				if g.Index == idx && i < 64 {
-					m |= 1 << i
-				}
+			if i, ok := pos[idx]; ok && i < 64 {
+				m |= 1 << i
 			}
 		}
 		if bits.OnesCount64(m) >= 2 {

@@ -32,7 +32,7 @@ func Backends() string {
 		mocks = append(mocks, "mock:"+name)
 	}
 	slices.Sort(mocks)
-	return "nvml, " + strings.Join(mocks, ", ") + ", fake:<count>x<model>:<MiB>[:numa=<n>][,...]"
+	return "nvml, " + strings.Join(mocks, ", ") + ", fake:<count>x<model>:<MiB>[:numa=<n>][:nvlink=<n>][:pcie=<n>][,...]"
 }
 
 // ValidateBackend checks a --gpu-backend value without opening it.

@@ -44,9 +44,9 @@ func Sets(devs []gpu.Device) []protocol.GPUSet {
 			}
 		}
 		var found []protocol.GPUSet
-		cliques(adj, 0, all(len(devs)), 0, func(r uint64) {
+		cliques(adj, 0, all(len(devs)), 0, func(r uint64) bool {
 			if bits.OnesCount64(r) < 2 {
-				return
+				return true
 			}
 			s := protocol.GPUSet{Link: link}
 			for j := range devs {
@@ -55,6 +55,9 @@ func Sets(devs []gpu.Device) []protocol.GPUSet {
 				}
 			}
 			found = append(found, s)
+			// A graph NVML would never report can have millions of
+			// maximal cliques: stop at the most an inventory carries.
+			return len(found) < maxSets
 		})
 		slices.SortFunc(found, func(a, b protocol.GPUSet) int {
 			return cmp.Or(cmp.Compare(len(b.GPUs), len(a.GPUs)), slices.Compare(a.GPUs, b.GPUs))
@@ -75,17 +78,20 @@ func all(n int) uint64 {
 }
 
 // cliques reports every maximal clique of adj that extends r from the
-// candidates p, excluding x (Bron–Kerbosch with a pivot).
-func cliques(adj []uint64, r, p, x uint64, report func(uint64)) {
+// candidates p, excluding x (Bron–Kerbosch with a pivot), until report
+// says to stop; it returns false once stopped.
+func cliques(adj []uint64, r, p, x uint64, report func(uint64) bool) bool {
 	if p == 0 && x == 0 {
-		report(r)
-		return
+		return report(r)
 	}
 	pivot := bits.TrailingZeros64(p | x)
 	for cand := p &^ adj[pivot]; cand != 0; cand &= cand - 1 {
 		v := bits.TrailingZeros64(cand)
-		cliques(adj, r|1<<v, p&adj[v], x&adj[v], report)
+		if !cliques(adj, r|1<<v, p&adj[v], x&adj[v], report) {
+			return false
+		}
 		p &^= 1 << v
 		x |= 1 << v
 	}
+	return true
 }

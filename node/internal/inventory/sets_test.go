@@ -47,4 +47,9 @@ func TestSetsAreMaximalCliques(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
+	// A graph no machine has, with 3^12 maximal cliques: the search
+	// stops at the most an inventory carries.
+	if got := len(Sets(machine(36, func(i, j int) bool { return i/3 != j/3 }, none))); got != maxSets {
+		t.Errorf("clique explosion: %d sets, want the cap %d", got, maxSets)
+	}
 }
