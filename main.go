@@ -108,6 +108,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
+					&cli.StringFlag{Name: "mock-unplug", Usage: "`GPU` (index or UUID): take a GPU off the machine, as one fallen off the bus, to test GPUs that come and go; mock and fake backends only"},
+					&cli.StringFlag{Name: "mock-plug", Usage: "`GPU` (index or UUID): put an unplugged GPU back; mock and fake backends only"},
 					&cli.StringFlag{Name: "mock-process", Usage: "`GPU:PID:MiB[:SM%]` (GPU by index or UUID, PID on the host): declare that a process uses the GPU, to test usage sampling and enforcement; MiB 0 takes it off; mock and fake backends only"},
 				)...),
 				Action: func(c *cli.Context) error {
@@ -121,6 +123,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					}
 					if spec := c.String("inject-xid"); spec != "" {
 						return node.InjectXID(c.Context, inspectCfg.InspectSocket, spec, stdout)
+					}
+					if gpu := c.String("mock-unplug"); gpu != "" {
+						return node.SetMockPlugged(c.Context, inspectCfg.InspectSocket, gpu, false, stdout)
+					}
+					if gpu := c.String("mock-plug"); gpu != "" {
+						return node.SetMockPlugged(c.Context, inspectCfg.InspectSocket, gpu, true, stdout)
 					}
 					if spec := c.String("mock-process"); spec != "" {
 						return node.SetMockProcess(c.Context, inspectCfg.InspectSocket, spec, stdout)

@@ -38,6 +38,9 @@ type Config struct {
 	// HealthRecovery is how long a GPU must stay quiet after a critical
 	// XID before it is offered again.
 	HealthRecovery time.Duration `json:"-"`
+	// RescanInterval is how often the node looks for GPUs added or gone
+	// (rescan.go); 0 never.
+	RescanInterval time.Duration `json:"-"`
 	// InterposerDir is a host directory with HAMi-core's libvgpu.so to mount
 	// into GPU containers; "" mounts nothing.
 	InterposerDir string `json:"-"`
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		PodResourcesPeriod:  10 * time.Second,
 		HealthIgnoreXIDs:    health.DefaultIgnoredXIDs,
 		HealthRecovery:      5 * time.Minute,
+		RescanInterval:      30 * time.Second,
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
 		RuntimeConfig:       "containerd:/etc/containerd/config.toml",

@@ -23,6 +23,7 @@ const (
 	flagNodeOverrides       = "node-overrides"
 	flagHealthIgnoreXIDs    = "health-ignore-xids"
 	flagHealthRecovery      = "health-recovery"
+	flagRescanInterval      = "rescan-interval"
 	flagInterposerDir       = "interposer-dir"
 	flagAllocateWait        = "allocate-wait"
 	flagPodResourcesSocket  = "pod-resources-socket"
@@ -71,6 +72,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.Uint64SliceFlag{Name: flagHealthIgnoreXIDs, Usage: "XIDs that do not make a GPU unhealthy (application faults)", Value: cli.NewUint64Slice(c.HealthIgnoreXIDs...),
 			Action: func(_ *cli.Context, v []uint64) error { c.HealthIgnoreXIDs = v; return nil }},
 		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},
+		&cli.DurationFlag{Name: flagRescanInterval, Usage: "how often the node looks for GPUs added or gone (the NVIDIA driver's PCI devices in sysfs) and, on a change, serves what is there now; 0 never", Value: c.RescanInterval, Destination: &c.RescanInterval},
 		&cli.StringFlag{Name: flagInterposerDir, Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", Value: c.InterposerDir, Destination: &c.InterposerDir},
 		&cli.DurationFlag{Name: flagAllocateWait, Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + MaxAllocateWait.String() + ")", Value: c.AllocateWait, Destination: &c.AllocateWait},
 		&cli.StringFlag{Name: flagPodResourcesSocket, Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", Value: c.PodResourcesSocket, Destination: &c.PodResourcesSocket},

@@ -54,6 +54,20 @@ func InjectXID(ctx context.Context, socket, spec string, stdout io.Writer) error
 	return nil
 }
 
+// SetMockPlugged takes a mock GPU (index or UUID) off the running
+// daemon's machine, or puts it back.
+func SetMockPlugged(ctx context.Context, socket, gpu string, plugged bool, stdout io.Writer) error {
+	if err := inspect.SetPlugged(ctx, socket, gpu, plugged); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	verb := "taken off"
+	if plugged {
+		verb = "put back on"
+	}
+	fmt.Fprintf(stdout, "GPU %s %s the mock machine; the node role sees it at its next rescan (--rescan-interval)\n", gpu, verb)
+	return nil
+}
+
 // SetMockProcess declares, on a mock GPU of the running daemon, that a
 // process uses memory and SM time there: spec GPU:PID:MiB[:SM%] (MiB 0
 // takes it off). The PID is a host PID: the node attributes it through

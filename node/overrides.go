@@ -236,6 +236,16 @@ func ScalingProblem(f float64) string {
 // Excluded drops the GPUs named in c.Exclude by index or UUID. An entry
 // that matches no GPU is an error: it is a typo or the wrong node.
 func (c Config) Excluded(devs []gpu.Device) ([]gpu.Device, error) {
+	out, unmatched := c.exclude(devs)
+	if len(unmatched) > 0 {
+		return nil, fmt.Errorf("exclude %q matches no GPU on this node; want an index 0..%d or one of its UUIDs", unmatched[0], len(devs)-1)
+	}
+	return out, nil
+}
+
+// exclude is devs without the excluded GPUs, and the exclusions that
+// match none: after a rescan, a GPU excluded by UUID may be the one gone.
+func (c Config) exclude(devs []gpu.Device) ([]gpu.Device, []string) {
 	matched := make([]bool, len(c.ExcludeGPUs))
 	var out []gpu.Device
 	for _, d := range devs {
@@ -249,8 +259,11 @@ func (c Config) Excluded(devs []gpu.Device) ([]gpu.Device, error) {
 			out = append(out, d)
 		}
 	}
-	if i := slices.Index(matched, false); i >= 0 {
-		return nil, fmt.Errorf("exclude %q matches no GPU on this node; want an index 0..%d or one of its UUIDs", c.ExcludeGPUs[i], len(devs)-1)
+	var unmatched []string
+	for i, ok := range matched {
+		if !ok {
+			unmatched = append(unmatched, c.ExcludeGPUs[i])
+		}
 	}
-	return out, nil
+	return out, unmatched
 }

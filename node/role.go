@@ -224,6 +224,9 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
 func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
+	// Taken before discovery: a GPU that comes or goes in between makes
+	// the first rescan look again, rather than go unseen.
+	present := gpu.Present(lib)
 	devs, err := a.discover(ctx, lib)
 	if err != nil || ctx.Err() != nil {
 		return false, err
@@ -239,22 +242,10 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	if err := a.announceIdentity(ctx, mode); err != nil || ctx.Err() != nil {
 		return false, err
 	}
-	p := a.build(ctx, lib, devs, pods, mode)
-	g.Go(func() error { return p.health.Run(ctx) })
 	g.Go(func() error {
 		defer stopPods()
-		return p.server.Run(ctx)
+		return a.generations(ctx, lib, devs, present, pods, mode)
 	})
-	g.Go(func() error { return a.publish(ctx, p.publisher, p.healthChanged) })
-	enforcer := a.newEnforcer(ctx, lib, devs, pods)
-	g.Go(func() error { return enforcer.Run(ctx) })
-	g.Go(func() error { return a.publishUse(ctx, p.publisher) })
-	if p.check != nil {
-		g.Go(func() error {
-			defer p.events.Shutdown()
-			return p.check.Run(ctx)
-		})
-	}
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)
 	return true, nil
 }
@@ -272,9 +263,12 @@ type nodeParts struct {
 
 // build makes the parts that serve devs and wires them to each other and
 // to the role's state, which inspect and readiness read.
-func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, mode string) *nodeParts {
+func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, mode string, tracker *health.Tracker) *nodeParts {
 	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
-	inv := inventory.Build(devs, scaling, nil)
+	// The tracker outlives a rescan: a GPU that was unhealthy stays so
+	// until its quiet period ends, whatever the rescan found.
+	unhealthy := tracker.Unhealthy()
+	inv := inventory.Build(devs, scaling, unhealthy)
 	gpus := make([]deviceplugin.AdvertisedGPU, len(devs))
 	uuids := make([]string, len(devs))
 	for i, d := range devs {
@@ -297,7 +291,10 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	a.server, a.podCache, a.notReady = parts.server, pods, ""
 	a.inv = inv
 	a.mu.Unlock()
-	a.metrics.Health(uuids, nil)
+	if len(unhealthy) > 0 {
+		p.SetUnhealthy(unhealthy)
+	}
+	a.metrics.Health(uuids, unhealthy)
 
 	onHealth := func(unhealthy map[string]bool) {
 		p.SetUnhealthy(unhealthy)
@@ -313,7 +310,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		}
 		parts.healthChanged <- inv
 	}
-	parts.health = health.NewWatcher(lib, uuids, health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery), onHealth, a.clock, a.log.With("component", "health"))
+	parts.health = health.NewWatcher(lib, uuids, tracker, onHealth, a.clock, a.log.With("component", "health"))
 	// Where the runtime names pods, kubelet's device IDs are bookkeeping
 	// only, not the pod's GPUs: there is nothing to cross-check.
 	if a.cfg.PodResourcesSocket != "" && mode == protocol.IdentityGuessed {

@@ -48,7 +48,7 @@ func TestNodeRole(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	cfg := DefaultConfig()
 	cfg.GPUBackend, cfg.DevicePluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
-	cfg.HealthRecovery, cfg.AllocateWait = time.Hour, 500*time.Millisecond
+	cfg.HealthRecovery, cfg.AllocateWait, cfg.RescanInterval = time.Hour, 500*time.Millisecond, 50*time.Millisecond
 	// No NRI socket, whatever this machine runs: the guessing path. (The
 	// runtime hook is proven against a real containerd in the e2e suite.)
 	cfg.NRISocket = filepath.Join(dir, "no-nri.sock")
@@ -127,6 +127,56 @@ func TestNodeRole(t *testing.T) {
 	if devs := <-lists; len(devs) != 70 {
 		t.Errorf("%d devices after XID, want 70", len(devs))
 	}
+
+	// A GPU falls off the machine: the rescan serves the seven left,
+	// registers again with kubelet, publishes them, and says so on the
+	// Node; GPU 2 stays unhealthy through it. Put back, it returns.
+	gone := inv.GPUs[7].UUID
+	if err := inspect.SetPlugged(ctx, cfg.InspectSocket, "7", false); err != nil {
+		t.Fatal(err)
+	}
+	after := waitInventory(t, kube, func(inv protocol.Inventory) bool { return len(inv.GPUs) == 7 })
+	if after.GPUs[2].Healthy {
+		t.Errorf("GPU 2 healthy again after the rescan: %+v", after.GPUs[2])
+	}
+	for _, g := range after.GPUs {
+		if g.UUID == gone {
+			t.Errorf("the unplugged GPU %s is still in the inventory", gone)
+		}
+	}
+	select {
+	case <-kubelet.Registrations:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no registration after the rescan")
+	}
+	var ids []*pluginapi.Device
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case ids = <-lists:
+		default:
+		}
+		return len(ids) == 60, nil // 7 GPUs of 10 slices but GPU 2's, unhealthy
+	}); err != nil {
+		t.Fatalf("kubelet's list after the rescan has %d devices, want 60", len(ids))
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := kube.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "GPUsChanged" && e.Regarding.Kind == "Node" && strings.Contains(e.Note, "gone: "+gone) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Error("no GPUsChanged Event on the Node naming the GPU gone")
+	}
+	if err := inspect.SetPlugged(ctx, cfg.InspectSocket, gone, true); err != nil {
+		t.Fatal(err)
+	}
+	waitInventory(t, kube, func(inv protocol.Inventory) bool { return len(inv.GPUs) == 8 && inv.GPUs[7].UUID == gone })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)

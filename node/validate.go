@@ -34,6 +34,9 @@ func (c Config) Validate() field.ErrorList {
 	if c.DevicePluginSocket == "" || strings.ContainsRune(c.DevicePluginSocket, '/') || c.DevicePluginSocket == "kubelet.sock" {
 		errs = append(errs, invalid(flagDevicePluginSocket, c.DevicePluginSocket, "want a plain file name other than kubelet.sock, such as vgpud.sock"))
 	}
+	if c.RescanInterval != 0 && c.RescanInterval < time.Second {
+		errs = append(errs, invalid(flagRescanInterval, c.RescanInterval, "want 0 (never) or at least 1s"))
+	}
 	if c.HealthRecovery < MinHealthRecovery {
 		errs = append(errs, invalid(flagHealthRecovery, c.HealthRecovery, "want at least "+MinHealthRecovery.String()))
 	}

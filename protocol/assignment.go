@@ -36,6 +36,19 @@ type GPUSlice struct {
 	Exclusive bool `json:"exclusive,omitempty"`
 }
 
+// GPUs are the UUIDs a's containers hold, each once, in order.
+func (a Assignment) GPUs() []string {
+	var out []string
+	for _, c := range a.Containers {
+		for _, g := range c.GPUs {
+			if !slices.Contains(out, g.UUID) {
+				out = append(out, g.UUID)
+			}
+		}
+	}
+	return out
+}
+
 // HoldsAlone reports whether some slice of a holds its GPU by the mutex
 // policy.
 func (a Assignment) HoldsAlone() bool {

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
@@ -37,6 +38,16 @@ func Start(ctx context.Context, api eventsv1client.EventsV1Interface) (Sink, err
 func (s Sink) As(eventType, action string) func(pod *corev1.Pod, reason, message string) {
 	return func(p *corev1.Pod, reason, msg string) {
 		s.rec.Eventf(p, nil, eventType, reason, action, "%s", truncate(msg, maxNote))
+	}
+}
+
+// About is As for any object, such as the node whose GPUs changed. A
+// Sink that did not start records nothing.
+func (s Sink) About(eventType, action string) func(obj runtime.Object, reason, message string) {
+	return func(obj runtime.Object, reason, msg string) {
+		if s.rec != nil {
+			s.rec.Eventf(obj, nil, eventType, reason, action, "%s", truncate(msg, maxNote))
+		}
 	}
 }
 

@@ -14,7 +14,12 @@ import (
 // against the hardware). The books book nothing else, and `vgpud inspect
 // --cluster` counts nothing else. The apiserver already refuses the
 // annotation from anyone but vgpud (the manifest's policies): this is
-// defence in depth.
+// defence in depth. A slice on a GPU the node no longer lists (it was
+// removed, or fell off the bus, after the bind) does not make the rest
+// unbookable while some GPU of the pod is still there: the pod holds
+// those, which must stay booked (Gone names the missing ones, for the
+// report). One that names none of the node's GPUs holds nothing there
+// and is refused.
 func Bookable(scheduler, podScheduler, podNode string, a protocol.Assignment, gpus []protocol.GPU) error {
 	if podScheduler != scheduler {
 		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", podScheduler, scheduler)
@@ -25,10 +30,28 @@ func Bookable(scheduler, podScheduler, podNode string, a protocol.Assignment, gp
 	if len(gpus) == 0 {
 		return nil
 	}
-	if err := protocol.CheckSlices(a.Containers, func(uuid string) (int64, bool) { return gpuMemory(gpus, uuid) }); err != nil {
+	holds := len(Gone(a, gpus)) < len(a.GPUs())
+	memoryOf := func(uuid string) (int64, bool) {
+		if mem, ok := gpuMemory(gpus, uuid); ok || !holds {
+			return mem, ok
+		}
+		return protocol.MaxMemoryMiB, true // gone: nothing is booked there (fit.Add)
+	}
+	if err := protocol.CheckSlices(a.Containers, memoryOf); err != nil {
 		return fmt.Errorf("assignment not booked on node %s: %w", a.Node, err)
 	}
 	return nil
+}
+
+// Gone is the GPUs a holds that gpus, its node's GPUs now, does not list.
+func Gone(a protocol.Assignment, gpus []protocol.GPU) []string {
+	var out []string
+	for _, uuid := range a.GPUs() {
+		if _, ok := gpuMemory(gpus, uuid); !ok {
+			out = append(out, uuid)
+		}
+	}
+	return out
 }
 
 // gpuMemory is the memory of GPU uuid among gpus, and whether it is there.

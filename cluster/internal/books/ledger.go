@@ -7,6 +7,7 @@ package books
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -119,7 +120,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.usable = q.Value() > 0
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
-	wasCordoned, wasUnreadable := st.cordoned, st.cordonErr != nil
+	wasCordoned, wasUnreadable, hadGPUs := st.cordoned, st.cordonErr != nil, st.gpus
 	st.gpus, st.features, st.sets, st.invErr = nil, nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
@@ -145,9 +146,14 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	// A GPU back in service frees room as a pod's going would: pods
 	// refused meanwhile are nudged (kube-scheduler may have filtered them
 	// against the books before this event reached them).
+	// So does a GPU added, put back, or healthy again.
 	lifted := wasUnreadable && st.cordonErr == nil
 	for u := range wasCordoned {
 		lifted = lifted || !st.cordoned[u]
+	}
+	for _, g := range st.gpus {
+		i := slices.IndexFunc(hadGPUs, func(h protocol.GPU) bool { return h.UUID == g.UUID })
+		lifted = lifted || (g.Healthy && (i < 0 || !hadGPUs[i].Healthy))
 	}
 	c.recompute(n.Name)
 	c.mu.Unlock()

@@ -711,3 +711,24 @@ func TestCordonReachesTheBooks(t *testing.T) {
 		t.Fatalf("unreadable cordon: %+v", r)
 	}
 }
+
+// A bound pod one of whose GPUs left the node stays booked on the rest,
+// also in a leader's books built after the GPU left: otherwise its other
+// GPU would look free while the pod runs on it.
+func TestAPodOnAGoneGPUKeepsTheRestBooked(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c.SetNode(gpuNode("n1", 1, "10")) // GPU-n1-1 is gone
+	p := assigned("pair", "n1", 0, 1000)
+	p.Spec.NodeName = "n1"
+	p.Annotations[protocol.AnnotationAssignment] = strings.Replace(p.Annotations[protocol.AnnotationAssignment], `"cores":10}`, `"cores":10},{"uuid":"GPU-n1-1","memoryMiB":1000,"cores":10}`, 1)
+	if !strings.Contains(p.Annotations[protocol.AnnotationAssignment], "GPU-n1-1") {
+		t.Fatalf("assignment %s", p.Annotations[protocol.AnnotationAssignment])
+	}
+	if err := c.SetPod(record(p)); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := c.Node("n1")
+	if n.GPUs[0].Used.MemMiB != 1000 {
+		t.Fatalf("GPU-n1-0 books %+v; want the pod's slice", n.GPUs[0].Used)
+	}
+}

@@ -162,6 +162,9 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if node != nil {
 			node.hold(p.Namespace+"/"+p.Name, pl)
 			gpuOf = node.gpuOf
+			for _, uuid := range books.Gone(a, inventories[a.Node]) {
+				v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: its GPU %s is gone from node %s (removed, or fallen off the bus); the pod runs on without it, its other GPUs stay booked, and nothing is placed on it: delete the pod", p.Namespace, p.Name, uuid, a.Node))
+			}
 		}
 		ns := charged[p.Namespace]
 		if ns == nil {

@@ -226,3 +226,18 @@ func TestBuildShowsCordonedGPUs(t *testing.T) {
 		t.Errorf("output lacks the cordon:\n%s", b.String())
 	}
 }
+
+// A pod one of whose GPUs left its node (removed, or fallen off the bus)
+// is a problem that names it, and its other GPU stays booked.
+func TestBuildNamesPodsOnAGoneGPU(t *testing.T) {
+	const sched = "vgpud-scheduler"
+	two := protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-a0", MemoryMiB: 1000, Cores: 10}, {UUID: "GPU-gone", MemoryMiB: 1000, Cores: 10}}}
+	a := protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{two}}
+	v := Build([]corev1.Node{node(t, "n1", a100(0))}, []corev1.Pod{pod(t, "ai", "orphan", sched, "n1", a, corev1.PodRunning)}, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "pod ai/orphan: its GPU GPU-gone is gone from node n1") {
+		t.Fatalf("problems %q", v.Problems)
+	}
+	if g := v.Nodes[0].GPUs[0]; g.SlotsUsed != 1 || g.MemoryUsedMiB != 1000 {
+		t.Fatalf("GPU 0 holds %+v; want the pod's slice still booked", g)
+	}
+}

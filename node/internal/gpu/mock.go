@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,16 +30,36 @@ type Mock struct {
 	clock uint64 // the driver's sample timestamps, µs, one per read
 	// places answer the topology queries go-nvml's mock leaves out.
 	places map[*server.Device]Place
+	// unplugged are the GPUs (by UUID) taken off the machine: NVML no
+	// longer lists them, and a handle kept from before fails as a GPU
+	// fallen off the bus does.
+	unplugged map[string]bool
 }
 
 func newMock(s *server.Server, node string, places []Place) *Mock {
 	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}, procs: map[string]map[int]ProcessSample{}}
-	m.places = map[*server.Device]Place{}
+	m.places, m.unplugged = map[*server.Device]Place{}, map[string]bool{}
 	for i, d := range s.Devices {
 		md := d.(*server.Device)
 		md.UUID = stableUUID(node, i)
 		m.places[md] = places[i]
 		m.decorate(md, places[i].NUMA)
+	}
+	s.DeviceGetCountFunc = func() (int, nvml.Return) { return len(m.present()), nvml.SUCCESS }
+	s.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		devs := m.present()
+		if i < 0 || i >= len(devs) {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return devs[i], nvml.SUCCESS
+	}
+	s.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
+		for _, d := range m.present() {
+			if d.UUID == uuid {
+				return d, nvml.SUCCESS
+			}
+		}
+		return nil, nvml.ERROR_NOT_FOUND
 	}
 	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
 		return &mock.EventSet{
@@ -195,7 +216,49 @@ func (m *Mock) SetFailing(uuid string, failing bool) error {
 func (m *Mock) isFailing(uuid string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.failing[uuid]
+	return m.failing[uuid] || m.unplugged[uuid]
+}
+
+// present is the machine's GPUs now, in index order.
+func (m *Mock) present() []*server.Device {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*server.Device, 0, len(m.Devices))
+	for _, d := range m.Devices {
+		if md := d.(*server.Device); !m.unplugged[md.UUID] {
+			out = append(out, md)
+		}
+	}
+	return out
+}
+
+// SetPlugged takes a GPU (UUID or index on the full machine) off the
+// machine, as one that falls off the bus or is hot-removed, or puts it
+// back.
+func (m *Mock) SetPlugged(gpu string, plugged bool) error {
+	if i, err := strconv.Atoi(gpu); err == nil && i >= 0 && i < len(m.Devices) {
+		gpu = m.Devices[i].(*server.Device).UUID
+	}
+	if _, err := m.device(gpu); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if plugged {
+		delete(m.unplugged, gpu)
+	} else {
+		m.unplugged[gpu] = true
+	}
+	return nil
+}
+
+// fingerprint names the GPUs present now (Present).
+func (m *Mock) fingerprint() string {
+	var uuids []string
+	for _, d := range m.present() {
+		uuids = append(uuids, d.UUID)
+	}
+	return strings.Join(uuids, ",")
 }
 
 // SetProcess declares that process pid uses usedMiB of the GPU (UUID or

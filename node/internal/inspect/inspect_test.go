@@ -106,7 +106,7 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := &fakeMock{injected: make(chan string, 1), declared: make(chan string, 1)}
+	m := &fakeMock{injected: make(chan string, 1), declared: make(chan string, 1), plugged: make(chan string, 1)}
 	go Serve(ctx, path, func() Snapshot { return Snapshot{Node: "n1"} }, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// Serve listens a moment after it starts.
 	var s Snapshot
@@ -129,9 +129,20 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 	if got := <-m.declared; got != "1:4242:2048:30" {
 		t.Fatalf("declared %q", got)
 	}
+	if err := SetPlugged(ctx, path, "2", false); err != nil {
+		t.Fatalf("SetPlugged: %v", err)
+	}
+	if got := <-m.plugged; got != "2:false" {
+		t.Fatalf("plugged %q", got)
+	}
 }
 
-type fakeMock struct{ injected, declared chan string }
+type fakeMock struct{ injected, declared, plugged chan string }
+
+func (f *fakeMock) SetPlugged(gpu string, plugged bool) error {
+	f.plugged <- fmt.Sprintf("%s:%v", gpu, plugged)
+	return nil
+}
 
 func (f *fakeMock) InjectXIDByName(gpu string, _ uint64) error { f.injected <- gpu; return nil }
 func (f *fakeMock) SetProcess(gpu string, pid int, used uint64, sm int) error {

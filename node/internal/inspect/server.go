@@ -21,6 +21,7 @@ const (
 	snapshotPath = "/v1/snapshot"
 	injectPath   = "/v1/inject-xid"
 	processPath  = "/v1/mock-process"
+	plugPath     = "/v1/mock-plug"
 )
 
 // Mock is what a mock or fake GPU backend lets the socket change; nil
@@ -30,6 +31,8 @@ type Mock interface {
 	InjectXIDByName(gpu string, xid uint64) error
 	// SetProcess declares a process's use of a GPU (usedMiB 0 removes it).
 	SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) error
+	// SetPlugged takes a GPU off the machine or puts it back.
+	SetPlugged(gpu string, plugged bool) error
 }
 
 // Serve answers snapshots on the unix socket path until ctx ends, and,
@@ -92,6 +95,23 @@ func Serve(ctx context.Context, path string, snapshot func() Snapshot, mock Mock
 		}
 		log.Warn("mock GPU process declared by vgpud inspect", "gpu", q.Get("gpu"), "pid", pid, "used_mib", used, "sm_percent", sm)
 	})
+	mux.HandleFunc("POST "+plugPath, func(w http.ResponseWriter, r *http.Request) {
+		if mock == nil {
+			http.Error(w, "unplugging GPUs needs a mock or fake GPU backend", http.StatusNotImplemented)
+			return
+		}
+		q := r.URL.Query()
+		plugged, err := strconv.ParseBool(q.Get("plugged"))
+		if err != nil {
+			http.Error(w, "plugged: want true or false", http.StatusBadRequest)
+			return
+		}
+		if err := mock.SetPlugged(q.Get("gpu"), plugged); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		log.Warn("mock GPU plugged or unplugged by vgpud inspect", "gpu", q.Get("gpu"), "plugged", plugged)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -133,6 +153,16 @@ func InjectXID(ctx context.Context, path, gpu string, xid uint64) error {
 func SetProcess(ctx context.Context, path, gpu string, pid int, usedMiB uint64, smPercent int) error {
 	q := url.Values{"gpu": {gpu}, "pid": {strconv.Itoa(pid)}, "usedMiB": {strconv.FormatUint(usedMiB, 10)}, "sm": {strconv.Itoa(smPercent)}}
 	resp, err := call(ctx, path, http.MethodPost, processPath+"?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// SetPlugged asks the daemon on path to take a mock GPU off its machine,
+// or put it back.
+func SetPlugged(ctx context.Context, path, gpu string, plugged bool) error {
+	resp, err := call(ctx, path, http.MethodPost, plugPath+"?"+url.Values{"gpu": {gpu}, "plugged": {strconv.FormatBool(plugged)}}.Encode())
 	if err != nil {
 		return err
 	}
