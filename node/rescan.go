@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -23,7 +24,7 @@ import (
 // NVML again, discovers, and serves what is there now: kubelet gets the
 // new device list from the new plugin's registration, and the leader the
 // new inventory. An Event on the Node says what changed.
-func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.Device, present string, pods *nodepods.Index, mode string) error {
+func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.Device, excluded []string, present string, pods *nodepods.Index, mode string) error {
 	events, err := podevents.Start(ctx, a.api.Events)
 	if err != nil {
 		a.log.Warn("no Events for GPUs that come and go", "err", err)
@@ -31,33 +32,51 @@ func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.D
 	defer events.Shutdown()
 	tracker := health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery)
 	for {
-		changed, err := a.generation(ctx, lib, devs, present, pods, mode, tracker)
+		changed, err := a.generation(ctx, lib, devs, present, pods, mode, tracker, events)
 		if err != nil || !changed || ctx.Err() != nil {
 			return err
 		}
-		// Every handle of the last generation is released: NVML may be
-		// initialised again, which is what lists a GPU added since.
-		if ret := lib.Shutdown(); ret != nvml.SUCCESS {
-			a.log.Warn("NVML shutdown before the rescan", "err", nvml.ErrorString(ret))
+		var found []gpu.Device
+		present, found, err = a.rediscover(lib)
+		if err != nil {
+			// A GPU added has no device node in this container, which
+			// was made with the node's devices at its start: a new
+			// container gets them.
+			return fmt.Errorf("the node's GPUs changed, and NVML cannot describe them now (%w); exiting, so that the container starts again with the node's devices", err)
 		}
-		present = gpu.Present(lib)
-		found, err := a.discover(ctx, lib)
-		if err != nil || ctx.Err() != nil {
-			return err
+		found = slices.DeleteFunc(found, func(d gpu.Device) bool {
+			return slices.Contains(excluded, d.UUID) || slices.Contains(a.cfg.ExcludeGPUs, d.UUID)
+		})
+		uuids := make([]string, len(found))
+		for i, d := range found {
+			uuids[i] = d.UUID
 		}
-		found, unmatched := a.cfg.exclude(found)
-		if len(unmatched) > 0 {
-			a.log.Warn("excluded GPUs not on the node any more", "exclude", unmatched)
-		}
-		a.reportChange(events, devs, found)
+		tracker.Keep(uuids)
+		_, removed := diffGPUs(devs, found)
+		a.metrics.ForgetGPUs(removed)
+		a.reportChange(ctx, events, devs, found)
 		devs = found
 	}
+}
+
+// rediscover shuts NVML down, now that no part holds a handle, and
+// initialises it again, which is what lists a GPU added since; the
+// sampler waits meanwhile.
+func (a *Role) rediscover(lib nvml.Interface) (present string, devs []gpu.Device, err error) {
+	a.nvmlMu.Lock()
+	defer a.nvmlMu.Unlock()
+	if ret := lib.Shutdown(); ret != nvml.SUCCESS {
+		a.log.Warn("NVML shutdown before the rescan", "err", nvml.ErrorString(ret))
+	}
+	present = gpu.Present(lib)
+	devs, err = gpu.Discover(lib)
+	return present, devs, err
 }
 
 // generation runs the parts that serve devs until ctx ends or one fails
 // (changed false), or the rescan finds the machine's GPUs changed and
 // they have stopped (changed true).
-func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.Device, present string, pods *nodepods.Index, mode string, tracker *health.Tracker) (changed bool, err error) {
+func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.Device, present string, pods *nodepods.Index, mode string, tracker *health.Tracker, events podevents.Sink) (changed bool, err error) {
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(gctx)
@@ -65,7 +84,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	g.Go(func() error { return p.health.Run(gctx) })
 	g.Go(func() error { return p.server.Run(gctx) })
 	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
-	enforcer := a.newEnforcer(gctx, lib, devs, pods)
+	enforcer := a.newEnforcer(lib, devs, pods, events)
 	g.Go(func() error { return enforcer.Run(gctx) })
 	g.Go(func() error { return a.publishUse(gctx, p.publisher) })
 	if p.check != nil {
@@ -110,7 +129,7 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 }
 
 // reportChange logs and records on the Node which GPUs came and went.
-func (a *Role) reportChange(events podevents.Sink, was, now []gpu.Device) {
+func (a *Role) reportChange(ctx context.Context, events podevents.Sink, was, now []gpu.Device) {
 	added, removed := diffGPUs(was, now)
 	if len(added) == 0 && len(removed) == 0 {
 		a.log.Info("GPUs rescanned: the same GPUs", "gpus", len(now))
@@ -128,7 +147,11 @@ func (a *Role) reportChange(events podevents.Sink, was, now []gpu.Device) {
 	if len(removed) > 0 {
 		eventType = corev1.EventTypeWarning
 	}
-	events.About(eventType, "Rescanning")(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.node}}, "GPUsChanged", msg)
+	ref := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.node}}
+	if n, err := a.api.Core.Nodes().Get(ctx, a.node, metav1.GetOptions{}); err == nil {
+		ref.UID = n.UID // so that kubectl describe node shows it
+	}
+	events.About(eventType, "Rescanning")(ref, "GPUsChanged", msg)
 }
 
 // diffGPUs is which GPUs (by UUID) are in now but not in was, and the

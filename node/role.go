@@ -46,6 +46,7 @@ type Metrics interface {
 	Identity(mode string)
 	RuntimeFailsClosed(closed bool)
 	Health(uuids []string, unhealthy map[string]bool)
+	ForgetGPUs(uuids []string)
 	PodResourcesMismatch()
 	SampleGPUs(sample func() []gpu.Sample)
 	ReportUsage(last func() usage.Verdict)
@@ -89,6 +90,10 @@ type Role struct {
 	containers *usage.Containers
 	enforcer   *usage.Enforcer // nil until the GPUs are found
 	usageRec   *usageRecorder
+	// nvmlMu is held for writing while a rescan shuts NVML down and
+	// discovers again; what uses NVML outside a generation (the metrics
+	// sampler) reads under it.
+	nvmlMu sync.RWMutex
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
@@ -204,7 +209,11 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 	if err != nil {
 		return false, err
 	}
-	a.metrics.SampleGPUs(func() []gpu.Sample { return gpu.Samples(lib) })
+	a.metrics.SampleGPUs(func() []gpu.Sample {
+		a.nvmlMu.RLock()
+		defer a.nvmlMu.RUnlock()
+		return gpu.Samples(lib)
+	})
 	var mock inspect.Mock
 	if m, ok := lib.(*gpu.Mock); ok {
 		mock = m
@@ -231,10 +240,13 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	if err != nil || ctx.Err() != nil {
 		return false, err
 	}
-	devs, err = a.cfg.Excluded(devs)
-	if err != nil {
+	all := devs
+	if devs, err = a.cfg.Excluded(all); err != nil {
 		return false, err
 	}
+	// Excluded by UUID from now on: NVML renumbers GPUs when one comes
+	// or goes, and an index would then name another.
+	excluded, _ := diffGPUs(devs, all)
 	a.setNotReady("waiting for this node's pods to sync")
 	if !pods.WaitForSync(ctx) {
 		return false, nil
@@ -244,7 +256,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	}
 	g.Go(func() error {
 		defer stopPods()
-		return a.generations(ctx, lib, devs, present, pods, mode)
+		return a.generations(ctx, lib, devs, excluded, present, pods, mode)
 	})
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)
 	return true, nil

@@ -62,17 +62,11 @@ func (g grantedContainers) forget(gone []usage.Container) {
 
 // newEnforcer samples lib's processes for the containers the hook
 // registered, under the node's settings (validated: the mode parses).
-func (a *Role) newEnforcer(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index) *usage.Enforcer {
+// Its Events go through events, the role's, which outlives a rescan.
+func (a *Role) newEnforcer(lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
 	mode, _ := usage.ParseMode(a.cfg.GPUUsage)
 	sample := usage.NVMLSampler(lib, devs)
-	event := func(*corev1.Pod, string, string) {}
-	if events, err := podevents.Start(ctx, a.api.Events); err != nil {
-		// Only a broadcaster already shut down refuses: the log and the
-		// metrics still tell.
-		a.log.Warn("no Events for GPU memory over slices", "err", err)
-	} else {
-		event = events.As(corev1.EventTypeWarning, "Enforcing")
-	}
+	event := events.As(corev1.EventTypeWarning, "Enforcing")
 	rec := &usageRecorder{metrics: a.metrics, pods: pods, event: event, mode: mode,
 		margin: a.cfg.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: a.log.With("component", "usage")}
 	e := usage.NewEnforcer(usage.Options{Mode: mode, Period: a.cfg.GPUUsagePeriod, Margin: uint64(a.cfg.GPUUsageMargin) << 20},

@@ -36,9 +36,8 @@ func Start(ctx context.Context, api eventsv1client.EventsV1Interface) (Sink, err
 // As returns a recorder of eventType Events for action (what vgpud was
 // doing with the pod: Binding, Scheduling, Checking).
 func (s Sink) As(eventType, action string) func(pod *corev1.Pod, reason, message string) {
-	return func(p *corev1.Pod, reason, msg string) {
-		s.rec.Eventf(p, nil, eventType, reason, action, "%s", truncate(msg, maxNote))
-	}
+	about := s.About(eventType, action)
+	return func(p *corev1.Pod, reason, msg string) { about(p, reason, msg) }
 }
 
 // About is As for any object, such as the node whose GPUs changed. A

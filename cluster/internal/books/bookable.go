@@ -16,10 +16,10 @@ import (
 // annotation from anyone but vgpud (the manifest's policies): this is
 // defence in depth. A slice on a GPU the node no longer lists (it was
 // removed, or fell off the bus, after the bind) does not make the rest
-// unbookable while some GPU of the pod is still there: the pod holds
-// those, which must stay booked (Gone names the missing ones, for the
-// report). One that names none of the node's GPUs holds nothing there
-// and is refused.
+// unbookable once the pod is bound, or while some GPU of the pod is
+// still there: the pod holds those, which must stay booked, and the one
+// gone counts again if it returns (Gone names the missing ones, for the
+// report). An unbound pod naming none of the node's GPUs is refused.
 func Bookable(scheduler, podScheduler, podNode string, a protocol.Assignment, gpus []protocol.GPU) error {
 	if podScheduler != scheduler {
 		return fmt.Errorf("assignment not booked: schedulerName %q is not %q, and only vgpud binds write assignments", podScheduler, scheduler)
@@ -30,7 +30,10 @@ func Bookable(scheduler, podScheduler, podNode string, a protocol.Assignment, gp
 	if len(gpus) == 0 {
 		return nil
 	}
-	holds := len(Gone(a, gpus)) < len(a.GPUs())
+	// Bound, or holding some GPU still there: vgpud's own bind wrote it
+	// when its GPUs were there (the apiserver lets no one else), and
+	// booked it stays, holding nothing on a GPU gone until it returns.
+	holds := podNode != "" || len(Gone(a, gpus)) < len(a.GPUs())
 	memoryOf := func(uuid string) (int64, bool) {
 		if mem, ok := gpuMemory(gpus, uuid); ok || !holds {
 			return mem, ok

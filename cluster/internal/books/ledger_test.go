@@ -731,4 +731,17 @@ func TestAPodOnAGoneGPUKeepsTheRestBooked(t *testing.T) {
 	if n.GPUs[0].Used.MemMiB != 1000 {
 		t.Fatalf("GPU-n1-0 books %+v; want the pod's slice", n.GPUs[0].Used)
 	}
+	// Its only GPU gone, a bound pod holds nothing, and counts again when
+	// the GPU comes back.
+	one := assigned("one", "n1", 0, 2000)
+	one.Spec.NodeName = "n1"
+	one.Annotations[protocol.AnnotationAssignment] = strings.ReplaceAll(one.Annotations[protocol.AnnotationAssignment], "GPU-n1-0", "GPU-n1-1")
+	if err := c.SetPod(record(one)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetNode(gpuNode("n1", 2, "20"))
+	n, _ = c.Node("n1")
+	if n.GPUs[1].Used.MemMiB != 3000 {
+		t.Fatalf("GPU-n1-1 back books %+v; want both pods' slices", n.GPUs[1].Used)
+	}
 }

@@ -22,11 +22,23 @@ type Device struct {
 }
 
 // Discover initialises lib and lists its GPUs in index order. The error
-// says what to fix when the driver library is missing.
+// says what to fix when the driver library is missing. On an error after
+// the init it shuts lib down again: NVML counts inits, and one left over
+// would keep the next Shutdown from letting NVML list the GPUs afresh.
 func Discover(lib nvml.Interface) ([]Device, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("initialise NVML (looked for libnvidia-ml.so.1: install the NVIDIA driver on the node and run vgpud with the NVIDIA container runtime and NVIDIA_VISIBLE_DEVICES=all, or choose a mock with --gpu-backend=mock:dgxa100): %s", nvml.ErrorString(ret))
 	}
+	devs, err := list(lib)
+	if err != nil {
+		lib.Shutdown()
+		return nil, err
+	}
+	return devs, nil
+}
+
+// list describes lib's GPUs, initialised.
+func list(lib nvml.Interface) ([]Device, error) {
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
 func TestMockDGXA100HasStableUUIDs(t *testing.T) {
@@ -191,5 +192,20 @@ func TestMockTopology(t *testing.T) {
 		if _, err := ParseFake(spec); err == nil {
 			t.Errorf("%q accepted", spec)
 		}
+	}
+}
+
+// Discover gives back the NVML init it took when it fails after it: NVML
+// counts inits, and a leftover one would keep a rescan's Shutdown from
+// letting NVML list the GPUs afresh.
+func TestDiscoverReleasesItsInitOnFailure(t *testing.T) {
+	inits := 0
+	lib := &mock.Interface{
+		InitFunc:           func() nvml.Return { inits++; return nvml.SUCCESS },
+		ShutdownFunc:       func() nvml.Return { inits--; return nvml.SUCCESS },
+		DeviceGetCountFunc: func() (int, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST },
+	}
+	if _, err := Discover(lib); err == nil || inits != 0 {
+		t.Fatalf("err %v, inits left %d", err, inits)
 	}
 }

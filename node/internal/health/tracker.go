@@ -56,6 +56,15 @@ func (t *Tracker) Recover(now time.Time, probe func(uuid string) error) []string
 	return out
 }
 
+// Keep forgets every GPU but those in uuids: the rest left the node.
+func (t *Tracker) Keep(uuids []string) {
+	for uuid := range t.bad {
+		if !slices.Contains(uuids, uuid) {
+			delete(t.bad, uuid)
+		}
+	}
+}
+
 // Unhealthy returns a copy of the unhealthy set.
 func (t *Tracker) Unhealthy() map[string]bool {
 	out := make(map[string]bool, len(t.bad))

@@ -104,6 +104,13 @@ func (m *Metrics) Health(uuids []string, unhealthy map[string]bool) {
 	}
 }
 
+// ForgetGPUs drops the series of GPUs that left the node.
+func (m *Metrics) ForgetGPUs(uuids []string) {
+	for _, u := range uuids {
+		m.healthy.DeleteLabelValues(u)
+	}
+}
+
 // PodResourcesMismatch counts one pod whose kubelet devices disagree with
 // its assignment.
 func (m *Metrics) PodResourcesMismatch() { m.mismatches.Inc() }
