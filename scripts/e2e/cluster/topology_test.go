@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
 )
 
 // gpuTopology: each node publishes the connected GPU sets it worked out
@@ -74,4 +75,40 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 		t.Fatalf("the pair got GPUs %v; want 0 and 2, behind one PCIe switch", idx)
 	}
 	t.Logf("a two-GPU pod with spread,topology-aware got GPUs %v of %s", idx, l4)
+
+	// numa-bind on the DGX node (four GPUs to a NUMA node): four GPUs
+	// come from one NUMA node; five are refused, saying why.
+	bound := func(name, gpus string) {
+		t.Helper()
+		p := gpuPod(name, map[string]string{"nvidia.com/gpu": gpus, "nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationNUMABind: "true", protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"})
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": nodes[0]}
+		if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound("four", "4")
+	bound("five", "5")
+	e.waitRunning(t, ns, []string{"four"}, 90*time.Second)
+	four, err := e.kube.CoreV1().Pods(ns).Get(ctx, "four", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, err := protocol.DecodeAssignment(four.Annotations[protocol.AnnotationAssignment])
+	if err != nil {
+		t.Fatal(err)
+	}
+	numaOf := map[string]int{}
+	for _, g := range dgx.GPUs {
+		numaOf[g.UUID] = g.NUMA
+	}
+	seen := map[int]bool{}
+	for _, s := range fa.Containers[0].GPUs {
+		seen[numaOf[s.UUID]] = true
+	}
+	if len(fa.Containers[0].GPUs) != 4 || len(seen) != 1 {
+		t.Fatalf("numa-bind four: %d GPUs on NUMA nodes %v; want four on one", len(fa.Containers[0].GPUs), seen)
+	}
+	harness.Eventually(t, 60*time.Second, "five GPUs with numa-bind refused", func() error {
+		return e.eventSays(ns, "five", "no single NUMA node")
+	})
 }
