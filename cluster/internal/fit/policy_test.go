@@ -59,16 +59,7 @@ func TestGPUPolicyChains(t *testing.T) {
 		}
 		req := Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}, GPUPolicy: p.Or(podmodel.GPUPolicy{Load: podmodel.Spread}), SingleNUMA: tc.bind}
 		pl, r := Place(tc.n, req, opts)
-		got := ""
-		if r != nil {
-			got = r.Kind
-		} else {
-			var ids []string
-			for _, g := range pl[0].GPUs {
-				ids = append(ids, g.UUID)
-			}
-			got = strings.Join(ids, ",")
-		}
+		got := picked(pl, r)
 		if got != tc.want {
 			t.Errorf("%v, chain %q, numa-bind %v: %s, want %s", uuidsOf(tc.n), tc.chain, tc.bind, got, tc.want)
 		}
@@ -198,17 +189,7 @@ func TestTopologyAwareTakesTheClosestSet(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := Request{Containers: []podmodel.ContainerRequest{app("c", tc.gpus, 1000, 0)}, GPUPolicy: p.Or(podmodel.GPUPolicy{Load: podmodel.Spread}), SingleNUMA: tc.bind}
-		pl, r := Place(m, req, opts)
-		got := ""
-		if r != nil {
-			got = r.Kind
-		} else {
-			var ids []string
-			for _, g := range pl[0].GPUs {
-				ids = append(ids, g.UUID)
-			}
-			got = strings.Join(ids, ",")
-		}
+		got := picked(Place(m, req, opts))
 		if got != tc.want {
 			t.Errorf("chain %q, %d GPUs, numa-bind %v, full %v: %s, want %s", tc.chain, tc.gpus, tc.bind, tc.full, got, tc.want)
 		}
@@ -254,4 +235,17 @@ func TestMutexOwnGPUsBeforeTopology(t *testing.T) {
 	if len(held) != 2 {
 		t.Fatalf("the pod holds %v; want 2 GPUs, the init container's including the app's", held)
 	}
+}
+
+// picked is the first container's GPUs, comma-separated, or the
+// refusal's kind.
+func picked(pl podmodel.Placement, r *Reason) string {
+	if r != nil {
+		return r.Kind
+	}
+	var ids []string
+	for _, g := range pl[0].GPUs {
+		ids = append(ids, g.UUID)
+	}
+	return strings.Join(ids, ",")
 }
