@@ -131,8 +131,8 @@ func slotCharge(t *testing.T, e env, ns string) {
 	})
 }
 
-// inventoryGPU is the GPU uuid of node's vgpud inventory.
-func (e env) inventoryGPU(t *testing.T, node, uuid string) protocol.GPU {
+// inventory is node's vgpud inventory as published now.
+func (e env) inventory(t *testing.T, node string) protocol.Inventory {
 	t.Helper()
 	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
@@ -142,7 +142,13 @@ func (e env) inventoryGPU(t *testing.T, node, uuid string) protocol.GPU {
 	if err != nil {
 		t.Fatalf("node %s inventory: %v", node, err)
 	}
-	for _, g := range inv.GPUs {
+	return inv
+}
+
+// inventoryGPU is the GPU uuid of node's vgpud inventory.
+func (e env) inventoryGPU(t *testing.T, node, uuid string) protocol.GPU {
+	t.Helper()
+	for _, g := range e.inventory(t, node).GPUs {
 		if g.UUID == uuid {
 			return g
 		}

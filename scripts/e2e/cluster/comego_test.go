@@ -32,18 +32,7 @@ func gpuComesAndGoes(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inventory := func() protocol.Inventory {
-		t.Helper()
-		n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return inv
-	}
+	inventory := func() protocol.Inventory { t.Helper(); return e.inventory(t, node) }
 	before := inventory()
 	last := before.GPUs[len(before.GPUs)-1]
 	create := func(name string) {

@@ -29,13 +29,9 @@ func gpuMutex(t *testing.T, e env, nodes []string) {
 	newTenant(t, e, others)
 	e.idleGPUs(t)
 	node := nodes[len(nodes)-1]
-	n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
-	if err != nil || len(inv.GPUs) < 2 {
-		t.Fatalf("node %s: %d GPUs, %v; the scenario needs two", node, len(inv.GPUs), err)
+	inv := e.inventory(t, node)
+	if len(inv.GPUs) < 2 {
+		t.Fatalf("node %s: %d GPUs; the scenario needs two", node, len(inv.GPUs))
 	}
 	pod := func(name string, annotations map[string]string) *corev1.Pod {
 		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "30"}, annotations)

@@ -25,24 +25,12 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 	const ns = "e2e-topology"
 	newTenant(t, e, ns)
 	e.idleGPUs(t)
-	inventory := func(node string) protocol.Inventory {
-		t.Helper()
-		n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return inv
-	}
-	dgx := inventory(nodes[0])
+	dgx := e.inventory(t, nodes[0])
 	if len(dgx.Sets) == 0 || dgx.Sets[0].Link != protocol.LinkNVLink || len(dgx.Sets[0].GPUs) != len(dgx.GPUs) {
 		t.Fatalf("node %s: sets %v; want one NVLink set of all %d GPUs first", nodes[0], dgx.Sets, len(dgx.GPUs))
 	}
 	l4 := "vgpud-node-3"
-	sets := inventory(l4).Sets
+	sets := e.inventory(t, l4).Sets
 	if want := []protocol.GPUSet{{Link: protocol.LinkPCIeSwitch, GPUs: []int{0, 2}}, {Link: protocol.LinkPCIeSwitch, GPUs: []int{1, 3}}}; !slices.EqualFunc(sets, want, func(a, b protocol.GPUSet) bool { return a.Link == b.Link && slices.Equal(a.GPUs, b.GPUs) }) {
 		t.Fatalf("node %s: sets %v, want %v", l4, sets, want)
 	}
@@ -63,7 +51,7 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 		t.Fatalf("assignment %+v, %v", a, err)
 	}
 	byUUID := map[string]int{}
-	for _, g := range inventory(l4).GPUs {
+	for _, g := range e.inventory(t, l4).GPUs {
 		byUUID[g.UUID] = g.Index
 	}
 	var idx []int
