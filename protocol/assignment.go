@@ -34,6 +34,10 @@ type GPUSlice struct {
 	// every core is exclusive without it. A reader that ignored it would
 	// let others join, so an assignment with it requires FeatureMutex.
 	Exclusive bool `json:"exclusive,omitempty"`
+	// MIG: UUID is a MIG instance (MIGInstance), held whole; MemoryMiB
+	// and Cores are what it takes from its parent GPU. An assignment with
+	// it requires FeatureMIG.
+	MIG bool `json:"mig,omitempty"`
 }
 
 // GPUs are the UUIDs a's containers hold, each once, in order.
@@ -62,6 +66,18 @@ func (a Assignment) HoldsAlone() bool {
 	return false
 }
 
+// HasMIG reports whether some slice of a is a MIG instance.
+func (a Assignment) HasMIG() bool {
+	for _, c := range a.Containers {
+		for _, g := range c.GPUs {
+			if g.MIG {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Container returns the named container's assignment.
 func (a Assignment) Container(name string) (ContainerAssignment, bool) {
 	for _, c := range a.Containers {
@@ -77,6 +93,9 @@ func EncodeAssignment(a Assignment) (string, error) {
 	a.Version = Version
 	if a.HoldsAlone() && !slices.Contains(a.Requires, FeatureMutex) {
 		a.Requires = append(slices.Clone(a.Requires), FeatureMutex)
+	}
+	if a.HasMIG() && !slices.Contains(a.Requires, FeatureMIG) {
+		a.Requires = append(slices.Clone(a.Requires), FeatureMIG)
 	}
 	if err := a.Validate(); err != nil {
 		return "", err

@@ -14,4 +14,11 @@ const (
 	// MaxScaledCores is a GPU's cores (100 percent) at the largest
 	// --core-scaling (100).
 	MaxScaledCores = 100 * 100
+	// MaxGPUsPerNode bounds an inventory's MIG GPUs.
+	MaxGPUsPerNode = 64
+	// maxSMs bounds a GPU's multiprocessors (an H100 has 132).
+	maxSMs = 1024
+	// maxMemSlices bounds a MIG placement: NVIDIA's GPUs have 8 memory
+	// slices.
+	maxMemSlices = 16
 )

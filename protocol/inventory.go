@@ -19,7 +19,54 @@ type Inventory struct {
 	// only looks them up. A leader that does not read them places as
 	// before.
 	Sets []GPUSet `json:"sets,omitempty"`
+	// MIG are the node's GPUs in MIG mode, each with its instances. They
+	// are not among GPUs: a leader that does not read this field must not
+	// place shared slices on a GPU only its instances can serve.
+	MIG []MIGGPU `json:"mig,omitempty"`
 }
+
+// MIGGPU is a GPU in MIG mode: it serves containers only through its
+// instances, each held whole by one container.
+type MIGGPU struct {
+	UUID      string `json:"uuid"`
+	Index     int    `json:"index"`
+	Model     string `json:"model"`
+	MemoryMiB int64  `json:"memoryMiB"` // the whole GPU's
+	// SMs are the multiprocessors the whole GPU gives its instances (its
+	// largest profile's): what an instance's share is counted against.
+	SMs       int           `json:"sms"`
+	NUMA      int           `json:"numa"`
+	Healthy   bool          `json:"healthy"`
+	Instances []MIGInstance `json:"instances"`
+}
+
+// MIGInstance is one MIG device: a GPU instance with its compute
+// instance, as NVML lists it.
+type MIGInstance struct {
+	UUID      string `json:"uuid"`    // MIG-<uuid>, what a container is handed
+	Profile   string `json:"profile"` // NVIDIA's name: 1g.10gb, 1c.2g.20gb, 1g.10gb+me
+	MemoryMiB int64  `json:"memoryMiB"`
+	SMs       int    `json:"sms"`
+	// Start and Size are the instance's placement in the GPU's memory
+	// slices, as NVML gives it.
+	Start int `json:"start"`
+	Size  int `json:"size"`
+}
+
+// Cores is the share of its GPU's SMs the instance takes, in percent,
+// rounded up: what quota and the books charge for it.
+func (g MIGGPU) Cores(in MIGInstance) int {
+	if g.SMs <= 0 {
+		return 100
+	}
+	return min(max((in.SMs*100+g.SMs-1)/g.SMs, 1), 100)
+}
+
+// maxMIGInstances bounds a GPU's instances: NVIDIA's GPUs make at most 8.
+const maxMIGInstances = 16
+
+// maxProfileLen bounds a MIG profile name.
+const maxProfileLen = 32
 
 // GPUSet is a group of a node's GPUs, by index, every two of which are
 // joined by Link.
@@ -112,6 +159,9 @@ func (inv Inventory) Validate() error {
 		seenUUID[g.UUID] = true
 		seenIndex[g.Index] = true
 	}
+	if err := validateMIG(inv.MIG, seenUUID, seenIndex); err != nil {
+		return err
+	}
 	if len(inv.Sets) > maxSets {
 		return fmt.Errorf("sets lists %d, more than %d", len(inv.Sets), maxSets)
 	}
@@ -128,6 +178,45 @@ func (inv Inventory) Validate() error {
 				return fmt.Errorf("sets[%d]: GPU index %d is not one of the node's, or appears twice", i, idx)
 			}
 			seen[idx] = true
+		}
+	}
+	return nil
+}
+
+// validateMIG checks the MIG GPUs and their instances; UUIDs and indices
+// are unique across them and the shared GPUs (seen), which it extends.
+func validateMIG(gpus []MIGGPU, seenUUID map[string]bool, seenIndex map[int]bool) error {
+	if len(gpus) > MaxGPUsPerNode {
+		return fmt.Errorf("mig lists %d GPUs, more than %d", len(gpus), MaxGPUsPerNode)
+	}
+	for i, g := range gpus {
+		switch {
+		case g.UUID == "" || seenUUID[g.UUID]:
+			return fmt.Errorf("mig[%d]: uuid %q is empty or appears twice", i, g.UUID)
+		case g.Index < 0 || seenIndex[g.Index]:
+			return fmt.Errorf("mig[%d] %s: index %d is negative or appears twice", i, g.UUID, g.Index)
+		case g.MemoryMiB <= 0 || g.MemoryMiB > MaxMemoryMiB:
+			return fmt.Errorf("mig[%d] %s: memoryMiB %d must be within 1..%d", i, g.UUID, g.MemoryMiB, MaxMemoryMiB)
+		case g.SMs <= 0 || g.SMs > maxSMs:
+			return fmt.Errorf("mig[%d] %s: sms %d must be within 1..%d", i, g.UUID, g.SMs, maxSMs)
+		case len(g.Instances) > maxMIGInstances:
+			return fmt.Errorf("mig[%d] %s: %d instances, more than %d", i, g.UUID, len(g.Instances), maxMIGInstances)
+		}
+		seenUUID[g.UUID], seenIndex[g.Index] = true, true
+		for j, in := range g.Instances {
+			switch {
+			case in.UUID == "" || seenUUID[in.UUID]:
+				return fmt.Errorf("mig[%d].instances[%d]: uuid %q is empty or appears twice", i, j, in.UUID)
+			case in.Profile == "" || len(in.Profile) > maxProfileLen:
+				return fmt.Errorf("mig[%d].instances[%d] %s: profile %q must be 1..%d bytes", i, j, in.UUID, in.Profile, maxProfileLen)
+			case in.MemoryMiB <= 0 || in.MemoryMiB > g.MemoryMiB:
+				return fmt.Errorf("mig[%d].instances[%d] %s: memoryMiB %d must be within 1..%d, its GPU's", i, j, in.UUID, in.MemoryMiB, g.MemoryMiB)
+			case in.SMs <= 0 || in.SMs > g.SMs:
+				return fmt.Errorf("mig[%d].instances[%d] %s: sms %d must be within 1..%d, its GPU's", i, j, in.UUID, in.SMs, g.SMs)
+			case in.Start < 0 || in.Size <= 0 || in.Start+in.Size > maxMemSlices:
+				return fmt.Errorf("mig[%d].instances[%d] %s: placement %d+%d must lie within 0..%d", i, j, in.UUID, in.Start, in.Size, maxMemSlices)
+			}
+			seenUUID[in.UUID] = true
 		}
 	}
 	return nil

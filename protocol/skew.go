@@ -27,9 +27,14 @@ const Version = 1
 // shared.
 const FeatureMutex = "mutex"
 
+// FeatureMIG: some slice of an assignment is a MIG instance
+// (GPUSlice.MIG); a node that ignored it would hand the container a
+// slice of a GPU it cannot share.
+const FeatureMIG = "mig"
+
 // UnderstoodFeatures are the features this build honours in a requires
 // list; the node role lists them in its inventory (Inventory.Features).
-func UnderstoodFeatures() []string { return []string{FeatureMutex} }
+func UnderstoodFeatures() []string { return []string{FeatureMutex, FeatureMIG} }
 
 // maxFeatures bounds an inventory's features list.
 const maxFeatures = 64

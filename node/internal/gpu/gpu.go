@@ -19,6 +19,8 @@ type Device struct {
 	// NVLink and PCIeSwitch are the indices of the other GPUs this one
 	// reaches over NVLink, and behind a common PCIe switch (topology.go).
 	NVLink, PCIeSwitch []int
+	// MIG is the GPU's MIG state; nil when MIG mode is off.
+	MIG *MIG
 }
 
 // Discover initialises lib and lists its GPUs in index order. The error
@@ -53,6 +55,9 @@ func list(lib nvml.Interface) ([]Device, error) {
 		dev, err := describe(i, d)
 		if err != nil {
 			return nil, err
+		}
+		if dev.MIG, err = migOf(lib, d); err != nil {
+			return nil, fmt.Errorf("GPU %d (%s): %w", i, dev.UUID, err)
 		}
 		out = append(out, dev)
 		handles = append(handles, d)

@@ -36,7 +36,9 @@ type Mock struct {
 	unplugged map[string]bool
 }
 
-func newMock(s *server.Server, node string, places []Place) *Mock {
+// newMock wraps s; migs[i], where not nil, puts GPU i in MIG mode with
+// those instances.
+func newMock(s *server.Server, node string, places []Place, migs [][]string) (*Mock, error) {
 	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}, procs: map[string]map[int]ProcessSample{}}
 	m.places, m.unplugged = map[*server.Device]Place{}, map[string]bool{}
 	for i, d := range s.Devices {
@@ -44,6 +46,9 @@ func newMock(s *server.Server, node string, places []Place) *Mock {
 		md.UUID = stableUUID(node, i)
 		m.places[md] = places[i]
 		m.decorate(md, places[i].NUMA)
+	}
+	if err := setUpMIG(m, s, migs); err != nil {
+		return nil, err
 	}
 	s.DeviceGetCountFunc = func() (int, nvml.Return) { return len(m.present()), nvml.SUCCESS }
 	s.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
@@ -67,7 +72,7 @@ func newMock(s *server.Server, node string, places []Place) *Mock {
 			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 		}, nvml.SUCCESS
 	}
-	return m
+	return m, nil
 }
 
 // decorate fills in what the stock mock device leaves out or cannot fail.

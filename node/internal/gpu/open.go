@@ -32,7 +32,7 @@ func Backends() string {
 		mocks = append(mocks, "mock:"+name)
 	}
 	slices.Sort(mocks)
-	return "nvml, " + strings.Join(mocks, ", ") + ", fake:<count>x<model>:<MiB>[:numa=<n>][:nvlink=<n>][:pcie=<n>][,...]"
+	return "nvml, " + strings.Join(mocks, ", ") + ", fake:<count>x<model>:<MiB>[:numa=<n>][:nvlink=<n>][:pcie=<n>][:mig=<profile>+...][,...]"
 }
 
 // ValidateBackend checks a --gpu-backend value without opening it.
@@ -79,7 +79,7 @@ func Open(name, nodeName string) (nvml.Interface, error) {
 	case err != nil:
 		return nil, err
 	case b.fake != nil:
-		return newMock(fakeServer(b.fake), nodeName, fakePlaces(b.fake)), nil
+		return newMock(fakeServer(b.fake), nodeName, fakePlaces(b.fake), fakeMIG(b.fake))
 	case b.mock == nil:
 		return nvml.New(), nil
 	}
@@ -90,7 +90,7 @@ func Open(name, nodeName string) (nvml.Interface, error) {
 	for i := range places {
 		places[i] = Place{NUMA: i * 2 / len(places), NVLink: 0, PCIe: i / 2}
 	}
-	return newMock(s, nodeName, places), nil
+	return newMock(s, nodeName, places, nil)
 }
 
 // stableUUID is a GPU-<uuid>-shaped name that depends only on node and index.

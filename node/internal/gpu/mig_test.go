@@ -1,0 +1,196 @@
+package gpu
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+func openFake(t *testing.T, spec string) *Mock {
+	t.Helper()
+	lib, err := Open("fake:"+spec, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib.(*Mock)
+}
+
+func TestDiscoverStaticMIG(t *testing.T) {
+	m := openFake(t, "1xNVIDIA L4:23034,1xA100-SXM4-40GB:40960:mig=3g.20gb+2g.10gb+1g.5gb")
+	devs, err := Discover(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs[0].MIG != nil {
+		t.Errorf("an L4 has no MIG, got %+v", devs[0].MIG)
+	}
+	g := devs[1].MIG
+	if g == nil || len(g.Instances) != 3 {
+		t.Fatalf("GPU 1 MIG = %+v, want 3 instances", g)
+	}
+	if g.SMs != 98 {
+		t.Errorf("SMs %d, want 98 (the 7g profile's)", g.SMs)
+	}
+	want := []struct {
+		profile     string
+		mem         int64
+		sms         int
+		start, size int
+	}{{"3g.20gb", 19968, 42, 0, 4}, {"2g.10gb", 9856, 28, 4, 2}, {"1g.5gb", 4864, 14, 6, 1}}
+	for i, w := range want {
+		in := g.Instances[i]
+		if in.Profile != w.profile || in.MemoryMiB != w.mem || in.SMs != w.sms || in.Start != w.start || in.Size != w.size || !strings.HasPrefix(in.UUID, "MIG-") {
+			t.Errorf("instance %d = %+v, want %+v", i, in, w)
+		}
+	}
+	// The same spec on the same node names the instances the same: a
+	// restarted node role finds what it booked.
+	again, err := Discover(openFake(t, "1xNVIDIA L4:23034,1xA100-SXM4-40GB:40960:mig=3g.20gb+2g.10gb+1g.5gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[1].MIG.Instances[2].UUID != g.Instances[2].UUID {
+		t.Error("MIG UUIDs changed across opens")
+	}
+}
+
+func TestFakeMIGRefusals(t *testing.T) {
+	for spec, want := range map[string]string{
+		"1xNVIDIA L4:23034:mig=1g.5gb":                             "does not know",
+		"1xA100-SXM4-40GB:81920:mig=1g.5gb":                        "that GPU has 40960",
+		"1xA100-SXM4-40GB:40960:mig=1g.80gb":                       "is not one of this GPU's",
+		"1xA100-SXM4-40GB:40960:mig=1g.5gb++1g.5gb":                "empty profile",
+		"1xA100-SXM4-40GB:40960:mig=7g.40gb+1g.5gb":                "INSUFFICIENT_RESOURCES",
+		"1xA100-SXM4-40GB:40960:mig=3g.20gb+2g.10gb+1g.5gb+1g.5gb": "INSUFFICIENT_RESOURCES",
+	} {
+		if _, err := Open("fake:"+spec, "n1"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want it to say %q", spec, err, want)
+		}
+	}
+}
+
+// The geometry the mock enforces, per GPU whose profiles go-nvml carries.
+func TestMIGGeometry(t *testing.T) {
+	for _, model := range []string{"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM5-141GB"} {
+		t.Run(model, func(t *testing.T) {
+			preset := migPresets()[model]
+			fresh := func(t *testing.T) *server.Device {
+				m := openFake(t, "1x"+model+":"+itoa(preset.MemoryMB)+":mig=")
+				return m.Devices[0].(*server.Device)
+			}
+			one := profile(t, fresh(t), nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+			whole := profile(t, fresh(t), nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+			three := profile(t, fresh(t), nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+
+			d := fresh(t)
+			if n, _ := d.GetGpuInstanceRemainingCapacity(&one); n != int(one.InstanceCount) {
+				t.Errorf("empty GPU: room for %d 1-slice instances, want %d", n, one.InstanceCount)
+			}
+			for i := 0; i < int(one.InstanceCount); i++ {
+				if _, ret := d.CreateGpuInstance(&one); ret != nvml.SUCCESS {
+					t.Fatalf("1-slice instance %d: %s", i, nvml.ErrorString(ret))
+				}
+			}
+			if _, ret := d.CreateGpuInstance(&one); ret != nvml.ERROR_INSUFFICIENT_RESOURCES {
+				t.Errorf("one 1-slice instance too many: %s, want INSUFFICIENT_RESOURCES", nvml.ErrorString(ret))
+			}
+			if _, ret := d.CreateGpuInstance(&whole); ret == nvml.SUCCESS {
+				t.Error("the whole-GPU instance was made on a full GPU")
+			}
+
+			d = fresh(t)
+			if _, ret := d.CreateGpuInstance(&whole); ret != nvml.SUCCESS {
+				t.Fatalf("whole-GPU instance: %s", nvml.ErrorString(ret))
+			}
+			if n, _ := d.GetGpuInstanceRemainingCapacity(&one); n != 0 {
+				t.Errorf("beside the whole-GPU instance, room for %d more", n)
+			}
+
+			// Two 3-slice instances at their two placements; a third,
+			// and any placement NVML does not list, refused.
+			d = fresh(t)
+			possible, _ := d.GetGpuInstancePossiblePlacements(&three)
+			if len(possible) != 2 {
+				t.Fatalf("3-slice placements %v, want 2", possible)
+			}
+			gi, ret := d.CreateGpuInstanceWithPlacement(&three, &possible[1])
+			if ret != nvml.SUCCESS {
+				t.Fatalf("3-slice at %v: %s", possible[1], nvml.ErrorString(ret))
+			}
+			if _, ret := d.CreateGpuInstanceWithPlacement(&three, &possible[1]); ret != nvml.ERROR_INSUFFICIENT_RESOURCES {
+				t.Errorf("a second instance on the same slices: %s", nvml.ErrorString(ret))
+			}
+			odd := nvml.GpuInstancePlacement{Start: 1, Size: three.SliceCount}
+			if _, ret := d.CreateGpuInstanceWithPlacement(&three, &odd); ret != nvml.ERROR_INVALID_ARGUMENT {
+				t.Errorf("a placement NVML does not list: %s", nvml.ErrorString(ret))
+			}
+			if _, ret := d.CreateGpuInstanceWithPlacement(&three, &possible[0]); ret != nvml.SUCCESS {
+				t.Errorf("3-slice at %v beside the other: %s", possible[0], nvml.ErrorString(ret))
+			}
+
+			// An instance with a compute instance is in use: it is not
+			// destroyed until the compute instance is.
+			ci, ret := gi.CreateComputeInstance(ptr(computeProfile(t, gi, three.SliceCount)))
+			if ret != nvml.SUCCESS {
+				t.Fatalf("compute instance: %s", nvml.ErrorString(ret))
+			}
+			if ret := gi.Destroy(); ret != nvml.ERROR_IN_USE {
+				t.Errorf("destroy with a compute instance: %s, want IN_USE", nvml.ErrorString(ret))
+			}
+			if ret := ci.Destroy(); ret != nvml.SUCCESS {
+				t.Fatal(nvml.ErrorString(ret))
+			}
+			if ret := gi.Destroy(); ret != nvml.SUCCESS {
+				t.Errorf("destroy: %s", nvml.ErrorString(ret))
+			}
+			if ret, _ := d.SetMigMode(nvml.DEVICE_MIG_DISABLE); ret == nvml.SUCCESS {
+				t.Error("the mock let MIG mode change")
+			}
+		})
+	}
+}
+
+func TestMIGNeedsMIGMode(t *testing.T) {
+	lib, err := Open("mock:dgxa100", "n1") // profiles known, MIG mode off
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lib.(*Mock)
+	d := m.Devices[0].(*server.Device)
+	p := profile(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	if _, ret := d.CreateGpuInstance(&p); ret != nvml.ERROR_NOT_SUPPORTED {
+		t.Errorf("instance with MIG mode off: %s, want NOT_SUPPORTED", nvml.ErrorString(ret))
+	}
+	if devs, err := Discover(m); err != nil || devs[0].MIG != nil {
+		t.Errorf("MIG mode off read as %+v, %v", devs[0].MIG, err)
+	}
+}
+
+func profile(t *testing.T, d *server.Device, id int) nvml.GpuInstanceProfileInfo {
+	t.Helper()
+	p, ret := d.GetGpuInstanceProfileInfo(id)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("profile %d: %s", id, nvml.ErrorString(ret))
+	}
+	return p
+}
+
+// computeProfile is gi's compute profile of the given slices.
+func computeProfile(t *testing.T, gi nvml.GpuInstance, slices uint32) nvml.ComputeInstanceProfileInfo {
+	t.Helper()
+	for id := 0; id < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; id++ {
+		p, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret == nvml.SUCCESS && p.SliceCount == slices {
+			return p
+		}
+	}
+	t.Fatal("no compute profile")
+	return nvml.ComputeInstanceProfileInfo{}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

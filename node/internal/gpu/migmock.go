@@ -1,0 +1,343 @@
+package gpu
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/vgpud/vgpud/protocol/mig"
+)
+
+// migGPU is one mock GPU's MIG state. go-nvml's mock server carries the
+// profiles but creates instances without checking the mode, the
+// placement or what is already there, and has no MIG device handles;
+// this enforces the geometry as the driver does and gives each compute
+// instance a MIG device.
+type migGPU struct {
+	parent   *server.Device
+	profiles gpus.MIGProfileConfig
+	uuid     string // the parent's, for the instances' stable UUIDs
+
+	mu      sync.Mutex
+	enabled bool
+	nextGI  uint32
+	gis     []*mockGI // in creation order: NVML's MIG device index order
+}
+
+type mockGI struct {
+	gpu       *migGPU
+	handle    *mock.GpuInstance
+	info      nvml.GpuInstanceInfo
+	profile   nvml.GpuInstanceProfileInfo
+	ci        *mockCI // at most one: vgpud makes one compute instance per GPU instance
+	destroyed bool
+}
+
+type mockCI struct {
+	handle  *mock.ComputeInstance
+	info    nvml.ComputeInstanceInfo
+	profile nvml.ComputeInstanceProfileInfo
+	device  *mock.Device // the MIG device
+}
+
+// maxMIGDevices is NVML's GetMaxMigDeviceCount on the GPUs the mock knows.
+const maxMIGDevices = 7
+
+// newMIGGPU makes d answer MIG queries from profiles, with MIG mode
+// enabled or not.
+func newMIGGPU(d *server.Device, profiles gpus.MIGProfileConfig, enabled bool) *migGPU {
+	g := &migGPU{parent: d, profiles: profiles, uuid: d.UUID, enabled: enabled}
+	d.GetMigModeFunc = func() (int, int, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		mode := nvml.DEVICE_MIG_DISABLE
+		if g.enabled {
+			mode = nvml.DEVICE_MIG_ENABLE
+		}
+		return mode, mode, nvml.SUCCESS
+	}
+	// vgpud never changes a GPU's MIG mode; the mock refuses so that a
+	// test would see it try.
+	d.SetMigModeFunc = func(int) (nvml.Return, nvml.Return) { return nvml.ERROR_NO_PERMISSION, nvml.ERROR_NO_PERMISSION }
+	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+	d.GetGpuInstanceProfileInfoFunc = func(id int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+		p, ok := g.profiles.GpuInstanceProfiles[id]
+		if !ok {
+			return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+		}
+		return p, nvml.SUCCESS
+	}
+	d.GetGpuInstancePossiblePlacementsFunc = func(p *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
+		if !g.isEnabled() {
+			return nil, nvml.ERROR_NOT_SUPPORTED
+		}
+		return slices.Clone(g.profiles.GpuInstancePlacements[int(p.Id)]), nvml.SUCCESS
+	}
+	d.GetGpuInstanceRemainingCapacityFunc = func(p *nvml.GpuInstanceProfileInfo) (int, nvml.Return) {
+		return g.remaining(int(p.Id))
+	}
+	d.CreateGpuInstanceFunc = func(p *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
+		return g.create(int(p.Id), nil)
+	}
+	d.CreateGpuInstanceWithPlacementFunc = func(p *nvml.GpuInstanceProfileInfo, at *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+		return g.create(int(p.Id), at)
+	}
+	d.GetGpuInstancesFunc = func(p *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		var out []nvml.GpuInstance
+		for _, gi := range g.gis {
+			if gi.profile.Id == p.Id {
+				out = append(out, gi.handle)
+			}
+		}
+		return out, nvml.SUCCESS
+	}
+	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, gi := range g.gis {
+			if int(gi.info.Id) == id {
+				return gi.handle, nvml.SUCCESS
+			}
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return maxMIGDevices, nvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		n := 0
+		for _, gi := range g.gis {
+			if gi.ci == nil {
+				continue
+			}
+			if n == i {
+				return gi.ci.device, nvml.SUCCESS
+			}
+			n++
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	return g
+}
+
+func (g *migGPU) isEnabled() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.enabled
+}
+
+// taken are the placements of the GPU instances there now; g.mu held.
+func (g *migGPU) taken() []mig.Placement {
+	out := make([]mig.Placement, 0, len(g.gis))
+	for _, gi := range g.gis {
+		out = append(out, mig.Placement{Start: int(gi.info.Placement.Start), Size: int(gi.info.Placement.Size)})
+	}
+	return out
+}
+
+func placements(ps []nvml.GpuInstancePlacement) []mig.Placement {
+	out := make([]mig.Placement, len(ps))
+	for i, p := range ps {
+		out[i] = mig.Placement{Start: int(p.Start), Size: int(p.Size)}
+	}
+	return out
+}
+
+// remaining is how many more instances of profile id fit, one after
+// another, given those there now.
+func (g *migGPU) remaining(id int) (int, nvml.Return) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.profiles.GpuInstanceProfiles[id]
+	if !ok {
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	if !g.enabled {
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	taken, n := g.taken(), 0
+	for g.countOf(p.Id)+n < int(p.InstanceCount) {
+		at, ok := mig.FirstFree(placements(g.profiles.GpuInstancePlacements[id]), taken)
+		if !ok {
+			break
+		}
+		taken = append(taken, at)
+		n++
+	}
+	return n, nvml.SUCCESS
+}
+
+func (g *migGPU) countOf(profileID uint32) int {
+	n := 0
+	for _, gi := range g.gis {
+		if gi.profile.Id == profileID {
+			n++
+		}
+	}
+	return n
+}
+
+// create makes a GPU instance of profile id, at the given placement or the
+// first free one, refusing what the driver refuses: MIG mode off, a
+// profile the GPU lacks, a placement not among the profile's or one that
+// overlaps an instance, more instances than the profile allows.
+func (g *migGPU) create(id int, at *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.profiles.GpuInstanceProfiles[id]
+	switch {
+	case !g.enabled:
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	case !ok:
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	case g.countOf(p.Id) >= int(p.InstanceCount):
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	possible := placements(g.profiles.GpuInstancePlacements[id])
+	var where mig.Placement
+	if at == nil {
+		if where, ok = mig.FirstFree(possible, g.taken()); !ok {
+			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+	} else {
+		where = mig.Placement{Start: int(at.Start), Size: int(at.Size)}
+		if !mig.Allowed(where, possible) {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if !mig.Free(where, g.taken()) {
+			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+	}
+	gi := &mockGI{gpu: g, profile: p, handle: &mock.GpuInstance{}}
+	gi.info = nvml.GpuInstanceInfo{Device: g.parent, Id: g.nextGI, ProfileId: p.Id,
+		Placement: nvml.GpuInstancePlacement{Start: uint32(where.Start), Size: uint32(where.Size)}}
+	g.nextGI++
+	gi.wire()
+	g.gis = append(g.gis, gi)
+	return gi.handle, nvml.SUCCESS
+}
+
+// wire answers the GPU instance's NVML calls.
+func (gi *mockGI) wire() {
+	g := gi.gpu
+	h := gi.handle
+	h.GetInfoFunc = func() (nvml.GpuInstanceInfo, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if gi.destroyed {
+			return nvml.GpuInstanceInfo{}, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return gi.info, nvml.SUCCESS
+	}
+	h.GetComputeInstanceProfileInfoFunc = func(id, eng int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+		p, ok := g.profiles.ComputeInstanceProfiles[int(gi.profile.Id)][id]
+		if !ok || eng != nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED {
+			return nvml.ComputeInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+		}
+		return p, nvml.SUCCESS
+	}
+	h.CreateComputeInstanceFunc = func(p *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+		return gi.createCI(p)
+	}
+	h.GetComputeInstancesFunc = func(p *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if gi.ci != nil && gi.ci.profile.Id == p.Id {
+			return []nvml.ComputeInstance{gi.ci.handle}, nvml.SUCCESS
+		}
+		return nil, nvml.SUCCESS
+	}
+	h.GetComputeInstanceByIdFunc = func(id int) (nvml.ComputeInstance, nvml.Return) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if gi.ci != nil && int(gi.ci.info.Id) == id {
+			return gi.ci.handle, nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	h.DestroyFunc = func() nvml.Return {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		switch {
+		case gi.destroyed:
+			return nvml.ERROR_INVALID_ARGUMENT
+		case gi.ci != nil:
+			return nvml.ERROR_IN_USE // the driver's answer while a compute instance is there
+		}
+		gi.destroyed = true
+		g.gis = slices.DeleteFunc(g.gis, func(o *mockGI) bool { return o == gi })
+		return nvml.SUCCESS
+	}
+}
+
+// createCI makes the GPU instance's compute instance: one, of a profile
+// the GPU instance offers.
+func (gi *mockGI) createCI(p *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+	g := gi.gpu
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	known, ok := g.profiles.ComputeInstanceProfiles[int(gi.profile.Id)][int(p.Id)]
+	switch {
+	case gi.destroyed:
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	case !ok:
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	case gi.ci != nil:
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	ci := &mockCI{handle: &mock.ComputeInstance{}, profile: known}
+	ci.info = nvml.ComputeInstanceInfo{Device: g.parent, GpuInstance: gi.handle, Id: 0, ProfileId: known.Id}
+	ci.device = gi.migDevice(ci)
+	ci.handle.GetInfoFunc = func() (nvml.ComputeInstanceInfo, nvml.Return) { return ci.info, nvml.SUCCESS }
+	ci.handle.DestroyFunc = func() nvml.Return {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if gi.ci != ci {
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		gi.ci = nil
+		return nvml.SUCCESS
+	}
+	gi.ci = ci
+	return ci.handle, nvml.SUCCESS
+}
+
+// migDevice is the MIG device of gi's compute instance ci. Its UUID
+// depends on the parent and the placement only, so a restarted mock
+// that makes the same instances names them the same.
+func (gi *mockGI) migDevice(ci *mockCI) *mock.Device {
+	g := gi.gpu
+	h := sha256.Sum256([]byte(fmt.Sprintf("vgpud-mock-mig/%s/%d/%d/%d", g.uuid, gi.profile.Id, gi.info.Placement.Start, ci.profile.Id)))
+	uuid := fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	giID, ciID := int(gi.info.Id), int(ci.info.Id)
+	mem := uint64(gi.profile.MemorySizeMB) << 20
+	return &mock.Device{
+		IsMigDeviceHandleFunc: func() (bool, nvml.Return) { return true, nvml.SUCCESS },
+		GetUUIDFunc:           func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
+		GetNameFunc:           func() (string, nvml.Return) { return g.parent.Config.Name, nvml.SUCCESS },
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			return nvml.Memory{Total: mem, Free: mem}, nvml.SUCCESS
+		},
+		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+			return nvml.DeviceAttributes{
+				MultiprocessorCount:       ci.profile.MultiprocessorCount,
+				GpuInstanceSliceCount:     gi.profile.SliceCount,
+				ComputeInstanceSliceCount: ci.profile.SliceCount,
+				MemorySizeMB:              gi.profile.MemorySizeMB,
+			}, nvml.SUCCESS
+		},
+		GetGpuInstanceIdFunc:                   func() (int, nvml.Return) { return giID, nvml.SUCCESS },
+		GetComputeInstanceIdFunc:               func() (int, nvml.Return) { return ciID, nvml.SUCCESS },
+		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return g.parent, nvml.SUCCESS },
+		// No process runs on a mock MIG device.
+		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+	}
+}
