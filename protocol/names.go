@@ -75,6 +75,13 @@ const (
 	// NUMA node (HAMi's name and meaning).
 	AnnotationNUMABind = "nvidia.com/numa-bind"
 
+	// AnnotationGPUMode picks how a pod's GPUs are served: "mig" (whole
+	// MIG instances only) or "shared" (slices of GPUs not in MIG mode);
+	// absent, either. AnnotationGPUModeHAMi is HAMi's ("mig",
+	// "hami-core"), read when vgpud's is absent.
+	AnnotationGPUMode     = "vgpud.io/gpu-mode"
+	AnnotationGPUModeHAMi = "nvidia.com/vgpu-mode"
+
 	AnnotationNodePolicy     = "vgpud.io/node-policy"
 	AnnotationGPUPolicy      = "vgpud.io/gpu-policy"
 	AnnotationNodePolicyHAMi = "hami.io/node-scheduler-policy"

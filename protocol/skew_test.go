@@ -52,10 +52,10 @@ func TestRefuseWhatCannotBeHonoured(t *testing.T) {
 		in     string
 		want   []string
 	}{
-		"inventory requiring mig": {decodeInv, `{"version":1,"requires":["mig"],"gpus":[],"mig":{}}`,
-			[]string{AnnotationGPUs, "requires mig, which this vgpud does not understand", "upgrade this replica"}},
-		"assignment requiring two": {decodeAsg, `{"version":1,"requires":["mig","numa"],"node":"n","containers":[]}`,
-			[]string{AnnotationAssignment, "requires mig, numa"}},
+		"inventory requiring mps": {decodeInv, `{"version":1,"requires":["mps"],"gpus":[],"mps":{}}`,
+			[]string{AnnotationGPUs, "requires mps, which this vgpud does not understand", "upgrade this replica"}},
+		"assignment requiring two": {decodeAsg, `{"version":1,"requires":["mps","numa"],"node":"n","containers":[]}`,
+			[]string{AnnotationAssignment, "requires mps, numa"}},
 		"inventory of version 2": {decodeInv, `{"version":2,"gpus":[]}`,
 			[]string{"wire version 2 is newer than this vgpud reads (1)", "upgrade this replica, or roll that one back"}},
 		"assignment of version 2": {decodeAsg, `{"version":2,"node":"n","containers":[]}`,
@@ -81,7 +81,7 @@ func decodeAsg(s string) error { _, err := DecodeAssignment(s); return err }
 // This build writes no requirement it does not itself understand.
 func TestEncodeRefusesAnUnknownRequirement(t *testing.T) {
 	inv := sampleInventory()
-	inv.Requires = []string{"mig"}
+	inv.Requires = []string{"mps"}
 	if _, err := EncodeInventory(inv); err == nil {
 		t.Error("encoded an inventory requiring a feature this build does not know")
 	}

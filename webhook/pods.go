@@ -147,6 +147,19 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		return Verdict{Deny: strings.Join(problems, "; "), Warnings: warnings}
 	}
 
+	// After mutation, like the scheduler: a defaulted GPU count counts.
+	if mode, err := podmodel.GPUModeOf(pod.Annotations); err != nil {
+		return Verdict{Deny: err.Error(), Warnings: warnings}
+	} else if mode == podmodel.ModeMIG {
+		cs, err := podmodel.Requests(pod, names)
+		if err == nil {
+			err = podmodel.CheckMode(mode, cs)
+		}
+		if err != nil {
+			return Verdict{Deny: err.Error(), Warnings: warnings}
+		}
+	}
+
 	pod.Spec.SchedulerName = p.scheduler
 	if p.cfg.RuntimeClass != "" && pod.Spec.RuntimeClassName == nil {
 		rc := p.cfg.RuntimeClass

@@ -47,6 +47,9 @@ type Ledger struct {
 
 type nodeState struct {
 	gpus []protocol.GPU
+	// mig are the parents of the MIG instances among gpus, by instance
+	// UUID (mig.go).
+	mig map[string]*fit.MIGParent
 	// features the node's vgpud honours in an assignment (its inventory's)
 	features []string
 	sets     []fit.Set // its connected GPU sets
@@ -121,13 +124,14 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
 	wasCordoned, wasUnreadable, hadGPUs := st.cordoned, st.cordonErr != nil, st.gpus
-	st.gpus, st.features, st.sets, st.invErr = nil, nil, nil, nil
+	st.gpus, st.mig, st.features, st.sets, st.invErr = nil, nil, nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
 			st.invErr = err
 		} else {
-			st.gpus, st.features = inv.GPUs, inv.Features
+			st.gpus, st.mig = bookable(inv)
+			st.features = inv.Features
 			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
 		}
 	}
@@ -391,7 +395,7 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
 	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features, Sets: st.sets}
 	for i, g := range st.gpus {
-		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID]}
+		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
 	}
 	for uid := range st.pods {
 		if uid != except {

@@ -629,12 +629,12 @@ func TestAssignmentFromANewerVgpudBlocksItsNode(t *testing.T) {
 	c.SetNode(gpuNode("n2", 2, "20"))
 	p := assigned("newer", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
-	p.Annotations[protocol.AnnotationAssignment] = `{"version":1,"requires":["mig"],"node":"n1","containers":[{"name":"c0","gpus":[{"uuid":"GPU-n1-0","memoryMiB":1000,"cores":10}]}],"mig":{}}`
+	p.Annotations[protocol.AnnotationAssignment] = `{"version":1,"requires":["mps"],"node":"n1","containers":[{"name":"c0","gpus":[{"uuid":"GPU-n1-0","memoryMiB":1000,"cores":10}]}],"mps":{}}`
 	err := c.SetPod(record(p))
 	if !errors.Is(err, protocol.ErrUnsupported) {
 		t.Fatalf("SetPod: %v, want the newer assignment reported as unsupported", err)
 	}
-	if _, r := c.Node("n1"); r == nil || r.Kind != "assignment from a newer vgpud" || !strings.Contains(r.Text, "requires mig") {
+	if _, r := c.Node("n1"); r == nil || r.Kind != "assignment from a newer vgpud" || !strings.Contains(r.Text, "requires mps") {
 		t.Fatalf("n1: reason %+v, want the node blocked by the newer assignment", r)
 	}
 	if _, r := c.Node("n2"); r != nil {

@@ -60,6 +60,12 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 	if req.GPUPolicy, err = podmodel.GPUPolicyOf(a, d.GPUPolicy); err != nil {
 		return fit.Request{}, "", err
 	}
+	if req.Mode, err = podmodel.GPUModeOf(a); err != nil {
+		return fit.Request{}, "", err
+	}
+	if err := podmodel.CheckMode(req.Mode, req.Containers); err != nil {
+		return fit.Request{}, "", err
+	}
 	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
 	if err != nil {
 		return fit.Request{}, "", err

@@ -27,8 +27,9 @@ func Fits(n Node, req Request, opts Options) *Reason {
 
 // scratchGPUs is how many GPUs a node may have for fit's scratch space to
 // stay on the stack: fit runs per node per /filter, and must not allocate
-// for an ordinary node.
-const scratchGPUs = 16
+// for an ordinary node. A MIG instance counts as a GPU: eight GPUs of
+// seven instances each fit.
+const scratchGPUs = 64
 
 func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *Reason) {
 	if req.GPUPolicy.Mutex && !slices.Contains(n.Features, protocol.FeatureMutex) {
@@ -113,11 +114,11 @@ func coresFor(c *podmodel.ContainerRequest, g *CommittedGPU, opts Options) int {
 
 // rejections counts why GPUs were passed over, for one container.
 type rejections struct {
-	unhealthy, cordoned, selector, exclusive, slot, mem, cores int
-	largestFreeMem                                             int64
-	largestFreeCores                                           int
-	wantMem                                                    int64
-	wantCores                                                  int
+	unhealthy, cordoned, selector, mode, exclusive, slot, mem, cores int
+	largestFreeMem                                                   int64
+	largestFreeCores                                                 int
+	wantMem                                                          int64
+	wantCores                                                        int
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
@@ -140,6 +141,18 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			continue
 		case !selected(g, req):
 			rej.selector++
+			continue
+		case (g.MIG != nil) != (req.Mode == podmodel.ModeMIG) && req.Mode != podmodel.ModeAny:
+			rej.mode++
+			continue
+		case g.MIG != nil:
+			if c.GPUs == 1 {
+				if k, ok := instanceFits(&c, i, g, pk[i], opts, &rej); ok {
+					cands = append(cands, k)
+				}
+			} else {
+				rej.mode++ // a process sees one MIG device
+			}
 			continue
 		}
 		// The pod's own earlier containers on this GPU, if any (usually
@@ -198,6 +211,9 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		}
 		return podmodel.ContainerPlacement{}, nil
 	}
+	if c.GPUs == 1 {
+		cands = preferShared(cands)
+	}
 	pick, numaShort := choose(cands, c.GPUs, req, n.Sets)
 	if pick == nil {
 		return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), numaShort)
@@ -208,8 +224,12 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		if record {
 			// Exclusive only where the cores do not already say so, so a
 			// whole-GPU slice reads the same to an older vgpud.
-			cp.GPUs = append(cp.GPUs, protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores,
-				Exclusive: req.GPUPolicy.Mutex && !k.usage.Exclusive})
+			s := protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores,
+				Exclusive: req.GPUPolicy.Mutex && !k.usage.Exclusive}
+			if k.mig {
+				s.Exclusive, s.MIG = false, true // held whole by the hardware
+			}
+			cp.GPUs = append(cp.GPUs, s)
 		}
 	}
 	return cp, nil
@@ -228,6 +248,8 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0:
 		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
+	case r.mode > 0:
+		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (%s: MIG instances, one per container asking 1 GPU, or shared GPUs)", need, r.mode, protocol.AnnotationGPUMode)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
 	case r.cordoned > 0:

@@ -122,10 +122,11 @@ func leaderAnnotations(a map[string]string) map[string]string {
 
 // leaderKeys are the pod annotations the leader reads; an array, so each
 // pod event allocates no list.
-func leaderKeys() [9]string {
+func leaderKeys() [11]string {
 	sel := podmodel.SelectorKeys()
-	return [9]string{sel[0], sel[1], sel[2], sel[3], protocol.AnnotationNUMABind,
-		protocol.AnnotationNodePolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationNodePolicyHAMi, protocol.AnnotationGPUPolicyHAMi}
+	return [11]string{sel[0], sel[1], sel[2], sel[3], protocol.AnnotationNUMABind,
+		protocol.AnnotationNodePolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationNodePolicyHAMi, protocol.AnnotationGPUPolicyHAMi,
+		protocol.AnnotationGPUMode, protocol.AnnotationGPUModeHAMi}
 }
 
 // Terminated reports whether the pod has finished for good

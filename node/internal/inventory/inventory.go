@@ -23,10 +23,18 @@ type Scaling struct {
 }
 
 // Build is the inventory the scheduler sees: memory and cores after
-// scaling, split, and health (healthy unless listed in unhealthy).
+// scaling, split, and health (healthy unless listed in unhealthy). A GPU
+// in MIG mode is listed with its instances instead, unscaled: the
+// hardware holds an instance to what it is.
 func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inventory {
 	inv := protocol.Inventory{Version: protocol.Version, Features: protocol.UnderstoodFeatures(), GPUs: make([]protocol.GPU, 0, len(devs))}
+	shared := make([]gpu.Device, 0, len(devs))
 	for _, d := range devs {
+		if d.MIG != nil {
+			inv.MIG = append(inv.MIG, migGPU(d, !unhealthy[d.UUID]))
+			continue
+		}
+		shared = append(shared, d)
 		inv.GPUs = append(inv.GPUs, protocol.GPU{
 			UUID:      d.UUID,
 			Index:     d.Index,
@@ -38,8 +46,17 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inv
 			Healthy:   !unhealthy[d.UUID],
 		})
 	}
-	inv.Sets = Sets(devs)
+	inv.Sets = Sets(shared)
 	return inv
+}
+
+func migGPU(d gpu.Device, healthy bool) protocol.MIGGPU {
+	g := protocol.MIGGPU{UUID: d.UUID, Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, SMs: d.MIG.SMs, NUMA: d.NUMA, Healthy: healthy,
+		Instances: make([]protocol.MIGInstance, 0, len(d.MIG.Instances))}
+	for _, in := range d.MIG.Instances {
+		g.Instances = append(g.Instances, protocol.MIGInstance{UUID: in.UUID, Profile: in.Profile, MemoryMiB: in.MemoryMiB, SMs: in.SMs, Start: in.Start, Size: in.Size})
+	}
+	return g
 }
 
 // SetIdentity writes the node's vgpud.io/identity annotation.

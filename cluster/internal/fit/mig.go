@@ -1,0 +1,61 @@
+package fit
+
+import "github.com/vgpud/vgpud/protocol/podmodel"
+
+// What follows places a container on a MIG instance: held whole, the
+// smallest that holds what it asks.
+
+// instanceFits says whether container c fits MIG instance g (n.GPUs[idx]), with the
+// pod's earlier containers' peak pk on it, and counts why not in rej.
+// Memory asked as a share counts against the parent GPU, as cores do:
+// the instance's Cores are its share of the parent's SMs.
+func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk podmodel.Peak, opts Options, rej *rejections) (candidate, bool) {
+	parent := CommittedGPU{GPU: g.GPU}
+	parent.MemoryMiB = g.MIG.MemoryMiB
+	wantMem := memFor(c, &parent, opts)
+	switch {
+	case !g.Used.Idle() || !pk.Total().Idle():
+		rej.exclusive++
+	case wantMem > g.MemoryMiB:
+		rej.mem++
+		rej.wantMem = wantMem
+		rej.largestFreeMem = max(rej.largestFreeMem, g.MemoryMiB)
+	case c.Cores > g.GPU.Cores:
+		rej.cores++
+		rej.wantCores = c.Cores
+		rej.largestFreeCores = max(rej.largestFreeCores, g.GPU.Cores)
+	default:
+		u := podmodel.Usage{MemMiB: g.MemoryMiB, Cores: g.GPU.Cores, Slots: 1}
+		return candidate{idx: idx, usage: u, load: 1, numa: g.NUMA, mig: true, size: g.MemoryMiB}, true
+	}
+	return candidate{}, false
+}
+
+// preferShared keeps, for a container asking one GPU, the shared GPUs
+// where any fits, else the smallest MIG instance that does (fewest SMs,
+// then lowest index, on a tie): a pod that names no mode takes a slice
+// before it takes hardware, and one that asks MIG wastes the least.
+func preferShared(cands []candidate) []candidate {
+	best, shared := -1, false
+	for i, k := range cands {
+		switch {
+		case !k.mig:
+			shared = true
+		case best < 0 || k.size < cands[best].size || (k.size == cands[best].size && k.usage.Cores < cands[best].usage.Cores):
+			best = i
+		}
+	}
+	if best < 0 {
+		return cands
+	}
+	if shared {
+		out := cands[:0]
+		for _, k := range cands {
+			if !k.mig {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	return cands[best : best+1]
+}

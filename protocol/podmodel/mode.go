@@ -1,0 +1,60 @@
+package podmodel
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// GPUMode is how a pod's GPUs are served.
+type GPUMode string
+
+const (
+	// ModeAny: a slice of a shared GPU where one fits, else a MIG
+	// instance for a container that asks one GPU.
+	ModeAny GPUMode = ""
+	// ModeShared: slices of GPUs not in MIG mode only.
+	ModeShared GPUMode = "shared"
+	// ModeMIG: whole MIG instances only, one per container.
+	ModeMIG GPUMode = "mig"
+)
+
+// GPUModeOf reads vgpud's gpu-mode annotation, else HAMi's vgpu-mode;
+// the error says what to write instead.
+func GPUModeOf(a map[string]string) (GPUMode, error) {
+	if v, ok := a[protocol.AnnotationGPUMode]; ok {
+		switch m := GPUMode(strings.ToLower(strings.TrimSpace(v))); m {
+		case ModeShared, ModeMIG:
+			return m, nil
+		}
+		return ModeAny, fmt.Errorf("annotation %s=%.64q: want %s or %s, or leave it out for either", protocol.AnnotationGPUMode, v, ModeMIG, ModeShared)
+	}
+	if v, ok := a[protocol.AnnotationGPUModeHAMi]; ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "mig":
+			return ModeMIG, nil
+		case "hami-core":
+			return ModeShared, nil
+		case "mps":
+			return ModeAny, fmt.Errorf("annotation %s=mps: vgpud has no MPS mode; write mig or hami-core, or leave it out", protocol.AnnotationGPUModeHAMi)
+		}
+		return ModeAny, fmt.Errorf("annotation %s=%.64q: want mig or hami-core, or leave it out for either", protocol.AnnotationGPUModeHAMi, v)
+	}
+	return ModeAny, nil
+}
+
+// CheckMode refuses what mode cannot serve: a MIG instance is one CUDA
+// device, and CUDA enumerates only one MIG device per process, so under
+// ModeMIG each container asks one GPU.
+func CheckMode(mode GPUMode, cs []ContainerRequest) error {
+	if mode != ModeMIG {
+		return nil
+	}
+	for _, c := range cs {
+		if c.GPUs > 1 {
+			return fmt.Errorf("container %q asks %d GPUs under %s=mig; a process sees one MIG device, so ask 1 per container (or split the work across containers)", c.Name, c.GPUs, protocol.AnnotationGPUMode)
+		}
+	}
+	return nil
+}
