@@ -281,12 +281,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	// until its quiet period ends, whatever the rescan found.
 	unhealthy := tracker.Unhealthy()
 	inv := inventory.Build(devs, scaling, unhealthy)
-	gpus := make([]deviceplugin.AdvertisedGPU, len(devs))
-	uuids := make([]string, len(devs))
-	for i, d := range devs {
-		// The advertised (scaled) memory bounds every slice of the GPU.
-		gpus[i], uuids[i] = deviceplugin.AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: inv.GPUs[i].MemoryMiB}, d.UUID
-	}
+	gpus, uuids := advertised(devs, inv)
 	p := deviceplugin.New(deviceplugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,

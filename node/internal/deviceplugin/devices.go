@@ -15,6 +15,9 @@ type AdvertisedGPU struct {
 	// MemoryMiB is what the node advertises for the GPU (memory scaling
 	// applied): no slice of it may be larger.
 	MemoryMiB int64
+	// Parent, for a MIG instance, is its GPU's UUID: the instance is one
+	// device, held whole, and healthy while its GPU is.
+	Parent string
 }
 
 // deviceID names the n-th virtual device of a GPU.
@@ -33,16 +36,21 @@ func splitID(id string) (string, int) {
 	return id[:i], n
 }
 
-// virtualDevices lists split devices per healthy GPU; unhealthy GPUs are
-// left out, which is how kubelet learns to stop placing pods on them.
+// virtualDevices lists split devices per healthy GPU, and one per MIG
+// instance; unhealthy GPUs are left out, which is how kubelet learns to
+// stop placing pods on them.
 func virtualDevices(gpus []AdvertisedGPU, split int, unhealthy map[string]bool) []*pluginapi.Device {
 	out := make([]*pluginapi.Device, 0, len(gpus)*split)
 	for _, g := range gpus {
-		if unhealthy[g.UUID] {
+		if unhealthy[g.UUID] || (g.Parent != "" && unhealthy[g.Parent]) {
 			continue
 		}
 		topo := &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(g.NUMA)}}}
-		for n := range split {
+		n := split
+		if g.Parent != "" {
+			n = 1
+		}
+		for n := range n {
 			out = append(out, &pluginapi.Device{ID: deviceID(g.UUID, n), Health: pluginapi.Healthy, Topology: topo})
 		}
 	}

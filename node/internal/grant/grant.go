@@ -71,7 +71,13 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 	// One SM limit per container: the leader gives every GPU of a
 	// container the same cores.
 	if len(c.GPUs) > 0 {
-		env[protocol.EnvSMLimit] = strconv.Itoa(c.GPUs[0].Cores)
+		cores := c.GPUs[0].Cores
+		if c.GPUs[0].MIG {
+			// A MIG instance's Cores are its share of the parent, which
+			// its hardware already holds it to: it may use all it sees.
+			cores = protocol.MaxPercent
+		}
+		env[protocol.EnvSMLimit] = strconv.Itoa(cores)
 	}
 	// Always set, so no pod or image env can turn it on.
 	env[protocol.EnvOversubscribe] = strconv.FormatBool(o.Oversubscribe)

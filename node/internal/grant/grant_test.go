@@ -44,3 +44,13 @@ func TestOwned(t *testing.T) {
 		}
 	}
 }
+
+// A MIG instance is handed by its UUID, whole: its SM limit is all it
+// sees, not its share of the parent.
+func TestForHandsAMIGInstanceWhole(t *testing.T) {
+	c := protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "MIG-a", MemoryMiB: 4864, Cores: 15, MIG: true}}}
+	s := For(c, "uid", nil, Options{})
+	if s.Env["NVIDIA_VISIBLE_DEVICES"] != "MIG-a" || s.Env["CUDA_DEVICE_SM_LIMIT"] != "100" || s.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "4864m" {
+		t.Errorf("env %v", s.Env)
+	}
+}

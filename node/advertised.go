@@ -1,0 +1,31 @@
+package node
+
+import (
+	"github.com/vgpud/vgpud/node/internal/deviceplugin"
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// advertised is what the device plugin offers: each shared GPU with the
+// memory inv advertises for it (scaling applied), which bounds every
+// slice of it, and each MIG instance whole; and the physical GPUs' UUIDs,
+// which health watches.
+func advertised(devs []gpu.Device, inv protocol.Inventory) ([]deviceplugin.AdvertisedGPU, []string) {
+	mem := make(map[string]int64, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		mem[g.UUID] = g.MemoryMiB
+	}
+	gpus := make([]deviceplugin.AdvertisedGPU, 0, len(devs))
+	uuids := make([]string, 0, len(devs))
+	for _, d := range devs {
+		uuids = append(uuids, d.UUID)
+		if d.MIG == nil {
+			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: mem[d.UUID]})
+			continue
+		}
+		for _, in := range d.MIG.Instances {
+			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: in.UUID, NUMA: d.NUMA, MemoryMiB: in.MemoryMiB, Parent: d.UUID})
+		}
+	}
+	return gpus, uuids
+}
