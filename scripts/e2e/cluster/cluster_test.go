@@ -674,6 +674,7 @@ func TestCluster(t *testing.T) {
 	t.Run("j7 mutex holds its GPU both ways", func(t *testing.T) { gpuMutex(t, e, nodes) })
 	t.Run("j8 topology-aware multi-GPU placement", func(t *testing.T) { gpuTopology(t, e, nodes) })
 	t.Run("j9 a GPU that comes and goes", func(t *testing.T) { gpuComesAndGoes(t, e, nodes) })
+	t.Run("j10 static MIG instances", func(t *testing.T) { staticMIG(t, e, nodes) })
 	t.Run("k node policy", func(t *testing.T) { nodePolicy(t, e, nodes) })
 	t.Run("l node without vgpud avoided", func(t *testing.T) { nodeWithoutVgpud(t, e, nodes) })
 	t.Run("m pod network across nodes", func(t *testing.T) { acrossNodes(t, e, nodes) })
@@ -753,6 +754,14 @@ func oversubscribed(t *testing.T, e env) []string {
 			t.Logf("%s GPU %d: %d/%d MiB, %d/%d cores, %d/%d slices", n.Name, g.Index, u.MemMiB, g.MemoryMiB, u.Cores, g.Cores, u.Slices, g.Split)
 			if u.MemMiB > g.MemoryMiB || u.Cores > g.Cores || u.Slices > g.Split {
 				over = append(over, fmt.Sprintf("%s GPU %d oversubscribed: %+v of %+v", n.Name, g.Index, *u, g))
+			}
+		}
+		// A MIG instance is held whole: one slice at most.
+		for _, g := range inv.MIG {
+			for _, in := range g.Instances {
+				if u := used[in.UUID]; u != nil && (u.Slices > 1 || u.MemMiB > in.MemoryMiB) {
+					over = append(over, fmt.Sprintf("%s GPU %d MIG %s %s double-booked: %+v", n.Name, g.Index, in.Profile, in.UUID, *u))
+				}
 			}
 		}
 	}

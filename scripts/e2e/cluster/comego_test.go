@@ -62,7 +62,7 @@ func gpuComesAndGoes(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			return err
 		}
-		if want := int64(len(before.GPUs)-1) * 10; got != want {
+		if want := devices(before) - int64(last.Split); got != want {
 			return fmt.Errorf("allocatable %d, want %d", got, want)
 		}
 		return nil

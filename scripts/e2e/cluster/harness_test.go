@@ -236,7 +236,7 @@ func nodeIndex(node string) string {
 }
 
 // allocatable is node's nvidia.com/gpu, and what its vgpud inventory says
-// it should be: the healthy GPUs' slices.
+// it should be (devices).
 func (e env) allocatable(node string) (got, want int64, err error) {
 	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
@@ -247,12 +247,24 @@ func (e env) allocatable(node string) (got, want int64, err error) {
 	if err != nil {
 		return q.Value(), 0, fmt.Errorf("node %s inventory: %w", node, err)
 	}
+	return q.Value(), devices(inv), nil
+}
+
+// devices is what kubelet should be told a node has: each healthy
+// GPU's slices, and each MIG instance of a healthy GPU once.
+func devices(inv protocol.Inventory) int64 {
+	var n int64
 	for _, g := range inv.GPUs {
 		if g.Healthy {
-			want += int64(g.Split)
+			n += int64(g.Split)
 		}
 	}
-	return q.Value(), want, nil
+	for _, g := range inv.MIG {
+		if g.Healthy {
+			n += int64(len(g.Instances))
+		}
+	}
+	return n
 }
 
 // advertising is nil when node advertises every slice of its inventory.

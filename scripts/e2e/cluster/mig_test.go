@@ -1,0 +1,158 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// staticMIG: vgpud-node-3 has, beside its L4s, an A100 40 GB in MIG mode
+// with a 3g.20gb, a 2g.10gb and a 1g.5gb instance (the mock overlay), as
+// an operator made them. Pods of three sizes asking MIG each get the
+// smallest instance that holds them, whole, and their container sees
+// only it; a fourth waits; a container asking two MIG devices is refused
+// at create. The node role restarts in the middle: the running pods keep
+// their instances, and a freed instance goes to the waiting pod. The
+// namespace is charged each instance's memory and share of the SMs.
+func staticMIG(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	const ns, node = "e2e-mig", "vgpud-node-3"
+	newTenant(t, e, ns)
+	e.idleGPUs(t)
+	inv := e.inventory(t, node)
+	if len(inv.MIG) != 1 || len(inv.MIG[0].Instances) != 3 {
+		t.Fatalf("node %s: MIG GPUs %+v; the scenario needs one with three instances", node, inv.MIG)
+	}
+	parent := inv.MIG[0]
+	byProfile := map[string]protocol.MIGInstance{}
+	for _, in := range parent.Instances {
+		byProfile[in.Profile] = in
+	}
+	// kubelet counts each instance once beside the L4s' slices (once
+	// the last scenario's GPU put back reached it too).
+	harness.Eventually(t, 60*time.Second, "kubelet told of every device", func() error { return e.advertising(node) })
+	tenant := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
+	pod := func(name string, limits, annotations map[string]string) *corev1.Pod {
+		p := gpuPod(name, limits, annotations)
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		return p
+	}
+	create := func(p *corev1.Pod) {
+		t.Helper()
+		if _, err := tenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mig := map[string]string{protocol.AnnotationGPUMode: "mig"}
+	sliceOf := func(name string) protocol.GPUSlice {
+		t.Helper()
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		if err != nil || len(a.Containers) != 1 || len(a.Containers[0].GPUs) != 1 {
+			t.Fatalf("%s: assignment %+v, %v", name, a, err)
+		}
+		return a.Containers[0].GPUs[0]
+	}
+
+	// A container asking two MIG devices is refused, saying why.
+	_, err := tenant.CoreV1().Pods(ns).Create(ctx, pod("two", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, mig), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "a process sees one MIG device") {
+		t.Fatalf("two MIG devices in one container: %v", err)
+	}
+	// Three sizes, smallest first so no pod takes a larger instance than
+	// it needs: 4000 MiB, 9000 MiB (HAMi's annotation), 40% of the GPU.
+	create(pod("small", map[string]string{"nvidia.com/gpumem": "4000"}, mig))
+	create(pod("medium", map[string]string{"nvidia.com/gpumem": "9000"}, map[string]string{protocol.AnnotationGPUModeHAMi: "mig"}))
+	create(pod("large", map[string]string{"nvidia.com/gpumem-percentage": "40"}, mig))
+	took := e.waitRunning(t, ns, []string{"small", "medium", "large"}, 120*time.Second)
+	for name, profile := range map[string]string{"small": "1g.5gb", "medium": "2g.10gb", "large": "3g.20gb"} {
+		in := byProfile[profile]
+		s := sliceOf(name)
+		if s.UUID != in.UUID || !s.MIG || s.MemoryMiB != in.MemoryMiB || s.Cores != parent.Cores(in) {
+			t.Errorf("%s got %+v; want the %s instance %s whole (%d MiB, %d%% of the SMs)", name, s, profile, in.UUID, in.MemoryMiB, parent.Cores(in))
+		}
+		if env := e.containerEnv(t, ns, name); env[protocol.EnvVisibleDevices] != in.UUID || env[protocol.EnvSMLimit] != "100" {
+			t.Errorf("%s's container sees %v; want only %s, its SMs unthrottled", name, env, in.UUID)
+		}
+	}
+	t.Logf("three pods on the 1g.5gb, 2g.10gb and 3g.20gb instances, running in %v", took.Round(time.Millisecond))
+
+	// Charged what each instance takes from the GPU.
+	var mem int64
+	var cores int
+	for _, in := range parent.Instances {
+		mem += in.MemoryMiB
+		cores += parent.Cores(in)
+	}
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "the namespace charged each instance", func() error {
+		m, err := e.scrape(leader)
+		if err != nil {
+			return err
+		}
+		return harness.Contains(m, fmt.Sprintf(`vgpud_namespace_quota_memory_used_bytes{namespace=%q} %g`, ns, float64(mem)*(1<<20)),
+			fmt.Sprintf(`vgpud_namespace_quota_cores_used_ratio{namespace=%q} %g`, ns, float64(cores)/100))
+	})
+
+	create(pod("fourth", map[string]string{"nvidia.com/gpumem": "1000"}, mig))
+	harness.Eventually(t, 60*time.Second, "the fourth refused: every instance held", func() error {
+		return e.eventSays(ns, "fourth", "exclusive")
+	})
+
+	// The node role restarts: the running pods keep their instances,
+	// which the restarted role finds under the same UUIDs.
+	vp, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().Pods(system).Delete(ctx, vp.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restart := harness.Eventually(t, 120*time.Second, "the node role back on "+node, func() error {
+		np, err := e.vgpudPod(node)
+		if err != nil || np.UID == vp.UID {
+			return fmt.Errorf("the old pod still serves (%v)", err)
+		}
+		if !podReady(np) {
+			return fmt.Errorf("%s not ready", np.Name)
+		}
+		return e.advertising(node)
+	})
+	if again := e.inventory(t, node); len(again.MIG) != 1 || fmt.Sprint(again.MIG[0].Instances) != fmt.Sprint(parent.Instances) {
+		t.Fatalf("after the restart, MIG %+v; want the same instances", again.MIG)
+	}
+	e.waitRunning(t, ns, []string{"small", "medium", "large"}, 10*time.Second)
+	t.Logf("node role on %s restarted and serving again in %v; the same instances, the pods running", node, restart.Round(time.Millisecond))
+
+	// Freed, the smallest instance goes to the waiting pod.
+	grace := int64(0)
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "small", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, ns, []string{"fourth"}, 120*time.Second)
+	if s := sliceOf("fourth"); s.UUID != byProfile["1g.5gb"].UUID {
+		t.Errorf("fourth got %s, want the freed 1g.5gb %s", s.UUID, byProfile["1g.5gb"].UUID)
+	}
+	if over := oversubscribed(t, e); len(over) > 0 {
+		t.Errorf("double-booked: %v", over)
+	}
+	for _, name := range []string{"medium", "large", "fourth"} {
+		_ = e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	}
+}
