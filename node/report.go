@@ -74,7 +74,13 @@ func (a *Role) snapshot() inspect.Snapshot {
 	}
 	if cache != nil {
 		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
-		cordoned, problem := cordonOf(cordon, inv.GPUs)
+		// By the rows, as the leader resolves it: a MIG GPU's index
+		// cordons its instances.
+		rows := make([]protocol.GPU, len(s.GPUs))
+		for i, g := range s.GPUs {
+			rows[i] = protocol.GPU{UUID: g.UUID, Index: g.Index}
+		}
+		cordoned, problem := cordonOf(cordon, rows)
 		for i := range s.GPUs {
 			s.GPUs[i].Cordoned = cordoned[i]
 		}

@@ -59,6 +59,11 @@ type GPUState struct {
 	// Cordoned: an operator took it out of new placements
 	// (vgpud.io/cordon on the node); its pods run on.
 	Cordoned bool `json:"cordoned,omitempty"`
+	// MIG, for a MIG instance, is its profile and Parent its GPU's UUID;
+	// the row's memory is the instance's, its cores its share of the
+	// GPU's SMs, and it has one slice, held whole.
+	MIG    string `json:"mig,omitempty"`
+	Parent string `json:"parent,omitempty"`
 }
 
 // Allocation is one container's share of one GPU.
@@ -93,11 +98,12 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p
 	if phase == nil {
 		phase = func(p *corev1.Pod, _ string) string { return p.Annotations[protocol.AnnotationPhase] }
 	}
-	uuids := make([]string, len(inv.GPUs))
-	for i, g := range inv.GPUs {
+	rows := rowsOf(inv)
+	uuids := make([]string, len(rows))
+	for i, g := range rows {
 		uuids[i] = g.UUID
 	}
-	used := make([]podmodel.Usage, len(inv.GPUs))
+	used := make([]podmodel.Usage, len(rows))
 	allocs := []Allocation{}
 	for _, p := range pods {
 		raw, ok := p.Annotations[protocol.AnnotationAssignment]
@@ -118,17 +124,29 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p
 			used[i] = used[i].Plus(u)
 		}
 	}
-	gpus := make([]GPUState, len(inv.GPUs))
-	for i, g := range inv.GPUs {
-		gpus[i] = GPUState{
-			Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
-			MemoryMiB: g.MemoryMiB, MemoryUsedMiB: used[i].MemMiB,
-			Cores: g.Cores, CoresUsed: used[i].Cores,
-			Slices: g.Split, SlicesUsed: used[i].Slots,
-		}
+	gpus := make([]GPUState, len(rows))
+	for i, g := range rows {
+		gpus[i] = g
+		gpus[i].MemoryUsedMiB, gpus[i].CoresUsed, gpus[i].SlicesUsed = used[i].MemMiB, used[i].Cores, used[i].Slots
 	}
 	slices.SortFunc(allocs, func(a, b Allocation) int {
 		return strings.Compare(a.Namespace+"/"+a.Pod+"/"+a.Container+"/"+a.GPU, b.Namespace+"/"+b.Pod+"/"+b.Container+"/"+b.GPU)
 	})
 	return gpus, allocs
+}
+
+// rowsOf is a row per shared GPU, then one per MIG instance, unused.
+func rowsOf(inv protocol.Inventory) []GPUState {
+	out := make([]GPUState, 0, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		out = append(out, GPUState{Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
+			MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slices: g.Split})
+	}
+	for _, m := range inv.MIG {
+		for _, in := range m.Instances {
+			out = append(out, GPUState{Index: m.Index, UUID: in.UUID, Model: m.Model, NUMA: m.NUMA, Healthy: m.Healthy,
+				MemoryMiB: in.MemoryMiB, Cores: m.Cores(in), Slices: 1, MIG: in.Profile, Parent: m.UUID})
+		}
+	}
+	return out
 }

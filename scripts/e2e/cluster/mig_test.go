@@ -90,6 +90,18 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	}
 	t.Logf("three pods on the 1g.5gb, 2g.10gb and 3g.20gb instances, running in %v", took.Round(time.Millisecond))
 
+	// vgpud inspect on the node lists each instance as a row of its own,
+	// under its GPU's index, held.
+	held := 0
+	for _, g := range e.inspect(t, node).GPUs {
+		if g.Parent == parent.UUID && g.MIG == byProfile[g.MIG].Profile && g.SlicesUsed == 1 && g.Index == parent.Index {
+			held++
+		}
+	}
+	if held != 3 {
+		t.Errorf("vgpud inspect on %s shows %d held MIG instances of GPU %d, want 3", node, held, parent.Index)
+	}
+
 	// Charged what each instance takes from the GPU.
 	var mem int64
 	var cores int
