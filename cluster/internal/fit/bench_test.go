@@ -102,3 +102,51 @@ func BenchmarkFilterPassChained(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFilterPassMIG is BenchmarkFilterPass on 5000 nodes of which
+// every fifth has its eight GPUs in MIG mode, seven 1g.10gb instances
+// each (56 instances, as the books list them), half of them held: a pod
+// that names no mode and one that asks MIG, 1 GPU of 8000 MiB.
+func BenchmarkFilterPassMIG(b *testing.B) {
+	cluster, _ := synthetic(5000, 0)
+	for i := 0; i < len(cluster); i += 5 {
+		n := &cluster[i]
+		n.GPUs = make([]CommittedGPU, 0, 56)
+		for g := range 8 {
+			for k := range 7 {
+				c := CommittedGPU{GPU: protocol.GPU{UUID: fmt.Sprintf("MIG-%05d-%d-%d", i, g, k), Index: g, Model: "NVIDIA H100 80GB HBM3 MIG 1g.10gb", MemoryMiB: 9856, Cores: 15, Split: 1, NUMA: g / 4, Healthy: true},
+					MIG: &MIGParent{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), MemoryMiB: 81920, Profile: "1g.10gb"}}
+				if (g*7+k)%2 == 0 {
+					c.Used = podmodel.Usage{MemMiB: 9856, Cores: 15, Slots: 1}
+				}
+				n.GPUs = append(n.GPUs, c)
+			}
+		}
+	}
+	for _, mode := range []podmodel.GPUMode{podmodel.ModeAny, podmodel.ModeMIG} {
+		req := Request{Containers: []podmodel.ContainerRequest{{Name: "c", GPUs: 1, HasGPUs: true, MemoryMiB: 8000}}, Mode: mode}
+		name := string(mode)
+		if name == "" {
+			name = "any"
+		}
+		b.Run(fmt.Sprintf("mode=%s/nodes=5000/pods=0", name), func(b *testing.B) {
+			b.ReportAllocs()
+			want := len(cluster)
+			if mode == podmodel.ModeMIG {
+				want = len(cluster) / 5
+			}
+			for b.Loop() {
+				fit := 0
+				for i := range cluster {
+					if r := Fits(cluster[i], req, opts); r == nil {
+						_ = Fullness(cluster[i])
+						fit++
+					}
+				}
+				if fit != want {
+					b.Fatalf("%d/%d nodes fit", fit, want)
+				}
+			}
+		})
+	}
+}

@@ -37,6 +37,11 @@ func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *R
 		// vgpud would refuse the pod at Allocate.
 		return nil, &Reason{Kind: "vgpud too old for mutex", Text: "the node's vgpud does not honour the mutex policy; upgrade it, or leave mutex out"}
 	}
+	if req.Mode == podmodel.ModeMIG && !n.hasMIG() {
+		// Said once per node, not per GPU: most nodes of a cluster
+		// have no MIG GPU, and /filter asks every one.
+		return nil, &Reason{Kind: "no MIG instance", Text: "the node has no GPU in MIG mode; its GPUs serve shared slices (" + protocol.AnnotationGPUMode + ": mig asks instances)"}
+	}
 	var pkBuf [scratchGPUs]podmodel.Peak
 	pk := pkBuf[:0]
 	if len(n.GPUs) > scratchGPUs {
@@ -146,12 +151,17 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			rej.mode++
 			continue
 		case g.MIG != nil:
-			if c.GPUs == 1 {
-				if k, ok := instanceFits(&c, i, g, pk[i], opts, &rej); ok {
-					cands = append(cands, k)
-				}
-			} else {
+			if c.GPUs != 1 {
 				rej.mode++ // a process sees one MIG device
+				continue
+			}
+			k, ok := instanceFits(&c, i, g, pk[i], opts, &rej)
+			if !ok {
+				continue
+			}
+			cands = append(cands, k)
+			if answerOnly {
+				return podmodel.ContainerPlacement{}, nil // one instance is enough
 			}
 			continue
 		}

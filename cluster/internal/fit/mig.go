@@ -59,3 +59,13 @@ func preferShared(cands []candidate) []candidate {
 	}
 	return cands[best : best+1]
 }
+
+// hasMIG reports whether some GPU of n is a MIG instance.
+func (n *Node) hasMIG() bool {
+	for i := range n.GPUs {
+		if n.GPUs[i].MIG != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -15,9 +15,9 @@ import (
 // a second pod to a big node before trying an idle small one.
 func Fullness(n Node) int64 {
 	var used, total int64
-	for _, g := range n.GPUs {
-		total += g.MemoryMiB
-		used += g.Used.MemMiB
+	for i := range n.GPUs { // not a copy of each: a MIG node lists 56
+		total += n.GPUs[i].MemoryMiB
+		used += n.GPUs[i].Used.MemMiB
 	}
 	if total == 0 {
 		return 0
