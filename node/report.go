@@ -77,10 +77,14 @@ func (a *Role) snapshot() inspect.Snapshot {
 		// By the rows, as the leader resolves it: a MIG GPU's index
 		// cordons its instances.
 		rows := make([]protocol.GPU, len(s.GPUs))
+		parents := map[string]string{}
 		for i, g := range s.GPUs {
 			rows[i] = protocol.GPU{UUID: g.UUID, Index: g.Index}
+			if g.Parent != "" {
+				parents[g.UUID] = g.Parent
+			}
 		}
-		cordoned, problem := cordonOf(cordon, rows)
+		cordoned, problem := cordonOf(cordon, rows, parents)
 		for i := range s.GPUs {
 			s.GPUs[i].Cordoned = cordoned[i]
 		}

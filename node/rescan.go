@@ -96,7 +96,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	found := make(chan struct{})
 	if a.cfg.RescanInterval > 0 {
 		g.Go(func() error {
-			if a.awaitChange(gctx, lib, present) {
+			if a.awaitChange(gctx, lib, present, gpu.LayoutOf(devs)) {
 				close(found)
 				stop()
 			}
@@ -112,9 +112,10 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	}
 }
 
-// awaitChange compares the machine's GPUs with present every
-// RescanInterval, and reports true once they differ; false when ctx ends.
-func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present string) bool {
+// awaitChange compares the machine's GPUs with present, and their MIG
+// instances with layout, every RescanInterval, and reports true once
+// either differs; false when ctx ends.
+func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present, layout string) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,6 +124,13 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 		}
 		if now := gpu.Present(lib); now != present {
 			a.log.Info("the node's GPUs changed; rescanning", "was", present, "now", now)
+			return true
+		}
+		a.nvmlMu.RLock()
+		now, ok := gpu.Layout(lib)
+		a.nvmlMu.RUnlock()
+		if ok && now != layout {
+			a.log.Info("the node's MIG instances changed; rescanning", "was", layout, "now", now)
 			return true
 		}
 	}

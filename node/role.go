@@ -282,6 +282,11 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	unhealthy := tracker.Unhealthy()
 	inv := inventory.Build(devs, scaling, unhealthy)
 	gpus, uuids := advertised(devs, inv)
+	for _, d := range devs {
+		if d.MIG != nil && len(d.MIG.Skipped) > 0 {
+			a.log.Warn("MIG devices not offered", "gpu", d.UUID, "skipped", d.MIG.Skipped)
+		}
+	}
 	p := deviceplugin.New(deviceplugin.Options{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,

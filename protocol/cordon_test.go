@@ -37,7 +37,7 @@ func TestParseCordon(t *testing.T) {
 			t.Errorf("%q: %v", c.raw, err)
 			continue
 		}
-		cordoned, unknown := cd.Resolve(gpus)
+		cordoned, unknown := cd.Resolve(gpus, nil)
 		if !reflect.DeepEqual(cordoned, c.cordoned) || !reflect.DeepEqual(unknown, c.unknown) {
 			t.Errorf("%q: cordoned %v unknown %v, want %v %v", c.raw, cordoned, unknown, c.cordoned, c.unknown)
 		}
@@ -51,10 +51,21 @@ func TestNodeCordonReadsHAMisToo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := c.Resolve(gpus); !reflect.DeepEqual(got, []bool{true, false, true}) {
+	if got, _ := c.Resolve(gpus, nil); !reflect.DeepEqual(got, []bool{true, false, true}) {
 		t.Errorf("cordoned %v", got)
 	}
 	if _, err := NodeCordon(map[string]string{AnnotationCordonHAMi: "GPU-c;rm"}); err == nil || !strings.Contains(err.Error(), AnnotationCordonHAMi) {
 		t.Errorf("a bad HAMi cordon: %v", err)
+	}
+}
+
+// A GPU in MIG mode, cordoned by the UUID nvidia-smi shows, is every
+// instance of it.
+func TestCordonByAMIGGPUsUUID(t *testing.T) {
+	gpus := []GPU{{UUID: "GPU-s", Index: 0}, {UUID: "MIG-a", Index: 1}, {UUID: "MIG-b", Index: 1}}
+	c := Cordon{UUIDs: []string{"gpu-m"}}
+	got, unknown := c.Resolve(gpus, map[string]string{"MIG-a": "GPU-m", "MIG-b": "GPU-m"})
+	if !reflect.DeepEqual(got, []bool{false, true, true}) || len(unknown) != 0 {
+		t.Errorf("cordoned %v, unknown %v", got, unknown)
 	}
 }

@@ -216,8 +216,34 @@ func validateMIG(gpus []MIGGPU, seenUUID map[string]bool, seenIndex map[int]bool
 			case in.Start < 0 || in.Size <= 0 || in.Start+in.Size > maxMemSlices:
 				return fmt.Errorf("mig[%d].instances[%d] %s: placement %d+%d must lie within 0..%d", i, j, in.UUID, in.Start, in.Size, maxMemSlices)
 			}
+			for _, o := range g.Instances[:j] {
+				if in.Start < o.Start+o.Size && o.Start < in.Start+in.Size {
+					return fmt.Errorf("mig[%d].instances[%d] %s: placement %d+%d overlaps %s's; each instance is a whole GPU instance", i, j, in.UUID, in.Start, in.Size, o.UUID)
+				}
+			}
 			seenUUID[in.UUID] = true
 		}
 	}
 	return nil
+}
+
+// Bookable is every GPU of inv a leader books: the shared GPUs, then each
+// MIG instance as a GPU of its own (its memory, its share of the parent's
+// SMs as cores, split 1, the parent's index, NUMA node and health), with
+// each instance's parent by instance UUID (nil without MIG).
+func (inv Inventory) Bookable() ([]GPU, map[string]string) {
+	if len(inv.MIG) == 0 {
+		return inv.GPUs, nil
+	}
+	gpus := make([]GPU, len(inv.GPUs), len(inv.GPUs)+8*len(inv.MIG))
+	copy(gpus, inv.GPUs)
+	parents := map[string]string{}
+	for _, m := range inv.MIG {
+		for _, in := range m.Instances {
+			gpus = append(gpus, GPU{UUID: in.UUID, Index: m.Index, Model: m.Model + " MIG " + in.Profile, MemoryMiB: in.MemoryMiB,
+				Cores: m.Cores(in), Split: 1, NUMA: m.NUMA, Healthy: m.Healthy})
+			parents[in.UUID] = m.UUID
+		}
+	}
+	return gpus, parents
 }

@@ -15,11 +15,12 @@ const hamiRaw = "hami\n"
 func (c *Ledger) readHAMi(p *slimpod.Pod) (protocol.Assignment, error) {
 	c.mu.RLock()
 	var gpus []protocol.GPU
+	var parents map[string]string
 	if st, ok := c.nodes[p.NodeName]; ok {
-		gpus = st.gpus
+		gpus, parents = st.gpus, st.parents
 	}
 	c.mu.RUnlock()
-	a, err := BookableHAMi(p.NodeName, p.HAMiNode, p.HAMiAllocated, gpus)
+	a, err := BookableHAMi(p.NodeName, p.HAMiNode, p.HAMiAllocated, gpus, parents)
 	if err != nil {
 		return protocol.Assignment{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
@@ -34,10 +35,11 @@ func (c *Ledger) readHAMi(p *slimpod.Pod) (protocol.Assignment, error) {
 // what it holds is booked, erring towards booking more: a slice larger
 // than its GPU (HAMi's memory scaling) holds the whole GPU, and one on a
 // GPU the node does not have is left out, since vgpud places nothing
-// there. A pod HAMi never bound holds nothing: with HAMi's scheduler
-// stopped it never will be. The view (`vgpud inspect --cluster`) counts
-// by the same rule.
-func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU) (protocol.Assignment, error) {
+// there, and one on a GPU in MIG mode (parents: instance to GPU) holds
+// every instance of it. A pod HAMi never bound holds nothing: with
+// HAMi's scheduler stopped it never will be. The view (`vgpud inspect
+// --cluster`) counts by the same rule.
+func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU, parents map[string]string) (protocol.Assignment, error) {
 	if podNode == "" {
 		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: HAMi's scheduler never bound the pod; delete it, or it waits for HAMi for ever")
 	}
@@ -53,10 +55,12 @@ func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU) (protocol.
 	}
 	kept := a.Containers[:0]
 	for _, c := range a.Containers {
-		slices := c.GPUs[:0]
+		// A fresh list: a GPU in MIG mode stands for several slices.
+		slices := make([]protocol.GPUSlice, 0, len(c.GPUs))
 		for _, s := range c.GPUs {
 			mem, ok := gpuMemory(gpus, s.UUID)
 			if !ok {
+				slices = append(slices, onParent(s, gpus, parents)...)
 				continue
 			}
 			s.MemoryMiB = min(s.MemoryMiB, mem)

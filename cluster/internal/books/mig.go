@@ -5,23 +5,33 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// bookable is every GPU of inv the books hold: the shared GPUs, then each
-// MIG instance as a GPU of its own (its memory, its share of the parent's
-// SMs as cores, split 1, the parent's index, NUMA node and health), with
-// what fit needs of its parent by instance UUID.
-func bookable(inv protocol.Inventory) ([]protocol.GPU, map[string]*fit.MIGParent) {
-	if len(inv.MIG) == 0 {
-		return inv.GPUs, nil
+// bookable is every GPU of inv the books hold (Inventory.Bookable), with
+// what fit needs of a MIG instance's parent, by instance UUID, and each
+// instance's parent UUID.
+func bookable(inv protocol.Inventory) ([]protocol.GPU, map[string]*fit.MIGParent, map[string]string) {
+	gpus, parents := inv.Bookable()
+	if parents == nil {
+		return gpus, nil, nil
 	}
-	gpus := make([]protocol.GPU, len(inv.GPUs), len(inv.GPUs)+8*len(inv.MIG))
-	copy(gpus, inv.GPUs)
-	parents := map[string]*fit.MIGParent{}
+	mig := make(map[string]*fit.MIGParent, len(parents))
 	for _, m := range inv.MIG {
 		for _, in := range m.Instances {
-			gpus = append(gpus, protocol.GPU{UUID: in.UUID, Index: m.Index, Model: m.Model + " MIG " + in.Profile, MemoryMiB: in.MemoryMiB,
-				Cores: m.Cores(in), Split: 1, NUMA: m.NUMA, Healthy: m.Healthy})
-			parents[in.UUID] = &fit.MIGParent{UUID: m.UUID, MemoryMiB: m.MemoryMiB, Profile: in.Profile}
+			mig[in.UUID] = &fit.MIGParent{UUID: m.UUID, MemoryMiB: m.MemoryMiB, Profile: in.Profile}
 		}
 	}
-	return gpus, parents
+	return gpus, mig, parents
+}
+
+// onParent is the slices s stands for when HAMi's record names a GPU in
+// MIG mode (HAMi writes the parent's UUID, with the instance in brackets
+// that its decoder drops): every instance of it, whole, erring towards
+// booking more. nil when s names no such GPU.
+func onParent(s protocol.GPUSlice, gpus []protocol.GPU, parents map[string]string) []protocol.GPUSlice {
+	var out []protocol.GPUSlice
+	for _, g := range gpus {
+		if p, ok := parents[g.UUID]; ok && p == s.UUID {
+			out = append(out, protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: true})
+		}
+	}
+	return out
 }

@@ -117,14 +117,19 @@ func (c *Ledger) Pods() []string {
 	return out
 }
 
-// SmallestGPUMiB is the least memory of any GPU the books know, 0 if
-// they know none: the least a GPU held whole can be charged.
+// SmallestGPUMiB is the least memory of any shared GPU the books know, 0
+// if they know none: the least a GPU held whole can be charged. MIG
+// instances are left out: a pod that asks a whole GPU is never given one
+// smaller than the whole GPU.
 func (c *Ledger) SmallestGPUMiB() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var least int64
 	for _, st := range c.nodes {
 		for _, g := range st.gpus {
+			if _, mig := st.parents[g.UUID]; mig {
+				continue
+			}
 			if least == 0 || (g.MemoryMiB > 0 && g.MemoryMiB < least) {
 				least = g.MemoryMiB
 			}

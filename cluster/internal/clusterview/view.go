@@ -96,8 +96,9 @@ type Namespace struct {
 // is vgpud's kube-scheduler profile, whose pods alone carry bookings.
 func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) View {
 	v := View{At: now}
-	at := map[string]*Node{} // by name
-	inventories := map[string][]protocol.GPU{}
+	at := map[string]*Node{}                   // by name
+	inventories := map[string][]protocol.GPU{} // as the books hold them: MIG instances too
+	parents := map[string]map[string]string{}
 	for _, n := range nodes {
 		raw, ok := n.Annotations[protocol.AnnotationGPUs]
 		if !ok {
@@ -108,7 +109,8 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationGPUs, err))
 			continue
 		}
-		inventories[n.Name] = inv.GPUs
+		gpus, migParents := inv.Bookable()
+		inventories[n.Name], parents[n.Name] = gpus, migParents
 		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
 			if u, err := protocol.DecodeUsage(raw); err != nil {
@@ -128,11 +130,11 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %v; the leader places nothing there until it reads", n.Name, err))
 		}
-		cordoned, unknown := cordon.Resolve(inv.GPUs)
+		cordoned, unknown := cordon.Resolve(gpus, migParents)
 		if len(unknown) > 0 {
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: its cordon names %s, which the node does not have", n.Name, strings.Join(unknown, ", ")))
 		}
-		for i, g := range inv.GPUs {
+		for i, g := range gpus {
 			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
 		}
 		v.Nodes = append(v.Nodes, node)
@@ -146,7 +148,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if podmodel.Terminated(p) {
 			continue
 		}
-		a, booked, err := bookable(p, scheduler, inventories)
+		a, booked, err := bookable(p, scheduler, inventories, parents)
 		if err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err))
 		}
@@ -250,7 +252,7 @@ func hamiRecord(p *corev1.Pod, a protocol.Assignment) HAMiRecord {
 // rules: vgpud's own, else HAMi's record of a pod it placed. booked is
 // false for a pod with neither, or with one the books refuse (err says
 // why).
-func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU) (a protocol.Assignment, booked bool, err error) {
+func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU, parents map[string]map[string]string) (a protocol.Assignment, booked bool, err error) {
 	if raw, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
 		if a, err = protocol.DecodeAssignment(raw); err != nil {
 			return a, false, fmt.Errorf("%s: %w", protocol.AnnotationAssignment, err)
@@ -265,7 +267,7 @@ func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol
 		return a, false, nil
 	}
 	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
-	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName])
+	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName], parents[p.Spec.NodeName])
 	return a, err == nil, err
 }
 

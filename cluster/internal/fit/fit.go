@@ -258,10 +258,10 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0:
 		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
-	case r.mode > 0:
-		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (%s: MIG instances, one per container asking 1 GPU, or shared GPUs)", need, r.mode, protocol.AnnotationGPUMode)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
+	case r.mode > 0:
+		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (%s: MIG instances, one per container asking 1 GPU, or shared GPUs)", need, r.mode, protocol.AnnotationGPUMode)}
 	case r.cordoned > 0:
 		return &Reason{Kind: "gpu cordoned", Text: fmt.Sprintf("%s; %d GPU(s) cordoned by an operator (%s)", need, r.cordoned, protocol.AnnotationCordon)}
 	case r.unhealthy > 0:
@@ -287,7 +287,8 @@ func selected(g *CommittedGPU, req *Request) bool {
 	}
 	matchUUID := func(list []string) bool {
 		for _, u := range list {
-			if strings.EqualFold(strings.TrimSpace(u), g.UUID) {
+			// A GPU in MIG mode by its own UUID names its instances.
+			if u = strings.TrimSpace(u); strings.EqualFold(u, g.UUID) || (g.MIG != nil && strings.EqualFold(u, g.MIG.UUID)) {
 				return true
 			}
 		}

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -41,6 +42,7 @@ func TestMIGPlacement(t *testing.T) {
 		{"mig: all held", podmodel.ModeMIG, app("c", 1, 100, 0), []string{"MIG-1g", "MIG-2g", "MIG-3g"}, "gpu in exclusive use"},
 		{"mig: two GPUs in one container never", podmodel.ModeMIG, app("c", 2, 1000, 0), nil, "no gpu of the asked mode"},
 		{"shared never takes an instance", podmodel.ModeShared, app("c", 1, 16000, 0), nil, "insufficient gpumem"},
+		{"nouse-gpuuuid of the MIG GPU excludes its instances", podmodel.ModeMIG, app("c", 1, 4000, 0), nil, "no matching gpu"},
 		{"no mode, two GPUs: only shared GPUs count", podmodel.ModeAny, app("c", 2, 1000, 0), nil, "no gpu of the asked mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +51,9 @@ func TestMIGPlacement(t *testing.T) {
 				n.GPUs[n.index(u)].Used = podmodel.Usage{MemMiB: 1, Cores: 1, Slots: 1}
 			}
 			req := Request{Containers: []podmodel.ContainerRequest{tc.c}, Mode: tc.mode}
+			if strings.HasPrefix(tc.name, "nouse-gpuuuid") {
+				req.NoUseUUIDs = []string{"gpu-a100"}
+			}
 			pl, r := Place(n, req, opts)
 			if got := picked(pl, r); got != tc.want {
 				t.Fatalf("got %s, want %s (reason %+v)", got, tc.want, r)

@@ -133,6 +133,13 @@ func checkSlices(node string, t target, gpus []AdvertisedGPU) error {
 		}
 		return gpus[i].MemoryMiB, true
 	})
+	for _, s := range t.container.GPUs {
+		// A MIG instance is handed whole, a shared GPU in slices: a
+		// slice that says otherwise was not written for this node.
+		if i := slices.IndexFunc(gpus, func(g AdvertisedGPU) bool { return g.UUID == s.UUID }); err == nil && i >= 0 && s.MIG != (gpus[i].Parent != "") {
+			err = fmt.Errorf("container %q: GPU %s is %s here, but its slice says otherwise", t.container.Name, s.UUID, map[bool]string{true: "a MIG instance", false: "a shared GPU"}[gpus[i].Parent != ""])
+		}
+	}
 	if err != nil {
 		return &resolveError{pod: t.pod, msg: fmt.Sprintf("node %s: pod %s/%s: %v", node, t.pod.Namespace, t.pod.Name, err)}
 	}

@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -14,6 +16,14 @@ type MIG struct {
 	// whole GPU gives its instances.
 	SMs       int
 	Instances []MIGInstance
+	// Skipped says which MIG devices are not offered, and why: one NVML
+	// or go-nvlib cannot describe, and compute instances that split a GPU
+	// instance, which would share its memory (vgpud holds an instance
+	// whole).
+	Skipped []string
+	// Devices are the UUIDs of every MIG device NVML listed, offered or
+	// not: what Layout compares.
+	Devices []string
 }
 
 // MIGInstance is one MIG device: a GPU instance and its compute instance.
@@ -26,6 +36,8 @@ type MIGInstance struct {
 	GI, CI int
 	// Start and Size are the GPU instance's placement in memory slices.
 	Start, Size int
+	// whole: the compute instance takes all of its GPU instance's slices.
+	whole bool
 }
 
 // migOf reads d's MIG state: nil when MIG mode is off or the GPU has
@@ -54,13 +66,41 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("MIG device %d: %s", i, nvml.ErrorString(ret))
 		}
+		if uuid, ret := h.GetUUID(); ret == nvml.SUCCESS {
+			out.Devices = append(out.Devices, uuid)
+		}
 		in, err := describeMIG(d, h, names)
 		if err != nil {
-			return nil, fmt.Errorf("MIG device %d: %w", i, err)
+			out.Skipped = append(out.Skipped, fmt.Sprintf("MIG device %d: %v", i, err))
+			continue
 		}
 		out.Instances = append(out.Instances, in)
 	}
+	out.Instances = wholeOnly(out.Instances, &out.Skipped)
+	for _, in := range out.Instances {
+		out.SMs = max(out.SMs, in.SMs) // no profile answered: at least its instances
+	}
 	return out, nil
+}
+
+// wholeOnly keeps the MIG devices that are a whole GPU instance: a GPU
+// instance split into several compute instances lists each as a device
+// with the GPU instance's memory and placement, and booking each whole
+// would book that memory twice.
+func wholeOnly(ins []MIGInstance, skipped *[]string) []MIGInstance {
+	perGI := map[int]int{}
+	for _, in := range ins {
+		perGI[in.GI]++
+	}
+	out := ins[:0]
+	for _, in := range ins {
+		if perGI[in.GI] > 1 || !in.whole {
+			*skipped = append(*skipped, fmt.Sprintf("%s (%s): a compute instance of part of GPU instance %d; vgpud offers only whole GPU instances", in.UUID, in.Profile, in.GI))
+			continue
+		}
+		out = append(out, in)
+	}
+	return out
 }
 
 func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGInstance, error) {
@@ -103,5 +143,67 @@ func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGInstance, err
 	return MIGInstance{
 		UUID: uuid, Profile: profile.String(), MemoryMiB: int64(mem.Total >> 20), SMs: int(attrs.MultiprocessorCount),
 		GI: gi, CI: ci, Start: int(info.Placement.Start), Size: int(info.Placement.Size),
+		whole: attrs.ComputeInstanceSliceCount >= attrs.GpuInstanceSliceCount,
 	}, nil
+}
+
+// LayoutOf is the MIG layout of devs as discovered: each GPU in MIG mode
+// and its MIG devices. The rescan compares it with Layout, since creating
+// or destroying an instance changes nothing in sysfs.
+func LayoutOf(devs []Device) string {
+	var b strings.Builder
+	for _, d := range devs {
+		if d.MIG == nil {
+			continue
+		}
+		ids := slices.Clone(d.MIG.Devices)
+		slices.Sort(ids)
+		fmt.Fprintf(&b, "%s=%s;", d.UUID, strings.Join(ids, ","))
+	}
+	return b.String()
+}
+
+// Layout reads the MIG layout from NVML now, in LayoutOf's form; ok is
+// false when a query failed, which says nothing about a change (a lost
+// GPU is the health watcher's to report).
+func Layout(lib nvml.Interface) (layout string, ok bool) {
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return "", false
+		}
+		mode, _, ret := d.GetMigMode()
+		if ret != nvml.SUCCESS || mode != nvml.DEVICE_MIG_ENABLE {
+			continue
+		}
+		uuid, ret := d.GetUUID()
+		if ret != nvml.SUCCESS {
+			return "", false
+		}
+		count, ret := d.GetMaxMigDeviceCount()
+		if ret != nvml.SUCCESS {
+			return "", false
+		}
+		var ids []string
+		for j := 0; j < count; j++ {
+			h, ret := d.GetMigDeviceHandleByIndex(j)
+			if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+				continue
+			}
+			if ret != nvml.SUCCESS {
+				return "", false
+			}
+			if id, ret := h.GetUUID(); ret == nvml.SUCCESS {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		fmt.Fprintf(&b, "%s=%s;", uuid, strings.Join(ids, ","))
+	}
+	return b.String(), true
 }

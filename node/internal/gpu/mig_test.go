@@ -194,3 +194,43 @@ func computeProfile(t *testing.T, gi nvml.GpuInstance, slices uint32) nvml.Compu
 func ptr[T any](v T) *T { return &v }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// A compute instance of part of a GPU instance would share its memory
+// with any other there: vgpud offers whole GPU instances only, and says
+// which it skipped.
+func TestPartialComputeInstancesAreSkipped(t *testing.T) {
+	devs, err := Discover(openFake(t, "1xA100-SXM4-40GB:40960:mig=1c.3g.20gb+1g.5gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := devs[0].MIG
+	if len(g.Instances) != 1 || g.Instances[0].Profile != "1g.5gb" || len(g.Skipped) != 1 || !strings.Contains(g.Skipped[0], "1c.3g.20gb") {
+		t.Errorf("instances %+v, skipped %q; want the 1g.5gb alone, the 1c.3g.20gb skipped", g.Instances, g.Skipped)
+	}
+}
+
+// The rescan's MIG layout: as discovered, equal to NVML's now, and
+// different once an instance is made.
+func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
+	m := openFake(t, "1xNVIDIA L4:23034,1xA100-SXM4-40GB:40960:mig=3g.20gb")
+	devs, err := Discover(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, ok := Layout(m)
+	if !ok || now != LayoutOf(devs) || !strings.Contains(now, devs[1].MIG.Instances[0].UUID) {
+		t.Fatalf("layout %q (%v), discovered %q", now, ok, LayoutOf(devs))
+	}
+	d := m.Devices[1].(*server.Device)
+	p := profile(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	gi, ret := d.CreateGpuInstance(&p)
+	if ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	if _, ret := gi.CreateComputeInstance(ptr(computeProfile(t, gi, 1))); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	if after, _ := Layout(m); after == now {
+		t.Errorf("layout %q unchanged after an instance was made", after)
+	}
+}

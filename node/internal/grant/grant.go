@@ -85,7 +85,7 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options
 		env[protocol.EnvTaskPriority] = strconv.Itoa(*priority)
 	}
 	s := Slice{Env: env}
-	if o.Interposer != "" {
+	if o.Interposer != "" && !allMIG(c) {
 		s.Cache = containerCache
 		s.CacheDir = filepath.Join(o.Interposer, cachesDir, podUID+"_"+c.Name)
 		env[protocol.EnvSharedCache] = containerCache + "/" + podUID + ".cache"
@@ -143,4 +143,16 @@ func PrepareInterposer(dir string) error {
 		return fmt.Errorf("interposer: %w", err)
 	}
 	return nil
+}
+
+// allMIG reports whether every slice of c is a MIG instance, which its
+// hardware holds to its memory and SMs: HAMi-core's interposer is not
+// known to work there, and HAMi's own MIG mode leaves it out too.
+func allMIG(c protocol.ContainerAssignment) bool {
+	for _, g := range c.GPUs {
+		if !g.MIG {
+			return false
+		}
+	}
+	return len(c.GPUs) > 0
 }

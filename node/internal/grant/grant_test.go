@@ -49,8 +49,11 @@ func TestOwned(t *testing.T) {
 // sees, not its share of the parent.
 func TestForHandsAMIGInstanceWhole(t *testing.T) {
 	c := protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "MIG-a", MemoryMiB: 4864, Cores: 15, MIG: true}}}
-	s := For(c, "uid", nil, Options{})
+	s := For(c, "uid", nil, Options{Interposer: "/var/lib/vgpud/interposer"})
 	if s.Env["NVIDIA_VISIBLE_DEVICES"] != "MIG-a" || s.Env["CUDA_DEVICE_SM_LIMIT"] != "100" || s.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "4864m" {
 		t.Errorf("env %v", s.Env)
+	}
+	if len(s.Mounts) != 0 || s.CacheDir != "" {
+		t.Errorf("the interposer is mounted into a MIG container: %+v", s)
 	}
 }
