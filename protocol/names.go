@@ -76,8 +76,8 @@ const (
 	AnnotationNUMABind = "nvidia.com/numa-bind"
 
 	// AnnotationGPUMode picks how a pod's GPUs are served: "mig" (whole
-	// MIG instances only) or "shared" (slices of GPUs not in MIG mode);
-	// absent, either. AnnotationGPUModeHAMi is HAMi's ("mig",
+	// MIG instances) or "shared" (slices of GPUs not in MIG mode, as
+	// when it is absent). AnnotationGPUModeHAMi is HAMi's ("mig",
 	// "hami-core"), read when vgpud's is absent.
 	AnnotationGPUMode     = "vgpud.io/gpu-mode"
 	AnnotationGPUModeHAMi = "nvidia.com/vgpu-mode"

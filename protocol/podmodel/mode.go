@@ -11,10 +11,12 @@ import (
 type GPUMode string
 
 const (
-	// ModeAny: a slice of a shared GPU where one fits, else a MIG
-	// instance for a container that asks one GPU.
+	// ModeAny: the pod names no mode, and gets slices of GPUs not in MIG
+	// mode, as ModeShared. An instance is only ever asked for: it is
+	// held whole and charged whole, which a pod asking a slice does not
+	// expect.
 	ModeAny GPUMode = ""
-	// ModeShared: slices of GPUs not in MIG mode only.
+	// ModeShared: slices of GPUs not in MIG mode.
 	ModeShared GPUMode = "shared"
 	// ModeMIG: whole MIG instances only, one per container.
 	ModeMIG GPUMode = "mig"
@@ -28,7 +30,7 @@ func GPUModeOf(a map[string]string) (GPUMode, error) {
 		case ModeShared, ModeMIG:
 			return m, nil
 		}
-		return ModeAny, fmt.Errorf("annotation %s=%.64q: want %s or %s, or leave it out for either", protocol.AnnotationGPUMode, v, ModeMIG, ModeShared)
+		return ModeAny, fmt.Errorf("annotation %s=%.64q: want %s or %s (leaving it out is %s)", protocol.AnnotationGPUMode, v, ModeMIG, ModeShared, ModeShared)
 	}
 	if v, ok := a[protocol.AnnotationGPUModeHAMi]; ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
@@ -39,7 +41,7 @@ func GPUModeOf(a map[string]string) (GPUMode, error) {
 		case "mps":
 			return ModeAny, fmt.Errorf("annotation %s=mps: vgpud has no MPS mode; write mig or hami-core, or leave it out", protocol.AnnotationGPUModeHAMi)
 		}
-		return ModeAny, fmt.Errorf("annotation %s=%.64q: want mig or hami-core, or leave it out for either", protocol.AnnotationGPUModeHAMi, v)
+		return ModeAny, fmt.Errorf("annotation %s=%.64q: want mig or hami-core (leaving it out is hami-core)", protocol.AnnotationGPUModeHAMi, v)
 	}
 	return ModeAny, nil
 }

@@ -104,15 +104,16 @@ func BenchmarkFilterPassChained(b *testing.B) {
 }
 
 // BenchmarkFilterPassMIG is BenchmarkFilterPass on 5000 nodes of which
-// every fifth has its eight GPUs in MIG mode, seven 1g.10gb instances
-// each (56 instances, as the books list them), half of them held: a pod
-// that names no mode and one that asks MIG, 1 GPU of 8000 MiB.
+// every fifth has four of its eight GPUs in MIG mode, seven 1g.10gb
+// instances each (28 instances, as the books list them, after the four
+// shared GPUs), half of them held: a pod that names no mode and one that
+// asks MIG, 1 GPU of 8000 MiB.
 func BenchmarkFilterPassMIG(b *testing.B) {
 	cluster, _ := synthetic(5000, 0)
 	for i := 0; i < len(cluster); i += 5 {
 		n := &cluster[i]
-		n.GPUs = make([]CommittedGPU, 0, 56)
-		for g := range 8 {
+		n.GPUs = n.GPUs[:4]
+		for g := 4; g < 8; g++ {
 			for k := range 7 {
 				c := CommittedGPU{GPU: protocol.GPU{UUID: fmt.Sprintf("MIG-%05d-%d-%d", i, g, k), Index: g, Model: "NVIDIA H100 80GB HBM3 MIG 1g.10gb", MemoryMiB: 9856, Cores: 15, Split: 1, NUMA: g / 4, Healthy: true},
 					MIG: &MIGParent{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), MemoryMiB: 81920, Profile: "1g.10gb"}}

@@ -147,7 +147,7 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		case !selected(g, req):
 			rej.selector++
 			continue
-		case (g.MIG != nil) != (req.Mode == podmodel.ModeMIG) && req.Mode != podmodel.ModeAny:
+		case (g.MIG != nil) != (req.Mode == podmodel.ModeMIG):
 			rej.mode++
 			continue
 		case g.MIG != nil:
@@ -221,8 +221,8 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		}
 		return podmodel.ContainerPlacement{}, nil
 	}
-	if c.GPUs == 1 {
-		cands = preferShared(cands)
+	if req.Mode == podmodel.ModeMIG {
+		cands = smallest(cands)
 	}
 	pick, numaShort := choose(cands, c.GPUs, req, n.Sets)
 	if pick == nil {
@@ -261,7 +261,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
 	case r.mode > 0:
-		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (%s: MIG instances, one per container asking 1 GPU, or shared GPUs)", need, r.mode, protocol.AnnotationGPUMode)}
+		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (MIG instances, one per container asking 1 GPU, only to pods with %s: mig; shared GPUs to the others)", need, r.mode, protocol.AnnotationGPUMode)}
 	case r.cordoned > 0:
 		return &Reason{Kind: "gpu cordoned", Text: fmt.Sprintf("%s; %d GPU(s) cordoned by an operator (%s)", need, r.cordoned, protocol.AnnotationCordon)}
 	case r.unhealthy > 0:

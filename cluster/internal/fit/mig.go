@@ -31,31 +31,17 @@ func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk pod
 	return candidate{}, false
 }
 
-// preferShared keeps, for a container asking one GPU, the shared GPUs
-// where any fits, else the smallest MIG instance that does (fewest SMs,
-// then lowest index, on a tie): a pod that names no mode takes a slice
-// before it takes hardware, and one that asks MIG wastes the least.
-func preferShared(cands []candidate) []candidate {
-	best, shared := -1, false
+// smallest keeps the smallest MIG instance among cands (fewest SMs, then
+// lowest index, on a tie): one that asks MIG wastes the least.
+func smallest(cands []candidate) []candidate {
+	best := -1
 	for i, k := range cands {
-		switch {
-		case !k.mig:
-			shared = true
-		case best < 0 || k.size < cands[best].size || (k.size == cands[best].size && k.usage.Cores < cands[best].usage.Cores):
+		if best < 0 || k.size < cands[best].size || (k.size == cands[best].size && k.usage.Cores < cands[best].usage.Cores) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return cands
-	}
-	if shared {
-		out := cands[:0]
-		for _, k := range cands {
-			if !k.mig {
-				out = append(out, k)
-			}
-		}
-		return out
 	}
 	return cands[best : best+1]
 }

@@ -31,8 +31,8 @@ func TestMIGPlacement(t *testing.T) {
 		used []string // instances already held
 		want string   // picked UUIDs or the reason's kind
 	}{
-		{"no mode takes a shared slice first", podmodel.ModeAny, app("c", 1, 4000, 0), nil, "GPU-0"},
-		{"no mode, too big for the T4: the smallest instance that holds it", podmodel.ModeAny, app("c", 1, 16000, 0), nil, "MIG-3g"},
+		{"no mode takes a shared slice", podmodel.ModeAny, app("c", 1, 4000, 0), nil, "GPU-0"},
+		{"no mode never takes an instance, though one would hold it", podmodel.ModeAny, app("c", 1, 16000, 0), nil, "insufficient gpumem"},
 		{"mig: the smallest instance", podmodel.ModeMIG, app("c", 1, 4000, 0), nil, "MIG-1g"},
 		{"mig: 5000 MiB is more than 1g.5gb's 4864", podmodel.ModeMIG, app("c", 1, 5000, 0), nil, "MIG-2g"},
 		{"mig: cores as a share of the parent's SMs", podmodel.ModeMIG, app("c", 1, 1000, 30), nil, "MIG-3g"},
