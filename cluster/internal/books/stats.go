@@ -3,6 +3,7 @@ package books
 import (
 	"sort"
 
+	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -21,6 +22,8 @@ type GPUStats struct {
 	protocol.GPU
 	Used     podmodel.Usage
 	Cordoned bool
+	// MIG, for a MIG instance, is its GPU; nil for a shared GPU.
+	MIG *fit.MIGParent
 }
 
 // Stats lists the nodes with a vgpud inventory (readable or not), sorted
@@ -39,7 +42,7 @@ func (c *Ledger) Stats() []NodeStats {
 		}
 		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == protocol.PluginServing}
 		for _, g := range st.gpus {
-			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID], Cordoned: st.cordoned[g.UUID]})
+			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID], Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]})
 		}
 		out = append(out, n)
 	}

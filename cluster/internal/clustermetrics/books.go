@@ -18,7 +18,7 @@ type booksCollector struct {
 
 	mem, cores, capMem, capCores      renamed
 	slots, capSlots, healthy, serving *prometheus.Desc
-	cordoned                          *prometheus.Desc
+	cordoned, migInstance             *prometheus.Desc
 	pods, cacheNodes                  *prometheus.Desc
 	// The namespace quota, one metric per unit; quotaLimit and quotaUsed
 	// are the old pair that mixed MiB and percent under a resource label.
@@ -38,14 +38,16 @@ func newBooksCollector() *booksCollector {
 	ns := []string{"namespace"}
 	old := []string{"namespace", "resource"}
 	return &booksCollector{
-		mem:        rename("vgpud_gpu_allocated_memory_bytes", "GPU memory committed to pods.", "vgpud_gpu_allocated_memory_mib", bytesPerMiB, gpu),
-		cores:      rename("vgpud_gpu_allocated_cores_ratio", "Share of the GPU's cores committed to pods (gpucores), 0..1.", "vgpud_gpu_allocated_cores", ratioPerCore, gpu),
-		slots:      prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
-		capMem:     rename("vgpud_gpu_capacity_memory_bytes", "GPU memory, as the node's inventory says.", "vgpud_gpu_capacity_memory_mib", bytesPerMiB, inv),
-		capCores:   rename("vgpud_gpu_capacity_cores_ratio", "Share of the GPU's cores there is to commit: 1.", "vgpud_gpu_capacity_cores", ratioPerCore, inv),
-		capSlots:   prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
-		healthy:    prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
-		cordoned:   prometheus.NewDesc("vgpud_gpu_cordoned", "1 while an operator keeps the GPU out of new placements (the node's vgpud.io/cordon), 0 while not.", inv, nil),
+		mem:      rename("vgpud_gpu_allocated_memory_bytes", "GPU memory committed to pods.", "vgpud_gpu_allocated_memory_mib", bytesPerMiB, gpu),
+		cores:    rename("vgpud_gpu_allocated_cores_ratio", "Share of the GPU's cores committed to pods (gpucores), 0..1.", "vgpud_gpu_allocated_cores", ratioPerCore, gpu),
+		slots:    prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
+		capMem:   rename("vgpud_gpu_capacity_memory_bytes", "GPU memory, as the node's inventory says.", "vgpud_gpu_capacity_memory_mib", bytesPerMiB, inv),
+		capCores: rename("vgpud_gpu_capacity_cores_ratio", "Share of the GPU's cores there is to commit: 1.", "vgpud_gpu_capacity_cores", ratioPerCore, inv),
+		capSlots: prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
+		healthy:  prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
+		cordoned: prometheus.NewDesc("vgpud_gpu_cordoned", "1 while an operator keeps the GPU out of new placements (the node's vgpud.io/cordon), 0 while not.", inv, nil),
+		migInstance: prometheus.NewDesc("vgpud_gpu_mig_instance", "1 for each MIG instance among the GPUs (uuid), with the GPU it is part of (gpu) and its profile; what is booked on it and what it has are under its uuid.",
+			[]string{"node", "uuid", "gpu", "profile"}, nil),
 		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while the leader places pods on the node: its inventory read, its device plugin registered with kubelet and serving; 0 while not.", []string{"node"}, nil),
 		memLimit:   prometheus.NewDesc("vgpud_namespace_quota_memory_limit_bytes", "The namespace's hard quota of GPU memory (requests.nvidia.com/gpumem).", ns, nil),
 		memUsed:    prometheus.NewDesc("vgpud_namespace_quota_memory_used_bytes", "GPU memory the namespace's booked pods are charged, as bind counts it against the quota.", ns, nil),
@@ -62,7 +64,7 @@ func (c *booksCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, r := range []renamed{c.mem, c.cores, c.capMem, c.capCores} {
 		r.describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.cordoned, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
+	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.cordoned, c.migInstance, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
 		ch <- d
 	}
 }
@@ -89,6 +91,9 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.capSlots, float64(g.Split), n.Name, g.UUID, g.Model)
 			gauge(c.healthy, boolValue(g.Healthy), n.Name, g.UUID, g.Model)
 			gauge(c.cordoned, boolValue(g.Cordoned), n.Name, g.UUID, g.Model)
+			if g.MIG != nil {
+				gauge(c.migInstance, 1, n.Name, g.UUID, g.MIG.UUID, g.MIG.Profile)
+			}
 		}
 	}
 	charged := b.Charged()

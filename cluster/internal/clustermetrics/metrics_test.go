@@ -24,7 +24,9 @@ func (fakeBooks) Stats() []books.NodeStats {
 		{Name: "n1", Serving: true, GPUs: []books.GPUStats{{
 			GPU:  protocol.GPU{UUID: "GPU-0", Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true},
 			Used: podmodel.Usage{MemMiB: 3000, Cores: 30, Slots: 2}}}},
-		{Name: "n2", Serving: false, GPUs: []books.GPUStats{{GPU: protocol.GPU{UUID: "GPU-9", Model: "L4", MemoryMiB: 23034, Cores: 100, Split: 10}}}},
+		{Name: "n2", Serving: false, GPUs: []books.GPUStats{{GPU: protocol.GPU{UUID: "GPU-9", Model: "L4", MemoryMiB: 23034, Cores: 100, Split: 10}},
+			{GPU: protocol.GPU{UUID: "MIG-1", Model: "A100 MIG 1g.5gb", MemoryMiB: 4864, Cores: 15, Split: 1, Healthy: true},
+				Used: podmodel.Usage{MemMiB: 4864, Cores: 15, Slots: 1}, MIG: &fit.MIGParent{UUID: "GPU-m", MemoryMiB: 40960, Profile: "1g.5gb"}}}},
 	}
 }
 func (fakeBooks) PodCount() int { return 2 }
@@ -93,6 +95,8 @@ func TestScrape(t *testing.T) {
 		`vgpud_gpu_capacity_slots{model="A100",node="n1",uuid="GPU-0"} 10`,
 		`vgpud_gpu_healthy{model="A100",node="n1",uuid="GPU-0"} 1`,
 		`vgpud_gpu_healthy{model="L4",node="n2",uuid="GPU-9"} 0`,
+		`vgpud_gpu_mig_instance{gpu="GPU-m",node="n2",profile="1g.5gb",uuid="MIG-1"} 1`,
+		`vgpud_gpu_allocated_slots{node="n2",uuid="MIG-1"} 1`,
 		`vgpud_cluster_node_serving{node="n1"} 1`,
 		`vgpud_cluster_node_serving{node="n2"} 0`,
 		`vgpud_namespace_quota_memory_limit_bytes{namespace="ai"} 2.097152e+10`,

@@ -113,13 +113,17 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, 30*time.Second, "the namespace charged each instance", func() error {
+	harness.Eventually(t, 30*time.Second, "the namespace charged each instance, the instances in the metrics", func() error {
 		m, err := e.scrape(leader)
 		if err != nil {
 			return err
 		}
+		small := byProfile["1g.5gb"]
 		return harness.Contains(m, fmt.Sprintf(`vgpud_namespace_quota_memory_used_bytes{namespace=%q} %g`, ns, float64(mem)*(1<<20)),
-			fmt.Sprintf(`vgpud_namespace_quota_cores_used_ratio{namespace=%q} %g`, ns, float64(cores)/100))
+			fmt.Sprintf(`vgpud_namespace_quota_cores_used_ratio{namespace=%q} %g`, ns, float64(cores)/100),
+			// Each instance under its own UUID, and which GPU it is of.
+			fmt.Sprintf(`vgpud_gpu_mig_instance{gpu=%q,node=%q,profile="1g.5gb",uuid=%q} 1`, parent.UUID, node, small.UUID),
+			fmt.Sprintf(`vgpud_gpu_allocated_slots{node=%q,uuid=%q} 1`, node, small.UUID))
 	})
 
 	create(pod("fourth", map[string]string{"nvidia.com/gpumem": "1000"}, mig))
