@@ -29,18 +29,3 @@ func advertised(devs []gpu.Device, inv protocol.Inventory) ([]deviceplugin.Adver
 	}
 	return gpus, uuids
 }
-
-// migParents is each MIG instance's GPU, by instance UUID, from the
-// inventory served now.
-func (a *Role) migParents() map[string]string {
-	a.mu.Lock()
-	inv := a.inv
-	a.mu.Unlock()
-	out := map[string]string{}
-	for _, g := range inv.MIG {
-		for _, in := range g.Instances {
-			out[in.UUID] = g.UUID
-		}
-	}
-	return out
-}

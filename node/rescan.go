@@ -96,7 +96,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	found := make(chan struct{})
 	if a.cfg.RescanInterval > 0 {
 		g.Go(func() error {
-			if a.awaitChange(gctx, lib, present, gpu.LayoutOf(devs)) {
+			if a.awaitChange(gctx, lib, present, devs) {
 				close(found)
 				stop()
 			}
@@ -112,10 +112,12 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	}
 }
 
-// awaitChange compares the machine's GPUs with present, and their MIG
-// instances with layout, every RescanInterval, and reports true once
-// either differs; false when ctx ends.
-func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present, layout string) bool {
+// awaitChange compares the machine's GPUs with present, and the MIG
+// instances of those served (devs) with what was discovered, every
+// RescanInterval, and reports true once either differs; false when ctx
+// ends.
+func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present string, devs []gpu.Device) bool {
+	layout := gpu.LayoutOf(devs)
 	for {
 		select {
 		case <-ctx.Done():
@@ -127,7 +129,7 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present, lay
 			return true
 		}
 		a.nvmlMu.RLock()
-		now, ok := gpu.Layout(lib)
+		now, ok := gpu.Layout(lib, devs)
 		a.nvmlMu.RUnlock()
 		if ok && now != layout {
 			a.log.Info("the node's MIG instances changed; rescanning", "was", layout, "now", now)

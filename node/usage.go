@@ -34,18 +34,13 @@ var _ nrihook.Granted = grantedContainers{}
 
 func (g grantedContainers) Granted(id string, c nrihook.Container, a protocol.ContainerAssignment) {
 	slices := make(map[string]usage.Slice, len(a.GPUs))
-	parents := g.a.migParents()
 	for _, s := range a.GPUs {
-		gpu, sl := s.UUID, usage.Slice{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
-		if p, ok := parents[s.UUID]; ok && s.MIG {
-			// NVML lists a MIG instance's processes on its GPU: there
-			// the container's slice is the whole instance, which the
-			// hardware holds it to, with every core of it.
-			gpu, sl.Cores = p, protocol.MaxPercent
-		}
-		slices[gpu] = sl
+		// A MIG instance's slice is found on its GPU when a sample is
+		// decided (usage.Sample.Parents): the hook may grant before the
+		// node role has read its GPUs.
+		slices[s.UUID] = usage.Slice{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
 		// From 0, so that the first kill shows in an increase().
-		g.a.metrics.KillsFrom0(c.Namespace, c.Pod, c.Name, gpu)
+		g.a.metrics.KillsFrom0(c.Namespace, c.Pod, c.Name, s.UUID)
 	}
 	g.r.Add(usage.Container{ID: id, Namespace: c.Namespace, Pod: c.Pod, PodUID: c.UID, Name: c.Name, Slices: slices})
 }

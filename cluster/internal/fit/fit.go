@@ -258,10 +258,16 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0:
 		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
+	case r.mode > 0:
+		// Before the selectors: a GPU of the other mode had passed them,
+		// and the mode is what the pod would change.
+		also := ""
+		if r.selector > 0 {
+			also = fmt.Sprintf(", and %d excluded by use/nouse-gputype or -gpuuuid", r.selector)
+		}
+		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (MIG instances, one per container asking 1 GPU, only to pods with %s: mig; shared GPUs to the others)%s", need, r.mode, protocol.AnnotationGPUMode, also)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
-	case r.mode > 0:
-		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (MIG instances, one per container asking 1 GPU, only to pods with %s: mig; shared GPUs to the others)", need, r.mode, protocol.AnnotationGPUMode)}
 	case r.cordoned > 0:
 		return &Reason{Kind: "gpu cordoned", Text: fmt.Sprintf("%s; %d GPU(s) cordoned by an operator (%s)", need, r.cordoned, protocol.AnnotationCordon)}
 	case r.unhealthy > 0:

@@ -42,7 +42,7 @@ func TestMIGPlacement(t *testing.T) {
 		{"mig: all held", podmodel.ModeMIG, app("c", 1, 100, 0), []string{"MIG-1g", "MIG-2g", "MIG-3g"}, "gpu in exclusive use"},
 		{"mig: two GPUs in one container never", podmodel.ModeMIG, app("c", 2, 1000, 0), nil, "no gpu of the asked mode"},
 		{"shared never takes an instance", podmodel.ModeShared, app("c", 1, 16000, 0), nil, "insufficient gpumem"},
-		{"nouse-gpuuuid of the MIG GPU excludes its instances", podmodel.ModeMIG, app("c", 1, 4000, 0), nil, "no matching gpu"},
+		{"nouse-gpuuuid of the MIG GPU excludes its instances", podmodel.ModeMIG, app("c", 1, 4000, 0), nil, "no gpu of the asked mode"},
 		{"no mode, two GPUs: only shared GPUs count", podmodel.ModeAny, app("c", 2, 1000, 0), nil, "no gpu of the asked mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +57,9 @@ func TestMIGPlacement(t *testing.T) {
 			pl, r := Place(n, req, opts)
 			if got := picked(pl, r); got != tc.want {
 				t.Fatalf("got %s, want %s (reason %+v)", got, tc.want, r)
+			}
+			if req.NoUseUUIDs != nil && !strings.Contains(r.Text, "3 excluded by use/nouse-gputype") {
+				t.Errorf("reason %q does not name the instances the selector excluded", r.Text)
 			}
 			if (Fits(n, req, opts) == nil) != (r == nil) {
 				t.Errorf("Fits and Place disagree")

@@ -163,10 +163,15 @@ func LayoutOf(devs []Device) string {
 	return b.String()
 }
 
-// Layout reads the MIG layout from NVML now, in LayoutOf's form; ok is
-// false when a query failed, which says nothing about a change (a lost
-// GPU is the health watcher's to report).
-func Layout(lib nvml.Interface) (layout string, ok bool) {
+// Layout reads the MIG layout of the served GPUs (devs, as discovered:
+// those excluded are not compared) from NVML now, in LayoutOf's form; ok
+// is false when a query failed, which says nothing about a change (a
+// lost GPU is the health watcher's to report).
+func Layout(lib nvml.Interface, devs []Device) (layout string, ok bool) {
+	served := make(map[string]bool, len(devs))
+	for _, d := range devs {
+		served[d.UUID] = true
+	}
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return "", false
@@ -177,13 +182,19 @@ func Layout(lib nvml.Interface) (layout string, ok bool) {
 		if ret != nvml.SUCCESS {
 			return "", false
 		}
-		mode, _, ret := d.GetMigMode()
-		if ret != nvml.SUCCESS || mode != nvml.DEVICE_MIG_ENABLE {
-			continue
-		}
 		uuid, ret := d.GetUUID()
 		if ret != nvml.SUCCESS {
 			return "", false
+		}
+		if !served[uuid] {
+			continue
+		}
+		mode, _, ret := d.GetMigMode()
+		switch {
+		case ret == nvml.ERROR_NOT_SUPPORTED || (ret == nvml.SUCCESS && mode != nvml.DEVICE_MIG_ENABLE):
+			continue
+		case ret != nvml.SUCCESS:
+			return "", false // a failed read is no change
 		}
 		count, ret := d.GetMaxMigDeviceCount()
 		if ret != nvml.SUCCESS {

@@ -217,7 +217,7 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now, ok := Layout(m)
+	now, ok := Layout(m, devs)
 	if !ok || now != LayoutOf(devs) || !strings.Contains(now, devs[1].MIG.Instances[0].UUID) {
 		t.Fatalf("layout %q (%v), discovered %q", now, ok, LayoutOf(devs))
 	}
@@ -230,7 +230,12 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 	if _, ret := gi.CreateComputeInstance(ptr(computeProfile(t, gi, 1))); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	if after, _ := Layout(m); after == now {
+	if after, _ := Layout(m, devs); after == now {
 		t.Errorf("layout %q unchanged after an instance was made", after)
+	}
+	// A GPU not served (excluded) is not compared: its instances may
+	// change without a rescan, and its layout never differs from none.
+	if without, ok := Layout(m, devs[:1]); !ok || without != LayoutOf(devs[:1]) {
+		t.Errorf("layout of the served L4 alone: %q, want %q", without, LayoutOf(devs[:1]))
 	}
 }

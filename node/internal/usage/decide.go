@@ -81,6 +81,9 @@ type Sample struct {
 	// MemoryBytes is each GPU's physical memory, by UUID: a slice of all
 	// of it (or more, where the node oversubscribes) is a whole GPU.
 	MemoryBytes map[string]uint64
+	// Parents are the MIG instances' GPUs, by instance UUID: NVML lists
+	// an instance's processes on its GPU.
+	Parents map[string]string
 }
 
 // Use is one container's use of one GPU in one sample.
@@ -142,7 +145,10 @@ func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) 
 		k := key{c.ID, p.GPU}
 		u := uses[k]
 		if u == nil {
-			sl := c.Slices[p.GPU]
+			sl, ok := c.Slices[p.GPU]
+			if !ok {
+				sl = c.instanceOn(p.GPU, s.Parents)
+			}
 			total := s.MemoryBytes[p.GPU]
 			u = &Use{Container: c, GPU: p.GPU, LimitBytes: sl.MemoryBytes, Whole: total > 0 && sl.MemoryBytes >= total, Cores: sl.Cores, SMPercent: -1}
 			uses[k] = u
@@ -189,4 +195,16 @@ func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) 
 		}
 	}
 	return v
+}
+
+// instanceOn is c's slice of a MIG instance of the GPU gpu, where it has
+// one: the whole instance, which its hardware holds it to, every core of
+// it. A zero Slice where it has none.
+func (c *Container) instanceOn(gpu string, parents map[string]string) Slice {
+	for uuid, sl := range c.Slices {
+		if parents[uuid] == gpu {
+			return Slice{MemoryBytes: sl.MemoryBytes, Cores: 100}
+		}
+	}
+	return Slice{}
 }

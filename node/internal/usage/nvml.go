@@ -11,14 +11,20 @@ import (
 // enforcer calls it at a time.
 func NVMLSampler(lib nvml.Interface, devs []gpu.Device) Sampler {
 	totals := make(map[string]uint64, len(devs))
+	parents := map[string]string{}
 	for _, d := range devs {
 		totals[d.UUID] = uint64(d.MemoryMiB) << 20
+		if d.MIG != nil {
+			for _, in := range d.MIG.Instances {
+				parents[in.UUID] = d.UUID
+			}
+		}
 	}
 	var since uint64
 	return func() (Sample, error) {
 		procs, newest, err := gpu.Processes(lib, since)
 		since = newest
-		s := Sample{Processes: make([]Process, len(procs)), MemoryBytes: totals}
+		s := Sample{Processes: make([]Process, len(procs)), MemoryBytes: totals, Parents: parents}
 		for i, p := range procs {
 			s.Processes[i] = Process{GPU: p.GPU, PID: p.PID, UsedBytes: p.UsedBytes, SMPercent: p.SMPercent}
 		}
