@@ -66,12 +66,12 @@ func (a *Role) watchCordon(ctx context.Context) error {
 
 // cordonOf marks which of gpus the node's cordon annotations name, and
 // says what in them names no GPU here or cannot be read.
-func cordonOf(annotations map[string]string, gpus []protocol.GPU, parents map[string]string) (cordoned []bool, problem string) {
+func cordonOf(annotations map[string]string, gpus []protocol.GPU, mig map[string]*protocol.MIGRef) (cordoned []bool, problem string) {
 	cd, err := protocol.NodeCordon(annotations)
 	if err != nil {
 		return make([]bool, len(gpus)), err.Error() + "; the leader places nothing on this node until it reads"
 	}
-	cordoned, unknown := cd.Resolve(gpus, parents)
+	cordoned, unknown := cd.Resolve(gpus, mig)
 	if len(unknown) > 0 {
 		problem = fmt.Sprintf("the cordon names %v, which this node does not have", unknown)
 	}

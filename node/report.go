@@ -74,17 +74,10 @@ func (a *Role) snapshot() inspect.Snapshot {
 	}
 	if cache != nil {
 		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
-		// By the rows, as the leader resolves it: a MIG GPU's index
-		// cordons its instances.
-		rows := make([]protocol.GPU, len(s.GPUs))
-		parents := map[string]string{}
-		for i, g := range s.GPUs {
-			rows[i] = protocol.GPU{UUID: g.UUID, Index: g.Index}
-			if g.Parent != "" {
-				parents[g.UUID] = g.Parent
-			}
-		}
-		cordoned, problem := cordonOf(cordon, rows, parents)
+		// Over the GPUs as the leader books them, the rows' order: a MIG
+		// GPU's index or UUID cordons its instances.
+		gpus, mig := inv.Bookable()
+		cordoned, problem := cordonOf(cordon, gpus, mig)
 		for i := range s.GPUs {
 			s.GPUs[i].Cordoned = cordoned[i]
 		}

@@ -81,16 +81,16 @@ func parseCordon(key, raw string) (Cordon, error) {
 
 // Resolve says which of gpus c names, by position in gpus, and the
 // entries that name none of them (a GPU since removed, a typo). gpus are
-// a node's as the books hold them (Inventory.Bookable), parents their
-// MIG instances' GPUs.
-func (c Cordon) Resolve(gpus []GPU, parents map[string]string) (cordoned []bool, unknown []string) {
+// a node's as the books hold them, and mig what their MIG instances are
+// part of (Inventory.Bookable).
+func (c Cordon) Resolve(gpus []GPU, mig map[string]*MIGRef) (cordoned []bool, unknown []string) {
 	cordoned = make([]bool, len(gpus))
 	for _, u := range c.UUIDs {
 		found := false
 		for i, g := range gpus {
 			// A GPU in MIG mode, by the UUID nvidia-smi shows, is all
-			// its instances (parents: instance UUID to GPU UUID).
-			if strings.EqualFold(g.UUID, u) || strings.EqualFold(parents[g.UUID], u) {
+			// its instances.
+			if strings.EqualFold(g.UUID, u) || (mig[g.UUID] != nil && strings.EqualFold(mig[g.UUID].GPU, u)) {
 				cordoned[i], found = true, true
 			}
 		}

@@ -64,7 +64,7 @@ func TestNodeCordonReadsHAMisToo(t *testing.T) {
 func TestCordonByAMIGGPUsUUID(t *testing.T) {
 	gpus := []GPU{{UUID: "GPU-s", Index: 0}, {UUID: "MIG-a", Index: 1}, {UUID: "MIG-b", Index: 1}}
 	c := Cordon{UUIDs: []string{"gpu-m"}}
-	got, unknown := c.Resolve(gpus, map[string]string{"MIG-a": "GPU-m", "MIG-b": "GPU-m"})
+	got, unknown := c.Resolve(gpus, map[string]*MIGRef{"MIG-a": {GPU: "GPU-m"}, "MIG-b": {GPU: "GPU-m"}})
 	if !reflect.DeepEqual(got, []bool{false, true, true}) || len(unknown) != 0 {
 		t.Errorf("cordoned %v, unknown %v", got, unknown)
 	}

@@ -227,23 +227,32 @@ func validateMIG(gpus []MIGGPU, seenUUID map[string]bool, seenIndex map[int]bool
 	return nil
 }
 
+// MIGRef is what a MIG instance, listed as a GPU of its own (Bookable),
+// is part of: its GPU, that GPU's memory (what a percentage of memory is
+// counted against), and the instance's profile.
+type MIGRef struct {
+	GPU          string
+	GPUMemoryMiB int64
+	Profile      string
+}
+
 // Bookable is every GPU of inv a leader books: the shared GPUs, then each
 // MIG instance as a GPU of its own (its memory, its share of the parent's
 // SMs as cores, split 1, the parent's index, NUMA node and health), with
-// each instance's parent by instance UUID (nil without MIG).
-func (inv Inventory) Bookable() ([]GPU, map[string]string) {
+// what each instance is part of by instance UUID (nil without MIG).
+func (inv Inventory) Bookable() ([]GPU, map[string]*MIGRef) {
 	if len(inv.MIG) == 0 {
 		return inv.GPUs, nil
 	}
 	gpus := make([]GPU, len(inv.GPUs), len(inv.GPUs)+8*len(inv.MIG))
 	copy(gpus, inv.GPUs)
-	parents := map[string]string{}
+	refs := map[string]*MIGRef{}
 	for _, m := range inv.MIG {
 		for _, in := range m.Instances {
 			gpus = append(gpus, GPU{UUID: in.UUID, Index: m.Index, Model: m.Model + " MIG " + in.Profile, MemoryMiB: in.MemoryMiB,
 				Cores: m.Cores(in), Split: 1, NUMA: m.NUMA, Healthy: m.Healthy})
-			parents[in.UUID] = m.UUID
+			refs[in.UUID] = &MIGRef{GPU: m.UUID, GPUMemoryMiB: m.MemoryMiB, Profile: in.Profile}
 		}
 	}
-	return gpus, parents
+	return gpus, refs
 }

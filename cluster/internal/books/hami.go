@@ -15,12 +15,12 @@ const hamiRaw = "hami\n"
 func (c *Ledger) readHAMi(p *slimpod.Pod) (protocol.Assignment, error) {
 	c.mu.RLock()
 	var gpus []protocol.GPU
-	var parents map[string]string
+	var mig map[string]*protocol.MIGRef
 	if st, ok := c.nodes[p.NodeName]; ok {
-		gpus, parents = st.gpus, st.parents
+		gpus, mig = st.gpus, st.mig
 	}
 	c.mu.RUnlock()
-	a, err := BookableHAMi(p.NodeName, p.HAMiNode, p.HAMiAllocated, gpus, parents)
+	a, err := BookableHAMi(p.NodeName, p.HAMiNode, p.HAMiAllocated, gpus, mig)
 	if err != nil {
 		return protocol.Assignment{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
@@ -35,11 +35,11 @@ func (c *Ledger) readHAMi(p *slimpod.Pod) (protocol.Assignment, error) {
 // what it holds is booked, erring towards booking more: a slice larger
 // than its GPU (HAMi's memory scaling) holds the whole GPU, and one on a
 // GPU the node does not have is left out, since vgpud places nothing
-// there, and one on a GPU in MIG mode (parents: instance to GPU) holds
-// every instance of it. A pod HAMi never bound holds nothing: with
+// there, and one on a GPU in MIG mode (mig: what each instance is part
+// of) holds every instance of it. A pod HAMi never bound holds nothing: with
 // HAMi's scheduler stopped it never will be. The view (`vgpud inspect
 // --cluster`) counts by the same rule.
-func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU, parents map[string]string) (protocol.Assignment, error) {
+func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU, mig map[string]*protocol.MIGRef) (protocol.Assignment, error) {
 	if podNode == "" {
 		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: HAMi's scheduler never bound the pod; delete it, or it waits for HAMi for ever")
 	}
@@ -60,7 +60,7 @@ func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU, parents ma
 		for _, s := range c.GPUs {
 			mem, ok := gpuMemory(gpus, s.UUID)
 			if !ok {
-				slices = append(slices, onParent(s, gpus, parents)...)
+				slices = append(slices, onParent(s, gpus, mig)...)
 				continue
 			}
 			s.MemoryMiB = min(s.MemoryMiB, mem)

@@ -47,11 +47,9 @@ type Ledger struct {
 
 type nodeState struct {
 	gpus []protocol.GPU
-	// mig are the parents of the MIG instances among gpus, by instance
-	// UUID (mig.go).
-	mig map[string]*fit.MIGParent
-	// parents are the MIG instances' GPUs' UUIDs, by instance UUID.
-	parents map[string]string
+	// mig is what the MIG instances among gpus are part of, by instance
+	// UUID (protocol.Inventory.Bookable).
+	mig map[string]*protocol.MIGRef
 	// features the node's vgpud honours in an assignment (its inventory's)
 	features []string
 	sets     []fit.Set // its connected GPU sets
@@ -126,13 +124,13 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
 	wasCordoned, wasUnreadable, hadGPUs := st.cordoned, st.cordonErr != nil, st.gpus
-	st.gpus, st.mig, st.parents, st.features, st.sets, st.invErr = nil, nil, nil, nil, nil, nil
+	st.gpus, st.mig, st.features, st.sets, st.invErr = nil, nil, nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
 			st.invErr = err
 		} else {
-			st.gpus, st.mig, st.parents = bookable(inv)
+			st.gpus, st.mig = inv.Bookable()
 			st.features = inv.Features
 			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
 		}
@@ -142,7 +140,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		st.cordonErr = err
 	} else {
 		st.cordoned = map[string]bool{}
-		marked, _ := cd.Resolve(st.gpus, st.parents)
+		marked, _ := cd.Resolve(st.gpus, st.mig)
 		for i, g := range st.gpus {
 			if marked[i] {
 				st.cordoned[g.UUID] = true

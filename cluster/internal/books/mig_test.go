@@ -19,8 +19,8 @@ func migInventory() protocol.Inventory {
 // HAMi's record names a MIG instance by its GPU's UUID: vgpud books every
 // instance of that GPU, so none of them is placed on under the pod.
 func TestHAMiRecordOnAMIGGPUHoldsEveryInstance(t *testing.T) {
-	gpus, _, parents := bookable(migInventory())
-	a, err := BookableHAMi("n1", "n1", "GPU-m[1-0],NVIDIA,4864,15:GPU-s,NVIDIA,1000,10:;", gpus, parents)
+	gpus, mig := migInventory().Bookable()
+	a, err := BookableHAMi("n1", "n1", "GPU-m[1-0],NVIDIA,4864,15:GPU-s,NVIDIA,1000,10:;", gpus, mig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func (c *Ledger) SmallestGPUMiB() int64 {
 	var least int64
 	for _, st := range c.nodes {
 		for _, g := range st.gpus {
-			if _, mig := st.parents[g.UUID]; mig {
+			if st.mig[g.UUID] != nil {
 				continue
 			}
 			if least == 0 || (g.MemoryMiB > 0 && g.MemoryMiB < least) {

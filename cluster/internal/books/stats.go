@@ -3,7 +3,6 @@ package books
 import (
 	"sort"
 
-	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -23,7 +22,7 @@ type GPUStats struct {
 	Used     podmodel.Usage
 	Cordoned bool
 	// MIG, for a MIG instance, is its GPU; nil for a shared GPU.
-	MIG *fit.MIGParent
+	MIG *protocol.MIGRef
 }
 
 // Stats lists the nodes with a vgpud inventory (readable or not), sorted

@@ -92,7 +92,7 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.healthy, boolValue(g.Healthy), n.Name, g.UUID, g.Model)
 			gauge(c.cordoned, boolValue(g.Cordoned), n.Name, g.UUID, g.Model)
 			if g.MIG != nil {
-				gauge(c.migInstance, 1, n.Name, g.UUID, g.MIG.UUID, g.MIG.Profile)
+				gauge(c.migInstance, 1, n.Name, g.UUID, g.MIG.GPU, g.MIG.Profile)
 			}
 		}
 	}

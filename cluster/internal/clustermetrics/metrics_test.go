@@ -26,7 +26,7 @@ func (fakeBooks) Stats() []books.NodeStats {
 			Used: podmodel.Usage{MemMiB: 3000, Cores: 30, Slots: 2}}}},
 		{Name: "n2", Serving: false, GPUs: []books.GPUStats{{GPU: protocol.GPU{UUID: "GPU-9", Model: "L4", MemoryMiB: 23034, Cores: 100, Split: 10}},
 			{GPU: protocol.GPU{UUID: "MIG-1", Model: "A100 MIG 1g.5gb", MemoryMiB: 4864, Cores: 15, Split: 1, Healthy: true},
-				Used: podmodel.Usage{MemMiB: 4864, Cores: 15, Slots: 1}, MIG: &fit.MIGParent{UUID: "GPU-m", MemoryMiB: 40960, Profile: "1g.5gb"}}}},
+				Used: podmodel.Usage{MemMiB: 4864, Cores: 15, Slots: 1}, MIG: &protocol.MIGRef{GPU: "GPU-m", GPUMemoryMiB: 40960, Profile: "1g.5gb"}}}},
 	}
 }
 func (fakeBooks) PodCount() int { return 2 }

@@ -98,7 +98,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 	v := View{At: now}
 	at := map[string]*Node{}                   // by name
 	inventories := map[string][]protocol.GPU{} // as the books hold them: MIG instances too
-	parents := map[string]map[string]string{}
+	migs := map[string]map[string]*protocol.MIGRef{}
 	for _, n := range nodes {
 		raw, ok := n.Annotations[protocol.AnnotationGPUs]
 		if !ok {
@@ -109,8 +109,8 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationGPUs, err))
 			continue
 		}
-		gpus, migParents := inv.Bookable()
-		inventories[n.Name], parents[n.Name] = gpus, migParents
+		gpus, mig := inv.Bookable()
+		inventories[n.Name], migs[n.Name] = gpus, mig
 		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
 			if u, err := protocol.DecodeUsage(raw); err != nil {
@@ -130,7 +130,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %v; the leader places nothing there until it reads", n.Name, err))
 		}
-		cordoned, unknown := cordon.Resolve(gpus, migParents)
+		cordoned, unknown := cordon.Resolve(gpus, mig)
 		if len(unknown) > 0 {
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: its cordon names %s, which the node does not have", n.Name, strings.Join(unknown, ", ")))
 		}
@@ -148,7 +148,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if podmodel.Terminated(p) {
 			continue
 		}
-		a, booked, err := bookable(p, scheduler, inventories, parents)
+		a, booked, err := bookable(p, scheduler, inventories, migs)
 		if err != nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err))
 		}
@@ -252,7 +252,7 @@ func hamiRecord(p *corev1.Pod, a protocol.Assignment) HAMiRecord {
 // rules: vgpud's own, else HAMi's record of a pod it placed. booked is
 // false for a pod with neither, or with one the books refuse (err says
 // why).
-func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU, parents map[string]map[string]string) (a protocol.Assignment, booked bool, err error) {
+func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU, migs map[string]map[string]*protocol.MIGRef) (a protocol.Assignment, booked bool, err error) {
 	if raw, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
 		if a, err = protocol.DecodeAssignment(raw); err != nil {
 			return a, false, fmt.Errorf("%s: %w", protocol.AnnotationAssignment, err)
@@ -267,7 +267,7 @@ func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol
 		return a, false, nil
 	}
 	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
-	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName], parents[p.Spec.NodeName])
+	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName], migs[p.Spec.NodeName])
 	return a, err == nil, err
 }
 

@@ -116,7 +116,7 @@ func BenchmarkFilterPassMIG(b *testing.B) {
 		for g := 4; g < 8; g++ {
 			for k := range 7 {
 				c := CommittedGPU{GPU: protocol.GPU{UUID: fmt.Sprintf("MIG-%05d-%d-%d", i, g, k), Index: g, Model: "NVIDIA H100 80GB HBM3 MIG 1g.10gb", MemoryMiB: 9856, Cores: 15, Split: 1, NUMA: g / 4, Healthy: true},
-					MIG: &MIGParent{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), MemoryMiB: 81920, Profile: "1g.10gb"}}
+					MIG: &protocol.MIGRef{GPU: fmt.Sprintf("GPU-%05d-%d", i, g), GPUMemoryMiB: 81920, Profile: "1g.10gb"}}
 				if (g*7+k)%2 == 0 {
 					c.Used = podmodel.Usage{MemMiB: 9856, Cores: 15, Slots: 1}
 				}

@@ -294,7 +294,7 @@ func selected(g *CommittedGPU, req *Request) bool {
 	matchUUID := func(list []string) bool {
 		for _, u := range list {
 			// A GPU in MIG mode by its own UUID names its instances.
-			if u = strings.TrimSpace(u); strings.EqualFold(u, g.UUID) || (g.MIG != nil && strings.EqualFold(u, g.MIG.UUID)) {
+			if u = strings.TrimSpace(u); strings.EqualFold(u, g.UUID) || (g.MIG != nil && strings.EqualFold(u, g.MIG.GPU)) {
 				return true
 			}
 		}

@@ -11,7 +11,7 @@ import "github.com/vgpud/vgpud/protocol/podmodel"
 // the instance's Cores are its share of the parent's SMs.
 func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk podmodel.Peak, opts Options, rej *rejections) (candidate, bool) {
 	parent := CommittedGPU{GPU: g.GPU}
-	parent.MemoryMiB = g.MIG.MemoryMiB
+	parent.MemoryMiB = g.MIG.GPUMemoryMiB
 	wantMem := memFor(c, &parent, opts)
 	switch {
 	case !g.Used.Idle() || !pk.Total().Idle():

@@ -12,7 +12,7 @@ import (
 func instance(uuid, profile string, mem int64, cores int) CommittedGPU {
 	return CommittedGPU{
 		GPU: protocol.GPU{UUID: uuid, Index: 1, Model: "A100-SXM4-40GB MIG " + profile, MemoryMiB: mem, Cores: cores, Split: 1, Healthy: true},
-		MIG: &MIGParent{UUID: "GPU-A100", MemoryMiB: 40960, Profile: profile},
+		MIG: &protocol.MIGRef{GPU: "GPU-A100", GPUMemoryMiB: 40960, Profile: profile},
 	}
 }
 

@@ -18,18 +18,11 @@ type CommittedGPU struct {
 	// Cordoned: an operator took it out of new placements
 	// (protocol.AnnotationCordon); what runs on it stays.
 	Cordoned bool
-	// MIG, for a MIG instance, is what fit needs of its parent GPU; nil
-	// for a GPU shared in slices. An instance's GPU fields are the
-	// instance: its memory, its share of the parent's SMs as Cores, and
-	// split 1, for it is held whole.
-	MIG *MIGParent
-}
-
-// MIGParent is the GPU a MIG instance is part of.
-type MIGParent struct {
-	UUID      string
-	MemoryMiB int64 // what a percentage of memory is counted against
-	Profile   string
+	// MIG, for a MIG instance, is what it is part of; nil for a GPU
+	// shared in slices. An instance's GPU fields are the instance: its
+	// memory, its share of the parent's SMs as Cores, and split 1, for it
+	// is held whole (protocol.Inventory.Bookable).
+	MIG *protocol.MIGRef
 }
 
 // Node is a schedulable node: its GPUs in index order.

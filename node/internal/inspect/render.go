@@ -55,11 +55,7 @@ func Render(w io.Writer, s Snapshot) error {
 		if g.Cordoned {
 			health += ",cordoned"
 		}
-		model := g.Model
-		if g.MIG != "" {
-			model += " MIG " + g.MIG // its cores: its share of the GPU's SMs
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", g.Index, short(g.UUID), model, g.NUMA, g.MemoryUsedMiB, g.MemoryMiB, g.CoresUsed, g.Cores, g.SlicesUsed, g.Slices, health)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d/%d\t%d/%d\t%d/%d\t%s\n", g.Index, short(g.UUID), g.Model, g.NUMA, g.MemoryUsedMiB, g.MemoryMiB, g.CoresUsed, g.Cores, g.SlicesUsed, g.Slices, health)
 	}
 	if s.CordonProblem != "" {
 		fmt.Fprintf(tw, "cordon\t%s\n", s.CordonProblem)

@@ -135,17 +135,16 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p
 	return gpus, allocs
 }
 
-// rowsOf is a row per shared GPU, then one per MIG instance, unused.
+// rowsOf is a row per GPU as the leader books them (shared GPUs, then
+// each MIG instance), unused.
 func rowsOf(inv protocol.Inventory) []GPUState {
-	out := make([]GPUState, 0, len(inv.GPUs))
-	for _, g := range inv.GPUs {
-		out = append(out, GPUState{Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
-			MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slices: g.Split})
-	}
-	for _, m := range inv.MIG {
-		for _, in := range m.Instances {
-			out = append(out, GPUState{Index: m.Index, UUID: in.UUID, Model: m.Model, NUMA: m.NUMA, Healthy: m.Healthy,
-				MemoryMiB: in.MemoryMiB, Cores: m.Cores(in), Slices: 1, MIG: in.Profile, Parent: m.UUID})
+	gpus, mig := inv.Bookable()
+	out := make([]GPUState, len(gpus))
+	for i, g := range gpus {
+		out[i] = GPUState{Index: g.Index, UUID: g.UUID, Model: g.Model, NUMA: g.NUMA, Healthy: g.Healthy,
+			MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slices: g.Split}
+		if r := mig[g.UUID]; r != nil {
+			out[i].MIG, out[i].Parent = r.Profile, r.GPU
 		}
 	}
 	return out
