@@ -88,15 +88,16 @@ func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *R
 	return out, nil
 }
 
-// memFor is the MiB container c gets on GPU g.
-func memFor(c *podmodel.ContainerRequest, g *CommittedGPU, opts Options) int64 {
+// memFor is the MiB container c gets on a GPU of gpuMiB: a share is of
+// that.
+func memFor(c *podmodel.ContainerRequest, gpuMiB int64, opts Options) int64 {
 	switch {
 	case c.MemoryMiB > 0:
 		return c.MemoryMiB
 	case c.MemoryPercent > 0:
-		return g.MemoryMiB * int64(c.MemoryPercent) / 100
+		return gpuMiB * int64(c.MemoryPercent) / 100
 	default:
-		return g.MemoryMiB * int64(opts.DefaultMemPercent) / 100
+		return gpuMiB * int64(opts.DefaultMemPercent) / 100
 	}
 }
 
@@ -174,7 +175,7 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		// is not exclusive in the pod's own peak, so the pod's init,
 		// sidecar and app containers may share the GPU.
 		mutex := req.GPUPolicy.Mutex
-		u := podmodel.Usage{MemMiB: memFor(&c, g, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
+		u := podmodel.Usage{MemMiB: memFor(&c, g.MemoryMiB, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
 		if pk[i] == (podmodel.Peak{}) {
 			total = g.Used.Plus(u)
 		} else {

@@ -10,9 +10,7 @@ import "github.com/vgpud/vgpud/protocol/podmodel"
 // Memory asked as a share counts against the parent GPU, as cores do:
 // the instance's Cores are its share of the parent's SMs.
 func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk podmodel.Peak, opts Options, rej *rejections) (candidate, bool) {
-	parent := CommittedGPU{GPU: g.GPU}
-	parent.MemoryMiB = g.MIG.GPUMemoryMiB
-	wantMem := memFor(c, &parent, opts)
+	wantMem := memFor(c, g.MIG.GPUMemoryMiB, opts)
 	switch {
 	case !g.Used.Idle() || !pk.Total().Idle():
 		rej.exclusive++
