@@ -53,18 +53,14 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 			out.SMs = max(out.SMs, int(p.MultiprocessorCount))
 		}
 	}
-	count, ret := d.GetMaxMigDeviceCount()
-	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("MIG device count: %s", nvml.ErrorString(ret))
+	handles, err := migDevices(d)
+	if err != nil {
+		return nil, err
 	}
 	names := nvdev.New(lib, nvdev.WithVerifySymbols(false))
-	for i := 0; i < count; i++ {
-		h, ret := d.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+	for i, h := range handles {
+		if h == nil {
 			continue
-		}
-		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("MIG device %d: %s", i, nvml.ErrorString(ret))
 		}
 		if uuid, ret := h.GetUUID(); ret == nvml.SUCCESS {
 			out.Devices = append(out.Devices, uuid)
@@ -156,9 +152,7 @@ func LayoutOf(devs []Device) string {
 		if d.MIG == nil {
 			continue
 		}
-		ids := slices.Clone(d.MIG.Devices)
-		slices.Sort(ids)
-		fmt.Fprintf(&b, "%s=%s;", d.UUID, strings.Join(ids, ","))
+		layoutLine(&b, d.UUID, d.MIG.Devices)
 	}
 	return b.String()
 }
@@ -196,25 +190,48 @@ func Layout(lib nvml.Interface, devs []Device) (layout string, ok bool) {
 		case ret != nvml.SUCCESS:
 			return "", false // a failed read is no change
 		}
-		count, ret := d.GetMaxMigDeviceCount()
-		if ret != nvml.SUCCESS {
+		handles, err := migDevices(d)
+		if err != nil {
 			return "", false
 		}
 		var ids []string
-		for j := 0; j < count; j++ {
-			h, ret := d.GetMigDeviceHandleByIndex(j)
-			if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+		for _, h := range handles {
+			if h == nil {
 				continue
-			}
-			if ret != nvml.SUCCESS {
-				return "", false
 			}
 			if id, ret := h.GetUUID(); ret == nvml.SUCCESS {
 				ids = append(ids, id)
 			}
 		}
-		slices.Sort(ids)
-		fmt.Fprintf(&b, "%s=%s;", uuid, strings.Join(ids, ","))
+		layoutLine(&b, uuid, ids)
 	}
 	return b.String(), true
+}
+
+// layoutLine writes one MIG GPU's part of a layout.
+func layoutLine(b *strings.Builder, gpu string, ids []string) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	fmt.Fprintf(b, "%s=%s;", gpu, strings.Join(ids, ","))
+}
+
+// migDevices are d's MIG device handles by NVML's MIG device index, nil
+// where the index holds none.
+func migDevices(d nvml.Device) ([]nvml.Device, error) {
+	count, ret := d.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("MIG device count: %s", nvml.ErrorString(ret))
+	}
+	out := make([]nvml.Device, count)
+	for i := range out {
+		h, ret := d.GetMigDeviceHandleByIndex(i)
+		switch ret {
+		case nvml.SUCCESS:
+			out[i] = h
+		case nvml.ERROR_NOT_FOUND, nvml.ERROR_INVALID_ARGUMENT:
+		default:
+			return nil, fmt.Errorf("MIG device %d: %s", i, nvml.ErrorString(ret))
+		}
+	}
+	return out, nil
 }
