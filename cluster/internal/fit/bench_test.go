@@ -31,6 +31,22 @@ func synthetic(nodes, pods int) ([]Node, int) {
 	return out, pods
 }
 
+// filterPass is one /filter's and /prioritize's worth of work: Fits of
+// req against every node, and Fullness of those that fit, of which there
+// must be want.
+func filterPass(b *testing.B, cluster []Node, req Request, want int) {
+	fit := 0
+	for i := range cluster {
+		if r := Fits(cluster[i], req, opts); r == nil {
+			_ = Fullness(cluster[i])
+			fit++
+		}
+	}
+	if fit != want {
+		b.Fatalf("%d/%d nodes fit", fit, want)
+	}
+}
+
 // BenchmarkFilterPass is one /filter's and /prioritize's worth of work:
 // Fits and Fullness of a pod asking 1 GPU, 10000 MiB, 20 cores against
 // every node.
@@ -42,16 +58,7 @@ func BenchmarkFilterPass(b *testing.B) {
 			b.Run(fmt.Sprintf("nodes=%d/pods=%d", nodes, pods), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					fit := 0
-					for i := range cluster {
-						if r := Fits(cluster[i], req, opts); r == nil {
-							_ = Fullness(cluster[i])
-							fit++
-						}
-					}
-					if fit != nodes {
-						b.Fatalf("%d/%d nodes fit", fit, nodes)
-					}
+					filterPass(b, cluster, req, nodes)
 				}
 				// After the loop: b.Loop's first call deletes earlier metrics.
 				b.ReportMetric(float64(placed), "placed-pods")
@@ -88,16 +95,7 @@ func BenchmarkFilterPassChained(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/nodes=5000/pods=0", tc.name), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				fit := 0
-				for i := range cluster {
-					if r := Fits(cluster[i], tc.req, opts); r == nil {
-						_ = Fullness(cluster[i])
-						fit++
-					}
-				}
-				if fit != len(cluster) {
-					b.Fatalf("%d/%d nodes fit", fit, len(cluster))
-				}
+				filterPass(b, cluster, tc.req, len(cluster))
 			}
 		})
 	}
@@ -137,16 +135,7 @@ func BenchmarkFilterPassMIG(b *testing.B) {
 				want = len(cluster) / 5
 			}
 			for b.Loop() {
-				fit := 0
-				for i := range cluster {
-					if r := Fits(cluster[i], req, opts); r == nil {
-						_ = Fullness(cluster[i])
-						fit++
-					}
-				}
-				if fit != want {
-					b.Fatalf("%d/%d nodes fit", fit, want)
-				}
+				filterPass(b, cluster, req, want)
 			}
 		})
 	}
