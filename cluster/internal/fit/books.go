@@ -6,14 +6,19 @@ import "github.com/vgpud/vgpud/protocol/podmodel"
 // it (podmodel's footprint rule). Slices on GPUs n does not have are
 // ignored: the inventory changed under the pod, and the books report that
 // separately. The books recount a node this way on every booking there,
-// so for nodes of up to scratchGPUs GPUs it allocates nothing.
+// so for nodes of up to scratchMIG GPUs it allocates nothing.
 func Add(n *Node, p podmodel.Placement) {
-	var buf [scratchGPUs]podmodel.Peak
-	peaks := buf[:]
-	if len(n.GPUs) > len(buf) {
-		peaks = make([]podmodel.Peak, len(n.GPUs))
+	var peaks []podmodel.Peak
+	switch k := len(n.GPUs); {
+	case k <= scratchGPUs:
+		var buf [scratchGPUs]podmodel.Peak
+		peaks = buf[:k]
+	case k <= scratchMIG:
+		var buf [scratchMIG]podmodel.Peak
+		peaks = buf[:k]
+	default:
+		peaks = make([]podmodel.Peak, k)
 	}
-	peaks = peaks[:len(n.GPUs)]
 	p.AddPeaks(peaks, n.index)
 	for i := range n.GPUs {
 		n.GPUs[i].Used = n.GPUs[i].Used.Plus(peaks[i].Total())
