@@ -1,0 +1,106 @@
+package books
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// What the books hold of nodes: their inventories, as node events bring
+// them, and each node's usage, recounted from its pods.
+
+// SetNode records a node's inventory and whether its plugin is up. A node
+// with a corrupt inventory is kept, unusable, with the error for reasons.
+func (c *Ledger) SetNode(n *corev1.Node) {
+	c.mu.Lock()
+	st := c.node(n.Name)
+	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
+	st.usable = q.Value() > 0
+	st.plugin = n.Annotations[protocol.AnnotationPlugin]
+	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
+	wasCordoned, wasUnreadable, hadGPUs := st.cordoned, st.cordonErr != nil, st.gpus
+	st.gpus, st.mig, st.features, st.sets, st.invErr = nil, nil, nil, nil, nil
+	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
+		inv, err := protocol.DecodeInventory(raw)
+		if err != nil {
+			st.invErr = err
+		} else {
+			st.gpus, st.mig = inv.Bookable()
+			st.features = inv.Features
+			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
+		}
+	}
+	st.cordoned, st.cordonErr = nil, nil
+	if cd, err := protocol.NodeCordon(n.Annotations); err != nil {
+		st.cordonErr = err
+	} else {
+		st.cordoned = map[string]bool{}
+		marked, _ := cd.Resolve(st.gpus, st.mig)
+		for i, g := range st.gpus {
+			if marked[i] {
+				st.cordoned[g.UUID] = true
+			}
+		}
+	}
+	// A GPU back in service frees room as a pod's going would: pods
+	// refused meanwhile are nudged (kube-scheduler may have filtered them
+	// against the books before this event reached them).
+	// So does a GPU added, put back, or healthy again.
+	lifted := wasUnreadable && st.cordonErr == nil
+	for u := range wasCordoned {
+		lifted = lifted || !st.cordoned[u]
+	}
+	for _, g := range st.gpus {
+		i := slices.IndexFunc(hadGPUs, func(h protocol.GPU) bool { return h.UUID == g.UUID })
+		lifted = lifted || (g.Healthy && (i < 0 || !hadGPUs[i].Healthy))
+	}
+	c.recompute(n.Name)
+	c.mu.Unlock()
+	c.tellFreed(lifted)
+}
+
+// DeleteNode forgets a node; its pods stay booked until they go too.
+func (c *Ledger) DeleteNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.nodes[name]; ok {
+		st.gpus, st.usable = nil, false
+		c.recompute(name)
+	}
+}
+
+func (c *Ledger) node(name string) *nodeState {
+	st, ok := c.nodes[name]
+	if !ok {
+		st = &nodeState{pods: map[types.UID]bool{}, gone: map[string]time.Time{}}
+		c.nodes[name] = st
+	}
+	return st
+}
+
+// recompute rebuilds one node's usage from its pods' placements, so no
+// sequence of events can leave usage that no pod explains.
+func (c *Ledger) recompute(name string) {
+	c.node(name).current = c.usage(name, "")
+	c.refreshInFlight(name)
+}
+
+// usage is the node's GPUs with what its pods, except one, hold.
+func (c *Ledger) usage(name string, except types.UID) fit.Node {
+	st := c.node(name)
+	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features, Sets: st.sets}
+	for i, g := range st.gpus {
+		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
+	}
+	for uid := range st.pods {
+		if uid != except {
+			fit.Add(&n, c.pods[uid].placement)
+		}
+	}
+	return n
+}
