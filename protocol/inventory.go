@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vgpud/vgpud/protocol/mig"
+)
 
 // Inventory is the value of AnnotationGPUs on a node.
 type Inventory struct {
@@ -52,6 +56,9 @@ type MIGInstance struct {
 	Start int `json:"start"`
 	Size  int `json:"size"`
 }
+
+// placement is where the instance sits among its GPU's memory slices.
+func (in MIGInstance) placement() mig.Placement { return mig.Placement{Start: in.Start, Size: in.Size} }
 
 // Cores is the share of its GPU's SMs the instance takes, in percent,
 // rounded up: what quota and the books charge for it.
@@ -217,7 +224,7 @@ func validateMIG(gpus []MIGGPU, seenUUID map[string]bool, seenIndex map[int]bool
 				return fmt.Errorf("mig[%d].instances[%d] %s: placement %d+%d must lie within 0..%d", i, j, in.UUID, in.Start, in.Size, maxMemSlices)
 			}
 			for _, o := range g.Instances[:j] {
-				if in.Start < o.Start+o.Size && o.Start < in.Start+in.Size {
+				if in.placement().Overlaps(o.placement()) {
 					return fmt.Errorf("mig[%d].instances[%d] %s: placement %d+%d overlaps %s's; each instance is a whole GPU instance", i, j, in.UUID, in.Start, in.Size, o.UUID)
 				}
 			}

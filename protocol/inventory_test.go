@@ -34,3 +34,32 @@ func TestInventorySets(t *testing.T) {
 		}
 	}
 }
+
+// A MIG GPU's instances are whole GPU instances: two on the same memory
+// slices, or an instance UUID a shared GPU has too, are refused.
+func TestMIGValidation(t *testing.T) {
+	good := func() Inventory {
+		return Inventory{Version: Version, GPUs: []GPU{{UUID: "GPU-s", Index: 0, MemoryMiB: 1, Cores: 100, Split: 1}},
+			MIG: []MIGGPU{{UUID: "GPU-m", Index: 1, MemoryMiB: 40960, SMs: 98, Instances: []MIGInstance{
+				{UUID: "MIG-a", Profile: "3g.20gb", MemoryMiB: 19968, SMs: 42, Start: 0, Size: 4},
+				{UUID: "MIG-b", Profile: "1g.5gb", MemoryMiB: 4864, SMs: 14, Start: 4, Size: 1}}}}}
+	}
+	if err := good().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		bad  func(*Inventory)
+		want string
+	}{
+		"overlap":           {func(inv *Inventory) { inv.MIG[0].Instances[1].Start = 3 }, "overlaps MIG-a's"},
+		"uuid of a GPU":     {func(inv *Inventory) { inv.MIG[0].Instances[1].UUID = "GPU-s" }, "appears twice"},
+		"index of a GPU":    {func(inv *Inventory) { inv.MIG[0].Index = 0 }, "appears twice"},
+		"more SMs than all": {func(inv *Inventory) { inv.MIG[0].Instances[0].SMs = 99 }, "within 1..98"},
+	} {
+		inv := good()
+		tc.bad(&inv)
+		if err := inv.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want it to say %q", name, err, tc.want)
+		}
+	}
+}
