@@ -16,9 +16,7 @@ type candidate struct {
 	usage podmodel.Usage
 	load  float64
 	numa  int
-	own   bool  // the pod's earlier containers are on it
-	mig   bool  // a MIG instance (mig.go)
-	size  int64 // a MIG instance's memory, for the smallest that fits
+	own   bool // the pod's earlier containers are on it
 }
 
 // choose takes count candidates by GPU policy: spread prefers the least

@@ -253,7 +253,7 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			// whole-GPU slice reads the same to an older vgpud.
 			s := protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores,
 				Exclusive: req.GPUPolicy.Mutex && !k.usage.Exclusive}
-			if k.mig {
+			if n.GPUs[k.idx].MIG != nil {
 				s.Exclusive, s.MIG = false, true // held whole by the hardware
 			}
 			cp.GPUs = append(cp.GPUs, s)

@@ -24,17 +24,18 @@ func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk pod
 		rej.largestFreeCores = max(rej.largestFreeCores, g.GPU.Cores)
 	default:
 		u := podmodel.Usage{MemMiB: g.MemoryMiB, Cores: g.GPU.Cores, Slots: 1}
-		return candidate{idx: idx, usage: u, load: 1, numa: g.NUMA, mig: true, size: g.MemoryMiB}, true
+		return candidate{idx: idx, usage: u, load: 1, numa: g.NUMA}, true
 	}
 	return candidate{}, false
 }
 
-// smallest keeps the smallest MIG instance among cands (fewest SMs, then
-// lowest index, on a tie): one that asks MIG wastes the least.
+// smallest keeps the smallest MIG instance among cands (least memory,
+// then fewest SMs, then lowest index): one that asks MIG wastes the least.
 func smallest(cands []candidate) []candidate {
 	best := -1
 	for i, k := range cands {
-		if best < 0 || k.size < cands[best].size || (k.size == cands[best].size && k.usage.Cores < cands[best].usage.Cores) {
+		// An instance's usage is the whole instance (instanceFits).
+		if best < 0 || k.usage.MemMiB < cands[best].usage.MemMiB || (k.usage.MemMiB == cands[best].usage.MemMiB && k.usage.Cores < cands[best].usage.Cores) {
 			best = i
 		}
 	}
