@@ -673,6 +673,7 @@ func TestCluster(t *testing.T) {
 	t.Run("j6 per-GPU cordon", func(t *testing.T) { gpuCordon(t, e, nodes) })
 	t.Run("j7 mutex holds its GPU both ways", func(t *testing.T) { gpuMutex(t, e, nodes) })
 	t.Run("j8 topology-aware multi-GPU placement", func(t *testing.T) { gpuTopology(t, e, nodes) })
+	t.Run("j8b a chain of GPU policies in the order written", func(t *testing.T) { gpuChains(t, e, nodes) })
 	t.Run("j9 a GPU that comes and goes", func(t *testing.T) { gpuComesAndGoes(t, e, nodes) })
 	t.Run("j10 static MIG instances", func(t *testing.T) { staticMIG(t, e, nodes) })
 	t.Run("k node policy", func(t *testing.T) { nodePolicy(t, e, nodes) })
