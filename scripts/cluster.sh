@@ -271,12 +271,10 @@ TOML
 		# its validator requiring vgpud's hook for every container but
 		# those annotated HOOK_OPTIONAL: no container is created without
 		# vgpud's word on its GPUs. That is the drop-in docs/install.md
-		# ships, imported as a node imports /etc/containerd/conf.d/.
-		# The import is relative to config.toml, so that it resolves the
-		# same in vgpud's container, where RUNTIME_ETC is mounted.
-		mkdir -p "$d/etc-containerd/conf.d"
-		cp "$here/../manifests/node-setup/containerd-vgpud.toml" "$d/etc-containerd/conf.d/vgpud.toml"
-		grep -qF "tolerate_missing_plugins_annotation = \"$HOOK_OPTIONAL\"" "$d/etc-containerd/conf.d/vgpud.toml"
+		# ships, put in place by its documented step, vgpud node-setup
+		# install, below. The import is relative to config.toml, so that
+		# it resolves the same in vgpud's container, where RUNTIME_ETC is
+		# mounted; node-setup finds it covers the drop-in and keeps it.
 		cat >"$d/etc-containerd/config.toml" <<TOML
 version = 3
 root = "$d/containerd/root"
@@ -299,6 +297,8 @@ imports = ["conf.d/*.toml"]
   bin_dirs = ["/usr/lib/cni"]
   conf_dir = "$d/cni"
 TOML
+		"$(vgpud_bin)" node-setup --runtime-config "containerd:$d/etc-containerd/config.toml" install >&2
+		grep -qF "tolerate_missing_plugins_annotation = \"$HOOK_OPTIONAL\"" "$d/etc-containerd/conf.d/vgpud.toml"
 	fi
 	# The cluster's registry, trusted through the cluster CA, as a node
 	# trusts a private registry.
@@ -487,6 +487,13 @@ restart_containerd() {
 	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 }
 
+# vgpud_bin prints the path of this clone's vgpud, built if missing.
+vgpud_bin() {
+	local vgpud=$here/../bin/vgpud
+	[ -x "$vgpud" ] || (cd "$here/.." && go build -o bin/vgpud .) >&2
+	echo "$vgpud"
+}
+
 # node_setup K remove|install takes vgpud's drop-in out of node K's
 # containerd imports or puts it back, as docs/install.md says, and
 # restarts containerd.
@@ -498,9 +505,7 @@ node_setup() {
 	esac
 	# The documented step itself: vgpud node-setup, as root on the node,
 	# then the restart it asks for.
-	local vgpud=$here/../bin/vgpud
-	[ -x "$vgpud" ] || (cd "$here/.." && go build -o bin/vgpud .)
-	"$vgpud" node-setup --runtime-config "containerd:$n_dir/etc-containerd/config.toml" "$2" >&2
+	"$(vgpud_bin)" node-setup --runtime-config "containerd:$n_dir/etc-containerd/config.toml" "$2" >&2
 	restart_containerd "$1"
 }
 
