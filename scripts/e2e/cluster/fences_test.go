@@ -131,6 +131,34 @@ spec:
 			t.Fatalf("an init container that asks for no GPU, with LD_PRELOAD: %v %s", err, out)
 		}
 		t.Log("an init container that asks for no GPU may set LD_PRELOAD and CUDA_VISIBLE_DEVICES")
+		// A pod that asks for no GPU at all is vgpud's business nowhere:
+		// created for real, it runs with its preload as written.
+		plain := `apiVersion: v1
+kind: Pod
+metadata: {name: cpu-jemalloc}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: vgpud.local/busybox:1
+    command: [sh, -c, "echo preload=$LD_PRELOAD; sleep 3600"]
+    env: [{name: LD_PRELOAD, value: /usr/lib/x86_64-linux-gnu/libjemalloc.so.2}]
+`
+		if out, err := asTenant(plain, "apply", "-f", "-"); err != nil {
+			t.Fatalf("a CPU pod that preloads jemalloc: %v %s", err, out)
+		}
+		e.waitRunning(t, fencesNS, []string{"cpu-jemalloc"}, 60*time.Second)
+		harness.Eventually(t, 30*time.Second, "the CPU pod's preload as written", func() error {
+			raw, err := e.kube.CoreV1().Pods(fencesNS).GetLogs("cpu-jemalloc", &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(strings.Split(string(raw), "\n"), "preload=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2") {
+				return fmt.Errorf("it printed %q", raw)
+			}
+			return nil
+		})
+		t.Log("a CPU pod that preloads jemalloc is admitted and runs with its LD_PRELOAD")
 		// What the webhook injects passes the policy that runs after it: a
 		// task priority (which reaches the container from the resource,
 		// not from env) and the core policy.
