@@ -25,7 +25,7 @@ func checkContainer(c *corev1.Container, names protocol.ResourceNames) (podmodel
 			"container %q is privileged and asks for %s; a privileged container sees every GPU, so vGPU limits cannot hold: drop securityContext.privileged or the vGPU resources",
 			c.Name, strings.Join(asked, ", ")))
 	}
-	for _, n := range names.All() {
+	for _, n := range append(names.All(), podmodel.MIGResources(c, names)...) {
 		l, okL := c.Resources.Limits[corev1.ResourceName(n)]
 		r, okR := c.Resources.Requests[corev1.ResourceName(n)]
 		if okL && okR && l.Cmp(r) != 0 {
@@ -48,9 +48,10 @@ func (p *Pods) mutateContainer(c *corev1.Container, r podmodel.ContainerRequest)
 		c.Resources.Limits = corev1.ResourceList{}
 	}
 	limits := c.Resources.Limits
+	all := append(names.All(), podmodel.MIGResources(c, names)...)
 	// The apiserver rejects an extended resource requested without a limit;
 	// a request alone is read as the limit.
-	for _, n := range names.All() {
+	for _, n := range all {
 		if q, ok := c.Resources.Requests[corev1.ResourceName(n)]; ok {
 			if _, ok := limits[corev1.ResourceName(n)]; !ok {
 				limits[corev1.ResourceName(n)] = q.DeepCopy()
@@ -58,7 +59,10 @@ func (p *Pods) mutateContainer(c *corev1.Container, r podmodel.ContainerRequest)
 		}
 	}
 	gpus := r.GPUs
-	if !r.HasGPUs {
+	if r.MIGProfile != "" {
+		// An instance of the profile, whole: no count or cores to default.
+		gpus = 0
+	} else if !r.HasGPUs {
 		gpus = DefaultGPUCount
 		limits[corev1.ResourceName(names.GPU)] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	}
@@ -79,7 +83,7 @@ func (p *Pods) mutateContainer(c *corev1.Container, r podmodel.ContainerRequest)
 	if c.Resources.Requests == nil {
 		c.Resources.Requests = corev1.ResourceList{}
 	}
-	for _, n := range names.All() {
+	for _, n := range all {
 		if q, ok := limits[corev1.ResourceName(n)]; ok {
 			c.Resources.Requests[corev1.ResourceName(n)] = q.DeepCopy()
 		}

@@ -148,16 +148,16 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 	}
 
 	// After mutation, like the scheduler: a defaulted GPU count counts.
-	if mode, err := podmodel.GPUModeOf(pod.Annotations); err != nil {
+	cs, err := podmodel.Requests(pod, names)
+	var mode podmodel.GPUMode
+	if err == nil {
+		mode, err = podmodel.ModeOf(pod.Annotations, cs)
+	}
+	if err == nil {
+		err = podmodel.CheckMode(mode, cs)
+	}
+	if err != nil {
 		return Verdict{Deny: err.Error(), Warnings: warnings}
-	} else if mode == podmodel.ModeMIG {
-		cs, err := podmodel.Requests(pod, names)
-		if err == nil {
-			err = podmodel.CheckMode(mode, cs)
-		}
-		if err != nil {
-			return Verdict{Deny: err.Error(), Warnings: warnings}
-		}
 	}
 
 	pod.Spec.SchedulerName = p.scheduler

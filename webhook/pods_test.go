@@ -88,6 +88,10 @@ func TestPodsAdmission(t *testing.T) {
 	}{
 		// Mutations; the expected pod is <name>.want.json.
 		{name: "mem_only_adds_gpu", want: patched},
+		{name: "mig_profile", want: patched},
+		{name: "mig_profile_and_gpumem", want: deny, msg: `container "train" asks nvidia.com/mig-1g.5gb and also nvidia.com/gpumem; ask one way`},
+		{name: "mig_profile_shared_mode", want: deny, msg: `container "train" asks MIG profile 1g.5gb, but the pod's annotations ask slices of GPUs not in MIG mode`},
+		{name: "mig_profile_two", want: deny, msg: `container "train": nvidia.com/mig-1g.5gb is 2; it must be within 1..1 (a process sees one MIG device`},
 		{name: "whole_card_exclusive_cores", want: patched},
 		{name: "whole_card_percentage_100", want: patched},
 		{name: "half_card_no_exclusive", want: patched},

@@ -46,6 +46,26 @@ func GPUModeOf(a map[string]string) (GPUMode, error) {
 	return ModeAny, nil
 }
 
+// ModeOf is the mode pod annotations a and its containers cs ask: a
+// container that asks a MIG profile by its resource makes the pod a MIG
+// pod, which an annotation may say too but not gainsay.
+func ModeOf(a map[string]string, cs []ContainerRequest) (GPUMode, error) {
+	m, err := GPUModeOf(a)
+	if err != nil {
+		return m, err
+	}
+	for _, c := range cs {
+		if c.MIGProfile == "" {
+			continue
+		}
+		if m == ModeShared {
+			return m, fmt.Errorf("container %q asks MIG profile %s, but the pod's annotations ask slices of GPUs not in MIG mode; drop %s (or %s), or set it to mig", c.Name, c.MIGProfile, protocol.AnnotationGPUMode, protocol.AnnotationGPUModeHAMi)
+		}
+		return ModeMIG, nil
+	}
+	return m, nil
+}
+
 // CheckMode refuses what mode cannot serve: a MIG instance is one CUDA
 // device, and CUDA enumerates only one MIG device per process, so under
 // ModeMIG each container asks one GPU.

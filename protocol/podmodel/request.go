@@ -3,6 +3,7 @@ package podmodel
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,11 +23,15 @@ type ContainerRequest struct {
 	Cores         int   // percent of each GPU's SMs, 0..100
 	Priority      int
 	HasPriority   bool
+	// MIGProfile is a MIG profile asked by its own resource
+	// (names.MIGResource), one instance of it; GPUs is then 1 and the
+	// pod is served in ModeMIG.
+	MIGProfile string
 }
 
 // Wants reports whether the container asks for any vGPU resource.
 func (c ContainerRequest) Wants() bool {
-	return c.GPUs > 0 || c.MemoryMiB > 0 || c.MemoryPercent > 0 || c.Cores > 0 || c.HasGPUs
+	return c.GPUs > 0 || c.MemoryMiB > 0 || c.MemoryPercent > 0 || c.Cores > 0 || c.HasGPUs || c.MIGProfile != ""
 }
 
 // Requests reads every container of pod in the order kubelet admits them:
@@ -46,8 +51,9 @@ func Requests(pod *corev1.Pod, names protocol.ResourceNames) ([]ContainerRequest
 }
 
 // VGPUNames lists the vGPU resources container c names in its limits or
-// requests, present even as 0; priority alone asks for no GPU and is not
-// among them. It looks only at which names are present, so it never fails.
+// requests, present even as 0, the per-profile MIG resources last;
+// priority alone asks for no GPU and is not among them. It looks only at
+// which names are present, so it never fails.
 func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
 	var out []string
 	for _, n := range vgpuResources(names) {
@@ -55,7 +61,7 @@ func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
 			out = append(out, n)
 		}
 	}
-	return out
+	return append(out, MIGResources(c, names)...)
 }
 
 // Wants reports whether any container of pod names a vGPU resource
@@ -67,6 +73,9 @@ func Wants(pod *corev1.Pod, names protocol.ResourceNames) bool {
 			if namesResource(c, n) {
 				return true
 			}
+		}
+		if namesMIG(c, names) {
+			return true
 		}
 	}
 	return false
@@ -131,6 +140,17 @@ func ContainerRequestOf(c *corev1.Container, names protocol.ResourceNames) (Cont
 	}
 	if r.HasGPUs && r.GPUs == 0 && (r.MemoryMiB > 0 || r.MemoryPercent > 0 || r.Cores > 0) {
 		return r, fmt.Errorf("container %q: %s is 0 but it asks for GPU memory or cores; set %s to 1 or more, or drop the other GPU resources", c.Name, names.GPU, names.GPU)
+	}
+	if r.MIGProfile, err = migProfile(c, names); err != nil {
+		return r, err
+	}
+	if r.MIGProfile != "" {
+		if r.HasGPUs || r.MemoryMiB > 0 || r.MemoryPercent > 0 || r.Cores > 0 {
+			return r, fmt.Errorf("container %q asks %s and also %s; ask one way: the profile's resource alone, or %s with %s or %s under %s: mig",
+				c.Name, names.MIGResource(r.MIGProfile), strings.Join(VGPUNames(c, names)[:len(VGPUNames(c, names))-1], ", "), names.GPU, names.GPUMem, names.GPUCores, protocol.AnnotationGPUMode)
+		}
+		r.GPUs = 1
+		return r, nil
 	}
 	// A zero count would be bound with an empty assignment that kubelet
 	// never allocates: on a guessing node such a pod held the node's

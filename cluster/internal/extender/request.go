@@ -60,7 +60,7 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 	if req.GPUPolicy, err = podmodel.GPUPolicyOf(a, d.GPUPolicy); err != nil {
 		return fit.Request{}, "", err
 	}
-	if req.Mode, err = podmodel.GPUModeOf(a); err != nil {
+	if req.Mode, err = podmodel.ModeOf(a, req.Containers); err != nil {
 		return fit.Request{}, "", err
 	}
 	if err := podmodel.CheckMode(req.Mode, req.Containers); err != nil {

@@ -11,7 +11,13 @@ import "github.com/vgpud/vgpud/protocol/podmodel"
 // the instance's Cores are its share of the parent's SMs.
 func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk podmodel.Peak, opts Options, rej *rejections) (candidate, bool) {
 	wantMem := memFor(c, g.MIG.GPUMemoryMiB, opts)
+	if c.MIGProfile != "" {
+		wantMem = 0 // the profile says it all
+	}
 	switch {
+	case c.MIGProfile != "" && c.MIGProfile != g.MIG.Profile:
+		rej.profile++
+		rej.wantProfile = c.MIGProfile
 	case !g.Used.Idle() || !pk.Total().Idle():
 		rej.exclusive++
 	case wantMem > g.MemoryMiB:

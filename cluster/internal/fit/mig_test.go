@@ -44,6 +44,10 @@ func TestMIGPlacement(t *testing.T) {
 		{"shared never takes an instance", podmodel.ModeShared, app("c", 1, 16000, 0), nil, "insufficient gpumem"},
 		{"nouse-gpuuuid of the MIG GPU excludes its instances", podmodel.ModeMIG, app("c", 1, 4000, 0), nil, "no gpu of the asked mode"},
 		{"no mode, two GPUs: only shared GPUs count", podmodel.ModeAny, app("c", 2, 1000, 0), nil, "no gpu of the asked mode"},
+		{"profile: that profile, though a smaller one is free", podmodel.ModeMIG, profile("c", "2g.10gb"), nil, "MIG-2g"},
+		{"profile: the largest, asked by name", podmodel.ModeMIG, profile("c", "3g.20gb"), nil, "MIG-3g"},
+		{"profile: held, no other profile instead", podmodel.ModeMIG, profile("c", "2g.10gb"), []string{"MIG-2g"}, "no free instance of the profile"},
+		{"profile: none of it on the node", podmodel.ModeMIG, profile("c", "7g.40gb"), nil, "no free instance of the profile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := migNode()
@@ -79,6 +83,10 @@ func TestMIGPlacement(t *testing.T) {
 			}
 		})
 	}
+}
+
+func profile(name, p string) podmodel.ContainerRequest {
+	return podmodel.ContainerRequest{Name: name, GPUs: 1, MIGProfile: p}
 }
 
 func TestMIGSliceRequiresItsFeature(t *testing.T) {
