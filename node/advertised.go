@@ -24,7 +24,7 @@ func advertised(devs []gpu.Device, inv protocol.Inventory) ([]deviceplugin.Adver
 			continue
 		}
 		for _, in := range d.MIG.Instances {
-			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: in.UUID, NUMA: d.NUMA, MemoryMiB: in.MemoryMiB, Parent: d.UUID})
+			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: in.UUID, NUMA: d.NUMA, MemoryMiB: in.MemoryMiB, Parent: d.UUID, Profile: in.Profile})
 		}
 	}
 	return gpus, uuids

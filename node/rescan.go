@@ -83,6 +83,9 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	p := a.build(gctx, lib, devs, pods, mode, tracker)
 	g.Go(func() error { return p.health.Run(gctx) })
 	g.Go(func() error { return p.server.Run(gctx) })
+	if p.profiles != nil {
+		g.Go(func() error { return p.profiles.Run(gctx) })
+	}
 	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
 	enforcer := a.newEnforcer(lib, devs, pods, events)
 	g.Go(func() error { return enforcer.Run(gctx) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -266,6 +267,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 // not yet running.
 type nodeParts struct {
 	server        *deviceplugin.Server
+	profiles      *deviceplugin.ProfileServers // nil where the runtime does not name pods
 	health        *health.Watcher
 	publisher     *inventory.Publisher
 	healthChanged chan protocol.Inventory // the newest inventory, for publisher
@@ -298,6 +300,14 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
 			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
 		})
+	}
+	switch {
+	case mode == protocol.IdentityRuntime:
+		parts.profiles = deviceplugin.NewProfileServers(p, gpus, a.resources, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, a.clock, a.log.With("component", "mig-profiles"))
+	case slices.ContainsFunc(gpus, func(g deviceplugin.AdvertisedGPU) bool { return g.Parent != "" }):
+		// Where kubelet's device IDs say which pod gets which instance,
+		// an instance counted under two resources could go to two pods.
+		a.log.Warn("MIG instances are offered under the GPU resource only: their profiles' own resources need the runtime hook (NRI), which names each container's pod")
 	}
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = parts.server, pods, ""

@@ -18,6 +18,9 @@ type AdvertisedGPU struct {
 	// Parent, for a MIG instance, is its GPU's UUID: the instance is one
 	// device, held whole, and healthy while its GPU is.
 	Parent string
+	// Profile, for a MIG instance, is its profile (1g.10gb), whose own
+	// resource offers it too (ProfileServers).
+	Profile string
 }
 
 // deviceID names the n-th virtual device of a GPU.

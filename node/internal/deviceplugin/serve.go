@@ -312,24 +312,28 @@ const predecessorWait = 15 * time.Second
 // under the same resource then would be undone by kubelet: when the old
 // plugin's stream ends, kubelet disconnects whichever client is
 // registered for the resource, by then the new one.
-func (s *Server) awaitPredecessor(path string) {
-	deadline := s.clock.Now().Add(predecessorWait)
+func (s *Server) awaitPredecessor(path string) { awaitPredecessor(s.clock, s.log, path) }
+
+// awaitPredecessor waits while another process serves on path, as
+// (*Server).awaitPredecessor says.
+func awaitPredecessor(clk clock.Clock, log *slog.Logger, path string) {
+	deadline := clk.Now().Add(predecessorWait)
 	waited := false
-	for s.clock.Now().Before(deadline) {
+	for clk.Now().Before(deadline) {
 		c, err := net.DialTimeout("unix", path, 200*time.Millisecond)
 		if err != nil {
 			break
 		}
 		_ = c.Close()
 		if !waited {
-			s.log.Info("a previous vgpud still serves the device-plugin socket; waiting for it to drain", "socket", path)
+			log.Info("a previous vgpud still serves the device-plugin socket; waiting for it to drain", "socket", path)
 			waited = true
 		}
-		<-s.clock.After(200 * time.Millisecond)
+		<-clk.After(200 * time.Millisecond)
 	}
 	if waited {
 		// Let kubelet see the old stream end before the new registration.
-		<-s.clock.After(500 * time.Millisecond)
+		<-clk.After(500 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,233 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpud/vgpud/kubeletapi"
+	"github.com/vgpud/vgpud/node/internal/kubeletwatch"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// ProfilePlugin offers one MIG profile's instances under the profile's
+// own resource (NVIDIA's "mixed" strategy, protocol.MIGProfiles). It
+// serves only where the runtime names pods: the runtime hook hands each
+// container the instance its assignment names, and kubelet's device IDs
+// here are bookkeeping, counted as the GPU resource's are.
+type ProfilePlugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+	resource  string
+	instances []string // the profile's instances on this node, by UUID
+	main      *Plugin  // its device list says which instances are healthy
+}
+
+// devices lists the profile's instances, healthy where the GPU
+// resource's plugin offers them (their GPU is healthy).
+func (p *ProfilePlugin) devices() ([]*pluginapi.Device, <-chan struct{}) {
+	all, changed := p.main.Devices()
+	offered := make(map[string]*pluginapi.Device, len(all))
+	for _, d := range all {
+		offered[d.ID] = d
+	}
+	out := make([]*pluginapi.Device, 0, len(p.instances))
+	for _, u := range p.instances {
+		d := &pluginapi.Device{ID: u, Health: pluginapi.Unhealthy}
+		if m, ok := offered[deviceID(u, 0)]; ok {
+			d.Health, d.Topology = pluginapi.Healthy, m.Topology
+		}
+		out = append(out, d)
+	}
+	return out, changed
+}
+
+// GetDevicePluginOptions asks kubelet for nothing extra.
+func (p *ProfilePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{}, nil
+}
+
+// ListAndWatch sends the instances, then again at every health change.
+func (p *ProfilePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
+	for {
+		devs, changed := p.devices()
+		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+			return fmt.Errorf("send %s devices to kubelet: %w", p.resource, err)
+		}
+		select {
+		case <-s.Context().Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// Allocate answers kubelet's bookkeeping: the runtime hook grants the
+// container its instance from the assignment, whichever IDs kubelet took.
+func (p *ProfilePlugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	resp := &pluginapi.AllocateResponse{}
+	for range req.ContainerRequests {
+		resp.ContainerResponses = append(resp.ContainerResponses, bookkeepingResponse())
+	}
+	return resp, nil
+}
+
+// GetPreferredAllocation is not offered (GetDevicePluginOptions).
+func (p *ProfilePlugin) GetPreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	return &pluginapi.PreferredAllocationResponse{}, nil
+}
+
+// PreStartContainer is not asked for.
+func (p *ProfilePlugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// ProfileServers serve a ProfilePlugin per MIG profile on this node, each
+// on its own socket beside the GPU resource's, and keep them registered
+// with kubelet.
+type ProfileServers struct {
+	dir     string
+	plugins []*ProfilePlugin
+	sockets []string // file names in dir, one per plugin
+	grpc    []*grpc.Server
+	clock   clock.WithTicker
+	log     *slog.Logger
+}
+
+// NewProfileServers groups gpus' MIG instances by profile; a profile
+// that names no resource vgpud's scheduler serves is left out and logged. mainSocket is the
+// GPU resource's socket, whose name the others extend.
+func NewProfileServers(main *Plugin, gpus []AdvertisedGPU, names protocol.ResourceNames, dir, mainSocket string, clk clock.WithTicker, log *slog.Logger) *ProfileServers {
+	s := &ProfileServers{dir: dir, clock: clk, log: log}
+	byProfile := map[string][]string{}
+	for _, g := range gpus {
+		if g.Parent == "" {
+			continue
+		}
+		if names.MIGResource(g.Profile) == "" || !protocol.KnownMIGProfile(g.Profile) {
+			log.Warn("MIG instance not offered under a resource of its profile", "instance", g.UUID, "profile", g.Profile, "reason", "not among the profiles vgpud's scheduler serves, or names no resource")
+			continue
+		}
+		byProfile[g.Profile] = append(byProfile[g.Profile], g.UUID)
+	}
+	base := strings.TrimSuffix(mainSocket, ".sock")
+	for _, profile := range slices.Sorted(maps.Keys(byProfile)) {
+		s.plugins = append(s.plugins, &ProfilePlugin{resource: names.MIGResource(profile), instances: byProfile[profile], main: main})
+		s.sockets = append(s.sockets, base+"-mig-"+profile+".sock")
+	}
+	s.grpc = make([]*grpc.Server, len(s.plugins))
+	return s
+}
+
+// Resources lists the resources served, one per profile.
+func (s *ProfileServers) Resources() []string {
+	out := make([]string, len(s.plugins))
+	for i, p := range s.plugins {
+		out[i] = p.resource
+	}
+	return out
+}
+
+// Run serves and registers every profile, and again whenever kubelet
+// restarts or removes one of the sockets, until ctx ends; then it stops
+// serving and removes the sockets.
+func (s *ProfileServers) Run(ctx context.Context) error {
+	if len(s.plugins) == 0 {
+		return nil
+	}
+	watch, err := kubeletwatch.New(s.dir, s.sockets[0])
+	if err != nil {
+		return fmt.Errorf("MIG profile plugins: %w", err)
+	}
+	events := make(chan kubeletwatch.Event, 16)
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- watch.Run(ctx, events) }()
+	defer s.stop()
+	for i := range s.plugins {
+		awaitPredecessor(s.clock, s.log, filepath.Join(s.dir, s.sockets[i]))
+	}
+	s.refresh(ctx, "start")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-watchErr:
+			if err != nil {
+				return fmt.Errorf("MIG profile plugins: %w", err)
+			}
+			return nil
+		case ev := <-events:
+			s.refresh(ctx, string(ev))
+		}
+	}
+}
+
+// refresh serves each profile whose socket is gone and registers every
+// one while kubelet listens; a failure is logged, and the next socket
+// event tries again.
+func (s *ProfileServers) refresh(ctx context.Context, trigger string) {
+	kubelet := filepath.Join(s.dir, "kubelet.sock")
+	for i, p := range s.plugins {
+		path := filepath.Join(s.dir, s.sockets[i])
+		if _, err := os.Stat(path); err != nil || s.grpc[i] == nil {
+			if err := s.serve(i, path); err != nil {
+				s.log.Error("MIG profile plugin not served", "resource", p.resource, "err", err)
+				continue
+			}
+		}
+		if _, err := os.Stat(kubelet); err != nil {
+			continue
+		}
+		err := kubeletapi.Register(ctx, kubelet, kubeletapi.Registration{Endpoint: s.sockets[i], ResourceName: p.resource})
+		if err != nil {
+			s.log.Error("MIG profile plugin not registered; waiting for kubelet to restart or the socket to be removed", "resource", p.resource, "trigger", trigger, "err", err)
+			continue
+		}
+		s.log.Info("registered with kubelet", "resource", p.resource, "instances", len(p.instances), "trigger", trigger)
+	}
+}
+
+func (s *ProfileServers) serve(i int, path string) error {
+	if s.grpc[i] != nil {
+		s.grpc[i].Stop()
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	g := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(g, s.plugins[i])
+	go func() {
+		if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("MIG profile plugin server stopped", "resource", s.plugins[i].resource, "err", err)
+		}
+	}()
+	s.grpc[i] = g
+	return nil
+}
+
+// stop ends every server and removes its socket: kubelet then counts the
+// profile's devices as gone.
+func (s *ProfileServers) stop() {
+	for i, g := range s.grpc {
+		if g == nil {
+			continue
+		}
+		g.Stop()
+		s.grpc[i] = nil
+		_ = os.Remove(filepath.Join(s.dir, s.sockets[i]))
+	}
+}
