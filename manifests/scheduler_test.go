@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"testing"
 
@@ -39,5 +41,24 @@ func TestSchedulerManagesEveryResourceVgpudServes(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("managedResources (name: ignoredByScheduler)\n got %v\nwant %v", got, want)
+	}
+}
+
+// The scheduler's pod template carries the hash of its configuration as
+// shipped, so that kubectl apply of a release whose configuration changed
+// rolls kube-scheduler, which reads it only at start.
+func TestSchedulerConfigHash(t *testing.T) {
+	all := objects(t, install)
+	data, _ := all["ConfigMap/vgpud-scheduler"]["data"].(map[string]any)
+	raw, _ := data["config.yaml"].(string)
+	sum := sha256.Sum256([]byte(raw))
+	want := hex.EncodeToString(sum[:8])
+	d := all["Deployment/vgpud-scheduler"]
+	spec, _ := d["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	meta, _ := tmpl["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	if got := ann["vgpud.io/scheduler-config"]; got != want {
+		t.Errorf("vgpud-scheduler's template says vgpud.io/scheduler-config %v; its configuration hashes to %q: write that", got, want)
 	}
 }

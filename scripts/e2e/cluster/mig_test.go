@@ -24,6 +24,8 @@ import (
 // at create. The node role restarts in the middle: the running pods keep
 // their instances, and a freed instance goes to the waiting pod. The
 // namespace is charged each instance's memory and share of the SMs.
+// Each profile is also a resource of its own (nvidia.com/mig-2g.10gb),
+// which a pod may ask instead, as it would of NVIDIA's plugin.
 func staticMIG(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	const ns, node = "e2e-mig", "vgpud-node-3"
@@ -41,6 +43,9 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	// kubelet counts each instance once beside the L4s' slices (once
 	// the last scenario's GPU put back reached it too).
 	harness.Eventually(t, 60*time.Second, "kubelet told of every device", func() error { return e.advertising(node) })
+	// And each profile under a resource of its own, NVIDIA's mixed way.
+	profilesAdvertised := func() error { return e.profileResources(node, byProfile) }
+	harness.Eventually(t, 60*time.Second, "each MIG profile a resource of its own", profilesAdvertised)
 	tenant := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
 	pod := func(name string, limits, annotations map[string]string) *corev1.Pod {
 		p := gpuPod(name, limits, annotations)
@@ -71,6 +76,11 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	_, err := tenant.CoreV1().Pods(ns).Create(ctx, pod("two", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, mig), metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "a process sees one MIG device") {
 		t.Fatalf("two MIG devices in one container: %v", err)
+	}
+	// A profile vgpud's scheduler does not serve is refused, naming those it does.
+	_, err = tenant.CoreV1().Pods(ns).Create(ctx, pod("unknown", map[string]string{"nvidia.com/mig-9g.99gb": "1"}, nil), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "a MIG profile vgpud's scheduler is not configured for; it serves 1g.5gb") {
+		t.Fatalf("an unknown profile: %v", err)
 	}
 	// Three sizes, smallest first so no pod takes a larger instance than
 	// it needs: 4000 MiB, 9000 MiB (HAMi's annotation), 40% of the GPU.
@@ -148,7 +158,10 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 		if !podReady(np) {
 			return fmt.Errorf("%s not ready", np.Name)
 		}
-		return e.advertising(node)
+		if err := e.advertising(node); err != nil {
+			return err
+		}
+		return profilesAdvertised()
 	})
 	if again := e.inventory(t, node); len(again.MIG) != 1 || fmt.Sprint(again.MIG[0].Instances) != fmt.Sprint(parent.Instances) {
 		t.Fatalf("after the restart, MIG %+v; want the same instances", again.MIG)
@@ -165,10 +178,47 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	if s := sliceOf("fourth"); s.UUID != byProfile["1g.5gb"].UUID {
 		t.Errorf("fourth got %s, want the freed 1g.5gb %s", s.UUID, byProfile["1g.5gb"].UUID)
 	}
+
+	// A profile asked by its own resource, as a pod written for NVIDIA's
+	// mixed strategy does, no annotation: the freed 2g.10gb is taken, and
+	// a 3g.20gb, still held, waits saying so.
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "medium", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	create(pod("by-profile", map[string]string{"nvidia.com/mig-2g.10gb": "1"}, nil))
+	create(pod("by-profile-held", map[string]string{"nvidia.com/mig-3g.20gb": "1"}, nil))
+	e.waitRunning(t, ns, []string{"by-profile"}, 120*time.Second)
+	in := byProfile["2g.10gb"]
+	if s := sliceOf("by-profile"); s.UUID != in.UUID || !s.MIG || s.MemoryMiB != in.MemoryMiB {
+		t.Errorf("by-profile got %+v; want the 2g.10gb instance %s whole", s, in.UUID)
+	}
+	if env := e.containerEnv(t, ns, "by-profile"); env[protocol.EnvVisibleDevices] != in.UUID {
+		t.Errorf("by-profile's container sees %v; want only %s", env, in.UUID)
+	}
+	harness.Eventually(t, 60*time.Second, "a held profile waits, saying so", func() error {
+		return e.eventSays(ns, "by-profile-held", "needs a MIG 3g.20gb instance")
+	})
+	t.Log("nvidia.com/mig-2g.10gb: 1 got the 2g.10gb instance; nvidia.com/mig-3g.20gb: 1 waits while the 3g.20gb is held")
 	if over := oversubscribed(t, e); len(over) > 0 {
 		t.Errorf("double-booked: %v", over)
 	}
-	for _, name := range []string{"medium", "large", "fourth"} {
+	for _, name := range []string{"large", "fourth", "by-profile", "by-profile-held"} {
 		_ = e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}
+}
+
+// profileResources says whether kubelet on node counts each instance of
+// byProfile under its profile's own resource.
+func (e env) profileResources(node string, byProfile map[string]protocol.MIGInstance) error {
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for profile := range byProfile {
+		res := corev1.ResourceName(protocol.DefaultResourceNames().MIGResource(profile))
+		if q := n.Status.Allocatable[res]; q.Value() != 1 {
+			return fmt.Errorf("node %s: allocatable %s %s, want 1", node, res, q.String())
+		}
+	}
+	return nil
 }
