@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -111,7 +112,7 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	for _, gone := range []string{"vgpud-system", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/priority", "'nvidia.com/gpu'", "{name: nvidia.com/gpu,", "schedulerName: vgpud-scheduler", "== 'vgpud-scheduler')", "'default-scheduler', 'vgpud-scheduler'"} {
+	for _, gone := range []string{"vgpud-system", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/priority", "'nvidia.com/gpu'", "{name: nvidia.com/gpu,", "schedulerName: vgpud-scheduler", "== 'vgpud-scheduler')", "'default-scheduler', 'vgpud-scheduler'", "nvidia.com/mig-"} {
 		if strings.Contains(text, gone) {
 			t.Errorf("rendered with other names, the chart still says %q", gone)
 		}
@@ -122,10 +123,17 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 		`{"name":"VGPUD_SCHEDULER_NAME","value":"gpu-sched"}`, `{"name":"VGPUD_NRI_EXEMPT_NAMESPACES","value":"gpu-share,gpu-operator,dcgm"}`,
 		`{"name":"VGPUD_RESOURCE_GPUMEM_PERCENTAGE","value":"example.com/vgpu-mem-pct"}`, `{"name":"VGPUD_RESOURCE_PRIORITY","value":"example.com/vgpu-prio"}`,
 		`"values":["gpu-share","gpu-operator","dcgm"]`, "{{ $labels.uuid }}",
+		"r.startsWith('example.com/mig-')", "name: example.com/mig-1g.5gb, ignoredByScheduler: false",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("rendered with other names, the chart lacks %q", want)
 		}
+	}
+	// Other names make another scheduler configuration, which rolls it.
+	tmpl, _ := got["Deployment/vgpud-scheduler"]["spec"].(map[string]any)["template"].(map[string]any)
+	ann, _ := tmpl["metadata"].(map[string]any)["annotations"].(map[string]any)
+	if h, _ := ann["vgpud.io/scheduler-config"].(string); !regexp.MustCompile(`^[0-9a-f]{16}-[0-9a-f]{8}$`).MatchString(h) {
+		t.Errorf("with other names the scheduler's config hash is %q; want the manifest's and a suffix of the names", h)
 	}
 	for _, key := range []string{"ServiceMonitor/vgpud", "PrometheusRule/vgpud", "Service/vgpud-metrics"} {
 		if _, ok := got[key]; !ok {

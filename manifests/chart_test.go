@@ -2,8 +2,11 @@ package manifests
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // The Helm chart's templates are generated from the files users apply:
@@ -51,6 +54,10 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             {{- toYaml . | nindent 12 }}
             {{- end }}
 `
+
+// schedulerDefaults is what the scheduler's configuration is made of
+// with the chart's defaults, as its template prints it.
+const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu","gpucores":"nvidia.com/gpucores","gpumem":"nvidia.com/gpumem","gpumemPercentage":"nvidia.com/gpumem-percentage","priority":"nvidia.com/priority"}`
 
 func installEdits() []edit {
 	res := func(name, key string) []edit {
@@ -100,6 +107,17 @@ func installEdits() []edit {
 	edits = append(edits, res("nvidia.com/gpucores", "gpucores")...)
 	edits = append(edits, res("nvidia.com/gpu", "gpu")...)
 	edits = append(edits, edit{"{name: nvidia.com/priority,", "{name: {{ .Values.resourceNames.priority }},", 1})
+	// The per-profile MIG resources: the GPU resource's domain, then
+	// "/mig-" (protocol.ResourceNames.MIGPrefix).
+	mig := `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/mig-`
+	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 10}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(protocol.MIGProfiles())})
+	// The scheduler's configuration names the namespace, the scheduler
+	// and the resources: where those are not the defaults, its hash
+	// grows a suffix of them, so that changing them rolls the scheduler.
+	hash := regexp.MustCompile(`vgpud.io/scheduler-config: "([0-9a-f]+)"`).FindStringSubmatch(install)
+	if hash != nil {
+		edits = append(edits, edit{hash[0], `vgpud.io/scheduler-config: "` + hash[1] + `{{ $in := printf "%s|%s|%s" .Release.Namespace .Values.schedulerName (toJson .Values.resourceNames) }}{{ if ne $in ` + "`" + schedulerDefaults + "`" + ` }}-{{ $in | sha256sum | trunc 8 }}{{ end }}"`, 1})
+	}
 	return edits
 }
 

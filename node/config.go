@@ -41,6 +41,9 @@ type Config struct {
 	// RescanInterval is how often the node looks for GPUs added or gone
 	// (rescan.go); 0 never.
 	RescanInterval time.Duration `json:"-"`
+	// MIGProfileResources offers each MIG profile as a resource of its
+	// own (deviceplugin.ProfileServers), where the runtime names pods.
+	MIGProfileResources bool `json:"-"`
 	// InterposerDir is a host directory with HAMi-core's libvgpu.so to mount
 	// into GPU containers; "" mounts nothing.
 	InterposerDir string `json:"-"`
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		HealthIgnoreXIDs:    health.DefaultIgnoredXIDs,
 		HealthRecovery:      5 * time.Minute,
 		RescanInterval:      30 * time.Second,
+		MIGProfileResources: true,
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
 		RuntimeConfig:       "containerd:/etc/containerd/config.toml",

@@ -24,6 +24,7 @@ const (
 	flagHealthIgnoreXIDs    = "health-ignore-xids"
 	flagHealthRecovery      = "health-recovery"
 	flagRescanInterval      = "rescan-interval"
+	flagMIGProfileResources = "mig-profile-resources"
 	flagInterposerDir       = "interposer-dir"
 	flagAllocateWait        = "allocate-wait"
 	flagPodResourcesSocket  = "pod-resources-socket"
@@ -73,6 +74,7 @@ func (c *Config) Flags() []cli.Flag {
 			Action: func(_ *cli.Context, v []uint64) error { c.HealthIgnoreXIDs = v; return nil }},
 		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},
 		&cli.DurationFlag{Name: flagRescanInterval, Usage: "how often the node looks for GPUs added or gone (the NVIDIA driver's PCI devices in sysfs) and, on a change, serves what is there now; 0 never", Value: c.RescanInterval, Destination: &c.RescanInterval},
+		&cli.BoolFlag{Name: flagMIGProfileResources, Usage: "offer each MIG profile as a resource of its own (nvidia.com/mig-1g.10gb, NVIDIA's mixed strategy) where the runtime hook names pods; false beside NVIDIA's device plugin serving those names", Value: c.MIGProfileResources, Destination: &c.MIGProfileResources},
 		&cli.StringFlag{Name: flagInterposerDir, Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", Value: c.InterposerDir, Destination: &c.InterposerDir},
 		&cli.DurationFlag{Name: flagAllocateWait, Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + MaxAllocateWait.String() + ")", Value: c.AllocateWait, Destination: &c.AllocateWait},
 		&cli.StringFlag{Name: flagPodResourcesSocket, Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", Value: c.PodResourcesSocket, Destination: &c.PodResourcesSocket},

@@ -82,9 +82,16 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	g, gctx := errgroup.WithContext(gctx)
 	p := a.build(gctx, lib, devs, pods, mode, tracker)
 	g.Go(func() error { return p.health.Run(gctx) })
-	g.Go(func() error { return p.server.Run(gctx) })
+	// The profiles' plugins stop only once the GPU resource's has
+	// drained: a pod bound while it drains finds their devices too.
+	pctx, pstop := context.WithCancel(context.WithoutCancel(gctx))
+	defer pstop()
+	g.Go(func() error {
+		defer pstop()
+		return p.server.Run(gctx)
+	})
 	if p.profiles != nil {
-		g.Go(func() error { return p.profiles.Run(gctx) })
+		g.Go(func() error { return p.profiles.Run(pctx) })
 	}
 	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
 	enforcer := a.newEnforcer(lib, devs, pods, events)

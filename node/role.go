@@ -302,6 +302,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		})
 	}
 	switch {
+	case !a.cfg.MIGProfileResources:
 	case mode == protocol.IdentityRuntime:
 		parts.profiles = deviceplugin.NewProfileServers(p, gpus, a.resources, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, a.clock, a.log.With("component", "mig-profiles"))
 	case slices.ContainsFunc(gpus, func(g deviceplugin.AdvertisedGPU) bool { return g.Parent != "" }):

@@ -136,7 +136,6 @@ type rejections struct {
 	wantMem                                                          int64
 	wantCores                                                        int
 	profile                                                          int // MIG instances of another profile
-	wantProfile                                                      string
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
@@ -275,14 +274,10 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		return &Reason{Kind: "insufficient gpucores", Text: fmt.Sprintf("%s with %d cores; largest free %d < %d", need, r.wantCores, r.largestFreeCores, r.wantCores)}
 	case r.slot > 0:
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
-	case r.exclusive > 0 && r.profile == 0:
+	case r.exclusive > 0 && c.MIGProfile == "":
 		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
-	case r.profile > 0:
-		busy := ""
-		if r.exclusive > 0 {
-			busy = fmt.Sprintf(", and %d of that profile held", r.exclusive)
-		}
-		return &Reason{Kind: "no free instance of the profile", Text: fmt.Sprintf("container %q needs a MIG %s instance; %d instance(s) are of other profiles%s", c.Name, r.wantProfile, r.profile, busy)}
+	case c.MIGProfile != "" && (r.profile > 0 || r.exclusive > 0):
+		return &Reason{Kind: "no free instance of the profile", Text: fmt.Sprintf("container %q needs a MIG %s instance; %d of that profile held, %d of other profiles", c.Name, c.MIGProfile, r.exclusive, r.profile)}
 	case r.mode > 0:
 		// Before the selectors: a GPU of the other mode had passed them,
 		// and the mode is what the pod would change.

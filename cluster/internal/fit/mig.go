@@ -17,7 +17,6 @@ func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk pod
 	switch {
 	case c.MIGProfile != "" && c.MIGProfile != g.MIG.Profile:
 		rej.profile++
-		rej.wantProfile = c.MIGProfile
 	case !g.Used.Idle() || !pk.Total().Idle():
 		rej.exclusive++
 	case wantMem > g.MemoryMiB:

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -31,6 +33,29 @@ type ProfilePlugin struct {
 	resource  string
 	instances []string // the profile's instances on this node, by UUID
 	main      *Plugin  // its device list says which instances are healthy
+
+	mu      sync.Mutex
+	streams int           // ListAndWatch streams open
+	ended   chan struct{} // told (never blocking) when one ends
+}
+
+// open reports how many ListAndWatch streams kubelet holds.
+func (p *ProfilePlugin) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.streams
+}
+
+func (p *ProfilePlugin) countStream(delta int) {
+	p.mu.Lock()
+	p.streams += delta
+	p.mu.Unlock()
+	if delta < 0 {
+		select {
+		case p.ended <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // devices lists the profile's instances, healthy where the GPU
@@ -59,6 +84,8 @@ func (p *ProfilePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty
 
 // ListAndWatch sends the instances, then again at every health change.
 func (p *ProfilePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
+	p.countStream(1)
+	defer p.countStream(-1)
 	for {
 		devs, changed := p.devices()
 		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
@@ -100,6 +127,8 @@ type ProfileServers struct {
 	plugins []*ProfilePlugin
 	sockets []string // file names in dir, one per plugin
 	grpc    []*grpc.Server
+	ended   chan struct{} // a ListAndWatch stream of some plugin ended
+	retry   time.Duration // retryGone; shorter in tests
 	clock   clock.WithTicker
 	log     *slog.Logger
 }
@@ -108,7 +137,7 @@ type ProfileServers struct {
 // that names no resource vgpud's scheduler serves is left out and logged. mainSocket is the
 // GPU resource's socket, whose name the others extend.
 func NewProfileServers(main *Plugin, gpus []AdvertisedGPU, names protocol.ResourceNames, dir, mainSocket string, clk clock.WithTicker, log *slog.Logger) *ProfileServers {
-	s := &ProfileServers{dir: dir, clock: clk, log: log}
+	s := &ProfileServers{dir: dir, retry: retryGone, clock: clk, log: log}
 	byProfile := map[string][]string{}
 	for _, g := range gpus {
 		if g.Parent == "" {
@@ -121,8 +150,9 @@ func NewProfileServers(main *Plugin, gpus []AdvertisedGPU, names protocol.Resour
 		byProfile[g.Profile] = append(byProfile[g.Profile], g.UUID)
 	}
 	base := strings.TrimSuffix(mainSocket, ".sock")
+	s.ended = make(chan struct{}, 1)
 	for _, profile := range slices.Sorted(maps.Keys(byProfile)) {
-		s.plugins = append(s.plugins, &ProfilePlugin{resource: names.MIGResource(profile), instances: byProfile[profile], main: main})
+		s.plugins = append(s.plugins, &ProfilePlugin{resource: names.MIGResource(profile), instances: byProfile[profile], main: main, ended: s.ended})
 		s.sockets = append(s.sockets, base+"-mig-"+profile+".sock")
 	}
 	s.grpc = make([]*grpc.Server, len(s.plugins))
@@ -139,13 +169,15 @@ func (s *ProfileServers) Resources() []string {
 }
 
 // Run serves and registers every profile, and again whenever kubelet
-// restarts or removes one of the sockets, until ctx ends; then it stops
-// serving and removes the sockets.
+// restarts, removes a socket, or drops a plugin, until ctx ends; then it
+// stops serving, which removes the sockets. Its caller ends it after
+// the GPU resource's plugin has drained, so that a pod bound meanwhile
+// finds its profile's devices still there.
 func (s *ProfileServers) Run(ctx context.Context) error {
 	if len(s.plugins) == 0 {
 		return nil
 	}
-	watch, err := kubeletwatch.New(s.dir, s.sockets[0])
+	watch, err := kubeletwatch.New(s.dir, s.sockets...)
 	if err != nil {
 		return fmt.Errorf("MIG profile plugins: %w", err)
 	}
@@ -156,7 +188,10 @@ func (s *ProfileServers) Run(ctx context.Context) error {
 	for i := range s.plugins {
 		awaitPredecessor(s.clock, s.log, filepath.Join(s.dir, s.sockets[i]))
 	}
-	s.refresh(ctx, "start")
+	var retry <-chan time.Time
+	if !s.refresh(ctx, "start") {
+		retry = s.clock.After(s.retry)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,34 +202,81 @@ func (s *ProfileServers) Run(ctx context.Context) error {
 			}
 			return nil
 		case ev := <-events:
-			s.refresh(ctx, string(ev))
+			if !s.refresh(ctx, string(ev)) {
+				retry = s.clock.After(s.retry)
+			}
+		case <-s.ended:
+			// kubelet dropped a plugin, or is restarting (whose socket
+			// events then register again): look again in a while.
+			retry = s.clock.After(s.retry)
+		case <-retry:
+			retry = nil
+			if s.dropped() && !s.refresh(ctx, "stream ended") {
+				retry = s.clock.After(s.retry)
+			}
 		}
 	}
 }
 
+// dropped reports whether some plugin has no stream while kubelet
+// listens and its socket is there: kubelet dropped it, or never took its
+// registration.
+func (s *ProfileServers) dropped() bool {
+	c, err := net.DialTimeout("unix", filepath.Join(s.dir, "kubelet.sock"), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	for i, p := range s.plugins {
+		if _, err := os.Stat(filepath.Join(s.dir, s.sockets[i])); err == nil && p.open() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // refresh serves each profile whose socket is gone and registers every
-// one while kubelet listens; a failure is logged, and the next socket
-// event tries again.
-func (s *ProfileServers) refresh(ctx context.Context, trigger string) {
+// one while kubelet listens; false means one failed and is worth another
+// try. A remove event for a socket serve has already replaced is our own
+// doing, and changes nothing.
+func (s *ProfileServers) refresh(ctx context.Context, trigger string) bool {
+	if trigger == string(kubeletwatch.SocketRemoved) && s.allServed() {
+		return true
+	}
 	kubelet := filepath.Join(s.dir, "kubelet.sock")
+	ok := true
 	for i, p := range s.plugins {
 		path := filepath.Join(s.dir, s.sockets[i])
 		if _, err := os.Stat(path); err != nil || s.grpc[i] == nil {
 			if err := s.serve(i, path); err != nil {
 				s.log.Error("MIG profile plugin not served", "resource", p.resource, "err", err)
+				ok = false
 				continue
 			}
 		}
 		if _, err := os.Stat(kubelet); err != nil {
-			continue
+			continue // kubelet.sock's creation registers it
 		}
 		err := kubeletapi.Register(ctx, kubelet, kubeletapi.Registration{Endpoint: s.sockets[i], ResourceName: p.resource})
 		if err != nil {
-			s.log.Error("MIG profile plugin not registered; waiting for kubelet to restart or the socket to be removed", "resource", p.resource, "trigger", trigger, "err", err)
+			s.log.Error("MIG profile plugin not registered; trying again", "resource", p.resource, "trigger", trigger, "err", err)
+			ok = false
 			continue
 		}
 		s.log.Info("registered with kubelet", "resource", p.resource, "instances", len(p.instances), "trigger", trigger)
 	}
+	return ok
+}
+
+// allServed reports whether every socket is there, served by this
+// process.
+func (s *ProfileServers) allServed() bool {
+	for i := range s.plugins {
+		if _, err := os.Stat(filepath.Join(s.dir, s.sockets[i])); err != nil || s.grpc[i] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *ProfileServers) serve(i int, path string) error {
@@ -219,7 +301,9 @@ func (s *ProfileServers) serve(i int, path string) error {
 	return nil
 }
 
-// stop ends every server and removes its socket: kubelet then counts the
+// stop ends every server; closing its listener unlinks its socket (Go's
+// default), before a successor waiting on it can listen there, so no
+// removal after it can take the successor's. kubelet then counts the
 // profile's devices as gone.
 func (s *ProfileServers) stop() {
 	for i, g := range s.grpc {
@@ -228,6 +312,5 @@ func (s *ProfileServers) stop() {
 		}
 		g.Stop()
 		s.grpc[i] = nil
-		_ = os.Remove(filepath.Join(s.dir, s.sockets[i]))
 	}
 }

@@ -31,6 +31,7 @@ func TestProfileServersAgainstFakeKubelet(t *testing.T) {
 	}
 	main := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	s := NewProfileServers(main, gpus, protocol.DefaultResourceNames(), dir, "vgpud.sock", clock.RealClock{}, quietLog())
+	s.retry = 50 * time.Millisecond
 	if got := s.Resources(); !slices.Equal(got, []string{"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}) {
 		t.Fatalf("resources %v", got)
 	}
@@ -61,6 +62,19 @@ func TestProfileServersAgainstFakeKubelet(t *testing.T) {
 	}
 	if l := byCount[2]; len(l) != 2 || l[0].ID != "MIG-a" || l[1].ID != "MIG-b" || l[0].Health != pluginapi.Healthy {
 		t.Fatalf("the 1g.5gb list: %v", byCount)
+	}
+	if l := byCount[1]; len(l) != 1 || l[0].ID != "MIG-c" || l[0].Health != pluginapi.Healthy {
+		t.Fatalf("the 3g.20gb list: %v", byCount)
+	}
+
+	// kubelet drops the plugins' streams while it keeps serving: they
+	// register again on their own.
+	kubelet.DropStreams()
+	if got := registered(); !maps.Equal(got, want) {
+		t.Fatalf("after kubelet dropped them: %v", got)
+	}
+	for range 2 {
+		recv(t, lists)
 	}
 
 	// The parent GPU unhealthy: every instance of it, each resource.

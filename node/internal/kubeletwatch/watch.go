@@ -23,13 +23,13 @@ const (
 type Watcher struct {
 	fs      *fsnotify.Watcher
 	dir     string
-	kubelet string // kubelet's socket
-	own     string // the plugin's socket
+	kubelet string          // kubelet's socket
+	own     map[string]bool // the plugin's sockets
 }
 
-// New starts watching dir, in which the plugin serves pluginSocket: an
+// New starts watching dir, in which the plugin serves pluginSockets: an
 // event from when New returns on is reported by Run.
-func New(dir, pluginSocket string) (*Watcher, error) {
+func New(dir string, pluginSockets ...string) (*Watcher, error) {
 	fs, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
@@ -38,7 +38,11 @@ func New(dir, pluginSocket string) (*Watcher, error) {
 		_ = fs.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	return &Watcher{fs: fs, dir: dir, kubelet: filepath.Join(dir, "kubelet.sock"), own: filepath.Join(dir, pluginSocket)}, nil
+	own := make(map[string]bool, len(pluginSockets))
+	for _, s := range pluginSockets {
+		own[filepath.Join(dir, s)] = true
+	}
+	return &Watcher{fs: fs, dir: dir, kubelet: filepath.Join(dir, "kubelet.sock"), own: own}, nil
 }
 
 // Run reports events until ctx ends, then stops watching; errors of the
@@ -56,7 +60,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- Event) error {
 			switch {
 			case ev.Name == w.kubelet && ev.Has(fsnotify.Create):
 				e = KubeletRestarted
-			case ev.Name == w.own && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
+			case w.own[ev.Name] && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
 				e = SocketRemoved
 			default:
 				continue
