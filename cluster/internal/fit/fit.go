@@ -153,6 +153,9 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 	default:
 		cands = make([]candidate, 0, k)
 	}
+	// Fitting GPUs per NUMA node, for an answer bound to one: enough on
+	// one ends the loop (anyNUMAHas decides past the array).
+	var perNUMA [8]int
 	for i := range n.GPUs {
 		g := &n.GPUs[i] // not a copy: this loop runs per GPU of every node a /filter considers
 		switch {
@@ -225,6 +228,11 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA, own: !cur.Idle()})
 			if answerOnly && !req.SingleNUMA && len(cands) == c.GPUs {
 				return podmodel.ContainerPlacement{}, nil // enough: the rest cannot make it a no
+			}
+			if answerOnly && req.SingleNUMA && g.NUMA >= 0 && g.NUMA < len(perNUMA) {
+				if perNUMA[g.NUMA]++; perNUMA[g.NUMA] == c.GPUs {
+					return podmodel.ContainerPlacement{}, nil // enough on one NUMA node
+				}
 			}
 		}
 	}
