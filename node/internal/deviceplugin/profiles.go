@@ -2,11 +2,9 @@ package deviceplugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,11 +220,9 @@ func (s *ProfileServers) Run(ctx context.Context) error {
 // listens and its socket is there: kubelet dropped it, or never took its
 // registration.
 func (s *ProfileServers) dropped() bool {
-	c, err := net.DialTimeout("unix", filepath.Join(s.dir, "kubelet.sock"), 200*time.Millisecond)
-	if err != nil {
+	if !kubeletAnswers(s.dir) {
 		return false
 	}
-	_ = c.Close()
 	for i, p := range s.plugins {
 		if _, err := os.Stat(filepath.Join(s.dir, s.sockets[i])); err == nil && p.open() == 0 {
 			return true
@@ -283,20 +279,10 @@ func (s *ProfileServers) serve(i int, path string) error {
 	if s.grpc[i] != nil {
 		s.grpc[i].Stop()
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket: %w", err)
-	}
-	l, err := net.Listen("unix", path)
+	g, err := servePlugin(path, s.plugins[i], s.log.With("resource", s.plugins[i].resource))
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", path, err)
+		return err
 	}
-	g := grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(g, s.plugins[i])
-	go func() {
-		if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("MIG profile plugin server stopped", "resource", s.plugins[i].resource, "err", err)
-		}
-	}()
 	s.grpc[i] = g
 	return nil
 }

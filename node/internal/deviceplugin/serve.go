@@ -164,7 +164,12 @@ func (s *Server) kubeletListening() bool {
 	if _, err := os.Stat(filepath.Join(s.dir, s.socket)); err != nil {
 		return false
 	}
-	c, err := net.DialTimeout("unix", filepath.Join(s.dir, "kubelet.sock"), 200*time.Millisecond)
+	return kubeletAnswers(s.dir)
+}
+
+// kubeletAnswers reports whether kubelet answers on its socket in dir now.
+func kubeletAnswers(dir string) bool {
+	c, err := net.DialTimeout("unix", filepath.Join(dir, "kubelet.sock"), 200*time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -285,22 +290,32 @@ func (s *Server) serve(path string) error {
 		s.awaitPredecessor(path)
 	}
 	s.stop()
+	g, err := servePlugin(path, s.plugin, s.log.With("resource", s.plugin.opts.Resources.GPU))
+	if err != nil {
+		return err
+	}
+	s.grpc = g
+	return nil
+}
+
+// servePlugin serves plugin on the unix socket path, in place of any
+// stale socket there; the server's errors are logged to log.
+func servePlugin(path string, plugin pluginapi.DevicePluginServer, log *slog.Logger) (*grpc.Server, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket: %w", err)
+		return nil, fmt.Errorf("remove stale socket: %w", err)
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", path, err)
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	g := grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(g, s.plugin)
+	pluginapi.RegisterDevicePluginServer(g, plugin)
 	go func() {
 		if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("device plugin server stopped", "err", err)
+			log.Error("device plugin server stopped", "err", err)
 		}
 	}()
-	s.grpc = g
-	return nil
+	return g, nil
 }
 
 // predecessorWait bounds the wait for a previous process of this plugin
