@@ -146,8 +146,9 @@ func ContainerRequestOf(c *corev1.Container, names protocol.ResourceNames) (Cont
 	}
 	if r.MIGProfile != "" {
 		if r.HasGPUs || r.MemoryMiB > 0 || r.MemoryPercent > 0 || r.Cores > 0 {
+			asked := VGPUNames(c, names) // the profile's resource last
 			return r, fmt.Errorf("container %q asks %s and also %s; ask one way: the profile's resource alone, or %s with %s or %s under %s: mig",
-				c.Name, names.MIGResource(r.MIGProfile), strings.Join(VGPUNames(c, names)[:len(VGPUNames(c, names))-1], ", "), names.GPU, names.GPUMem, names.GPUCores, protocol.AnnotationGPUMode)
+				c.Name, names.MIGResource(r.MIGProfile), strings.Join(asked[:len(asked)-1], ", "), names.GPU, names.GPUMem, names.GPUCores, protocol.AnnotationGPUMode)
 		}
 		r.GPUs = 1
 		return r, nil

@@ -51,24 +51,7 @@ func gpuChains(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 		e.waitRunning(t, ns, []string{name}, 90*time.Second)
-		got, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
-		if err != nil || len(a.Containers) != 1 {
-			t.Fatalf("pod %s: assignment %+v, %v", name, a, err)
-		}
-		var idx []int
-		for _, s := range a.Containers[0].GPUs {
-			i := slices.IndexFunc(dgx.GPUs, func(g protocol.GPU) bool { return g.UUID == s.UUID })
-			if i < 0 {
-				t.Fatalf("pod %s: GPU %s is not on %s", name, s.UUID, nodes[0])
-			}
-			idx = append(idx, dgx.GPUs[i].Index)
-		}
-		slices.Sort(idx)
-		return idx
+		return e.assignedIndices(t, ns, name, dgx)
 	}
 	// A the fullest, B the next: pinned by UUID, as a tenant may.
 	place("full", "20000", "1", map[string]string{protocol.AnnotationUseGPUUUID: gpuA.UUID})
@@ -84,4 +67,28 @@ func gpuChains(t *testing.T, e env, nodes []string) {
 	}
 	t.Logf("on %s, with GPU %d (NUMA %d) fullest and GPU %d (NUMA %d) next: binpack,numa took %v, numa,binpack took %v",
 		nodes[0], gpuA.Index, gpuA.NUMA, gpuB.Index, gpuB.NUMA, loadFirst, numaFirst)
+}
+
+// assignedIndices is the GPU indices, on the node inv describes, of the
+// one GPU container of pod ns/name, sorted.
+func (e env) assignedIndices(t *testing.T, ns, name string, inv protocol.Inventory) []int {
+	t.Helper()
+	got, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
+	if err != nil || len(a.Containers) != 1 {
+		t.Fatalf("pod %s: assignment %+v, %v", name, a, err)
+	}
+	var idx []int
+	for _, s := range a.Containers[0].GPUs {
+		i := slices.IndexFunc(inv.GPUs, func(g protocol.GPU) bool { return g.UUID == s.UUID })
+		if i < 0 {
+			t.Fatalf("pod %s: GPU %s is not on the node", name, s.UUID)
+		}
+		idx = append(idx, inv.GPUs[i].Index)
+	}
+	slices.Sort(idx)
+	return idx
 }

@@ -42,23 +42,7 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 	e.waitRunning(t, ns, []string{"pair"}, 90*time.Second)
-	got, err := e.kube.CoreV1().Pods(ns).Get(ctx, "pair", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
-	if err != nil || len(a.Containers) != 1 {
-		t.Fatalf("assignment %+v, %v", a, err)
-	}
-	byUUID := map[string]int{}
-	for _, g := range e.inventory(t, l4).GPUs {
-		byUUID[g.UUID] = g.Index
-	}
-	var idx []int
-	for _, s := range a.Containers[0].GPUs {
-		idx = append(idx, byUUID[s.UUID])
-	}
-	slices.Sort(idx)
+	idx := e.assignedIndices(t, ns, "pair", e.inventory(t, l4))
 	if fmt.Sprint(idx) != "[0 2]" {
 		t.Fatalf("the pair got GPUs %v; want 0 and 2, behind one PCIe switch", idx)
 	}
