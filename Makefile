@@ -123,7 +123,7 @@ INTERPOSER ?=
 nvml:
 	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" VGPUD_TEST_NVML_HOG="python3 $(CURDIR)/scripts/nvml/hog.py" \
 		VGPUD_TEST_NVML_INTERPOSER="$(if $(INTERPOSER),$(abspath $(INTERPOSER)))" VGPUD_TEST_NVML_PROBE="python3 $(CURDIR)/scripts/nvml/probe.py" \
-		$(GO) test -count=1 -v -run NVML ./node
+		$(GO) test -count=1 -v -run NVML ./node ./node/internal/gpu
 
 # The Helm chart (charts/vgpud, generated from manifests/: see
 # manifests/chart_test.go): helm lint with its defaults and with other
