@@ -239,3 +239,41 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 		t.Errorf("layout of the served L4 alone: %q, want %q", without, LayoutOf(devs[:1]))
 	}
 }
+
+// The H100 80GB's geometry as its driver reports it (h100Driver), where
+// it differs from go-nvml's simplified preset: 3g.40gb takes 4 of 8
+// memory slots, so two leave no room for a 1g.10gb, and each instance
+// has the driver's memory and SMs.
+func TestH100GeometryAsTheDriverReports(t *testing.T) {
+	devs, err := Discover(openFake(t, "1xH100-SXM5-80GB:81920:mig=3g.40gb+3g.40gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := devs[0].MIG
+	if m == nil || len(m.Instances) != 2 || m.SMs != 132 {
+		t.Fatalf("MIG state %+v, want two instances of a 132-SM GPU", m)
+	}
+	for _, in := range m.Instances {
+		if in.Profile != "3g.40gb" || in.MemoryMiB != 40448 || in.SMs != 60 || in.Size != 4 {
+			t.Errorf("instance %+v, want 3g.40gb with 40448 MiB, 60 SMs, 4 slots", in)
+		}
+	}
+	for spec, want := range map[string]string{
+		"1xH100-SXM5-80GB:81920:mig=3g.40gb+3g.40gb+1g.10gb":                 "INSUFFICIENT_RESOURCES",
+		"1xH100-SXM5-80GB:81920:mig=7g.80gb+1g.10gb":                         "INSUFFICIENT_RESOURCES",
+		"1xH100-SXM5-80GB:81920:mig=1g.20gb+1g.20gb+1g.20gb+1g.20gb+1g.10gb": "INSUFFICIENT_RESOURCES",
+	} {
+		if _, err := Open("fake:"+spec, "n1"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want %q", spec, err, want)
+		}
+	}
+	for _, spec := range []string{
+		"1xH100-SXM5-80GB:81920:mig=4g.40gb+3g.40gb",
+		"1xH100-SXM5-80GB:81920:mig=2g.20gb+1g.10gb+1g.10gb+3g.40gb", // 3g.40gb at 4+4
+		"1xH100-SXM5-80GB:81920:mig=1g.10gb+1g.10gb+1g.10gb+1g.10gb+1g.10gb+1g.10gb+1g.10gb",
+	} {
+		if _, err := Open("fake:"+spec, "n1"); err != nil {
+			t.Errorf("%s: %v", spec, err)
+		}
+	}
+}

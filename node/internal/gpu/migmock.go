@@ -73,10 +73,9 @@ func newMIGGPU(d *server.Device, profiles gpus.MIGProfileConfig, enabled bool) *
 		}
 		return p, nvml.SUCCESS
 	}
+	// The driver lists placements with MIG mode off too (580.159.04 on
+	// an H100).
 	d.GetGpuInstancePossiblePlacementsFunc = func(p *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
-		if !g.isEnabled() {
-			return nil, nvml.ERROR_NOT_SUPPORTED
-		}
 		return slices.Clone(g.profiles.GpuInstancePlacements[int(p.Id)]), nvml.SUCCESS
 	}
 	d.GetGpuInstanceRemainingCapacityFunc = func(p *nvml.GpuInstanceProfileInfo) (int, nvml.Return) {
@@ -126,12 +125,6 @@ func newMIGGPU(d *server.Device, profiles gpus.MIGProfileConfig, enabled bool) *
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	return g
-}
-
-func (g *migGPU) isEnabled() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.enabled
 }
 
 // taken are the placements of the GPU instances there now; g.mu held.
