@@ -157,8 +157,14 @@ type rejections struct {
 // record, to the placement; with answerOnly it only says whether c fits.
 func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequest, pk []podmodel.Peak, record, answerOnly bool) (podmodel.ContainerPlacement, *Reason) {
 	var rej rejections
+	// A yes-or-no only counts the GPUs that fit, per NUMA node where
+	// bound to one (index NUMA+1, so an unknown NUMA node, -1, is one
+	// group as in choose); candidates are kept only past that array.
 	var cands []candidate
+	fitting := 0
+	var perNUMA [scratchSmall + 1]int
 	switch k := len(n.GPUs); {
+	case answerOnly:
 	case k <= scratchSmall:
 		var buf [scratchSmall]candidate
 		cands = buf[:0]
@@ -171,11 +177,16 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 	default:
 		cands = make([]candidate, 0, k)
 	}
-	// Fitting GPUs per NUMA node, for an answer bound to one: enough on
-	// one ends the loop (anyNUMAHas decides past the array).
-	var perNUMA [8]int
+	// What is the same for every GPU, read once: this loop runs per GPU
+	// of every node a /filter considers.
+	anySelector := len(req.UseTypes) > 0 || len(req.NoUseTypes) > 0 || len(req.UseUUIDs) > 0 || len(req.NoUseUUIDs) > 0
+	wantMIG := req.Mode == podmodel.ModeMIG
+	// A mutex slice holds the GPU alone against other pods only: it is
+	// not exclusive in the pod's own peak, so the pod's init, sidecar
+	// and app containers may share the GPU.
+	mutex := req.GPUPolicy.Mutex
 	for i := range n.GPUs {
-		g := &n.GPUs[i] // not a copy: this loop runs per GPU of every node a /filter considers
+		g := &n.GPUs[i] // not a copy
 		switch {
 		case !g.Healthy:
 			rej.unhealthy++
@@ -183,10 +194,10 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		case g.Cordoned:
 			rej.cordoned++
 			continue
-		case !selected(g, req):
+		case anySelector && !selected(g, req):
 			rej.selector++
 			continue
-		case (g.MIG != nil) != (req.Mode == podmodel.ModeMIG):
+		case (g.MIG != nil) != wantMIG:
 			rej.mode++
 			continue
 		case g.MIG != nil:
@@ -198,10 +209,10 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			if !ok {
 				continue
 			}
-			cands = append(cands, k)
 			if answerOnly {
 				return podmodel.ContainerPlacement{}, nil // one instance is enough
 			}
+			cands = append(cands, k)
 			continue
 		}
 		// The pod's own earlier containers on this GPU, if any (usually
@@ -209,16 +220,12 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		var cur, total podmodel.Usage
 		cores := coresFor(&c, g, opts)
 		exclusive := podmodel.Exclusive(cores)
-		// A mutex slice holds the GPU alone against other pods only: it
-		// is not exclusive in the pod's own peak, so the pod's init,
-		// sidecar and app containers may share the GPU.
-		mutex := req.GPUPolicy.Mutex
 		u := podmodel.Usage{MemMiB: memFor(&c, g.MemoryMiB, opts), Cores: cores, Slots: 1, Exclusive: exclusive}
-		if p := peakAt(pk, i); p == (podmodel.Peak{}) {
+		if pk == nil || pk[i] == (podmodel.Peak{}) {
 			total = g.Used.Plus(u)
 		} else {
-			cur = p.Total()
-			total = g.Used.Plus(p.With(u, c.Kind))
+			cur = pk[i].Total()
+			total = g.Used.Plus(pk[i].With(u, c.Kind))
 		}
 		if g.Used.Exclusive || cur.Exclusive || (exclusive && !(g.Used.Idle() && cur.Idle())) || (mutex && !g.Used.Idle()) {
 			rej.exclusive++
@@ -242,26 +249,31 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 				rej.largestFreeCores = freeCores
 			}
 		default:
-			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
-			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA, own: !cur.Idle()})
-			if answerOnly && !req.SingleNUMA && len(cands) == c.GPUs {
-				return podmodel.ContainerPlacement{}, nil // enough: the rest cannot make it a no
+			fitting++
+			if answerOnly && !req.SingleNUMA {
+				if fitting == c.GPUs {
+					return podmodel.ContainerPlacement{}, nil // enough: the rest cannot make it a no
+				}
+				continue
 			}
-			if answerOnly && req.SingleNUMA && g.NUMA >= 0 && g.NUMA < len(perNUMA) {
-				if perNUMA[g.NUMA]++; perNUMA[g.NUMA] == c.GPUs {
+			if b := g.NUMA + 1; answerOnly && b >= 0 && b < len(perNUMA) {
+				if perNUMA[b]++; perNUMA[b] == c.GPUs {
 					return podmodel.ContainerPlacement{}, nil // enough on one NUMA node
 				}
+				continue
 			}
+			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
+			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA, own: !cur.Idle()})
 		}
 	}
 	if answerOnly {
 		// Which GPUs the last container takes changes nothing after it:
 		// only whether enough fit, on one NUMA node where bound to one.
 		switch {
-		case len(cands) < c.GPUs:
-			return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), false)
+		case fitting < c.GPUs:
+			return podmodel.ContainerPlacement{}, rej.reason(c, fitting, false)
 		case req.SingleNUMA && !anyNUMAHas(cands, c.GPUs):
-			return podmodel.ContainerPlacement{}, rej.reason(c, len(cands), true)
+			return podmodel.ContainerPlacement{}, rej.reason(c, fitting, true)
 		}
 		return podmodel.ContainerPlacement{}, nil
 	}
