@@ -38,6 +38,10 @@ type GPUSlice struct {
 	// and Cores are what it takes from its parent GPU. An assignment with
 	// it requires FeatureMIG.
 	MIG bool `json:"mig,omitempty"`
+	// Make: UUID names a possible instance (OnDemandID), which the node
+	// makes for the container and hands it; MIG is set too. An
+	// assignment with it requires FeatureMIGOnDemand.
+	Make bool `json:"make,omitempty"`
 }
 
 // GPUs are the UUIDs a's containers hold, each once, in order.
@@ -59,6 +63,18 @@ func (a Assignment) HoldsAlone() bool {
 	for _, c := range a.Containers {
 		for _, g := range c.GPUs {
 			if g.Exclusive {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Makes reports whether some slice of a is an instance the node makes.
+func (a Assignment) Makes() bool {
+	for _, c := range a.Containers {
+		for _, g := range c.GPUs {
+			if g.Make {
 				return true
 			}
 		}
@@ -96,6 +112,9 @@ func EncodeAssignment(a Assignment) (string, error) {
 	}
 	if a.HasMIG() && !slices.Contains(a.Requires, FeatureMIG) {
 		a.Requires = append(slices.Clone(a.Requires), FeatureMIG)
+	}
+	if a.Makes() && !slices.Contains(a.Requires, FeatureMIGOnDemand) {
+		a.Requires = append(slices.Clone(a.Requires), FeatureMIGOnDemand)
 	}
 	if err := a.Validate(); err != nil {
 		return "", err
@@ -150,6 +169,8 @@ func (a Assignment) Validate() error {
 				return fmt.Errorf("container %q gpu %s: memoryMiB %d must be within 1..%d", c.Name, g.UUID, g.MemoryMiB, MaxMemoryMiB)
 			case g.Cores < 0 || g.Cores > 100:
 				return fmt.Errorf("container %q gpu %s: cores %d must be within 0..100", c.Name, g.UUID, g.Cores)
+			case g.Make != (g.MIG && IsOnDemandID(g.UUID)):
+				return fmt.Errorf("container %q gpu %s: make is set exactly for a MIG instance named %s...", c.Name, g.UUID, OnDemandPrefix)
 			}
 			uuids[g.UUID] = true
 		}

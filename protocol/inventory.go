@@ -42,6 +42,14 @@ type MIGGPU struct {
 	NUMA      int           `json:"numa"`
 	Healthy   bool          `json:"healthy"`
 	Instances []MIGInstance `json:"instances"`
+	// Possible, where the node makes instances on demand, are those it
+	// may make: each allowed profile at each placement the driver lists
+	// that no instance in Instances takes, named OnDemandID. One it has
+	// made carries its MIG device's UUID in Made and is not in
+	// Instances. A leader that does not read this places nothing on
+	// them, and books them per assignment (GPUSlice.Make): booking one
+	// blocks every possible instance it overlaps.
+	Possible []MIGInstance `json:"possible,omitempty"`
 }
 
 // MIGInstance is one MIG device: a GPU instance with its compute
@@ -55,6 +63,9 @@ type MIGInstance struct {
 	// slices, as NVML gives it.
 	Start int `json:"start"`
 	Size  int `json:"size"`
+	// Made, for a possible instance (MIGGPU.Possible), is the UUID of
+	// the MIG device the node made for it; empty until then.
+	Made string `json:"made,omitempty"`
 }
 
 // placement is where the instance sits among its GPU's memory slices.
@@ -230,6 +241,9 @@ func validateMIG(gpus []MIGGPU, seenUUID map[string]bool, seenIndex map[int]bool
 			}
 			seenUUID[in.UUID] = true
 		}
+		if err := validatePossible(i, g, seenUUID); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -241,6 +255,17 @@ type MIGRef struct {
 	GPU          string
 	GPUMemoryMiB int64
 	Profile      string
+	// OnDemand: a possible instance (MIGGPU.Possible), which the node
+	// makes for the pod booked on it; Made, it has made it. Start and
+	// Size are its placement, which booking it takes from the others.
+	OnDemand, Made bool
+	Start, Size    int
+}
+
+// Overlaps says whether r and o are placements on one GPU that share a
+// memory slice.
+func (r *MIGRef) Overlaps(o *MIGRef) bool {
+	return r.GPU == o.GPU && mig.Placement{Start: r.Start, Size: r.Size}.Overlaps(mig.Placement{Start: o.Start, Size: o.Size})
 }
 
 // Bookable is every GPU of inv a leader books: the shared GPUs, then each
@@ -259,6 +284,12 @@ func (inv Inventory) Bookable() ([]GPU, map[string]*MIGRef) {
 			gpus = append(gpus, GPU{UUID: in.UUID, Index: m.Index, Model: m.Model + " MIG " + in.Profile, MemoryMiB: in.MemoryMiB,
 				Cores: m.Cores(in), Split: 1, NUMA: m.NUMA, Healthy: m.Healthy})
 			refs[in.UUID] = &MIGRef{GPU: m.UUID, GPUMemoryMiB: m.MemoryMiB, Profile: in.Profile}
+		}
+		for _, in := range m.Possible {
+			gpus = append(gpus, GPU{UUID: in.UUID, Index: m.Index, Model: m.Model + " MIG " + in.Profile, MemoryMiB: in.MemoryMiB,
+				Cores: m.Cores(in), Split: 1, NUMA: m.NUMA, Healthy: m.Healthy})
+			refs[in.UUID] = &MIGRef{GPU: m.UUID, GPUMemoryMiB: m.MemoryMiB, Profile: in.Profile,
+				OnDemand: true, Made: in.Made != "", Start: in.Start, Size: in.Size}
 		}
 	}
 	return gpus, refs

@@ -34,7 +34,7 @@ const FeatureMIG = "mig"
 
 // UnderstoodFeatures are the features this build honours in a requires
 // list; the node role lists them in its inventory (Inventory.Features).
-func UnderstoodFeatures() []string { return []string{FeatureMutex, FeatureMIG} }
+func UnderstoodFeatures() []string { return []string{FeatureMutex, FeatureMIG, FeatureMIGOnDemand} }
 
 // maxFeatures bounds an inventory's features list.
 const maxFeatures = 64

@@ -97,6 +97,7 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	for i, g := range st.gpus {
 		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
 	}
+	fit.BlockMade(&n)
 	for uid := range st.pods {
 		if uid != except {
 			fit.Add(&n, c.pods[uid].placement)

@@ -21,7 +21,32 @@ func Add(n *Node, p podmodel.Placement) {
 	}
 	p.AddPeaks(peaks, n.index)
 	for i := range n.GPUs {
-		n.GPUs[i].Used = n.GPUs[i].Used.Plus(peaks[i].Total())
+		t := peaks[i].Total()
+		n.GPUs[i].Used = n.GPUs[i].Used.Plus(t)
+		if !t.Idle() && n.GPUs[i].MIG != nil && n.GPUs[i].MIG.OnDemand {
+			n.block(i)
+		}
+	}
+}
+
+// BlockMade blocks, on n fresh from its inventory, every possible MIG
+// instance that overlaps one the node has made: that placement is
+// taken until the node destroys what it made.
+func BlockMade(n *Node) {
+	for i := range n.GPUs {
+		if r := n.GPUs[i].MIG; r != nil && r.Made {
+			n.block(i)
+		}
+	}
+}
+
+// block marks the possible instances that overlap n.GPUs[i] on its GPU.
+func (n *Node) block(i int) {
+	r := n.GPUs[i].MIG
+	for j := range n.GPUs {
+		if o := n.GPUs[j].MIG; j != i && o != nil && o.OnDemand && r.Overlaps(o) {
+			n.GPUs[j].Blocked = true
+		}
 	}
 }
 

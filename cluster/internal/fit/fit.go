@@ -205,7 +205,7 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 				rej.mode++ // a process sees one MIG device
 				continue
 			}
-			k, ok := instanceFits(&c, i, g, peakAt(pk, i), opts, &rej)
+			k, ok := instanceFits(&c, i, n.GPUs, pk, opts, &rej)
 			if !ok {
 				continue
 			}
@@ -292,8 +292,8 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			// whole-GPU slice reads the same to an older vgpud.
 			s := protocol.GPUSlice{UUID: n.GPUs[k.idx].UUID, MemoryMiB: k.usage.MemMiB, Cores: k.usage.Cores,
 				Exclusive: req.GPUPolicy.Mutex && !k.usage.Exclusive}
-			if n.GPUs[k.idx].MIG != nil {
-				s.Exclusive, s.MIG = false, true // held whole by the hardware
+			if r := n.GPUs[k.idx].MIG; r != nil {
+				s.Exclusive, s.MIG, s.Make = false, true, r.OnDemand // held whole by the hardware
 			}
 			cp.GPUs = append(cp.GPUs, s)
 		}

@@ -9,7 +9,8 @@ import "github.com/vgpud/vgpud/protocol/podmodel"
 // pod's earlier containers' peak pk on it, and counts why not in rej.
 // Memory asked as a share counts against the parent GPU, as cores do:
 // the instance's Cores are its share of the parent's SMs.
-func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk podmodel.Peak, opts Options, rej *rejections) (candidate, bool) {
+func instanceFits(c *podmodel.ContainerRequest, idx int, gpus []CommittedGPU, pk []podmodel.Peak, opts Options, rej *rejections) (candidate, bool) {
+	g := &gpus[idx]
 	wantMem := memFor(c, g.MIG.GPUMemoryMiB, opts)
 	if c.MIGProfile != "" {
 		wantMem = 0 // the profile says it all
@@ -17,7 +18,7 @@ func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk pod
 	switch {
 	case c.MIGProfile != "" && c.MIGProfile != g.MIG.Profile:
 		rej.profile++
-	case !g.Used.Idle() || !pk.Total().Idle():
+	case !g.Used.Idle() || !peakAt(pk, idx).Total().Idle() || g.Blocked || ownOverlap(gpus, idx, pk):
 		rej.exclusive++
 	case wantMem > g.MemoryMiB:
 		rej.mem++
@@ -32,6 +33,21 @@ func instanceFits(c *podmodel.ContainerRequest, idx int, g *CommittedGPU, pk pod
 		return candidate{idx: idx, usage: u, load: 1, numa: g.NUMA}, true
 	}
 	return candidate{}, false
+}
+
+// ownOverlap says whether the pod's earlier containers (pk) took a
+// possible instance that overlaps gpus[idx], itself possible.
+func ownOverlap(gpus []CommittedGPU, idx int, pk []podmodel.Peak) bool {
+	r := gpus[idx].MIG
+	if pk == nil || !r.OnDemand {
+		return false
+	}
+	for j := range gpus {
+		if o := gpus[j].MIG; j != idx && o != nil && o.OnDemand && !pk[j].Total().Idle() && r.Overlaps(o) {
+			return true
+		}
+	}
+	return false
 }
 
 // smallest keeps the smallest MIG instance among cands (least memory,

@@ -23,6 +23,9 @@ type CommittedGPU struct {
 	// memory, its share of the parent's SMs as Cores, and split 1, for it
 	// is held whole (protocol.Inventory.Bookable).
 	MIG *protocol.MIGRef
+	// Blocked: a possible MIG instance (MIG.OnDemand) that overlaps one
+	// booked or made on its GPU, so it cannot be made.
+	Blocked bool
 }
 
 // Node is a schedulable node: its GPUs in index order.
