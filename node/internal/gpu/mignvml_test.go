@@ -59,7 +59,7 @@ func TestMIGProfilesOnNVML(t *testing.T) {
 				continue
 			}
 			answered++
-			name := wholeProfileName(names, id, p.MemorySizeMB, mem.Total)
+			name := wholeName(names, id, p.MemorySizeMB, mem.Total)
 			places := "-"
 			if ps, ret := d.GetGpuInstancePossiblePlacements(&p); ret == nvml.SUCCESS {
 				places = placementList(ps)
@@ -97,21 +97,6 @@ func presetRow(c gpus.Config, id int) string {
 		return "absent"
 	}
 	return fmt.Sprintf("%d slices %d MiB %d SMs x%d %s", p.SliceCount, p.MemorySizeMB, p.MultiprocessorCount, p.InstanceCount, placementList(c.MIGProfiles.GpuInstancePlacements[id]))
-}
-
-// wholeProfileName is the profile's name for an instance that takes its
-// GPU instance whole (its compute instance as large as it), e.g. 3g.40gb.
-func wholeProfileName(names nvdev.Interface, id int, memMiB, total uint64) string {
-	for ci := 0; ci < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; ci++ {
-		p, err := names.NewMigProfile(id, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, memMiB, total)
-		if err != nil {
-			continue
-		}
-		if info := p.GetInfo(); info.C == info.G {
-			return p.String()
-		}
-	}
-	return ""
 }
 
 func placementList(ps []nvml.GpuInstancePlacement) string {

@@ -1,0 +1,196 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/mig"
+)
+
+// MIGProfile is a GPU instance profile a GPU in MIG mode can make, with
+// the placements its driver lists: what a node may make on demand.
+type MIGProfile struct {
+	ID         int    // NVML's GPU instance profile ID
+	Name       string // NVIDIA's name of its whole instance, e.g. 3g.40gb
+	MemoryMiB  int64
+	SMs        int
+	Placements []mig.Placement
+}
+
+// MIGProfiles reads the whole-instance profiles of the GPU uuid and
+// their placements, in profile ID order. Read calls only: the driver
+// answers them with MIG mode off too.
+func MIGProfiles(lib nvml.Interface, uuid string) ([]MIGProfile, error) {
+	d, ret := lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %s: %s", uuid, nvml.ErrorString(ret))
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %s memory: %s", uuid, nvml.ErrorString(ret))
+	}
+	names := nvdev.New(lib, nvdev.WithVerifySymbols(false))
+	var out []MIGProfile
+	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
+		p, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret != nvml.SUCCESS {
+			continue // NOT_SUPPORTED or INVALID_ARGUMENT: not this GPU's
+		}
+		name := wholeName(names, id, p.MemorySizeMB, mem.Total)
+		if !protocol.ValidMIGProfile(name) {
+			continue
+		}
+		ps, ret := d.GetGpuInstancePossiblePlacements(&p)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("GPU %s profile %s placements: %s", uuid, name, nvml.ErrorString(ret))
+		}
+		out = append(out, MIGProfile{ID: id, Name: name, MemoryMiB: int64(p.MemorySizeMB), SMs: int(p.MultiprocessorCount), Placements: placements(ps)})
+	}
+	return out, nil
+}
+
+// wholeName is the name of profile id's instance whose compute instance
+// takes it whole, e.g. 3g.40gb; "" if go-nvlib names none.
+func wholeName(names nvdev.Interface, id int, memMiB, total uint64) string {
+	for ci := 0; ci < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; ci++ {
+		p, err := names.NewMigProfile(id, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, memMiB, total)
+		if err != nil {
+			continue
+		}
+		if info := p.GetInfo(); info.C == info.G {
+			return p.String()
+		}
+	}
+	return ""
+}
+
+// Made is an instance a node made: its MIG device and the IDs that
+// destroy it.
+type Made struct {
+	UUID   string `json:"uuid"`
+	GI, CI int
+}
+
+// ErrNoRoom is in the error of a make the GPU had no room for at that
+// placement: an instance there, made by someone, is not gone yet.
+var ErrNoRoom = errors.New("the placement is taken")
+
+// MakeMIG makes, on GPU parent, a GPU instance of profile at placement
+// and one compute instance taking it whole, and returns its MIG device.
+// A half-made instance is destroyed before it returns an error.
+func MakeMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (Made, error) {
+	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret != nvml.SUCCESS {
+		return Made{}, fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
+	}
+	p, ret := d.GetGpuInstanceProfileInfo(profile)
+	if ret != nvml.SUCCESS {
+		return Made{}, fmt.Errorf("GPU %s profile %d: %s", parent, profile, nvml.ErrorString(ret))
+	}
+	gi, ret := d.CreateGpuInstanceWithPlacement(&p, &nvml.GpuInstancePlacement{Start: uint32(at.Start), Size: uint32(at.Size)})
+	switch ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_INSUFFICIENT_RESOURCES:
+		return Made{}, fmt.Errorf("GPU %s: GPU instance of profile %d at %d+%d: %w", parent, profile, at.Start, at.Size, ErrNoRoom)
+	default:
+		return Made{}, fmt.Errorf("GPU %s: GPU instance of profile %d at %d+%d: %s", parent, profile, at.Start, at.Size, nvml.ErrorString(ret))
+	}
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		gi.Destroy()
+		return Made{}, fmt.Errorf("GPU %s: new GPU instance: %s", parent, nvml.ErrorString(ret))
+	}
+	ci, err := wholeCompute(gi, p.SliceCount)
+	if err != nil {
+		gi.Destroy()
+		return Made{}, fmt.Errorf("GPU %s GPU instance %d: %w", parent, info.Id, err)
+	}
+	ciInfo, ret := ci.GetInfo()
+	if ret != nvml.SUCCESS {
+		ci.Destroy()
+		gi.Destroy()
+		return Made{}, fmt.Errorf("GPU %s GPU instance %d: new compute instance: %s", parent, info.Id, nvml.ErrorString(ret))
+	}
+	m := Made{GI: int(info.Id), CI: int(ciInfo.Id)}
+	if m.UUID, err = migUUID(d, m.GI, m.CI); err != nil {
+		ci.Destroy()
+		gi.Destroy()
+		return Made{}, fmt.Errorf("GPU %s: %w", parent, err)
+	}
+	return m, nil
+}
+
+// wholeCompute makes gi's one compute instance, of all its slices.
+func wholeCompute(gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstance, error) {
+	for id := 0; id < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; id++ {
+		p, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != nvml.SUCCESS || p.SliceCount != slices {
+			continue
+		}
+		ci, ret := gi.CreateComputeInstance(&p)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("compute instance of %d slices: %s", slices, nvml.ErrorString(ret))
+		}
+		return ci, nil
+	}
+	return nil, fmt.Errorf("no compute instance profile of %d slices", slices)
+}
+
+// migUUID is the UUID of d's MIG device of GPU instance gi, compute
+// instance ci.
+func migUUID(d nvml.Device, gi, ci int) (string, error) {
+	handles, err := migDevices(d)
+	if err != nil {
+		return "", err
+	}
+	for _, h := range handles {
+		if h == nil {
+			continue
+		}
+		g, r1 := h.GetGpuInstanceId()
+		c, r2 := h.GetComputeInstanceId()
+		if r1 == nvml.SUCCESS && r2 == nvml.SUCCESS && g == gi && c == ci {
+			if uuid, ret := h.GetUUID(); ret == nvml.SUCCESS {
+				return uuid, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no MIG device of GPU instance %d, compute instance %d", gi, ci)
+}
+
+// DestroyMIG destroys what MakeMIG made on GPU parent, only while its
+// MIG device is still m.UUID: IDs are reused, and an instance someone
+// else made since under those IDs is not vgpud's to destroy. gone is
+// true when the instance is already not there.
+func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error) {
+	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret != nvml.SUCCESS {
+		return false, fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
+	}
+	gi, ret := d.GetGpuInstanceById(m.GI)
+	if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+		return true, nil
+	}
+	if ret != nvml.SUCCESS {
+		return false, fmt.Errorf("GPU %s GPU instance %d: %s", parent, m.GI, nvml.ErrorString(ret))
+	}
+	if uuid, err := migUUID(d, m.GI, m.CI); err != nil || uuid != m.UUID {
+		// Not the instance vgpud made: a compute instance of another
+		// UUID, or none, under those IDs.
+		return true, nil
+	}
+	ci, ret := gi.GetComputeInstanceById(m.CI)
+	if ret == nvml.SUCCESS {
+		if ret := ci.Destroy(); ret != nvml.SUCCESS {
+			return false, fmt.Errorf("GPU %s: destroy compute instance %d of %s: %s", parent, m.CI, m.UUID, nvml.ErrorString(ret))
+		}
+	}
+	if ret := gi.Destroy(); ret != nvml.SUCCESS {
+		return false, fmt.Errorf("GPU %s: destroy GPU instance %d of %s: %s", parent, m.GI, m.UUID, nvml.ErrorString(ret))
+	}
+	return false, nil
+}

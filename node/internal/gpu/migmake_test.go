@@ -1,0 +1,66 @@
+package gpu
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/vgpud/vgpud/protocol/mig"
+)
+
+// Making and destroying instances on the mock, whose geometry is the
+// H100 80GB driver's.
+func TestMakeAndDestroyMIG(t *testing.T) {
+	lib := openFake(t, "1xH100-SXM5-80GB:81920:mig=")
+	devs, err := Discover(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := devs[0].UUID
+	profiles, err := MIGProfiles(lib, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var three MIGProfile
+	for _, p := range profiles {
+		names = append(names, p.Name)
+		if p.Name == "3g.40gb" {
+			three = p
+		}
+	}
+	if want := []string{"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.20gb"}; !slices.Equal(names, want) {
+		t.Fatalf("profiles %v, want %v (1g.10gb+me names no resource)", names, want)
+	}
+	if !slices.Equal(three.Placements, []mig.Placement{{Start: 0, Size: 4}, {Start: 4, Size: 4}}) || three.SMs != 60 || three.MemoryMiB != 40448 {
+		t.Fatalf("3g.40gb: %+v", three)
+	}
+
+	m, err := MakeMIG(lib, parent, three.ID, three.Placements[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ = Discover(lib)
+	if ins := devs[0].MIG.Instances; len(ins) != 1 || ins[0].UUID != m.UUID || ins[0].Start != 4 || ins[0].Profile != "3g.40gb" {
+		t.Fatalf("after the make: %+v, want %s at 4", ins, m.UUID)
+	}
+	if _, err := MakeMIG(lib, parent, profiles[0].ID, mig.Placement{Start: 5, Size: 1}); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("1g.10gb inside the 3g.40gb: %v, want ErrNoRoom", err)
+	}
+	// IDs name the instance only with its UUID: another's is not touched.
+	if gone, err := DestroyMIG(lib, parent, Made{UUID: "MIG-other", GI: m.GI, CI: m.CI}); err != nil || !gone {
+		t.Errorf("destroy under another UUID: gone %v, %v", gone, err)
+	}
+	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 1 {
+		t.Fatal("an instance destroyed under another UUID")
+	}
+	if gone, err := DestroyMIG(lib, parent, m); err != nil || gone {
+		t.Fatalf("destroy: gone %v, %v", gone, err)
+	}
+	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 0 {
+		t.Fatalf("still there: %+v", devs[0].MIG.Instances)
+	}
+	if gone, err := DestroyMIG(lib, parent, m); err != nil || !gone {
+		t.Errorf("destroy again: gone %v, %v", gone, err)
+	}
+}
