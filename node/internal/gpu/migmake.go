@@ -194,3 +194,88 @@ func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error
 	}
 	return false, nil
 }
+
+// FindMIG looks on GPU parent for the GPU instance of profile at
+// placement at, which a make cut short by a crash may have left: made
+// whole (UUID set), or without its compute instance (UUID empty, CI -1).
+func FindMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (m Made, found bool, err error) {
+	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret != nvml.SUCCESS {
+		return Made{}, false, fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
+	}
+	p, ret := d.GetGpuInstanceProfileInfo(profile)
+	if ret != nvml.SUCCESS {
+		return Made{}, false, fmt.Errorf("GPU %s profile %d: %s", parent, profile, nvml.ErrorString(ret))
+	}
+	gis, ret := d.GetGpuInstances(&p)
+	if ret != nvml.SUCCESS {
+		return Made{}, false, fmt.Errorf("GPU %s instances of profile %d: %s", parent, profile, nvml.ErrorString(ret))
+	}
+	for _, gi := range gis {
+		info, ret := gi.GetInfo()
+		if ret != nvml.SUCCESS || int(info.Placement.Start) != at.Start || int(info.Placement.Size) != at.Size {
+			continue
+		}
+		m := Made{GI: int(info.Id), CI: -1}
+		cis, err := computeInstances(gi)
+		if err != nil {
+			return Made{}, false, fmt.Errorf("GPU %s GPU instance %d: %w", parent, info.Id, err)
+		}
+		if len(cis) == 1 {
+			m.CI = cis[0]
+			if m.UUID, err = migUUID(d, m.GI, m.CI); err != nil {
+				return Made{}, false, fmt.Errorf("GPU %s: %w", parent, err)
+			}
+		}
+		return m, true, nil
+	}
+	return Made{}, false, nil
+}
+
+// computeInstances are the IDs of gi's compute instances.
+func computeInstances(gi nvml.GpuInstance) ([]int, error) {
+	var out []int
+	for id := 0; id < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; id++ {
+		p, ret := gi.GetComputeInstanceProfileInfo(id, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		cis, ret := gi.GetComputeInstances(&p)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("compute instances of profile %d: %s", id, nvml.ErrorString(ret))
+		}
+		for _, ci := range cis {
+			if info, ret := ci.GetInfo(); ret == nvml.SUCCESS {
+				out = append(out, int(info.Id))
+			}
+		}
+	}
+	return out, nil
+}
+
+// DestroyHalfMade destroys GPU instance gi on parent if it has no
+// compute instance: what MakeMIG leaves when cut short between the two.
+func DestroyHalfMade(lib nvml.Interface, parent string, gi int) error {
+	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
+	}
+	h, ret := d.GetGpuInstanceById(gi)
+	if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+		return nil
+	}
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s GPU instance %d: %s", parent, gi, nvml.ErrorString(ret))
+	}
+	cis, err := computeInstances(h)
+	switch {
+	case err != nil:
+		return fmt.Errorf("GPU %s GPU instance %d: %w", parent, gi, err)
+	case len(cis) > 0:
+		return fmt.Errorf("GPU %s GPU instance %d has compute instances now; left alone", parent, gi)
+	}
+	if ret := h.Destroy(); ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s: destroy GPU instance %d: %s", parent, gi, nvml.ErrorString(ret))
+	}
+	return nil
+}

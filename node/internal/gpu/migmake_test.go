@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/vgpud/vgpud/protocol/mig"
 )
 
@@ -62,5 +64,44 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	}
 	if gone, err := DestroyMIG(lib, parent, m); err != nil || !gone {
 		t.Errorf("destroy again: gone %v, %v", gone, err)
+	}
+}
+
+// What a make cut short leaves is found by its placement, whole or
+// without its compute instance, and the half-made one destroyed.
+func TestFindMIG(t *testing.T) {
+	lib := openFake(t, "1xH100-SXM5-80GB:81920:mig=")
+	devs, _ := Discover(lib)
+	parent := devs[0].UUID
+	profiles, _ := MIGProfiles(lib, parent)
+	one := profiles[0] // 1g.10gb
+	m, err := MakeMIG(lib, parent, one.ID, mig.Placement{Start: 2, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := FindMIG(lib, parent, one.ID, mig.Placement{Start: 2, Size: 1}); err != nil || !found || got != m {
+		t.Errorf("whole: %+v %v %v, want %+v", got, found, err, m)
+	}
+	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Placement{Start: 3, Size: 1}); found {
+		t.Error("found at a placement with nothing")
+	}
+	// Half made: a GPU instance alone.
+	d, _ := lib.DeviceGetHandleByUUID(parent)
+	p, _ := d.GetGpuInstanceProfileInfo(one.ID)
+	if _, ret := d.CreateGpuInstanceWithPlacement(&p, &nvml.GpuInstancePlacement{Start: 5, Size: 1}); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	half, found, err := FindMIG(lib, parent, one.ID, mig.Placement{Start: 5, Size: 1})
+	if err != nil || !found || half.UUID != "" || half.CI != -1 {
+		t.Fatalf("half made: %+v %v %v", half, found, err)
+	}
+	if err := DestroyHalfMade(lib, parent, m.GI); err == nil {
+		t.Error("a whole instance destroyed as half made")
+	}
+	if err := DestroyHalfMade(lib, parent, half.GI); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Placement{Start: 5, Size: 1}); found {
+		t.Error("the half-made instance is still there")
 	}
 }

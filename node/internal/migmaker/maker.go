@@ -1,0 +1,211 @@
+// Package migmaker makes the MIG instances the leader books on demand
+// and destroys them once their pods are gone. It records what it means
+// to make before it makes it, so that a restart finds every instance it
+// made, even one cut short by a crash, and it touches nothing else.
+package migmaker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/protocol/mig"
+)
+
+// Driver is what the maker needs of the GPUs (NVML, below).
+type Driver interface {
+	Make(parent string, profile int, at mig.Placement) (gpu.Made, error)
+	Destroy(parent string, m gpu.Made) (gone bool, err error)
+	Find(parent string, profile int, at mig.Placement) (m gpu.Made, found bool, err error)
+	DestroyHalfMade(parent string, gi int) error
+}
+
+// Slot is an instance the node may make: a profile at a placement.
+type Slot struct {
+	Parent  string
+	Profile int    // NVML's GPU instance profile ID
+	Name    string // its profile's name, e.g. 3g.40gb
+	At      mig.Placement
+	// MemoryMiB and SMs are what the instance has.
+	MemoryMiB int64
+	SMs       int
+}
+
+// Want is a slot a bound pod's assignment asks the node to make.
+type Want struct {
+	Slot
+	Pod string // namespace/name/uid
+}
+
+// Maker makes and destroys instances by its record at a path.
+type Maker struct {
+	path string
+	drv  Driver
+	log  *slog.Logger
+
+	run sync.Mutex // one Reconcile at a time
+
+	mu      sync.Mutex
+	entries []Entry
+	changed chan struct{}
+}
+
+// Open reads the record at path. An unreadable record is an error: the
+// maker will not guess which instances are its own.
+func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
+	entries, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{})}, nil
+}
+
+// Made is the MIG device made for the instance named id, if it is made.
+func (m *Maker) Made(id string) (uuid string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.entries {
+		if e.ID == id && e.Made != nil && e.Made.UUID != "" {
+			return e.Made.UUID, true
+		}
+	}
+	return "", false
+}
+
+// MadeAll is every made instance's MIG device by name.
+func (m *Maker) MadeAll() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]string{}
+	for _, e := range m.entries {
+		if e.Made != nil && e.Made.UUID != "" {
+			out[e.ID] = e.Made.UUID
+		}
+	}
+	return out
+}
+
+// Changed is closed at the next change to what is made.
+func (m *Maker) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// Reconcile makes each instance want names that is not made, and
+// destroys each made instance want no longer names (its pod is gone or
+// has ended), after settling what a crash cut short. Every instance is
+// tried; the errors are joined. changed says whether what is made
+// changed.
+func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
+	m.run.Lock()
+	defer m.run.Unlock()
+	entries := m.snapshot()
+	var errs []error
+	keep := entries[:0]
+	for _, e := range entries {
+		if e.Made == nil {
+			settled, ok, err := m.settle(e)
+			if err != nil {
+				errs = append(errs, err)
+				keep = append(keep, e)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			e, changed = settled, true
+		}
+		if want[e.ID].Parent == "" {
+			gone, err := m.drv.Destroy(e.Parent, *e.Made)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("instance %s (%s), made for %s: %w", e.ID, e.Made.UUID, e.Pod, err))
+				keep = append(keep, e)
+				continue
+			}
+			changed = true
+			m.log.Info("destroyed a MIG instance", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod, "already gone", gone)
+			continue
+		}
+		e.Pod = want[e.ID].Pod // a made instance serves the next pod booked on it
+		keep = append(keep, e)
+	}
+	if err := m.commit(keep, changed); err != nil {
+		return changed, errors.Join(append(errs, err)...)
+	}
+	for _, id := range slices.Sorted(maps.Keys(want)) {
+		if slices.ContainsFunc(keep, func(e Entry) bool { return e.ID == id }) {
+			continue
+		}
+		w := want[id]
+		e := Entry{ID: id, Parent: w.Parent, Profile: w.Profile, Start: w.At.Start, Size: w.At.Size, Pod: w.Pod}
+		keep = append(keep, e)
+		if err := m.commit(keep, false); err != nil { // the intent, before the make
+			return changed, errors.Join(append(errs, err)...)
+		}
+		made, err := m.drv.Make(w.Parent, w.Profile, w.At)
+		if err != nil {
+			keep = keep[:len(keep)-1]
+			errs = append(errs, fmt.Errorf("make %s for %s: %w", id, w.Pod, err))
+			if err := m.commit(keep, false); err != nil {
+				return changed, errors.Join(append(errs, err)...)
+			}
+			continue
+		}
+		keep[len(keep)-1].Made = &made
+		changed = true
+		if err := m.commit(keep, true); err != nil {
+			return changed, errors.Join(append(errs, err)...)
+		}
+		m.log.Info("made a MIG instance", "instance", id, "uuid", made.UUID, "pod", w.Pod)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// settle finds what became of an intended instance (e.Made nil): made
+// whole, it is e made (ok); made in half, it is destroyed; not made,
+// it is dropped.
+func (m *Maker) settle(e Entry) (Entry, bool, error) {
+	found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Placement{Start: e.Start, Size: e.Size})
+	switch {
+	case err != nil:
+		return e, false, fmt.Errorf("instance %s: %w", e.ID, err)
+	case !ok:
+		return e, false, nil
+	case found.UUID == "":
+		if err := m.drv.DestroyHalfMade(e.Parent, found.GI); err != nil {
+			return e, false, fmt.Errorf("instance %s, made in half: %w", e.ID, err)
+		}
+		m.log.Info("destroyed a MIG instance made in half", "instance", e.ID, "gpu", e.Parent, "gi", found.GI)
+		return e, false, nil
+	}
+	e.Made = &found
+	m.log.Info("found a MIG instance made before a restart", "instance", e.ID, "uuid", found.UUID)
+	return e, true, nil
+}
+
+func (m *Maker) snapshot() []Entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.entries)
+}
+
+// commit saves entries and makes them current, telling waiters when
+// what is made changed.
+func (m *Maker) commit(entries []Entry, changed bool) error {
+	if err := save(m.path, entries); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries = slices.Clone(entries)
+	if changed {
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
+	return nil
+}

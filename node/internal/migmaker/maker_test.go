@@ -1,0 +1,239 @@
+package migmaker
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/mig"
+)
+
+type rig struct {
+	lib     nvml.Interface
+	parent  string
+	catalog map[string]Slot
+	path    string
+}
+
+// newRig is one mock H100 80GB in MIG mode with the instances listed
+// (the operator's), its catalog of every whole profile, and a record
+// path.
+func newRig(t *testing.T, instances string) rig {
+	t.Helper()
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig="+instances, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := gpu.Discover(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := gpu.MIGProfiles(lib, devs[0].UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := Catalog(map[string][]gpu.MIGProfile{devs[0].UUID: ps}, func(string) bool { return true })
+	return rig{lib: lib, parent: devs[0].UUID, catalog: cat, path: filepath.Join(t.TempDir(), "mig-made.json")}
+}
+
+func (r rig) open(t *testing.T) *Maker {
+	t.Helper()
+	m, err := Open(r.path, NVML{Lib: r.lib}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (r rig) want(pod string, ids ...string) map[string]Want {
+	out := map[string]Want{}
+	for _, id := range ids {
+		out[id] = Want{Slot: r.catalog[id], Pod: pod}
+	}
+	return out
+}
+
+func (r rig) id(profile string, start int) string { return protocol.OnDemandID(r.parent, profile, start) }
+
+// instances are the MIG devices on the GPU now, by placement start.
+func (r rig) instances(t *testing.T) map[int]string {
+	t.Helper()
+	devs, err := gpu.Discover(r.lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]string{}
+	for _, in := range devs[0].MIG.Instances {
+		out[in.Start] = in.UUID
+	}
+	return out
+}
+
+func TestMakeThenDestroy(t *testing.T) {
+	r := newRig(t, "")
+	m := r.open(t)
+	id := r.id("3g.40gb", 4)
+	changes := m.Changed()
+	if changed, err := m.Reconcile(r.want("ns/a/uid-a", id)); err != nil || !changed {
+		t.Fatalf("make: changed %v, %v", changed, err)
+	}
+	uuid, ok := m.Made(id)
+	if got := r.instances(t); !ok || got[4] != uuid || len(got) != 1 {
+		t.Fatalf("made %q %v; on the GPU %v", uuid, ok, got)
+	}
+	select {
+	case <-changes:
+	default:
+		t.Error("waiters not told of the make")
+	}
+	// Again: nothing to do.
+	if changed, err := m.Reconcile(r.want("ns/a/uid-a", id)); err != nil || changed {
+		t.Errorf("again: changed %v, %v", changed, err)
+	}
+	// The next pod booked on it takes it as it is.
+	if _, err := m.Reconcile(r.want("ns/b/uid-b", id)); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := m.Made(id); again != uuid {
+		t.Errorf("reused as %s, want %s", again, uuid)
+	}
+	// Its pod gone: destroyed, the record empty.
+	if changed, err := m.Reconcile(nil); err != nil || !changed {
+		t.Fatalf("destroy: changed %v, %v", changed, err)
+	}
+	if got := r.instances(t); len(got) != 0 {
+		t.Errorf("still on the GPU: %v", got)
+	}
+	if entries, _ := load(r.path); len(entries) != 0 {
+		t.Errorf("record after: %+v", entries)
+	}
+}
+
+// An instance the node did not make is never touched, and a make that
+// would overlap it fails and is not recorded.
+func TestOthersInstancesUntouched(t *testing.T) {
+	r := newRig(t, "1g.10gb") // the operator's, at 0
+	theirs := r.instances(t)[0]
+	m := r.open(t)
+	if _, err := m.Reconcile(r.want("ns/a/uid", r.id("1g.10gb", 0))); err == nil || !strings.Contains(err.Error(), gpu.ErrNoRoom.Error()) {
+		t.Errorf("make over the operator's instance: %v", err)
+	}
+	if _, err := m.Reconcile(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.instances(t); got[0] != theirs || len(got) != 1 {
+		t.Errorf("the operator's instance: %v, want %s alone", got, theirs)
+	}
+	if entries, _ := load(r.path); len(entries) != 0 {
+		t.Errorf("record: %+v", entries)
+	}
+}
+
+// A crash after the intent was recorded: the instance made whole is
+// found and kept for its pod, or destroyed once none wants it; one made
+// in half is destroyed.
+func TestCrashBetweenRecordAndMake(t *testing.T) {
+	r := newRig(t, "")
+	whole, half := r.catalog[r.id("2g.20gb", 0)], r.catalog[r.id("1g.10gb", 4)]
+	made, err := gpu.MakeMIG(r.lib, r.parent, whole.Profile, whole.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := r.lib.DeviceGetHandleByUUID(r.parent)
+	p, _ := d.GetGpuInstanceProfileInfo(half.Profile)
+	if _, ret := d.CreateGpuInstanceWithPlacement(&p, &nvml.GpuInstancePlacement{Start: 4, Size: 1}); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	if err := save(r.path, []Entry{
+		{ID: r.id("2g.20gb", 0), Parent: r.parent, Profile: whole.Profile, Start: 0, Size: 2, Pod: "ns/a/uid"},
+		{ID: r.id("1g.10gb", 4), Parent: r.parent, Profile: half.Profile, Start: 4, Size: 1, Pod: "ns/b/uid"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := r.open(t)
+	if _, err := m.Reconcile(r.want("ns/a/uid", r.id("2g.20gb", 0))); err != nil {
+		t.Fatal(err)
+	}
+	if uuid, ok := m.Made(r.id("2g.20gb", 0)); !ok || uuid != made.UUID {
+		t.Errorf("found %q %v, want %s, not made again", uuid, ok, made.UUID)
+	}
+	if _, ok := r.instances(t)[4]; ok {
+		t.Error("a MIG device at 4")
+	}
+	if _, found, _ := gpu.FindMIG(r.lib, r.parent, half.Profile, half.At); found {
+		t.Error("the half-made instance is still there")
+	}
+	if _, err := m.Reconcile(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.instances(t); len(got) != 0 {
+		t.Errorf("after its pod went: %v", got)
+	}
+}
+
+// The maker does not guess: an unreadable record stops it.
+func TestCorruptRecord(t *testing.T) {
+	r := newRig(t, "")
+	if err := os.WriteFile(r.path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(r.path, NVML{Lib: r.lib}, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "fix or remove it") {
+		t.Errorf("corrupt record: %v", err)
+	}
+}
+
+func TestWantedAndPossible(t *testing.T) {
+	r := newRig(t, "")
+	assigned := func(name, node string, phase corev1.PodPhase, ids ...string) *corev1.Pod {
+		var gpus []protocol.GPUSlice
+		for _, id := range ids {
+			gpus = append(gpus, protocol.GPUSlice{UUID: id, MemoryMiB: 1, Cores: 1, MIG: true, Make: true})
+		}
+		raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: node, Containers: []protocol.ContainerAssignment{{Name: "c", GPUs: gpus}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-x" + name), Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	stale := protocol.OnDemandID(r.parent, "1g.5gb", 0)
+	want, unknown := Wanted([]*corev1.Pod{
+		assigned("a", "n1", corev1.PodRunning, r.id("3g.40gb", 0)),
+		assigned("done", "n1", corev1.PodSucceeded, r.id("1g.10gb", 4)),
+		assigned("elsewhere", "n2", corev1.PodRunning, r.id("1g.10gb", 5)),
+		assigned("stale", "n1", corev1.PodPending, stale),
+	}, "n1", r.catalog)
+	if len(want) != 1 || want[r.id("3g.40gb", 0)].Pod != "ns/a/u-xa" || want[r.id("3g.40gb", 0)].At != (mig.Placement{Start: 0, Size: 4}) {
+		t.Errorf("want %+v", want)
+	}
+	if len(unknown) != 1 || !strings.HasSuffix(unknown[0], stale) {
+		t.Errorf("unknown %v", unknown)
+	}
+
+	// The operator's instance at 6 takes the placements over it; a made
+	// one is listed with its device.
+	ps := Possible(r.parent, r.catalog, []mig.Placement{{Start: 6, Size: 1}}, map[string]string{r.id("3g.40gb", 0): "MIG-made"})
+	var ids []string
+	for _, p := range ps {
+		ids = append(ids, p.Profile+"@"+itoa(p.Start)+"/"+p.Made)
+	}
+	want2 := []string{"1g.10gb@0/", "1g.10gb@1/", "1g.10gb@2/", "1g.10gb@3/", "1g.10gb@4/", "1g.10gb@5/",
+		"2g.20gb@0/", "2g.20gb@2/", "2g.20gb@4/", "3g.40gb@0/MIG-made", "4g.40gb@0/", "1g.20gb@0/", "1g.20gb@2/", "1g.20gb@4/"}
+	if !slices.Equal(ids, want2) {
+		t.Errorf("possible %v\nwant     %v", ids, want2)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
