@@ -65,7 +65,9 @@ func (r rig) want(pod string, ids ...string) map[string]Want {
 	return out
 }
 
-func (r rig) id(profile string, start int) string { return protocol.OnDemandID(r.parent, profile, start) }
+func (r rig) id(profile string, start int) string {
+	return protocol.OnDemandID(r.parent, profile, start)
+}
 
 // instances are the MIG devices on the GPU now, by placement start.
 func (r rig) instances(t *testing.T) map[int]string {
