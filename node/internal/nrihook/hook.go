@@ -58,6 +58,7 @@ type Hook struct {
 	// slice is granted yet (Hold), "" once the node's settings are read.
 	slice     grant.Options
 	unsettled string
+	maker     Maker // nil: the node makes no MIG instances (yet)
 	seen      map[types.UID]*Record
 	conns     int // connections to the runtime made so far
 	up        bool
@@ -117,6 +118,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	if d.Action == Grant && unsettled != "" {
 		d = Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s %s, so it cannot grant container %q its slice yet; kubelet retries the container", rules.Node, unsettled, c.Name)}
 	}
+	d = h.resolveMade(ctx, d, c.Name)
 	adj, err := h.apply(d, ctr)
 	verdict := d.Action.String()
 	if err != nil {

@@ -1,0 +1,87 @@
+package nrihook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Maker is what the hook asks of the node's MIG maker (migmaker.Maker):
+// the MIG device made for a possible instance, and when that may have
+// changed.
+type Maker interface {
+	Made(id string) (uuid string, ok bool)
+	Changed() <-chan struct{}
+}
+
+// SetMaker gives the hook the node's MIG maker, once the node's GPUs
+// are known; until then, and on a node that makes no instances, a
+// container whose slice is one to make is refused.
+func (h *Hook) SetMaker(m Maker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.maker = m
+}
+
+// resolveMade turns a grant of instances the node makes (GPUSlice.Make)
+// into one of their MIG devices, waiting within the call's deadline for
+// the maker, which starts on them as soon as the node's informer sees
+// the pod bound. Anything else is returned as it is.
+func (h *Hook) resolveMade(ctx context.Context, d Decision, name string) Decision {
+	if d.Action != Grant || !slices.ContainsFunc(d.Assigned.GPUs, func(s protocol.GPUSlice) bool { return s.Make }) {
+		return d
+	}
+	h.mu.Lock()
+	m := h.maker
+	h.mu.Unlock()
+	if m == nil {
+		return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q is assigned a MIG instance to make, and vgpud on node %s makes none (yet, or --mig-on-demand is off); kubelet retries the container", name, h.rules.Node)}
+	}
+	wait := h.wait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-callMargin)
+	}
+	deadline := h.clock.NewTimer(max(wait, 0))
+	defer deadline.Stop()
+	for {
+		changed := m.Changed()
+		resolved, missing := made(m, d.Assigned.GPUs)
+		if missing == "" {
+			d.Assigned.GPUs = resolved
+			uuids := make([]string, len(resolved))
+			for i, s := range resolved {
+				uuids[i] = s.UUID
+			}
+			d.Slice.Env[protocol.EnvVisibleDevices] = strings.Join(uuids, ",")
+			return d
+		}
+		select {
+		case <-changed:
+		case <-deadline.C():
+			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q is assigned MIG instance %s, which vgpud on node %s has not made yet; kubelet retries the container", name, missing, h.rules.Node)}
+		case <-ctx.Done():
+			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q: the runtime's call ended while vgpud made MIG instance %s", name, missing)}
+		}
+	}
+}
+
+// made is gpus with each slice to make named by its MIG device, or the
+// first not made yet.
+func made(m Maker, gpus []protocol.GPUSlice) (out []protocol.GPUSlice, missing string) {
+	out = slices.Clone(gpus)
+	for i, s := range out {
+		if !s.Make {
+			continue
+		}
+		uuid, ok := m.Made(s.UUID)
+		if !ok {
+			return nil, s.UUID
+		}
+		out[i].UUID = uuid
+	}
+	return out, ""
+}

@@ -1,0 +1,76 @@
+package nrihook
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/vgpud/vgpud/node/internal/grant"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+type fakeMaker struct {
+	mu      sync.Mutex
+	made    map[string]string
+	changed chan struct{}
+}
+
+func (f *fakeMaker) Made(id string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.made[id]
+	return u, ok
+}
+
+func (f *fakeMaker) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *fakeMaker) make(id, uuid string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.made[id] = uuid
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// A container granted an instance to make gets the MIG device once the
+// maker has made it, waiting for it within the hook's wait; never the
+// instance's name, and never a device not made.
+func TestResolveMade(t *testing.T) {
+	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
+	grantOf := func() Decision {
+		ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
+		return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Options{})}
+	}
+	h := New(Rules{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if d := h.resolveMade(context.Background(), grantOf(), "c"); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
+		t.Errorf("no maker: %+v", d)
+	}
+	m := &fakeMaker{made: map[string]string{}, changed: make(chan struct{})}
+	h.SetMaker(m)
+	if d := h.resolveMade(context.Background(), grantOf(), "c"); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
+		t.Errorf("never made: %+v", d)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		m.make(id, "MIG-made")
+	}()
+	d := h.resolveMade(context.Background(), grantOf(), "c")
+	if d.Action != Grant || d.Slice.Env[protocol.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
+		t.Errorf("made while waiting: %+v", d)
+	}
+	// A shared slice passes as it is.
+	plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
+	if d := h.resolveMade(context.Background(), plain, "c"); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
+		t.Errorf("shared: %+v", d)
+	}
+}
