@@ -1,6 +1,8 @@
 package node
 
 import (
+	"slices"
+
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
@@ -21,10 +23,14 @@ func advertised(devs []gpu.Device, inv protocol.Inventory) ([]deviceplugin.Adver
 		uuids = append(uuids, d.UUID)
 		if d.MIG == nil {
 			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: mem[d.UUID]})
-			continue
 		}
-		for _, in := range d.MIG.Instances {
-			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: in.UUID, NUMA: d.NUMA, MemoryMiB: in.MemoryMiB, Parent: d.UUID, Profile: in.Profile})
+	}
+	// A MIG GPU's instances as the inventory lists them: those the node
+	// made on demand under their possible names, with those it may make,
+	// so that kubelet counts a device for each and Allocate finds it.
+	for _, g := range inv.MIG {
+		for _, in := range append(slices.Clip(g.Instances), g.Possible...) {
+			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: in.UUID, NUMA: g.NUMA, MemoryMiB: in.MemoryMiB, Parent: g.UUID, Profile: in.Profile})
 		}
 	}
 	return gpus, uuids

@@ -44,6 +44,17 @@ type Config struct {
 	// MIGProfileResources offers each MIG profile as a resource of its
 	// own (deviceplugin.ProfileServers), where the runtime names pods.
 	MIGProfileResources bool `json:"-"`
+	// MIGOnDemand are the GPUs in MIG mode on which the node makes
+	// instances as pods are booked and destroys them after (by index or
+	// UUID, or "all"); empty for none. Needs the runtime hook (NRI).
+	MIGOnDemand []string `json:"migOnDemand"`
+	// MIGOnDemandProfiles are the profiles it may make (e.g. 1g.10gb);
+	// empty for every whole-instance profile the driver lists.
+	MIGOnDemandProfiles []string `json:"-"`
+	// MIGRecord is the file where the node records the instances it
+	// makes: a host path that outlives the container, so that the next
+	// one finds them.
+	MIGRecord string `json:"-"`
 	// InterposerDir is a host directory with HAMi-core's libvgpu.so to mount
 	// into GPU containers; "" mounts nothing.
 	InterposerDir string `json:"-"`
@@ -97,6 +108,7 @@ func DefaultConfig() Config {
 		HealthRecovery:      5 * time.Minute,
 		RescanInterval:      30 * time.Second,
 		MIGProfileResources: true,
+		MIGRecord:           "/var/lib/vgpud/mig-made.json",
 		AllocateWait:        10 * time.Second,
 		NRISocket:           "/var/run/nri/nri.sock",
 		RuntimeConfig:       "containerd:/etc/containerd/config.toml",

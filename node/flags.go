@@ -25,6 +25,9 @@ const (
 	flagHealthRecovery      = "health-recovery"
 	flagRescanInterval      = "rescan-interval"
 	flagMIGProfileResources = "mig-profile-resources"
+	flagMIGOnDemand         = "mig-on-demand"
+	flagMIGOnDemandProfiles = "mig-on-demand-profiles"
+	flagMIGRecord           = "mig-record"
 	flagInterposerDir       = "interposer-dir"
 	flagAllocateWait        = "allocate-wait"
 	flagPodResourcesSocket  = "pod-resources-socket"
@@ -75,6 +78,14 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},
 		&cli.DurationFlag{Name: flagRescanInterval, Usage: "how often the node looks for GPUs added or gone (the NVIDIA driver's PCI devices in sysfs) and, on a change, serves what is there now; 0 never", Value: c.RescanInterval, Destination: &c.RescanInterval},
 		&cli.BoolFlag{Name: flagMIGProfileResources, Usage: "offer each MIG profile as a resource of its own (nvidia.com/mig-1g.10gb, NVIDIA's mixed strategy) where the runtime hook names pods; false beside NVIDIA's device plugin serving those names", Value: c.MIGProfileResources, Destination: &c.MIGProfileResources},
+		&cli.StringSliceFlag{Name: flagMIGOnDemand, Usage: "GPUs in MIG mode on which the node makes an instance for each pod booked there and destroys it after, by index or UUID, or all (comma-separated; unproven on real MIG hardware); empty for none. Needs the runtime hook (NRI)",
+			Action: func(_ *cli.Context, v []string) error { c.MIGOnDemand = slices.DeleteFunc(v, isEmpty); return nil }},
+		&cli.StringSliceFlag{Name: flagMIGOnDemandProfiles, Usage: "MIG profiles the node may make on demand, e.g. 1g.10gb,3g.40gb (comma-separated); empty for every whole-instance profile the driver lists",
+			Action: func(_ *cli.Context, v []string) error {
+				c.MIGOnDemandProfiles = slices.DeleteFunc(v, isEmpty)
+				return nil
+			}},
+		&cli.StringFlag{Name: flagMIGRecord, Usage: "file recording the MIG instances the node made on demand, on a host path that outlives the container", Value: c.MIGRecord, Destination: &c.MIGRecord},
 		&cli.StringFlag{Name: flagInterposerDir, Usage: "host directory holding HAMi-core's libvgpu.so, mounted into GPU containers with an ld.so.preload; empty mounts nothing", Value: c.InterposerDir, Destination: &c.InterposerDir},
 		&cli.DurationFlag{Name: flagAllocateWait, Usage: "how long Allocate waits for the pod kubelet admits to reach this replica's informer (at most " + MaxAllocateWait.String() + ")", Value: c.AllocateWait, Destination: &c.AllocateWait},
 		&cli.StringFlag{Name: flagPodResourcesSocket, Usage: "kubelet's PodResources socket; the node role checks each allocated pod's devices there against its assignment; empty disables", Value: c.PodResourcesSocket, Destination: &c.PodResourcesSocket},

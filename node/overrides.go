@@ -121,6 +121,7 @@ func (c Config) readOverrides() ([]NodeOverride, error) {
 		// arrays would change the flags' value for every other entry.
 		base := c
 		base.ExcludeGPUs = slices.Clone(c.ExcludeGPUs)
+		base.MIGOnDemand = slices.Clone(c.MIGOnDemand)
 		base.HealthIgnoreXIDs = slices.Clone(c.HealthIgnoreXIDs)
 		base.NRIExemptNamespaces = slices.Clone(c.NRIExemptNamespaces)
 		base.NRIEarlyNamespaces = slices.Clone(c.NRIEarlyNamespaces)
@@ -190,7 +191,7 @@ func selectOverride(entries []NodeOverride, node string, labels func() (map[stri
 // overrideKeys are the file's keys of the settings an entry may change,
 // by the flag that sets each from the command line.
 func overrideKeys() map[string]string {
-	return map[string]string{flagGPUBackend: "backend", flagSplit: "split", flagMemoryScaling: "memoryScaling", flagCoreScaling: "coreScaling", flagExcludeGPUs: "exclude", flagGPUUsage: "gpuUsage"}
+	return map[string]string{flagGPUBackend: "backend", flagSplit: "split", flagMemoryScaling: "memoryScaling", flagCoreScaling: "coreScaling", flagExcludeGPUs: "exclude", flagGPUUsage: "gpuUsage", flagMIGOnDemand: "migOnDemand"}
 }
 
 // inFileTerms names each finding by the file's key rather than the flag.

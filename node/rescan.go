@@ -94,6 +94,9 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 		g.Go(func() error { return p.profiles.Run(pctx) })
 	}
 	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
+	if a.od != nil {
+		g.Go(func() error { return a.makeMIG(gctx, a.od, pods, func() { p.republish(nil) }) })
+	}
 	enforcer := a.newEnforcer(lib, devs, pods, events)
 	g.Go(func() error { return enforcer.Run(gctx) })
 	g.Go(func() error { return a.publishUse(gctx, p.publisher) })
@@ -127,7 +130,9 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 // RescanInterval, and reports true once either differs; false when ctx
 // ends.
 func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present string, devs []gpu.Device) bool {
-	layout := gpu.LayoutOf(devs)
+	// Instances the node makes on demand come and go with its pods:
+	// only others' are a change.
+	layout := gpu.LayoutOf(devs, a.od.isOurs)
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,7 +144,7 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 			return true
 		}
 		a.nvmlMu.RLock()
-		now, ok := gpu.Layout(lib, devs)
+		now, ok := gpu.Layout(lib, devs, a.od.isOurs)
 		a.nvmlMu.RUnlock()
 		if ok && now != layout {
 			a.log.Info("the node's MIG instances changed; rescanning", "was", layout, "now", now)

@@ -95,6 +95,9 @@ type Role struct {
 	// discovers again; what uses NVML outside a generation (the metrics
 	// sampler) reads under it.
 	nvmlMu sync.RWMutex
+	// od makes MIG instances on demand; nil where the node makes none.
+	// Set before the first generation, read-only after.
+	od *onDemand
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
@@ -248,9 +251,19 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	// Excluded by UUID from now on: NVML renumbers GPUs when one comes
 	// or goes, and an index would then name another.
 	excluded, _ := diffGPUs(devs, all)
+	if a.od, err = a.openOnDemand(lib, devs, mode); err != nil {
+		return false, err
+	}
 	a.setNotReady("waiting for this node's pods to sync")
 	if !pods.WaitForSync(ctx) {
 		return false, nil
+	}
+	if a.od != nil {
+		a.mu.Lock()
+		if a.hook != nil {
+			a.hook.SetMaker(a.od.maker)
+		}
+		a.mu.Unlock()
 	}
 	if err := a.announceIdentity(ctx, mode); err != nil || ctx.Err() != nil {
 		return false, err
@@ -271,8 +284,11 @@ type nodeParts struct {
 	health        *health.Watcher
 	publisher     *inventory.Publisher
 	healthChanged chan protocol.Inventory // the newest inventory, for publisher
-	check         *deviceplugin.PodResourcesCheck
-	events        podevents.Sink
+	// republish sends publisher the inventory built again: with the
+	// GPUs' health as given, or as last given where nil.
+	republish func(unhealthy map[string]bool)
+	check     *deviceplugin.PodResourcesCheck
+	events    podevents.Sink
 }
 
 // build makes the parts that serve devs and wires them to each other and
@@ -282,7 +298,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	// The tracker outlives a rescan: a GPU that was unhealthy stays so
 	// until its quiet period ends, whatever the rescan found.
 	unhealthy := tracker.Unhealthy()
-	inv := inventory.Build(devs, scaling, unhealthy)
+	inv := inventory.Build(devs, scaling, unhealthy, a.od.state())
 	gpus, uuids := advertised(devs, inv)
 	for _, d := range devs {
 		if d.MIG != nil && len(d.MIG.Skipped) > 0 {
@@ -319,10 +335,17 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	}
 	a.metrics.Health(uuids, unhealthy)
 
-	onHealth := func(unhealthy map[string]bool) {
-		p.SetUnhealthy(unhealthy)
-		a.metrics.Health(uuids, unhealthy)
-		inv := inventory.Build(devs, scaling, unhealthy)
+	// republish builds the inventory again, with the GPUs' health as
+	// last told and what the node made on demand now, for the publisher.
+	var lastMu sync.Mutex
+	last := unhealthy
+	parts.republish = func(now map[string]bool) {
+		lastMu.Lock()
+		defer lastMu.Unlock()
+		if now != nil {
+			last = now
+		}
+		inv := inventory.Build(devs, scaling, last, a.od.state())
 		a.mu.Lock()
 		a.inv = inv
 		a.mu.Unlock()
@@ -332,6 +355,11 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		default:
 		}
 		parts.healthChanged <- inv
+	}
+	onHealth := func(unhealthy map[string]bool) {
+		p.SetUnhealthy(unhealthy)
+		a.metrics.Health(uuids, unhealthy)
+		parts.republish(unhealthy)
 	}
 	parts.health = health.NewWatcher(lib, uuids, tracker, onHealth, a.clock, a.log.With("component", "health"))
 	// Where the runtime names pods, kubelet's device IDs are bookkeeping

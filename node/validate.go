@@ -12,6 +12,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/node/internal/usage"
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // Validate reports every node-role setting that cannot work, by its flag.
@@ -77,6 +78,15 @@ func (c Config) Validate() field.ErrorList {
 	}
 	if c.GPUUsageMargin < 0 || c.GPUUsageMargin > MaxGPUUsageMarginMiB {
 		errs = append(errs, invalid(flagGPUUsageMargin, c.GPUUsageMargin, fmt.Sprintf("want MiB from 0 to %d", MaxGPUUsageMarginMiB)))
+	}
+	for _, p := range c.MIGOnDemandProfiles {
+		if !protocol.ValidMIGProfile(p) {
+			errs = append(errs, invalid(flagMIGOnDemandProfiles, strings.Join(c.MIGOnDemandProfiles, ","), fmt.Sprintf("%q is no MIG profile; want names like 1g.10gb or 3g.40gb", p)))
+			break
+		}
+	}
+	if len(c.MIGOnDemand) > 0 && c.MIGRecord == "" {
+		errs = append(errs, invalid(flagMIGRecord, c.MIGRecord, "empty; instances made on demand need a record, on a host path"))
 	}
 	for _, e := range c.ExcludeGPUs {
 		if e == "" {

@@ -144,15 +144,16 @@ func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGInstance, err
 }
 
 // LayoutOf is the MIG layout of devs as discovered: each GPU in MIG mode
-// and its MIG devices. The rescan compares it with Layout, since creating
-// or destroying an instance changes nothing in sysfs.
-func LayoutOf(devs []Device) string {
+// and its MIG devices but those ignore says to leave out. The rescan
+// compares it with Layout, since creating or destroying an instance
+// changes nothing in sysfs.
+func LayoutOf(devs []Device, ignore func(uuid string) bool) string {
 	var b strings.Builder
 	for _, d := range devs {
 		if d.MIG == nil {
 			continue
 		}
-		layoutLine(&b, d.UUID, d.MIG.Devices)
+		layoutLine(&b, d.UUID, slices.DeleteFunc(slices.Clone(d.MIG.Devices), ignore))
 	}
 	return b.String()
 }
@@ -161,7 +162,7 @@ func LayoutOf(devs []Device) string {
 // those excluded are not compared) from NVML now, in LayoutOf's form; ok
 // is false when a query failed, which says nothing about a change (a
 // lost GPU is the health watcher's to report).
-func Layout(lib nvml.Interface, devs []Device) (layout string, ok bool) {
+func Layout(lib nvml.Interface, devs []Device, ignore func(uuid string) bool) (layout string, ok bool) {
 	served := make(map[string]bool, len(devs))
 	for _, d := range devs {
 		served[d.UUID] = true
@@ -199,7 +200,7 @@ func Layout(lib nvml.Interface, devs []Device) (layout string, ok bool) {
 			if h == nil {
 				continue
 			}
-			if id, ret := h.GetUUID(); ret == nvml.SUCCESS {
+			if id, ret := h.GetUUID(); ret == nvml.SUCCESS && !ignore(id) {
 				ids = append(ids, id)
 			}
 		}

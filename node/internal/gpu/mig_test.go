@@ -217,9 +217,9 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now, ok := Layout(m, devs)
-	if !ok || now != LayoutOf(devs) || !strings.Contains(now, devs[1].MIG.Instances[0].UUID) {
-		t.Fatalf("layout %q (%v), discovered %q", now, ok, LayoutOf(devs))
+	now, ok := Layout(m, devs, none)
+	if !ok || now != LayoutOf(devs, none) || !strings.Contains(now, devs[1].MIG.Instances[0].UUID) {
+		t.Fatalf("layout %q (%v), discovered %q", now, ok, LayoutOf(devs, none))
 	}
 	d := m.Devices[1].(*server.Device)
 	p := profile(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE)
@@ -230,13 +230,13 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 	if _, ret := gi.CreateComputeInstance(ptr(computeProfile(t, gi, 1))); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	if after, _ := Layout(m, devs); after == now {
+	if after, _ := Layout(m, devs, none); after == now {
 		t.Errorf("layout %q unchanged after an instance was made", after)
 	}
 	// A GPU not served (excluded) is not compared: its instances may
 	// change without a rescan, and its layout never differs from none.
-	if without, ok := Layout(m, devs[:1]); !ok || without != LayoutOf(devs[:1]) {
-		t.Errorf("layout of the served L4 alone: %q, want %q", without, LayoutOf(devs[:1]))
+	if without, ok := Layout(m, devs[:1], none); !ok || without != LayoutOf(devs[:1], none) {
+		t.Errorf("layout of the served L4 alone: %q, want %q", without, LayoutOf(devs[:1], none))
 	}
 }
 
@@ -277,3 +277,5 @@ func TestH100GeometryAsTheDriverReports(t *testing.T) {
 		}
 	}
 }
+
+func none(string) bool { return false }

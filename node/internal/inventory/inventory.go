@@ -12,7 +12,9 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/migmaker"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/mig"
 )
 
 // Scaling is what the scheduler is told each GPU offers.
@@ -22,16 +24,29 @@ type Scaling struct {
 	Cores  float64
 }
 
+// OnDemand is what the node makes MIG instances from; the zero value
+// makes none.
+type OnDemand struct {
+	// Catalog is every instance the node may make, by name.
+	Catalog map[string]migmaker.Slot
+	// Made is the MIG device of each instance made now, by name.
+	Made map[string]string
+	// Ours says whether a MIG device is one the node made, now or
+	// before: listed as its possible instance, never as the operator's.
+	Ours func(uuid string) bool
+}
+
 // Build is the inventory the scheduler sees: memory and cores after
 // scaling, split, and health (healthy unless listed in unhealthy). A GPU
 // in MIG mode is listed with its instances instead, unscaled: the
-// hardware holds an instance to what it is.
-func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inventory {
+// hardware holds an instance to what it is; and, where the node makes
+// instances on demand (od), with those it may make.
+func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool, od OnDemand) protocol.Inventory {
 	inv := protocol.Inventory{Version: protocol.Version, Features: protocol.UnderstoodFeatures(), GPUs: make([]protocol.GPU, 0, len(devs))}
 	shared := make([]gpu.Device, 0, len(devs))
 	for _, d := range devs {
 		if d.MIG != nil {
-			inv.MIG = append(inv.MIG, migGPU(d, !unhealthy[d.UUID]))
+			inv.MIG = append(inv.MIG, migGPU(d, !unhealthy[d.UUID], od))
 			continue
 		}
 		shared = append(shared, d)
@@ -50,11 +65,22 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool) protocol.Inv
 	return inv
 }
 
-func migGPU(d gpu.Device, healthy bool) protocol.MIGGPU {
+func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 	g := protocol.MIGGPU{UUID: d.UUID, Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, SMs: d.MIG.SMs, NUMA: d.NUMA, Healthy: healthy,
 		Instances: make([]protocol.MIGInstance, 0, len(d.MIG.Instances))}
+	var taken []mig.Placement
 	for _, in := range d.MIG.Instances {
+		if od.Ours != nil && od.Ours(in.UUID) {
+			continue
+		}
 		g.Instances = append(g.Instances, protocol.MIGInstance{UUID: in.UUID, Profile: in.Profile, MemoryMiB: in.MemoryMiB, SMs: in.SMs, Start: in.Start, Size: in.Size})
+		taken = append(taken, mig.Placement{Start: in.Start, Size: in.Size})
+	}
+	if od.Catalog != nil {
+		g.Possible = migmaker.Possible(d.UUID, od.Catalog, taken, od.Made)
+		for i := range g.Possible {
+			g.Possible[i].SMs = min(g.Possible[i].SMs, g.SMs) // the profile's; the GPU's largest bounds it
+		}
 	}
 	return g
 }

@@ -21,7 +21,7 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := Build(devs, Scaling{Split: 10, Memory: 1.5, Cores: 1}, map[string]bool{devs[3].UUID: true})
+	inv := Build(devs, Scaling{Split: 10, Memory: 1.5, Cores: 1}, map[string]bool{devs[3].UUID: true}, OnDemand{})
 	if len(inv.GPUs) != 8 || inv.GPUs[0].MemoryMiB != 61440 || inv.GPUs[0].Cores != 100 || inv.GPUs[0].Split != 10 || inv.GPUs[3].Healthy || !inv.GPUs[2].Healthy {
 		t.Fatalf("inventory %+v", inv.GPUs)
 	}

@@ -1,9 +1,13 @@
 package inventory
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/migmaker"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -16,7 +20,7 @@ func TestBuildListsMIGGPUsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := Build(devs, Scaling{Split: 4, Memory: 2, Cores: 1}, map[string]bool{devs[2].UUID: true})
+	inv := Build(devs, Scaling{Split: 4, Memory: 2, Cores: 1}, map[string]bool{devs[2].UUID: true}, OnDemand{})
 	raw, err := protocol.EncodeInventory(inv)
 	if err != nil {
 		t.Fatal(err)
@@ -46,5 +50,48 @@ func TestBuildListsMIGGPUsApart(t *testing.T) {
 	}
 	if len(got.Sets) != 1 {
 		t.Errorf("sets %+v, want the two L4s", got.Sets)
+	}
+}
+
+// Where the node makes instances on demand, the GPU lists what it may
+// make around the operator's instances, the instances it made under
+// their possible names, never as the operator's.
+func TestBuildListsPossibleInstances(t *testing.T) {
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=1g.10gb", "n1") // the operator's, at 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := gpu.Discover(lib)
+	parent := devs[0].UUID
+	ps, err := gpu.MIGProfiles(lib, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(p string) bool { return p != "7g.80gb" })
+	id := protocol.OnDemandID(parent, "3g.40gb", 4)
+	made, err := gpu.MakeMIG(lib, parent, cat[id].Profile, cat[id].At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ = gpu.Discover(lib) // as a rescan would see them
+	od := OnDemand{Catalog: cat, Made: map[string]string{id: made.UUID}, Ours: func(u string) bool { return u == made.UUID }}
+	raw, err := protocol.EncodeInventory(Build(devs, Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := protocol.DecodeInventory(raw)
+	m := got.MIG[0]
+	if len(m.Instances) != 1 || m.Instances[0].Start != 0 {
+		t.Errorf("instances %+v, want the operator's alone", m.Instances)
+	}
+	var names []string
+	for _, p := range m.Possible {
+		names = append(names, p.Profile+"@"+strconv.Itoa(p.Start)+p.Made)
+		if p.Start == 0 {
+			t.Errorf("%s at 0, over the operator's instance", p.Profile)
+		}
+	}
+	if len(m.Possible) != 12 || !slices.Contains(names, "3g.40gb@4"+made.UUID) || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "7g") }) {
+		t.Errorf("possible %v: want 12 (6 1g.10gb, 2 2g.20gb, 3g.40gb at 4 made, 3 1g.20gb), none 7g.80gb", names)
 	}
 }

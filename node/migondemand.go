@@ -1,0 +1,146 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/inventory"
+	"github.com/vgpud/vgpud/node/internal/migmaker"
+	"github.com/vgpud/vgpud/node/internal/nodepods"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// onDemand is the node's MIG maker and what it may make.
+type onDemand struct {
+	catalog map[string]migmaker.Slot
+	maker   *migmaker.Maker
+
+	mu   sync.Mutex
+	ours map[string]bool // MIG devices made, now or before
+}
+
+// state is what the inventory lists of it; the zero value for none.
+func (o *onDemand) state() inventory.OnDemand {
+	if o == nil {
+		return inventory.OnDemand{}
+	}
+	made := o.maker.MadeAll()
+	o.mu.Lock()
+	for _, uuid := range made {
+		o.ours[uuid] = true
+	}
+	o.mu.Unlock()
+	return inventory.OnDemand{Catalog: o.catalog, Made: made, Ours: o.isOurs}
+}
+
+// isOurs says whether uuid is a MIG device the node made: recorded now,
+// or seen made before.
+func (o *onDemand) isOurs(uuid string) bool {
+	if o == nil {
+		return false
+	}
+	o.mu.Lock()
+	seen := o.ours[uuid]
+	o.mu.Unlock()
+	return seen || slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
+}
+
+// openOnDemand reads the profiles of the GPUs --mig-on-demand names and
+// opens the record of what the node made; nil where it names none.
+func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) (*onDemand, error) {
+	if len(a.cfg.MIGOnDemand) == 0 {
+		return nil, nil
+	}
+	if mode != protocol.IdentityRuntime {
+		a.log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", flagMIGOnDemand)
+		return nil, nil
+	}
+	all := slices.Contains(a.cfg.MIGOnDemand, "all")
+	matched := map[string]bool{}
+	profiles := map[string][]gpu.MIGProfile{}
+	for _, d := range devs {
+		named := all
+		for _, e := range a.cfg.MIGOnDemand {
+			if e == d.UUID || e == strconv.Itoa(d.Index) {
+				matched[e], named = true, true
+			}
+		}
+		switch {
+		case !named:
+			continue
+		case d.MIG == nil:
+			// vgpud never changes a GPU's MIG mode.
+			a.log.Warn("a GPU named for MIG on demand is not in MIG mode; it is shared as usual", "gpu", d.UUID, "index", d.Index)
+			continue
+		}
+		ps, err := gpu.MIGProfiles(lib, d.UUID)
+		if err != nil {
+			return nil, fmt.Errorf("MIG on demand: %w", err)
+		}
+		profiles[d.UUID] = ps
+	}
+	for _, e := range a.cfg.MIGOnDemand {
+		if e != "all" && !matched[e] {
+			return nil, fmt.Errorf("%s %q matches no GPU on this node; want all, an index 0..%d or one of its UUIDs", flagMIGOnDemand, e, len(devs)-1)
+		}
+	}
+	allow := func(p string) bool {
+		return len(a.cfg.MIGOnDemandProfiles) == 0 || slices.Contains(a.cfg.MIGOnDemandProfiles, p)
+	}
+	m, err := migmaker.Open(a.cfg.MIGRecord, migmaker.NVML{Lib: lib}, a.log.With("component", "mig"))
+	if err != nil {
+		return nil, err
+	}
+	od := &onDemand{catalog: migmaker.Catalog(profiles, allow), maker: m, ours: map[string]bool{}}
+	od.state() // what the record says is made is ours
+	var gpus []string
+	for u := range profiles {
+		gpus = append(gpus, u)
+	}
+	slices.Sort(gpus)
+	a.log.Info("making MIG instances on demand", "gpus", strings.Join(gpus, ","), "instances possible", len(od.catalog), "record", a.cfg.MIGRecord)
+	return od, nil
+}
+
+// makeMIG makes the instances the node's pods are booked on and destroys
+// those no pod that has not ended asks for, at each change to the pods
+// and every migRetry (a destroy waits for the pod's processes to end),
+// calling changed after what is made changed.
+func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, changed func()) error {
+	var lastUnknown string
+	for {
+		next := pods.Changed()
+		want, unknown := migmaker.Wanted(pods.List(), a.node, od.catalog)
+		if u := strings.Join(unknown, ", "); u != lastUnknown && u != "" {
+			a.log.Warn("pods are booked on MIG instances this node cannot make (its inventory changed since); they wait", "instances", u)
+			lastUnknown = u
+		}
+		a.nvmlMu.RLock()
+		made, err := od.maker.Reconcile(want)
+		a.nvmlMu.RUnlock()
+		if err != nil {
+			a.log.Warn("MIG on demand", "err", err)
+		}
+		if made {
+			changed()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-next:
+		case <-a.clock.After(migRetry):
+		}
+	}
+}
+
+// migRetry is how often the maker tries again what failed.
+const migRetry = 5 * time.Second
