@@ -21,11 +21,17 @@ import (
 
 // onDemand is the node's MIG maker and what it may make.
 type onDemand struct {
-	catalog map[string]migmaker.Slot
-	maker   *migmaker.Maker
+	maker *migmaker.Maker
 
-	mu   sync.Mutex
-	ours map[string]bool // MIG devices made, now or before
+	mu      sync.Mutex
+	catalog map[string]migmaker.Slot // of the GPUs served now (a rescan renews it)
+	ours    map[string]bool          // MIG devices made, now or before
+}
+
+func (o *onDemand) slots() map[string]migmaker.Slot {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.catalog
 }
 
 // state is what the inventory lists of it; the zero value for none.
@@ -39,7 +45,7 @@ func (o *onDemand) state() inventory.OnDemand {
 		o.ours[uuid] = true
 	}
 	o.mu.Unlock()
-	return inventory.OnDemand{Catalog: o.catalog, Made: made, Ours: o.isOurs}
+	return inventory.OnDemand{Catalog: o.slots(), Made: made, Ours: o.isOurs}
 }
 
 // isOurs says whether uuid is a MIG device the node made: recorded now,
@@ -54,8 +60,8 @@ func (o *onDemand) isOurs(uuid string) bool {
 	return seen || slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
 }
 
-// openOnDemand reads the profiles of the GPUs --mig-on-demand names and
-// opens the record of what the node made; nil where it names none.
+// openOnDemand opens the record of what the node made and reads the
+// profiles of the GPUs --mig-on-demand names; nil where it names none.
 func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) (*onDemand, error) {
 	if len(a.cfg.MIGOnDemand) == 0 {
 		return nil, nil
@@ -64,6 +70,40 @@ func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) 
 		a.log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", flagMIGOnDemand)
 		return nil, nil
 	}
+	cat, err := a.catalog(lib, devs, true)
+	if err != nil {
+		return nil, err
+	}
+	m, err := migmaker.Open(a.cfg.MIGRecord, migmaker.NVML{Lib: lib}, a.log.With("component", "mig"))
+	if err != nil {
+		return nil, err
+	}
+	od := &onDemand{catalog: cat, maker: m, ours: map[string]bool{}}
+	od.state() // what the record says is made is ours
+	a.log.Info("making MIG instances on demand", "instances possible", len(cat), "record", a.cfg.MIGRecord)
+	return od, nil
+}
+
+// renew reads the catalog again for the GPUs a rescan found.
+func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
+	if o == nil {
+		return
+	}
+	cat, err := a.catalog(lib, devs, false)
+	if err != nil {
+		a.log.Warn("MIG on demand: profiles after the rescan", "err", err)
+		return
+	}
+	o.mu.Lock()
+	o.catalog = cat
+	o.mu.Unlock()
+}
+
+// catalog is every instance the node may make on the GPUs of devs that
+// --mig-on-demand names and are in MIG mode, of the allowed profiles.
+// strict: an entry that names no GPU is an error, not (after a rescan,
+// the GPU gone) skipped.
+func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[string]migmaker.Slot, error) {
 	all := slices.Contains(a.cfg.MIGOnDemand, "all")
 	matched := map[string]bool{}
 	profiles := map[string][]gpu.MIGProfile{}
@@ -89,26 +129,14 @@ func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) 
 		profiles[d.UUID] = ps
 	}
 	for _, e := range a.cfg.MIGOnDemand {
-		if e != "all" && !matched[e] {
+		if strict && e != "all" && !matched[e] {
 			return nil, fmt.Errorf("%s %q matches no GPU on this node; want all, an index 0..%d or one of its UUIDs", flagMIGOnDemand, e, len(devs)-1)
 		}
 	}
 	allow := func(p string) bool {
 		return len(a.cfg.MIGOnDemandProfiles) == 0 || slices.Contains(a.cfg.MIGOnDemandProfiles, p)
 	}
-	m, err := migmaker.Open(a.cfg.MIGRecord, migmaker.NVML{Lib: lib}, a.log.With("component", "mig"))
-	if err != nil {
-		return nil, err
-	}
-	od := &onDemand{catalog: migmaker.Catalog(profiles, allow), maker: m, ours: map[string]bool{}}
-	od.state() // what the record says is made is ours
-	var gpus []string
-	for u := range profiles {
-		gpus = append(gpus, u)
-	}
-	slices.Sort(gpus)
-	a.log.Info("making MIG instances on demand", "gpus", strings.Join(gpus, ","), "instances possible", len(od.catalog), "record", a.cfg.MIGRecord)
-	return od, nil
+	return migmaker.Catalog(profiles, allow), nil
 }
 
 // makeMIG makes the instances the node's pods are booked on and destroys
@@ -119,7 +147,7 @@ func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, 
 	var lastUnknown string
 	for {
 		next := pods.Changed()
-		want, unknown := migmaker.Wanted(pods.List(), a.node, od.catalog)
+		want, unknown := migmaker.Wanted(pods.List(), a.node, od.slots())
 		if u := strings.Join(unknown, ", "); u != lastUnknown && u != "" {
 			a.log.Warn("pods are booked on MIG instances this node cannot make (its inventory changed since); they wait", "instances", u)
 			lastUnknown = u

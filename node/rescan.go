@@ -52,6 +52,7 @@ func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.D
 			uuids[i] = d.UUID
 		}
 		tracker.Keep(uuids)
+		a.od.renew(a, lib, found)
 		_, removed := diffGPUs(devs, found)
 		a.metrics.ForgetGPUs(removed)
 		a.reportChange(ctx, events, devs, found)

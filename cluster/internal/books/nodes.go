@@ -23,7 +23,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.usable = q.Value() > 0
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
-	wasCordoned, wasUnreadable, hadGPUs := st.cordoned, st.cordonErr != nil, st.gpus
+	wasCordoned, wasUnreadable, hadGPUs, hadMIG := st.cordoned, st.cordonErr != nil, st.gpus, st.mig
 	st.gpus, st.mig, st.features, st.sets, st.invErr = nil, nil, nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
@@ -58,6 +58,11 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	for _, g := range st.gpus {
 		i := slices.IndexFunc(hadGPUs, func(h protocol.GPU) bool { return h.UUID == g.UUID })
 		lifted = lifted || (g.Healthy && (i < 0 || !hadGPUs[i].Healthy))
+		// So does an instance made on demand destroyed: the placements
+		// it blocked are free.
+		if was, now := hadMIG[g.UUID], st.mig[g.UUID]; was != nil && now != nil && was.Made && !now.Made {
+			lifted = true
+		}
 	}
 	c.recompute(n.Name)
 	c.mu.Unlock()

@@ -168,6 +168,9 @@ func migUUID(d nvml.Device, gi, ci int) (string, error) {
 // true when the instance is already not there.
 func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret == nvml.ERROR_NOT_FOUND {
+		return true, nil // the GPU is gone, and its instances with it
+	}
 	if ret != nvml.SUCCESS {
 		return false, fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
 	}
@@ -200,6 +203,9 @@ func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error
 // whole (UUID set), or without its compute instance (UUID empty, CI -1).
 func FindMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (m Made, found bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret == nvml.ERROR_NOT_FOUND {
+		return Made{}, false, nil // the GPU is gone, and its instances with it
+	}
 	if ret != nvml.SUCCESS {
 		return Made{}, false, fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
 	}

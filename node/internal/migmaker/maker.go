@@ -47,7 +47,8 @@ type Maker struct {
 	drv  Driver
 	log  *slog.Logger
 
-	run sync.Mutex // one Reconcile at a time
+	run      sync.Mutex // one Reconcile at a time
+	verified bool       // the record's made instances checked against the GPUs
 
 	mu      sync.Mutex
 	entries []Entry
@@ -107,7 +108,24 @@ func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
 	entries := m.snapshot()
 	var errs []error
 	keep := entries[:0]
+	verify := !m.verified
 	for _, e := range entries {
+		if e.Made != nil && verify {
+			// First, after a start: an instance in the record may be
+			// gone (the host rebooted, the GPU was reset), and its IDs
+			// another's.
+			found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Placement{Start: e.Start, Size: e.Size})
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
+				keep = append(keep, e)
+				continue
+			case !ok || found.UUID != e.Made.UUID:
+				m.log.Warn("a MIG instance vgpud made is gone (the host rebooted, or the GPU was reset); forgotten", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod)
+				changed = true
+				continue
+			}
+		}
 		if e.Made == nil {
 			settled, ok, err := m.settle(e)
 			if err != nil {
@@ -137,6 +155,7 @@ func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
 	if err := m.commit(keep, changed); err != nil {
 		return changed, errors.Join(append(errs, err)...)
 	}
+	m.verified = verify && len(errs) == 0 || m.verified
 	for _, id := range slices.Sorted(maps.Keys(want)) {
 		if slices.ContainsFunc(keep, func(e Entry) bool { return e.ID == id }) {
 			continue

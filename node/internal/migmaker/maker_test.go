@@ -239,3 +239,28 @@ func TestWantedAndPossible(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// After a start, an instance the record names that is not on its GPU
+// (the host rebooted) is forgotten, and made again if a pod still wants
+// it; one whose GPU is gone is forgotten too.
+func TestRecordedInstanceGone(t *testing.T) {
+	r := newRig(t, "")
+	one := r.catalog[r.id("1g.10gb", 3)]
+	if err := save(r.path, []Entry{
+		{ID: r.id("1g.10gb", 3), Parent: r.parent, Profile: one.Profile, Start: 3, Size: 1, Made: &gpu.Made{UUID: "MIG-before-the-reboot", GI: 9, CI: 0}, Pod: "ns/a/uid"},
+		{ID: protocol.OnDemandID("GPU-gone", "1g.10gb", 0), Parent: "GPU-gone", Profile: one.Profile, Start: 0, Size: 1, Made: &gpu.Made{UUID: "MIG-on-a-gone-gpu", GI: 1, CI: 0}, Pod: "ns/b/uid"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := r.open(t)
+	if _, err := m.Reconcile(r.want("ns/a/uid", r.id("1g.10gb", 3))); err != nil {
+		t.Fatal(err)
+	}
+	uuid, ok := m.Made(r.id("1g.10gb", 3))
+	if !ok || uuid == "MIG-before-the-reboot" || r.instances(t)[3] != uuid {
+		t.Errorf("made %q %v, on the GPU %v: want it made again", uuid, ok, r.instances(t))
+	}
+	if all := m.MadeAll(); len(all) != 1 {
+		t.Errorf("made %v; the gone GPU's instance is still recorded", all)
+	}
+}

@@ -676,6 +676,7 @@ func TestCluster(t *testing.T) {
 	t.Run("j8b a chain of GPU policies in the order written", func(t *testing.T) { gpuChains(t, e, nodes) })
 	t.Run("j9 a GPU that comes and goes", func(t *testing.T) { gpuComesAndGoes(t, e, nodes) })
 	t.Run("j10 static MIG instances", func(t *testing.T) { staticMIG(t, e, nodes) })
+	t.Run("j11 MIG instances made on demand", func(t *testing.T) { onDemandMIG(t, e, nodes) })
 	t.Run("k node policy", func(t *testing.T) { nodePolicy(t, e, nodes) })
 	t.Run("l node without vgpud avoided", func(t *testing.T) { nodeWithoutVgpud(t, e, nodes) })
 	t.Run("m pod network across nodes", func(t *testing.T) { acrossNodes(t, e, nodes) })

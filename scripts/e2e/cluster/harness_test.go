@@ -251,7 +251,8 @@ func (e env) allocatable(node string) (got, want int64, err error) {
 }
 
 // devices is what kubelet should be told a node has: each healthy
-// GPU's slices, and each MIG instance of a healthy GPU once.
+// GPU's slices, and each MIG instance of a healthy GPU once, with each
+// instance the node may make on demand.
 func devices(inv protocol.Inventory) int64 {
 	var n int64
 	for _, g := range inv.GPUs {
@@ -261,7 +262,7 @@ func devices(inv protocol.Inventory) int64 {
 	}
 	for _, g := range inv.MIG {
 		if g.Healthy {
-			n += int64(len(g.Instances))
+			n += int64(len(g.Instances) + len(g.Possible))
 		}
 	}
 	return n

@@ -1,0 +1,201 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// onDemandMIG: vgpud-node-3 gets, beside its L4s and the A100 with the
+// operator's instances, an H100 80GB in MIG mode with none, on which the
+// node makes instances on demand (the overrides' migOnDemand; the mock
+// holds the H100 driver's geometry). Three pods of three sizes, each
+// tied to the H100 by its UUID, get the smallest profile that holds them
+// at a placement nothing else takes: made as they are bound, handed to
+// their containers as MIG devices. The node role restarts in the middle
+// and finds them in its record; a fourth pod, too large for what is
+// left, waits until the three are deleted and their instances destroyed.
+// The overrides are put back after.
+func onDemandMIG(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	const ns, node = "e2e-mig-demand", "vgpud-node-3"
+	newTenant(t, e, ns)
+	e.idleGPUs(t)
+	restore := e.setOverrides(t, withOnDemandH100(t, e.overrides(t)))
+	t.Cleanup(func() { restore(); e.restartNodeRole(t, node) })
+	e.restartNodeRole(t, node)
+
+	var h100 protocol.MIGGPU
+	harness.Eventually(t, 60*time.Second, "the H100 listed with the instances it may make", func() error {
+		for _, g := range e.inventory(t, node).MIG {
+			if strings.Contains(g.Model, "H100") && len(g.Possible) == 18 && len(g.Instances) == 0 {
+				h100 = g
+				return nil
+			}
+		}
+		return fmt.Errorf("no H100 with 18 possible instances in %+v", e.inventory(t, node).MIG)
+	})
+	tenant := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
+	create := func(name, mem string) {
+		t.Helper()
+		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": mem}, map[string]string{protocol.AnnotationGPUMode: "mig", protocol.AnnotationUseGPUUUID: h100.UUID})
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		if _, err := tenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("small", "9000")   // 1g.10gb at 0
+	create("medium", "15000") // 1g.20gb at 2: 0 is taken
+	create("large", "30000")  // 3g.40gb at 4
+	took := e.waitRunning(t, ns, []string{"small", "medium", "large"}, 120*time.Second)
+	want := map[string]string{"small": protocol.OnDemandID(h100.UUID, "1g.10gb", 0), "medium": protocol.OnDemandID(h100.UUID, "1g.20gb", 2), "large": protocol.OnDemandID(h100.UUID, "3g.40gb", 4)}
+	made := func() map[string]string {
+		out := map[string]string{}
+		for _, g := range e.inventory(t, node).MIG {
+			for _, p := range g.Possible {
+				if p.Made != "" {
+					out[p.UUID] = p.Made
+				}
+			}
+		}
+		return out
+	}
+	var devices map[string]string
+	harness.Eventually(t, 30*time.Second, "the three instances made, in the inventory", func() error {
+		if devices = made(); len(devices) != 3 {
+			return fmt.Errorf("made %v", devices)
+		}
+		return nil
+	})
+	for name, id := range want {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		if err != nil || a.Containers[0].GPUs[0].UUID != id || !a.Containers[0].GPUs[0].Make {
+			t.Errorf("%s: assignment %+v (%v), want instance %s to make", name, a, err, id)
+		}
+		env := e.containerEnv(t, ns, name)
+		if dev := env[protocol.EnvVisibleDevices]; dev != devices[id] || !strings.HasPrefix(dev, "MIG-") {
+			t.Errorf("%s's container sees %q; want the MIG device made for %s, %s", name, dev, id, devices[id])
+		}
+	}
+	t.Logf("three pods on instances made for them (1g.10gb, 1g.20gb, 3g.40gb), running in %v", took.Round(time.Millisecond))
+
+	// Too large for what is left: 7g.80gb overlaps all three.
+	create("whole", "70000")
+	harness.Eventually(t, 60*time.Second, "the fourth refused, saying why", func() error {
+		return e.eventSays(ns, "whole", "exclusive")
+	})
+
+	// The node role restarts: its record names the three, which it keeps.
+	restart := e.restartNodeRole(t, node)
+	if again := made(); fmt.Sprint(again) != fmt.Sprint(devices) {
+		t.Fatalf("after the restart, made %v; want %v", again, devices)
+	}
+	e.waitRunning(t, ns, []string{"small", "medium", "large"}, 10*time.Second)
+	t.Logf("node role on %s restarted in %v; the same three instances, the pods running", node, restart.Round(time.Millisecond))
+
+	// Deleted, their instances are destroyed, and the fourth gets a
+	// 7g.80gb made for it.
+	grace := int64(0)
+	for _, name := range []string{"small", "medium", "large"} {
+		if err := e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	freed := e.waitRunning(t, ns, []string{"whole"}, 120*time.Second)
+	if now := made(); len(now) != 1 || now[protocol.OnDemandID(h100.UUID, "7g.80gb", 0)] == "" {
+		t.Errorf("after the three went, made %v; want the 7g.80gb alone", now)
+	}
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "whole", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "nothing made once every pod is gone", func() error {
+		if now := made(); len(now) > 0 {
+			return fmt.Errorf("still made: %v", now)
+		}
+		return nil
+	})
+	t.Logf("the three destroyed and a 7g.80gb made for the waiting pod in %v; it destroyed after", freed.Round(time.Millisecond))
+}
+
+// withOnDemandH100 is the overlay's overrides with node-3's backend given
+// an H100 in MIG mode, index 5, on which the node makes instances.
+func withOnDemandH100(t *testing.T, yaml string) string {
+	t.Helper()
+	lines := strings.Split(yaml, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "backend:") && strings.HasSuffix(l, "mig=3g.20gb+2g.10gb+1g.5gb\"") {
+			indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
+			lines[i] = strings.TrimSuffix(l, "\"") + ",1xH100-SXM5-80GB:81920:mig=\""
+			return strings.Join(append(lines[:i+1], append([]string{indent + "migOnDemand: [\"5\"]"}, lines[i+1:]...)...), "\n")
+		}
+	}
+	t.Fatalf("no backend line for node-3's A100 in the overrides:\n%s", yaml)
+	return ""
+}
+
+// overrides is the node-overrides.yaml of vgpud's ConfigMap.
+func (e env) overrides(t *testing.T) string {
+	t.Helper()
+	cm, err := e.kube.CoreV1().ConfigMaps(system).Get(context.Background(), "vgpud", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["node-overrides.yaml"]
+}
+
+// setOverrides writes node-overrides.yaml and returns what puts the
+// old one back; a node role reads it when it starts.
+func (e env) setOverrides(t *testing.T, yaml string) (restore func()) {
+	t.Helper()
+	old := e.overrides(t)
+	write := func(v string) error {
+		patch := fmt.Sprintf(`{"data":{"node-overrides.yaml":%q}}`, v)
+		_, err := e.kube.CoreV1().ConfigMaps(system).Patch(context.Background(), "vgpud", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	if err := write(yaml); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := write(old); err != nil {
+			t.Errorf("put the overrides back: %v", err)
+		}
+	}
+}
+
+// restartNodeRole deletes node's vgpud pod and waits for its successor
+// to be ready and advertising what its inventory lists.
+func (e env) restartNodeRole(t *testing.T, node string) time.Duration {
+	t.Helper()
+	vp, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().Pods(system).Delete(context.Background(), vp.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return harness.Eventually(t, 120*time.Second, "the node role back on "+node, func() error {
+		np, err := e.vgpudPod(node)
+		if err != nil || np.UID == vp.UID {
+			return fmt.Errorf("the old pod still serves (%v)", err)
+		}
+		if !podReady(np) {
+			return fmt.Errorf("%s not ready", np.Name)
+		}
+		return e.advertising(node)
+	})
+}
