@@ -17,9 +17,12 @@ import (
 	"github.com/vgpud/vgpud/node/internal/migmaker"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/mig"
 )
 
-// onDemand is the node's MIG maker and what it may make.
+// onDemand is the node's MIG maker and what it may make. Its maker is
+// nil where --mig-on-demand is off but the record names instances made
+// before: those stay hidden from placement, and untouched.
 type onDemand struct {
 	maker *migmaker.Maker
 
@@ -39,13 +42,39 @@ func (o *onDemand) state() inventory.OnDemand {
 	if o == nil {
 		return inventory.OnDemand{}
 	}
+	if o.maker == nil {
+		return inventory.OnDemand{Ours: o.isOurs}
+	}
 	made := o.maker.MadeAll()
+	cat := o.slots()
+	// A made instance the catalog no longer lists (its profile taken off
+	// the allowlist) still takes its placement while its pod holds it.
+	taken := map[string][]mig.Placement{}
+	for _, e := range o.maker.Entries() {
+		if _, listed := cat[e.ID]; !listed && e.Made != nil {
+			taken[e.Parent] = append(taken[e.Parent], mig.Placement{Start: e.Start, Size: e.Size})
+		}
+	}
 	o.mu.Lock()
 	for _, uuid := range made {
 		o.ours[uuid] = true
 	}
 	o.mu.Unlock()
-	return inventory.OnDemand{Catalog: o.slots(), Made: made, Ours: o.isOurs}
+	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.isOurs, Taken: taken}
+}
+
+// making says whether the node makes instances (not only hides those
+// it made before).
+func (o *onDemand) making() bool { return o != nil && o.maker != nil }
+
+// quiet runs f while the maker is between passes: a read of the GPUs'
+// MIG devices then never sees one made and not yet recorded.
+func (o *onDemand) quiet(f func()) {
+	if !o.making() {
+		f()
+		return
+	}
+	o.maker.Quiet(f)
 }
 
 // isOurs says whether uuid is a MIG device the node made: recorded now,
@@ -57,14 +86,14 @@ func (o *onDemand) isOurs(uuid string) bool {
 	o.mu.Lock()
 	seen := o.ours[uuid]
 	o.mu.Unlock()
-	return seen || slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
+	return seen || o.making() && slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
 }
 
 // openOnDemand opens the record of what the node made and reads the
 // profiles of the GPUs --mig-on-demand names; nil where it names none.
 func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) (*onDemand, error) {
 	if len(a.cfg.MIGOnDemand) == 0 {
-		return nil, nil
+		return a.madeBefore()
 	}
 	if mode != protocol.IdentityRuntime {
 		a.log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", flagMIGOnDemand)
@@ -84,9 +113,33 @@ func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) 
 	return od, nil
 }
 
+// madeBefore is, where --mig-on-demand is off, the instances the record
+// says the node made while it was on: still there, perhaps held by
+// running pods, they are not offered as the operator's. nil for none.
+func (a *Role) madeBefore() (*onDemand, error) {
+	if a.cfg.MIGRecord == "" {
+		return nil, nil
+	}
+	entries, err := migmaker.Load(a.cfg.MIGRecord)
+	if err != nil {
+		return nil, err
+	}
+	ours := map[string]bool{}
+	for _, e := range entries {
+		if e.Made != nil && e.Made.UUID != "" {
+			ours[e.Made.UUID] = true
+		}
+	}
+	if len(ours) == 0 {
+		return nil, nil
+	}
+	a.log.Warn("MIG instances made on demand remain, and --mig-on-demand is off: they are offered to no pod, and destroyed once it is on again and no pod holds them", "instances", len(ours), "record", a.cfg.MIGRecord)
+	return &onDemand{ours: ours}, nil
+}
+
 // renew reads the catalog again for the GPUs a rescan found.
 func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
-	if o == nil {
+	if !o.making() {
 		return
 	}
 	cat, err := a.catalog(lib, devs, false)
@@ -147,13 +200,13 @@ func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, 
 	var lastUnknown string
 	for {
 		next := pods.Changed()
-		want, unknown := migmaker.Wanted(pods.List(), a.node, od.slots())
+		want, held, unknown := migmaker.Wanted(pods.List(), a.node, od.slots())
 		if u := strings.Join(unknown, ", "); u != lastUnknown && u != "" {
-			a.log.Warn("pods are booked on MIG instances this node cannot make (its inventory changed since); they wait", "instances", u)
+			a.log.Warn("pods are booked on MIG instances this node does not make now (its GPUs or settings changed); made ones stay theirs, others are not made and their containers wait", "instances", u)
 			lastUnknown = u
 		}
 		a.nvmlMu.RLock()
-		made, err := od.maker.Reconcile(want)
+		made, err := od.maker.Reconcile(want, held)
 		a.nvmlMu.RUnlock()
 		if err != nil {
 			a.log.Warn("MIG on demand", "err", err)

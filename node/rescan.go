@@ -95,7 +95,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 		g.Go(func() error { return p.profiles.Run(pctx) })
 	}
 	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
-	if a.od != nil {
+	if a.od.making() {
 		g.Go(func() error { return a.makeMIG(gctx, a.od, pods, func() { p.republish(nil) }) })
 	}
 	enforcer := a.newEnforcer(lib, devs, pods, events)
@@ -144,8 +144,10 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 			a.log.Info("the node's GPUs changed; rescanning", "was", present, "now", now)
 			return true
 		}
+		var now string
+		var ok bool
 		a.nvmlMu.RLock()
-		now, ok := gpu.Layout(lib, devs, a.od.isOurs)
+		a.od.quiet(func() { now, ok = gpu.Layout(lib, devs, a.od.isOurs) })
 		a.nvmlMu.RUnlock()
 		if ok && now != layout {
 			a.log.Info("the node's MIG instances changed; rescanning", "was", layout, "now", now)

@@ -258,7 +258,9 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	if !pods.WaitForSync(ctx) {
 		return false, nil
 	}
-	if a.od != nil {
+	if a.od.making() {
+		// It hands out nothing before the maker's first pass has
+		// checked the record against the GPUs (migmaker.Maker.Made).
 		a.mu.Lock()
 		if a.hook != nil {
 			a.hook.SetMaker(a.od.maker)

@@ -352,7 +352,10 @@ func selected(g *CommittedGPU, req *Request) bool {
 	matchUUID := func(list []string) bool {
 		for _, u := range list {
 			// A GPU in MIG mode by its own UUID names its instances.
-			if u = strings.TrimSpace(u); strings.EqualFold(u, g.UUID) || (g.MIG != nil && strings.EqualFold(u, g.MIG.GPU)) {
+			// A possible instance is no device: by its name, a pod
+			// could choose where on the GPU it is made, and fragment it.
+			own := g.MIG == nil || !g.MIG.OnDemand
+			if u = strings.TrimSpace(u); (own && strings.EqualFold(u, g.UUID)) || (g.MIG != nil && strings.EqualFold(u, g.MIG.GPU)) {
 				return true
 			}
 		}

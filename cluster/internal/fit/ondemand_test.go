@@ -131,3 +131,17 @@ func TestOnDemandOwnContainersDoNotOverlap(t *testing.T) {
 		t.Error("three 3g.40gb placed on one H100")
 	}
 }
+
+// A pod cannot choose where an instance is made by naming it: the
+// selectors match only the GPU of a possible instance.
+func TestOnDemandSelectorsNameTheGPU(t *testing.T) {
+	n := h100OnDemand(t)
+	req := Request{Containers: []podmodel.ContainerRequest{app("c", 1, 15000, 0)}, Mode: podmodel.ModeMIG, UseUUIDs: []string{onDemand("1g.20gb", 6)}}
+	if _, r := Place(n, req, opts); r == nil || r.Kind != "no matching gpu" {
+		t.Errorf("use-gpuuuid of a possible instance: %+v, want no matching gpu", r)
+	}
+	req.UseUUIDs = []string{"GPU-h100"}
+	if pl, r := Place(n, req, opts); r != nil || pl[0].GPUs[0].UUID != onDemand("1g.20gb", 0) {
+		t.Errorf("use-gpuuuid of the GPU: %v %+v, want 1g.20gb at 0", pl, r)
+	}
+}

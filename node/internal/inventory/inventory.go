@@ -34,6 +34,9 @@ type OnDemand struct {
 	// Ours says whether a MIG device is one the node made, now or
 	// before: listed as its possible instance, never as the operator's.
 	Ours func(uuid string) bool
+	// Taken are placements of instances the node made that Catalog no
+	// longer lists, by GPU: no possible instance overlaps them.
+	Taken map[string][]mig.Placement
 }
 
 // Build is the inventory the scheduler sees: memory and cores after
@@ -77,6 +80,7 @@ func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 		taken = append(taken, mig.Placement{Start: in.Start, Size: in.Size})
 	}
 	if od.Catalog != nil {
+		taken = append(taken, od.Taken[d.UUID]...)
 		g.Possible = migmaker.Possible(d.UUID, od.Catalog, taken, od.Made)
 		for i := range g.Possible {
 			g.Possible[i].SMs = min(g.Possible[i].SMs, g.SMs) // the profile's; the GPU's largest bounds it

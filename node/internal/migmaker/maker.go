@@ -53,6 +53,7 @@ type Maker struct {
 	mu      sync.Mutex
 	entries []Entry
 	changed chan struct{}
+	ready   bool // a first Reconcile has checked the record against the GPUs
 }
 
 // Open reads the record at path. An unreadable record is an error: the
@@ -65,16 +66,33 @@ func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
 	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{})}, nil
 }
 
-// Made is the MIG device made for the instance named id, if it is made.
-func (m *Maker) Made(id string) (uuid string, ok bool) {
+// Made is the MIG device made for the instance named id for pod
+// (namespace/name/uid), if it is made, checked, and that pod's: an
+// instance another pod still holds, or held until the maker saw the
+// next pod booked on it, is not handed out.
+func (m *Maker) Made(id, pod string) (uuid string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.ready {
+		return "", false
+	}
 	for _, e := range m.entries {
-		if e.ID == id && e.Made != nil && e.Made.UUID != "" {
+		if e.ID == id && e.Pod == pod && e.Made != nil && e.Made.UUID != "" {
 			return e.Made.UUID, true
 		}
 	}
 	return "", false
+}
+
+// Entries is the record now.
+func (m *Maker) Entries() []Entry { return m.snapshot() }
+
+// Quiet runs f while no Reconcile runs: what it reads of the GPUs is
+// not caught between a make and its record.
+func (m *Maker) Quiet(f func()) {
+	m.run.Lock()
+	defer m.run.Unlock()
+	f()
 }
 
 // MadeAll is every made instance's MIG device by name.
@@ -98,14 +116,15 @@ func (m *Maker) Changed() <-chan struct{} {
 }
 
 // Reconcile makes each instance want names that is not made, and
-// destroys each made instance want no longer names (its pod is gone or
-// has ended), after settling what a crash cut short. Every instance is
-// tried; the errors are joined. changed says whether what is made
-// changed.
-func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
+// destroys each made instance no pod holds (held: every instance a pod
+// that has not ended is booked on, known to the catalog or not), after
+// settling what a crash cut short. Every instance is tried; the errors
+// are joined. changed says whether what is made changed.
+func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed bool, err error) {
 	m.run.Lock()
 	defer m.run.Unlock()
 	entries := m.snapshot()
+	dirty := false
 	var errs []error
 	keep := entries[:0]
 	verify := !m.verified
@@ -122,7 +141,7 @@ func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
 				continue
 			case !ok || found.UUID != e.Made.UUID:
 				m.log.Warn("a MIG instance vgpud made is gone (the host rebooted, or the GPU was reset); forgotten", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod)
-				changed = true
+				changed, dirty = true, true
 				continue
 			}
 		}
@@ -133,29 +152,41 @@ func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
 				keep = append(keep, e)
 				continue
 			}
+			dirty = true
 			if !ok {
 				continue
 			}
 			e, changed = settled, true
 		}
-		if want[e.ID].Parent == "" {
+		pod, isHeld := held[e.ID]
+		if !isHeld {
 			gone, err := m.drv.Destroy(e.Parent, *e.Made)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("instance %s (%s), made for %s: %w", e.ID, e.Made.UUID, e.Pod, err))
 				keep = append(keep, e)
 				continue
 			}
-			changed = true
+			changed, dirty = true, true
 			m.log.Info("destroyed a MIG instance", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod, "already gone", gone)
 			continue
 		}
-		e.Pod = want[e.ID].Pod // a made instance serves the next pod booked on it
+		if e.Pod != pod {
+			// The next pod booked on a made instance takes it as it is.
+			e.Pod, changed, dirty = pod, true, true
+		}
 		keep = append(keep, e)
 	}
-	if err := m.commit(keep, changed); err != nil {
-		return changed, errors.Join(append(errs, err)...)
+	if dirty {
+		if err := m.commit(keep, changed); err != nil {
+			return changed, errors.Join(append(errs, err)...)
+		}
 	}
 	m.verified = verify && len(errs) == 0 || m.verified
+	m.mu.Lock()
+	if m.verified && !m.ready {
+		m.ready, changed = true, true
+	}
+	m.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(want)) {
 		if slices.ContainsFunc(keep, func(e Entry) bool { return e.ID == id }) {
 			continue
@@ -181,6 +212,9 @@ func (m *Maker) Reconcile(want map[string]Want) (changed bool, err error) {
 			return changed, errors.Join(append(errs, err)...)
 		}
 		m.log.Info("made a MIG instance", "instance", id, "uuid", made.UUID, "pod", w.Pod)
+	}
+	if changed {
+		m.tell()
 	}
 	return changed, errors.Join(errs...)
 }
@@ -220,11 +254,18 @@ func (m *Maker) commit(entries []Entry, changed bool) error {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.entries = slices.Clone(entries)
+	m.mu.Unlock()
 	if changed {
-		close(m.changed)
-		m.changed = make(chan struct{})
+		m.tell()
 	}
 	return nil
+}
+
+// tell wakes those waiting on Changed.
+func (m *Maker) tell() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	close(m.changed)
+	m.changed = make(chan struct{})
 }

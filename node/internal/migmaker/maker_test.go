@@ -57,12 +57,12 @@ func (r rig) open(t *testing.T) *Maker {
 	return m
 }
 
-func (r rig) want(pod string, ids ...string) map[string]Want {
-	out := map[string]Want{}
+func (r rig) want(pod string, ids ...string) (map[string]Want, map[string]string) {
+	want, held := map[string]Want{}, map[string]string{}
 	for _, id := range ids {
-		out[id] = Want{Slot: r.catalog[id], Pod: pod}
+		want[id], held[id] = Want{Slot: r.catalog[id], Pod: pod}, pod
 	}
-	return out
+	return want, held
 }
 
 func (r rig) id(profile string, start int) string {
@@ -91,7 +91,7 @@ func TestMakeThenDestroy(t *testing.T) {
 	if changed, err := m.Reconcile(r.want("ns/a/uid-a", id)); err != nil || !changed {
 		t.Fatalf("make: changed %v, %v", changed, err)
 	}
-	uuid, ok := m.Made(id)
+	uuid, ok := m.Made(id, "ns/a/uid-a")
 	if got := r.instances(t); !ok || got[4] != uuid || len(got) != 1 {
 		t.Fatalf("made %q %v; on the GPU %v", uuid, ok, got)
 	}
@@ -108,11 +108,11 @@ func TestMakeThenDestroy(t *testing.T) {
 	if _, err := m.Reconcile(r.want("ns/b/uid-b", id)); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := m.Made(id); again != uuid {
+	if again, _ := m.Made(id, "ns/b/uid-b"); again != uuid {
 		t.Errorf("reused as %s, want %s", again, uuid)
 	}
 	// Its pod gone: destroyed, the record empty.
-	if changed, err := m.Reconcile(nil); err != nil || !changed {
+	if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
 		t.Fatalf("destroy: changed %v, %v", changed, err)
 	}
 	if got := r.instances(t); len(got) != 0 {
@@ -132,7 +132,7 @@ func TestOthersInstancesUntouched(t *testing.T) {
 	if _, err := m.Reconcile(r.want("ns/a/uid", r.id("1g.10gb", 0))); err == nil || !strings.Contains(err.Error(), gpu.ErrNoRoom.Error()) {
 		t.Errorf("make over the operator's instance: %v", err)
 	}
-	if _, err := m.Reconcile(nil); err != nil {
+	if _, err := m.Reconcile(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.instances(t); got[0] != theirs || len(got) != 1 {
@@ -168,7 +168,7 @@ func TestCrashBetweenRecordAndMake(t *testing.T) {
 	if _, err := m.Reconcile(r.want("ns/a/uid", r.id("2g.20gb", 0))); err != nil {
 		t.Fatal(err)
 	}
-	if uuid, ok := m.Made(r.id("2g.20gb", 0)); !ok || uuid != made.UUID {
+	if uuid, ok := m.Made(r.id("2g.20gb", 0), "ns/a/uid"); !ok || uuid != made.UUID {
 		t.Errorf("found %q %v, want %s, not made again", uuid, ok, made.UUID)
 	}
 	if _, ok := r.instances(t)[4]; ok {
@@ -177,7 +177,7 @@ func TestCrashBetweenRecordAndMake(t *testing.T) {
 	if _, found, _ := gpu.FindMIG(r.lib, r.parent, half.Profile, half.At); found {
 		t.Error("the half-made instance is still there")
 	}
-	if _, err := m.Reconcile(nil); err != nil {
+	if _, err := m.Reconcile(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.instances(t); len(got) != 0 {
@@ -211,7 +211,7 @@ func TestWantedAndPossible(t *testing.T) {
 			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
 	}
 	stale := protocol.OnDemandID(r.parent, "1g.5gb", 0)
-	want, unknown := Wanted([]*corev1.Pod{
+	want, held, unknown := Wanted([]*corev1.Pod{
 		assigned("a", "n1", corev1.PodRunning, r.id("3g.40gb", 0)),
 		assigned("done", "n1", corev1.PodSucceeded, r.id("1g.10gb", 4)),
 		assigned("elsewhere", "n2", corev1.PodRunning, r.id("1g.10gb", 5)),
@@ -219,6 +219,9 @@ func TestWantedAndPossible(t *testing.T) {
 	}, "n1", r.catalog)
 	if len(want) != 1 || want[r.id("3g.40gb", 0)].Pod != "ns/a/u-xa" || want[r.id("3g.40gb", 0)].At != (mig.Placement{Start: 0, Size: 4}) {
 		t.Errorf("want %+v", want)
+	}
+	if len(held) != 2 || held[stale] != "ns/stale/u-xstale" {
+		t.Errorf("held %v: want the stale name held too", held)
 	}
 	if len(unknown) != 1 || !strings.HasSuffix(unknown[0], stale) {
 		t.Errorf("unknown %v", unknown)
@@ -256,11 +259,34 @@ func TestRecordedInstanceGone(t *testing.T) {
 	if _, err := m.Reconcile(r.want("ns/a/uid", r.id("1g.10gb", 3))); err != nil {
 		t.Fatal(err)
 	}
-	uuid, ok := m.Made(r.id("1g.10gb", 3))
+	uuid, ok := m.Made(r.id("1g.10gb", 3), "ns/a/uid")
 	if !ok || uuid == "MIG-before-the-reboot" || r.instances(t)[3] != uuid {
 		t.Errorf("made %q %v, on the GPU %v: want it made again", uuid, ok, r.instances(t))
 	}
 	if all := m.MadeAll(); len(all) != 1 {
 		t.Errorf("made %v; the gone GPU's instance is still recorded", all)
+	}
+}
+
+// An instance a pod still holds is never destroyed, though the catalog
+// no longer knows it (a profile taken off the allowlist, the GPU's
+// index renumbered); and the next pod booked on a made instance gets it
+// only once the maker has seen that pod.
+func TestHeldInstancesStay(t *testing.T) {
+	r := newRig(t, "")
+	m := r.open(t)
+	id := r.id("2g.20gb", 2)
+	if _, err := m.Reconcile(r.want("ns/a/uid-a", id)); err != nil {
+		t.Fatal(err)
+	}
+	uuid, _ := m.Made(id, "ns/a/uid-a")
+	if _, err := m.Reconcile(nil, map[string]string{id: "ns/a/uid-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.instances(t)[2]; got != uuid {
+		t.Fatalf("held, unknown to the catalog: on the GPU %q, want %s kept", got, uuid)
+	}
+	if _, ok := m.Made(id, "ns/b/uid-b"); ok {
+		t.Error("handed to pod b while pod a holds it")
 	}
 }

@@ -31,6 +31,9 @@ type record struct {
 
 const recordVersion = 1
 
+// Load reads the record at path; none there is an empty one.
+func Load(path string) ([]Entry, error) { return load(path) }
+
 // load reads the record at path; none there is an empty one.
 func load(path string) ([]Entry, error) {
 	raw, err := os.ReadFile(path)

@@ -49,11 +49,19 @@ func Possible(parent string, catalog map[string]Slot, taken []mig.Placement, mad
 }
 
 // Wanted is what node's pods ask it to make: the slot of each slice to
-// make of each pod bound to node that has not ended, by name. unknown
-// are names in those assignments the catalog lacks (the leader booked
-// on an inventory since changed), as pod: name.
-func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[string]Want, unknown []string) {
-	want = map[string]Want{}
+// make of each pod bound to node that has not ended, by name; held is
+// every such name with its pod (namespace/name/uid), known to the
+// catalog or not: the maker destroys no instance a pod holds. unknown
+// are names the catalog lacks (the leader booked on an inventory since
+// changed, or the node's settings changed), as pod: name. Two pods
+// naming one instance (a leader's books cannot do that) hold it by the
+// first in name order.
+func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[string]Want, held map[string]string, unknown []string) {
+	want, held = map[string]Want{}, map[string]string{}
+	pods = slices.Clone(pods)
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	for _, p := range pods {
 		raw, ok := p.Annotations[protocol.AnnotationAssignment]
 		if !ok || p.Spec.NodeName != node || podmodel.Terminated(p) {
@@ -63,12 +71,13 @@ func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[
 		if err != nil || a.Node != node || !a.Makes() {
 			continue
 		}
-		key := p.Namespace + "/" + p.Name + "/" + string(p.UID)
+		key := PodKey(p)
 		for _, c := range a.Containers {
 			for _, s := range c.GPUs {
-				if !s.Make {
+				if _, taken := held[s.UUID]; !s.Make || taken {
 					continue
 				}
+				held[s.UUID] = key
 				slot, ok := catalog[s.UUID]
 				if !ok {
 					unknown = append(unknown, key+": "+s.UUID)
@@ -78,5 +87,8 @@ func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[
 			}
 		}
 	}
-	return want, unknown
+	return want, held, unknown
 }
+
+// PodKey names a pod as the record does: namespace/name/uid.
+func PodKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name + "/" + string(p.UID) }

@@ -118,7 +118,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	if d.Action == Grant && unsettled != "" {
 		d = Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s %s, so it cannot grant container %q its slice yet; kubelet retries the container", rules.Node, unsettled, c.Name)}
 	}
-	d = h.resolveMade(ctx, d, c.Name)
+	d = h.resolveMade(ctx, d, c)
 	adj, err := h.apply(d, ctr)
 	verdict := d.Action.String()
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 // the MIG device made for a possible instance, and when that may have
 // changed.
 type Maker interface {
-	Made(id string) (uuid string, ok bool)
+	// Made is the device made for instance id for pod, as
+	// namespace/name/uid.
+	Made(id, pod string) (uuid string, ok bool)
 	Changed() <-chan struct{}
 }
 
@@ -31,7 +33,8 @@ func (h *Hook) SetMaker(m Maker) {
 // into one of their MIG devices, waiting within the call's deadline for
 // the maker, which starts on them as soon as the node's informer sees
 // the pod bound. Anything else is returned as it is.
-func (h *Hook) resolveMade(ctx context.Context, d Decision, name string) Decision {
+func (h *Hook) resolveMade(ctx context.Context, d Decision, c Container) Decision {
+	name, pod := c.Name, c.Namespace+"/"+c.Pod+"/"+c.UID
 	if d.Action != Grant || !slices.ContainsFunc(d.Assigned.GPUs, func(s protocol.GPUSlice) bool { return s.Make }) {
 		return d
 	}
@@ -49,7 +52,7 @@ func (h *Hook) resolveMade(ctx context.Context, d Decision, name string) Decisio
 	defer deadline.Stop()
 	for {
 		changed := m.Changed()
-		resolved, missing := made(m, d.Assigned.GPUs)
+		resolved, missing := made(m, d.Assigned.GPUs, pod)
 		if missing == "" {
 			d.Assigned.GPUs = resolved
 			uuids := make([]string, len(resolved))
@@ -69,15 +72,15 @@ func (h *Hook) resolveMade(ctx context.Context, d Decision, name string) Decisio
 	}
 }
 
-// made is gpus with each slice to make named by its MIG device, or the
-// first not made yet.
-func made(m Maker, gpus []protocol.GPUSlice) (out []protocol.GPUSlice, missing string) {
+// made is gpus with each slice to make named by the MIG device made for
+// pod, or the first not made for it yet.
+func made(m Maker, gpus []protocol.GPUSlice, pod string) (out []protocol.GPUSlice, missing string) {
 	out = slices.Clone(gpus)
 	for i, s := range out {
 		if !s.Make {
 			continue
 		}
-		uuid, ok := m.Made(s.UUID)
+		uuid, ok := m.Made(s.UUID, pod)
 		if !ok {
 			return nil, s.UUID
 		}

@@ -21,7 +21,10 @@ type fakeMaker struct {
 	changed chan struct{}
 }
 
-func (f *fakeMaker) Made(id string) (string, bool) {
+func (f *fakeMaker) Made(id, pod string) (string, bool) {
+	if pod != "ns/p/uid" {
+		return "", false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.made[id]
@@ -52,25 +55,25 @@ func TestResolveMade(t *testing.T) {
 		return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Options{})}
 	}
 	h := New(Rules{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if d := h.resolveMade(context.Background(), grantOf(), "c"); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
+	if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
 		t.Errorf("no maker: %+v", d)
 	}
 	m := &fakeMaker{made: map[string]string{}, changed: make(chan struct{})}
 	h.SetMaker(m)
-	if d := h.resolveMade(context.Background(), grantOf(), "c"); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
+	if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
 		t.Errorf("never made: %+v", d)
 	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		m.make(id, "MIG-made")
 	}()
-	d := h.resolveMade(context.Background(), grantOf(), "c")
+	d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"})
 	if d.Action != Grant || d.Slice.Env[protocol.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
 		t.Errorf("made while waiting: %+v", d)
 	}
 	// A shared slice passes as it is.
 	plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
-	if d := h.resolveMade(context.Background(), plain, "c"); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
+	if d := h.resolveMade(context.Background(), plain, Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
 		t.Errorf("shared: %+v", d)
 	}
 }

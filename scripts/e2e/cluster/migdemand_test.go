@@ -54,11 +54,13 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 	}
-	create("small", "9000")   // 1g.10gb at 0
-	create("medium", "15000") // 1g.20gb at 2: 0 is taken
-	create("large", "30000")  // 3g.40gb at 4
+	// Whichever kube-scheduler places first, the three profiles fit
+	// side by side (4 + 2 + 1 of the H100's 8 memory slots).
+	create("small", "9000")   // 1g.10gb
+	create("medium", "15000") // 1g.20gb: fewer SMs than 2g.20gb
+	create("large", "30000")  // 3g.40gb
 	took := e.waitRunning(t, ns, []string{"small", "medium", "large"}, 120*time.Second)
-	want := map[string]string{"small": protocol.OnDemandID(h100.UUID, "1g.10gb", 0), "medium": protocol.OnDemandID(h100.UUID, "1g.20gb", 2), "large": protocol.OnDemandID(h100.UUID, "3g.40gb", 4)}
+	profiles := map[string]string{"small": "1g.10gb", "medium": "1g.20gb", "large": "3g.40gb"}
 	made := func() map[string]string {
 		out := map[string]string{}
 		for _, g := range e.inventory(t, node).MIG {
@@ -77,15 +79,31 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		}
 		return nil
 	})
-	for name, id := range want {
+	possible := map[string]protocol.MIGInstance{}
+	for _, p := range h100.Possible {
+		possible[p.UUID] = p
+	}
+	var placed []protocol.MIGInstance
+	for name, profile := range profiles {
 		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
-		if err != nil || a.Containers[0].GPUs[0].UUID != id || !a.Containers[0].GPUs[0].Make {
-			t.Errorf("%s: assignment %+v (%v), want instance %s to make", name, a, err, id)
+		if err != nil {
+			t.Fatal(err)
 		}
+		s := a.Containers[0].GPUs[0]
+		id, in := s.UUID, possible[s.UUID]
+		if in.Profile != profile || !s.Make || s.MemoryMiB != in.MemoryMiB {
+			t.Errorf("%s: slice %+v, want a %s instance to make, charged its %d MiB", name, s, profile, in.MemoryMiB)
+		}
+		for _, o := range placed {
+			if in.Start < o.Start+o.Size && o.Start < in.Start+in.Size {
+				t.Errorf("%s's %s at %d+%d overlaps %s at %d+%d", name, in.Profile, in.Start, in.Size, o.Profile, o.Start, o.Size)
+			}
+		}
+		placed = append(placed, in)
 		env := e.containerEnv(t, ns, name)
 		if dev := env[protocol.EnvVisibleDevices]; dev != devices[id] || !strings.HasPrefix(dev, "MIG-") {
 			t.Errorf("%s's container sees %q; want the MIG device made for %s, %s", name, dev, id, devices[id])
@@ -96,10 +114,12 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	// Too large for what is left: 7g.80gb overlaps all three.
 	create("whole", "70000")
 	harness.Eventually(t, 60*time.Second, "the fourth refused, saying why", func() error {
-		return e.eventSays(ns, "whole", "exclusive")
+		return e.eventSays(ns, "whole", "70000 MiB")
 	})
 
-	// The node role restarts: its record names the three, which it keeps.
+	// The node role restarts: its record names the three, which it keeps
+	// (the mock's instances end with its process, so it makes them again
+	// under the same names; a real GPU keeps them).
 	restart := e.restartNodeRole(t, node)
 	if again := made(); fmt.Sprint(again) != fmt.Sprint(devices) {
 		t.Fatalf("after the restart, made %v; want %v", again, devices)
