@@ -97,7 +97,7 @@ func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) 
 	}
 	if mode != protocol.IdentityRuntime {
 		a.log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", flagMIGOnDemand)
-		return nil, nil
+		return a.madeBefore()
 	}
 	cat, err := a.catalog(lib, devs, true)
 	if err != nil {
@@ -122,7 +122,9 @@ func (a *Role) madeBefore() (*onDemand, error) {
 	}
 	entries, err := migmaker.Load(a.cfg.MIGRecord)
 	if err != nil {
-		return nil, err
+		// Off, the node makes nothing by it: it serves on, saying so.
+		a.log.Warn("MIG on demand is off, and its record is unreadable: instances it names, if any, may be listed as the operator's", "err", err)
+		return nil, nil
 	}
 	ours := map[string]bool{}
 	for _, e := range entries {
@@ -150,6 +152,7 @@ func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
 	o.mu.Lock()
 	o.catalog = cat
 	o.mu.Unlock()
+	o.maker.Recheck() // a reset GPU may have taken what the node made
 }
 
 // catalog is every instance the node may make on the GPUs of devs that

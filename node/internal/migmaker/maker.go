@@ -47,13 +47,15 @@ type Maker struct {
 	drv  Driver
 	log  *slog.Logger
 
-	run      sync.Mutex // one Reconcile at a time
-	verified bool       // the record's made instances checked against the GPUs
+	run sync.Mutex // one Reconcile at a time
 
 	mu      sync.Mutex
 	entries []Entry
 	changed chan struct{}
-	ready   bool // a first Reconcile has checked the record against the GPUs
+	// checked are the made instances seen on their GPUs under their
+	// UUIDs since the start or the last Recheck: only those are handed
+	// out.
+	checked map[string]bool
 }
 
 // Open reads the record at path. An unreadable record is an error: the
@@ -63,7 +65,7 @@ func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{})}, nil
+	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{}), checked: map[string]bool{}}, nil
 }
 
 // Made is the MIG device made for the instance named id for pod
@@ -73,15 +75,21 @@ func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
 func (m *Maker) Made(id, pod string) (uuid string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.ready {
-		return "", false
-	}
 	for _, e := range m.entries {
-		if e.ID == id && e.Pod == pod && e.Made != nil && e.Made.UUID != "" {
+		if e.ID == id && e.Pod == pod && e.Made != nil && e.Made.UUID != "" && m.checked[id] {
 			return e.Made.UUID, true
 		}
 	}
 	return "", false
+}
+
+// Recheck has the next Reconcile check every made instance against its
+// GPU again, and hand none out meanwhile: after a rescan, a GPU reset
+// may have taken them.
+func (m *Maker) Recheck() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.checked)
 }
 
 // Entries is the record now.
@@ -127,12 +135,11 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 	dirty := false
 	var errs []error
 	keep := entries[:0]
-	verify := !m.verified
 	for _, e := range entries {
-		if e.Made != nil && verify {
-			// First, after a start: an instance in the record may be
-			// gone (the host rebooted, the GPU was reset), and its IDs
-			// another's.
+		if e.Made != nil && !m.isChecked(e.ID) {
+			// After a start or a rescan: an instance in the record may
+			// be gone (the host rebooted, the GPU was reset), and its
+			// IDs another's.
 			found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Placement{Start: e.Start, Size: e.Size})
 			switch {
 			case err != nil:
@@ -144,6 +151,8 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 				changed, dirty = true, true
 				continue
 			}
+			m.check(e.ID)
+			changed = true // waiters may now be handed it
 		}
 		if e.Made == nil {
 			settled, ok, err := m.settle(e)
@@ -181,12 +190,6 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 			return changed, errors.Join(append(errs, err)...)
 		}
 	}
-	m.verified = verify && len(errs) == 0 || m.verified
-	m.mu.Lock()
-	if m.verified && !m.ready {
-		m.ready, changed = true, true
-	}
-	m.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(want)) {
 		if slices.ContainsFunc(keep, func(e Entry) bool { return e.ID == id }) {
 			continue
@@ -207,6 +210,7 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 			continue
 		}
 		keep[len(keep)-1].Made = &made
+		m.check(id)
 		changed = true
 		if err := m.commit(keep, true); err != nil {
 			return changed, errors.Join(append(errs, err)...)
@@ -237,8 +241,21 @@ func (m *Maker) settle(e Entry) (Entry, bool, error) {
 		return e, false, nil
 	}
 	e.Made = &found
+	m.check(e.ID)
 	m.log.Info("found a MIG instance made before a restart", "instance", e.ID, "uuid", found.UUID)
 	return e, true, nil
+}
+
+func (m *Maker) isChecked(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checked[id]
+}
+
+func (m *Maker) check(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checked[id] = true
 }
 
 func (m *Maker) snapshot() []Entry {

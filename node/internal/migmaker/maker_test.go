@@ -290,3 +290,39 @@ func TestHeldInstancesStay(t *testing.T) {
 		t.Error("handed to pod b while pod a holds it")
 	}
 }
+
+// One recorded instance the maker cannot check does not keep the others
+// from their pods; after Recheck none is handed out until checked again.
+func TestCheckedPerInstance(t *testing.T) {
+	r := newRig(t, "")
+	m := r.open(t)
+	a, b := r.id("1g.10gb", 0), r.id("1g.10gb", 1)
+	want, held := r.want("ns/a/uid", a, b)
+	if _, err := m.Reconcile(want, held); err != nil {
+		t.Fatal(err)
+	}
+	entries := m.Entries()
+	// A third, on a GPU whose profiles no longer answer: its check fails.
+	entries = append(entries, Entry{ID: "MIGX-x", Parent: r.parent, Profile: 99, Start: 5, Size: 1, Made: &gpu.Made{UUID: "MIG-x"}, Pod: "ns/x/uid"})
+	if err := save(r.path, entries); err != nil {
+		t.Fatal(err)
+	}
+	m = r.open(t) // a restart
+	held["MIGX-x"] = "ns/x/uid"
+	if _, err := m.Reconcile(want, held); err == nil {
+		t.Error("the unreadable instance's check raised no error")
+	}
+	if _, ok := m.Made(a, "ns/a/uid"); !ok {
+		t.Error("a checked instance withheld for another's failed check")
+	}
+	m.Recheck()
+	if _, ok := m.Made(a, "ns/a/uid"); ok {
+		t.Error("handed out after Recheck, before the check")
+	}
+	if _, err := m.Reconcile(want, held); err == nil {
+		t.Error("want the unreadable instance's error again")
+	}
+	if _, ok := m.Made(b, "ns/a/uid"); !ok {
+		t.Error("not handed out once checked again")
+	}
+}
