@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,6 +83,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 			s.GPUs[i].Cordoned = cordoned[i]
 		}
 		s.CordonProblem = problem
+		s.GPUs = slices.DeleteFunc(s.GPUs, unmade(inv))
 	}
 	s.Use = a.useSnapshot()
 	s.RuntimeCheck = rt
@@ -90,4 +92,20 @@ func (a *Role) snapshot() inspect.Snapshot {
 		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
 	}
 	return s
+}
+
+// unmade says whether a row is an instance the node may make on demand
+// and has not made, nor is it booked: one of many alternatives, which
+// would drown the rows that hold something.
+func unmade(inv protocol.Inventory) func(inspect.GPUState) bool {
+	made := map[string]bool{}
+	for _, g := range inv.MIG {
+		for _, p := range g.Possible {
+			made[p.UUID] = p.Made != ""
+		}
+	}
+	return func(r inspect.GPUState) bool {
+		isMade, possible := made[r.UUID]
+		return possible && !isMade && r.SlicesUsed == 0
+	}
 }

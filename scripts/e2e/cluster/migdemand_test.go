@@ -110,6 +110,20 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		}
 	}
 	t.Logf("three pods on instances made for them (1g.10gb, 1g.20gb, 3g.40gb), running in %v", took.Round(time.Millisecond))
+	// vgpud inspect on the node shows the three under the H100's index,
+	// held, and none of the instances it could make but has not.
+	var rows []string
+	for _, g := range e.inspect(t, node).GPUs {
+		if g.Parent == h100.UUID {
+			rows = append(rows, fmt.Sprintf("%d %s used %d", g.Index, g.MIG, g.SlicesUsed))
+			if g.SlicesUsed != 1 || g.Index != h100.Index {
+				t.Errorf("vgpud inspect row %+v: want GPU %d's instance, held", g, h100.Index)
+			}
+		}
+	}
+	if len(rows) != 3 {
+		t.Errorf("vgpud inspect on %s shows the H100's instances as %v; want the three made", node, rows)
+	}
 
 	// Too large for what is left: 7g.80gb overlaps all three.
 	create("whole", "70000")
