@@ -202,6 +202,15 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 	for _, ns := range charged {
 		v.Namespaces = append(v.Namespaces, *ns)
 	}
+	// A MIG instance a node may make on demand, not made and held by no
+	// pod, is one of many alternatives: no row.
+	for i := range v.Nodes {
+		refs := migs[v.Nodes[i].Name]
+		v.Nodes[i].GPUs = slices.DeleteFunc(v.Nodes[i].GPUs, func(g BookedGPU) bool {
+			r := refs[g.UUID]
+			return r != nil && r.OnDemand && !r.Made && len(g.Pods) == 0
+		})
+	}
 	slices.SortFunc(v.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(v.Namespaces, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return v

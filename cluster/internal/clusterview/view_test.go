@@ -241,3 +241,31 @@ func TestBuildNamesPodsOnAGoneGPU(t *testing.T) {
 		t.Fatalf("GPU 0 holds %+v; want the pod's slice still booked", g)
 	}
 }
+
+// A node making MIG instances on demand shows the ones made or held,
+// not every alternative it could make.
+func TestBuildShowsMadeAndHeldInstancesOnly(t *testing.T) {
+	g := protocol.MIGGPU{UUID: "GPU-h", MemoryMiB: 81559, SMs: 132, Healthy: true, Instances: []protocol.MIGInstance{}}
+	for _, p := range []struct {
+		profile string
+		start   int
+		made    string
+	}{{"1g.10gb", 0, "MIG-made"}, {"1g.10gb", 1, ""}, {"1g.10gb", 2, ""}} {
+		g.Possible = append(g.Possible, protocol.MIGInstance{UUID: protocol.OnDemandID(g.UUID, p.profile, p.start), Profile: p.profile, MemoryMiB: 9984, SMs: 16, Start: p.start, Size: 1, Made: p.made})
+	}
+	raw, err := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{}, MIG: []protocol.MIGGPU{g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: raw}}}
+	held := protocol.OnDemandID("GPU-h", "1g.10gb", 2)
+	a := protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: held, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}}}
+	v := Build([]corev1.Node{n}, []corev1.Pod{pod(t, "ns", "p", "vgpud-scheduler", "n1", a, corev1.PodRunning)}, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	var rows []string
+	for _, r := range v.Nodes[0].GPUs {
+		rows = append(rows, r.UUID)
+	}
+	if len(rows) != 2 || rows[0] != protocol.OnDemandID("GPU-h", "1g.10gb", 0) || rows[1] != held {
+		t.Errorf("rows %v: want the made instance and the held one", rows)
+	}
+}
