@@ -83,6 +83,19 @@ func (m *Maker) Made(id, pod string) (uuid string, ok bool) {
 	return "", false
 }
 
+// Recorded is the MIG device the record says was made for instance id
+// for pod, checked on its GPU or not.
+func (m *Maker) Recorded(id, pod string) (uuid string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.entries {
+		if e.ID == id && e.Pod == pod && e.Made != nil && e.Made.UUID != "" {
+			return e.Made.UUID, true
+		}
+	}
+	return "", false
+}
+
 // Recheck has the next Reconcile check every made instance against its
 // GPU again, and hand none out meanwhile: after a rescan, a GPU reset
 // may have taken them.

@@ -121,7 +121,13 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		h.mu.Unlock()
 		for _, r := range todo {
 			r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
-			d := Decide(r.c, rules)
+			d, known := h.recorded(Decide(r.c, rules), r.c)
+			if !known {
+				// An instance made on demand that the record does not
+				// name (yet): its device cannot be told, so nothing is
+				// ended or measured on a guess.
+				continue
+			}
 			if escaped(d, r.env) && h.evict != nil {
 				err := h.evict(r.id, r.pid)
 				h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",

@@ -3,6 +3,7 @@ package nrihook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -15,8 +16,11 @@ import (
 // changed.
 type Maker interface {
 	// Made is the device made for instance id for pod, as
-	// namespace/name/uid.
+	// namespace/name/uid, checked on its GPU since the node's start.
 	Made(id, pod string) (uuid string, ok bool)
+	// Recorded is the device the record says was made for it, checked
+	// or not: what a container running from before the start was given.
+	Recorded(id, pod string) (uuid string, ok bool)
 	Changed() <-chan struct{}
 }
 
@@ -52,15 +56,9 @@ func (h *Hook) resolveMade(ctx context.Context, d Decision, c Container) Decisio
 	defer deadline.Stop()
 	for {
 		changed := m.Changed()
-		resolved, missing := made(m, d.Assigned.GPUs, pod)
+		resolved, missing := substitute(d, func(id string) (string, bool) { return m.Made(id, pod) })
 		if missing == "" {
-			d.Assigned.GPUs = resolved
-			uuids := make([]string, len(resolved))
-			for i, s := range resolved {
-				uuids[i] = s.UUID
-			}
-			d.Slice.Env[protocol.EnvVisibleDevices] = strings.Join(uuids, ",")
-			return d
+			return resolved
 		}
 		select {
 		case <-changed:
@@ -72,19 +70,42 @@ func (h *Hook) resolveMade(ctx context.Context, d Decision, c Container) Decisio
 	}
 }
 
-// made is gpus with each slice to make named by the MIG device made for
-// pod, or the first not made for it yet.
-func made(m Maker, gpus []protocol.GPUSlice, pod string) (out []protocol.GPUSlice, missing string) {
-	out = slices.Clone(gpus)
-	for i, s := range out {
-		if !s.Make {
-			continue
+// substitute is d with each slice to make named by its MIG device
+// (lookup), or the first lookup lacks.
+func substitute(d Decision, lookup func(id string) (string, bool)) (Decision, string) {
+	gpus := slices.Clone(d.Assigned.GPUs)
+	uuids := make([]string, len(gpus))
+	for i, s := range gpus {
+		if s.Make {
+			uuid, ok := lookup(s.UUID)
+			if !ok {
+				return d, s.UUID
+			}
+			gpus[i].UUID = uuid
 		}
-		uuid, ok := m.Made(s.UUID, pod)
-		if !ok {
-			return nil, s.UUID
-		}
-		out[i].UUID = uuid
+		uuids[i] = gpus[i].UUID
 	}
-	return out, ""
+	d.Assigned.GPUs = gpus
+	d.Slice.Env = maps.Clone(d.Slice.Env)
+	d.Slice.Env[protocol.EnvVisibleDevices] = strings.Join(uuids, ",")
+	return d, ""
+}
+
+// recorded is d, for a container found running when the hook connects,
+// with each slice to make named by the device the record says was made
+// for it; ok false where that cannot be told (no maker yet, no record
+// of it): then nothing is ended on a guess.
+func (h *Hook) recorded(d Decision, c Container) (Decision, bool) {
+	if d.Action != Grant || !slices.ContainsFunc(d.Assigned.GPUs, func(s protocol.GPUSlice) bool { return s.Make }) {
+		return d, true
+	}
+	h.mu.Lock()
+	m := h.maker
+	h.mu.Unlock()
+	if m == nil {
+		return d, false
+	}
+	pod := c.Namespace + "/" + c.Pod + "/" + c.UID
+	out, missing := substitute(d, func(id string) (string, bool) { return m.Recorded(id, pod) })
+	return out, missing == ""
 }

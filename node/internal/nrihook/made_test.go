@@ -31,6 +31,8 @@ func (f *fakeMaker) Made(id, pod string) (string, bool) {
 	return u, ok
 }
 
+func (f *fakeMaker) Recorded(id, pod string) (string, bool) { return f.Made(id, pod) }
+
 func (f *fakeMaker) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,5 +77,29 @@ func TestResolveMade(t *testing.T) {
 	plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
 	if d := h.resolveMade(context.Background(), plain, Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
 		t.Errorf("shared: %+v", d)
+	}
+}
+
+// A container found running when the hook connects again, given a made
+// instance, is judged by the device the record names, not by the
+// instance's name, so it is not taken for one that escaped the hook;
+// without a record of it, it is left alone.
+func TestRecordedForRunningContainers(t *testing.T) {
+	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
+	ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
+	d := Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Options{})}
+	c := Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}
+	h := New(Rules{Node: "n1"}, nil, time.Second, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if _, ok := h.recorded(d, c); ok {
+		t.Error("judged without a maker")
+	}
+	m := &fakeMaker{made: map[string]string{id: "MIG-made"}, changed: make(chan struct{})}
+	h.SetMaker(m)
+	got, ok := h.recorded(d, c)
+	if !ok || escaped(got, []string{protocol.EnvVisibleDevices + "=MIG-made"}) || !escaped(got, []string{protocol.EnvVisibleDevices + "=MIG-other"}) {
+		t.Errorf("recorded %+v %v: want judged by MIG-made", got, ok)
+	}
+	if d.Slice.Env[protocol.EnvVisibleDevices] != id {
+		t.Error("the decision's env was changed in place")
 	}
 }
