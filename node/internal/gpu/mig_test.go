@@ -279,3 +279,30 @@ func TestH100GeometryAsTheDriverReports(t *testing.T) {
 }
 
 func none(string) bool { return false }
+
+// The H200's geometry as its driver reports it: the H100's 8 slots, with
+// more memory per slice.
+func TestH200GeometryAsTheDriverReports(t *testing.T) {
+	devs, err := Discover(openFake(t, "1xH200-SXM5-141GB:144384:mig=3g.71gb+3g.71gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := devs[0].MIG
+	if m == nil || len(m.Instances) != 2 || m.SMs != 132 {
+		t.Fatalf("MIG state %+v, want two instances of a 132-SM GPU", m)
+	}
+	for _, in := range m.Instances {
+		if in.Profile != "3g.71gb" || in.MemoryMiB != 71424 || in.SMs != 60 || in.Size != 4 {
+			t.Errorf("instance %+v, want 3g.71gb with 71424 MiB, 60 SMs, 4 slots", in)
+		}
+	}
+	if _, err := Open("fake:1xH200-SXM5-141GB:144384:mig=3g.71gb+3g.71gb+1g.18gb", "n1"); err == nil || !strings.Contains(err.Error(), "INSUFFICIENT_RESOURCES") {
+		t.Errorf("a 1g.18gb beside two 3g.71gb: %v", err)
+	}
+	if _, err := Open("fake:1xH200-SXM5-141GB:144384:mig=2g.35gb+1g.18gb+1g.18gb+3g.71gb+1g.35gb", "n1"); err == nil {
+		t.Error("9 slots taken on an 8-slot GPU")
+	}
+	if _, err := Open("fake:1xH200-SXM5-141GB:144384:mig=2g.35gb+1g.18gb+1g.18gb+3g.71gb", "n1"); err != nil {
+		t.Error(err)
+	}
+}

@@ -13,8 +13,8 @@ import (
 )
 
 // migPresets are the GPUs whose MIG profiles go-nvml's mock carries, by
-// the model name a fake spec gives them; the H100's are as its driver
-// reports them (h100Driver).
+// the model name a fake spec gives them; the H100's and H200's are as
+// their drivers report them (h100Driver, h200Driver).
 func migPresets() map[string]gpus.Config {
 	return map[string]gpus.Config{
 		"A100-SXM4-40GB":  gpus.A100_SXM4_40GB,
@@ -23,7 +23,7 @@ func migPresets() map[string]gpus.Config {
 		"A100-PCIE-80GB":  gpus.A100_PCIE_80GB,
 		"A30-PCIE-24GB":   gpus.A30_PCIE_24GB,
 		"H100-SXM5-80GB":  h100Driver(),
-		"H200-SXM5-141GB": gpus.H200_SXM5_141GB,
+		"H200-SXM5-141GB": h200Driver(),
 	}
 }
 
