@@ -63,6 +63,21 @@ func (o *onDemand) state() inventory.OnDemand {
 	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.isOurs, Taken: taken}
 }
 
+// madeParents is each MIG device the node made, by UUID, with its GPU:
+// the usage sampler finds an instance made after it started there.
+func (o *onDemand) madeParents() map[string]string {
+	if !o.making() {
+		return nil
+	}
+	out := map[string]string{}
+	for _, e := range o.maker.Entries() {
+		if e.Made != nil && e.Made.UUID != "" {
+			out[e.Made.UUID] = e.Parent
+		}
+	}
+	return out
+}
+
 // making says whether the node makes instances (not only hides those
 // it made before).
 func (o *onDemand) making() bool { return o != nil && o.maker != nil }

@@ -68,7 +68,7 @@ func (g grantedContainers) forget(gone []usage.Container) {
 // Its Events go through events, the role's, which outlives a rescan.
 func (a *Role) newEnforcer(lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
 	mode, _ := usage.ParseMode(a.cfg.GPUUsage)
-	sample := usage.NVMLSampler(lib, devs)
+	sample := usage.NVMLSampler(lib, devs, a.od.madeParents)
 	event := events.As(corev1.EventTypeWarning, "Enforcing")
 	rec := &usageRecorder{metrics: a.metrics, pods: pods, event: event, mode: mode,
 		margin: a.cfg.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: a.log.With("component", "usage")}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/node/internal/usage"
@@ -30,5 +31,25 @@ func TestGrantedMIGSliceIsFoundOnItsGPU(t *testing.T) {
 	v := usage.Decide(sample, func(int) *usage.Container { return c }, usage.Enforce, 0)
 	if len(v.Uses) != 1 || v.Uses[0].Over(0) || v.Uses[0].LimitBytes != 4864<<20 || v.Uses[0].Cores != 100 {
 		t.Errorf("uses %+v: want the process within its 4864 MiB instance, every core", v.Uses)
+	}
+}
+
+// An instance made on demand after the sampler started is found on its
+// GPU all the same: the maker's record names its parent.
+func TestMadeInstanceSampledOnItsGPU(t *testing.T) {
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := gpu.Discover(lib)
+	made := map[string]string{}
+	sample := usage.NVMLSampler(lib, devs, func() map[string]string { return made })
+	s, err := sample()
+	if err != nil || s.Parents["MIG-made"] != "" {
+		t.Fatalf("before the make: %+v %v", s.Parents, err)
+	}
+	made["MIG-made"] = devs[0].UUID
+	if s, _ = sample(); s.Parents["MIG-made"] != devs[0].UUID {
+		t.Errorf("after the make: parents %v, want MIG-made on %s", s.Parents, devs[0].UUID)
 	}
 }

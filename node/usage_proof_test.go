@@ -282,7 +282,7 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	greedy := h.start(t, uuid, 300, false)
 	cg.join(t, greedy.pid(), greedyID)
 
-	sample := usage.NVMLSampler(lib, devs)
+	sample := usage.NVMLSampler(lib, devs, nil)
 	rec := proofRecorder{kills: make(chan usage.Kill, 8)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := usage.NewEnforcer(usage.Options{Mode: usage.Enforce, Period: period, Margin: marginMiB << 20}, sample, containers, cg.host(), rec, clock.RealClock{}, log)

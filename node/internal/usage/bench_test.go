@@ -42,7 +42,7 @@ func BenchmarkSample(b *testing.B) {
 		}
 		containers.Add(Container{ID: fmt.Sprintf("%064x", i), Namespace: "bench", Pod: fmt.Sprint("p", i), Name: "main", Slices: map[string]Slice{uuid: {MemoryBytes: 4000 << 20}}})
 	}
-	sample := NVMLSampler(lib, devs)
+	sample := NVMLSampler(lib, devs, nil)
 	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second, Margin: 1 << 30}, sample, containers, Procfs{Root: "/proc"}, nopRecorder{},
 		clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if v := e.Step(); len(v.Unattributed) != 64 {
