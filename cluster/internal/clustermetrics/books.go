@@ -83,6 +83,12 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, n := range stats {
 		gauge(c.serving, boolValue(n.Serving), n.Name)
 		for _, g := range n.GPUs {
+			if g.MIG != nil && g.MIG.OnDemand && !g.MIG.Made && g.Used.Idle() {
+				// One of the instances a node could make, none made or
+				// booked: its capacity is its GPU's, counted once by
+				// those that are.
+				continue
+			}
 			c.mem.emit(ch, float64(g.Used.MemMiB), n.Name, g.UUID)
 			c.cores.emit(ch, float64(g.Used.Cores), n.Name, g.UUID)
 			gauge(c.slots, float64(g.Used.Slots), n.Name, g.UUID)

@@ -26,7 +26,13 @@ func (fakeBooks) Stats() []books.NodeStats {
 			Used: podmodel.Usage{MemMiB: 3000, Cores: 30, Slots: 2}}}},
 		{Name: "n2", Serving: false, GPUs: []books.GPUStats{{GPU: protocol.GPU{UUID: "GPU-9", Model: "L4", MemoryMiB: 23034, Cores: 100, Split: 10}},
 			{GPU: protocol.GPU{UUID: "MIG-1", Model: "A100 MIG 1g.5gb", MemoryMiB: 4864, Cores: 15, Split: 1, Healthy: true},
-				Used: podmodel.Usage{MemMiB: 4864, Cores: 15, Slots: 1}, MIG: &protocol.MIGRef{GPU: "GPU-m", GPUMemoryMiB: 40960, Profile: "1g.5gb"}}}},
+				Used: podmodel.Usage{MemMiB: 4864, Cores: 15, Slots: 1}, MIG: &protocol.MIGRef{GPU: "GPU-m", GPUMemoryMiB: 40960, Profile: "1g.5gb"}},
+			// Two instances an on-demand node could make: one made, one
+			// neither made nor booked, which has no series.
+			{GPU: protocol.GPU{UUID: "MIGX-h-1g.10gb@0", Model: "H100 MIG 1g.10gb", MemoryMiB: 9984, Cores: 13, Split: 1, Healthy: true},
+				MIG: &protocol.MIGRef{GPU: "GPU-h", GPUMemoryMiB: 81559, Profile: "1g.10gb", OnDemand: true, Made: true, Start: 0, Size: 1}},
+			{GPU: protocol.GPU{UUID: "MIGX-h-1g.10gb@1", Model: "H100 MIG 1g.10gb", MemoryMiB: 9984, Cores: 13, Split: 1, Healthy: true},
+				MIG: &protocol.MIGRef{GPU: "GPU-h", GPUMemoryMiB: 81559, Profile: "1g.10gb", OnDemand: true, Start: 1, Size: 1}}}},
 	}
 }
 func (fakeBooks) PodCount() int { return 2 }
@@ -97,6 +103,7 @@ func TestScrape(t *testing.T) {
 		`vgpud_gpu_healthy{model="L4",node="n2",uuid="GPU-9"} 0`,
 		`vgpud_gpu_mig_instance{gpu="GPU-m",node="n2",profile="1g.5gb",uuid="MIG-1"} 1`,
 		`vgpud_gpu_allocated_slots{node="n2",uuid="MIG-1"} 1`,
+		`vgpud_gpu_mig_instance{gpu="GPU-h",node="n2",profile="1g.10gb",uuid="MIGX-h-1g.10gb@0"} 1`,
 		`vgpud_cluster_node_serving{node="n1"} 1`,
 		`vgpud_cluster_node_serving{node="n2"} 0`,
 		`vgpud_namespace_quota_memory_limit_bytes{namespace="ai"} 2.097152e+10`,
@@ -122,6 +129,9 @@ func TestScrape(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("scrape lacks %q", want)
 		}
+	}
+	if strings.Contains(body, "MIGX-h-1g.10gb@1") {
+		t.Error("an instance neither made nor booked has series")
 	}
 
 	done()
