@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -221,6 +222,13 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 	var mock inspect.Mock
 	if m, ok := lib.(*gpu.Mock); ok {
 		mock = m
+		if len(a.cfg.MIGOnDemand) > 0 && a.cfg.MIGRecord != "" {
+			// A driver's MIG instances outlive vgpud's process; the
+			// mock's do beside the record, so that a restart finds them.
+			if err := m.KeepMIG(filepath.Join(filepath.Dir(a.cfg.MIGRecord), "mock-mig-"+a.node+".json")); err != nil {
+				return false, err
+			}
+		}
 	}
 	g.Go(func() error {
 		return inspect.Serve(ctx, a.cfg.InspectSocket, a.snapshot, mock, a.log.With("component", "inspect"))

@@ -78,6 +78,9 @@ func setUpMIG(lib nvml.Interface, s *server.Server, migs [][]string) error {
 			want = migs[i]
 		}
 		g := newMIGGPU(md, md.Config.MIGProfiles, want != nil)
+		if mm, ok := lib.(*Mock); ok {
+			mm.migs = append(mm.migs, g)
+		}
 		for _, name := range want {
 			if err := g.make(name, names); err != nil {
 				return fmt.Errorf("GPU %d (%s): %w", i, md.Config.Name, err)

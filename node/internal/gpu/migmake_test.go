@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -103,5 +104,42 @@ func TestFindMIG(t *testing.T) {
 	}
 	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Placement{Start: 5, Size: 1}); found {
 		t.Error("the half-made instance is still there")
+	}
+}
+
+// The mock keeps the instances made after its start for the next
+// process, as a driver does, under the same UUIDs.
+func TestKeepMIG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mock-mig.json")
+	first := openFake(t, "1xH100-SXM5-80GB:81920:mig=1g.10gb")
+	if err := first.KeepMIG(path); err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := Discover(first)
+	profiles, _ := MIGProfiles(first, devs[0].UUID)
+	made, err := MakeMIG(first, devs[0].UUID, profiles[2].ID, profiles[2].Placements[1]) // 3g.40gb at 4
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := openFake(t, "1xH100-SXM5-80GB:81920:mig=1g.10gb")
+	if err := second.KeepMIG(path); err != nil {
+		t.Fatal(err)
+	}
+	again, found, err := FindMIG(second, devs[0].UUID, profiles[2].ID, profiles[2].Placements[1])
+	if err != nil || !found || again.UUID != made.UUID {
+		t.Fatalf("after a restart: %+v %v %v, want %s", again, found, err, made.UUID)
+	}
+	if devs, _ = Discover(second); len(devs[0].MIG.Instances) != 2 {
+		t.Errorf("instances %+v: want the spec's 1g.10gb and the kept 3g.40gb", devs[0].MIG.Instances)
+	}
+	if _, err := DestroyMIG(second, devs[0].UUID, again); err != nil {
+		t.Fatal(err)
+	}
+	third := openFake(t, "1xH100-SXM5-80GB:81920:mig=1g.10gb")
+	if err := third.KeepMIG(path); err != nil {
+		t.Fatal(err)
+	}
+	if devs, _ = Discover(third); len(devs[0].MIG.Instances) != 1 {
+		t.Errorf("a destroyed instance came back: %+v", devs[0].MIG.Instances)
 	}
 }

@@ -28,6 +28,19 @@ type migGPU struct {
 	enabled bool
 	nextGI  uint32
 	gis     []*mockGI // in creation order: NVML's MIG device index order
+	// changed, if set, is told after each instance made or destroyed
+	// (Mock.KeepMIG), outside mu.
+	changed func()
+}
+
+// tell calls changed, if set.
+func (g *migGPU) tell() {
+	g.mu.Lock()
+	f := g.changed
+	g.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 type mockGI struct {
@@ -82,10 +95,14 @@ func newMIGGPU(d *server.Device, profiles gpus.MIGProfileConfig, enabled bool) *
 		return g.remaining(int(p.Id))
 	}
 	d.CreateGpuInstanceFunc = func(p *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
-		return g.create(int(p.Id), nil)
+		gi, ret := g.create(int(p.Id), nil)
+		g.tell()
+		return gi, ret
 	}
 	d.CreateGpuInstanceWithPlacementFunc = func(p *nvml.GpuInstanceProfileInfo, at *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
-		return g.create(int(p.Id), at)
+		gi, ret := g.create(int(p.Id), at)
+		g.tell()
+		return gi, ret
 	}
 	d.GetGpuInstancesFunc = func(p *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
 		g.mu.Lock()
@@ -238,7 +255,9 @@ func (gi *mockGI) wire() {
 		return p, nvml.SUCCESS
 	}
 	h.CreateComputeInstanceFunc = func(p *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
-		return gi.createCI(p)
+		ci, ret := gi.createCI(p)
+		g.tell()
+		return ci, ret
 	}
 	h.GetComputeInstancesFunc = func(p *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
 		g.mu.Lock()
@@ -257,6 +276,7 @@ func (gi *mockGI) wire() {
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	h.DestroyFunc = func() nvml.Return {
+		defer g.tell()
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		switch {
@@ -291,6 +311,7 @@ func (gi *mockGI) createCI(p *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInst
 	ci.device = gi.migDevice(ci)
 	ci.handle.GetInfoFunc = func() (nvml.ComputeInstanceInfo, nvml.Return) { return ci.info, nvml.SUCCESS }
 	ci.handle.DestroyFunc = func() nvml.Return {
+		defer g.tell()
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if gi.ci != ci {

@@ -34,6 +34,8 @@ type Mock struct {
 	// longer lists them, and a handle kept from before fails as a GPU
 	// fallen off the bus does.
 	unplugged map[string]bool
+	// migs are the GPUs with MIG profiles, in device order.
+	migs []*migGPU
 }
 
 // newMock wraps s; migs[i], where not nil, puts GPU i in MIG mode with

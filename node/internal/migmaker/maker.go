@@ -164,8 +164,12 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 				changed, dirty = true, true
 				continue
 			}
+			if *e.Made != found {
+				e.Made, dirty = &found, true // the IDs as the driver has them now
+			}
 			m.check(e.ID)
 			changed = true // waiters may now be handed it
+			m.log.Info("a MIG instance vgpud made is there still", "instance", e.ID, "uuid", found.UUID, "pod", e.Pod)
 		}
 		if e.Made == nil {
 			settled, ok, err := m.settle(e)

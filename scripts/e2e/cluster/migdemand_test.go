@@ -131,15 +131,29 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		return e.eventSays(ns, "whole", "70000 MiB")
 	})
 
-	// The node role restarts: its record names the three, which it keeps
-	// (the mock's instances end with its process, so it makes them again
-	// under the same names; a real GPU keeps them).
+	// The node role restarts: its record names the three, which it finds
+	// on the GPU (the mock keeps its instances across the restart, as a
+	// driver does) and keeps, making none again.
 	restart := e.restartNodeRole(t, node)
 	if again := made(); fmt.Sprint(again) != fmt.Sprint(devices) {
 		t.Fatalf("after the restart, made %v; want %v", again, devices)
 	}
 	e.waitRunning(t, ns, []string{"small", "medium", "large"}, 10*time.Second)
-	t.Logf("node role on %s restarted in %v; the same three instances, the pods running", node, restart.Round(time.Millisecond))
+	vp, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 30*time.Second, "the restarted node role finds the three", func() error {
+		logs, err := e.kubectl("-n", system, "logs", vp.Name)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(logs, "a MIG instance vgpud made is there still"); n != 3 || strings.Contains(logs, "made a MIG instance") {
+			return fmt.Errorf("found %d, made again %v", n, strings.Contains(logs, "made a MIG instance"))
+		}
+		return nil
+	})
+	t.Logf("node role on %s restarted in %v; it found the three instances it made, made none again, the pods running", node, restart.Round(time.Millisecond))
 
 	// Deleted, their instances are destroyed, and the fourth gets a
 	// 7g.80gb made for it.
