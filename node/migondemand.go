@@ -215,6 +215,19 @@ func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[
 // and every migRetry (a destroy waits for the pod's processes to end),
 // calling changed after what is made changed.
 func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, changed func()) error {
+	// One process writes the record at a time: a node role pod being
+	// replaced may still run its last pass.
+	release, err := od.maker.Lock(ctx, func() {
+		a.log.Info("waiting for the MIG record, which the node role being replaced still holds", "record", a.cfg.MIGRecord)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("MIG on demand: %w", err)
+	}
+	defer release()
+	changed() // the record as the last holder left it
 	var lastUnknown string
 	for {
 		next := pods.Changed()

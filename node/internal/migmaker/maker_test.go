@@ -1,6 +1,7 @@
 package migmaker
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
@@ -324,5 +326,34 @@ func TestCheckedPerInstance(t *testing.T) {
 	}
 	if _, ok := m.Made(b, "ns/a/uid"); !ok {
 		t.Error("not handed out once checked again")
+	}
+}
+
+// Two processes on one record (a node role pod replacing another): the
+// second waits for the first's lock, then reads what the first wrote.
+func TestLockHandsTheRecordOver(t *testing.T) {
+	r := newRig(t, "")
+	old, next := r.open(t), r.open(t)
+	release, err := old.Lock(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Reconcile(r.want("ns/a/uid", r.id("1g.10gb", 0))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	waited := false
+	if _, err := next.Lock(ctx, func() { waited = true }); err == nil || !waited {
+		t.Fatalf("took the lock the old process holds: %v (waited %v)", err, waited)
+	}
+	release()
+	release, err = next.Lock(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if len(next.Entries()) != 1 {
+		t.Errorf("the next process reads %+v; want what the old one made", next.Entries())
 	}
 }
