@@ -49,10 +49,12 @@ func (o *onDemand) state() inventory.OnDemand {
 	cat := o.slots()
 	// A made instance the catalog no longer lists (its profile taken off
 	// the allowlist) still takes its placement while its pod holds it.
-	taken := map[string][]mig.Placement{}
+	taken, oursAt := map[string][]mig.Placement{}, map[string][]mig.Placement{}
 	for _, e := range o.maker.Entries() {
+		at := mig.Placement{Start: e.Start, Size: e.Size}
+		oursAt[e.Parent] = append(oursAt[e.Parent], at) // intended too: what a crash left is its
 		if _, listed := cat[e.ID]; !listed && e.Made != nil {
-			taken[e.Parent] = append(taken[e.Parent], mig.Placement{Start: e.Start, Size: e.Size})
+			taken[e.Parent] = append(taken[e.Parent], at)
 		}
 	}
 	o.mu.Lock()
@@ -60,7 +62,7 @@ func (o *onDemand) state() inventory.OnDemand {
 		o.ours[uuid] = true
 	}
 	o.mu.Unlock()
-	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.isOurs, Taken: taken}
+	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.isOurs, Taken: taken, OursAt: oursAt}
 }
 
 // madeParents is each MIG device the node made, by UUID, with its GPU:

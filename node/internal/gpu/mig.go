@@ -7,6 +7,8 @@ import (
 
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpud/vgpud/protocol/mig"
 )
 
 // MIG is a GPU's MIG state when MIG mode is on: it then serves
@@ -24,6 +26,10 @@ type MIG struct {
 	// Devices are the UUIDs of every MIG device NVML listed, offered or
 	// not: what Layout compares.
 	Devices []string
+	// Taken are the placements of every GPU instance on the GPU, offered
+	// or not (split into compute instances, or with none): what no
+	// instance made on demand may overlap.
+	Taken []mig.Placement
 }
 
 // MIGInstance is one MIG device: a GPU instance and its compute instance.
@@ -49,8 +55,19 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 	}
 	out := &MIG{}
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
-		if p, ret := d.GetGpuInstanceProfileInfo(id); ret == nvml.SUCCESS {
-			out.SMs = max(out.SMs, int(p.MultiprocessorCount))
+		p, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		out.SMs = max(out.SMs, int(p.MultiprocessorCount))
+		gis, ret := d.GetGpuInstances(&p)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		for _, gi := range gis {
+			if info, ret := gi.GetInfo(); ret == nvml.SUCCESS {
+				out.Taken = append(out.Taken, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
+			}
 		}
 	}
 	handles, err := migDevices(d)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +38,9 @@ type OnDemand struct {
 	// Taken are placements of instances the node made that Catalog no
 	// longer lists, by GPU: no possible instance overlaps them.
 	Taken map[string][]mig.Placement
+	// OursAt are the placements of every instance the node made, by GPU:
+	// the GPU instances there are its own.
+	OursAt map[string][]mig.Placement
 }
 
 // Build is the inventory the scheduler sees: memory and cores after
@@ -81,6 +85,13 @@ func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 	}
 	if od.Catalog != nil {
 		taken = append(taken, od.Taken[d.UUID]...)
+		// A GPU instance listed as no instance (split into compute
+		// instances, or without one) takes its placement all the same.
+		for _, p := range d.MIG.Taken {
+			if !slices.Contains(od.OursAt[d.UUID], p) && !slices.Contains(taken, p) {
+				taken = append(taken, p)
+			}
+		}
 		g.Possible = migmaker.Possible(d.UUID, od.Catalog, taken, od.Made)
 		for i := range g.Possible {
 			g.Possible[i].SMs = min(g.Possible[i].SMs, g.SMs) // the profile's; the GPU's largest bounds it

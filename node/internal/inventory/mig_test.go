@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/migmaker"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/mig"
 )
 
 func TestBuildListsMIGGPUsApart(t *testing.T) {
@@ -74,7 +77,8 @@ func TestBuildListsPossibleInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs, _ = gpu.Discover(lib) // as a rescan would see them
-	od := OnDemand{Catalog: cat, Made: map[string]string{id: made.UUID}, Ours: func(u string) bool { return u == made.UUID }}
+	od := OnDemand{Catalog: cat, Made: map[string]string{id: made.UUID}, Ours: func(u string) bool { return u == made.UUID },
+		OursAt: map[string][]mig.Placement{parent: {cat[id].At}}}
 	raw, err := protocol.EncodeInventory(Build(devs, Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od))
 	if err != nil {
 		t.Fatal(err)
@@ -93,5 +97,33 @@ func TestBuildListsPossibleInstances(t *testing.T) {
 	}
 	if len(m.Possible) != 12 || !slices.Contains(names, "3g.40gb@4"+made.UUID) || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "7g") }) {
 		t.Errorf("possible %v: want 12 (6 1g.10gb, 2 2g.20gb, 3g.40gb at 4 made, 3 1g.20gb), none 7g.80gb", names)
+	}
+}
+
+// A GPU instance no MIG device describes (split into compute instances,
+// or with none) takes its placement: nothing made on demand overlaps it.
+func TestBuildKeepsUndescribedInstancesPlacements(t *testing.T) {
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := gpu.Discover(lib)
+	parent := devs[0].UUID
+	ps, _ := gpu.MIGProfiles(lib, parent)
+	d, _ := lib.DeviceGetHandleByUUID(parent)
+	p, _ := d.GetGpuInstanceProfileInfo(ps[1].ID) // 2g.20gb
+	if _, ret := d.CreateGpuInstanceWithPlacement(&p, &nvml.GpuInstancePlacement{Start: 2, Size: 2}); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	devs, _ = gpu.Discover(lib)
+	cat := migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true })
+	inv := Build(devs, Scaling{Split: 1, Memory: 1, Cores: 1}, nil, OnDemand{Catalog: cat, Ours: func(string) bool { return false }})
+	for _, in := range inv.MIG[0].Possible {
+		if in.Start < 4 && in.Start+in.Size > 2 {
+			t.Errorf("%s at %d+%d overlaps the GPU instance at 2+2 that has no MIG device", in.Profile, in.Start, in.Size)
+		}
+	}
+	if len(inv.MIG[0].Instances) != 0 || len(inv.MIG[0].Possible) == 0 {
+		t.Errorf("instances %v, possible %d: want none listed, some possible", inv.MIG[0].Instances, len(inv.MIG[0].Possible))
 	}
 }
