@@ -29,6 +29,10 @@ type onDemand struct {
 	mu      sync.Mutex
 	catalog map[string]migmaker.Slot // of the GPUs served now (a rescan renews it)
 	ours    map[string]bool          // MIG devices made, now or before
+	// oursAt are the placements of every instance the record named since
+	// the GPUs were last discovered, by GPU: a GPU instance discovery
+	// found there is the node's own, destroyed since or not.
+	oursAt map[string][]mig.Placement
 }
 
 func (o *onDemand) slots() map[string]migmaker.Slot {
@@ -49,15 +53,21 @@ func (o *onDemand) state() inventory.OnDemand {
 	cat := o.slots()
 	// A made instance the catalog no longer lists (its profile taken off
 	// the allowlist) still takes its placement while its pod holds it.
-	taken, oursAt := map[string][]mig.Placement{}, map[string][]mig.Placement{}
+	taken := map[string][]mig.Placement{}
+	o.mu.Lock()
 	for _, e := range o.maker.Entries() {
 		at := mig.Placement{Start: e.Start, Size: e.Size}
-		oursAt[e.Parent] = append(oursAt[e.Parent], at) // intended too: what a crash left is its
+		if !slices.Contains(o.oursAt[e.Parent], at) {
+			o.oursAt[e.Parent] = append(o.oursAt[e.Parent], at) // intended too: what a crash left is its
+		}
 		if _, listed := cat[e.ID]; !listed && e.Made != nil {
 			taken[e.Parent] = append(taken[e.Parent], at)
 		}
 	}
-	o.mu.Lock()
+	oursAt := make(map[string][]mig.Placement, len(o.oursAt))
+	for k, v := range o.oursAt {
+		oursAt[k] = slices.Clone(v)
+	}
 	for _, uuid := range made {
 		o.ours[uuid] = true
 	}
@@ -124,7 +134,7 @@ func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) 
 	if err != nil {
 		return nil, err
 	}
-	od := &onDemand{catalog: cat, maker: m, ours: map[string]bool{}}
+	od := &onDemand{catalog: cat, maker: m, ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
 	od.state() // what the record says is made is ours
 	a.log.Info("making MIG instances on demand", "instances possible", len(cat), "record", a.cfg.MIGRecord)
 	return od, nil
@@ -161,6 +171,10 @@ func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
 	if !o.making() {
 		return
 	}
+	o.maker.Recheck() // a reset GPU may have taken what the node made
+	o.mu.Lock()
+	clear(o.oursAt) // the GPUs as discovered now
+	o.mu.Unlock()
 	cat, err := a.catalog(lib, devs, false)
 	if err != nil {
 		a.log.Warn("MIG on demand: profiles after the rescan", "err", err)
@@ -169,7 +183,6 @@ func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
 	o.mu.Lock()
 	o.catalog = cat
 	o.mu.Unlock()
-	o.maker.Recheck() // a reset GPU may have taken what the node made
 }
 
 // catalog is every instance the node may make on the GPUs of devs that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -66,9 +67,19 @@ func (m *Mock) KeepMIG(path string) error {
 			}
 			g.mu.Unlock()
 		}
-		if raw, err := json.Marshal(kept); err == nil {
-			_ = os.WriteFile(path+".tmp", raw, 0o600)
-			_ = os.Rename(path+".tmp", path)
+		raw, err := json.Marshal(kept)
+		if err != nil {
+			return
+		}
+		// A temporary file of its own: two processes (a node role pod
+		// and its successor) may write at once.
+		tmp, err := os.CreateTemp(filepath.Dir(path), ".mock-mig-*")
+		if err != nil {
+			return
+		}
+		_, werr := tmp.Write(raw)
+		if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+			_ = os.Remove(tmp.Name())
 		}
 	}
 	for _, g := range m.migs {

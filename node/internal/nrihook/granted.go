@@ -90,12 +90,6 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 	for _, p := range pods {
 		byID[p.GetId()] = p
 	}
-	type running struct {
-		id  string
-		c   Container
-		env []string
-		pid int
-	}
 	var todo []running
 	for _, ctr := range ctrs {
 		sb := byID[ctr.GetPodSandboxId()]
@@ -119,26 +113,52 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		rules := h.rules
 		rules.Slice = h.slice
 		h.mu.Unlock()
+		var later []running
 		for _, r := range todo {
-			r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
-			d, known := h.recorded(Decide(r.c, rules), r.c)
-			if !known {
-				// An instance made on demand that the record does not
-				// name (yet): its device cannot be told, so nothing is
-				// ended or measured on a guess.
-				continue
-			}
-			if escaped(d, r.env) && h.evict != nil {
-				err := h.evict(r.id, r.pid)
-				h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",
-					"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "err", err)
-				continue
-			}
-			if d.Action == Grant {
-				h.tellGranted(r.id, r.c, d.Assigned)
+			if !h.judge(r, rules) {
+				later = append(later, r)
 			}
 		}
+		h.mu.Lock()
+		if h.maker == nil {
+			h.pending = later
+			later = nil
+		}
+		h.mu.Unlock()
+		for _, r := range later { // the maker came meanwhile
+			h.judge(r, rules)
+		}
 	}()
+}
+
+// running is a container the runtime runs when the hook connects.
+type running struct {
+	id  string
+	c   Container
+	env []string
+	pid int
+}
+
+// judge tells of r's grant, or ends r where it escaped the hook. It
+// returns false, doing nothing, where r holds an instance made on demand
+// that no maker can name yet: then nothing is ended or measured on a
+// guess, and SetMaker judges it again.
+func (h *Hook) judge(r running, rules Rules) bool {
+	r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
+	d, known := h.recorded(Decide(r.c, rules), r.c)
+	if !known {
+		return false
+	}
+	if escaped(d, r.env) && h.evict != nil {
+		err := h.evict(r.id, r.pid)
+		h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",
+			"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "err", err)
+		return true
+	}
+	if d.Action == Grant {
+		h.tellGranted(r.id, r.c, d.Assigned)
+	}
+	return true
 }
 
 // resyncWait bounds how long resync waits for the pod informer.

@@ -58,7 +58,8 @@ type Hook struct {
 	// slice is granted yet (Hold), "" once the node's settings are read.
 	slice     grant.Options
 	unsettled string
-	maker     Maker // nil: the node makes no MIG instances (yet)
+	maker     Maker     // nil: the node makes no MIG instances (yet)
+	pending   []running // found running on made instances before the maker came
 	seen      map[types.UID]*Record
 	conns     int // connections to the runtime made so far
 	up        bool

@@ -29,8 +29,19 @@ type Maker interface {
 // container whose slice is one to make is refused.
 func (h *Hook) SetMaker(m Maker) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.maker = m
+	pending := h.pending
+	h.pending = nil
+	rules := h.rules
+	rules.Slice = h.slice
+	h.mu.Unlock()
+	// Containers found running on made instances when the hook
+	// connected, judged now that the record can name their devices.
+	for _, r := range pending {
+		if !h.judge(r, rules) {
+			h.log.Warn("a running container's MIG instance made on demand is not in the record: not measured until it restarts", "pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name)
+		}
+	}
 }
 
 // resolveMade turns a grant of instances the node makes (GPUSlice.Make)

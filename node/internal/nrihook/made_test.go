@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
@@ -102,4 +104,63 @@ func TestRecordedForRunningContainers(t *testing.T) {
 	if d.Slice.Env[protocol.EnvVisibleDevices] != id {
 		t.Error("the decision's env was changed in place")
 	}
+}
+
+// A container found running on a made instance when the hook connects,
+// before the node has its maker, is neither ended nor forgotten: it is
+// judged, and measured, once the maker comes.
+func TestRunningOnMadeInstanceJudgedWhenTheMakerComes(t *testing.T) {
+	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
+	p := gpuPod("ondemand", "")
+	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: node, Containers: []protocol.ContainerAssignment{
+		{Name: "app", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[protocol.AnnotationAssignment] = raw
+	h, _ := testHook(p)
+	g := newGrants()
+	h.Tell(g)
+	var mu sync.Mutex
+	evicted := 0
+	h.EvictWith(func(string, int) error { mu.Lock(); defer mu.Unlock(); evicted++; return nil })
+	sb := sandbox(p)
+	sb.Id = "sb1"
+	ctrs := []*api.Container{{Id: "c1", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING, Pid: 7, Env: []string{protocol.EnvVisibleDevices + "=MIG-made"}}}
+	if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, ctrs); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.pending) == 1, nil
+	}); err != nil {
+		t.Fatal("the container is not kept for the maker")
+	}
+	m := &fakeMaker{made: map[string]string{id: "MIG-made"}, changed: make(chan struct{})}
+	h.SetMaker(maker{m, "t/ondemand/uid-ondemand"})
+	if a, ok := g.get("c1"); !ok || a.GPUs[0].UUID != "MIG-made" {
+		t.Errorf("told %+v %v; want the container measured on MIG-made", a, ok)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if evicted != 0 {
+		t.Error("a container on its made instance was ended")
+	}
+}
+
+// maker answers for one pod key, as the record does.
+type maker struct {
+	*fakeMaker
+	pod string
+}
+
+func (m maker) Recorded(id, pod string) (string, bool) {
+	if pod != m.pod {
+		return "", false
+	}
+	m.fakeMaker.mu.Lock()
+	defer m.fakeMaker.mu.Unlock()
+	u, ok := m.fakeMaker.made[id]
+	return u, ok
 }
