@@ -1,0 +1,57 @@
+package node
+
+import (
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/inventory"
+	"github.com/vgpud/vgpud/node/internal/migmaker"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/mig"
+)
+
+// An instance the node made, found at discovery and destroyed since,
+// leaves its placement free in the inventory: discovery's list of GPU
+// instances is not read again until a rescan.
+func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := gpu.Discover(lib)
+	parent := devs[0].UUID
+	ps, _ := gpu.MIGProfiles(lib, parent)
+	m, err := migmaker.Open(filepath.Join(t.TempDir(), "made.json"), migmaker.NVML{Lib: lib}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	od := &onDemand{maker: m, catalog: migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true }),
+		ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
+	id := protocol.OnDemandID(parent, "3g.40gb", 4)
+	if _, err := m.Reconcile(map[string]migmaker.Want{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
+		t.Fatal(err)
+	}
+	devs, _ = gpu.Discover(lib) // a start with the instance there
+	whole := protocol.OnDemandID(parent, "7g.80gb", 0)
+	listed := func() bool {
+		inv := inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.state())
+		for _, p := range inv.MIG[0].Possible {
+			if p.UUID == whole {
+				return true
+			}
+		}
+		return false
+	}
+	if !listed() {
+		t.Fatal("7g.80gb not listed beside the instance the node made")
+	}
+	if _, err := m.Reconcile(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !listed() {
+		t.Error("after the destroy, 7g.80gb is not listed: the destroyed instance's placement is still taken")
+	}
+}
