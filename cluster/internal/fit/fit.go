@@ -278,7 +278,7 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 		return podmodel.ContainerPlacement{}, nil
 	}
 	if req.Mode == podmodel.ModeMIG {
-		cands = smallest(cands)
+		cands = smallest(cands, n.GPUs)
 	}
 	pick, numaShort := choose(cands, c.GPUs, req, n.Sets)
 	if pick == nil {

@@ -51,19 +51,45 @@ func ownOverlap(gpus []CommittedGPU, idx int, pk []podmodel.Peak) bool {
 }
 
 // smallest keeps the smallest MIG instance among cands (least memory,
-// then fewest SMs, then lowest index): one that asks MIG wastes the least.
-func smallest(cands []candidate) []candidate {
-	best := -1
+// then fewest SMs): one that asks MIG wastes the least. Among equals, an
+// instance there already, or else the possible instance whose making
+// blocks the fewest others still free on its GPU (a 1g at the end of
+// the memory slots leaves a 3g or a 7g room), then the lowest index.
+func smallest(cands []candidate, gpus []CommittedGPU) []candidate {
+	best, bestCost := -1, 0
 	for i, k := range cands {
 		// An instance's usage is the whole instance (instanceFits).
-		if best < 0 || k.usage.MemMiB < cands[best].usage.MemMiB || (k.usage.MemMiB == cands[best].usage.MemMiB && k.usage.Cores < cands[best].usage.Cores) {
-			best = i
+		switch {
+		case best < 0, k.usage.MemMiB < cands[best].usage.MemMiB,
+			k.usage.MemMiB == cands[best].usage.MemMiB && k.usage.Cores < cands[best].usage.Cores:
+			best, bestCost = i, blocks(gpus, k.idx)
+		case k.usage.MemMiB == cands[best].usage.MemMiB && k.usage.Cores == cands[best].usage.Cores:
+			if c := blocks(gpus, k.idx); c < bestCost {
+				best, bestCost = i, c
+			}
 		}
 	}
 	if best < 0 {
 		return cands
 	}
 	return cands[best : best+1]
+}
+
+// blocks is how many possible instances, free now, making gpus[idx]
+// would block: 0 for an instance that exists.
+func blocks(gpus []CommittedGPU, idx int) int {
+	r := gpus[idx].MIG
+	if r == nil || !r.OnDemand || r.Made {
+		return 0
+	}
+	n := 0
+	for j := range gpus {
+		o := gpus[j].MIG
+		if j != idx && o != nil && o.OnDemand && !gpus[j].Blocked && gpus[j].Used.Idle() && r.Overlaps(o) {
+			n++
+		}
+	}
+	return n
 }
 
 // hasMIG reports whether some GPU of n is a MIG instance.

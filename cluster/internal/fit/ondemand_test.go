@@ -71,12 +71,12 @@ func TestOnDemandPlacement(t *testing.T) {
 		c      podmodel.ContainerRequest
 		want   string
 	}{
-		{"the smallest that holds the memory", nil, nil, app("c", 1, 9000, 0), onDemand("1g.10gb", 0)},
-		{"15000 MiB: 1g.20gb, fewer SMs than 2g.20gb", nil, nil, app("c", 1, 15000, 0), onDemand("1g.20gb", 0)},
-		{"cores as a share of 132 SMs: 40 % needs 53", nil, nil, app("c", 1, 1000, 40), onDemand("3g.40gb", 0)},
+		{"the smallest that holds the memory, at the end of the slots", nil, nil, app("c", 1, 9000, 0), onDemand("1g.10gb", 6)},
+		{"15000 MiB: 1g.20gb, fewer SMs than 2g.20gb", nil, nil, app("c", 1, 15000, 0), onDemand("1g.20gb", 6)},
+		{"cores as a share of 132 SMs: 40 % needs 53; at 4, leaving 4g.40gb room", nil, nil, app("c", 1, 1000, 40), onDemand("3g.40gb", 4)},
 		{"a profile by name", nil, nil, profile("c", "4g.40gb"), onDemand("4g.40gb", 0)},
-		{"past a booked 1g.10gb at 0", nil, []string{onDemand("1g.10gb", 0)}, app("c", 1, 9000, 0), onDemand("1g.10gb", 1)},
-		{"a booked 3g.40gb at 0 leaves 4..7", nil, []string{onDemand("3g.40gb", 0)}, app("c", 1, 9000, 0), onDemand("1g.10gb", 4)},
+		{"beside a booked 1g.10gb at 0, where nothing more is blocked", nil, []string{onDemand("1g.10gb", 0)}, app("c", 1, 9000, 0), onDemand("1g.10gb", 1)},
+		{"a booked 3g.40gb at 0 leaves 4..7", nil, []string{onDemand("3g.40gb", 0)}, app("c", 1, 9000, 0), onDemand("1g.10gb", 6)},
 		{"two 3g.40gb booked: no room for 1g.10gb", nil, []string{onDemand("3g.40gb", 0), onDemand("3g.40gb", 4)}, app("c", 1, 9000, 0), "gpu in exclusive use"},
 		{"7g.80gb made, unbooked: taken again as it is", []string{onDemand("7g.80gb", 0)}, nil, app("c", 1, 9000, 0), onDemand("7g.80gb", 0)},
 		{"7g.80gb made and booked: nothing", []string{onDemand("7g.80gb", 0)}, []string{onDemand("7g.80gb", 0)}, app("c", 1, 9000, 0), "gpu in exclusive use"},
@@ -141,7 +141,30 @@ func TestOnDemandSelectorsNameTheGPU(t *testing.T) {
 		t.Errorf("use-gpuuuid of a possible instance: %+v, want no matching gpu", r)
 	}
 	req.UseUUIDs = []string{"GPU-h100"}
-	if pl, r := Place(n, req, opts); r != nil || pl[0].GPUs[0].UUID != onDemand("1g.20gb", 0) {
-		t.Errorf("use-gpuuuid of the GPU: %v %+v, want 1g.20gb at 0", pl, r)
+	if pl, r := Place(n, req, opts); r != nil || pl[0].GPUs[0].UUID != onDemand("1g.20gb", 6) {
+		t.Errorf("use-gpuuuid of the GPU: %v %+v, want 1g.20gb at 6", pl, r)
+	}
+}
+
+// Where on the GPU a small instance is made leaves the larger ones room:
+// seven 1g.10gb pods one after another, then a 4g.40gb still fits
+// beside three of them, which first-free placement (0, 1, 2 ...) would
+// have taken from it.
+func TestOnDemandPlacementLeavesRoom(t *testing.T) {
+	n := h100OnDemand(t)
+	mig := func(c podmodel.ContainerRequest) Request {
+		return Request{Containers: []podmodel.ContainerRequest{c}, Mode: podmodel.ModeMIG}
+	}
+	var at []string
+	for range 3 {
+		pl, r := Place(n, mig(app("c", 1, 9000, 0)), opts)
+		if r != nil {
+			t.Fatal(r.Text)
+		}
+		at = append(at, pl[0].GPUs[0].UUID)
+		Add(&n, pl)
+	}
+	if _, r := Place(n, mig(profile("c", "4g.40gb")), opts); r != nil {
+		t.Errorf("after 1g.10gb at %v, no 4g.40gb: %s", at, r.Text)
 	}
 }
