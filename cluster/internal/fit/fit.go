@@ -151,6 +151,7 @@ type rejections struct {
 	wantMem                                                          int64
 	wantCores                                                        int
 	profile                                                          int // MIG instances of another profile
+	blocked                                                          int // possible MIG instances that would hold it, overlapping others
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
@@ -306,6 +307,11 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 	switch {
 	case numaShort:
 		return &Reason{Kind: "no single NUMA node", Text: fmt.Sprintf("%s on one NUMA node; %d fit but are spread across NUMA nodes", need, fitting)}
+	case r.blocked > 0:
+		if c.MIGProfile != "" {
+			need = fmt.Sprintf("container %q needs a MIG %s instance", c.Name, c.MIGProfile)
+		}
+		return &Reason{Kind: "no room for a MIG instance", Text: fmt.Sprintf("%s; %d MIG instance(s) that would hold it cannot be made now: they overlap instances made or booked on their GPU", need, r.blocked)}
 	case r.mem > 0:
 		return &Reason{Kind: "insufficient gpumem", Text: fmt.Sprintf("%s with %d MiB; largest free %d MiB < %d", need, r.wantMem, r.largestFreeMem, r.wantMem)}
 	case r.cores > 0:

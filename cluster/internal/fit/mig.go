@@ -18,8 +18,16 @@ func instanceFits(c *podmodel.ContainerRequest, idx int, gpus []CommittedGPU, pk
 	switch {
 	case c.MIGProfile != "" && c.MIGProfile != g.MIG.Profile:
 		rej.profile++
-	case !g.Used.Idle() || !peakAt(pk, idx).Total().Idle() || g.Blocked || ownOverlap(gpus, idx, pk):
+	case !g.Used.Idle() || !peakAt(pk, idx).Total().Idle():
 		rej.exclusive++
+	case g.Blocked || ownOverlap(gpus, idx, pk):
+		// Possible, not makeable now: say so where it would hold the
+		// container; a smaller one is just not free.
+		if wantMem <= g.MemoryMiB && c.Cores <= g.GPU.Cores {
+			rej.blocked++
+		} else {
+			rej.exclusive++
+		}
 	case wantMem > g.MemoryMiB:
 		rej.mem++
 		rej.wantMem = wantMem

@@ -77,10 +77,10 @@ func TestOnDemandPlacement(t *testing.T) {
 		{"a profile by name", nil, nil, profile("c", "4g.40gb"), onDemand("4g.40gb", 0)},
 		{"beside a booked 1g.10gb at 0, where nothing more is blocked", nil, []string{onDemand("1g.10gb", 0)}, app("c", 1, 9000, 0), onDemand("1g.10gb", 1)},
 		{"a booked 3g.40gb at 0 leaves 4..7", nil, []string{onDemand("3g.40gb", 0)}, app("c", 1, 9000, 0), onDemand("1g.10gb", 6)},
-		{"two 3g.40gb booked: no room for 1g.10gb", nil, []string{onDemand("3g.40gb", 0), onDemand("3g.40gb", 4)}, app("c", 1, 9000, 0), "gpu in exclusive use"},
+		{"two 3g.40gb booked: no room for 1g.10gb", nil, []string{onDemand("3g.40gb", 0), onDemand("3g.40gb", 4)}, app("c", 1, 9000, 0), "no room for a MIG instance"},
 		{"7g.80gb made, unbooked: taken again as it is", []string{onDemand("7g.80gb", 0)}, nil, app("c", 1, 9000, 0), onDemand("7g.80gb", 0)},
-		{"7g.80gb made and booked: nothing", []string{onDemand("7g.80gb", 0)}, []string{onDemand("7g.80gb", 0)}, app("c", 1, 9000, 0), "gpu in exclusive use"},
-		{"a made 1g.10gb at 6 blocks 1g.20gb at 6", []string{onDemand("1g.10gb", 6)}, []string{onDemand("1g.20gb", 0), onDemand("1g.20gb", 2), onDemand("1g.20gb", 4)}, profile("c", "1g.20gb"), "no free instance of the profile"},
+		{"7g.80gb made and booked: nothing", []string{onDemand("7g.80gb", 0)}, []string{onDemand("7g.80gb", 0)}, app("c", 1, 9000, 0), "no room for a MIG instance"},
+		{"a made 1g.10gb at 6 blocks 1g.20gb at 6", []string{onDemand("1g.10gb", 6)}, []string{onDemand("1g.20gb", 0), onDemand("1g.20gb", 2), onDemand("1g.20gb", 4)}, profile("c", "1g.20gb"), "no room for a MIG instance"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := h100OnDemand(t, tc.made...)

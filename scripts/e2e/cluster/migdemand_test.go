@@ -128,7 +128,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	// Too large for what is left: 7g.80gb overlaps all three.
 	create("whole", "70000")
 	harness.Eventually(t, 60*time.Second, "the fourth refused, saying why", func() error {
-		return e.eventSays(ns, "whole", "70000 MiB")
+		return e.eventSays(ns, "whole", "no room for a MIG instance")
 	})
 
 	// The node role restarts: its record names the three, which it finds
