@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,6 +165,16 @@ func (a *Role) madeBefore() (*onDemand, error) {
 	}
 	a.log.Warn("MIG instances made on demand remain, and --mig-on-demand is off: they are offered to no pod, and destroyed once it is on again and no pod holds them", "instances", len(ours), "record", a.cfg.MIGRecord)
 	return &onDemand{ours: ours}, nil
+}
+
+// keepMockMIG has the mock's MIG instances outlive the process where the
+// node makes them on demand: a driver's outlive vgpud's, and the mock's
+// do beside the record, so that a restart finds them.
+func (a *Role) keepMockMIG(m *gpu.Mock) error {
+	if len(a.cfg.MIGOnDemand) == 0 || a.cfg.MIGRecord == "" {
+		return nil
+	}
+	return m.KeepMIG(filepath.Join(filepath.Dir(a.cfg.MIGRecord), "mock-mig-"+a.node+".json"))
 }
 
 // renew reads the catalog again for the GPUs a rescan found.

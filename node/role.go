@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -222,12 +221,8 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 	var mock inspect.Mock
 	if m, ok := lib.(*gpu.Mock); ok {
 		mock = m
-		if len(a.cfg.MIGOnDemand) > 0 && a.cfg.MIGRecord != "" {
-			// A driver's MIG instances outlive vgpud's process; the
-			// mock's do beside the record, so that a restart finds them.
-			if err := m.KeepMIG(filepath.Join(filepath.Dir(a.cfg.MIGRecord), "mock-mig-"+a.node+".json")); err != nil {
-				return false, err
-			}
+		if err := a.keepMockMIG(m); err != nil {
+			return false, err
 		}
 	}
 	g.Go(func() error {

@@ -72,14 +72,12 @@ func (a Assignment) HoldsAlone() bool {
 
 // Makes reports whether some slice of a is an instance the node makes.
 func (a Assignment) Makes() bool {
-	for _, c := range a.Containers {
-		for _, g := range c.GPUs {
-			if g.Make {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.Containers, ContainerAssignment.Makes)
+}
+
+// Makes reports whether some slice of c is an instance the node makes.
+func (c ContainerAssignment) Makes() bool {
+	return slices.ContainsFunc(c.GPUs, func(s GPUSlice) bool { return s.Make })
 }
 
 // HasMIG reports whether some slice of a is a MIG instance.

@@ -75,12 +75,10 @@ func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
 func (m *Maker) Made(id, pod string) (uuid string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, e := range m.entries {
-		if e.ID == id && e.Pod == pod && e.Made != nil && e.Made.UUID != "" && m.checked[id] {
-			return e.Made.UUID, true
-		}
+	if !m.checked[id] {
+		return "", false
 	}
-	return "", false
+	return m.recorded(id, pod)
 }
 
 // Recorded is the MIG device the record says was made for instance id
@@ -88,6 +86,11 @@ func (m *Maker) Made(id, pod string) (uuid string, ok bool) {
 func (m *Maker) Recorded(id, pod string) (uuid string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.recorded(id, pod)
+}
+
+// recorded is Recorded with m.mu held.
+func (m *Maker) recorded(id, pod string) (uuid string, ok bool) {
 	for _, e := range m.entries {
 		if e.ID == id && e.Pod == pod && e.Made != nil && e.Made.UUID != "" {
 			return e.Made.UUID, true

@@ -142,15 +142,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 // little when it does not show it yet: kubelet may see a pod a moment
 // before this replica's watch does.
 func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
-	wait := h.wait
-	// The runtime drops a plugin that overruns its call and creates the
-	// container unadjusted: stay well inside the call's deadline.
-	// (A context's deadline is on the wall clock, whatever clock times
-	// the wait.)
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)-callMargin)
-	}
-	deadline := h.clock.NewTimer(max(wait, 0))
+	deadline := h.clock.NewTimer(h.callWait(ctx))
 	defer deadline.Stop()
 	for {
 		changed := h.pods.Changed()
@@ -168,6 +160,19 @@ func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
 			return p
 		}
 	}
+}
+
+// callWait is how long a call may wait for what it needs: the hook's
+// wait, well inside the call's deadline, since the runtime drops a
+// plugin that overruns its call and creates the container unadjusted.
+// (A context's deadline is on the wall clock, whatever clock times the
+// wait.)
+func (h *Hook) callWait(ctx context.Context) time.Duration {
+	wait := h.wait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-callMargin)
+	}
+	return max(wait, 0)
 }
 
 // apply turns d into the runtime's adjustment of ctr.

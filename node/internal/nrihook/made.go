@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -49,8 +48,8 @@ func (h *Hook) SetMaker(m Maker) {
 // the maker, which starts on them as soon as the node's informer sees
 // the pod bound. Anything else is returned as it is.
 func (h *Hook) resolveMade(ctx context.Context, d Decision, c Container) Decision {
-	name, pod := c.Name, c.Namespace+"/"+c.Pod+"/"+c.UID
-	if d.Action != Grant || !slices.ContainsFunc(d.Assigned.GPUs, func(s protocol.GPUSlice) bool { return s.Make }) {
+	name, pod := c.Name, c.key()
+	if d.Action != Grant || !d.Assigned.Makes() {
 		return d
 	}
 	h.mu.Lock()
@@ -59,11 +58,7 @@ func (h *Hook) resolveMade(ctx context.Context, d Decision, c Container) Decisio
 	if m == nil {
 		return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q is assigned a MIG instance to make, and vgpud on node %s makes none (yet, or --mig-on-demand is off); kubelet retries the container", name, h.rules.Node)}
 	}
-	wait := h.wait
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)-callMargin)
-	}
-	deadline := h.clock.NewTimer(max(wait, 0))
+	deadline := h.clock.NewTimer(h.callWait(ctx))
 	defer deadline.Stop()
 	for {
 		changed := m.Changed()
@@ -107,7 +102,7 @@ func substitute(d Decision, lookup func(id string) (string, bool)) (Decision, st
 // for it; ok false where that cannot be told (no maker yet, no record
 // of it): then nothing is ended on a guess.
 func (h *Hook) recorded(d Decision, c Container) (Decision, bool) {
-	if d.Action != Grant || !slices.ContainsFunc(d.Assigned.GPUs, func(s protocol.GPUSlice) bool { return s.Make }) {
+	if d.Action != Grant || !d.Assigned.Makes() {
 		return d, true
 	}
 	h.mu.Lock()
@@ -116,7 +111,10 @@ func (h *Hook) recorded(d Decision, c Container) (Decision, bool) {
 	if m == nil {
 		return d, false
 	}
-	pod := c.Namespace + "/" + c.Pod + "/" + c.UID
+	pod := c.key()
 	out, missing := substitute(d, func(id string) (string, bool) { return m.Recorded(id, pod) })
 	return out, missing == ""
 }
+
+// key names c's pod as the maker's record does: namespace/name/uid.
+func (c Container) key() string { return c.Namespace + "/" + c.Pod + "/" + c.UID }
