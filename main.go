@@ -110,7 +110,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
 					&cli.StringFlag{Name: "mock-unplug", Usage: "`GPU` (index or UUID): take a GPU off the machine, as one fallen off the bus, to test GPUs that come and go; mock and fake backends only"},
 					&cli.StringFlag{Name: "mock-plug", Usage: "`GPU` (index or UUID): put an unplugged GPU back; mock and fake backends only"},
-					&cli.StringFlag{Name: "mock-process", Usage: "`GPU:PID:MiB[:SM%]` (GPU by index or UUID, PID on the host): declare that a process uses the GPU, to test usage sampling and enforcement; MiB 0 takes it off; mock and fake backends only"},
+					&cli.StringFlag{Name: "mock-process", Usage: "`GPU:PID:MiB[:SM%]` (GPU by index or UUID, or a MIG device by UUID; PID on the host): declare that a process uses the GPU, to test usage sampling and enforcement; MiB 0 takes it off; mock and fake backends only"},
 				)...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("cluster") {

@@ -48,7 +48,7 @@ func (o *onDemand) state() inventory.OnDemand {
 		return inventory.OnDemand{}
 	}
 	if o.maker == nil {
-		return inventory.OnDemand{Ours: o.isOurs}
+		return inventory.OnDemand{Ours: o.IsOurs}
 	}
 	made := o.maker.MadeAll()
 	cat := o.slots()
@@ -73,7 +73,7 @@ func (o *onDemand) state() inventory.OnDemand {
 		o.ours[uuid] = true
 	}
 	o.mu.Unlock()
-	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.isOurs, Taken: taken, OursAt: oursAt}
+	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.IsOurs, Taken: taken, OursAt: oursAt}
 }
 
 // madeParents is each MIG device the node made, by UUID, with its GPU:
@@ -105,9 +105,9 @@ func (o *onDemand) quiet(f func()) {
 	o.maker.Quiet(f)
 }
 
-// isOurs says whether uuid is a MIG device the node made: recorded now,
-// or seen made before.
-func (o *onDemand) isOurs(uuid string) bool {
+// IsOurs says whether uuid is a MIG device the node made: recorded now,
+// or seen made before. (gpu.Own, for the rescan.)
+func (o *onDemand) IsOurs(uuid string) bool {
 	if o == nil {
 		return false
 	}
@@ -115,6 +115,18 @@ func (o *onDemand) isOurs(uuid string) bool {
 	seen := o.ours[uuid]
 	o.mu.Unlock()
 	return seen || o.making() && slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
+}
+
+// OwnsAt says whether the record names an instance, made or about to
+// be, on GPU parent at placement at. (gpu.Own: the rescan reads the
+// GPUs while the maker is between passes, so its record is current.)
+func (o *onDemand) OwnsAt(parent string, at mig.Placement) bool {
+	if !o.making() {
+		return false
+	}
+	return slices.ContainsFunc(o.maker.Entries(), func(e migmaker.Entry) bool {
+		return e.Parent == parent && e.Start == at.Start && e.Size == at.Size
+	})
 }
 
 // openOnDemand opens the record of what the node made and reads the
@@ -239,21 +251,9 @@ func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[
 // makeMIG makes the instances the node's pods are booked on and destroys
 // those no pod that has not ended asks for, at each change to the pods
 // and every migRetry (a destroy waits for the pod's processes to end),
-// calling changed after what is made changed.
+// calling changed after what is made changed. The record's lock is held
+// (lockRecord).
 func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, changed func()) error {
-	// One process writes the record at a time: a node role pod being
-	// replaced may still run its last pass.
-	release, err := od.maker.Lock(ctx, func() {
-		a.log.Info("waiting for the MIG record, which the node role being replaced still holds", "record", a.cfg.MIGRecord)
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("MIG on demand: %w", err)
-	}
-	defer release()
-	changed() // the record as the last holder left it
 	var lastUnknown string
 	for {
 		next := pods.Changed()
@@ -278,6 +278,30 @@ func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, 
 		case <-a.clock.After(migRetry):
 		}
 	}
+}
+
+// lockRecord takes the MIG record's lock, where the node makes instances
+// on demand, before the GPUs are read: a node role pod replacing another
+// (which the DaemonSet starts while the old one drains) then reads the
+// GPUs and the record only after the old one's last make or destroy.
+// Read before, an instance made in that pass would be listed as the
+// operator's. Held until the role stops.
+func (a *Role) lockRecord(ctx context.Context) (release func(), err error) {
+	if a.cfg.MIGRecord == "" || len(a.cfg.MIGOnDemand) == 0 {
+		return func() {}, nil
+	}
+	release, err = migmaker.Lock(ctx, a.cfg.MIGRecord, func() {
+		why := "waiting for the MIG record, which the node role being replaced still holds"
+		a.log.Info(why, "record", a.cfg.MIGRecord)
+		a.setNotReady(why)
+	})
+	switch {
+	case err == nil:
+		return release, nil
+	case ctx.Err() != nil:
+		return func() {}, nil
+	}
+	return nil, fmt.Errorf("MIG on demand: %w", err)
 }
 
 // migRetry is how often the maker tries again what failed.

@@ -133,7 +133,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present string, devs []gpu.Device) bool {
 	// Instances the node makes on demand come and go with its pods:
 	// only others' are a change.
-	layout := gpu.LayoutOf(devs, a.od.isOurs)
+	layout := gpu.LayoutOf(devs, a.od)
 	for {
 		select {
 		case <-ctx.Done():
@@ -147,7 +147,7 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 		var now string
 		var ok bool
 		a.nvmlMu.RLock()
-		a.od.quiet(func() { now, ok = gpu.Layout(lib, devs, a.od.isOurs) })
+		a.od.quiet(func() { now, ok = gpu.Layout(lib, devs, a.od) })
 		a.nvmlMu.RUnlock()
 		if ok && now != layout {
 			a.log.Info("the node's MIG instances changed; rescanning", "was", layout, "now", now)

@@ -221,9 +221,6 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 	var mock inspect.Mock
 	if m, ok := lib.(*gpu.Mock); ok {
 		mock = m
-		if err := a.keepMockMIG(m); err != nil {
-			return false, err
-		}
 	}
 	g.Go(func() error {
 		return inspect.Serve(ctx, a.cfg.InspectSocket, a.snapshot, mock, a.log.With("component", "inspect"))
@@ -240,6 +237,22 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
 func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
+	release, err := a.lockRecord(ctx)
+	if err != nil || ctx.Err() != nil {
+		return false, err
+	}
+	defer func() {
+		if !started {
+			release()
+		}
+	}()
+	if m, ok := lib.(*gpu.Mock); ok {
+		// Under the lock: the instances the replaced pod's mock made
+		// in its last pass are in the file by then.
+		if err := a.keepMockMIG(m); err != nil {
+			return false, err
+		}
+	}
 	// Taken before discovery: a GPU that comes or goes in between makes
 	// the first rescan look again, rather than go unseen.
 	present := gpu.Present(lib)
@@ -275,6 +288,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	}
 	g.Go(func() error {
 		defer stopPods()
+		defer release() // after the maker's last pass
 		return a.generations(ctx, lib, devs, excluded, present, pods, mode)
 	})
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)

@@ -55,21 +55,11 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 	}
 	out := &MIG{}
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
-		p, ret := d.GetGpuInstanceProfileInfo(id)
-		if ret != nvml.SUCCESS {
-			continue
-		}
-		out.SMs = max(out.SMs, int(p.MultiprocessorCount))
-		gis, ret := d.GetGpuInstances(&p)
-		if ret != nvml.SUCCESS {
-			continue
-		}
-		for _, gi := range gis {
-			if info, ret := gi.GetInfo(); ret == nvml.SUCCESS {
-				out.Taken = append(out.Taken, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
-			}
+		if p, ret := d.GetGpuInstanceProfileInfo(id); ret == nvml.SUCCESS {
+			out.SMs = max(out.SMs, int(p.MultiprocessorCount))
 		}
 	}
+	out.Taken = gpuInstances(d)
 	handles, err := migDevices(d)
 	if err != nil {
 		return nil, err
@@ -160,26 +150,41 @@ func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGInstance, err
 	}, nil
 }
 
-// LayoutOf is the MIG layout of devs as discovered: each GPU in MIG mode
-// and its MIG devices but those ignore says to leave out. The rescan
-// compares it with Layout, since creating or destroying an instance
-// changes nothing in sysfs.
-func LayoutOf(devs []Device, ignore func(uuid string) bool) string {
+// Own says what the node made itself (on demand), which the rescan does
+// not take for a change: its MIG devices, and its GPU instances by
+// placement, made whole or not.
+type Own interface {
+	IsOurs(uuid string) bool
+	OwnsAt(gpu string, at mig.Placement) bool
+}
+
+// LayoutOf is the MIG layout of devs as discovered: each GPU in MIG mode,
+// its MIG devices and its GPU instances' placements, but those own made.
+// The rescan compares it with Layout, since creating or destroying an
+// instance changes nothing in sysfs. The placements catch a GPU instance
+// made without a compute instance: no MIG device shows it, yet it takes
+// room an instance made on demand would need.
+func LayoutOf(devs []Device, own Own) string {
 	var b strings.Builder
 	for _, d := range devs {
 		if d.MIG == nil {
 			continue
 		}
-		layoutLine(&b, d.UUID, slices.DeleteFunc(slices.Clone(d.MIG.Devices), ignore))
+		layoutLine(&b, d.UUID, slices.DeleteFunc(slices.Clone(d.MIG.Devices), own.IsOurs), others(d.UUID, d.MIG.Taken, own))
 	}
 	return b.String()
+}
+
+// others are the placements of taken that own did not make.
+func others(gpu string, taken []mig.Placement, own Own) []mig.Placement {
+	return slices.DeleteFunc(slices.Clone(taken), func(at mig.Placement) bool { return own.OwnsAt(gpu, at) })
 }
 
 // Layout reads the MIG layout of the served GPUs (devs, as discovered:
 // those excluded are not compared) from NVML now, in LayoutOf's form; ok
 // is false when a query failed, which says nothing about a change (a
 // lost GPU is the health watcher's to report).
-func Layout(lib nvml.Interface, devs []Device, ignore func(uuid string) bool) (layout string, ok bool) {
+func Layout(lib nvml.Interface, devs []Device, own Own) (layout string, ok bool) {
 	served := make(map[string]bool, len(devs))
 	for _, d := range devs {
 		served[d.UUID] = true
@@ -217,20 +222,48 @@ func Layout(lib nvml.Interface, devs []Device, ignore func(uuid string) bool) (l
 			if h == nil {
 				continue
 			}
-			if id, ret := h.GetUUID(); ret == nvml.SUCCESS && !ignore(id) {
+			if id, ret := h.GetUUID(); ret == nvml.SUCCESS && !own.IsOurs(id) {
 				ids = append(ids, id)
 			}
 		}
-		layoutLine(&b, uuid, ids)
+		layoutLine(&b, uuid, ids, others(uuid, gpuInstances(d), own))
 	}
 	return b.String(), true
 }
 
+// gpuInstances are the placements of every GPU instance on d. A profile
+// whose instances cannot be listed is passed over, as discovery does: a
+// read that failed says nothing of a change.
+func gpuInstances(d nvml.Device) []mig.Placement {
+	var out []mig.Placement
+	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
+		p, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		gis, ret := d.GetGpuInstances(&p)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		for _, gi := range gis {
+			if info, ret := gi.GetInfo(); ret == nvml.SUCCESS {
+				out = append(out, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
+			}
+		}
+	}
+	return out
+}
+
 // layoutLine writes one MIG GPU's part of a layout.
-func layoutLine(b *strings.Builder, gpu string, ids []string) {
+func layoutLine(b *strings.Builder, gpu string, ids []string, taken []mig.Placement) {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
-	fmt.Fprintf(b, "%s=%s;", gpu, strings.Join(ids, ","))
+	at := make([]string, len(taken))
+	for i, p := range taken {
+		at[i] = fmt.Sprintf("%d+%d", p.Start, p.Size)
+	}
+	slices.Sort(at)
+	fmt.Fprintf(b, "%s=%s@%s;", gpu, strings.Join(ids, ","), strings.Join(at, ","))
 }
 
 // migDevices are d's MIG device handles by NVML's MIG device index, nil

@@ -1,12 +1,15 @@
 package gpu
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/vgpud/vgpud/protocol/mig"
 )
 
 func openFake(t *testing.T, spec string) *Mock {
@@ -217,6 +220,7 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	none := ownNone{}
 	now, ok := Layout(m, devs, none)
 	if !ok || now != LayoutOf(devs, none) || !strings.Contains(now, devs[1].MIG.Instances[0].UUID) {
 		t.Fatalf("layout %q (%v), discovered %q", now, ok, LayoutOf(devs, none))
@@ -227,10 +231,20 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 	if ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
+	// A GPU instance alone has no MIG device, but takes room: a change.
+	alone, _ := Layout(m, devs, none)
+	if alone == now {
+		t.Errorf("layout %q unchanged after a GPU instance was made", alone)
+	}
+	info, _ := gi.GetInfo()
+	at := mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)}
+	if mine, _ := Layout(m, devs, ownAt{at}); mine != now {
+		t.Errorf("layout %q, want %q: the GPU instance is the node's own", mine, now)
+	}
 	if _, ret := gi.CreateComputeInstance(ptr(computeProfile(t, gi, 1))); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	if after, _ := Layout(m, devs, none); after == now {
+	if after, _ := Layout(m, devs, none); after == now || after == alone {
 		t.Errorf("layout %q unchanged after an instance was made", after)
 	}
 	// A GPU not served (excluded) is not compared: its instances may
@@ -278,7 +292,16 @@ func TestH100GeometryAsTheDriverReports(t *testing.T) {
 	}
 }
 
-func none(string) bool { return false }
+// ownNone made nothing; ownAt made the GPU instances at its placements.
+type ownNone struct{}
+
+func (ownNone) IsOurs(string) bool                { return false }
+func (ownNone) OwnsAt(string, mig.Placement) bool { return false }
+
+type ownAt []mig.Placement
+
+func (ownAt) IsOurs(string) bool                       { return false }
+func (o ownAt) OwnsAt(_ string, at mig.Placement) bool { return slices.Contains(o, at) }
 
 // The H200's geometry as its driver reports it: the H100's 8 slots, with
 // more memory per slice.

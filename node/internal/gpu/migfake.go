@@ -80,6 +80,7 @@ func setUpMIG(lib nvml.Interface, s *server.Server, migs [][]string) error {
 		g := newMIGGPU(md, md.Config.MIGProfiles, want != nil)
 		if mm, ok := lib.(*Mock); ok {
 			mm.migs = append(mm.migs, g)
+			g.procs = mm.declared
 		}
 		for _, name := range want {
 			if err := g.make(name, names); err != nil {

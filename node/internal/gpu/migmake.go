@@ -162,10 +162,15 @@ func migUUID(d nvml.Device, gi, ci int) (string, error) {
 	return "", fmt.Errorf("no MIG device of GPU instance %d, compute instance %d", gi, ci)
 }
 
+// ErrInUse is in the error of a destroy refused while processes run on
+// the instance: its pod has ended, but they have not, or are not its.
+var ErrInUse = errors.New("processes still run on it")
+
 // DestroyMIG destroys what MakeMIG made on GPU parent, only while its
 // MIG device is still m.UUID: IDs are reused, and an instance someone
-// else made since under those IDs is not vgpud's to destroy. gone is
-// true when the instance is already not there.
+// else made since under those IDs is not vgpud's to destroy. Nor while
+// a process runs on it (ErrInUse): the driver would refuse too, and this
+// says which. gone is true when the instance is already not there.
 func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret == nvml.ERROR_NOT_FOUND {
@@ -186,6 +191,9 @@ func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error
 		// UUID, or none, under those IDs.
 		return true, nil
 	}
+	if pids := runningOn(d, m.UUID); len(pids) > 0 {
+		return false, fmt.Errorf("GPU %s: MIG device %s: %w (PIDs %v)", parent, m.UUID, ErrInUse, pids)
+	}
 	ci, ret := gi.GetComputeInstanceById(m.CI)
 	if ret == nvml.SUCCESS {
 		if ret := ci.Destroy(); ret != nvml.SUCCESS {
@@ -196,6 +204,35 @@ func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error
 		return false, fmt.Errorf("GPU %s: destroy GPU instance %d of %s: %s", parent, m.GI, m.UUID, nvml.ErrorString(ret))
 	}
 	return false, nil
+}
+
+// runningOn are the PIDs of the processes NVML lists on d's MIG device
+// uuid. A list NVML does not give is taken as empty: the driver itself
+// refuses to destroy a compute instance in use.
+func runningOn(d nvml.Device, uuid string) []uint32 {
+	handles, err := migDevices(d)
+	if err != nil {
+		return nil
+	}
+	var pids []uint32
+	for _, h := range handles {
+		if h == nil {
+			continue
+		}
+		if id, ret := h.GetUUID(); ret != nvml.SUCCESS || id != uuid {
+			continue
+		}
+		for _, list := range []func() ([]nvml.ProcessInfo, nvml.Return){h.GetComputeRunningProcesses, h.GetGraphicsRunningProcesses} {
+			ps, ret := list()
+			if ret != nvml.SUCCESS {
+				continue
+			}
+			for _, p := range ps {
+				pids = append(pids, p.Pid)
+			}
+		}
+	}
+	return pids
 }
 
 // FindMIG looks on GPU parent for the GPU instance of profile at

@@ -2,8 +2,11 @@ package gpu
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -57,8 +60,25 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 1 {
 		t.Fatal("an instance destroyed under another UUID")
 	}
+	// A process on it keeps it, as the driver would, and the error says
+	// which.
+	if err := lib.SetProcess(m.UUID, os.Getpid(), 100, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DestroyMIG(lib, parent, m); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("destroy with a process on it: %v, want ErrInUse naming PID %d", err, os.Getpid())
+	}
+	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 1 {
+		t.Fatal("destroyed with a process on it")
+	}
+	if err := lib.SetProcess(m.UUID, os.Getpid(), 0, -1); err != nil {
+		t.Fatal(err)
+	}
 	if gone, err := DestroyMIG(lib, parent, m); err != nil || gone {
 		t.Fatalf("destroy: gone %v, %v", gone, err)
+	}
+	if err := lib.SetProcess(m.UUID, os.Getpid(), 100, -1); err == nil {
+		t.Error("declared a process on a MIG device destroyed")
 	}
 	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 0 {
 		t.Fatalf("still there: %+v", devs[0].MIG.Instances)

@@ -31,6 +31,35 @@ type migGPU struct {
 	// changed, if set, is told after each instance made or destroyed
 	// (Mock.KeepMIG), outside mu.
 	changed func()
+	// procs, if set, are the processes declared on a MIG device by its
+	// UUID (Mock.SetProcess); called outside mu.
+	procs func(uuid string) []ProcessSample
+}
+
+// running are the processes declared on the MIG device uuid.
+func (g *migGPU) running(uuid string) []nvml.ProcessInfo {
+	if g.procs == nil {
+		return nil
+	}
+	var out []nvml.ProcessInfo
+	for _, p := range g.procs(uuid) {
+		out = append(out, nvml.ProcessInfo{Pid: uint32(p.PID), UsedGpuMemory: p.UsedBytes})
+	}
+	return out
+}
+
+// hasDevice says whether uuid is one of the GPU's MIG devices now.
+func (g *migGPU) hasDevice(uuid string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, gi := range g.gis {
+		if gi.ci != nil {
+			if id, _ := gi.ci.device.GetUUID(); id == uuid {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tell calls changed, if set.
@@ -312,6 +341,9 @@ func (gi *mockGI) createCI(p *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInst
 	ci.handle.GetInfoFunc = func() (nvml.ComputeInstanceInfo, nvml.Return) { return ci.info, nvml.SUCCESS }
 	ci.handle.DestroyFunc = func() nvml.Return {
 		defer g.tell()
+		if uuid, _ := ci.device.GetUUID(); len(g.running(uuid)) > 0 {
+			return nvml.ERROR_IN_USE // the driver's answer while processes run on it
+		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if gi.ci != ci {
@@ -351,7 +383,8 @@ func (gi *mockGI) migDevice(ci *mockCI) *mock.Device {
 		GetGpuInstanceIdFunc:                   func() (int, nvml.Return) { return giID, nvml.SUCCESS },
 		GetComputeInstanceIdFunc:               func() (int, nvml.Return) { return ciID, nvml.SUCCESS },
 		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return g.parent, nvml.SUCCESS },
-		// No process runs on a mock MIG device.
-		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+		// The processes Mock.SetProcess declared on it, compute ones.
+		GetComputeRunningProcessesFunc:  func() ([]nvml.ProcessInfo, nvml.Return) { return g.running(uuid), nvml.SUCCESS },
+		GetGraphicsRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
 	}
 }

@@ -269,15 +269,16 @@ func (m *Mock) fingerprint() string {
 }
 
 // SetProcess declares that process pid uses usedMiB of the GPU (UUID or
-// index) and smPercent of its SM time (-1: the driver gives no sample);
-// usedMiB 0 takes the process off the GPU. The mock's process list is
-// this declaration; the PID is a host PID the caller chose.
+// index, or a MIG device's UUID) and smPercent of its SM time (-1: the
+// driver gives no sample); usedMiB 0 takes the process off the GPU. The
+// mock's process list is this declaration; the PID is a host PID the
+// caller chose.
 func (m *Mock) SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) error {
 	if i, err := strconv.Atoi(gpu); err == nil && i >= 0 && i < len(m.Devices) {
 		gpu = m.Devices[i].(*server.Device).UUID
 	}
-	if _, err := m.device(gpu); err != nil {
-		return err
+	if _, err := m.device(gpu); err != nil && !slices.ContainsFunc(m.migs, func(g *migGPU) bool { return g.hasDevice(gpu) }) {
+		return fmt.Errorf("%w, nor a MIG device of one", err)
 	}
 	if pid <= 0 || smPercent < -1 || smPercent > 100 {
 		return fmt.Errorf("process %d at %d%% SM: want a PID above 0 and an SM share from 0 to 100, or -1", pid, smPercent)

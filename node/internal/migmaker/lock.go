@@ -13,15 +13,17 @@ import (
 // lockPoll is how often Lock tries the record's lock again.
 const lockPoll = 200 * time.Millisecond
 
-// Lock takes the record's lock, waiting while another process holds it
-// (the node role pod being replaced, still draining), then reads the
-// record again: from then on this maker alone writes it, from what the
-// other left. release gives the lock back; Reconcile is for a holder.
-func (m *Maker) Lock(ctx context.Context, waiting func()) (release func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(m.path), 0o700); err != nil {
+// Lock takes the lock of the record at path, waiting while another
+// process holds it (the node role pod being replaced, still draining),
+// and calling waiting once if it must. Taken before the GPUs are read
+// and the record opened, it keeps what the node lists as made from
+// racing the other's last pass. release gives the lock back; Reconcile
+// is for a holder.
+func Lock(ctx context.Context, path string, waiting func()) (release func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("MIG record lock: %w", err)
 	}
-	f, err := os.OpenFile(m.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("MIG record lock: %w", err)
 	}
@@ -46,17 +48,8 @@ func (m *Maker) Lock(ctx context.Context, waiting func()) (release func(), err e
 		case <-time.After(lockPoll):
 		}
 	}
-	release = func() {
+	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
-	}
-	entries, err := load(m.path)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	m.mu.Lock()
-	m.entries = entries
-	m.mu.Unlock()
-	return release, nil
+	}, nil
 }

@@ -48,6 +48,9 @@ type Maker struct {
 	log  *slog.Logger
 
 	run sync.Mutex // one Reconcile at a time
+	// busy are the instances kept for processes on them, with what was
+	// said: said again only when it changes. Reconcile's.
+	busy map[string]string
 
 	mu      sync.Mutex
 	entries []Entry
@@ -65,7 +68,7 @@ func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{}), checked: map[string]bool{}}, nil
+	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{}), checked: map[string]bool{}, busy: map[string]string{}}, nil
 }
 
 // Made is the MIG device made for the instance named id for pod
@@ -190,6 +193,15 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 		pod, isHeld := held[e.ID]
 		if !isHeld {
 			gone, err := m.drv.Destroy(e.Parent, *e.Made)
+			if errors.Is(err, gpu.ErrInUse) {
+				if m.busy[e.ID] != err.Error() {
+					m.log.Warn("a MIG instance's pods have ended, but processes still run on it; destroyed once they end", "instance", e.ID, "pod", e.Pod, "err", err)
+					m.busy[e.ID] = err.Error()
+				}
+				keep = append(keep, e)
+				continue
+			}
+			delete(m.busy, e.ID)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("instance %s (%s), made for %s: %w", e.ID, e.Made.UUID, e.Pod, err))
 				keep = append(keep, e)
@@ -199,6 +211,7 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 			m.log.Info("destroyed a MIG instance", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod, "already gone", gone)
 			continue
 		}
+		delete(m.busy, e.ID)
 		if e.Pod != pod {
 			// The next pod booked on a made instance takes it as it is.
 			e.Pod, changed, dirty = pod, true, true

@@ -113,6 +113,22 @@ func TestMakeThenDestroy(t *testing.T) {
 	if again, _ := m.Made(id, "ns/b/uid-b"); again != uuid {
 		t.Errorf("reused as %s, want %s", again, uuid)
 	}
+	// Its pod gone but a process still on it (one that escaped the pod,
+	// or the host's): kept, quietly, until it ends.
+	if err := r.lib.(*gpu.Mock).SetProcess(uuid, os.Getpid(), 100, -1); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if changed, err := m.Reconcile(nil, nil); err != nil || changed {
+			t.Fatalf("with a process on it: changed %v, %v; want kept, no error", changed, err)
+		}
+	}
+	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 {
+		t.Fatalf("with a process on it: on the GPU %v, record %+v", got, m.Entries())
+	}
+	if err := r.lib.(*gpu.Mock).SetProcess(uuid, os.Getpid(), 0, -1); err != nil {
+		t.Fatal(err)
+	}
 	// Its pod gone: destroyed, the record empty.
 	if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
 		t.Fatalf("destroy: changed %v, %v", changed, err)
@@ -333,26 +349,27 @@ func TestCheckedPerInstance(t *testing.T) {
 // second waits for the first's lock, then reads what the first wrote.
 func TestLockHandsTheRecordOver(t *testing.T) {
 	r := newRig(t, "")
-	old, next := r.open(t), r.open(t)
-	release, err := old.Lock(context.Background(), nil)
+	release, err := Lock(context.Background(), r.path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	old := r.open(t)
 	if _, err := old.Reconcile(r.want("ns/a/uid", r.id("1g.10gb", 0))); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	waited := false
-	if _, err := next.Lock(ctx, func() { waited = true }); err == nil || !waited {
+	if _, err := Lock(ctx, r.path, func() { waited = true }); err == nil || !waited {
 		t.Fatalf("took the lock the old process holds: %v (waited %v)", err, waited)
 	}
 	release()
-	release, err = next.Lock(context.Background(), nil)
+	release, err = Lock(context.Background(), r.path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
+	next := r.open(t)
 	if len(next.Entries()) != 1 {
 		t.Errorf("the next process reads %+v; want what the old one made", next.Entries())
 	}

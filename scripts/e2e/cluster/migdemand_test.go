@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ import (
 // at a placement nothing else takes: made as they are bound, handed to
 // their containers as MIG devices. The node role restarts in the middle
 // and finds them in its record; a fourth pod, too large for what is
-// left, waits until the three are deleted and their instances destroyed.
+// left, waits until the three are deleted and their instances destroyed,
+// one only once a process left on it has ended.
 // The overrides are put back after.
 func onDemandMIG(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
@@ -84,6 +86,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		possible[p.UUID] = p
 	}
 	var placed []protocol.MIGInstance
+	ids := map[string]string{} // each pod's instance
 	for name, profile := range profiles {
 		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -95,6 +98,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		}
 		s := a.Containers[0].GPUs[0]
 		id, in := s.UUID, possible[s.UUID]
+		ids[name] = id
 		if in.Profile != profile || !s.Make || s.MemoryMiB != in.MemoryMiB {
 			t.Errorf("%s: slice %+v, want a %s instance to make, charged its %d MiB", name, s, profile, in.MemoryMiB)
 		}
@@ -156,13 +160,36 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	t.Logf("node role on %s restarted in %v; it found the three instances it made, made none again, the pods running", node, restart.Round(time.Millisecond))
 
 	// Deleted, their instances are destroyed, and the fourth gets a
-	// 7g.80gb made for it.
+	// 7g.80gb made for it; but not while a process still runs on one
+	// (declared on the mock: this test's own, a host process outside
+	// any pod, as one that escaped its pod would be).
+	large := devices[ids["large"]]
+	e.declareProcess(t, vp, large, os.Getpid(), 100, -1)
 	grace := int64(0)
 	for _, name := range []string{"small", "medium", "large"} {
 		if err := e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	harness.Eventually(t, 60*time.Second, "large's instance kept for the process on it, the other two destroyed", func() error {
+		logs, err := e.kubectl("-n", system, "logs", vp.Name)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(logs, "processes still run on it") {
+			return fmt.Errorf("the node role's log does not say it waits for the process")
+		}
+		if now := made(); len(now) != 1 || now[ids["large"]] != large {
+			return fmt.Errorf("made %v; want large's %s alone", now, large)
+		}
+		return nil
+	})
+	if p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "whole", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if p.Spec.NodeName != "" {
+		t.Fatalf("the fourth pod placed on %s while a process holds large's instance", p.Spec.NodeName)
+	}
+	e.declareProcess(t, vp, large, os.Getpid(), 0, -1)
 	freed := e.waitRunning(t, ns, []string{"whole"}, 120*time.Second)
 	if now := made(); len(now) != 1 || now[protocol.OnDemandID(h100.UUID, "7g.80gb", 0)] == "" {
 		t.Errorf("after the three went, made %v; want the 7g.80gb alone", now)
