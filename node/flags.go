@@ -76,7 +76,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.Uint64SliceFlag{Name: flagHealthIgnoreXIDs, Usage: "XIDs that do not make a GPU unhealthy (application faults)", Value: cli.NewUint64Slice(c.HealthIgnoreXIDs...),
 			Action: func(_ *cli.Context, v []uint64) error { c.HealthIgnoreXIDs = v; return nil }},
 		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},
-		&cli.DurationFlag{Name: flagRescanInterval, Usage: "how often the node looks for GPUs added or gone (the NVIDIA driver's PCI devices in sysfs) and, on a change, serves what is there now; 0 never", Value: c.RescanInterval, Destination: &c.RescanInterval},
+		&cli.DurationFlag{Name: flagRescanInterval, Usage: "how often the node looks for GPUs added or gone (the NVIDIA driver's PCI devices in sysfs) and for MIG instances others made or destroyed, and, on a change, serves what is there now; 0 never", Value: c.RescanInterval, Destination: &c.RescanInterval},
 		&cli.BoolFlag{Name: flagMIGProfileResources, Usage: "offer each MIG profile as a resource of its own (nvidia.com/mig-1g.10gb, NVIDIA's mixed strategy) where the runtime hook names pods; false beside NVIDIA's device plugin serving those names", Value: c.MIGProfileResources, Destination: &c.MIGProfileResources},
 		&cli.StringSliceFlag{Name: flagMIGOnDemand, Usage: "GPUs in MIG mode on which the node makes an instance for each pod booked there and destroys it after, by index or UUID, or all (comma-separated; unproven on real MIG hardware); empty for none. Needs the runtime hook (NRI)",
 			Action: func(_ *cli.Context, v []string) error { c.MIGOnDemand = slices.DeleteFunc(v, isEmpty); return nil }},
