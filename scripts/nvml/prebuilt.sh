@@ -7,7 +7,9 @@
 # (gzip them if they must travel small), then on the GPU machine, from
 # the repository's root: scripts/nvml/prebuilt.sh DIR
 # Reads the GPU; changes none of its settings (the fault test makes one
-# kernel fault, an application XID the driver recovers from).
+# kernel fault, an application XID the driver recovers from). On a GPU
+# already in MIG mode, the MIG proof makes one instance where nothing is
+# and destroys it; it never changes the MIG mode.
 set -u
 dir=$(cd "$1" && pwd)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,6 +21,6 @@ export VGPUD_TEST_NVML=1
 export VGPUD_TEST_NVML_FAULT="python3 $repo/scripts/nvml/fault.py"
 export VGPUD_TEST_NVML_HOG="python3 $repo/scripts/nvml/hog.py"
 rc=0
-(cd "$repo/node/internal/gpu" && "$dir/gpu.test" -test.run NVML -test.v -test.count=1 -test.timeout 60s) || rc=1
+(cd "$repo/node/internal/gpu" && "$dir/gpu.test" -test.run NVML -test.v -test.count=1 -test.timeout 120s) || rc=1
 (cd "$repo/node" && "$dir/node.test" -test.run NVML -test.v -test.count=1 -test.timeout 240s) || rc=1
 exit $rc
