@@ -51,15 +51,19 @@ func (o *onDemand) state() inventory.OnDemand {
 		return inventory.OnDemand{Ours: o.IsOurs}
 	}
 	made := o.maker.MadeAll()
-	cat := o.slots()
+	cat := maps.Clone(o.slots())
 	// A made instance the catalog no longer lists (its profile taken off
-	// the allowlist) still takes its placement while its pod holds it.
+	// the allowlist) still takes its placement while its pod holds it;
+	// one kept for processes of an ended pod is offered to none.
 	taken := map[string][]mig.Placement{}
 	o.mu.Lock()
 	for _, e := range o.maker.Entries() {
 		at := mig.Placement{Start: e.Start, Size: e.Size}
 		if !slices.Contains(o.oursAt[e.Parent], at) {
 			o.oursAt[e.Parent] = append(o.oursAt[e.Parent], at) // intended too: what a crash left is its
+		}
+		if o.maker.Busy(e.ID) {
+			delete(cat, e.ID)
 		}
 		if _, listed := cat[e.ID]; !listed && e.Made != nil {
 			taken[e.Parent] = append(taken[e.Parent], at)
@@ -127,6 +131,21 @@ func (o *onDemand) OwnsAt(parent string, at mig.Placement) bool {
 	return slices.ContainsFunc(o.maker.Entries(), func(e migmaker.Entry) bool {
 		return e.Parent == parent && e.Start == at.Start && e.Size == at.Size
 	})
+}
+
+// asDiscovered is gpu.Own for the GPUs as discovered: a GPU instance
+// there is the node's own if the record named its placement at any time
+// since (oursAt), destroyed since or not, so that the maker's passes
+// between discovery and the rescan's first look change nothing.
+type asDiscovered struct{ *onDemand }
+
+func (d asDiscovered) OwnsAt(parent string, at mig.Placement) bool {
+	if d.onDemand == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Contains(d.oursAt[parent], at)
 }
 
 // openOnDemand opens the record of what the node made and reads the
@@ -251,9 +270,14 @@ func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[
 // makeMIG makes the instances the node's pods are booked on and destroys
 // those no pod that has not ended asks for, at each change to the pods
 // and every migRetry (a destroy waits for the pod's processes to end),
-// calling changed after what is made changed. The record's lock is held
-// (lockRecord).
+// calling changed after what is made changed. It takes the record's
+// lock first where the role's start could not (recordLock).
 func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, changed func()) error {
+	if taken, err := a.record.take(ctx, od.maker, a.log); err != nil || ctx.Err() != nil {
+		return err
+	} else if taken {
+		changed() // the record as the last holder left it
+	}
 	var lastUnknown string
 	for {
 		next := pods.Changed()
@@ -278,30 +302,6 @@ func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, 
 		case <-a.clock.After(migRetry):
 		}
 	}
-}
-
-// lockRecord takes the MIG record's lock, where the node makes instances
-// on demand, before the GPUs are read: a node role pod replacing another
-// (which the DaemonSet starts while the old one drains) then reads the
-// GPUs and the record only after the old one's last make or destroy.
-// Read before, an instance made in that pass would be listed as the
-// operator's. Held until the role stops.
-func (a *Role) lockRecord(ctx context.Context) (release func(), err error) {
-	if a.cfg.MIGRecord == "" || len(a.cfg.MIGOnDemand) == 0 {
-		return func() {}, nil
-	}
-	release, err = migmaker.Lock(ctx, a.cfg.MIGRecord, func() {
-		why := "waiting for the MIG record, which the node role being replaced still holds"
-		a.log.Info(why, "record", a.cfg.MIGRecord)
-		a.setNotReady(why)
-	})
-	switch {
-	case err == nil:
-		return release, nil
-	case ctx.Err() != nil:
-		return func() {}, nil
-	}
-	return nil, fmt.Errorf("MIG on demand: %w", err)
 }
 
 // migRetry is how often the maker tries again what failed.

@@ -3,6 +3,7 @@ package node
 import (
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -53,5 +54,48 @@ func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
 	}
 	if !listed() {
 		t.Error("after the destroy, 7g.80gb is not listed: the destroyed instance's placement is still taken")
+	}
+}
+
+// An instance kept for a process of an ended pod is offered to no pod:
+// neither it nor any instance overlapping it is listed.
+func TestBusyInstanceIsNotOffered(t *testing.T) {
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := gpu.Discover(lib)
+	parent := devs[0].UUID
+	ps, _ := gpu.MIGProfiles(lib, parent)
+	m, err := migmaker.Open(filepath.Join(t.TempDir(), "made.json"), migmaker.NVML{Lib: lib}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	od := &onDemand{maker: m, catalog: migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true }),
+		ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
+	id := protocol.OnDemandID(parent, "3g.40gb", 4)
+	if _, err := m.Reconcile(map[string]migmaker.Want{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() map[string]bool {
+		out := map[string]bool{}
+		for _, p := range inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.state()).MIG[0].Possible {
+			out[p.UUID] = true
+		}
+		return out
+	}
+	overlapping := protocol.OnDemandID(parent, "1g.10gb", 5)
+	if l := listed(); !l[id] || !l[overlapping] {
+		t.Fatalf("made and held: listed %v; want it, and what overlaps it (the leader blocks those by its Made)", l)
+	}
+	uuid := m.MadeAll()[id]
+	if err := lib.(*gpu.Mock).SetProcess(uuid, os.Getpid(), 100, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Reconcile(nil, nil); err != nil { // its pod ended
+		t.Fatal(err)
+	}
+	if l := listed(); l[id] || l[overlapping] || !l[protocol.OnDemandID(parent, "3g.40gb", 0)] {
+		t.Errorf("kept for a process: listed %v; want neither it nor what overlaps it, the other half free", l)
 	}
 }

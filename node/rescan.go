@@ -133,7 +133,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present string, devs []gpu.Device) bool {
 	// Instances the node makes on demand come and go with its pods:
 	// only others' are a change.
-	layout := gpu.LayoutOf(devs, a.od)
+	layout := gpu.LayoutOf(devs, asDiscovered{a.od})
 	for {
 		select {
 		case <-ctx.Done():

@@ -98,6 +98,10 @@ type Role struct {
 	// od makes MIG instances on demand; nil where the node makes none.
 	// Set before the first generation, read-only after.
 	od *onDemand
+	// record is the MIG record's lock; nil where nothing is made.
+	record *recordLock
+	// recordWait is how long the start waits for it (recordWait).
+	recordWait time.Duration
 }
 
 // NewRole returns the node role for nodeName; role names what this replica
@@ -105,7 +109,7 @@ type Role struct {
 // and its parts.
 func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string,
 	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), clock: clk, log: log, notReady: "starting", containers: usage.NewContainers()}
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), clock: clk, log: log, notReady: "starting", containers: usage.NewContainers(), recordWait: recordWait}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -237,13 +241,12 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
 func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
-	release, err := a.lockRecord(ctx)
-	if err != nil || ctx.Err() != nil {
+	if err := a.lockRecord(ctx); err != nil || ctx.Err() != nil {
 		return false, err
 	}
 	defer func() {
 		if !started {
-			release()
+			a.record.Release()
 		}
 	}()
 	if m, ok := lib.(*gpu.Mock); ok {
@@ -288,7 +291,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	}
 	g.Go(func() error {
 		defer stopPods()
-		defer release() // after the maker's last pass
+		defer a.record.Release() // after the maker's last pass
 		return a.generations(ctx, lib, devs, excluded, present, pods, mode)
 	})
 	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)

@@ -59,7 +59,7 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 			out.SMs = max(out.SMs, int(p.MultiprocessorCount))
 		}
 	}
-	out.Taken = gpuInstances(d)
+	out.Taken, _ = gpuInstances(d) // what could be read: the rescan sees the rest once it can
 	handles, err := migDevices(d)
 	if err != nil {
 		return nil, err
@@ -226,15 +226,20 @@ func Layout(lib nvml.Interface, devs []Device, own Own) (layout string, ok bool)
 				ids = append(ids, id)
 			}
 		}
-		layoutLine(&b, uuid, ids, others(uuid, gpuInstances(d), own))
+		taken, err := gpuInstances(d)
+		if err != nil {
+			return "", false
+		}
+		layoutLine(&b, uuid, ids, others(uuid, taken, own))
 	}
 	return b.String(), true
 }
 
 // gpuInstances are the placements of every GPU instance on d. A profile
-// whose instances cannot be listed is passed over, as discovery does: a
-// read that failed says nothing of a change.
-func gpuInstances(d nvml.Device) []mig.Placement {
+// whose instances the driver will not list (not supported, or not
+// permitted) is passed over, each read alike; another failure is an
+// error, which Layout takes for no change and discovery passes over.
+func gpuInstances(d nvml.Device) ([]mig.Placement, error) {
 	var out []mig.Placement
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
 		p, ret := d.GetGpuInstanceProfileInfo(id)
@@ -242,16 +247,22 @@ func gpuInstances(d nvml.Device) []mig.Placement {
 			continue
 		}
 		gis, ret := d.GetGpuInstances(&p)
-		if ret != nvml.SUCCESS {
+		switch ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NO_PERMISSION:
 			continue
+		default:
+			return nil, fmt.Errorf("GPU instances of profile %d: %s", id, nvml.ErrorString(ret))
 		}
 		for _, gi := range gis {
-			if info, ret := gi.GetInfo(); ret == nvml.SUCCESS {
-				out = append(out, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
+			info, ret := gi.GetInfo()
+			if ret != nvml.SUCCESS {
+				return nil, fmt.Errorf("GPU instance of profile %d: %s", id, nvml.ErrorString(ret))
 			}
+			out = append(out, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // layoutLine writes one MIG GPU's part of a layout.

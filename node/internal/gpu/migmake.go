@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -166,12 +167,15 @@ func migUUID(d nvml.Device, gi, ci int) (string, error) {
 // the instance: its pod has ended, but they have not, or are not its.
 var ErrInUse = errors.New("processes still run on it")
 
-// DestroyMIG destroys what MakeMIG made on GPU parent, only while its
-// MIG device is still m.UUID: IDs are reused, and an instance someone
-// else made since under those IDs is not vgpud's to destroy. Nor while
-// a process runs on it (ErrInUse): the driver would refuse too, and this
-// says which. gone is true when the instance is already not there.
-func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error) {
+// DestroyMIG destroys what MakeMIG made on GPU parent (of profile, at
+// placement at), only while its MIG device is still m.UUID: IDs are
+// reused, and an instance someone else made since under those IDs is
+// not vgpud's to destroy. Nor while a process runs on it (ErrInUse): the
+// driver would refuse too, and this says which. A GPU instance left
+// without its compute instance by a destroy cut short (its ID, profile
+// and placement m's) is destroyed. gone is true when the instance is
+// already not there.
+func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement, m Made) (gone bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret == nvml.ERROR_NOT_FOUND {
 		return true, nil // the GPU is gone, and its instances with it
@@ -187,12 +191,18 @@ func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error
 		return false, fmt.Errorf("GPU %s GPU instance %d: %s", parent, m.GI, nvml.ErrorString(ret))
 	}
 	if uuid, err := migUUID(d, m.GI, m.CI); err != nil || uuid != m.UUID {
-		// Not the instance vgpud made: a compute instance of another
-		// UUID, or none, under those IDs.
-		return true, nil
+		// Not the instance vgpud made, whole: a compute instance of
+		// another UUID under those IDs, or none.
+		if err == nil || !halfDestroyed(gi, profile, at) {
+			return true, nil
+		}
+		if err := DestroyHalfMade(lib, parent, m.GI); err != nil {
+			return false, err
+		}
+		return false, nil
 	}
-	if pids := runningOn(d, m.UUID); len(pids) > 0 {
-		return false, fmt.Errorf("GPU %s: MIG device %s: %w (PIDs %v)", parent, m.UUID, ErrInUse, pids)
+	if err := MIGInUse(lib, parent, m); err != nil {
+		return false, err
 	}
 	ci, ret := gi.GetComputeInstanceById(m.CI)
 	if ret == nvml.SUCCESS {
@@ -204,6 +214,30 @@ func DestroyMIG(lib nvml.Interface, parent string, m Made) (gone bool, err error
 		return false, fmt.Errorf("GPU %s: destroy GPU instance %d of %s: %s", parent, m.GI, m.UUID, nvml.ErrorString(ret))
 	}
 	return false, nil
+}
+
+// halfDestroyed says whether gi is of profile at placement at and has
+// no compute instance: what a destroy cut short between the two leaves.
+func halfDestroyed(gi nvml.GpuInstance, profile int, at mig.Placement) bool {
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS || int(info.ProfileId) != profile || int(info.Placement.Start) != at.Start || int(info.Placement.Size) != at.Size {
+		return false
+	}
+	cis, err := computeInstances(gi)
+	return err == nil && len(cis) == 0
+}
+
+// MIGInUse is an error wrapping ErrInUse, with the PIDs, while NVML
+// lists processes on the MIG device m made on GPU parent; nil otherwise.
+func MIGInUse(lib nvml.Interface, parent string, m Made) error {
+	d, ret := lib.DeviceGetHandleByUUID(parent)
+	if ret != nvml.SUCCESS {
+		return nil // the driver refuses a destroy in use all the same
+	}
+	if pids := runningOn(d, m.UUID); len(pids) > 0 {
+		return fmt.Errorf("GPU %s: MIG device %s: %w (PIDs %v)", parent, m.UUID, ErrInUse, pids)
+	}
+	return nil
 }
 
 // runningOn are the PIDs of the processes NVML lists on d's MIG device
@@ -232,7 +266,8 @@ func runningOn(d nvml.Device, uuid string) []uint32 {
 			}
 		}
 	}
-	return pids
+	slices.Sort(pids) // said once while the same: the driver's order may vary
+	return slices.Compact(pids)
 }
 
 // FindMIG looks on GPU parent for the GPU instance of profile at

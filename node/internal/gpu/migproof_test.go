@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +36,10 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 		t.Fatalf("profiles of %s: %v (%d)", parent, err, len(profiles))
 	}
 	p := slices.MinFunc(profiles, func(a, b MIGProfile) int { return int(a.MemoryMiB - b.MemoryMiB) })
-	before := gpuInstances(d)
+	before, err := gpuInstances(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	at, ok := mig.FirstFree(p.Placements, before)
 	if !ok {
 		t.Skipf("no free placement for %s on %s (GPU instances at %v): vgpud leaves the operator's alone", p.Name, parent, before)
@@ -55,7 +59,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 	destroyed := false
 	t.Cleanup(func() {
 		if !destroyed {
-			if _, err := DestroyMIG(lib, parent, made); err != nil {
+			if _, err := DestroyMIG(lib, parent, p.ID, at, made); err != nil {
 				t.Errorf("clean up %s: %v", made.UUID, err)
 			}
 		}
@@ -81,7 +85,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 		waitFor(t, 30*time.Second, fmt.Sprintf("PID %d listed on %s", pid, made.UUID), func() bool { return slices.Contains(runningOn(d, made.UUID), uint32(pid)) })
 		row("a process on it, listed", time.Since(start), fmt.Sprintf("PID %d", pid))
 		start = time.Now()
-		if _, err := DestroyMIG(lib, parent, made); !errors.Is(err, ErrInUse) {
+		if _, err := DestroyMIG(lib, parent, p.ID, at, made); !errors.Is(err, ErrInUse) {
 			stop()
 			t.Fatalf("destroy with PID %d on it: %v, want ErrInUse", pid, err)
 		}
@@ -95,7 +99,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 	}
 
 	start = time.Now()
-	if gone, err := DestroyMIG(lib, parent, made); err != nil || gone {
+	if gone, err := DestroyMIG(lib, parent, p.ID, at, made); err != nil || gone {
 		t.Fatalf("destroy: gone %v, %v", gone, err)
 	}
 	destroyed = true
@@ -211,6 +215,12 @@ func runHog(t *testing.T, command, uuid string) (int, func()) {
 	f := strings.Fields(command)
 	cmd := exec.Command(f[0], append(f[1:], "256")...)
 	cmd.Env = append(os.Environ(), "CUDA_VISIBLE_DEVICES="+uuid)
+	// hog.py reads stdin for its growth orders and ends at its end: the
+	// pipe stays open until stop.
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +229,11 @@ func runHog(t *testing.T, command, uuid string) (int, func()) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	var once sync.Once
+	stop := func() {
+		once.Do(func() { _ = cmd.Process.Kill(); _ = in.Close(); _ = cmd.Wait() })
+	}
+	t.Cleanup(stop) // before the instance's own clean-up, which it would block
 	line, err := bufio.NewReader(out).ReadString('\n')
 	var pid int
 	if _, serr := fmt.Sscanf(line, "ready %d", &pid); err != nil || serr != nil {

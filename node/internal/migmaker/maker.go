@@ -19,7 +19,9 @@ import (
 // Driver is what the maker needs of the GPUs (NVML, below).
 type Driver interface {
 	Make(parent string, profile int, at mig.Placement) (gpu.Made, error)
-	Destroy(parent string, m gpu.Made) (gone bool, err error)
+	Destroy(parent string, profile int, at mig.Placement, m gpu.Made) (gone bool, err error)
+	// InUse is an error wrapping gpu.ErrInUse while processes run on m.
+	InUse(parent string, m gpu.Made) error
 	Find(parent string, profile int, at mig.Placement) (m gpu.Made, found bool, err error)
 	DestroyHalfMade(parent string, gi int) error
 }
@@ -48,9 +50,6 @@ type Maker struct {
 	log  *slog.Logger
 
 	run sync.Mutex // one Reconcile at a time
-	// busy are the instances kept for processes on them, with what was
-	// said: said again only when it changes. Reconcile's.
-	busy map[string]string
 
 	mu      sync.Mutex
 	entries []Entry
@@ -59,6 +58,10 @@ type Maker struct {
 	// UUIDs since the start or the last Recheck: only those are handed
 	// out.
 	checked map[string]bool
+	// busy are the instances whose pods have ended while processes still
+	// run on them, with what was said of it (said again only when that
+	// changes): offered to no pod, handed to none, until they end.
+	busy map[string]string
 }
 
 // Open reads the record at path. An unreadable record is an error: the
@@ -69,6 +72,19 @@ func Open(path string, drv Driver, log *slog.Logger) (*Maker, error) {
 		return nil, err
 	}
 	return &Maker{path: path, drv: drv, log: log, entries: entries, changed: make(chan struct{}), checked: map[string]bool{}, busy: map[string]string{}}, nil
+}
+
+// Reload reads the record again: another process (the node role pod
+// replaced) may have written it since Open, until it let go of the lock.
+func (m *Maker) Reload() error {
+	entries, err := load(m.path)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries = entries
+	return nil
 }
 
 // Made is the MIG device made for the instance named id for pod
@@ -165,6 +181,17 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 				errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
 				keep = append(keep, e)
 				continue
+			case ok && found.UUID == "" && found.GI == e.Made.GI:
+				// A destroy cut short between the compute and the GPU
+				// instance: finish it, or its room is lost for good.
+				if err := m.drv.DestroyHalfMade(e.Parent, found.GI); err != nil {
+					errs = append(errs, fmt.Errorf("instance %s, destroyed in half: %w", e.ID, err))
+					keep = append(keep, e)
+					continue
+				}
+				m.log.Info("destroyed a MIG instance destroyed in half before", "instance", e.ID, "gpu", e.Parent, "gi", found.GI)
+				changed, dirty = true, true
+				continue
 			case !ok || found.UUID != e.Made.UUID:
 				m.log.Warn("a MIG instance vgpud made is gone (the host rebooted, or the GPU was reset); forgotten", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod)
 				changed, dirty = true, true
@@ -190,31 +217,37 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 			}
 			e, changed = settled, true
 		}
+		at := mig.Placement{Start: e.Start, Size: e.Size}
 		pod, isHeld := held[e.ID]
 		if !isHeld {
-			gone, err := m.drv.Destroy(e.Parent, *e.Made)
+			gone, err := m.drv.Destroy(e.Parent, e.Profile, at, *e.Made)
 			if errors.Is(err, gpu.ErrInUse) {
-				if m.busy[e.ID] != err.Error() {
-					m.log.Warn("a MIG instance's pods have ended, but processes still run on it; destroyed once they end", "instance", e.ID, "pod", e.Pod, "err", err)
-					m.busy[e.ID] = err.Error()
-				}
+				changed = m.markBusy(e, err) || changed
 				keep = append(keep, e)
 				continue
 			}
-			delete(m.busy, e.ID)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("instance %s (%s), made for %s: %w", e.ID, e.Made.UUID, e.Pod, err))
 				keep = append(keep, e)
 				continue
 			}
+			m.unmarkBusy(e.ID)
 			changed, dirty = true, true
 			m.log.Info("destroyed a MIG instance", "instance", e.ID, "uuid", e.Made.UUID, "pod", e.Pod, "already gone", gone)
 			continue
 		}
-		delete(m.busy, e.ID)
 		if e.Pod != pod {
-			// The next pod booked on a made instance takes it as it is.
+			// The next pod booked on a made instance takes it as it
+			// is, once no process of the one before runs on it.
+			if err := m.drv.InUse(e.Parent, *e.Made); errors.Is(err, gpu.ErrInUse) {
+				changed = m.markBusy(e, err) || changed
+				keep = append(keep, e)
+				continue
+			}
 			e.Pod, changed, dirty = pod, true, true
+		}
+		if m.unmarkBusy(e.ID) {
+			changed = true
 		}
 		keep = append(keep, e)
 	}
@@ -277,6 +310,36 @@ func (m *Maker) settle(e Entry) (Entry, bool, error) {
 	m.check(e.ID)
 	m.log.Info("found a MIG instance made before a restart", "instance", e.ID, "uuid", found.UUID)
 	return e, true, nil
+}
+
+// Busy says whether processes of an ended pod keep instance id.
+func (m *Maker) Busy(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.busy[id]
+	return ok
+}
+
+// markBusy notes that processes keep e, saying so when what keeps it
+// changed; first says it was not busy before.
+func (m *Maker) markBusy(e Entry, err error) (first bool) {
+	m.mu.Lock()
+	said, was := m.busy[e.ID]
+	m.busy[e.ID] = err.Error()
+	m.mu.Unlock()
+	if said != err.Error() {
+		m.log.Warn("a MIG instance's pod has ended, but processes still run on it; it is offered to no pod, handed to none and not destroyed until they end", "instance", e.ID, "pod", e.Pod, "err", err)
+	}
+	return !was
+}
+
+// unmarkBusy forgets that id was busy; was says it had been.
+func (m *Maker) unmarkBusy(id string) (was bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, was = m.busy[id]
+	delete(m.busy, id)
+	return was
 }
 
 func (m *Maker) isChecked(id string) bool {

@@ -118,16 +118,30 @@ func TestMakeThenDestroy(t *testing.T) {
 	if err := r.lib.(*gpu.Mock).SetProcess(uuid, os.Getpid(), 100, -1); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if changed, err := m.Reconcile(nil, nil); err != nil || changed {
-			t.Fatalf("with a process on it: changed %v, %v; want kept, no error", changed, err)
+	for i, want := range []bool{true, false} { // changed once: the inventory hides it
+		if changed, err := m.Reconcile(nil, nil); err != nil || changed != want {
+			t.Fatalf("pass %d with a process on it: changed %v, %v; want %v, kept, no error", i, changed, err, want)
 		}
 	}
-	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 {
-		t.Fatalf("with a process on it: on the GPU %v, record %+v", got, m.Entries())
+	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 || !m.Busy(id) {
+		t.Fatalf("with a process on it: on the GPU %v, record %+v, busy %v", got, m.Entries(), m.Busy(id))
+	}
+	// Booked meanwhile for another pod (a leader that had not seen it
+	// busy): not handed over while the process runs.
+	if _, err := m.Reconcile(r.want("ns/c/uid-c", id)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Made(id, "ns/c/uid-c"); ok || !m.Busy(id) {
+		t.Fatal("handed to the next pod while the last one's process runs on it")
 	}
 	if err := r.lib.(*gpu.Mock).SetProcess(uuid, os.Getpid(), 0, -1); err != nil {
 		t.Fatal(err)
+	}
+	if changed, err := m.Reconcile(r.want("ns/c/uid-c", id)); err != nil || !changed {
+		t.Fatalf("the process ended: changed %v, %v", changed, err)
+	}
+	if got, ok := m.Made(id, "ns/c/uid-c"); !ok || got != uuid || m.Busy(id) {
+		t.Fatalf("the process ended: handed %q %v, busy %v; want %s to the next pod", got, ok, m.Busy(id), uuid)
 	}
 	// Its pod gone: destroyed, the record empty.
 	if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
@@ -260,6 +274,32 @@ func TestWantedAndPossible(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A destroy cut short between the compute and the GPU instance (the
+// node role killed in between) is finished at the next start: the GPU
+// instance would otherwise take its room for good, as an operator's.
+func TestHalfDestroyedIsFinished(t *testing.T) {
+	r := newRig(t, "")
+	id := r.id("3g.40gb", 4)
+	if _, err := r.open(t).Reconcile(r.want("ns/a/uid", id)); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := load(r.path)
+	made := *entries[0].Made
+	d, _ := r.lib.DeviceGetHandleByUUID(r.parent)
+	gi, _ := d.GetGpuInstanceById(made.GI)
+	ci, _ := gi.GetComputeInstanceById(made.CI)
+	if ret := ci.Destroy(); ret != nvml.SUCCESS {
+		t.Fatal(nvml.ErrorString(ret))
+	}
+	m := r.open(t) // the next start
+	if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
+		t.Fatalf("changed %v, %v", changed, err)
+	}
+	if _, found, _ := gpu.FindMIG(r.lib, r.parent, entries[0].Profile, mig.Placement{Start: 4, Size: 4}); found || len(m.Entries()) != 0 {
+		t.Errorf("the GPU instance left %v, record %+v; want both gone", found, m.Entries())
+	}
+}
 
 // After a start, an instance the record names that is not on its GPU
 // (the host rebooted) is forgotten, and made again if a pod still wants

@@ -165,13 +165,22 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	// any pod, as one that escaped its pod would be).
 	large := devices[ids["large"]]
 	e.declareProcess(t, vp, large, os.Getpid(), 100, -1)
+	undeclared := false
+	t.Cleanup(func() {
+		if !undeclared {
+			e.declareProcess(t, vp, large, os.Getpid(), 0, -1)
+		}
+	})
 	grace := int64(0)
 	for _, name := range []string{"small", "medium", "large"} {
 		if err := e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	harness.Eventually(t, 60*time.Second, "large's instance kept for the process on it, the other two destroyed", func() error {
+	// Kept, it is offered to no pod: the inventory lists neither it nor
+	// any instance overlapping its placement.
+	in := possible[ids["large"]]
+	harness.Eventually(t, 60*time.Second, "large's instance kept for the process on it, offered to none, the other two destroyed", func() error {
 		logs, err := e.kubectl("-n", system, "logs", vp.Name)
 		if err != nil {
 			return err
@@ -179,8 +188,15 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		if !strings.Contains(logs, "processes still run on it") {
 			return fmt.Errorf("the node role's log does not say it waits for the process")
 		}
-		if now := made(); len(now) != 1 || now[ids["large"]] != large {
-			return fmt.Errorf("made %v; want large's %s alone", now, large)
+		if now := made(); len(now) != 0 {
+			return fmt.Errorf("listed as made %v; want none (the two destroyed, large's hidden)", now)
+		}
+		for _, g := range e.inventory(t, node).MIG {
+			for _, p := range g.Possible {
+				if g.UUID == h100.UUID && p.Start < in.Start+in.Size && in.Start < p.Start+p.Size {
+					return fmt.Errorf("%s at %d+%d offered, over large's kept instance at %d+%d", p.Profile, p.Start, p.Size, in.Start, in.Size)
+				}
+			}
 		}
 		return nil
 	})
@@ -190,6 +206,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		t.Fatalf("the fourth pod placed on %s while a process holds large's instance", p.Spec.NodeName)
 	}
 	e.declareProcess(t, vp, large, os.Getpid(), 0, -1)
+	undeclared = true
 	freed := e.waitRunning(t, ns, []string{"whole"}, 120*time.Second)
 	if now := made(); len(now) != 1 || now[protocol.OnDemandID(h100.UUID, "7g.80gb", 0)] == "" {
 		t.Errorf("after the three went, made %v; want the 7g.80gb alone", now)
