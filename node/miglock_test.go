@@ -26,10 +26,12 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &Role{cfg: cfg, log: log, recordWait: 200 * time.Millisecond}
 	start := time.Now()
-	if err := a.lockRecord(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a wait without bound fails, not hangs
+	defer cancel()
+	if err := a.lockRecord(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(start); waited < 200*time.Millisecond || waited > 5*time.Second || a.record.release != nil {
+	if waited := time.Since(start); waited < 200*time.Millisecond || waited >= 5*time.Second || a.record.release != nil {
 		t.Fatalf("waited %v, held %v: want about 200ms, then on without the lock", waited, a.record.release != nil)
 	}
 	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
@@ -83,7 +85,7 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 		t.Errorf("again: taken %v, %v; want held already", taken, err)
 	}
 	a.record.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if again, err := migmaker.Lock(ctx, path, nil); err != nil {
 		t.Errorf("after Release: %v", err)

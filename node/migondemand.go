@@ -43,7 +43,15 @@ func (o *onDemand) slots() map[string]migmaker.Slot {
 }
 
 // state is what the inventory lists of it; the zero value for none.
-func (o *onDemand) state() inventory.OnDemand {
+func (o *onDemand) state() inventory.OnDemand { return o.view(true) }
+
+// advertisable is state with instances kept for processes listed too:
+// kubelet is told of each device for a whole generation, and one kept
+// now is free again before the next.
+func (o *onDemand) advertisable() inventory.OnDemand { return o.view(false) }
+
+// view is state, with instances kept for processes hidden or not.
+func (o *onDemand) view(hideBusy bool) inventory.OnDemand {
 	if o == nil {
 		return inventory.OnDemand{}
 	}
@@ -62,7 +70,7 @@ func (o *onDemand) state() inventory.OnDemand {
 		if !slices.Contains(o.oursAt[e.Parent], at) {
 			o.oursAt[e.Parent] = append(o.oursAt[e.Parent], at) // intended too: what a crash left is its
 		}
-		if o.maker.Busy(e.ID) {
+		if hideBusy && o.maker.Busy(e.ID) {
 			delete(cat, e.ID)
 		}
 		if _, listed := cat[e.ID]; !listed && e.Made != nil {

@@ -134,6 +134,7 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 	// Instances the node makes on demand come and go with its pods:
 	// only others' are a change.
 	layout := gpu.LayoutOf(devs, asDiscovered{a.od})
+	unread := false // said once until read again
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,6 +150,10 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 		a.nvmlMu.RLock()
 		a.od.quiet(func() { now, ok = gpu.Layout(lib, devs, a.od) })
 		a.nvmlMu.RUnlock()
+		if !ok && !unread {
+			a.log.Warn("the node's MIG instances could not be read; a change to them is seen once they can be")
+		}
+		unread = !ok
 		if ok && now != layout {
 			a.log.Info("the node's MIG instances changed; rescanning", "was", layout, "now", now)
 			return true

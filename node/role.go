@@ -321,7 +321,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	// until its quiet period ends, whatever the rescan found.
 	unhealthy := tracker.Unhealthy()
 	inv := inventory.Build(devs, scaling, unhealthy, a.od.state())
-	gpus, uuids := advertised(devs, inv)
+	gpus, uuids := advertised(devs, inventory.Build(devs, scaling, unhealthy, a.od.advertisable()))
 	for _, d := range devs {
 		if d.MIG != nil && len(d.MIG.Skipped) > 0 {
 			a.log.Warn("MIG devices not offered", "gpu", d.UUID, "skipped", d.MIG.Skipped)

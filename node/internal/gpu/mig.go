@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,7 +60,7 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 			out.SMs = max(out.SMs, int(p.MultiprocessorCount))
 		}
 	}
-	out.Taken, _ = gpuInstances(d) // what could be read: the rescan sees the rest once it can
+	out.Taken, _ = gpuInstances(d) // what could be read: the rescan sees the rest
 	handles, err := migDevices(d)
 	if err != nil {
 		return nil, err
@@ -238,9 +239,11 @@ func Layout(lib nvml.Interface, devs []Device, own Own) (layout string, ok bool)
 // gpuInstances are the placements of every GPU instance on d. A profile
 // whose instances the driver will not list (not supported, or not
 // permitted) is passed over, each read alike; another failure is an
-// error, which Layout takes for no change and discovery passes over.
+// error, with what could be read: Layout takes it for no change,
+// discovery goes on with what it has (a rescan sees the rest).
 func gpuInstances(d nvml.Device) ([]mig.Placement, error) {
 	var out []mig.Placement
+	var errs []error
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
 		p, ret := d.GetGpuInstanceProfileInfo(id)
 		if ret != nvml.SUCCESS {
@@ -252,17 +255,19 @@ func gpuInstances(d nvml.Device) ([]mig.Placement, error) {
 		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NO_PERMISSION:
 			continue
 		default:
-			return nil, fmt.Errorf("GPU instances of profile %d: %s", id, nvml.ErrorString(ret))
+			errs = append(errs, fmt.Errorf("GPU instances of profile %d: %s", id, nvml.ErrorString(ret)))
+			continue
 		}
 		for _, gi := range gis {
 			info, ret := gi.GetInfo()
 			if ret != nvml.SUCCESS {
-				return nil, fmt.Errorf("GPU instance of profile %d: %s", id, nvml.ErrorString(ret))
+				errs = append(errs, fmt.Errorf("GPU instance of profile %d: %s", id, nvml.ErrorString(ret)))
+				continue
 			}
 			out = append(out, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // layoutLine writes one MIG GPU's part of a layout.

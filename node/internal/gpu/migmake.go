@@ -172,10 +172,10 @@ var ErrInUse = errors.New("processes still run on it")
 // reused, and an instance someone else made since under those IDs is
 // not vgpud's to destroy. Nor while a process runs on it (ErrInUse): the
 // driver would refuse too, and this says which. A GPU instance left
-// without its compute instance by a destroy cut short (its ID, profile
-// and placement m's) is destroyed. gone is true when the instance is
-// already not there.
-func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement, m Made) (gone bool, err error) {
+// without its compute instance by a destroy cut short (begun: the
+// record says a destroy of m began; its ID, profile and placement m's)
+// is destroyed. gone is true when the instance is already not there.
+func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement, m Made, begun bool) (gone bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret == nvml.ERROR_NOT_FOUND {
 		return true, nil // the GPU is gone, and its instances with it
@@ -193,7 +193,7 @@ func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement
 	if uuid, err := migUUID(d, m.GI, m.CI); err != nil || uuid != m.UUID {
 		// Not the instance vgpud made, whole: a compute instance of
 		// another UUID under those IDs, or none.
-		if err == nil || !halfDestroyed(gi, profile, at) {
+		if err == nil || !begun || !halfDestroyed(gi, profile, at) {
 			return true, nil
 		}
 		if err := DestroyHalfMade(lib, parent, m.GI); err != nil {
@@ -273,6 +273,8 @@ func runningOn(d nvml.Device, uuid string) []uint32 {
 // FindMIG looks on GPU parent for the GPU instance of profile at
 // placement at, which a make cut short by a crash may have left: made
 // whole (UUID set), or without its compute instance (UUID empty, CI -1).
+// One split into several compute instances is not found: vgpud makes
+// one per GPU instance.
 func FindMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (m Made, found bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret == nvml.ERROR_NOT_FOUND {
@@ -299,11 +301,15 @@ func FindMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (
 		if err != nil {
 			return Made{}, false, fmt.Errorf("GPU %s GPU instance %d: %w", parent, info.Id, err)
 		}
-		if len(cis) == 1 {
+		switch len(cis) {
+		case 0:
+		case 1:
 			m.CI = cis[0]
 			if m.UUID, err = migUUID(d, m.GI, m.CI); err != nil {
 				return Made{}, false, fmt.Errorf("GPU %s: %w", parent, err)
 			}
+		default:
+			return Made{}, false, nil // split: vgpud makes one compute instance, so not its
 		}
 		return m, true, nil
 	}

@@ -54,7 +54,7 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 		t.Errorf("1g.10gb inside the 3g.40gb: %v, want ErrNoRoom", err)
 	}
 	// IDs name the instance only with its UUID: another's is not touched.
-	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], Made{UUID: "MIG-other", GI: m.GI, CI: m.CI}); err != nil || !gone {
+	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], Made{UUID: "MIG-other", GI: m.GI, CI: m.CI}, false); err != nil || !gone {
 		t.Errorf("destroy under another UUID: gone %v, %v", gone, err)
 	}
 	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 1 {
@@ -65,7 +65,7 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if err := lib.SetProcess(m.UUID, os.Getpid(), 100, -1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+	if _, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m, false); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
 		t.Fatalf("destroy with a process on it: %v, want ErrInUse naming PID %d", err, os.Getpid())
 	}
 	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 1 {
@@ -74,7 +74,7 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if err := lib.SetProcess(m.UUID, os.Getpid(), 0, -1); err != nil {
 		t.Fatal(err)
 	}
-	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m); err != nil || gone {
+	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m, false); err != nil || gone {
 		t.Fatalf("destroy: gone %v, %v", gone, err)
 	}
 	if err := lib.SetProcess(m.UUID, os.Getpid(), 100, -1); err == nil {
@@ -83,7 +83,7 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if devs, _ = Discover(lib); len(devs[0].MIG.Instances) != 0 {
 		t.Fatalf("still there: %+v", devs[0].MIG.Instances)
 	}
-	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m); err != nil || !gone {
+	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m, false); err != nil || !gone {
 		t.Errorf("destroy again: gone %v, %v", gone, err)
 	}
 
@@ -100,10 +100,15 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if ret := ci.Destroy(); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	if gone, err := DestroyMIG(lib, parent, profiles[0].ID, three.Placements[0], m); err != nil || !gone {
+	if gone, err := DestroyMIG(lib, parent, profiles[0].ID, three.Placements[0], m, true); err != nil || !gone {
 		t.Errorf("the half-destroyed one under another profile: gone %v, %v; want left alone", gone, err)
 	}
-	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[0], m); err != nil || gone {
+	// Without the record saying a destroy began, a bare GPU instance
+	// there may be an operator's, made since the node's went.
+	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[0], m, false); err != nil || !gone {
+		t.Errorf("a bare one, no destroy begun: gone %v, %v; want left alone", gone, err)
+	}
+	if gone, err := DestroyMIG(lib, parent, three.ID, three.Placements[0], m, true); err != nil || gone {
 		t.Errorf("finish the half-destroyed one: gone %v, %v", gone, err)
 	}
 	if _, found, _ := FindMIG(lib, parent, three.ID, three.Placements[0]); found {
@@ -175,7 +180,7 @@ func TestKeepMIG(t *testing.T) {
 	if devs, _ = Discover(second); len(devs[0].MIG.Instances) != 2 {
 		t.Errorf("instances %+v: want the spec's 1g.10gb and the kept 3g.40gb", devs[0].MIG.Instances)
 	}
-	if _, err := DestroyMIG(second, devs[0].UUID, profiles[2].ID, profiles[2].Placements[1], again); err != nil {
+	if _, err := DestroyMIG(second, devs[0].UUID, profiles[2].ID, profiles[2].Placements[1], again, false); err != nil {
 		t.Fatal(err)
 	}
 	third := openFake(t, "1xH100-SXM5-80GB:81920:mig=1g.10gb")

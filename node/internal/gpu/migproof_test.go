@@ -59,7 +59,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 	destroyed := false
 	t.Cleanup(func() {
 		if !destroyed {
-			if _, err := DestroyMIG(lib, parent, p.ID, at, made); err != nil {
+			if _, err := DestroyMIG(lib, parent, p.ID, at, made, false); err != nil {
 				t.Errorf("clean up %s: %v", made.UUID, err)
 			}
 		}
@@ -85,7 +85,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 		waitFor(t, 30*time.Second, fmt.Sprintf("PID %d listed on %s", pid, made.UUID), func() bool { return slices.Contains(runningOn(d, made.UUID), uint32(pid)) })
 		row("a process on it, listed", time.Since(start), fmt.Sprintf("PID %d", pid))
 		start = time.Now()
-		if _, err := DestroyMIG(lib, parent, p.ID, at, made); !errors.Is(err, ErrInUse) {
+		if _, err := DestroyMIG(lib, parent, p.ID, at, made, false); !errors.Is(err, ErrInUse) {
 			stop()
 			t.Fatalf("destroy with PID %d on it: %v, want ErrInUse", pid, err)
 		}
@@ -99,7 +99,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 	}
 
 	start = time.Now()
-	if gone, err := DestroyMIG(lib, parent, p.ID, at, made); err != nil || gone {
+	if gone, err := DestroyMIG(lib, parent, p.ID, at, made, false); err != nil || gone {
 		t.Fatalf("destroy: gone %v, %v", gone, err)
 	}
 	destroyed = true

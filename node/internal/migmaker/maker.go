@@ -19,7 +19,7 @@ import (
 // Driver is what the maker needs of the GPUs (NVML, below).
 type Driver interface {
 	Make(parent string, profile int, at mig.Placement) (gpu.Made, error)
-	Destroy(parent string, profile int, at mig.Placement, m gpu.Made) (gone bool, err error)
+	Destroy(parent string, profile int, at mig.Placement, m gpu.Made, begun bool) (gone bool, err error)
 	// InUse is an error wrapping gpu.ErrInUse while processes run on m.
 	InUse(parent string, m gpu.Made) error
 	Find(parent string, profile int, at mig.Placement) (m gpu.Made, found bool, err error)
@@ -125,6 +125,7 @@ func (m *Maker) Recheck() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.checked)
+	clear(m.busy) // looked at again; the handover still waits for processes
 }
 
 // Entries is the record now.
@@ -181,7 +182,7 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 				errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
 				keep = append(keep, e)
 				continue
-			case ok && found.UUID == "" && found.GI == e.Made.GI:
+			case ok && found.UUID == "" && found.GI == e.Made.GI && e.Destroying:
 				// A destroy cut short between the compute and the GPU
 				// instance: finish it, or its room is lost for good.
 				if err := m.drv.DestroyHalfMade(e.Parent, found.GI); err != nil {
@@ -220,7 +221,16 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 		at := mig.Placement{Start: e.Start, Size: e.Size}
 		pod, isHeld := held[e.ID]
 		if !isHeld {
-			gone, err := m.drv.Destroy(e.Parent, e.Profile, at, *e.Made)
+			begun := e.Destroying
+			if !begun {
+				if err := m.markDestroying(e.ID); err != nil {
+					errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
+					keep = append(keep, e)
+					continue
+				}
+				e.Destroying = true
+			}
+			gone, err := m.drv.Destroy(e.Parent, e.Profile, at, *e.Made, begun)
 			if errors.Is(err, gpu.ErrInUse) {
 				changed = m.markBusy(e, err) || changed
 				keep = append(keep, e)
@@ -246,11 +256,15 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 			}
 			e.Pod, changed, dirty = pod, true, true
 		}
+		if e.Destroying {
+			e.Destroying, dirty = false, true // held again before it went
+		}
 		if m.unmarkBusy(e.ID) {
 			changed = true
 		}
 		keep = append(keep, e)
 	}
+	m.forgetBusy(keep)
 	if dirty {
 		if err := m.commit(keep, changed); err != nil {
 			return changed, errors.Join(append(errs, err)...)
@@ -331,6 +345,29 @@ func (m *Maker) markBusy(e Entry, err error) (first bool) {
 		m.log.Warn("a MIG instance's pod has ended, but processes still run on it; it is offered to no pod, handed to none and not destroyed until they end", "instance", e.ID, "pod", e.Pod, "err", err)
 	}
 	return !was
+}
+
+// markDestroying writes to the record, as it stands, that a destroy of
+// instance id begins.
+func (m *Maker) markDestroying(id string) error {
+	entries := m.snapshot()
+	for i := range entries {
+		if entries[i].ID == id {
+			entries[i].Destroying = true
+		}
+	}
+	return m.commit(entries, false)
+}
+
+// forgetBusy drops the busy marks of instances no longer recorded.
+func (m *Maker) forgetBusy(keep []Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.busy {
+		if !slices.ContainsFunc(keep, func(e Entry) bool { return e.ID == id }) {
+			delete(m.busy, id)
+		}
+	}
 }
 
 // unmarkBusy forgets that id was busy; was says it had been.

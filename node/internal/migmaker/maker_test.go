@@ -123,8 +123,8 @@ func TestMakeThenDestroy(t *testing.T) {
 			t.Fatalf("pass %d with a process on it: changed %v, %v; want %v, kept, no error", i, changed, err, want)
 		}
 	}
-	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 || !m.Busy(id) {
-		t.Fatalf("with a process on it: on the GPU %v, record %+v, busy %v", got, m.Entries(), m.Busy(id))
+	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 || !m.Busy(id) || !m.Entries()[0].Destroying {
+		t.Fatalf("with a process on it: on the GPU %v, record %+v, busy %v; want kept, busy, its destroy begun", got, m.Entries(), m.Busy(id))
 	}
 	// Booked meanwhile for another pod (a leader that had not seen it
 	// busy): not handed over while the process runs.
@@ -140,8 +140,8 @@ func TestMakeThenDestroy(t *testing.T) {
 	if changed, err := m.Reconcile(r.want("ns/c/uid-c", id)); err != nil || !changed {
 		t.Fatalf("the process ended: changed %v, %v", changed, err)
 	}
-	if got, ok := m.Made(id, "ns/c/uid-c"); !ok || got != uuid || m.Busy(id) {
-		t.Fatalf("the process ended: handed %q %v, busy %v; want %s to the next pod", got, ok, m.Busy(id), uuid)
+	if got, ok := m.Made(id, "ns/c/uid-c"); !ok || got != uuid || m.Busy(id) || m.Entries()[0].Destroying {
+		t.Fatalf("the process ended: handed %q %v, busy %v, record %+v; want %s to the next pod, no destroy begun", got, ok, m.Busy(id), m.Entries(), uuid)
 	}
 	// Its pod gone: destroyed, the record empty.
 	if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
@@ -278,26 +278,35 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // A destroy cut short between the compute and the GPU instance (the
 // node role killed in between) is finished at the next start: the GPU
 // instance would otherwise take its room for good, as an operator's.
+// Only where the record says a destroy began: a bare GPU instance there
+// otherwise may be an operator's, made since the node's went.
 func TestHalfDestroyedIsFinished(t *testing.T) {
-	r := newRig(t, "")
-	id := r.id("3g.40gb", 4)
-	if _, err := r.open(t).Reconcile(r.want("ns/a/uid", id)); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := load(r.path)
-	made := *entries[0].Made
-	d, _ := r.lib.DeviceGetHandleByUUID(r.parent)
-	gi, _ := d.GetGpuInstanceById(made.GI)
-	ci, _ := gi.GetComputeInstanceById(made.CI)
-	if ret := ci.Destroy(); ret != nvml.SUCCESS {
-		t.Fatal(nvml.ErrorString(ret))
-	}
-	m := r.open(t) // the next start
-	if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
-		t.Fatalf("changed %v, %v", changed, err)
-	}
-	if _, found, _ := gpu.FindMIG(r.lib, r.parent, entries[0].Profile, mig.Placement{Start: 4, Size: 4}); found || len(m.Entries()) != 0 {
-		t.Errorf("the GPU instance left %v, record %+v; want both gone", found, m.Entries())
+	for _, begun := range []bool{true, false} {
+		r := newRig(t, "")
+		id := r.id("3g.40gb", 4)
+		if _, err := r.open(t).Reconcile(r.want("ns/a/uid", id)); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := load(r.path)
+		entries[0].Destroying = begun
+		if err := save(r.path, entries); err != nil {
+			t.Fatal(err)
+		}
+		made := *entries[0].Made
+		d, _ := r.lib.DeviceGetHandleByUUID(r.parent)
+		gi, _ := d.GetGpuInstanceById(made.GI)
+		ci, _ := gi.GetComputeInstanceById(made.CI)
+		if ret := ci.Destroy(); ret != nvml.SUCCESS {
+			t.Fatal(nvml.ErrorString(ret))
+		}
+		m := r.open(t) // the next start
+		if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
+			t.Fatalf("begun %v: changed %v, %v", begun, changed, err)
+		}
+		_, found, _ := gpu.FindMIG(r.lib, r.parent, entries[0].Profile, mig.Placement{Start: 4, Size: 4})
+		if found == begun || len(m.Entries()) != 0 {
+			t.Errorf("begun %v: the GPU instance left %v, record %+v; want it destroyed only where begun, the entry forgotten", begun, found, m.Entries())
+		}
 	}
 }
 

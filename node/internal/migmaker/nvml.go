@@ -14,8 +14,8 @@ func (d NVML) Make(parent string, profile int, at mig.Placement) (gpu.Made, erro
 	return gpu.MakeMIG(d.Lib, parent, profile, at)
 }
 
-func (d NVML) Destroy(parent string, profile int, at mig.Placement, m gpu.Made) (bool, error) {
-	return gpu.DestroyMIG(d.Lib, parent, profile, at, m)
+func (d NVML) Destroy(parent string, profile int, at mig.Placement, m gpu.Made, begun bool) (bool, error) {
+	return gpu.DestroyMIG(d.Lib, parent, profile, at, m, begun)
 }
 
 func (d NVML) InUse(parent string, m gpu.Made) error {

@@ -22,6 +22,10 @@ type Entry struct {
 	Size    int       `json:"size"`
 	Made    *gpu.Made `json:"made,omitempty"`
 	Pod     string    `json:"pod"` // namespace/name/uid it was made for
+	// Destroying is written before a destroy begins: a GPU instance of
+	// Made's ID left without its compute instance is then the node's to
+	// finish, not an operator's made since.
+	Destroying bool `json:"destroying,omitempty"`
 }
 
 type record struct {
