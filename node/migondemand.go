@@ -45,13 +45,15 @@ func (o *onDemand) slots() map[string]migmaker.Slot {
 // state is what the inventory lists of it; the zero value for none.
 func (o *onDemand) state() inventory.OnDemand { return o.view(true) }
 
-// advertisable is state with instances kept for processes listed too:
-// kubelet is told of each device for a whole generation, and one kept
-// now is free again before the next.
+// advertisable is state with every instance of the catalog listed, even
+// those overlapping an instance kept for processes or made under a
+// profile no longer allowed: kubelet is told of each device for a whole
+// generation, and what such an instance blocks is free again before the
+// next. The leader's books keep the real count.
 func (o *onDemand) advertisable() inventory.OnDemand { return o.view(false) }
 
-// view is state, with instances kept for processes hidden or not.
-func (o *onDemand) view(hideBusy bool) inventory.OnDemand {
+// view is state (published) or advertisable.
+func (o *onDemand) view(published bool) inventory.OnDemand {
 	if o == nil {
 		return inventory.OnDemand{}
 	}
@@ -70,7 +72,10 @@ func (o *onDemand) view(hideBusy bool) inventory.OnDemand {
 		if !slices.Contains(o.oursAt[e.Parent], at) {
 			o.oursAt[e.Parent] = append(o.oursAt[e.Parent], at) // intended too: what a crash left is its
 		}
-		if hideBusy && o.maker.Busy(e.ID) {
+		if !published {
+			continue
+		}
+		if o.maker.Busy(e.ID) {
 			delete(cat, e.ID)
 		}
 		if _, listed := cat[e.ID]; !listed && e.Made != nil {

@@ -98,4 +98,9 @@ func TestBusyInstanceIsNotOffered(t *testing.T) {
 	if l := listed(); l[id] || l[overlapping] || !l[protocol.OnDemandID(parent, "3g.40gb", 0)] {
 		t.Errorf("kept for a process: listed %v; want neither it nor what overlaps it, the other half free", l)
 	}
+	// kubelet's list, set for a generation, keeps them all.
+	inv := inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.advertisable())
+	if gpus, _ := advertised(devs, inv); len(gpus) != 18 {
+		t.Errorf("kubelet is told of %d devices; want all 18 the H100 may make", len(gpus))
+	}
 }

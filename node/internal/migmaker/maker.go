@@ -125,7 +125,6 @@ func (m *Maker) Recheck() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.checked)
-	clear(m.busy) // looked at again; the handover still waits for processes
 }
 
 // Entries is the record now.
@@ -221,22 +220,32 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 		at := mig.Placement{Start: e.Start, Size: e.Size}
 		pod, isHeld := held[e.ID]
 		if !isHeld {
-			begun := e.Destroying
-			if !begun {
-				if err := m.markDestroying(e.ID); err != nil {
-					errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
-					keep = append(keep, e)
-					continue
-				}
-				e.Destroying = true
-			}
-			gone, err := m.drv.Destroy(e.Parent, e.Profile, at, *e.Made, begun)
-			if errors.Is(err, gpu.ErrInUse) {
+			if err := m.drv.InUse(e.Parent, *e.Made); errors.Is(err, gpu.ErrInUse) {
 				changed = m.markBusy(e, err) || changed
 				keep = append(keep, e)
 				continue
 			}
+			begun := e.Destroying
+			if !begun {
+				e.Destroying = true
+				if err := m.markDestroying(e); err != nil {
+					errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
+					e.Destroying = false
+					keep = append(keep, e)
+					continue
+				}
+			}
+			gone, err := m.drv.Destroy(e.Parent, e.Profile, at, *e.Made, begun)
+			if errors.Is(err, gpu.ErrInUse) { // a process came between: nothing was destroyed
+				changed = m.markBusy(e, err) || changed
+				e.Destroying, dirty = false, true
+				keep = append(keep, e)
+				continue
+			}
 			if err != nil {
+				// Perhaps destroyed in half: looked at again, as after a
+				// start, and handed to no pod meanwhile.
+				m.uncheck(e.ID)
 				errs = append(errs, fmt.Errorf("instance %s (%s), made for %s: %w", e.ID, e.Made.UUID, e.Pod, err))
 				keep = append(keep, e)
 				continue
@@ -347,13 +356,13 @@ func (m *Maker) markBusy(e Entry, err error) (first bool) {
 	return !was
 }
 
-// markDestroying writes to the record, as it stands, that a destroy of
-// instance id begins.
-func (m *Maker) markDestroying(id string) error {
+// markDestroying writes e, whose destroy begins, to the record as it
+// stands.
+func (m *Maker) markDestroying(e Entry) error {
 	entries := m.snapshot()
 	for i := range entries {
-		if entries[i].ID == id {
-			entries[i].Destroying = true
+		if entries[i].ID == e.ID {
+			entries[i] = e
 		}
 	}
 	return m.commit(entries, false)
@@ -383,6 +392,12 @@ func (m *Maker) isChecked(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.checked[id]
+}
+
+func (m *Maker) uncheck(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.checked, id)
 }
 
 func (m *Maker) check(id string) {

@@ -123,8 +123,8 @@ func TestMakeThenDestroy(t *testing.T) {
 			t.Fatalf("pass %d with a process on it: changed %v, %v; want %v, kept, no error", i, changed, err, want)
 		}
 	}
-	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 || !m.Busy(id) || !m.Entries()[0].Destroying {
-		t.Fatalf("with a process on it: on the GPU %v, record %+v, busy %v; want kept, busy, its destroy begun", got, m.Entries(), m.Busy(id))
+	if got := r.instances(t); got[4] != uuid || len(m.Entries()) != 1 || !m.Busy(id) || m.Entries()[0].Destroying {
+		t.Fatalf("with a process on it: on the GPU %v, record %+v, busy %v; want kept, busy, no destroy begun", got, m.Entries(), m.Busy(id))
 	}
 	// Booked meanwhile for another pod (a leader that had not seen it
 	// busy): not handed over while the process runs.
