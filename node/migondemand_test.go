@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/migmaker"
@@ -14,10 +16,11 @@ import (
 	"github.com/vgpud/vgpud/protocol/mig"
 )
 
-// An instance the node made, found at discovery and destroyed since,
-// leaves its placement free in the inventory: discovery's list of GPU
-// instances is not read again until a rescan.
-func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
+// madeOnDemand is a mock H100 in MIG mode, discovered, with the node's
+// maker of every whole profile, which has made a 3g.40gb (id) at slot 4
+// for pod ns/p/u.
+func madeOnDemand(t *testing.T) (nvml.Interface, []gpu.Device, *onDemand, string) {
+	t.Helper()
 	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +38,15 @@ func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
 	if _, err := m.Reconcile(map[string]migmaker.Want{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
 		t.Fatal(err)
 	}
+	return lib, devs, od, id
+}
+
+// An instance the node made, found at discovery and destroyed since,
+// leaves its placement free in the inventory: discovery's list of GPU
+// instances is not read again until a rescan.
+func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
+	lib, devs, od, _ := madeOnDemand(t)
+	m, parent := od.maker, devs[0].UUID
 	devs, _ = gpu.Discover(lib) // a start with the instance there
 	whole := protocol.OnDemandID(parent, "7g.80gb", 0)
 	listed := func() bool {
@@ -60,23 +72,8 @@ func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
 // An instance kept for a process of an ended pod is offered to no pod:
 // neither it nor any instance overlapping it is listed.
 func TestBusyInstanceIsNotOffered(t *testing.T) {
-	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	devs, _ := gpu.Discover(lib)
-	parent := devs[0].UUID
-	ps, _ := gpu.MIGProfiles(lib, parent)
-	m, err := migmaker.Open(filepath.Join(t.TempDir(), "made.json"), migmaker.NVML{Lib: lib}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	od := &onDemand{maker: m, catalog: migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true }),
-		ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
-	id := protocol.OnDemandID(parent, "3g.40gb", 4)
-	if _, err := m.Reconcile(map[string]migmaker.Want{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
-		t.Fatal(err)
-	}
+	lib, devs, od, id := madeOnDemand(t)
+	m, parent := od.maker, devs[0].UUID
 	listed := func() map[string]bool {
 		out := map[string]bool{}
 		for _, p := range inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.state()).MIG[0].Possible {
