@@ -206,7 +206,11 @@ func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement
 	}
 	ci, ret := gi.GetComputeInstanceById(m.CI)
 	if ret == nvml.SUCCESS {
-		if ret := ci.Destroy(); ret != nvml.SUCCESS {
+		switch ret := ci.Destroy(); ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_IN_USE: // a process came since the look above
+			return false, fmt.Errorf("GPU %s: destroy compute instance %d of %s: %w", parent, m.CI, m.UUID, ErrInUse)
+		default:
 			return false, fmt.Errorf("GPU %s: destroy compute instance %d of %s: %s", parent, m.CI, m.UUID, nvml.ErrorString(ret))
 		}
 	}

@@ -170,7 +170,7 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 	dirty := false
 	var errs []error
 	keep := entries[:0]
-	for _, e := range entries {
+	for i, e := range entries {
 		if e.Made != nil && !m.isChecked(e.ID) {
 			// After a start or a rescan: an instance in the record may
 			// be gone (the host rebooted, the GPU was reset), and its
@@ -201,8 +201,13 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 				e.Made, dirty = &found, true // the IDs as the driver has them now
 			}
 			m.check(e.ID)
-			changed = true // waiters may now be handed it
-			m.log.Info("a MIG instance vgpud made is there still", "instance", e.ID, "uuid", found.UUID, "pod", e.Pod)
+			if _, isHeld := held[e.ID]; isHeld {
+				// Waiters may now be handed it. (One no pod holds is
+				// being destroyed: a destroy that keeps failing looks
+				// again each pass, quietly.)
+				changed = true
+				m.log.Info("a MIG instance vgpud made is there still", "instance", e.ID, "uuid", found.UUID, "pod", e.Pod)
+			}
 		}
 		if e.Made == nil {
 			settled, ok, err := m.settle(e)
@@ -222,13 +227,21 @@ func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed
 		if !isHeld {
 			if err := m.drv.InUse(e.Parent, *e.Made); errors.Is(err, gpu.ErrInUse) {
 				changed = m.markBusy(e, err) || changed
+				if e.Destroying {
+					// Its MIG device is there, so it is whole: no
+					// destroy is under way while the process lives.
+					e.Destroying, dirty = false, true
+				}
 				keep = append(keep, e)
 				continue
 			}
 			begun := e.Destroying
 			if !begun {
 				e.Destroying = true
-				if err := m.markDestroying(e); err != nil {
+				// The record as this pass has it so far, this entry
+				// marked: what the pass dropped stays dropped should
+				// its end not be written.
+				if err := m.commit(append(append(slices.Clone(keep), e), entries[i+1:]...), false); err != nil {
 					errs = append(errs, fmt.Errorf("instance %s: %w", e.ID, err))
 					e.Destroying = false
 					keep = append(keep, e)
@@ -354,18 +367,6 @@ func (m *Maker) markBusy(e Entry, err error) (first bool) {
 		m.log.Warn("a MIG instance's pod has ended, but processes still run on it; it is offered to no pod, handed to none and not destroyed until they end", "instance", e.ID, "pod", e.Pod, "err", err)
 	}
 	return !was
-}
-
-// markDestroying writes e, whose destroy begins, to the record as it
-// stands.
-func (m *Maker) markDestroying(e Entry) error {
-	entries := m.snapshot()
-	for i := range entries {
-		if entries[i].ID == e.ID {
-			entries[i] = e
-		}
-	}
-	return m.commit(entries, false)
 }
 
 // forgetBusy drops the busy marks of instances no longer recorded.

@@ -2,6 +2,8 @@ package migmaker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -421,5 +423,67 @@ func TestLockHandsTheRecordOver(t *testing.T) {
 	next := r.open(t)
 	if len(next.Entries()) != 1 {
 		t.Errorf("the next process reads %+v; want what the old one made", next.Entries())
+	}
+}
+
+// flaky is the NVML driver with its process check and destroy answered
+// as a test says: what a race with a process, or a failing driver, does.
+type flaky struct {
+	NVML
+	inUse   error
+	destroy error
+}
+
+func (f *flaky) InUse(parent string, m gpu.Made) error {
+	if f.inUse != nil {
+		return f.inUse
+	}
+	return f.NVML.InUse(parent, m)
+}
+
+func (f *flaky) Destroy(parent string, profile int, at mig.Placement, m gpu.Made, begun bool) (bool, error) {
+	if f.destroy != nil {
+		return false, f.destroy
+	}
+	return f.NVML.Destroy(parent, profile, at, m, begun)
+}
+
+// A destroy refused because a process came between the look and the
+// destroy leaves no destroy mark; one that fails otherwise leaves the
+// mark and the instance unchecked (handed to no pod) until looked at
+// again; a process seen then clears the mark, the instance being whole.
+func TestDestroyRacesAndFailures(t *testing.T) {
+	r := newRig(t, "")
+	drv := &flaky{NVML: NVML{Lib: r.lib}}
+	m, err := Open(r.path, drv, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.id("3g.40gb", 4)
+	if _, err := m.Reconcile(r.want("ns/a/uid", id)); err != nil {
+		t.Fatal(err)
+	}
+	marked := func() bool {
+		entries, _ := load(r.path)
+		return len(entries) == 1 && entries[0].Destroying
+	}
+	drv.destroy = fmt.Errorf("destroy compute instance: %w", gpu.ErrInUse)
+	if _, err := m.Reconcile(nil, nil); err != nil || marked() || !m.Busy(id) {
+		t.Fatalf("a process came between: %v, marked %v, busy %v; want busy, no mark", err, marked(), m.Busy(id))
+	}
+	drv.destroy = errors.New("GPU instance: unknown error")
+	if _, err := m.Reconcile(nil, nil); err == nil || !marked() {
+		t.Fatalf("a failing destroy: %v, marked %v; want its error and the mark", err, marked())
+	}
+	if _, ok := m.Made(id, "ns/a/uid"); ok {
+		t.Error("handed out after a failed destroy, unchecked")
+	}
+	drv.destroy, drv.inUse = nil, fmt.Errorf("MIG device: %w", gpu.ErrInUse)
+	if _, err := m.Reconcile(nil, nil); err != nil || marked() || len(r.instances(t)) != 1 {
+		t.Fatalf("a process on it now: %v, marked %v, on the GPU %v; want it kept whole, no mark", err, marked(), r.instances(t))
+	}
+	drv.inUse = nil
+	if _, err := m.Reconcile(nil, nil); err != nil || len(r.instances(t)) != 0 || len(m.Entries()) != 0 {
+		t.Fatalf("the process gone: %v, on the GPU %v, record %+v; want it destroyed", err, r.instances(t), m.Entries())
 	}
 }
