@@ -259,19 +259,7 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 // memory slots, so two leave no room for a 1g.10gb, and each instance
 // has the driver's memory and SMs.
 func TestH100GeometryAsTheDriverReports(t *testing.T) {
-	devs, err := Discover(openFake(t, "1xH100-SXM5-80GB:81920:mig=3g.40gb+3g.40gb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := devs[0].MIG
-	if m == nil || len(m.Instances) != 2 || m.SMs != 132 {
-		t.Fatalf("MIG state %+v, want two instances of a 132-SM GPU", m)
-	}
-	for _, in := range m.Instances {
-		if in.Profile != "3g.40gb" || in.MemoryMiB != 40448 || in.SMs != 60 || in.Size != 4 {
-			t.Errorf("instance %+v, want 3g.40gb with 40448 MiB, 60 SMs, 4 slots", in)
-		}
-	}
+	twoHalves(t, "1xH100-SXM5-80GB:81920", "3g.40gb", 40448)
 	for spec, want := range map[string]string{
 		"1xH100-SXM5-80GB:81920:mig=3g.40gb+3g.40gb+1g.10gb":                 "INSUFFICIENT_RESOURCES",
 		"1xH100-SXM5-80GB:81920:mig=7g.80gb+1g.10gb":                         "INSUFFICIENT_RESOURCES",
@@ -292,6 +280,26 @@ func TestH100GeometryAsTheDriverReports(t *testing.T) {
 	}
 }
 
+// twoHalves checks the GPU of spec with two instances of its 3-slice
+// profile: a 132-SM GPU (the driver's 7g), each instance half its 8
+// memory slots with mib MiB and 60 SMs.
+func twoHalves(t *testing.T, spec, profile string, mib int64) {
+	t.Helper()
+	devs, err := Discover(openFake(t, spec+":mig="+profile+"+"+profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := devs[0].MIG
+	if m == nil || len(m.Instances) != 2 || m.SMs != 132 {
+		t.Fatalf("MIG state %+v, want two instances of a 132-SM GPU", m)
+	}
+	for _, in := range m.Instances {
+		if in.Profile != profile || in.MemoryMiB != mib || in.SMs != 60 || in.Size != 4 {
+			t.Errorf("instance %+v, want %s with %d MiB, 60 SMs, 4 slots", in, profile, mib)
+		}
+	}
+}
+
 // ownNone made nothing; ownAt made the GPU instances at its placements.
 type ownNone struct{}
 
@@ -306,19 +314,7 @@ func (o ownAt) OwnsAt(_ string, at mig.Placement) bool { return slices.Contains(
 // The H200's geometry as its driver reports it: the H100's 8 slots, with
 // more memory per slice.
 func TestH200GeometryAsTheDriverReports(t *testing.T) {
-	devs, err := Discover(openFake(t, "1xH200-SXM5-141GB:144384:mig=3g.71gb+3g.71gb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := devs[0].MIG
-	if m == nil || len(m.Instances) != 2 || m.SMs != 132 {
-		t.Fatalf("MIG state %+v, want two instances of a 132-SM GPU", m)
-	}
-	for _, in := range m.Instances {
-		if in.Profile != "3g.71gb" || in.MemoryMiB != 71424 || in.SMs != 60 || in.Size != 4 {
-			t.Errorf("instance %+v, want 3g.71gb with 71424 MiB, 60 SMs, 4 slots", in)
-		}
-	}
+	twoHalves(t, "1xH200-SXM5-141GB:144384", "3g.71gb", 71424)
 	if _, err := Open("fake:1xH200-SXM5-141GB:144384:mig=3g.71gb+3g.71gb+1g.18gb", "n1"); err == nil || !strings.Contains(err.Error(), "INSUFFICIENT_RESOURCES") {
 		t.Errorf("a 1g.18gb beside two 3g.71gb: %v", err)
 	}

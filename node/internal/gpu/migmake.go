@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
@@ -201,7 +202,7 @@ func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement
 		}
 		return false, nil
 	}
-	if err := MIGInUse(lib, parent, m); err != nil {
+	if err := inUse(d, parent, m.UUID); err != nil {
 		return false, err
 	}
 	ci, ret := gi.GetComputeInstanceById(m.CI)
@@ -238,21 +239,26 @@ func MIGInUse(lib nvml.Interface, parent string, m Made) error {
 	if ret != nvml.SUCCESS {
 		return nil // the driver refuses a destroy in use all the same
 	}
-	if pids := runningOn(d, m.UUID); len(pids) > 0 {
-		return fmt.Errorf("GPU %s: MIG device %s: %w (PIDs %v)", parent, m.UUID, ErrInUse, pids)
+	return inUse(d, parent, m.UUID)
+}
+
+// inUse is MIGInUse on the GPU's handle d.
+func inUse(d nvml.Device, parent, uuid string) error {
+	if pids := runningOn(d, uuid); len(pids) > 0 {
+		return fmt.Errorf("GPU %s: MIG device %s: %w (PIDs %v)", parent, uuid, ErrInUse, pids)
 	}
 	return nil
 }
 
 // runningOn are the PIDs of the processes NVML lists on d's MIG device
-// uuid. A list NVML does not give is taken as empty: the driver itself
-// refuses to destroy a compute instance in use.
+// uuid (running's lists: compute, graphics, MPS clients), sorted. A list
+// NVML does not give is taken as empty: the driver itself refuses to
+// destroy a compute instance in use.
 func runningOn(d nvml.Device, uuid string) []uint32 {
 	handles, err := migDevices(d)
 	if err != nil {
 		return nil
 	}
-	var pids []uint32
 	for _, h := range handles {
 		if h == nil {
 			continue
@@ -260,18 +266,13 @@ func runningOn(d nvml.Device, uuid string) []uint32 {
 		if id, ret := h.GetUUID(); ret != nvml.SUCCESS || id != uuid {
 			continue
 		}
-		for _, list := range []func() ([]nvml.ProcessInfo, nvml.Return){h.GetComputeRunningProcesses, h.GetGraphicsRunningProcesses} {
-			ps, ret := list()
-			if ret != nvml.SUCCESS {
-				continue
-			}
-			for _, p := range ps {
-				pids = append(pids, p.Pid)
-			}
+		procs, err := running(h)
+		if err != nil {
+			return nil
 		}
+		return slices.Sorted(maps.Keys(procs)) // said once while the same: the driver's order may vary
 	}
-	slices.Sort(pids) // said once while the same: the driver's order may vary
-	return slices.Compact(pids)
+	return nil
 }
 
 // FindMIG looks on GPU parent for the GPU instance of profile at

@@ -384,7 +384,8 @@ func (gi *mockGI) migDevice(ci *mockCI) *mock.Device {
 		GetComputeInstanceIdFunc:               func() (int, nvml.Return) { return ciID, nvml.SUCCESS },
 		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return g.parent, nvml.SUCCESS },
 		// The processes Mock.SetProcess declared on it, compute ones.
-		GetComputeRunningProcessesFunc:  func() ([]nvml.ProcessInfo, nvml.Return) { return g.running(uuid), nvml.SUCCESS },
-		GetGraphicsRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+		GetComputeRunningProcessesFunc:    func() ([]nvml.ProcessInfo, nvml.Return) { return g.running(uuid), nvml.SUCCESS },
+		GetGraphicsRunningProcessesFunc:   func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+		GetMPSComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
 	}
 }
