@@ -15,6 +15,7 @@ func TestChargeIsWhatASliceDeniesOthers(t *testing.T) {
 		"A": {UUID: "A", MemoryMiB: 40000, Cores: 100, Split: 10},
 		"B": {UUID: "B", MemoryMiB: 80000, Cores: 100, Split: 4},
 		"S": {UUID: "S", MemoryMiB: 40000, Cores: 200, Split: 10}, // cores scaled twice over
+		"M": {UUID: "M", MemoryMiB: 9984, Cores: 14, Split: 1},    // a MIG 1g.10gb
 	}
 	gpuOf := func(uuid string) (protocol.GPU, bool) { g, ok := gpus[uuid]; return g, ok }
 	one := func(uuid string, mem int64, cores int) ContainerPlacement {
@@ -37,6 +38,9 @@ func TestChargeIsWhatASliceDeniesOthers(t *testing.T) {
 		{"a mutex slice of a core-scaled GPU is charged one GPU's cores, as a whole-GPU slice", Placement{{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "S", MemoryMiB: 8000, Cores: 30, Exclusive: true}}}},
 			Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true, Mutex: true}},
 		{"every core of a core-scaled GPU is charged what it names", Placement{one("S", 1, 100)}, Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}},
+		{"all the memory holds the GPU whole, cores too", Placement{one("A", 40000, 1)}, Usage{MemMiB: 40000, Cores: 100, Slots: 1}},
+		{"all of a core-scaled GPU's memory is charged one GPU's cores", Placement{one("S", 40000, 5)}, Usage{MemMiB: 40000, Cores: 100, Slots: 1}},
+		{"a MIG instance whole is its share of the SMs", Placement{one("M", 9984, 14)}, Usage{MemMiB: 9984, Cores: 14, Slots: 1}},
 		{"an unknown GPU is charged what is named", Placement{one("gone", 7, 3)}, Usage{MemMiB: 7, Cores: 3, Slots: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,9 +82,9 @@ func (p Placement) Footprint(uuids []string) []Usage {
 
 // Charge is what p counts against quota: on each GPU, what p holds
 // there, but never less than what that denies others. A GPU held
-// exclusively (a slice with every core, or by the mutex policy: nobody
-// joins it) counts its whole memory, and by the mutex policy 100 cores
-// too, as a slice with every core names; any other counts at least a slot's share of it per slot
+// whole (a slice with every core or all its memory, or held alone by
+// the mutex policy: nobody joins it) counts its whole memory and every
+// core; any other counts at least a slot's share of it per slot
 // taken (SlotShare), so one 1 MiB pod on every GPU is charged a tenth of
 // each at split 10, not 1 MiB. gpuOf returns false for a GPU it does not
 // know, which is charged what p names. The sum's Exclusive says some GPU
@@ -104,13 +104,13 @@ func chargeOn(u Usage, gpuOf func(uuid string) (protocol.GPU, bool), uuid string
 	if !ok {
 		return u
 	}
-	if u.Exclusive {
+	// A slice of every core, of all the memory, or held alone by the
+	// mutex policy denies others the whole GPU: it is charged all of it
+	// in both, whatever else it names. One GPU's cores are 100 whatever
+	// the node's core scaling; a MIG instance's are its share of SMs.
+	if u.Exclusive || (g.MemoryMiB > 0 && u.MemMiB >= g.MemoryMiB) {
 		u.MemMiB = max(u.MemMiB, g.MemoryMiB)
-		if u.Mutex {
-			// One whole GPU's cores, as a slice with every core is
-			// charged, whatever the node's core scaling.
-			u.Cores = max(u.Cores, protocol.MaxPercent)
-		}
+		u.Cores = max(u.Cores, min(max(g.Cores, 1), protocol.MaxPercent))
 		return u
 	}
 	s := SlotShare(g)

@@ -60,7 +60,7 @@ func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNam
 		if ask.Mutex {
 			whole = ", each GPU it holds alone by the mutex policy counting every core (leave mutex out to be charged the slice)"
 		}
-		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod is charged %d%s; lower %s (charged per GPU times %s, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
+		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod is charged %d%s; lower %s (charged per GPU times %s, every core of a GPU held whole, with all its cores or all its memory, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
 			namespace, q.Cores.Hard, q.Cores.Used, cores, whole, names.GPUCores, names.GPU)
 	}
 	return ""

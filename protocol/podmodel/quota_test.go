@@ -89,7 +89,7 @@ func TestCheckQuota(t *testing.T) {
 		{"memory over", Quota{Memory: Limit{Set: true, Hard: 40000, Used: 38000}},
 			"namespace ai-team: gpumem quota 40000 MiB, in use 38000, this pod is charged 4000; lower nvidia.com/gpumem or nvidia.com/gpumem-percentage (charged per GPU times nvidia.com/gpu, and at least a slot's share of each GPU: its memory divided by its split) or raise the ResourceQuota"},
 		{"cores over", Quota{Cores: Limit{Set: true, Hard: 100, Used: 60}},
-			"namespace ai-team: gpucores quota 100, in use 60, this pod is charged 50; lower nvidia.com/gpucores (charged per GPU times nvidia.com/gpu, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota"},
+			"namespace ai-team: gpucores quota 100, in use 60, this pod is charged 50; lower nvidia.com/gpucores (charged per GPU times nvidia.com/gpu, every core of a GPU held whole, with all its cores or all its memory, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota"},
 		{"unset limit ignores usage", Quota{Memory: Limit{Used: 1 << 40}}, ""},
 	}
 	for _, tt := range tests {

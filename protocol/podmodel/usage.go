@@ -84,7 +84,8 @@ func (p Peak) Total() Usage { return p.inits.Max(p.sidecars.Plus(p.apps)) }
 // rule above: memory and cores per GPU times the GPU count, one slot per
 // GPU. Memory given as a percentage counts 0 here, since its size in MiB
 // depends on the GPU chosen; a container with every core holds each of
-// its GPUs whole, and counts at least wholeGPU MiB of memory for each
+// its GPUs whole, and counts at least wholeGPU MiB of memory for each,
+// and one with all of each GPU's memory (a percentage of 100) every core
 // (bind charges the chosen GPU's whole memory, Placement.Charge; before
 // the GPU is chosen the caller may know the least it can be, or pass 0).
 // With mutex (the pod's GPU policy) the pod holds its GPUs alone, each
@@ -98,9 +99,16 @@ func Requested(cs []ContainerRequest, wholeGPU int64, mutex bool) Usage {
 		n := int64(c.GPUs)
 		most = max(most, c.GPUs)
 		u := Usage{MemMiB: c.MemoryMiB * n, Cores: c.Cores * c.GPUs, Slots: c.GPUs}
-		if Exclusive(c.Cores) && c.GPUs > 0 {
+		switch {
+		case c.GPUs == 0:
+		case Exclusive(c.Cores):
 			u.MemMiB = max(c.MemoryMiB, wholeGPU) * n
 			u.Exclusive = true
+		case c.MemoryPercent >= protocol.MaxPercent:
+			// All of each GPU's memory denies others the GPU as every
+			// core does: charged every core too (Placement.Charge).
+			u.MemMiB = wholeGPU * n
+			u.Cores = protocol.MaxPercent * c.GPUs
 		}
 		p.Add(u, c.Kind)
 	}

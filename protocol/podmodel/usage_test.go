@@ -147,3 +147,16 @@ func TestRequestedMutex(t *testing.T) {
 		t.Errorf("shared: %+v, want %+v", got, want)
 	}
 }
+
+// A container with all of each GPU's memory is charged every core,
+// whatever gpucores it names: nobody else can use the GPU.
+func TestRequestedAllTheMemoryIsEveryCore(t *testing.T) {
+	reqs := []ContainerRequest{{Name: "a", GPUs: 2, MemoryPercent: 100, Cores: 1}}
+	if got, want := Requested(reqs, 40000, false), (Usage{MemMiB: 80000, Cores: 200, Slots: 2}); got != want {
+		t.Errorf("all the memory: %+v, want %+v", got, want)
+	}
+	half := []ContainerRequest{{Name: "a", GPUs: 1, MemoryPercent: 50, Cores: 1}}
+	if got, want := Requested(half, 40000, false), (Usage{Cores: 1, Slots: 1}); got != want {
+		t.Errorf("half the memory: %+v, want %+v", got, want)
+	}
+}
