@@ -11,7 +11,8 @@ import (
 // NodeUsage is the value of AnnotationUsage on a node: what its latest
 // sample of the GPUs' processes showed, for `vgpud inspect --cluster`.
 // The node role writes it when it changes, at most every
-// UsagePublishEvery; the books never read it.
+// UsagePublishEvery. The books read Held alone: what the GPU holds that
+// no booking covers is not free, whatever the books say.
 type NodeUsage struct {
 	Version  int      `json:"version"`
 	Requires []string `json:"requires,omitempty"`
@@ -23,6 +24,22 @@ type NodeUsage struct {
 	// Omitted counts the containers left out to keep the value within
 	// MaxUsageBytes, the smallest users first.
 	Omitted int `json:"omitted,omitempty"`
+	// Held is, per GPU that has any, the memory it holds beyond the
+	// slices booked on it: what no granted container of the node holds
+	// (the host's, a deleted pod's still listed, a PID first seen dead),
+	// and what containers hold past their slices. The leader counts it
+	// as used. Absent from an older node: nothing held.
+	Held []GPUHeld `json:"held,omitempty"`
+}
+
+// GPUHeld is memory one GPU holds beyond its bookings.
+type GPUHeld struct {
+	GPU string `json:"gpu"`
+	MiB int64  `json:"mib"`
+	// Full: the GPU's processes hold more than its memory less the
+	// node's reserve, and what is over is held by processes vgpud may
+	// not end; nothing is placed there until the driver frees it.
+	Full bool `json:"full,omitempty"`
 }
 
 // ContainerUsage is one container's use of one GPU against its slice.
@@ -108,6 +125,14 @@ func (u NodeUsage) Validate() error {
 	for i, g := range u.Unattributed {
 		if g.UsedMiB < 0 || strings.IndexFunc(g.GPU, unicode.IsControl) >= 0 || len(g.GPU) > 253 {
 			return fmt.Errorf("unattributed[%d]: negative memory, or a bad GPU name", i)
+		}
+	}
+	if len(u.Held) > MaxGPUsPerNode*8 {
+		return fmt.Errorf("%d held entries, over the %d a node lists", len(u.Held), MaxGPUsPerNode*8)
+	}
+	for i, h := range u.Held {
+		if h.MiB < 0 || h.MiB > MaxMemoryMiB || strings.IndexFunc(h.GPU, unicode.IsControl) >= 0 || len(h.GPU) > 253 {
+			return fmt.Errorf("held[%d]: memory outside 0..%d MiB, or a bad GPU name", i, MaxMemoryMiB)
 		}
 	}
 	if u.Omitted < 0 {

@@ -41,3 +41,30 @@ func TestUsageRoundTripAndBounds(t *testing.T) {
 		t.Error("an unknown mode decoded")
 	}
 }
+
+// Held is what the leader reads: it round-trips, an older node's value
+// without it reads as nothing held, and a bad entry is refused.
+func TestUsageHeld(t *testing.T) {
+	u := NodeUsage{Mode: "enforce", Containers: []ContainerUsage{}, Held: []GPUHeld{{GPU: "GPU-a", MiB: 30000, Full: true}}}
+	s, err := EncodeUsage(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeUsage(s)
+	if err != nil || len(got.Held) != 1 || got.Held[0] != u.Held[0] {
+		t.Fatalf("round trip: %+v, %v", got.Held, err)
+	}
+	old, err := DecodeUsage(`{"version":1,"mode":"report","containers":[]}`)
+	if err != nil || old.Held != nil {
+		t.Fatalf("an older node's value: %+v, %v", old.Held, err)
+	}
+	for _, bad := range []string{
+		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"GPU-a","mib":-1}]}`,
+		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"GPU-a","mib":99999999999}]}`,
+		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"a\u001b[31m","mib":1}]}`,
+	} {
+		if _, err := DecodeUsage(bad); err == nil {
+			t.Errorf("decoded %s", bad)
+		}
+	}
+}
