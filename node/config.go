@@ -89,6 +89,16 @@ type Config struct {
 	// its slice before it is over: room for CUDA contexts, which
 	// HAMi-core's limit does not count either.
 	GPUUsageMargin int64 `json:"-"`
+	// GPUUsageReserve is how many MiB of each GPU its processes may not
+	// take together: past its memory less this, every container above its
+	// slice is over, margin or not.
+	GPUUsageReserve int64 `json:"-"`
+	// GPUUsageRecord is the file where the enforcer remembers each listed
+	// PID's first holder and the containers it ended, on a host path that
+	// outlives the container; "{node}" in it is the node's name, so that
+	// nodes sharing a host path (a test cluster) keep apart. "" keeps it
+	// in memory only.
+	GPUUsageRecord string `json:"-"`
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
@@ -119,6 +129,7 @@ func DefaultConfig() Config {
 		GPUUsage:       "report",
 		GPUUsagePeriod: time.Second,
 		GPUUsageMargin: 1024,
+		GPUUsageRecord: "/var/lib/vgpud/gpu-usage-{node}.json",
 	}
 }
 

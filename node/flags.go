@@ -40,6 +40,8 @@ const (
 	flagGPUUsage            = "gpu-usage"
 	flagGPUUsagePeriod      = "gpu-usage-period"
 	flagGPUUsageMargin      = "gpu-usage-margin"
+	flagGPUUsageReserve     = "gpu-usage-reserve"
+	flagGPUUsageRecord      = "gpu-usage-record"
 )
 
 // InspectSocketFlag is --inspect-socket, which `vgpud inspect` shares
@@ -105,7 +107,9 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagGPUUsage, Usage: "what the node does with each container's GPU use, which it samples from the driver: " + strings.Join(usage.Modes, ", ") +
 			" (enforce also kills the largest process of a container over its slice's memory on a GPU; needs the NRI hook)", Value: c.GPUUsage, Destination: &c.GPUUsage},
 		&cli.DurationFlag{Name: flagGPUUsagePeriod, Usage: fmt.Sprintf("how often the node samples its GPUs' processes (%s..%s); a container over its slice holds the memory for at most two periods", MinGPUUsagePeriod, MaxGPUUsagePeriod), Value: c.GPUUsagePeriod, Destination: &c.GPUUsagePeriod},
-		&cli.Int64Flag{Name: flagGPUUsageMargin, Usage: "MiB a container may hold on a GPU past its slice before it is over: room for CUDA contexts, which the slice does not count", Value: c.GPUUsageMargin, Destination: &c.GPUUsageMargin},
+		&cli.Int64Flag{Name: flagGPUUsageMargin, Usage: "MiB a container may hold on a GPU past its slice before it is over: room for CUDA contexts, which the slice does not count, on a GPU that has room", Value: c.GPUUsageMargin, Destination: &c.GPUUsageMargin},
+		&cli.Int64Flag{Name: flagGPUUsageReserve, Usage: "MiB of each GPU its processes may not take together: past its memory less this, every container above its slice is over, margin or not", Value: c.GPUUsageReserve, Destination: &c.GPUUsageReserve},
+		&cli.StringFlag{Name: flagGPUUsageRecord, Usage: "file where the node remembers who held each GPU process's PID first and the containers it ended, on a host path; {node} is the node's name; empty keeps it in memory only", Value: c.GPUUsageRecord, Destination: &c.GPUUsageRecord},
 		c.InspectSocketFlag(),
 	}
 }

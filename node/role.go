@@ -91,6 +91,8 @@ type Role struct {
 	containers *usage.Containers
 	enforcer   *usage.Enforcer // nil until the GPUs are found
 	usageRec   *usageRecorder
+	// usageMem is what the enforcer remembers, across generations.
+	usageMem *usage.Memory
 	// nvmlMu is held for writing while a rescan shuts NVML down and
 	// discovers again; what uses NVML outside a generation (the metrics
 	// sampler) reads under it.

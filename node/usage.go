@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,20 +67,56 @@ func (g grantedContainers) forget(gone []usage.Container) {
 
 // newEnforcer samples lib's processes for the containers the hook
 // registered, under the node's settings (validated: the mode parses).
-// Its Events go through events, the role's, which outlives a rescan.
+// Its Events go through events, the role's, which outlives a rescan; so
+// does what it remembers (usageMemory).
 func (a *Role) newEnforcer(lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
 	mode, _ := usage.ParseMode(a.cfg.GPUUsage)
 	sample := usage.NVMLSampler(lib, devs, a.od.madeParents)
 	event := events.As(corev1.EventTypeWarning, "Enforcing")
 	rec := &usageRecorder{metrics: a.metrics, pods: pods, event: event, mode: mode,
 		margin: a.cfg.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: a.log.With("component", "usage")}
-	e := usage.NewEnforcer(usage.Options{Mode: mode, Period: a.cfg.GPUUsagePeriod, Margin: uint64(a.cfg.GPUUsageMargin) << 20},
-		sample, a.containers, usage.Procfs{Root: "/proc"}, rec, a.clock, a.log.With("component", "usage"))
+	host := usage.Procfs{Root: "/proc"}
+	rules := usage.Rules{Mode: mode, Margin: uint64(a.cfg.GPUUsageMargin) << 20, Reserve: uint64(a.cfg.GPUUsageReserve) << 20}
+	e := usage.NewEnforcer(usage.Options{Rules: rules, Period: a.cfg.GPUUsagePeriod}, sample, a.containers, host,
+		func(ns, pod, uid string) []string { return runningContainers(pods.Get(ns, pod), uid) }, a.usageMemory(host), rec, a.clock, a.log.With("component", "usage"))
 	a.metrics.ReportUsage(func() usage.Verdict { v, _ := e.Last(); return v })
 	a.mu.Lock()
 	a.enforcer, a.usageRec = e, rec
 	a.mu.Unlock()
 	return e
+}
+
+// usageMemory is what the enforcer remembers, read from the node's file
+// once for the role's life: every generation's enforcer shares it.
+func (a *Role) usageMemory(host usage.Procfs) *usage.Memory {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.usageMem == nil {
+		path := strings.ReplaceAll(a.cfg.GPUUsageRecord, "{node}", a.node)
+		m, err := usage.LoadMemory(path, host.BootID())
+		if err != nil {
+			a.log.Warn("GPU process holders not remembered: starting fresh, ending nothing for one period", "err", err)
+		}
+		a.usageMem = m
+	}
+	return a.usageMem
+}
+
+// runningContainers are the runtime's IDs of pod's running containers,
+// where pod is the one with that UID.
+func runningContainers(pod *corev1.Pod, uid string) []string {
+	if pod == nil || string(pod.UID) != uid {
+		return nil
+	}
+	var ids []string
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+		for _, st := range list {
+			if _, id, ok := strings.Cut(st.ContainerID, "://"); ok && st.State.Running != nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // useSnapshot is inspect's view of the latest sample; nil before the
@@ -93,14 +131,27 @@ func (a *Role) useSnapshot() *inspect.GPUUse {
 	v, at := e.Last()
 	out := &inspect.GPUUse{Mode: a.cfg.GPUUsage, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{}}
 	margin := uint64(a.cfg.GPUUsageMargin) << 20
+	stuck := map[string]bool{}
+	for _, u := range v.Stuck {
+		stuck[u.Container.ID+"/"+u.GPU] = true
+	}
 	for _, u := range v.Uses {
 		c := u.Container
 		out.Containers = append(out.Containers, inspect.ContainerUse{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name, GPU: u.GPU,
-			UsedMiB: u.UsedBytes >> 20, SliceMiB: u.LimitBytes >> 20, Whole: u.Whole, Over: u.Over(margin),
+			UsedMiB: u.UsedBytes >> 20, SliceMiB: u.LimitBytes >> 20, Whole: u.Whole, Over: u.Over(margin), Stuck: stuck[c.ID+"/"+u.GPU],
 			SMPercent: u.SMPercent, Cores: u.Cores, Processes: len(u.Processes), Kills: rec.kills(c.ID, u.GPU)})
 	}
 	for _, p := range v.Unattributed {
-		out.Unattributed = append(out.Unattributed, inspect.Process{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20})
+		out.Unattributed = append(out.Unattributed, inspect.Process{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,
+			Orphaned: p.Orphaned, Namespace: p.Holder.Namespace, Pod: p.Holder.Pod})
+	}
+	for _, g := range slices.Sorted(maps.Keys(v.Held)) {
+		if v.Held[g] > 0 || v.Full[g] {
+			out.GPUs = append(out.GPUs, inspect.GPUHeld{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]})
+		}
+	}
+	for _, end := range e.Ends() {
+		out.Ends = append(out.Ends, inspect.End{Namespace: end.Namespace, Pod: end.Pod, Container: end.Name, GPU: end.GPU, Stage: end.Stage.String()})
 	}
 	return out
 }
@@ -168,6 +219,29 @@ func (r *usageRecorder) Killed(k usage.Kill, first bool, err error) {
 	r.log.Warn("killed a process over its container's GPU memory slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpu", u.GPU,
 		"pid", k.Victim.PID, "used_mib", u.UsedBytes>>20, "slice_mib", u.LimitBytes>>20, "first", first)
 	r.tell(c, "GPUMemoryOverSlice", msg)
+}
+
+func (r *usageRecorder) Ended(e usage.End, used uint64, processes int, err error) {
+	var msg string
+	switch e.Stage {
+	case usage.EndedContainer:
+		msg = fmt.Sprintf("container %q held %d MiB on GPU %s past its slice under PIDs that had ended (a child, or a process it passed the descriptor to, keeps the GPU open): vgpud ended the container (%d processes); it restarts under the pod's restart policy",
+			e.Name, used>>20, e.GPU, processes)
+	case usage.EndedPod:
+		msg = fmt.Sprintf("the %d MiB container %q held on GPU %s were still listed after it was ended: vgpud ended every container of the pod (%d processes), since a sibling may hold the descriptor; they restart under the pod's restart policy",
+			used>>20, e.Name, e.GPU, processes)
+	default:
+		msg = fmt.Sprintf("the %d MiB container %q held on GPU %s are still listed after every container of the pod was ended: a process outside the pod holds the descriptor, which vgpud may not look for; the memory stays charged to namespace %s and counted as used on the GPU until the driver frees it",
+			used>>20, e.Name, e.GPU, e.Namespace)
+	}
+	args := []any{"pod", e.Namespace + "/" + e.Pod, "container", e.Name, "gpu", e.GPU, "stage", e.Stage.String(), "used_mib", used >> 20, "processes", processes}
+	if err != nil {
+		r.log.Warn("ending what holds GPU memory failed in part", append(args, "err", err)...)
+	} else {
+		r.log.Warn("ended what holds GPU memory past a slice", args...)
+	}
+	c := &usage.Container{Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Name: e.Name}
+	r.tell(c, "GPUMemoryHeld", msg)
 }
 
 // forget drops what it counted of a container gone.

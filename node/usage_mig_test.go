@@ -28,7 +28,7 @@ func TestGrantedMIGSliceIsFoundOnItsGPU(t *testing.T) {
 	}
 	sample := usage.Sample{Processes: []usage.Process{{GPU: "GPU-m", PID: 7, UsedBytes: 4000 << 20, SMPercent: -1}},
 		MemoryBytes: map[string]uint64{"GPU-m": 40960 << 20}, Parents: map[string]string{"MIG-a": "GPU-m"}}
-	v := usage.Decide(sample, func(int) *usage.Container { return c }, usage.Enforce, 0)
+	v := usage.Decide(sample, func(int) *usage.Container { return c }, usage.Rules{Mode: usage.Enforce})
 	if len(v.Uses) != 1 || v.Uses[0].Over(0) || v.Uses[0].LimitBytes != 4864<<20 || v.Uses[0].Cores != 100 {
 		t.Errorf("uses %+v: want the process within its 4864 MiB instance, every core", v.Uses)
 	}

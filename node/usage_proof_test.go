@@ -252,6 +252,7 @@ func (h pidHost) Kill(pid int, id string, start uint64) error {
 type proofRecorder struct{ kills chan usage.Kill }
 
 func (r proofRecorder) Sampled(usage.Verdict, time.Duration) {}
+func (r proofRecorder) Ended(usage.End, uint64, int, error)  {}
 func (r proofRecorder) Killed(k usage.Kill, _ bool, err error) {
 	if err == nil {
 		r.kills <- k
@@ -285,7 +286,13 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	sample := usage.NVMLSampler(lib, devs, nil)
 	rec := proofRecorder{kills: make(chan usage.Kill, 8)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := usage.NewEnforcer(usage.Options{Mode: usage.Enforce, Period: period, Margin: marginMiB << 20}, sample, containers, cg.host(), rec, clock.RealClock{}, log)
+	mem, err := usage.LoadMemory("", "proof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := usage.NewEnforcer(usage.Options{Rules: usage.Rules{Mode: usage.Enforce, Margin: marginMiB << 20}, Period: period}, sample, containers, cg.host(), nil, mem, rec, clock.RealClock{}, log)
+	// A fresh memory ends nothing for one period: this is it.
+	e.Step()
 
 	// Both show in a sample before either grows.
 	var before usage.Verdict

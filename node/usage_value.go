@@ -34,6 +34,11 @@ func usageValue(s *inspect.GPUUse) (protocol.NodeUsage, string, error) {
 	for _, g := range slices.Sorted(maps.Keys(held)) {
 		u.Unattributed = append(u.Unattributed, protocol.GPUMemory{GPU: g, UsedMiB: held[g] / 64 * 64})
 	}
+	// Rounded up: the leader counts it as used, so the rounding errs on
+	// the side of placing less.
+	for _, g := range s.GPUs {
+		u.Held = append(u.Held, protocol.GPUHeld{GPU: g.GPU, MiB: (int64(g.HeldMiB) + 63) / 64 * 64, Full: g.Full})
+	}
 	enc, err := protocol.EncodeUsage(u)
 	// Long names can pass the byte bound before the count bound: drop a
 	// quarter of the smallest users at a time, leaving room for Taken.

@@ -80,3 +80,21 @@ func TestUsageValueStaysWithinTheBounds(t *testing.T) {
 		})
 	}
 }
+
+// The memory each GPU holds beyond its bookings is published for the
+// leader, rounded up: it errs on the side of placing less.
+func TestUsageValueHeld(t *testing.T) {
+	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{},
+		GPUs: []inspect.GPUHeld{{GPU: "GPU-0", HeldMiB: 28000}, {GPU: "GPU-1", HeldMiB: 1, Full: true}}}
+	u, enc, err := usageValue(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []protocol.GPUHeld{{GPU: "GPU-0", MiB: 28032}, {GPU: "GPU-1", MiB: 64, Full: true}}
+	if fmt.Sprint(u.Held) != fmt.Sprint(want) {
+		t.Errorf("held %+v; want %+v", u.Held, want)
+	}
+	if back, err := protocol.DecodeUsage(enc); err != nil || fmt.Sprint(back.Held) != fmt.Sprint(want) {
+		t.Errorf("decoded %+v, %v", back.Held, err)
+	}
+}

@@ -79,6 +79,12 @@ func (c Config) Validate() field.ErrorList {
 	if c.GPUUsageMargin < 0 || c.GPUUsageMargin > MaxGPUUsageMarginMiB {
 		errs = append(errs, invalid(flagGPUUsageMargin, c.GPUUsageMargin, fmt.Sprintf("want MiB from 0 to %d", MaxGPUUsageMarginMiB)))
 	}
+	if c.GPUUsageReserve < 0 || c.GPUUsageReserve > protocol.MaxMemoryMiB {
+		errs = append(errs, invalid(flagGPUUsageReserve, c.GPUUsageReserve, fmt.Sprintf("want MiB from 0 to %d", protocol.MaxMemoryMiB)))
+	}
+	if c.GPUUsageRecord != "" && !filepath.IsAbs(c.GPUUsageRecord) {
+		errs = append(errs, invalid(flagGPUUsageRecord, c.GPUUsageRecord, "want an absolute path on a host path, such as /var/lib/vgpud/gpu-usage-{node}.json, or empty to keep it in memory only"))
+	}
 	for _, p := range c.MIGOnDemandProfiles {
 		if !protocol.ValidMIGProfile(p) {
 			errs = append(errs, invalid(flagMIGOnDemandProfiles, strings.Join(c.MIGOnDemandProfiles, ","), fmt.Sprintf("%q is no MIG profile; want names like 1g.10gb or 3g.40gb", p)))

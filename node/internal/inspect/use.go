@@ -14,6 +14,30 @@ type GPUUse struct {
 	Taken        time.Time      `json:"taken"`
 	Containers   []ContainerUse `json:"containers"`
 	Unattributed []Process      `json:"unattributed"`
+	// GPUs are, per GPU with any, the memory it holds beyond the slices
+	// booked on it (what the leader counts as used) and whether it is
+	// full: its processes hold more than its memory less the reserve,
+	// and vgpud may not end what is over.
+	GPUs []GPUHeld `json:"gpus,omitempty"`
+	// Ends are containers ended whole for memory listed under PIDs that
+	// had ended, whose memory is still listed.
+	Ends []End `json:"ends,omitempty"`
+}
+
+// GPUHeld is memory one GPU holds beyond its bookings.
+type GPUHeld struct {
+	GPU     string `json:"gpu"`
+	HeldMiB uint64 `json:"heldMiB"`
+	Full    bool   `json:"full,omitempty"`
+}
+
+// End is how far the node went to free a container's memory.
+type End struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	GPU       string `json:"gpu"`
+	Stage     string `json:"stage"`
 }
 
 // ContainerUse is one container's use of one GPU.
@@ -26,6 +50,9 @@ type ContainerUse struct {
 	SliceMiB  uint64 `json:"sliceMiB"`
 	Whole     bool   `json:"whole,omitempty"`
 	Over      bool   `json:"over,omitempty"` // past its slice plus the margin
+	// Stuck: over, with only PIDs that ended left to hold it (a child or
+	// another process keeps the descriptor): the container is ended whole.
+	Stuck bool `json:"stuck,omitempty"`
 	// SMPercent is its processes' share of SM time; -1 where the driver
 	// gave no sample. Cores is its gpucores, to read it against.
 	SMPercent int `json:"smPercent"`
@@ -39,6 +66,12 @@ type Process struct {
 	GPU     string `json:"gpu"`
 	PID     int    `json:"pid"`
 	UsedMiB uint64 `json:"usedMiB"`
+	// Orphaned: the PID no longer runs what opened the GPU. Namespace and
+	// Pod name who held it first, where a pod did: the memory stays
+	// charged to that namespace until the driver frees it.
+	Orphaned  bool   `json:"orphaned,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
 }
 
 // renderUse prints the usage section.
@@ -60,6 +93,8 @@ func renderUse(w io.Writer, u *GPUUse) {
 			switch {
 			case c.Whole:
 				slice += " (whole GPU)"
+			case c.Stuck:
+				slice += " OVER (held by ended PIDs)"
 			case c.Over:
 				slice += " OVER"
 			}
@@ -71,7 +106,24 @@ func renderUse(w io.Writer, u *GPUUse) {
 		}
 	}
 	for _, p := range u.Unattributed {
-		fmt.Fprintf(w, "unattributed\tPID %d\t%s\t%d\t(no container vgpud granted on this node: reported, never killed)\n", p.PID, short(p.GPU), p.UsedMiB)
+		switch {
+		case p.Namespace != "":
+			fmt.Fprintf(w, "orphaned\tPID %d\t%s\t%d\t(first held by %s/%s, gone: charged to namespace %s until the driver frees it)\n", p.PID, short(p.GPU), p.UsedMiB, p.Namespace, p.Pod, p.Namespace)
+		case p.Orphaned:
+			fmt.Fprintf(w, "orphaned\tPID %d\t%s\t%d\t(first seen after its process ended: charged to nobody, counted as held)\n", p.PID, short(p.GPU), p.UsedMiB)
+		default:
+			fmt.Fprintf(w, "unattributed\tPID %d\t%s\t%d\t(no container vgpud granted on this node: reported, never killed)\n", p.PID, short(p.GPU), p.UsedMiB)
+		}
+	}
+	for _, e := range u.Ends {
+		fmt.Fprintf(w, "ended\t%s/%s\t%s\t%s\t(memory listed under PIDs that ended)\n", e.Namespace, e.Pod, e.Container, e.Stage)
+	}
+	for _, g := range u.GPUs {
+		full := ""
+		if g.Full {
+			full = "; FULL: its processes hold more than its memory less the reserve, held by what vgpud may not end"
+		}
+		fmt.Fprintf(w, "GPU %s holds %d MiB beyond its bookings, which the leader counts as used%s\n", short(g.GPU), g.HeldMiB, full)
 	}
 	if len(u.Containers) == 0 && len(u.Unattributed) == 0 {
 		fmt.Fprintln(w, "no processes on the GPUs")

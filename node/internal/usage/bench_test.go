@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,7 +44,12 @@ func BenchmarkSample(b *testing.B) {
 		containers.Add(Container{ID: fmt.Sprintf("%064x", i), Namespace: "bench", Pod: fmt.Sprint("p", i), Name: "main", Slices: map[string]Slice{uuid: {MemoryBytes: 4000 << 20}}})
 	}
 	sample := NVMLSampler(lib, devs, nil)
-	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second, Margin: 1 << 30}, sample, containers, Procfs{Root: "/proc"}, nopRecorder{},
+	// What the enforcer remembers is written to a file, as on a node.
+	mem, err := LoadMemory(filepath.Join(b.TempDir(), "usage.json"), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := NewEnforcer(Options{Rules: Rules{Mode: Enforce, Margin: 1 << 30}, Period: time.Second}, sample, containers, Procfs{Root: "/proc"}, nil, mem, nopRecorder{},
 		clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if v := e.Step(); len(v.Unattributed) != 64 {
 		b.Fatalf("%d of 64 processes sampled", len(v.Unattributed))
@@ -69,3 +75,4 @@ type nopRecorder struct{}
 
 func (nopRecorder) Sampled(Verdict, time.Duration) {}
 func (nopRecorder) Killed(Kill, bool, error)       {}
+func (nopRecorder) Ended(End, uint64, int, error)  {}

@@ -9,6 +9,7 @@ package usage
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -54,6 +55,9 @@ type Process struct {
 	// Start is when the PID's process started, as first seen (the
 	// enforcer sets it): a kill checks it again once the process is held.
 	Start uint64
+	// Holder is who held the PID when first seen (the enforcer sets it):
+	// an orphan's memory stays charged to its pod's namespace.
+	Holder Holder
 }
 
 // Container is a container the runtime hook granted a slice, as the
@@ -119,27 +123,70 @@ type Verdict struct {
 	// Kills is empty unless the mode is Enforce.
 	Kills []Kill
 	// Unattributed are processes no granted container of this node owns:
-	// the host's, another runtime's, an exempt container's, or (where
-	// nodes share a PID namespace) another node's. Reported, never killed.
+	// the host's, another runtime's, an exempt container's, a deleted
+	// pod's memory still listed, or (where nodes share a PID namespace)
+	// another node's. Reported, never killed.
 	Unattributed []Process
+	// Stuck are uses that stay over once every process of theirs that
+	// may be killed is: what is over is listed under PIDs that ended (a
+	// child or another process holds the descriptor). The enforcer ends
+	// such a container whole (Enforcer.Step). Shown in every mode.
+	Stuck []Use
+	// Held is, per GPU the node serves, the bytes it holds beyond the
+	// slices booked on it: unattributed memory and what containers hold
+	// past their slices. The leader counts it as used.
+	Held map[string]uint64
+	// Full are the GPUs whose processes hold more than their memory less
+	// the reserve even after the kills decided: the excess is held by
+	// what vgpud may not end, or not yet.
+	Full map[string]bool
+}
+
+// Rules are what a node does with a sample.
+type Rules struct {
+	Mode Mode
+	// Margin is what a container may hold past its slice on a GPU before
+	// it is over: room for CUDA contexts, which the slice does not count,
+	// on a GPU that has room.
+	Margin uint64
+	// Reserve is the memory of each GPU its processes may not take
+	// together: once they hold more than the GPU's memory less it, every
+	// container above its slice is over, margin or not.
+	Reserve uint64
 }
 
 // Decide attributes the sample's processes by owner (nil when no granted
-// container owns the PID) and decides, under mode, which processes to
-// end: for each container over its slice's memory plus margin on a GPU,
-// its largest processes there until what is left fits. A whole-GPU slice
-// is never over; a GPU absent from the sample's MemoryBytes is not the
-// node's to enforce.
-func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) Verdict {
-	var v Verdict
+// container owns the PID) and decides, under r, which processes to end:
+//
+//   - a container over its slice's memory plus the margin on a GPU loses
+//     its largest processes there until what is left fits;
+//   - on a full GPU (its processes hold more than its memory less the
+//     reserve), containers above their slice lose theirs, largest excess
+//     first, until the GPU fits or none is above its slice: nobody within
+//     a slice is touched;
+//   - an orphaned PID is never a victim: a container whose excess is
+//     held by orphans alone is Stuck.
+//
+// A whole-GPU slice is never over; a GPU absent from the sample's
+// MemoryBytes is not the node's to enforce.
+func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
+	v := Verdict{Held: map[string]uint64{}, Full: map[string]bool{}}
 	type key struct{ id, gpu string }
 	uses := map[key]*Use{}
+	onGPU := map[string]uint64{} // every served GPU's listed memory
 	for _, p := range s.Processes {
 		c := owner(p.PID)
 		// A GPU this node does not serve (excluded, or another device
 		// plugin's) holds no slice of vgpud's: its processes are reported.
-		if _, served := s.MemoryBytes[p.GPU]; c == nil || !served {
+		_, served := s.MemoryBytes[p.GPU]
+		if served {
+			onGPU[p.GPU] += p.UsedBytes
+		}
+		if c == nil || !served {
 			v.Unattributed = append(v.Unattributed, p)
+			if served {
+				v.Held[p.GPU] += p.UsedBytes
+			}
 			continue
 		}
 		k := key{c.ID, p.GPU}
@@ -161,6 +208,9 @@ func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) 
 	}
 	for _, u := range uses {
 		v.Uses = append(v.Uses, *u)
+		if !u.Whole && u.UsedBytes > u.LimitBytes {
+			v.Held[u.GPU] += u.UsedBytes - u.LimitBytes
+		}
 	}
 	// One order whatever the map's: by pod, container, GPU.
 	slices.SortFunc(v.Uses, func(a, b Use) int {
@@ -168,33 +218,122 @@ func Decide(s Sample, owner func(pid int) *Container, mode Mode, margin uint64) 
 			cmp.Compare(a.Container.Name, b.Container.Name), cmp.Compare(a.Container.ID, b.Container.ID), cmp.Compare(a.GPU, b.GPU))
 	})
 	slices.SortFunc(v.Unattributed, func(a, b Process) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.PID, b.PID)) })
-	if mode != Enforce {
-		return v
+
+	plans := make([]plan, len(v.Uses))
+	for i, u := range v.Uses {
+		plans[i] = newPlan(u)
+		if u.Over(r.Margin) {
+			plans[i].shrinkTo(u.LimitBytes + r.Margin)
+		}
 	}
-	for _, u := range v.Uses {
-		if !u.Over(margin) {
-			continue
+	for _, gpu := range slices.Sorted(maps.Keys(onGPU)) {
+		fullGPU(gpu, onGPU[gpu], s.MemoryBytes[gpu], r.Reserve, plans, v.Full)
+	}
+	stuck := map[int]bool{}
+	for i := range plans {
+		p := &plans[i]
+		for _, victim := range p.victims {
+			v.Kills = append(v.Kills, Kill{Use: p.use, Victim: victim})
 		}
-		// The largest first; of equals, the newest PID (most likely the one
-		// that just grew), so the choice is the same every time. Then the
-		// next, until what is left fits: many small processes do not
-		// outrun one kill a period.
-		procs := slices.SortedFunc(slices.Values(u.Processes), func(a, b Process) int {
-			return cmp.Or(cmp.Compare(b.UsedBytes, a.UsedBytes), cmp.Compare(b.PID, a.PID))
-		})
-		left := u.UsedBytes
-		for _, p := range procs {
-			if left <= u.LimitBytes+margin {
-				break
-			}
-			if p.Orphaned {
-				continue
-			}
-			v.Kills = append(v.Kills, Kill{Use: u, Victim: p})
-			left -= p.UsedBytes
+		if p.stuck && !stuck[i] {
+			stuck[i] = true
+			v.Stuck = append(v.Stuck, p.use)
 		}
+	}
+	if r.Mode != Enforce {
+		v.Kills = nil
 	}
 	return v
+}
+
+// plan is what Decide would end of one use: its processes that may be
+// killed, largest first, and those chosen.
+type plan struct {
+	use     Use
+	left    uint64    // what the use holds once victims are gone
+	live    []Process // not yet chosen, largest first; never orphans
+	victims []Process
+	stuck   bool // it was to shrink, and only orphans were left
+}
+
+func newPlan(u Use) plan {
+	p := plan{use: u, left: u.UsedBytes}
+	if u.Whole {
+		return p // never over: nothing to choose from
+	}
+	// The largest first; of equals, the newest PID (most likely the one
+	// that just grew), so the choice is the same every time. Then the
+	// next, until what is left fits: many small processes do not outrun
+	// one kill a period.
+	for _, pr := range u.Processes {
+		if !pr.Orphaned {
+			p.live = append(p.live, pr)
+		}
+	}
+	slices.SortFunc(p.live, func(a, b Process) int {
+		return cmp.Or(cmp.Compare(b.UsedBytes, a.UsedBytes), cmp.Compare(b.PID, a.PID))
+	})
+	return p
+}
+
+// shrinkTo chooses victims until the use holds at most limit, and says
+// whether it was stuck: over, with only orphans left. It returns what
+// was freed.
+func (p *plan) shrinkTo(limit uint64) uint64 {
+	freed := uint64(0)
+	for p.left > limit && len(p.live) > 0 {
+		pr := p.live[0]
+		p.live = p.live[1:]
+		p.victims = append(p.victims, pr)
+		p.left -= pr.UsedBytes
+		freed += pr.UsedBytes
+	}
+	if p.left > limit {
+		p.stuck = true
+	}
+	return freed
+}
+
+// fullGPU holds everyone on gpu to their slice once its processes (held
+// in all) take more than its memory (total) less reserve: the uses
+// above their slice shrink to it, largest excess first, until the GPU
+// fits. A GPU that still does not fit is marked in full.
+func fullGPU(gpu string, held, total, reserve uint64, plans []plan, full map[string]bool) {
+	if total == 0 {
+		return
+	}
+	room := total - min(reserve, total)
+	for i := range plans {
+		if plans[i].use.GPU == gpu {
+			held -= plans[i].use.UsedBytes - plans[i].left
+		}
+	}
+	if held <= room {
+		return
+	}
+	var above []int
+	for i := range plans {
+		p := &plans[i]
+		if p.use.GPU == gpu && !p.use.Whole && p.left > p.use.LimitBytes {
+			above = append(above, i)
+		}
+	}
+	slices.SortFunc(above, func(a, b int) int {
+		pa, pb := &plans[a], &plans[b]
+		return cmp.Or(cmp.Compare(pb.left-pb.use.LimitBytes, pa.left-pa.use.LimitBytes), cmp.Compare(pa.use.Container.ID, pb.use.Container.ID))
+	})
+	for _, i := range above {
+		if held <= room {
+			break
+		}
+		p := &plans[i]
+		// To its slice, or as little as makes the GPU fit.
+		limit := max(p.use.LimitBytes, p.left-min(p.left, held-room))
+		held -= p.shrinkTo(limit)
+	}
+	if held > room {
+		full[gpu] = true
+	}
 }
 
 // instanceOn is c's slice of a MIG instance of the GPU gpu, where it has

@@ -65,7 +65,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Decide(Sample{Processes: tc.procs, MemoryBytes: totals}, owner, tc.mode, margin)
+			v := Decide(Sample{Processes: tc.procs, MemoryBytes: totals}, owner, Rules{Mode: tc.mode, Margin: margin})
 			var kills, unattr []int
 			for _, k := range v.Kills {
 				kills = append(kills, k.Victim.PID)
@@ -101,11 +101,11 @@ func TestDecideSumsSMShares(t *testing.T) {
 	c := &Container{ID: "a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib, Cores: 25}}}
 	owner := func(int) *Container { return c }
 	gpus := map[string]uint64{"GPU-0": 40960 * mib}
-	v := Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}, MemoryBytes: gpus}, owner, Report, 0)
+	v := Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}, MemoryBytes: gpus}, owner, Rules{Mode: Report})
 	if len(v.Uses) != 1 || v.Uses[0].SMPercent != 50 || v.Uses[0].Cores != 25 {
 		t.Fatalf("uses %+v; want one at 50%% SM against 25 cores", v.Uses)
 	}
-	v = Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 2, SMPercent: -1}}, MemoryBytes: gpus}, owner, Report, 0)
+	v = Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 2, SMPercent: -1}}, MemoryBytes: gpus}, owner, Rules{Mode: Report})
 	if v.Uses[0].SMPercent != -1 {
 		t.Errorf("SM share %d where the driver said none; want -1", v.Uses[0].SMPercent)
 	}

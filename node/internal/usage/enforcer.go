@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +29,15 @@ type Host interface {
 	// Start is when pid started (clock ticks since boot); live is false
 	// for a process that ended or is a zombie.
 	Start(pid int) (start uint64, live bool)
+	// EndContainer ends every process of container id and says how many
+	// it signalled.
+	EndContainer(id string) (int, error)
 }
+
+// PodContainers lists the runtime's IDs of the running containers of
+// the pod namespace/name with that UID, as the node's pod informer
+// knows them; nil where it knows no such pod.
+type PodContainers func(namespace, pod, uid string) []string
 
 // Recorder tells the world what a sample showed and what was killed:
 // metrics, log lines and Events on the pods.
@@ -36,60 +46,57 @@ type Recorder interface {
 	// Killed is told of each kill tried: err is nil when the signal was
 	// sent, ErrMoved when the process had already left the container.
 	Killed(k Kill, first bool, err error)
+	// Ended is told when a container, then its pod, was ended for memory
+	// listed under PIDs that had ended (e.Stage says which), or found
+	// still held after both; processes is how many were signalled.
+	Ended(e End, usedBytes uint64, processes int, err error)
 }
 
 // Enforcer samples the node's GPU processes every period, attributes
 // them to the containers the runtime hook registered, and acts as its
 // mode says.
 type Enforcer struct {
-	mode       Mode
+	rules      Rules
 	period     time.Duration
-	margin     uint64
 	sample     Sampler
 	containers *Containers
 	host       Host
+	pods       PodContainers
 	rec        Recorder
 	clock      clock.Clock
 	log        *slog.Logger
 
-	// seen is who held each listed PID when it was first seen alive: the
-	// driver lists a GPU client under the PID that opened it for as long
-	// as any process holds its file descriptor, so the PID may have
-	// ended, be a zombie, or have been reused by another container's
-	// process. Only the Run goroutine touches it.
-	seen map[int]firstHolder
+	// mem outlives this enforcer (a rescan builds another): who held
+	// each listed PID first, and the containers ended.
+	mem *Memory
+	// stuck counts, by container ID, the samples in a row it was Stuck.
+	// Only the Run goroutine touches it.
+	stuck map[string]int
 
 	mu   sync.Mutex
 	last Verdict
 	at   time.Time
 }
 
-type firstHolder struct {
-	start uint64
-	id    string // container ID; "" for none
-}
-
 // Options are a node's settings for its enforcer.
 type Options struct {
-	Mode   Mode
+	Rules
 	Period time.Duration
-	// Margin is what a container may hold past its slice on a GPU before
-	// it is over: room for CUDA contexts, which the slice's limit does
-	// not count.
-	Margin uint64
 }
 
-// NewEnforcer returns an enforcer of containers by o.
-func NewEnforcer(o Options, sample Sampler, containers *Containers, host Host, rec Recorder, clk clock.Clock, log *slog.Logger) *Enforcer {
-	return &Enforcer{mode: o.Mode, period: o.Period, margin: o.Margin, sample: sample, containers: containers, host: host, rec: rec, clock: clk, log: log}
+// NewEnforcer returns an enforcer of containers by o, which remembers in
+// mem.
+func NewEnforcer(o Options, sample Sampler, containers *Containers, host Host, pods PodContainers, mem *Memory, rec Recorder, clk clock.Clock, log *slog.Logger) *Enforcer {
+	return &Enforcer{rules: o.Rules, period: o.Period, sample: sample, containers: containers, host: host, pods: pods, mem: mem,
+		stuck: map[string]int{}, rec: rec, clock: clk, log: log}
 }
 
 // Run samples every period until ctx ends; with mode Off it returns at once.
 func (e *Enforcer) Run(ctx context.Context) error {
-	if e.mode == Off {
+	if e.rules.Mode == Off {
 		return nil
 	}
-	e.log.Info("GPU usage sampling", "mode", e.mode.String(), "period", e.period, "margin_bytes", e.margin)
+	e.log.Info("GPU usage sampling", "mode", e.rules.Mode.String(), "period", e.period, "margin_bytes", e.rules.Margin, "reserve_bytes", e.rules.Reserve)
 	for {
 		e.Step()
 		// A period from one sample's end to the next's start: a slow
@@ -110,8 +117,17 @@ func (e *Enforcer) Step() Verdict {
 		// Some GPUs may still have answered: act on what they said.
 		e.log.Warn("GPU processes not all read", "err", err)
 	}
+	e.mem.mu.Lock()
+	defer e.mem.mu.Unlock()
+	// Fresh, the enforcer cannot tell a reused PID from its first
+	// holder: it ends nothing for one period.
+	quiet := e.mem.quiet
+	e.mem.quiet = false
 	owners := e.attribute(sample.Processes)
-	v := Decide(sample, func(pid int) *Container { return owners[pid] }, e.mode, e.margin)
+	v := Decide(sample, func(pid int) *Container { return owners[pid] }, e.rules)
+	if quiet {
+		v.Kills = nil
+	}
 	for _, k := range v.Kills {
 		first := e.host.First(k.Victim.PID)
 		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID, k.Victim.Start)
@@ -120,6 +136,10 @@ func (e *Enforcer) Step() Verdict {
 		}
 		e.rec.Killed(k, first, err)
 	}
+	e.escalate(sample.Processes, v, quiet || e.rules.Mode != Enforce)
+	if err := e.mem.save(); err != nil {
+		e.log.Warn("remember GPU process holders", "err", err)
+	}
 	e.rec.Sampled(v, e.clock.Since(start))
 	e.mu.Lock()
 	e.last, e.at = v, start
@@ -127,38 +147,108 @@ func (e *Enforcer) Step() Verdict {
 	return v
 }
 
+// escalate ends, with act, a container Stuck two samples in a row;
+// then, where its memory is still listed two samples after, every
+// container of its pod; then, still listed, calls it held. An End is
+// forgotten once none of its memory is listed. e.mem.mu held.
+func (e *Enforcer) escalate(procs []Process, v Verdict, quiet bool) {
+	listed := map[string]uint64{} // by first holder's container
+	for _, p := range procs {
+		if h, ok := e.mem.holders[p.PID]; ok && h.Container != "" {
+			listed[h.Container] += p.UsedBytes
+		}
+	}
+	now := map[string]bool{}
+	ended := map[string]bool{} // this sample
+	for _, u := range v.Stuck {
+		id := u.Container.ID
+		now[id] = true
+		if e.mem.ends[id] != nil {
+			continue // ended already: its End goes on below
+		}
+		if e.stuck[id]++; e.stuck[id] < 2 || quiet {
+			continue
+		}
+		c := u.Container
+		end := &End{Container: id, Namespace: c.Namespace, Pod: c.Pod, PodUID: c.PodUID, Name: c.Name, GPU: u.GPU, Stage: EndedContainer}
+		n, err := e.host.EndContainer(id)
+		e.mem.ends[id], ended[id] = end, true
+		e.rec.Ended(*end, listed[id], n, err)
+	}
+	for id := range e.stuck {
+		if !now[id] || e.mem.ends[id] != nil {
+			delete(e.stuck, id)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(e.mem.ends)) {
+		end := e.mem.ends[id]
+		if listed[id] == 0 {
+			delete(e.mem.ends, id) // freed
+			continue
+		}
+		if ended[id] {
+			continue
+		}
+		if end.Samples++; end.Samples < 2 || end.Stage == Held || quiet {
+			continue
+		}
+		end.Samples = 0
+		switch end.Stage {
+		case EndedContainer:
+			// The descriptor may have gone to a sibling container.
+			end.Stage = EndedPod
+			n := 0
+			var errs []error
+			for _, cid := range e.pods(end.Namespace, end.Pod, end.PodUID) {
+				k, err := e.host.EndContainer(cid)
+				n += k
+				errs = append(errs, err)
+			}
+			e.rec.Ended(*end, listed[id], n, errors.Join(errs...))
+		case EndedPod:
+			end.Stage = Held
+			e.rec.Ended(*end, listed[id], 0, nil)
+		}
+	}
+}
+
 // attribute names the registered container of each listed PID: the one
 // that held it when first seen alive (nil for none, or one the hook did
 // not grant). A PID that has since ended, become a zombie or been reused
 // is marked Orphaned in procs: its memory still counts against the
 // first holder, and it is never a victim, so a reused PID is never
-// killed for memory another process held.
+// killed for memory another process held. A PID first seen dead is
+// charged to nobody for as long as it is listed. e.mem.mu held.
 func (e *Enforcer) attribute(procs []Process) map[int]*Container {
 	owners := map[int]*Container{}
-	next := make(map[int]firstHolder, len(e.seen))
+	next := make(map[int]Holder, len(e.mem.holders))
 	orphaned := map[int]bool{}
 	for _, p := range procs {
 		if _, done := next[p.PID]; done {
 			continue
 		}
 		start, live := e.host.Start(p.PID)
-		was, known := e.seen[p.PID]
+		was, known := e.mem.holders[p.PID]
 		switch {
-		case known && live && start == was.start:
+		case known && live && start == was.Start && !was.Dead:
 			next[p.PID] = was
 		case known:
 			next[p.PID] = was
 			orphaned[p.PID] = true
 		case live:
-			id, ok, err := e.host.ContainerID(p.PID)
-			if err != nil || !ok {
-				id = "" // the host's, another runtime's, another PID namespace's
+			h := Holder{PID: p.PID, Start: start}
+			if id, ok, err := e.host.ContainerID(p.PID); err == nil && ok {
+				h.Container = id // the host's, another runtime's, another PID namespace's: ""
+				if c := e.containers.Get(id); c != nil {
+					h.Namespace, h.Pod, h.PodUID, h.Name = c.Namespace, c.Pod, c.PodUID, c.Name
+				}
 			}
-			next[p.PID] = firstHolder{start: start, id: id}
+			next[p.PID] = h
 		default:
-			continue // never seen alive: nobody's to charge
+			next[p.PID] = Holder{PID: p.PID, Dead: true}
+			orphaned[p.PID] = true
 		}
-		if id := next[p.PID].id; id != "" {
+		if id := next[p.PID].Container; id != "" {
 			if c := e.containers.Get(id); c != nil {
 				owners[p.PID] = c
 			}
@@ -166,9 +256,10 @@ func (e *Enforcer) attribute(procs []Process) map[int]*Container {
 	}
 	for i := range procs {
 		procs[i].Orphaned = orphaned[procs[i].PID]
-		procs[i].Start = next[procs[i].PID].start
+		procs[i].Holder = next[procs[i].PID]
+		procs[i].Start = procs[i].Holder.Start
 	}
-	e.seen = next
+	e.mem.holders = next
 	return owners
 }
 
@@ -177,4 +268,16 @@ func (e *Enforcer) Last() (Verdict, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.last, e.at
+}
+
+// Ends are the containers ended whole whose memory is still listed, by
+// container ID.
+func (e *Enforcer) Ends() []End {
+	e.mem.mu.Lock()
+	defer e.mem.mu.Unlock()
+	out := make([]End, 0, len(e.mem.ends))
+	for _, id := range slices.Sorted(maps.Keys(e.mem.ends)) {
+		out = append(out, *e.mem.ends[id])
+	}
+	return out
 }

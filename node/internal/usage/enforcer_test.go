@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,6 +20,7 @@ type fakeHost struct {
 	killed []int
 	start  map[int]uint64 // when each PID's process started; 0 unless set
 	dead   map[int]bool   // ended or zombie
+	ended  []string       // containers ended whole
 }
 
 func (h *fakeHost) Start(pid int) (uint64, bool) {
@@ -44,11 +46,28 @@ func (h *fakeHost) Kill(pid int, id string, start uint64) error {
 
 func (h *fakeHost) First(pid int) bool { return h.first[pid] }
 
+// EndContainer ends every process of id the host knows.
+func (h *fakeHost) EndContainer(id string) (int, error) {
+	n := 0
+	for _, pid := range slices.Sorted(maps.Keys(h.ids)) {
+		if h.ids[pid] == id {
+			h.killed = append(h.killed, pid)
+			delete(h.ids, pid)
+			n++
+		}
+	}
+	h.ended = append(h.ended, id)
+	return n, nil
+}
+
 type fakeRecorder struct {
 	samples int
 	kills   []Kill
 	firsts  []bool
+	ends    []End
 }
+
+func (r *fakeRecorder) Ended(e End, _ uint64, _ int, _ error) { r.ends = append(r.ends, e) }
 
 func (r *fakeRecorder) Sampled(Verdict, time.Duration) { r.samples++ }
 func (r *fakeRecorder) Killed(k Kill, first bool, err error) {
@@ -81,7 +100,7 @@ func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
 	}
 	rec := &fakeRecorder{}
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	e := NewEnforcer(Options{Mode: Enforce, Period: time.Second, Margin: 200 * mib}, sample, containers, host, rec, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := NewEnforcer(Options{Rules: Rules{Mode: Enforce, Margin: 200 * mib}, Period: time.Second}, sample, containers, host, nil, remembered(t), rec, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	v := e.Step()
 	if len(host.killed) != 1 || host.killed[0] != 100 {
@@ -117,13 +136,13 @@ func TestEnforcerChargesTheFirstHolderAndKillsNoReusedPID(t *testing.T) {
 		return Sample{Processes: slices.Clone(procs), MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib}}, nil
 	}
 	rec := &fakeRecorder{}
-	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, sample, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := NewEnforcer(Options{Rules: Rules{Mode: Report}, Period: time.Second}, sample, containers, host, nil, remembered(t), rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	e.Step() // first seen: both the tenant's
 	// 7 ended (its child holds the descriptor) and an innocent container's
 	// new process took the PID; 8 is a zombie.
 	host.ids[7], host.start[7] = "innocent", 200
 	host.dead = map[int]bool{8: true}
-	e.mode = Enforce
+	e.rules.Mode = Enforce
 	v := e.Step()
 	if len(host.killed) != 0 || len(v.Kills) != 0 {
 		t.Errorf("killed %v (decided %+v); the listed PIDs no longer run what held the memory", host.killed, v.Kills)
@@ -157,9 +176,9 @@ func TestEnforcerReportModeKillsNothing(t *testing.T) {
 	containers.Add(Container{ID: "over", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
 	host := &fakeHost{ids: map[int]string{1: "over"}}
 	rec := &fakeRecorder{}
-	e := NewEnforcer(Options{Mode: Report, Period: time.Second}, func() (Sample, error) {
+	e := NewEnforcer(Options{Rules: Rules{Mode: Report}, Period: time.Second}, func() (Sample, error) {
 		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, UsedBytes: 100 * mib}}, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
-	}, containers, host, rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}, containers, host, nil, remembered(t), rec, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	v := e.Step()
 	if len(host.killed) != 0 || len(v.Uses) != 1 || !v.Uses[0].Over(0) {
 		t.Errorf("report mode: killed %v, uses %+v", host.killed, v.Uses)
@@ -168,9 +187,20 @@ func TestEnforcerReportModeKillsNothing(t *testing.T) {
 
 func TestEnforcerOffSamplesNothing(t *testing.T) {
 	sampled := false
-	e := NewEnforcer(Options{Mode: Off, Period: time.Second}, func() (Sample, error) { sampled = true; return Sample{}, nil },
-		NewContainers(), &fakeHost{}, &fakeRecorder{}, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := NewEnforcer(Options{Rules: Rules{Mode: Off}, Period: time.Second}, func() (Sample, error) { sampled = true; return Sample{}, nil },
+		NewContainers(), &fakeHost{}, nil, remembered(t), &fakeRecorder{}, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := e.Run(context.Background()); err != nil || sampled {
 		t.Errorf("off: Run = %v, sampled %v", err, sampled)
 	}
+}
+
+// remembered is a memory that has seen this boot before: not quiet.
+func remembered(t *testing.T) *Memory {
+	t.Helper()
+	m, err := LoadMemory("", "boot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.quiet = false
+	return m
 }

@@ -1,0 +1,180 @@
+package usage
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// The opener forked a child that keeps the descriptor, and exited: the
+// driver lists the memory under the dead opener. Two samples stuck, the
+// container is ended whole; still listed two samples after, every
+// container of the pod; still listed after that, it is held; once the
+// driver frees it, the end is forgotten.
+func TestEnforcerEndsWhatHoldsTheMemory(t *testing.T) {
+	containers := NewContainers()
+	containers.Add(Container{ID: "forker", Namespace: "t", Pod: "p", PodUID: "u", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}})
+	containers.Add(Container{ID: "fine", Namespace: "t", Pod: "q", PodUID: "v", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}})
+	host := &fakeHost{ids: map[int]string{10: "forker", 11: "forker", 20: "fine", 30: "sibling"}, start: map[int]uint64{10: 5, 11: 6, 20: 7, 30: 8}}
+	listed := []Process{{GPU: "GPU-0", PID: 10, UsedBytes: 30000 * mib}, {GPU: "GPU-0", PID: 20, UsedBytes: 1500 * mib}}
+	sample := func() (Sample, error) {
+		return Sample{Processes: slices.Clone(listed), MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
+	}
+	var asked []string
+	pods := func(ns, pod, uid string) []string {
+		asked = append(asked, ns+"/"+pod+"/"+uid)
+		return []string{"forker", "sibling"}
+	}
+	rec := &fakeRecorder{}
+	e := NewEnforcer(Options{Rules: Rules{Mode: Enforce, Margin: 1024 * mib}, Period: time.Second}, sample, containers, host, pods, remembered(t), rec,
+		clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Step() // 10 alive and over: killed
+	if !slices.Equal(host.killed, []int{10}) {
+		t.Fatalf("killed %v; want the opener, 10", host.killed)
+	}
+	host.dead = map[int]bool{10: true} // its child, 11, holds the descriptor
+	if v := e.Step(); len(v.Stuck) != 1 || len(host.ended) != 0 {
+		t.Fatalf("first stuck sample: stuck %+v, ended %v; want stuck, nothing ended yet", v.Stuck, host.ended)
+	}
+	e.Step()
+	if !slices.Equal(host.ended, []string{"forker"}) || !slices.Contains(host.killed, 11) || len(rec.ends) != 1 || rec.ends[0].Stage != EndedContainer {
+		t.Fatalf("second stuck sample: ended %v, killed %v, recorded %+v; want the container ended, 11 with it", host.ended, host.killed, rec.ends)
+	}
+	// Still listed: a sibling holds it.
+	e.Step()
+	if len(host.ended) != 1 {
+		t.Fatalf("ended %v one sample after; want a period's grace", host.ended)
+	}
+	e.Step()
+	if !slices.Equal(asked, []string{"t/p/u"}) || !slices.Equal(host.ended, []string{"forker", "forker", "sibling"}) || rec.ends[1].Stage != EndedPod {
+		t.Fatalf("asked %v, ended %v, recorded %+v; want the pod's containers ended", asked, host.ended, rec.ends)
+	}
+	e.Step()
+	e.Step()
+	if len(rec.ends) != 3 || rec.ends[2].Stage != Held || len(host.ended) != 3 {
+		t.Fatalf("recorded %+v, ended %v; want held, nothing more ended", rec.ends, host.ended)
+	}
+	if slices.Contains(host.killed, 20) {
+		t.Fatal("the co-tenant was killed")
+	}
+	e.Step()
+	if len(rec.ends) != 3 {
+		t.Fatalf("recorded %+v; held is told once", rec.ends)
+	}
+	// The driver frees it: forgotten.
+	listed = listed[1:]
+	e.Step()
+	if len(e.mem.ends) != 0 {
+		t.Fatalf("ends %+v after the memory was freed", e.mem.ends)
+	}
+}
+
+// Memory first listed under a PID already dead is nobody's: a process
+// that later reuses the PID is never blamed or killed for it, and the
+// memory counts as held.
+func TestEnforcerNeverBlamesALaterHolderOfADeadPID(t *testing.T) {
+	containers := NewContainers()
+	containers.Add(Container{ID: "innocent", Namespace: "t", Pod: "p", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	host := &fakeHost{ids: map[int]string{}, dead: map[int]bool{42: true}}
+	sample := func() (Sample, error) {
+		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 42, UsedBytes: 5000 * mib}}, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
+	}
+	e := NewEnforcer(Options{Rules: Rules{Mode: Enforce}, Period: time.Second}, sample, containers, host, nil, remembered(t), &fakeRecorder{},
+		clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Step()
+	host.dead, host.ids[42], host.start = nil, "innocent", map[int]uint64{42: 99} // reused
+	for range 3 {
+		v := e.Step()
+		if len(v.Kills) != 0 || len(v.Uses) != 0 || len(v.Unattributed) != 1 || v.Held["GPU-0"] != 5000*mib {
+			t.Fatalf("kills %+v, uses %+v, unattributed %+v, held %d MiB; want the memory nobody's and held", v.Kills, v.Uses, v.Unattributed, v.Held["GPU-0"]/mib)
+		}
+	}
+	if len(host.killed) != 0 || len(host.ended) != 0 {
+		t.Fatalf("killed %v, ended %v", host.killed, host.ended)
+	}
+}
+
+// What the enforcer knows survives a restart of the node role: the
+// first holder of a PID reused meanwhile is still charged, and the new
+// holder is not killed. An unreadable memory starts fresh and ends
+// nothing for one period; one of another boot starts fresh.
+func TestMemorySurvivesARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.json")
+	containers := NewContainers()
+	containers.Add(Container{ID: "tenant", Namespace: "t", Pod: "p", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "innocent", Namespace: "t", Pod: "q", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	host := &fakeHost{ids: map[int]string{7: "tenant"}, start: map[int]uint64{7: 100}}
+	sample := func() (Sample, error) {
+		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 10 * mib}}, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
+	}
+	start := func(m *Memory) *Enforcer {
+		return NewEnforcer(Options{Rules: Rules{Mode: Enforce}, Period: time.Second}, sample, containers, host, nil, m, &fakeRecorder{},
+			clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	m, err := LoadMemory(path, "boot-1")
+	if err != nil || !m.quiet {
+		t.Fatalf("no file: %v, quiet %v; want fresh and quiet", err, m.quiet)
+	}
+	if v := start(m).Step(); len(v.Kills) != 0 {
+		t.Fatalf("killed %+v in the quiet period", v.Kills)
+	}
+	// Restarted; meanwhile 7 ended and the innocent container's process
+	// took its PID.
+	host.ids[7], host.start[7] = "innocent", 200
+	m, err = LoadMemory(path, "boot-1")
+	if err != nil || m.quiet {
+		t.Fatalf("reload: %v, quiet %v", err, m.quiet)
+	}
+	v := start(m).Step()
+	if len(v.Kills) != 0 || len(v.Uses) != 1 || v.Uses[0].Container.ID != "tenant" || !v.Uses[0].Processes[0].Orphaned {
+		t.Fatalf("after a restart: kills %+v, uses %+v; want the memory the tenant's, orphaned, nobody killed", v.Kills, v.Uses)
+	}
+	// Another boot: the PIDs mean nothing.
+	if m, err = LoadMemory(path, "boot-2"); err != nil || !m.quiet || len(m.holders) != 0 {
+		t.Fatalf("another boot: %v, quiet %v, holders %v", err, m.quiet, m.holders)
+	}
+	// Unreadable: said, fresh and quiet.
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = LoadMemory(path, "boot-1"); err == nil || !m.quiet || len(m.holders) != 0 {
+		t.Fatalf("unreadable: %v, quiet %v, holders %v", err, m.quiet, m.holders)
+	}
+	if err := os.WriteFile(path, []byte(`{"version":2,"boot":"boot-1","holders":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = LoadMemory(path, "boot-1"); err == nil {
+		t.Fatal("a version 2 file read")
+	}
+}
+
+// members lists a container's live processes from /proc.
+func TestProcfsMembers(t *testing.T) {
+	root := t.TempDir()
+	id := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	other := "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	write := func(pid, cgroup, state string) {
+		dir := filepath.Join(root, pid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.WriteFile(filepath.Join(dir, "cgroup"), []byte(cgroup), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "stat"), []byte(pid+" (a b) "+state+" 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"), 0o644)
+	}
+	write("10", "12:memory:/kubepods/besteffort/pod1/"+id+"\n0::/\n", "S")
+	write("11", "0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-"+id+".scope\n", "R")
+	write("12", "0::/kubepods/pod1/"+id+"\n", "Z") // a zombie holds nothing to kill
+	write("13", "0::/kubepods/pod1/"+other+"\n", "S")
+	write("14", "0::/kubepods/pod1/"+other+"/"+id+"\n", "S") // a sub-cgroup named as it likes
+	write("self", "0::/\n", "S")
+	pids, err := Procfs{Root: root}.members(id)
+	if err != nil || !slices.Equal(pids, []int{10, 11}) {
+		t.Fatalf("members %v, %v; want [10 11]", pids, err)
+	}
+}
