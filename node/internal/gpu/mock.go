@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
-	"golang.org/x/sys/unix"
 )
 
 // Mock is a mock or fake machine: go-nvml's mock server with stable UUIDs,
@@ -27,6 +25,9 @@ type Mock struct {
 	// procs are the processes declared on each GPU (by UUID), by PID:
 	// go-nvml's mock lists none.
 	procs map[string]map[int]ProcessSample
+	// holding is what keeps each declared process's memory listed, by
+	// GPU and PID (mockholders.go).
+	holding map[string]map[int]*holders
 	clock uint64 // the driver's sample timestamps, µs, one per read
 	// places answer the topology queries go-nvml's mock leaves out.
 	places map[*server.Device]Place
@@ -288,9 +289,19 @@ func (m *Mock) SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) er
 	if m.procs[gpu] == nil {
 		m.procs[gpu] = map[int]ProcessSample{}
 	}
+	if m.holding == nil {
+		m.holding = map[string]map[int]*holders{}
+	}
+	if m.holding[gpu] == nil {
+		m.holding[gpu] = map[int]*holders{}
+	}
 	if usedMiB == 0 {
 		delete(m.procs[gpu], pid)
+		delete(m.holding[gpu], pid)
 		return nil
+	}
+	if _, again := m.procs[gpu][pid]; !again {
+		m.holding[gpu][pid] = newHolders(pid)
 	}
 	m.procs[gpu][pid] = ProcessSample{GPU: gpu, PID: pid, UsedBytes: usedMiB << 20, SMPercent: smPercent}
 	return nil
@@ -301,10 +312,11 @@ func (m *Mock) declared(uuid string) []ProcessSample {
 	defer m.mu.Unlock()
 	out := make([]ProcessSample, 0, len(m.procs[uuid]))
 	for pid, p := range m.procs[uuid] {
-		// As the driver does, a process that ended holds nothing: it
-		// leaves the list.
-		if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		// As the driver does, the memory stays listed under the opener's
+		// PID until no process that may hold its descriptor is left.
+		if h := m.holding[uuid][pid]; h == nil || !h.alive() {
 			delete(m.procs[uuid], pid)
+			delete(m.holding[uuid], pid)
 			continue
 		}
 		out = append(out, p)

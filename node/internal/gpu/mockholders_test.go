@@ -1,0 +1,65 @@
+package gpu
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The mock keeps a declared process's memory listed while a child that
+// may hold its descriptor lives, as the driver does, and frees it once
+// the last holder is gone.
+func TestMockMemoryOutlivesTheOpenerWhileAChildHolds(t *testing.T) {
+	lib, err := Open("fake:1xNVIDIA A100-SXM4-40GB:40960", "holders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lib.(*Mock)
+	// The opener forks a child that keeps running, then waits.
+	opener := exec.Command("sh", "-c", "sleep 600 & echo $!; wait")
+	out, err := opener.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := opener.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	child, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatalf("child PID %q: %v", buf[:n], err)
+	}
+	t.Cleanup(func() { _ = exec.Command("kill", "-9", strconv.Itoa(child)).Run() })
+	gpu := "0"
+	if err := m.SetProcess(gpu, opener.Process.Pid, 30000, -1); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() []ProcessSample {
+		procs, _, err := Processes(lib, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return procs
+	}
+	if got := listed(); len(got) != 1 || got[0].PID != opener.Process.Pid {
+		t.Fatalf("listed %+v; want the opener", got)
+	}
+	_ = opener.Process.Kill()
+	_ = opener.Wait()
+	if got := listed(); len(got) != 1 || got[0].PID != opener.Process.Pid || got[0].UsedBytes != 30000<<20 {
+		t.Fatalf("listed %+v after the opener ended; want its memory still under its PID: child %d holds the descriptor", got, child)
+	}
+	if err := exec.Command("kill", "-9", strconv.Itoa(child)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(listed()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // the child is reaped by init
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("listed %+v once every holder ended", got)
+	}
+}
