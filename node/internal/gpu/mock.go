@@ -28,7 +28,7 @@ type Mock struct {
 	// holding is what keeps each declared process's memory listed, by
 	// GPU and PID (mockholders.go).
 	holding map[string]map[int]*holders
-	clock uint64 // the driver's sample timestamps, µs, one per read
+	clock   uint64 // the driver's sample timestamps, µs, one per read
 	// places answer the topology queries go-nvml's mock leaves out.
 	places map[*server.Device]Place
 	// unplugged are the GPUs (by UUID) taken off the machine: NVML no
