@@ -64,6 +64,12 @@ type nodeState struct {
 	// unknown and the node takes no new pod.
 	cordoned  map[string]bool
 	cordonErr error
+	// held is, by GPU UUID, what the node last reported its GPUs hold
+	// beyond the slices booked on them (Held, from the AnnotationUsage
+	// value usageRaw); nil: nothing, as from a node that publishes none
+	// or a value that does not decode.
+	held     map[string]protocol.GPUHeld
+	usageRaw string
 	// unhonoured: the node's pods whose assignments this build cannot
 	// honour (Ledger.unhonoured), with why.
 	unhonoured map[types.UID]error

@@ -14,8 +14,9 @@ import (
 // What the books hold of nodes: their inventories, as node events bring
 // them, and each node's usage, recounted from its pods.
 
-// SetNode records a node's inventory and whether its plugin is up. A node
-// with a corrupt inventory is kept, unusable, with the error for reasons.
+// SetNode records a node's inventory, whether its plugin is up, and what
+// its GPUs hold beyond their bookings. A node with a corrupt inventory is
+// kept, unusable, with the error for reasons.
 func (c *Ledger) SetNode(n *corev1.Node) {
 	c.mu.Lock()
 	st := c.node(n.Name)
@@ -35,6 +36,13 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
 		}
 	}
+	hadHeld, usage := st.held, n.Annotations[protocol.AnnotationUsage]
+	if usage != st.usageRaw {
+		// Decoded only when it changed: a node's usage is up to
+		// protocol.MaxUsageBytes, and nodes change for other reasons.
+		st.held = heldOf(usage)
+	}
+	st.usageRaw = usage // the informer's copy, not one more kept alive
 	st.cordoned, st.cordonErr = nil, nil
 	if cd, err := protocol.NodeCordon(n.Annotations); err != nil {
 		st.cordonErr = err
@@ -63,6 +71,11 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		if was, now := hadMIG[g.UUID], st.mig[g.UUID]; was != nil && now != nil && was.Made && !now.Made {
 			lifted = true
 		}
+	}
+	// So does memory a GPU held beyond its bookings, freed.
+	for u, was := range hadHeld {
+		now := st.held[u]
+		lifted = lifted || now.MiB < was.MiB || (was.Full && !now.Full)
 	}
 	c.recompute(n.Name)
 	c.mu.Unlock()
@@ -101,6 +114,9 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features, Sets: st.sets}
 	for i, g := range st.gpus {
 		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
+		if h, ok := st.held[g.UUID]; ok && n.GPUs[i].MIG == nil {
+			n.GPUs[i].Held, n.GPUs[i].Full = h.MiB, h.Full
+		}
 	}
 	fit.BlockMade(&n)
 	for uid := range st.pods {
@@ -109,4 +125,36 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 		}
 	}
 	return n
+}
+
+// heldOf is what a node's AnnotationUsage value raw says its GPUs hold
+// beyond their bookings (Held). Nothing is held where the node publishes
+// none ("") or a value that does not decode: such a node stays usable,
+// as one too old to publish it is, and inspect names the bad value.
+func heldOf(raw string) map[string]protocol.GPUHeld {
+	if raw == "" {
+		return nil
+	}
+	u, err := protocol.DecodeUsage(raw)
+	if err != nil {
+		return nil
+	}
+	return Held(u)
+}
+
+// Held is, by GPU UUID, what u says each GPU holds beyond the slices
+// booked on it; nil where nothing. A GPU listed twice counts the larger
+// figure, and is full if either says so: what is held is not free.
+func Held(u protocol.NodeUsage) map[string]protocol.GPUHeld {
+	if len(u.Held) == 0 {
+		return nil
+	}
+	out := make(map[string]protocol.GPUHeld, len(u.Held))
+	for _, h := range u.Held {
+		if was, ok := out[h.GPU]; ok {
+			h.MiB, h.Full = max(h.MiB, was.MiB), h.Full || was.Full
+		}
+		out[h.GPU] = h
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package books
 import (
 	"sort"
 
+	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -23,6 +24,11 @@ type GPUStats struct {
 	Cordoned bool
 	// MIG, for a MIG instance, is its GPU; nil for a shared GPU.
 	MIG *protocol.MIGRef
+	// Held is the MiB a shared GPU holds beyond its bookings, as its
+	// node last reported; Full: nothing more is placed there
+	// (fit.CommittedGPU).
+	Held int64
+	Full bool
 }
 
 // Stats lists the nodes with a vgpud inventory (readable or not), sorted
@@ -35,13 +41,17 @@ func (c *Ledger) Stats() []NodeStats {
 		if len(st.gpus) == 0 && st.invErr == nil {
 			continue // deleted, or no vgpud inventory: not a GPU node of vgpud's
 		}
-		used := make(map[string]podmodel.Usage, len(st.current.GPUs))
-		for _, g := range st.current.GPUs {
-			used[g.UUID] = g.Used
+		current := make(map[string]*fit.CommittedGPU, len(st.current.GPUs))
+		for i := range st.current.GPUs {
+			current[st.current.GPUs[i].UUID] = &st.current.GPUs[i]
 		}
 		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == protocol.PluginServing}
 		for _, g := range st.gpus {
-			n.GPUs = append(n.GPUs, GPUStats{GPU: g, Used: used[g.UUID], Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]})
+			s := GPUStats{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
+			if cur := current[g.UUID]; cur != nil {
+				s.Used, s.Held, s.Full = cur.Used, cur.Held, cur.Full
+			}
+			n.GPUs = append(n.GPUs, s)
 		}
 		out = append(out, n)
 	}

@@ -19,6 +19,7 @@ type booksCollector struct {
 	mem, cores, capMem, capCores      renamed
 	slots, capSlots, healthy, serving *prometheus.Desc
 	cordoned, migInstance             *prometheus.Desc
+	held, full                        *prometheus.Desc
 	pods, cacheNodes                  *prometheus.Desc
 	// The namespace quota, one metric per unit; quotaLimit and quotaUsed
 	// are the old pair that mixed MiB and percent under a resource label.
@@ -46,6 +47,8 @@ func newBooksCollector() *booksCollector {
 		capSlots: prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
 		healthy:  prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
 		cordoned: prometheus.NewDesc("vgpud_gpu_cordoned", "1 while an operator keeps the GPU out of new placements (the node's vgpud.io/cordon), 0 while not.", inv, nil),
+		held:     prometheus.NewDesc("vgpud_gpu_held_memory_bytes", "GPU memory the GPU holds beyond the slices booked on it, as its node last reported (vgpud.io/usage): counted as used when pods are placed. Shared GPUs only.", gpu, nil),
+		full:     prometheus.NewDesc("vgpud_gpu_full", "1 while the GPU's node reports its processes hold all its memory, so nothing more is placed there; 0 while not. Shared GPUs only.", inv, nil),
 		migInstance: prometheus.NewDesc("vgpud_gpu_mig_instance", "1 for each MIG instance among the GPUs (uuid), with the GPU it is part of (gpu) and its profile; what is booked on it and what it has are under its uuid.",
 			[]string{"node", "uuid", "gpu", "profile"}, nil),
 		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while the leader places pods on the node: its inventory read, its device plugin registered with kubelet and serving; 0 while not.", []string{"node"}, nil),
@@ -64,7 +67,7 @@ func (c *booksCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, r := range []renamed{c.mem, c.cores, c.capMem, c.capCores} {
 		r.describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.cordoned, c.migInstance, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
+	for _, d := range []*prometheus.Desc{c.slots, c.capSlots, c.healthy, c.cordoned, c.held, c.full, c.migInstance, c.serving, c.memLimit, c.memUsed, c.coresLimit, c.coresUsed, c.quotaLimit, c.quotaUsed, c.pods, c.cacheNodes} {
 		ch <- d
 	}
 }
@@ -99,7 +102,10 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.cordoned, boolValue(g.Cordoned), n.Name, g.UUID, g.Model)
 			if g.MIG != nil {
 				gauge(c.migInstance, 1, n.Name, g.UUID, g.MIG.GPU, g.MIG.Profile)
+				continue
 			}
+			gauge(c.held, float64(g.Held)*bytesPerMiB, n.Name, g.UUID)
+			gauge(c.full, boolValue(g.Full), n.Name, g.UUID, g.Model)
 		}
 	}
 	charged := b.Charged()

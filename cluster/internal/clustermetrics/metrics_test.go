@@ -23,7 +23,8 @@ func (fakeBooks) Stats() []books.NodeStats {
 	return []books.NodeStats{
 		{Name: "n1", Serving: true, GPUs: []books.GPUStats{{
 			GPU:  protocol.GPU{UUID: "GPU-0", Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true},
-			Used: podmodel.Usage{MemMiB: 3000, Cores: 30, Slots: 2}}}},
+			Used: podmodel.Usage{MemMiB: 3000, Cores: 30, Slots: 2}, Held: 1024},
+			{GPU: protocol.GPU{UUID: "GPU-1", Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true}, Held: 40960, Full: true}}},
 		{Name: "n2", Serving: false, GPUs: []books.GPUStats{{GPU: protocol.GPU{UUID: "GPU-9", Model: "L4", MemoryMiB: 23034, Cores: 100, Split: 10}},
 			{GPU: protocol.GPU{UUID: "MIG-1", Model: "A100 MIG 1g.5gb", MemoryMiB: 4864, Cores: 15, Split: 1, Healthy: true},
 				Used: podmodel.Usage{MemMiB: 4864, Cores: 15, Slots: 1}, MIG: &protocol.MIGRef{GPU: "GPU-m", GPUMemoryMiB: 40960, Profile: "1g.5gb"}},
@@ -101,6 +102,11 @@ func TestScrape(t *testing.T) {
 		`vgpud_gpu_capacity_slots{model="A100",node="n1",uuid="GPU-0"} 10`,
 		`vgpud_gpu_healthy{model="A100",node="n1",uuid="GPU-0"} 1`,
 		`vgpud_gpu_healthy{model="L4",node="n2",uuid="GPU-9"} 0`,
+		`vgpud_gpu_held_memory_bytes{node="n1",uuid="GPU-0"} 1.073741824e+09`,
+		`vgpud_gpu_full{model="A100",node="n1",uuid="GPU-0"} 0`,
+		`vgpud_gpu_held_memory_bytes{node="n1",uuid="GPU-1"} 4.294967296e+10`,
+		`vgpud_gpu_full{model="A100",node="n1",uuid="GPU-1"} 1`,
+		`vgpud_gpu_held_memory_bytes{node="n2",uuid="GPU-9"} 0`,
 		`vgpud_gpu_mig_instance{gpu="GPU-m",node="n2",profile="1g.5gb",uuid="MIG-1"} 1`,
 		`vgpud_gpu_allocated_slots{node="n2",uuid="MIG-1"} 1`,
 		`vgpud_gpu_mig_instance{gpu="GPU-h",node="n2",profile="1g.10gb",uuid="MIGX-h-1g.10gb@0"} 1`,
@@ -132,6 +138,10 @@ func TestScrape(t *testing.T) {
 	}
 	if strings.Contains(body, "MIGX-h-1g.10gb@1") {
 		t.Error("an instance neither made nor booked has series")
+	}
+	// What is held is reported per physical GPU: a MIG instance has none.
+	if strings.Contains(body, `vgpud_gpu_held_memory_bytes{node="n2",uuid="MIG-1"}`) || strings.Contains(body, `vgpud_gpu_full{model="A100 MIG 1g.5gb"`) {
+		t.Error("a MIG instance has held-memory series")
 	}
 
 	done()

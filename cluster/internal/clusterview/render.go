@@ -37,20 +37,26 @@ func Render(w io.Writer, v View, wide bool) error {
 			if g.Cordoned {
 				health += ",cordoned"
 			}
-			free := g.MemoryMiB - g.MemoryUsedMiB
+			if g.Full {
+				health += ",full"
+			}
+			free := fmt.Sprint(g.MemoryMiB - g.MemoryUsedMiB - g.HeldMiB)
 			if g.Exclusive {
-				free = 0
+				free = "0"
+			}
+			if g.HeldMiB > 0 {
+				free += fmt.Sprintf(" (%d held)", g.HeldMiB)
 			}
 			if wide {
 				identity := n.Identity
 				if identity == "" {
 					identity = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%d\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, g.Index, g.UUID, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, g.Index, g.UUID, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
 					g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, identity, strings.Join(g.Pods, ", "))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%d\t%d/%d\t%d/%d\t%s\t%s\n", name, g.Index, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\t%d/%d\t%d/%d\t%s\t%s\n", name, g.Index, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
 				g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, strings.Join(g.Pods, ", "))
 		}
 	}

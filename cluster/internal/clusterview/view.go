@@ -79,6 +79,11 @@ type BookedGPU struct {
 	SlotsUsed     int      `json:"slotsUsed"`
 	Exclusive     bool     `json:"exclusive"`
 	Pods          []string `json:"pods"` // namespace/name holding a slice
+	// HeldMiB is what the GPU holds beyond the slices booked on it, as
+	// its node last published (vgpud.io/usage), which the leader counts
+	// as used; Full: the leader places nothing more on it.
+	HeldMiB int64 `json:"heldMiB,omitempty"`
+	Full    bool  `json:"full,omitempty"`
 }
 
 // Namespace is one namespace's vGPU quota: what its pods are charged
@@ -114,7 +119,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
 			if u, err := protocol.DecodeUsage(raw); err != nil {
-				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationUsage, err))
+				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v; the leader counts nothing held there beyond bookings", n.Name, protocol.AnnotationUsage, err))
 			} else {
 				node.Use = &u
 			}
@@ -134,8 +139,16 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if len(unknown) > 0 {
 			v.Problems = append(v.Problems, fmt.Sprintf("node %s: its cordon names %s, which the node does not have", n.Name, strings.Join(unknown, ", ")))
 		}
+		var held map[string]protocol.GPUHeld // as the leader reads it: a MIG instance holds none
+		if node.Use != nil {
+			held = books.Held(*node.Use)
+		}
 		for i, g := range gpus {
-			node.GPUs = append(node.GPUs, BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split})
+			row := BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split}
+			if h, ok := held[g.UUID]; ok && mig[g.UUID] == nil {
+				row.HeldMiB, row.Full = h.MiB, h.Full
+			}
+			node.GPUs = append(node.GPUs, row)
 		}
 		v.Nodes = append(v.Nodes, node)
 	}

@@ -269,3 +269,58 @@ func TestBuildShowsMadeAndHeldInstancesOnly(t *testing.T) {
 		t.Errorf("rows %v: want the made instance and the held one", rows)
 	}
 }
+
+// What a node publishes its GPUs hold beyond their bookings shows on
+// each GPU, as the leader counts it: less free, and full where full. A
+// MIG instance holds none of its GPU's.
+func TestBuildShowsMemoryHeldBeyondBookings(t *testing.T) {
+	const sched = "vgpud-scheduler"
+	n1 := node(t, "n1", a100(0), a100(1), a100(2))
+	raw, err := protocol.EncodeUsage(protocol.NodeUsage{Mode: "enforce", Held: []protocol.GPUHeld{
+		{GPU: "GPU-a0", MiB: 30000}, {GPU: "GPU-a1", MiB: 40000, Full: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.Annotations[protocol.AnnotationUsage] = raw
+	n2 := node(t, "n2", a100(0))
+	n2.Annotations[protocol.AnnotationUsage] = `{"version":1,"mode":"enforce","containers":[],"held":[{"gpu":"GPU-a0","mib":-1}]}`
+	on := protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{slice("GPU-a0", 4000, 10)}}
+	v := Build([]corev1.Node{n1, n2}, []corev1.Pod{pod(t, "ai", "small", sched, "n1", on, corev1.PodRunning)}, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	g := v.Nodes[0].GPUs
+	if g[0].HeldMiB != 30000 || g[0].Full || g[0].MemoryUsedMiB != 4000 || g[1].HeldMiB != 40000 || !g[1].Full || g[2].HeldMiB != 0 || g[2].Full {
+		t.Fatalf("GPUs %+v", g)
+	}
+	if v.Nodes[1].GPUs[0].HeldMiB != 0 || len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "node n2: vgpud.io/usage") || !strings.Contains(v.Problems[0], "the leader counts nothing held there") {
+		t.Fatalf("bad usage: GPU %+v; problems %q", v.Nodes[1].GPUs[0], v.Problems)
+	}
+	var b strings.Builder
+	if err := Render(&b, v, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`n1\s+0\s+A100\s+4000/40960\s+6960 \(30000 held\)\s+10/100\s+1/10\s+healthy\s+ai/small`),
+		regexp.MustCompile(`n1\s+1\s+A100\s+0/40960\s+960 \(40000 held\)\s+0/100\s+0/10\s+healthy,full`),
+		regexp.MustCompile(`n1\s+2\s+A100\s+0/40960\s+40960\s+0/100\s+0/10\s+healthy\s*\n`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+
+	mig := protocol.MIGGPU{UUID: "GPU-m", Index: 0, Model: "A100", MemoryMiB: 40960, SMs: 98, Healthy: true,
+		Instances: []protocol.MIGInstance{{UUID: "MIG-a", Profile: "3g.20gb", MemoryMiB: 19968, SMs: 42, Start: 0, Size: 4}}}
+	inv, err := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{}, MIG: []protocol.MIGGPU{mig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err = protocol.EncodeUsage(protocol.NodeUsage{Mode: "enforce", Held: []protocol.GPUHeld{{GPU: "GPU-m", MiB: 1000}, {GPU: "MIG-a", MiB: 500, Full: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3 := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationUsage: raw}}}
+	v = Build([]corev1.Node{n3}, nil, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	if g := v.Nodes[0].GPUs; len(g) != 1 || g[0].UUID != "MIG-a" || g[0].HeldMiB != 0 || g[0].Full {
+		t.Fatalf("MIG instance rows %+v", g)
+	}
+}

@@ -152,6 +152,12 @@ type rejections struct {
 	wantCores                                                        int
 	profile                                                          int // MIG instances of another profile
 	blocked                                                          int // possible MIG instances that would hold it, overlapping others
+	full                                                             int // GPUs whose processes hold all their memory
+	// heldAtLargest is what the GPU with the largest free memory holds
+	// beyond its bookings (CommittedGPU.Held); heldShort counts the GPUs
+	// refused for memory that would have held the container without it.
+	heldAtLargest int64
+	heldShort     int
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with
@@ -215,6 +221,9 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			}
 			cands = append(cands, k)
 			continue
+		case g.Full:
+			rej.full++
+			continue
 		}
 		// The pod's own earlier containers on this GPU, if any (usually
 		// none: this loop runs per GPU of every node a /filter considers).
@@ -232,16 +241,20 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 			rej.exclusive++
 			continue
 		}
-		freeMem := g.MemoryMiB - g.Used.MemMiB - cur.MemMiB
+		// What the GPU holds beyond its bookings is used memory too.
+		freeMem := g.MemoryMiB - g.Used.MemMiB - g.Held - cur.MemMiB
 		freeCores := g.GPU.Cores - g.Used.Cores - cur.Cores
 		switch {
 		case total.Slots > g.Split:
 			rej.slot++
-		case total.MemMiB > g.MemoryMiB:
+		case total.MemMiB+g.Held > g.MemoryMiB:
 			rej.mem++
 			rej.wantMem = u.MemMiB
-			if freeMem > rej.largestFreeMem {
-				rej.largestFreeMem = freeMem
+			if rej.mem == 1 || freeMem > rej.largestFreeMem || (freeMem == rej.largestFreeMem && g.Held > rej.heldAtLargest) {
+				rej.largestFreeMem, rej.heldAtLargest = freeMem, g.Held
+			}
+			if total.MemMiB <= g.MemoryMiB {
+				rej.heldShort++
 			}
 		case total.Cores > g.GPU.Cores:
 			rej.cores++
@@ -263,7 +276,7 @@ func placeContainer(n Node, req *Request, opts Options, c podmodel.ContainerRequ
 				}
 				continue
 			}
-			load := float64(g.Used.MemMiB+cur.MemMiB) / float64(g.MemoryMiB)
+			load := float64(g.Used.MemMiB+g.Held+cur.MemMiB) / float64(g.MemoryMiB)
 			cands = append(cands, candidate{idx: i, usage: u, load: load, numa: g.NUMA, own: !cur.Idle()})
 		}
 	}
@@ -313,13 +326,23 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		}
 		return &Reason{Kind: "no room for a MIG instance", Text: fmt.Sprintf("%s; %d MIG instance(s) that would hold it cannot be made now: they overlap instances made or booked on their GPU", need, r.blocked)}
 	case r.mem > 0:
-		return &Reason{Kind: "insufficient gpumem", Text: fmt.Sprintf("%s with %d MiB; largest free %d MiB < %d", need, r.wantMem, r.largestFreeMem, r.wantMem)}
+		// Free is net of what the node reports its GPUs hold beyond their
+		// bookings: say so, or the figure would not match the bookings.
+		held, short := "", ""
+		if r.heldAtLargest > 0 {
+			held = fmt.Sprintf(" (%d MiB held beyond bookings, as the node reports)", r.heldAtLargest)
+		} else if r.heldShort > 0 {
+			short = fmt.Sprintf("; %d GPU(s) would hold it but for memory held beyond bookings, as the node reports", r.heldShort)
+		}
+		return &Reason{Kind: "insufficient gpumem", Text: fmt.Sprintf("%s with %d MiB; largest free %d MiB%s < %d%s", need, r.wantMem, max(r.largestFreeMem, 0), held, r.wantMem, short)}
 	case r.cores > 0:
 		return &Reason{Kind: "insufficient gpucores", Text: fmt.Sprintf("%s with %d cores; largest free %d < %d", need, r.wantCores, r.largestFreeCores, r.wantCores)}
 	case r.slot > 0:
 		return &Reason{Kind: "no free slot", Text: fmt.Sprintf("%s; %d GPU(s) already shared by their split limit", need, r.slot)}
 	case r.exclusive > 0 && c.MIGProfile == "":
 		return &Reason{Kind: "gpu in exclusive use", Text: fmt.Sprintf("%s; %d GPU(s) held exclusively or, for a 100-core or mutex request, not idle", need, r.exclusive)}
+	case r.full > 0:
+		return &Reason{Kind: "gpu full", Text: fmt.Sprintf("%s; %d GPU(s) full: their processes hold all their memory, as the node reports", need, r.full)}
 	case c.MIGProfile != "" && (r.profile > 0 || r.exclusive > 0):
 		return &Reason{Kind: "no free instance of the profile", Text: fmt.Sprintf("container %q needs a MIG %s instance; %d of that profile held, %d of other profiles", c.Name, c.MIGProfile, r.exclusive, r.profile)}
 	case r.mode > 0:

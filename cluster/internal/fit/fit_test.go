@@ -42,6 +42,8 @@ func TestPlace(t *testing.T) {
 	excl := a100(0, 0)
 	excl.Used = podmodel.Usage{MemMiB: 40000, Cores: 100, Slots: 1, Exclusive: true}
 	cordoned := func(g CommittedGPU) CommittedGPU { g.Cordoned = true; return g }
+	held := func(g CommittedGPU, mib int64) CommittedGPU { g.Held = mib; return g }
+	full := func(g CommittedGPU) CommittedGPU { g.Full = true; return g } // the flag alone refuses
 	init := app("init", 1, 30000, 0)
 	init.Kind = podmodel.KindInit
 
@@ -65,6 +67,24 @@ func TestPlace(t *testing.T) {
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 2, 1000, 0)}}, want: []string{"GPU-0:1000:10,GPU-1:1000:10"}},
 		{name: "insufficient memory names the largest free", n: node(used(a100(0, 0), 34000, 0, 1), used(a100(1, 0), 38000, 0, 1)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem", wantText: "largest free 6000 MiB < 10000"},
+		{name: "memory held beyond bookings is not free", n: node(held(used(a100(0, 0), 8000, 10, 1), 30000)),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem",
+			wantText: "largest free 2000 MiB (30000 MiB held beyond bookings, as the node reports) < 10000"},
+		{name: "held memory that leaves room", n: node(held(a100(0, 0), 30000)),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 0)}}, want: []string{"GPU-0:10000:10"}},
+		{name: "a gpu short only for held memory is named", n: node(used(a100(0, 0), 35000, 0, 1), held(a100(1, 0), 38000)),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 10000, 0)}}, wantReason: "insufficient gpumem",
+			wantText: "largest free 5000 MiB < 10000; 1 GPU(s) would hold it but for memory held beyond bookings, as the node reports"},
+		{name: "held memory past the gpu's own", n: node(held(used(a100(0, 0), 20000, 10, 1), 30000)),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, wantReason: "insufficient gpumem",
+			wantText: "largest free 0 MiB (30000 MiB held beyond bookings, as the node reports) < 1000"},
+		{name: "spread counts held memory as load", n: node(held(a100(0, 0), 20000), used(a100(1, 0), 10000, 10, 1)),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}}, want: []string{"GPU-1:1000:10"}},
+		{name: "a full gpu takes no slice", n: node(full(a100(0, 0)), cordoned(a100(1, 0))),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1, 0)}}, wantReason: "gpu full",
+			wantText: "1 GPU(s) full: their processes hold all their memory, as the node reports"},
+		{name: "a full gpu is passed over", n: node(full(a100(0, 0)), used(a100(1, 0), 30000, 10, 1)),
+			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 0)}, GPUPolicy: podmodel.GPUPolicy{Load: podmodel.Spread}}, want: []string{"GPU-1:1000:10"}},
 		{name: "insufficient cores", n: node(used(a100(0, 0), 0, 90, 1)),
 			req: Request{Containers: []podmodel.ContainerRequest{app("c", 1, 1000, 20)}}, wantReason: "insufficient gpucores", wantText: "largest free 10 < 20"},
 		{name: "split slots run out", n: node(used(a100(0, 0), 1000, 0, 10)),
@@ -187,6 +207,12 @@ func TestRank(t *testing.T) {
 	if full != 1_000_000 {
 		t.Errorf("fullness of a full node %d, want 1000000", full)
 	}
+	// What GPUs hold beyond their bookings fills a node as bookings do.
+	holding := big(1000)
+	holding.GPUs[1].Held = 2000
+	if Fullness(holding) != Fullness(more) {
+		t.Errorf("fullness with 2000 MiB held %d, want that of 2000 MiB booked, %d", Fullness(holding), Fullness(more))
+	}
 	fullness := []int64{Fullness(idle), Fullness(little), Fullness(more)}
 	if !slices.IsSorted(fullness) || fullness[0] != 0 || fullness[0] == fullness[1] {
 		t.Fatalf("fullness %v, want idle < little < more", fullness)
@@ -234,6 +260,8 @@ func TestFitsDoesNotAllocate(t *testing.T) {
 	n.Features = protocol.UnderstoodFeatures()
 	n.Sets = []Set{{Link: protocol.LinkNVLink, Mask: 0xff}, {Link: protocol.LinkPCIeSwitch, Mask: 0x3}, {Link: protocol.LinkPCIeSwitch, Mask: 0xc}}
 	n.GPUs[2].Used = podmodel.Usage{MemMiB: 30000, Cores: 50, Slots: 3}
+	n.GPUs[3].Held = 20000
+	n.GPUs[5].Full = true
 	twoByTwo := []podmodel.ContainerRequest{app("a", 2, 1000, 10), app("b", 2, 1000, 10)}
 	for name, req := range map[string]Request{
 		"plain":      {Containers: []podmodel.ContainerRequest{app("c", 2, 10000, 20)}},
@@ -285,6 +313,9 @@ func TestFitsAgreesWithPlace(t *testing.T) {
 			g.Healthy = rng.IntN(10) > 0
 			if rng.IntN(2) == 0 {
 				g.Used = podmodel.Usage{MemMiB: int64(rng.IntN(int(g.MemoryMiB))), Cores: rng.IntN(101), Slots: rng.IntN(11), Exclusive: rng.IntN(20) == 0}
+			}
+			if rng.IntN(4) == 0 {
+				g.Held, g.Full = int64(rng.IntN(int(g.MemoryMiB))), rng.IntN(10) == 0
 			}
 			gs = append(gs, g)
 		}

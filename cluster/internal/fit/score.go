@@ -9,7 +9,8 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// Fullness is how full node n's GPU memory is now, in millionths. Nodes
+// Fullness is how full node n's GPU memory is now, in millionths: what is
+// booked and what its GPUs hold beyond that (CommittedGPU.Held). Nodes
 // are ranked by what they hold, not by what they would hold with the pod:
 // the pod fills a small node by a larger share, and spread would then send
 // a second pod to a big node before trying an idle small one.
@@ -17,7 +18,7 @@ func Fullness(n Node) int64 {
 	var used, total int64
 	for i := range n.GPUs { // not a copy of each: a MIG node lists 56
 		total += n.GPUs[i].MemoryMiB
-		used += n.GPUs[i].Used.MemMiB
+		used += n.GPUs[i].Used.MemMiB + n.GPUs[i].Held
 	}
 	if total == 0 {
 		return 0

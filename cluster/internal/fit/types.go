@@ -26,6 +26,13 @@ type CommittedGPU struct {
 	// Blocked: a possible MIG instance (MIG.OnDemand) that overlaps one
 	// booked or made on its GPU, so it cannot be made.
 	Blocked bool
+	// Held is the MiB the GPU holds beyond the slices booked on it, as
+	// its node last reported (protocol.NodeUsage.Held): counted as used
+	// memory, by the fit and by how full the GPU and its node look.
+	// Full: its processes hold all its memory; no slice fits there. Both
+	// are of a GPU shared in slices: a MIG instance has neither.
+	Held int64
+	Full bool
 }
 
 // Node is a schedulable node: its GPUs in index order.

@@ -1,0 +1,188 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// forkAndHold is the fork that beat the memory fence (#50 items 1, 2
+// and 8), as a tenant with edit on the enforcing node: a container's
+// opener holds 30000 MiB of a 2000 MiB slice and its sibling process
+// keeps the descriptor, so killing the opener frees nothing (the mock
+// keeps the memory listed while any process of the container lives).
+// The node ends the container whole; the memory visibly comes back;
+// the co-tenant on the same GPU keeps running. Then memory no pod
+// holds (a host process) is counted by the leader: a slice the GPU's
+// real free memory cannot hold waits, with a reason that says so, until
+// the memory is freed.
+func forkAndHold(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	node := nodes[0]
+	ns := "e2e-held"
+	asTenant := newTenant(t, e, ns)
+	snap := e.inspect(t, node)
+	if snap.Use == nil || snap.Use.Mode != "enforce" {
+		t.Fatalf("%s's GPU usage: %+v; want mode enforce", node, snap.Use)
+	}
+	gpu, mem := snap.GPUs[0].UUID, int(snap.GPUs[0].MemoryMiB)
+	hold := mem * 3 / 4 // far past a 2000 MiB slice, within the GPU
+	pod := func(name, mem, command string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  annotations: {nvidia.com/use-gpuuuid: %q}
+spec:
+  nodeSelector: {kubernetes.io/hostname: %s}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: vgpud.local/busybox:1
+    command: [sh, -c, %q]
+    resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: %q, nvidia.com/gpucores: "10"}}
+`, name, gpu, node, command, mem)
+	}
+	// The opener (sleep 3600) and a sibling that keeps its descriptor
+	// (sleep 3601), under the container's shell.
+	for name, cmd := range map[string]string{"forker": "sleep 3600 & sleep 3601 & wait", "neighbour": "exec sleep 3602"} {
+		if out, err := asTenant(pod(name, "2000", cmd), "apply", "-f", "-"); err != nil {
+			t.Fatalf("create %s as the tenant: %v: %s", name, err, out)
+		}
+	}
+	e.waitRunning(t, ns, []string{"forker", "neighbour"}, 120*time.Second)
+	vgpud, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opener := e.processIn(t, ns, "forker", "sleep 3600")
+	sibling := e.processIn(t, ns, "forker", "sleep 3601")
+	neighbour := e.processIn(t, ns, "neighbour", "sleep 3602")
+	e.declareProcess(t, vgpud, gpu, neighbour, 1500, -1)
+	t.Cleanup(func() { e.declareProcess(t, vgpud, gpu, neighbour, 0, -1) })
+	declared := time.Now()
+	e.declareProcess(t, vgpud, gpu, opener, hold, -1)
+
+	// The opener is killed first; its memory stays listed while the
+	// sibling lives; two samples later the container is ended whole.
+	var freed time.Duration
+	harness.Eventually(t, 20*time.Second, "the memory back: the opener and its sibling ended", func() error {
+		if syscall.Kill(sibling, 0) == nil {
+			return fmt.Errorf("sibling %d still runs", sibling)
+		}
+		for _, p := range e.inspect(t, node).Use.Containers {
+			if p.Pod == "forker" && p.UsedMiB > 0 {
+				return fmt.Errorf("forker still holds %d MiB (over %v, stuck %v)", p.UsedMiB, p.Over, p.Stuck)
+			}
+		}
+		for _, p := range e.inspect(t, node).Use.Unattributed {
+			if p.PID == opener {
+				return fmt.Errorf("PID %d still listed with %d MiB", opener, p.UsedMiB)
+			}
+		}
+		freed = time.Since(declared)
+		return nil
+	})
+	t.Logf("forker's %d MiB, held by a sibling after its opener was killed, back %v after it was declared", hold, freed.Round(100*time.Millisecond))
+	harness.Eventually(t, 30*time.Second, "an Event on forker saying the container was ended", func() error {
+		return e.eventSays(ns, "forker", "past its slice under PIDs that had ended", "ended the container")
+	})
+	harness.Eventually(t, 60*time.Second, "forker restarted under its restart policy", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "forker", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if restarts(p) < 1 {
+			return fmt.Errorf("restarts %d", restarts(p))
+		}
+		return nil
+	})
+	if syscall.Kill(neighbour, 0) != nil {
+		t.Errorf("the neighbour's process %d, within its slice, is gone", neighbour)
+	}
+	if p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "neighbour", metav1.GetOptions{}); err != nil || restarts(p) != 0 {
+		t.Errorf("neighbour: %v, restarted", err)
+	}
+
+	// Memory no pod holds: the leader counts it as used on that GPU.
+	host := startHostProcess(t)
+	e.declareProcess(t, vgpud, gpu, host, hold, -1)
+	t.Cleanup(func() { e.declareProcess(t, vgpud, gpu, host, 0, -1) })
+	harness.Eventually(t, 75*time.Second, "the node publishing what its GPU holds beyond bookings", func() error {
+		return harness.Contains(e.nodeAnnotation(t, node, "vgpud.io/usage"), `"held":[`, gpu)
+	})
+	// Room for it in the books (two 2000 MiB slices booked), none on the GPU.
+	if out, err := asTenant(pod("big", fmt.Sprint(mem/2), "exec sleep 3603"), "apply", "-f", "-"); err != nil {
+		t.Fatalf("create big as the tenant: %v: %s", err, out)
+	}
+	harness.Eventually(t, 60*time.Second, "big refused: the GPU holds memory nobody booked", func() error {
+		return e.eventSays(ns, "big", "held beyond")
+	})
+	if p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "big", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Fatalf("big placed on a GPU whose memory is held: %v, node %q", err, p.Spec.NodeName)
+	}
+	e.declareProcess(t, vgpud, gpu, host, 0, -1)
+	e.waitRunning(t, ns, []string{"big"}, 90*time.Second)
+	t.Logf("big (%d MiB) waited while a host process held %d MiB of %s (%d MiB), and ran once it was freed", mem/2, hold, gpu, mem)
+	_ = e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}
+
+// processIn is the host PID of the process of pod's first container
+// whose command line is cmdline.
+func (e env) processIn(t *testing.T, ns, pod, cmdline string) int {
+	t.Helper()
+	p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s: %v", pod, err)
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, f := range procs {
+		cg, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(cg), id) {
+			continue
+		}
+		raw, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
+		if strings.Join(strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), " ") != cmdline {
+			continue
+		}
+		var pid int
+		fmt.Sscan(filepath.Base(filepath.Dir(f)), &pid)
+		return pid
+	}
+	t.Fatalf("no process %q in %s's container %s on this host", cmdline, pod, id)
+	return 0
+}
+
+// startHostProcess starts a process of no container, ended with the test.
+func startHostProcess(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "infinity")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// nodeAnnotation is node's annotation key now.
+func (e env) nodeAnnotation(t *testing.T, node, key string) string {
+	t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Annotations[key]
+}
