@@ -15,7 +15,7 @@ type usageCollector struct {
 	mu   sync.Mutex
 	last func() usage.Verdict
 
-	used, limit, sm, cores, unattributed *prometheus.Desc
+	used, limit, sm, cores, unattributed, orphaned *prometheus.Desc
 }
 
 func newUsageCollector() *usageCollector {
@@ -28,11 +28,13 @@ func newUsageCollector() *usageCollector {
 		sm:           prometheus.NewDesc("vgpud_node_container_gpu_sm_ratio", "The container's processes' share of the GPU's SM time over the last sample period, 0..1; absent where the driver gave no sample.", l, nil),
 		cores:        prometheus.NewDesc("vgpud_node_container_gpu_cores_ratio", "The container's gpucores on the GPU, 0..1 (0: no share asked); SM time is reported, not held.", l, nil),
 		unattributed: prometheus.NewDesc("vgpud_node_gpu_unattributed_memory_bytes", "GPU memory held by processes no granted container of this node owns (the host's, another runtime's, another node's).", []string{"uuid"}, nil),
+		orphaned: prometheus.NewDesc("vgpud_node_gpu_orphaned_memory_bytes", "GPU memory listed under PIDs whose process ended (a child or another process holds the descriptor), by the namespace of the pod that opened it (\"\" for none): charged there until the driver frees it.",
+			[]string{"uuid", "namespace"}, nil),
 	}
 }
 
 func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.used, c.limit, c.sm, c.cores, c.unattributed} {
+	for _, d := range []*prometheus.Desc{c.used, c.limit, c.sm, c.cores, c.unattributed, c.orphaned} {
 		ch <- d
 	}
 }
@@ -82,11 +84,28 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	held := map[string]uint64{}
+	type gpuNS struct{ uuid, ns string }
+	orphaned := map[gpuNS]uint64{}
 	for _, p := range v.Unattributed {
 		held[p.GPU] += p.UsedBytes
 	}
+	for _, p := range v.Unattributed {
+		if p.Orphaned {
+			orphaned[gpuNS{p.GPU, p.Holder.Namespace}] += p.UsedBytes
+		}
+	}
+	for _, u := range v.Uses {
+		for _, p := range u.Processes {
+			if p.Orphaned {
+				orphaned[gpuNS{p.GPU, u.Container.Namespace}] += p.UsedBytes
+			}
+		}
+	}
 	for uuid, b := range held {
 		ch <- prometheus.MustNewConstMetric(c.unattributed, prometheus.GaugeValue, float64(b), uuid)
+	}
+	for k, b := range orphaned {
+		ch <- prometheus.MustNewConstMetric(c.orphaned, prometheus.GaugeValue, float64(b), k.uuid, k.ns)
 	}
 }
 

@@ -16,8 +16,10 @@ func TestUsageMetrics(t *testing.T) {
 	c := &usage.Container{ID: "c1", Namespace: "t", Pod: "p", Name: "main"}
 	v := usage.Verdict{
 		Uses:         []usage.Use{{Container: c, GPU: "GPU-a", UsedBytes: 3 << 30, LimitBytes: 2 << 30, SMPercent: 40, Cores: 25}, {Container: c, GPU: "GPU-b", UsedBytes: 1 << 20, LimitBytes: 2 << 30, SMPercent: -1}},
-		Unattributed: []usage.Process{{GPU: "GPU-a", PID: 9, UsedBytes: 1 << 30}, {GPU: "GPU-a", PID: 10, UsedBytes: 1 << 30}},
+		Unattributed: []usage.Process{{GPU: "GPU-a", PID: 9, UsedBytes: 1 << 30}, {GPU: "GPU-a", PID: 10, UsedBytes: 1 << 30, Orphaned: true, Holder: usage.Holder{Namespace: "gone"}}},
 	}
+	// Memory under a PID that ended, still the container's.
+	v.Uses[0].Processes = []usage.Process{{GPU: "GPU-a", PID: 11, UsedBytes: 3 << 30, Orphaned: true}}
 	// The same pod's name, made again while the old container still held
 	// memory: one series, summed.
 	again := &usage.Container{ID: "c2", Namespace: "t", Pod: "p", Name: "main"}
@@ -38,9 +40,13 @@ vgpud_node_container_gpu_sm_ratio{container="main",namespace="t",pod_name="p",uu
 # HELP vgpud_node_gpu_unattributed_memory_bytes GPU memory held by processes no granted container of this node owns (the host's, another runtime's, another node's).
 # TYPE vgpud_node_gpu_unattributed_memory_bytes gauge
 vgpud_node_gpu_unattributed_memory_bytes{uuid="GPU-a"} 2.147483648e+09
+# HELP vgpud_node_gpu_orphaned_memory_bytes GPU memory listed under PIDs whose process ended (a child or another process holds the descriptor), by the namespace of the pod that opened it ("" for none): charged there until the driver frees it.
+# TYPE vgpud_node_gpu_orphaned_memory_bytes gauge
+vgpud_node_gpu_orphaned_memory_bytes{namespace="gone",uuid="GPU-a"} 1.073741824e+09
+vgpud_node_gpu_orphaned_memory_bytes{namespace="t",uuid="GPU-a"} 3.221225472e+09
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "vgpud_node_container_gpu_kills_total", "vgpud_node_container_gpu_memory_used_bytes",
-		"vgpud_node_container_gpu_sm_ratio", "vgpud_node_gpu_unattributed_memory_bytes"); err != nil {
+		"vgpud_node_container_gpu_sm_ratio", "vgpud_node_gpu_unattributed_memory_bytes", "vgpud_node_gpu_orphaned_memory_bytes"); err != nil {
 		t.Error(err)
 	}
 	// A granted container's counter exists at 0; a gone pod's counters go.
