@@ -49,7 +49,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "vgpud_node_podresources_mismatches_total", Help: "Pods whose devices in kubelet's PodResources API are not slices of their assigned GPUs.",
 	})
 	m.hook = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "vgpud_node_runtime_hook_seconds", Help: "Time the NRI hook took to decide a container as the runtime created it, by verdict (grant, void, exempt, refuse).",
+		Name: "vgpud_node_runtime_hook_seconds", Help: "Time the NRI hook took to decide a container as the runtime created it, by verdict (grant, void, exempt, keep, refuse).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .1, .5, 1, 2},
 	}, []string{"verdict"})
 	m.identity = prometheus.NewGaugeVec(prometheus.GaugeOpts{

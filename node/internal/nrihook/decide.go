@@ -7,6 +7,7 @@ package nrihook
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,10 +29,14 @@ const (
 	Exempt
 	// Refuse fails the container's creation; kubelet shows why and retries.
 	Refuse
+	// Keep leaves a container of a pod HAMi placed with what HAMi's
+	// device plugin gave it, held to the GPUs HAMi's record names: what
+	// its env, envFrom, image or CDI names beyond them refuses it.
+	Keep
 )
 
 func (v Action) String() string {
-	return [...]string{"void", "grant", "exempt", "refuse"}[v]
+	return [...]string{"void", "grant", "exempt", "refuse", "keep"}[v]
 }
 
 // Decision is the verdict on one container, with its slice (Grant) or
@@ -43,6 +48,9 @@ type Decision struct {
 	// what the node holds its processes to.
 	Assigned protocol.ContainerAssignment
 	Reason   string
+	// Devices are the GPUs a Keep container may name: every GPU of its
+	// pod's HAMi record (which lists containers by position, not name).
+	Devices []string
 }
 
 // Container is the container the runtime is creating, as the runtime
@@ -113,10 +121,22 @@ func Decide(c Container, r Rules) Decision {
 	case placedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec):
 		// Its GPUs are what HAMi's device plugin gave it, which kubelet
 		// keeps for its containers' restarts; vgpud books them (README
-		// "Coming from HAMi"). Only a container that asks the GPU
-		// resource got any: the pod's others, and its ephemeral ones,
-		// are judged like any other pod's.
-		return Decision{Action: Exempt, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
+		// "Coming from HAMi"), and holds it to them. Only a container
+		// that asks the GPU resource got any: the pod's others, and its
+		// ephemeral ones, are judged like any other pod's.
+		a, err := protocol.DecodeHAMiAllocation(pod.Annotations[protocol.AnnotationHAMiAllocated], r.Node)
+		if err != nil {
+			return Decision{Action: Refuse, Reason: fmt.Sprintf("pod %s was placed by HAMi, but its record cannot be read, so vgpud cannot tell which GPUs container %q may have: %v", id, c.Name, err)}
+		}
+		var uuids []string
+		for _, ca := range a.Containers {
+			for _, g := range ca.GPUs {
+				if !slices.Contains(uuids, g.UUID) {
+					uuids = append(uuids, g.UUID)
+				}
+			}
+		}
+		return Decision{Action: Keep, Devices: uuids, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
 	case spec != nil && privileged(spec):
 		// A privileged container reaches every device node anyway; the
 		// NVIDIA container toolkit gives it every GPU too.

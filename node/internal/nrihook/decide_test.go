@@ -85,12 +85,12 @@ func TestDecide(t *testing.T) {
 		{"an exempt namespace is left alone", Container{Namespace: "vgpud-system", Pod: "x", UID: "u", Name: "c"}, Exempt, "exempt"},
 		{"an assignment for another node is refused", containerOf(elsewhere, "app"), Refuse, "not this node"},
 		{"an ephemeral container gets no GPU", containerOf(victim, "debugger"), Void, ""},
-		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Exempt, "placed on this node by HAMi"},
+		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Keep, "placed on this node by HAMi"},
 		{"HAMi's record for another node is no exemption", containerOf(hamiElsewhere, "app"), Refuse, "assigned it no GPUs"},
 		// Exemptions as wide as their reason, and no wider.
 		{"a HAMi pod's container that asks no GPU got none from HAMi", containerOf(hami, "sidecar"), Void, ""},
 		{"nor did its ephemeral container", containerOf(hami, "debugger"), Void, ""},
-		{"HAMi's own resource name, not vgpud's, still got HAMi's devices", containerOf(hamiRenamed, "app"), Exempt, "placed on this node by HAMi"},
+		{"HAMi's own resource name, not vgpud's, still got HAMi's devices", containerOf(hamiRenamed, "app"), Keep, "placed on this node by HAMi"},
 		{"an early namespace's unseen pod starts with no GPU", Container{Namespace: "kube-system", Pod: "cni-x", UID: "u", Name: "cni"}, Void, ""},
 		{"an early namespace's seen pod is judged like any other", containerOf(cluster, "sidecar"), Void, ""},
 	} {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // nvidiaMajor is the NVIDIA driver's character device major: every
@@ -71,4 +73,36 @@ func cdiNVIDIA(names string) bool {
 		}
 	}
 	return false
+}
+
+// beyondHAMi lists what in ctr, a container of a pod HAMi placed, names
+// GPUs beyond devices (HAMi's record of the pod): a device name in its
+// env naming any other GPU ("all", an index, another UUID), or an owned
+// device name other than NVIDIA_VISIBLE_DEVICES at all; a CDI device or
+// annotation naming an NVIDIA GPU. Device nodes and cgroup rules are
+// HAMi's device plugin's to pass, and are not judged here.
+func beyondHAMi(ctr *api.Container, devices []string) []string {
+	var found []string
+	for _, kv := range ctr.GetEnv() {
+		name, value, _ := strings.Cut(kv, "=")
+		if protocol.OwnedEnv(name) != protocol.EnvDevice || value == "" || value == protocol.VisibleDevicesNone || value == protocol.VisibleDevicesVoid {
+			continue
+		}
+		if name != protocol.EnvVisibleDevices {
+			found = append(found, "env "+kv)
+			continue
+		}
+		for _, d := range strings.Split(value, ",") {
+			if !slices.Contains(devices, strings.TrimSpace(d)) {
+				found = append(found, "env "+kv)
+				break
+			}
+		}
+	}
+	for _, f := range foreignGPUs(ctr) {
+		if strings.HasPrefix(f, "CDI ") {
+			found = append(found, f)
+		}
+	}
+	return found
 }

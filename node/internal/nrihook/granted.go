@@ -38,15 +38,23 @@ func (h *Hook) EvictWith(evict func(id string, pid int) error) { h.evict = evict
 
 // escaped reports whether env (the container's, as the runtime created
 // it) lacks the devices d would have set: the granted GPUs, or "void".
-func escaped(d Decision, env []string) bool {
+func escaped(d Decision, ctr *api.Container) bool {
+	env := ctr.GetEnv()
 	want := ""
 	switch d.Action {
 	case Grant:
 		want = d.Slice.Env[protocol.EnvVisibleDevices]
 	case Void:
 		want = grant.Void
+	case Keep:
+		return len(beyondHAMi(ctr, d.Devices)) > 0
 	default:
 		return false
+	}
+	// What CreateContainer refuses: device nodes, device rules and CDI
+	// devices that reach a GPU outside the books.
+	if len(foreignGPUs(ctr)) > 0 {
+		return true
 	}
 	if len(env) == 0 {
 		return false // the runtime did not say: never end a container on a guess
@@ -96,7 +104,7 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		if sb == nil || ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		todo = append(todo, running{ctr.GetId(), Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}, ctr.GetEnv(), int(ctr.GetPid())})
+		todo = append(todo, running{ctr.GetId(), Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}, ctr, int(ctr.GetPid())})
 	}
 	go func() {
 		deadline := h.clock.NewTimer(resyncWait)
@@ -135,7 +143,7 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 type running struct {
 	id  string
 	c   Container
-	env []string
+	ctr *api.Container // as the runtime describes it
 	pid int
 }
 
@@ -149,7 +157,7 @@ func (h *Hook) judge(r running, rules Rules) bool {
 	if !known {
 		return false
 	}
-	if escaped(d, r.env) && h.evict != nil {
+	if escaped(d, r.ctr) && h.evict != nil {
 		err := h.evict(r.id, r.pid)
 		h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",
 			"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "err", err)

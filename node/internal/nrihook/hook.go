@@ -190,6 +190,12 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 		return nil, nil
 	case Refuse:
 		return nil, errors.New(d.Reason)
+	case Keep:
+		if found := beyondHAMi(ctr, d.Devices); len(found) > 0 {
+			return nil, fmt.Errorf("container %q of a pod HAMi placed reaches GPUs beyond HAMi's record of the pod (%s), through %s: remove them; its GPUs are the ones HAMi's device plugin gave it",
+				ctr.GetName(), strings.Join(d.Devices, ","), strings.Join(found, ", "))
+		}
+		return nil, nil
 	}
 	if found := foreignGPUs(ctr); len(found) > 0 {
 		return nil, fmt.Errorf("container %q reaches GPUs vgpud did not grant it, through %s: remove them; a container's GPUs come from the vGPU resources it asks for, which vgpud books", ctr.GetName(), strings.Join(found, ", "))
