@@ -242,6 +242,17 @@ func (h pidHost) ContainerID(pid int) (string, bool, error) {
 	return id, ok, nil
 }
 
+// EndContainer ends the processes the test registered as id's.
+func (h pidHost) EndContainer(id string) (int, error) {
+	n := 0
+	for pid, got := range h.ids {
+		if got == id && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (h pidHost) Kill(pid int, id string, start uint64) error {
 	if got, live := h.Start(pid); h.ids[pid] != id || !live || got != start {
 		return usage.ErrMoved
