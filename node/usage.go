@@ -145,8 +145,13 @@ func (a *Role) useSnapshot() *inspect.GPUUse {
 		out.Unattributed = append(out.Unattributed, inspect.Process{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,
 			Orphaned: p.Orphaned, Namespace: p.Holder.Namespace, Pod: p.Holder.Pod})
 	}
-	for _, g := range slices.Sorted(maps.Keys(v.Held)) {
-		if v.Held[g] > 0 || v.Full[g] {
+	gpus := map[string]bool{}
+	maps.Copy(gpus, v.Full)
+	for g, b := range v.Held {
+		gpus[g] = gpus[g] || b > 0
+	}
+	for _, g := range slices.Sorted(maps.Keys(gpus)) {
+		if gpus[g] {
 			out.GPUs = append(out.GPUs, inspect.GPUHeld{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]})
 		}
 	}

@@ -37,7 +37,10 @@ type procInfo struct {
 	container string
 }
 
-var containerInCgroup = regexp.MustCompile(`[0-9a-f]{64}`)
+// containerInCgroup is a pod container's ID in a cgroup file: the first
+// 64-hex element below kubepods. A process in no pod's cgroup (a test
+// runner's, even inside a container of its own) is in no container.
+var containerInCgroup = regexp.MustCompile(`kubepods[^\n]*?/(?:[a-z-]*-)?([0-9a-f]{64})(?:\.scope)?(?:/|\n|$)`)
 
 // readProc reads pid's start time, parent and container from /proc; ok
 // is false once its PID is free (a zombie is still there).
@@ -58,7 +61,9 @@ func readProc(pid int) (procInfo, bool) {
 	p.ppid, _ = strconv.Atoi(f[1])
 	p.start, _ = strconv.ParseUint(f[19], 10, 64)
 	if cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup")); err == nil {
-		p.container = string(containerInCgroup.Find(cg))
+		if m := containerInCgroup.FindSubmatch(cg); m != nil {
+			p.container = string(m[1])
+		}
 	}
 	return p, true
 }

@@ -63,3 +63,24 @@ func TestMockMemoryOutlivesTheOpenerWhileAChildHolds(t *testing.T) {
 		t.Fatalf("listed %+v once every holder ended", got)
 	}
 }
+
+// Only a pod container's cgroup makes its processes holders of each
+// other's descriptors: a test runner inside a container of its own is
+// in none.
+func TestContainerInCgroup(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	for cg, want := range map[string]string{
+		"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-" + id + ".scope\n": id,
+		"12:pids:/kubepods/besteffort/pod1/" + id + "\n0::/\n":                                                         id,
+		"12:pids:/docker/" + id + "\n0::/\n":                                                                           "",
+		"0::/user.slice/session-1.scope\n":                                                                             "",
+	} {
+		got := ""
+		if m := containerInCgroup.FindStringSubmatch(cg); m != nil {
+			got = m[1]
+		}
+		if got != want {
+			t.Errorf("%q: %q, want %q", cg, got, want)
+		}
+	}
+}

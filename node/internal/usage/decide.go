@@ -240,10 +240,33 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 			v.Stuck = append(v.Stuck, p.use)
 		}
 	}
+	for i := range plans {
+		// A whole-GPU slice's GPU is its alone: nobody else is placed
+		// there, and what it holds is its own.
+		if plans[i].use.Whole {
+			delete(v.Full, plans[i].use.GPU)
+		}
+	}
 	if r.Mode != Enforce {
+		// Nothing is killed: full is what the GPU holds, as it is.
 		v.Kills = nil
+		for gpu, held := range onGPU {
+			if total := s.MemoryBytes[gpu]; total > 0 && held > total-min(r.Reserve, total) && !v.Full[gpu] && !wholeOn(v.Uses, gpu) {
+				v.Full[gpu] = true
+			}
+		}
 	}
 	return v
+}
+
+// wholeOn reports whether some use of gpu is a whole-GPU slice.
+func wholeOn(uses []Use, gpu string) bool {
+	for _, u := range uses {
+		if u.GPU == gpu && u.Whole {
+			return true
+		}
+	}
+	return false
 }
 
 // plan is what Decide would end of one use: its processes that may be

@@ -7,21 +7,25 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // endRounds bounds how often EndContainer looks again for processes
-// left: one that forks faster than it is killed is reported, not chased
-// for ever.
-const endRounds = 8
+// left: one that forks faster than it is stopped is reported, not chased
+// for ever (the caller tries again later).
+const endRounds = 32
 
 // EndContainer ends every process of container id with SIGKILL, with
-// the kill capability alone: where one of them is the first of its PID
-// namespace (the container's own namespace), that one, and the kernel
-// ends the rest; where the pod shares one PID namespace, each process
-// whose cgroup names the container, until none is left. Each kill holds
-// the process by a pidfd and checks its cgroup first (Kill). It returns
-// how many processes were signalled; the container's processes are
-// listed from /proc only here, when one is to be ended.
+// the kill capability alone. Each round lists the container's processes
+// from /proc, stops each (SIGSTOP: a stopped process forks no more),
+// then kills each, the first of its PID namespace among them, so that
+// the kernel ends the rest of a container's own namespace; where the pod
+// shares one namespace, each process whose cgroup names the container is
+// killed, round after round, until none is left. Each signal holds the
+// process by a pidfd and checks its cgroup first (signal). It returns
+// how many processes were killed; the container's processes are listed
+// from /proc only here, when one is to be ended.
 func (p Procfs) EndContainer(id string) (int, error) {
 	ended := 0
 	var errs []error
@@ -31,23 +35,14 @@ func (p Procfs) EndContainer(id string) (int, error) {
 			return ended, err
 		}
 		if len(pids) == 0 {
-			return ended, errors.Join(errs...)
+			return ended, nil
 		}
 		errs = errs[:0]
-		// The first process of each PID namespace among them: the kernel
-		// ends the rest of that namespace with it. None where the pod
-		// shares one namespace (its first is the sandbox's): each, then.
-		var firsts []int
 		for _, pid := range pids {
-			if p.First(pid) {
-				firsts = append(firsts, pid)
-			}
-		}
-		if len(firsts) > 0 {
-			pids = firsts
+			_ = p.signal(pid, id, 0, unix.SIGSTOP)
 		}
 		for _, pid := range pids {
-			switch err := p.Kill(pid, id, 0); {
+			switch err := p.signal(pid, id, 0, unix.SIGKILL); {
 			case err == nil:
 				ended++
 			case !errors.Is(err, ErrMoved):

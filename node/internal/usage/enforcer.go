@@ -123,11 +123,15 @@ func (e *Enforcer) Step() Verdict {
 	// holder: it ends nothing for one period.
 	quiet := e.mem.quiet
 	e.mem.quiet = false
-	owners := e.attribute(sample.Processes)
-	v := Decide(sample, func(pid int) *Container { return owners[pid] }, e.rules)
+	// A GPU that did not answer lists nothing: what is known of its
+	// PIDs, and of what was ended for them, is kept, not forgotten.
+	partial := err != nil
+	owners := e.attribute(sample.Processes, partial)
+	rules := e.rules
 	if quiet {
-		v.Kills = nil
+		rules.Mode = Report // decides, shows, ends nothing
 	}
+	v := Decide(sample, func(pid int) *Container { return owners[pid] }, rules)
 	for _, k := range v.Kills {
 		first := e.host.First(k.Victim.PID)
 		err := e.host.Kill(k.Victim.PID, k.Use.Container.ID, k.Victim.Start)
@@ -136,7 +140,7 @@ func (e *Enforcer) Step() Verdict {
 		}
 		e.rec.Killed(k, first, err)
 	}
-	e.escalate(sample.Processes, v, quiet || e.rules.Mode != Enforce)
+	e.escalate(sample.Processes, v, quiet || e.rules.Mode != Enforce, partial)
 	if err := e.mem.save(); err != nil {
 		e.log.Warn("remember GPU process holders", "err", err)
 	}
@@ -151,7 +155,7 @@ func (e *Enforcer) Step() Verdict {
 // then, where its memory is still listed two samples after, every
 // container of its pod; then, still listed, calls it held. An End is
 // forgotten once none of its memory is listed. e.mem.mu held.
-func (e *Enforcer) escalate(procs []Process, v Verdict, quiet bool) {
+func (e *Enforcer) escalate(procs []Process, v Verdict, quiet, partial bool) {
 	listed := map[string]uint64{} // by first holder's container
 	for _, p := range procs {
 		if h, ok := e.mem.holders[p.PID]; ok && h.Container != "" {
@@ -162,16 +166,20 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet bool) {
 	ended := map[string]bool{} // this sample
 	for _, u := range v.Stuck {
 		id := u.Container.ID
-		now[id] = true
-		if e.mem.ends[id] != nil {
-			continue // ended already: its End goes on below
+		if now[id] {
+			continue // stuck on another GPU too: one sample is one count
 		}
-		if e.stuck[id]++; e.stuck[id] < 2 || quiet {
+		now[id] = true
+		if e.mem.ends[id] != nil || quiet {
+			continue // ended already (its End goes on below), or not to act on
+		}
+		if e.stuck[id]++; e.stuck[id] < 2 {
 			continue
 		}
 		c := u.Container
 		end := &End{Container: id, Namespace: c.Namespace, Pod: c.Pod, PodUID: c.PodUID, Name: c.Name, GPU: u.GPU, Stage: EndedContainer}
 		n, err := e.host.EndContainer(id)
+		end.failed = err != nil
 		e.mem.ends[id], ended[id] = end, true
 		e.rec.Ended(*end, listed[id], n, err)
 	}
@@ -183,7 +191,9 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet bool) {
 	for _, id := range slices.Sorted(maps.Keys(e.mem.ends)) {
 		end := e.mem.ends[id]
 		if listed[id] == 0 {
-			delete(e.mem.ends, id) // freed
+			if !partial {
+				delete(e.mem.ends, id) // freed
+			}
 			continue
 		}
 		if ended[id] {
@@ -193,21 +203,31 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet bool) {
 			continue
 		}
 		end.Samples = 0
-		switch end.Stage {
+		// An end that left processes running (one forking faster than it
+		// was stopped) is tried again before going further.
+		stage := end.Stage
+		if !end.failed {
+			stage++
+		}
+		var n int
+		var err error
+		switch stage {
 		case EndedContainer:
+			n, err = e.host.EndContainer(id)
+		case EndedPod:
 			// The descriptor may have gone to a sibling container.
-			end.Stage = EndedPod
-			n := 0
 			var errs []error
 			for _, cid := range e.pods(end.Namespace, end.Pod, end.PodUID) {
 				k, err := e.host.EndContainer(cid)
 				n += k
 				errs = append(errs, err)
 			}
-			e.rec.Ended(*end, listed[id], n, errors.Join(errs...))
-		case EndedPod:
-			end.Stage = Held
-			e.rec.Ended(*end, listed[id], 0, nil)
+			err = errors.Join(errs...)
+		}
+		again := stage == end.Stage
+		end.Stage, end.failed = stage, err != nil
+		if !again || err != nil {
+			e.rec.Ended(*end, listed[id], n, err)
 		}
 	}
 }
@@ -219,14 +239,21 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet bool) {
 // first holder, and it is never a victim, so a reused PID is never
 // killed for memory another process held. A PID first seen dead is
 // charged to nobody for as long as it is listed. e.mem.mu held.
-func (e *Enforcer) attribute(procs []Process) map[int]*Container {
+func (e *Enforcer) attribute(procs []Process, partial bool) map[int]*Container {
 	owners := map[int]*Container{}
 	next := make(map[int]Holder, len(e.mem.holders))
+	if partial {
+		// What a GPU that did not answer lists is unknown this time: its
+		// PIDs' first holders stay, or a later holder would be blamed.
+		maps.Copy(next, e.mem.holders)
+	}
+	done := map[int]bool{}
 	orphaned := map[int]bool{}
 	for _, p := range procs {
-		if _, done := next[p.PID]; done {
+		if done[p.PID] {
 			continue
 		}
+		done[p.PID] = true
 		start, live := e.host.Start(p.PID)
 		was, known := e.mem.holders[p.PID]
 		switch {
@@ -238,14 +265,18 @@ func (e *Enforcer) attribute(procs []Process) map[int]*Container {
 		case live:
 			h := Holder{PID: p.PID, Start: start}
 			if id, ok, err := e.host.ContainerID(p.PID); err == nil && ok {
-				h.Container = id // the host's, another runtime's, another PID namespace's: ""
-				if c := e.containers.Get(id); c != nil {
-					h.Namespace, h.Pod, h.PodUID, h.Name = c.Namespace, c.Pod, c.PodUID, c.Name
-				}
+				h = e.holder(p.PID, start, id) // else the host's, another runtime's, another PID namespace's
 			}
 			next[p.PID] = h
 		default:
-			next[p.PID] = Holder{PID: p.PID, Dead: true}
+			// Ended before it was first seen. A zombie still names its
+			// cgroup until it is reaped: charged to that container, never
+			// to a later holder of the PID. Reaped, it is nobody's.
+			h := Holder{PID: p.PID, Dead: true}
+			if id, ok, err := e.host.ContainerID(p.PID); err == nil && ok {
+				h = e.holder(p.PID, 0, id)
+			}
+			next[p.PID] = h
 			orphaned[p.PID] = true
 		}
 		if id := next[p.PID].Container; id != "" {
@@ -261,6 +292,16 @@ func (e *Enforcer) attribute(procs []Process) map[int]*Container {
 	}
 	e.mem.holders = next
 	return owners
+}
+
+// holder is pid's first holder: container id, named as the hook
+// registered it where it did.
+func (e *Enforcer) holder(pid int, start uint64, id string) Holder {
+	h := Holder{PID: pid, Start: start, Container: id}
+	if c := e.containers.Get(id); c != nil {
+		h.Namespace, h.Pod, h.PodUID, h.Name = c.Namespace, c.Pod, c.PodUID, c.Name
+	}
+	return h
 }
 
 // Last is the latest sample's verdict and when it was taken.

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"maps"
@@ -21,6 +22,7 @@ type fakeHost struct {
 	start  map[int]uint64 // when each PID's process started; 0 unless set
 	dead   map[int]bool   // ended or zombie
 	ended  []string       // containers ended whole
+	hop    map[string]int // ends of a container that fail, still to come
 }
 
 func (h *fakeHost) Start(pid int) (uint64, bool) {
@@ -46,8 +48,14 @@ func (h *fakeHost) Kill(pid int, id string, start uint64) error {
 
 func (h *fakeHost) First(pid int) bool { return h.first[pid] }
 
-// EndContainer ends every process of id the host knows.
+// EndContainer ends every process of id the host knows, but fails
+// while h.hop[id] says a process forks faster than it is stopped.
 func (h *fakeHost) EndContainer(id string) (int, error) {
+	if h.hop[id] > 0 {
+		h.hop[id]--
+		h.ended = append(h.ended, id)
+		return 1, errors.New("1 process still runs")
+	}
 	n := 0
 	for _, pid := range slices.Sorted(maps.Keys(h.ids)) {
 		if h.ids[pid] == id {

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -177,4 +178,114 @@ func TestProcfsMembers(t *testing.T) {
 	if err != nil || !slices.Equal(pids, []int{10, 11}) {
 		t.Fatalf("members %v, %v; want [10 11]", pids, err)
 	}
+}
+
+// What the review of the first version found, each held here.
+func TestEnforcerFaults(t *testing.T) {
+	gpus := map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib}
+	newE := func(containers *Containers, host *fakeHost, procs *[]Process, err *error) (*Enforcer, *fakeRecorder) {
+		rec := &fakeRecorder{}
+		sample := func() (Sample, error) { return Sample{Processes: slices.Clone(*procs), MemoryBytes: gpus}, *err }
+		pods := func(_, _, _ string) []string { return []string{"a"} }
+		return NewEnforcer(Options{Rules: Rules{Mode: Enforce, Margin: 1024 * mib}, Period: time.Second}, sample, containers, host, pods, remembered(t), rec,
+			clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil))), rec
+	}
+	slice := map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}, "GPU-1": {MemoryBytes: 2000 * mib}}
+
+	t.Run("a zombie first seen is charged to its container, and ended", func(t *testing.T) {
+		containers := NewContainers()
+		containers.Add(Container{ID: "a", Namespace: "t", Pod: "p", PodUID: "u", Slices: slice})
+		// Reaped by the time it is listed? Its cgroup still names "a".
+		host := &fakeHost{ids: map[int]string{5: "a"}, dead: map[int]bool{5: true}}
+		procs := []Process{{GPU: "GPU-0", PID: 5, UsedBytes: 30000 * mib}}
+		var err error
+		e, rec := newE(containers, host, &procs, &err)
+		v := e.Step()
+		if len(v.Uses) != 1 || v.Uses[0].Container.ID != "a" || len(v.Stuck) != 1 {
+			t.Fatalf("uses %+v stuck %+v; want the zombie's memory a's, stuck", v.Uses, v.Stuck)
+		}
+		e.Step()
+		if !slices.Equal(host.ended, []string{"a"}) || len(rec.ends) != 1 {
+			t.Fatalf("ended %v; want a", host.ended)
+		}
+	})
+
+	t.Run("a sample a GPU did not answer forgets no holder", func(t *testing.T) {
+		containers := NewContainers()
+		containers.Add(Container{ID: "a", Slices: slice})
+		containers.Add(Container{ID: "b", Slices: slice})
+		host := &fakeHost{ids: map[int]string{7: "a"}, start: map[int]uint64{7: 1}}
+		procs := []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 100 * mib}}
+		var err error
+		e, _ := newE(containers, host, &procs, &err)
+		e.Step()
+		// GPU-0 does not answer once; meanwhile 7 ended and b's process
+		// took the PID.
+		saved := procs
+		procs, err = nil, errors.New("GPU 0: list processes: unknown error")
+		e.Step()
+		host.ids[7], host.start[7] = "b", 2
+		procs, err = saved, nil
+		procs[0].UsedBytes = 9000 * mib
+		v := e.Step()
+		if len(v.Kills) != 0 || len(v.Uses) != 1 || v.Uses[0].Container.ID != "a" {
+			t.Fatalf("kills %+v, uses %+v; want the memory still a's, b's process never killed", v.Kills, v.Uses)
+		}
+	})
+
+	t.Run("stuck on two GPUs is one sample, and a quiet start counts none", func(t *testing.T) {
+		containers := NewContainers()
+		containers.Add(Container{ID: "a", Slices: slice})
+		host := &fakeHost{ids: map[int]string{}, dead: map[int]bool{}}
+		procs := []Process{{GPU: "GPU-0", PID: 8, UsedBytes: 9000 * mib}, {GPU: "GPU-1", PID: 8, UsedBytes: 9000 * mib}}
+		var err error
+		e, _ := newE(containers, host, &procs, &err)
+		e.mem.quiet = true
+		host.ids[8] = "a"
+		e.Step() // quiet: seen alive, nothing done
+		host.dead[8] = true
+		e.Step()
+		if len(host.ended) != 0 {
+			t.Fatalf("ended %v after one stuck sample on two GPUs", host.ended)
+		}
+		e.Step()
+		if !slices.Equal(host.ended, []string{"a"}) {
+			t.Fatalf("ended %v after two stuck samples; want a", host.ended)
+		}
+	})
+
+	t.Run("an end that leaves processes running is tried again", func(t *testing.T) {
+		containers := NewContainers()
+		containers.Add(Container{ID: "a", Namespace: "t", Pod: "p", PodUID: "u", Slices: slice})
+		host := &fakeHost{ids: map[int]string{9: "a", 10: "a"}, start: map[int]uint64{9: 1}, hop: map[string]int{"a": 2}}
+		procs := []Process{{GPU: "GPU-0", PID: 9, UsedBytes: 30000 * mib}}
+		var err error
+		e, rec := newE(containers, host, &procs, &err)
+		e.Step()
+		host.dead = map[int]bool{9: true}
+		for range 8 {
+			e.Step()
+		}
+		// Two failed container ends, then one that worked; the pod's comes
+		// only after it.
+		if len(host.ended) < 3 || host.ended[0] != "a" || host.ended[1] != "a" || host.ended[2] != "a" {
+			t.Fatalf("ended %v; want the container tried until it ended", host.ended)
+		}
+		for _, end := range rec.ends[:2] {
+			if end.Stage != EndedContainer {
+				t.Fatalf("recorded %+v; want the container's end told while it failed", rec.ends)
+			}
+		}
+	})
+
+	t.Run("a memory with no boot's name is never trusted", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "usage.json")
+		if err := os.WriteFile(path, []byte(`{"version":1,"boot":"","holders":[{"pid":3,"start":5,"container":"a"}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := LoadMemory(path, "")
+		if err != nil || !m.quiet || len(m.holders) != 0 {
+			t.Fatalf("%v, quiet %v, holders %v", err, m.quiet, m.holders)
+		}
+	})
 }

@@ -44,6 +44,8 @@ type End struct {
 	Stage     Stage  `json:"stage"`
 	// Samples counts the samples that listed its memory since Stage began.
 	Samples int `json:"samples"`
+	// failed: the last end left processes running; it is tried again.
+	failed bool
 }
 
 // Stage is how far the enforcer went to free a container's memory.
@@ -132,8 +134,8 @@ func LoadMemory(path, boot string) (*Memory, error) {
 		return m, fmt.Errorf("the enforcer's memory %s is not JSON", path)
 	case mf.Version != memoryVersion:
 		return m, fmt.Errorf("the enforcer's memory %s is version %d, not %d", path, mf.Version, memoryVersion)
-	case mf.Boot != boot:
-		return m, nil // PIDs and start times of another boot mean nothing now
+	case boot == "" || mf.Boot != boot:
+		return m, nil // PIDs and start times of another (or an unknown) boot mean nothing now
 	}
 	for _, h := range mf.Holders {
 		if h.PID > 0 {
@@ -153,8 +155,8 @@ func LoadMemory(path, boot string) (*Memory, error) {
 // save writes the memory when it changed: to a temporary file renamed
 // over the old, so a crash leaves one or the other whole.
 func (m *Memory) save() error {
-	if m.path == "" {
-		return nil
+	if m.path == "" || m.boot == "" {
+		return nil // without a boot's name, no later start could trust it
 	}
 	mf := memoryFile{Version: memoryVersion, Boot: m.boot, Holders: make([]Holder, 0, len(m.holders))}
 	for _, h := range m.holders {
