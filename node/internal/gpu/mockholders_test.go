@@ -71,9 +71,9 @@ func TestContainerInCgroup(t *testing.T) {
 	id := strings.Repeat("ab", 32)
 	for cg, want := range map[string]string{
 		"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-" + id + ".scope\n": id,
-		"12:pids:/kubepods/besteffort/pod1/" + id + "\n0::/\n":                                                         id,
-		"12:pids:/docker/" + id + "\n0::/\n":                                                                           "",
-		"0::/user.slice/session-1.scope\n":                                                                             "",
+		"12:pids:/kubepods/besteffort/pod1/" + id + "\n0::/\n":                                                          id,
+		"12:pids:/docker/" + id + "\n0::/\n":                                                                            "",
+		"0::/user.slice/session-1.scope\n":                                                                              "",
 	} {
 		got := ""
 		if m := containerInCgroup.FindStringSubmatch(cg); m != nil {
