@@ -156,3 +156,47 @@ func (e env) inventoryGPU(t *testing.T, node, uuid string) protocol.GPU {
 	t.Fatalf("node %s has no GPU %s", node, uuid)
 	return protocol.GPU{}
 }
+
+// wholeMemoryCharge is the quota dodge of #50 item 5, as a tenant with
+// edit in ns: a slice of all a GPU's memory with gpucores 1 denies
+// others the whole GPU, so it is charged every core, at admission and at
+// bind; two such pods do not fit a quota of 150 cores.
+func wholeMemoryCharge(t *testing.T, e env, ns string) {
+	ctx := context.Background()
+	pods := e.kube.CoreV1().Pods(ns)
+	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	harness.Eventually(t, 60*time.Second, "namespace "+ns+" empty", func() error {
+		l, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil || len(l.Items) > 0 {
+			return fmt.Errorf("%d pods (%v)", len(l.Items), err)
+		}
+		return nil
+	})
+	quotas := e.kube.CoreV1().ResourceQuotas(ns)
+	_ = quotas.Delete(ctx, "gpu", metav1.DeleteOptions{})
+	if _, err := quotas.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"requests.nvidia.com/gpucores": *resource.NewQuantity(150, resource.DecimalSI)}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = quotas.Delete(context.Background(), "gpu", metav1.DeleteOptions{})
+		_ = pods.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	kube := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
+	whole := func(name string) error {
+		p := gpuPod(name, map[string]string{"nvidia.com/gpumem-percentage": "100", "nvidia.com/gpucores": "1"}, map[string]string{protocol.AnnotationUseGPUType: "A100"})
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	}
+	// Admission waits for the quota's first status.
+	harness.Eventually(t, 30*time.Second, "whole-mem-0 admitted under 150 cores", func() error { return whole("whole-mem-0") })
+	e.waitRunning(t, ns, []string{"whole-mem-0"}, 60*time.Second)
+	harness.Eventually(t, 30*time.Second, "whole-mem-1 refused: whole-mem-0 is charged every core", func() error {
+		err := whole("whole-mem-1")
+		if err == nil {
+			return fmt.Errorf("whole-mem-1 admitted beside a slice of a whole GPU's memory under 150 cores")
+		}
+		return harness.Contains(err.Error(), "gpucores quota 150, in use 100, this pod is charged 100", "all its memory")
+	})
+	t.Logf("whole-mem-1 (gpumem-percentage 100, gpucores 1) refused at create: charged 100 cores, as whole-mem-0 is")
+}

@@ -475,6 +475,7 @@ spec:
 	})
 
 	t.Run("a slice is charged what it denies others", func(t *testing.T) { slotCharge(t, e, fencesNS) })
+	t.Run("all a GPU's memory is charged every core", func(t *testing.T) { wholeMemoryCharge(t, e, fencesNS) })
 
 	// Last: it moves leadership.
 	t.Run("a replica writes the Lease only for itself, from a node that may lead", func(t *testing.T) { leaseWriters(t, e, nodes) })
