@@ -218,6 +218,10 @@ func (r *usageRecorder) Killed(k usage.Kill, first bool, err error) {
 	r.mu.Unlock()
 	msg := fmt.Sprintf("container %q held %d MiB on GPU %s, over its slice of %d MiB plus the node's margin of %d MiB: vgpud killed its largest process there (PID %d on the node, %d MiB)",
 		c.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, r.margin, k.Victim.PID, k.Victim.UsedBytes>>20)
+	if k.Full {
+		msg = fmt.Sprintf("container %q held %d MiB on GPU %s, over its slice of %d MiB, while the GPU was full (its processes held more than its memory less the node's reserve; the margin is room on a GPU that has room): vgpud killed its largest process there (PID %d on the node, %d MiB)",
+			c.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, k.Victim.PID, k.Victim.UsedBytes>>20)
+	}
 	if first {
 		msg += "; it was the container's first process, so the container restarts under the pod's restart policy"
 	}

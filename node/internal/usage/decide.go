@@ -115,6 +115,10 @@ func (u Use) Over(margin uint64) bool {
 type Kill struct {
 	Use    Use
 	Victim Process
+	// Full: the container was within its slice plus the margin, but the
+	// GPU was full (its processes held more than its memory less the
+	// reserve), so it was held to its slice.
+	Full bool
 }
 
 // Verdict is what one sample shows and what to do about it.
@@ -225,6 +229,7 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 		if u.Over(r.Margin) {
 			plans[i].shrinkTo(u.LimitBytes + r.Margin)
 		}
+		plans[i].overVictims = len(plans[i].victims)
 	}
 	for _, gpu := range slices.Sorted(maps.Keys(onGPU)) {
 		fullGPU(gpu, onGPU[gpu], s.MemoryBytes[gpu], r.Reserve, plans, v.Full)
@@ -232,8 +237,8 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 	stuck := map[int]bool{}
 	for i := range plans {
 		p := &plans[i]
-		for _, victim := range p.victims {
-			v.Kills = append(v.Kills, Kill{Use: p.use, Victim: victim})
+		for j, victim := range p.victims {
+			v.Kills = append(v.Kills, Kill{Use: p.use, Victim: victim, Full: j >= p.overVictims})
 		}
 		if p.stuck && !stuck[i] {
 			stuck[i] = true
@@ -276,7 +281,10 @@ type plan struct {
 	left    uint64    // what the use holds once victims are gone
 	live    []Process // not yet chosen, largest first; never orphans
 	victims []Process
-	stuck   bool // it was to shrink, and only orphans were left
+	// overVictims is how many victims it lost for being over its slice
+	// plus the margin; the rest, for a full GPU.
+	overVictims int
+	stuck       bool // it was to shrink, and only orphans were left
 }
 
 func newPlan(u Use) plan {

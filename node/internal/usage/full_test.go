@@ -35,8 +35,8 @@ func TestDecideFullGPU(t *testing.T) {
 		{GPU: "GPU-0", PID: 5, UsedBytes: 8000 * mib},
 	}
 	v := Decide(Sample{Processes: procs, MemoryBytes: totals}, owner, rules)
-	if got := pids(v); !equal(got, []int{1}) {
-		t.Errorf("full GPU: killed %v; want [1], the largest excess (1000 MiB), which makes it fit", got)
+	if got := pids(v); !equal(got, []int{1}) || !v.Kills[0].Full {
+		t.Errorf("full GPU: killed %v (%+v); want [1], the largest excess (1000 MiB), which makes it fit, for a full GPU", got, v.Kills)
 	}
 	if v.Held["GPU-0"] != (1000+900+600+500)*mib || v.Full["GPU-0"] {
 		t.Errorf("held %d MiB, full %v; want 3000 MiB beyond the slices, not full once 1 is killed", v.Held["GPU-0"]/mib, v.Full["GPU-0"])

@@ -186,3 +186,81 @@ func (e env) nodeAnnotation(t *testing.T, node, key string) string {
 	}
 	return n.Annotations[key]
 }
+
+// fullGPU is #50 item 3 as a tenant with edit on the enforcing node:
+// five containers, each within its slice plus the node's 1024 MiB
+// margin, together hold more than their GPU has. The one furthest past
+// its slice loses its process, with an Event that says the GPU was
+// full; the others, and the GPU, keep running.
+func fullGPU(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	node := nodes[0]
+	ns := "e2e-full"
+	asTenant := newTenant(t, e, ns)
+	snap := e.inspect(t, node)
+	if snap.Use == nil || snap.Use.Mode != "enforce" || len(snap.GPUs) < 2 {
+		t.Fatalf("%s's GPU usage: %+v, %d GPUs; want mode enforce and two GPUs", node, snap.Use, len(snap.GPUs))
+	}
+	// The GPU with the least booked, and room for five slices on it.
+	booked := map[string]int{}
+	for _, a := range snap.Allocations {
+		booked[a.GPU] += int(a.MemoryMiB)
+	}
+	gpu, mem := "", 0
+	for _, g := range snap.GPUs[1:] {
+		if gpu == "" || booked[g.UUID] < booked[gpu] {
+			gpu, mem = g.UUID, int(g.MemoryMiB)
+		}
+	}
+	if booked[gpu] > 0 {
+		// What earlier pods book they do not hold (nothing declared): the
+		// GPU is full only if the five alone fill it.
+		t.Fatalf("no GPU of %s but the first is free of bookings (the least, %s, has %d MiB booked)", node, gpu, booked[gpu])
+	}
+	slice := mem/5 - 200 // five fit the books with 1000 MiB to spare
+	over := []int{900, 700, 600, 500, 400}
+	var names []string
+	for i := range over {
+		name := fmt.Sprintf("full-%d", i)
+		names = append(names, name)
+		pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, annotations: {nvidia.com/use-gpuuuid: %q}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: %s}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: vgpud.local/busybox:1, command: [sleep, "3600"], resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "%d", nvidia.com/gpucores: "10"}}}
+`, name, gpu, node, slice)
+		if out, err := asTenant(pod, "apply", "-f", "-"); err != nil {
+			t.Fatalf("create %s as the tenant: %v: %s", name, err, out)
+		}
+	}
+	e.waitRunning(t, ns, names, 120*time.Second)
+	vgpud, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int{}
+	for i, n := range names {
+		pids[n] = e.containerPID(t, ns, n)
+		e.declareProcess(t, vgpud, gpu, pids[n], slice+over[i], -1)
+		t.Cleanup(func() { e.declareProcess(t, vgpud, gpu, pids[n], 0, -1) })
+	}
+	t.Logf("five containers of %d MiB slices hold %d MiB on a %d MiB GPU, each within the 1024 MiB margin", slice, 5*slice+3100, mem)
+	harness.Eventually(t, 10*time.Second, "full-0, the furthest past its slice, loses its process", func() error {
+		if syscall.Kill(pids["full-0"], 0) == nil {
+			return fmt.Errorf("full-0's process %d still runs", pids["full-0"])
+		}
+		return nil
+	})
+	harness.Eventually(t, 30*time.Second, "an Event on full-0 saying the GPU was full", func() error {
+		return e.eventSays(ns, "full-0", "while the GPU was full", "killed its largest process")
+	})
+	for _, n := range names[1:] {
+		if syscall.Kill(pids[n], 0) != nil {
+			t.Errorf("%s's process %d, within its slice plus the margin on a GPU that fits once full-0's is gone, was killed", n, pids[n])
+		}
+	}
+	_ = e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}
