@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -256,6 +257,13 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		// in its last pass are in the file by then.
 		if err := a.keepMockMIG(m); err != nil {
 			return false, err
+		}
+		// A driver's process list outlives vgpud's restarts: the mock's
+		// does beside the enforcer's record.
+		if rec := a.usageRecord(); rec != "" {
+			if err := m.KeepProcesses(filepath.Join(filepath.Dir(rec), "mock-processes-"+a.node+".json")); err != nil {
+				return false, err
+			}
 		}
 	}
 	// Taken before discovery: a GPU that comes or goes in between makes

@@ -92,14 +92,18 @@ func (a *Role) usageMemory(host usage.Procfs) *usage.Memory {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.usageMem == nil {
-		path := strings.ReplaceAll(a.cfg.GPUUsageRecord, "{node}", a.node)
-		m, err := usage.LoadMemory(path, host.BootID())
+		m, err := usage.LoadMemory(a.usageRecord(), host.BootID())
 		if err != nil {
 			a.log.Warn("GPU process holders not remembered: starting fresh, ending nothing for one period", "err", err)
 		}
 		a.usageMem = m
 	}
 	return a.usageMem
+}
+
+// usageRecord is this node's --gpu-usage-record; "" for none.
+func (a *Role) usageRecord() string {
+	return strings.ReplaceAll(a.cfg.GPUUsageRecord, "{node}", a.node)
 }
 
 // runningContainers are the runtime's IDs of pod's running containers,

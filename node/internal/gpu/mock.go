@@ -28,6 +28,9 @@ type Mock struct {
 	// holding is what keeps each declared process's memory listed, by
 	// GPU and PID (mockholders.go).
 	holding map[string]map[int]*holders
+	// keepAt is where the declared processes are written (KeepProcesses);
+	// "" for nowhere.
+	keepAt string
 	clock   uint64 // the driver's sample timestamps, µs, one per read
 	// places answer the topology queries go-nvml's mock leaves out.
 	places map[*server.Device]Place
@@ -298,12 +301,14 @@ func (m *Mock) SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) er
 	if usedMiB == 0 {
 		delete(m.procs[gpu], pid)
 		delete(m.holding[gpu], pid)
+		m.keep()
 		return nil
 	}
 	if _, again := m.procs[gpu][pid]; !again {
 		m.holding[gpu][pid] = newHolders(pid)
 	}
 	m.procs[gpu][pid] = ProcessSample{GPU: gpu, PID: pid, UsedBytes: usedMiB << 20, SMPercent: smPercent}
+	m.keep()
 	return nil
 }
 
@@ -311,15 +316,26 @@ func (m *Mock) declared(uuid string) []ProcessSample {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]ProcessSample, 0, len(m.procs[uuid]))
+	changed := false
 	for pid, p := range m.procs[uuid] {
 		// As the driver does, the memory stays listed under the opener's
 		// PID until no process that may hold its descriptor is left.
-		if h := m.holding[uuid][pid]; h == nil || !h.alive() {
+		h := m.holding[uuid][pid]
+		known := 0
+		if h != nil {
+			known = len(h.known)
+		}
+		if h == nil || !h.alive() {
 			delete(m.procs[uuid], pid)
 			delete(m.holding[uuid], pid)
+			changed = true
 			continue
 		}
+		changed = changed || len(h.known) != known
 		out = append(out, p)
+	}
+	if changed {
+		m.keep()
 	}
 	slices.SortFunc(out, func(a, b ProcessSample) int { return a.PID - b.PID })
 	return out

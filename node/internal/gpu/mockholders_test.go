@@ -84,3 +84,43 @@ func TestContainerInCgroup(t *testing.T) {
 		}
 	}
 }
+
+// The mock's declared processes outlive its process, as a driver's
+// process list outlives vgpud's: a second mock keeping the same file
+// lists them while a holder lives.
+func TestMockKeepsProcessesAcrossRestarts(t *testing.T) {
+	path := t.TempDir() + "/procs.json"
+	open := func() *Mock {
+		lib, err := Open("fake:1xNVIDIA A100-SXM4-40GB:40960", "keep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := lib.(*Mock)
+		if err := m.KeepProcesses(path); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	holder := exec.Command("sleep", "600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	first := open()
+	if err := first.SetProcess("0", holder.Process.Pid, 700, -1); err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	procs, _, err := Processes(second, 0)
+	if err != nil || len(procs) != 1 || procs[0].PID != holder.Process.Pid || procs[0].UsedBytes != 700<<20 {
+		t.Fatalf("a restarted mock lists %+v, %v; want the declared process", procs, err)
+	}
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	if procs, _, _ := Processes(second, 0); len(procs) != 0 {
+		t.Fatalf("listed %+v once its holder ended", procs)
+	}
+	if procs, _, _ := Processes(open(), 0); len(procs) != 0 {
+		t.Fatalf("a third mock lists %+v, freed before it started", procs)
+	}
+}

@@ -264,3 +264,69 @@ spec:
 	}
 	_ = e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 }
+
+// heldAcrossRestart is #50 item 4 on the enforcing node: memory left
+// under a PID whose process ended (a sibling keeps the descriptor) stays
+// charged to the container that opened it when the node role restarts,
+// because what the enforcer knows is in its file on the node; a fresh
+// start would call it nobody's.
+func heldAcrossRestart(t *testing.T, e env, nodes []string) {
+	node := nodes[0]
+	ns := "e2e-remember"
+	asTenant := newTenant(t, e, ns)
+	gpu := e.inspect(t, node).GPUs[0].UUID
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: keeper, annotations: {nvidia.com/use-gpuuuid: %q}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: %s}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: vgpud.local/busybox:1, command: [sh, -c, "sleep 3604 & sleep 3605 & wait"], resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "2000", nvidia.com/gpucores: "10"}}}
+`, gpu, node)
+	if out, err := asTenant(pod, "apply", "-f", "-"); err != nil {
+		t.Fatalf("create keeper as the tenant: %v: %s", err, out)
+	}
+	e.waitRunning(t, ns, []string{"keeper"}, 120*time.Second)
+	vgpud, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opener := e.processIn(t, ns, "keeper", "sleep 3604")
+	e.declareProcess(t, vgpud, gpu, opener, 500, -1) // within its slice: never ended
+	t.Cleanup(func() {
+		if r, err := e.vgpudPod(node); err == nil {
+			e.declareProcess(t, r, gpu, opener, 0, -1)
+		}
+	})
+	charged := func() error {
+		u := e.inspect(t, node).Use
+		if u == nil {
+			return fmt.Errorf("no GPU usage on %s yet", node)
+		}
+		for _, c := range u.Containers {
+			if c.Pod == "keeper" && c.UsedMiB == 500 {
+				return nil
+			}
+		}
+		return fmt.Errorf("keeper not charged its 500 MiB: containers %+v, unattributed %+v", u.Containers, u.Unattributed)
+	}
+	harness.Eventually(t, 15*time.Second, "keeper charged its opener's memory", charged)
+	// The opener ends; its sibling keeps the memory listed under its PID.
+	if err := syscall.Kill(opener, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 15*time.Second, "keeper still charged, under a PID that ended", charged)
+	record := fmt.Sprintf("/var/lib/vgpud/gpu-usage-%s.json", node)
+	harness.Eventually(t, 15*time.Second, "the node remembering the PID's first holder in "+record, func() error {
+		raw, err := os.ReadFile(record)
+		if err != nil {
+			return err
+		}
+		return harness.Contains(string(raw), `"version":1`, fmt.Sprintf(`"pid":%d,`, opener), `"pod":"keeper"`)
+	})
+	// The mock's process list outlives the pod, as a driver's does.
+	took := e.restartNodeRole(t, node)
+	harness.Eventually(t, 30*time.Second, "keeper still charged after the node role restarted", charged)
+	t.Logf("memory under the ended PID %d stayed keeper's across a restart of the node role (back in %v)", opener, took.Round(time.Second))
+}
