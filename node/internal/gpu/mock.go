@@ -31,7 +31,7 @@ type Mock struct {
 	// keepAt is where the declared processes are written (KeepProcesses);
 	// "" for nowhere.
 	keepAt string
-	clock   uint64 // the driver's sample timestamps, µs, one per read
+	clock  uint64 // the driver's sample timestamps, µs, one per read
 	// places answer the topology queries go-nvml's mock leaves out.
 	places map[*server.Device]Place
 	// unplugged are the GPUs (by UUID) taken off the machine: NVML no
