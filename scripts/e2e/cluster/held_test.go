@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -121,7 +122,16 @@ spec:
 	e.declareProcess(t, vgpud, gpu, host, hold, -1)
 	t.Cleanup(func() { e.declareProcess(t, vgpud, gpu, host, 0, -1) })
 	harness.Eventually(t, 75*time.Second, "the node publishing what its GPU holds beyond bookings", func() error {
-		return harness.Contains(e.nodeAnnotation(t, node, "vgpud.io/usage"), `"held":[`, gpu)
+		u, err := protocol.DecodeUsage(e.nodeAnnotation(t, node, protocol.AnnotationUsage))
+		if err != nil {
+			return err
+		}
+		for _, h := range u.Held {
+			if h.GPU == gpu && h.MiB >= int64(hold) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s's usage holds %+v; want at least %d MiB on %s", node, u.Held, hold, gpu)
 	})
 	// Room for it in the books (two 2000 MiB slices booked), none on the GPU.
 	if out, err := asTenant(pod("big", fmt.Sprint(mem/2), "exec sleep 3603"), "apply", "-f", "-"); err != nil {
