@@ -25,9 +25,10 @@ import (
 func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 	h := nrihook.New(nrihook.Rules{
 		Node: a.node, Resources: a.resources,
-		Slice:  a.sliceOptions(),
-		Exempt: inList(a.cfg.NRIExemptNamespaces),
-		Early:  inList(a.cfg.NRIEarlyNamespaces),
+		Slice:     a.sliceOptions(),
+		Exempt:    inList(a.cfg.NRIExemptNamespaces),
+		Early:     inList(a.cfg.NRIEarlyNamespaces),
+		MIGParent: a.migParent,
 	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
 	h.Tell(grantedContainers{r: a.containers, a: a})
 	// The kill checks the PID's cgroup names the container first.
@@ -38,6 +39,26 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 		return usage.Procfs{Root: "/proc"}.Kill(pid, id, 0)
 	})
 	return h
+}
+
+// migParent is the GPU of the node's MIG device uuid, as the node's
+// inventory lists it (made on demand too); "" for none.
+func (a *Role) migParent(uuid string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.inv.MIG {
+		for _, in := range g.Instances {
+			if in.UUID == uuid {
+				return g.UUID
+			}
+		}
+		for _, in := range g.Possible {
+			if in.Made == uuid {
+				return g.UUID
+			}
+		}
+	}
+	return ""
 }
 
 // inList says whether a namespace is one of names.

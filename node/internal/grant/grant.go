@@ -114,10 +114,12 @@ func Owned(name, value string) bool {
 // expose: a pod could ask for GPUs there instead of through env. The
 // runtime matches by prefix, so this does too.
 func DeviceListMount(containerPath string) bool {
-	return strings.HasPrefix(filepath.Clean(containerPath), deviceListDir)
+	return strings.HasPrefix(filepath.Clean(containerPath), DeviceListDir)
 }
 
-const deviceListDir = "/var/run/nvidia-container-devices"
+// DeviceListDir is where the NVIDIA runtime's volume-mounts strategy
+// reads the devices to expose, one mount per device.
+const DeviceListDir = "/var/run/nvidia-container-devices"
 
 // Priority is the task priority container c asks, if it asks one (nil
 // for a nil c, or a value out of range, which admission refuses).

@@ -76,6 +76,9 @@ type Rules struct {
 	// when the informer has not seen their pod (the pod network's, after
 	// a reboot); its pods the informer has seen get no exemption.
 	Early func(namespace string) bool
+	// MIGParent is the GPU of a MIG device of this node, by its UUID; ""
+	// for one the node does not know. Nil knows none.
+	MIGParent func(uuid string) string
 }
 
 // Decide is the verdict on c. It reads only what vgpud wrote (the

@@ -3,11 +3,13 @@ package nrihook
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -68,7 +70,14 @@ func foreignGPUs(ctr *api.Container) []string {
 func cdiNVIDIA(names string) bool {
 	for _, n := range strings.Split(names, ",") {
 		n = strings.TrimSpace(n)
-		if strings.HasPrefix(n, "nvidia.com/gpu=") || strings.HasPrefix(n, "nvidia.com/mig") || strings.HasPrefix(n, "k8s.gpu.nvidia.com/") {
+		// Any vendor ending in nvidia.com: the toolkit's (nvidia.com,
+		// runtime.nvidia.com, management.nvidia.com), the device plugin's
+		// generated k8s.device-plugin.nvidia.com, the DRA driver's.
+		vendor, class, _ := strings.Cut(n, "/")
+		if (vendor == "nvidia.com" || strings.HasSuffix(vendor, ".nvidia.com")) && (strings.HasPrefix(class, "gpu") || strings.HasPrefix(class, "mig")) {
+			return true
+		}
+		if strings.HasPrefix(n, "k8s.gpu.nvidia.com/") {
 			return true
 		}
 	}
@@ -76,27 +85,58 @@ func cdiNVIDIA(names string) bool {
 }
 
 // beyondHAMi lists what in ctr, a container of a pod HAMi placed, names
-// GPUs beyond devices (HAMi's record of the pod): a device name in its
-// env naming any other GPU ("all", an index, another UUID), or an owned
-// device name other than NVIDIA_VISIBLE_DEVICES at all; a CDI device or
-// annotation naming an NVIDIA GPU. Device nodes and cgroup rules are
-// HAMi's device plugin's to pass, and are not judged here.
-func beyondHAMi(ctr *api.Container, devices []string) []string {
-	var found []string
+// GPUs beyond devices (HAMi's record of the pod; parent, where not nil,
+// is a MIG instance's GPU, so that the instance HAMi's plugin hands out
+// passes where the record names its GPU):
+//   - NVIDIA_VISIBLE_DEVICES whose last value (the one the NVIDIA
+//     runtime reads: an image's "all" before the plugin's value is
+//     overridden by it) names any other GPU: "all", an index, another
+//     UUID;
+//   - another owned device name whose last value asks more than HAMi's
+//     plugin sets (enabled, disabled, or IMEX channel numbers);
+//   - a mount where the runtime reads devices from volume mounts, naming
+//     any other GPU;
+//   - a CDI device or annotation naming an NVIDIA GPU.
+//
+// Device nodes and cgroup rules are HAMi's device plugin's to pass, and
+// are not judged here.
+func beyondHAMi(ctr *api.Container, devices []string, parent func(uuid string) string) []string {
+	ok := func(d string) bool {
+		d = strings.TrimSpace(d)
+		if slices.Contains(devices, d) {
+			return true
+		}
+		return parent != nil && strings.HasPrefix(d, "MIG-") && slices.Contains(devices, parent(d))
+	}
+	last := map[string]string{}
 	for _, kv := range ctr.GetEnv() {
-		name, value, _ := strings.Cut(kv, "=")
-		if protocol.OwnedEnv(name) != protocol.EnvDevice || value == "" || value == protocol.VisibleDevicesNone || value == protocol.VisibleDevicesVoid {
-			continue
+		if name, value, _ := strings.Cut(kv, "="); protocol.OwnedEnv(name) == protocol.EnvDevice {
+			last[name] = value
 		}
-		if name != protocol.EnvVisibleDevices {
-			found = append(found, "env "+kv)
-			continue
-		}
-		for _, d := range strings.Split(value, ",") {
-			if !slices.Contains(devices, strings.TrimSpace(d)) {
-				found = append(found, "env "+kv)
-				break
+	}
+	var found []string
+	for _, name := range slices.Sorted(maps.Keys(last)) {
+		value := last[name]
+		switch {
+		case value == "" || value == protocol.VisibleDevicesNone || value == protocol.VisibleDevicesVoid:
+		case name == protocol.EnvVisibleDevices && value == grant.DeviceListDir:
+			// The volume-mounts strategy: the mounts below name them.
+		case name == protocol.EnvVisibleDevices:
+			for _, d := range strings.Split(value, ",") {
+				if !ok(d) {
+					found = append(found, "env "+name+"="+value)
+					break
+				}
 			}
+		case value == "enabled" || value == "disabled":
+		case name == "NVIDIA_IMEX_CHANNELS" && strings.Trim(value, "0123456789,") == "":
+		default:
+			found = append(found, "env "+name+"="+value)
+		}
+	}
+	for _, m := range ctr.GetMounts() {
+		if dst := filepath.Clean(m.GetDestination()); grant.DeviceListMount(dst) && !ok(filepath.Base(dst)) {
+			found = append(found, "mount "+dst)
 		}
 	}
 	for _, f := range foreignGPUs(ctr) {

@@ -38,7 +38,7 @@ func (h *Hook) EvictWith(evict func(id string, pid int) error) { h.evict = evict
 
 // escaped reports whether env (the container's, as the runtime created
 // it) lacks the devices d would have set: the granted GPUs, or "void".
-func escaped(d Decision, ctr *api.Container) bool {
+func escaped(d Decision, ctr *api.Container, parent func(uuid string) string) bool {
 	env := ctr.GetEnv()
 	want := ""
 	switch d.Action {
@@ -47,7 +47,7 @@ func escaped(d Decision, ctr *api.Container) bool {
 	case Void:
 		want = grant.Void
 	case Keep:
-		return len(beyondHAMi(ctr, d.Devices)) > 0
+		return len(beyondHAMi(ctr, d.Devices, parent)) > 0
 	default:
 		return false
 	}
@@ -157,7 +157,7 @@ func (h *Hook) judge(r running, rules Rules) bool {
 	if !known {
 		return false
 	}
-	if escaped(d, r.ctr) && h.evict != nil {
+	if escaped(d, r.ctr, rules.MIGParent) && h.evict != nil {
 		err := h.evict(r.id, r.pid)
 		h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",
 			"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "err", err)

@@ -24,14 +24,24 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 		{"both of the pod's", env(protocol.EnvVisibleDevices + "=GPU-0,GPU-1"), ""},
 		{"none at all", env(protocol.EnvVisibleDevices + "=void"), ""},
 		{"an envFrom's all after the plugin's", env(protocol.EnvVisibleDevices+"=GPU-0", protocol.EnvVisibleDevices+"=all"), protocol.EnvVisibleDevices + "=all"},
+		{"a CUDA image's all before the plugin's", env(protocol.EnvVisibleDevices+"=all", protocol.EnvVisibleDevices+"=GPU-0"), ""},
+		{"the MIG instance HAMi's plugin hands out, of a GPU of the record", env(protocol.EnvVisibleDevices + "=MIG-a"), ""},
+		{"a MIG instance of another GPU", env(protocol.EnvVisibleDevices + "=MIG-b"), "MIG-b"},
+		{"what HAMi's plugin sets for GDS and IMEX", env("NVIDIA_GDS=enabled", "NVIDIA_IMEX_CHANNELS=0,1"), ""},
+		{"every IMEX channel", env("NVIDIA_IMEX_CHANNELS=all"), "NVIDIA_IMEX_CHANNELS=all"},
+		{"the volume-mounts strategy, naming its own", &api.Container{Name: "app", Env: []string{protocol.EnvVisibleDevices + "=/var/run/nvidia-container-devices"},
+			Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/GPU-0"}}}, ""},
+		{"a mount naming every GPU", &api.Container{Name: "app", Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/all"}}}, "mount /var/run/nvidia-container-devices/all"},
+		{"the device plugin's generated CDI vendor", &api.Container{Name: "app", CDIDevices: []*api.CDIDevice{{Name: "k8s.device-plugin.nvidia.com/gpu=all"}}}, "CDI device"},
 		{"an index", env(protocol.EnvVisibleDevices + "=0"), protocol.EnvVisibleDevices + "=0"},
 		{"another GPU of the node", env(protocol.EnvVisibleDevices + "=GPU-0,GPU-7"), "GPU-7"},
-		{"another owned device name", env("NVIDIA_GDS=enabled"), "NVIDIA_GDS=enabled"},
+		{"another owned device name asking more", env("NVIDIA_MOFED=all"), "NVIDIA_MOFED=all"},
 		{"a CDI device", &api.Container{Name: "app", CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=all"}}}, "CDI device nvidia.com/gpu=all"},
 		{"a CDI annotation", &api.Container{Name: "app", Annotations: map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=3"}}, "CDI annotation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := (&Hook{}).apply(d, tc.ctr)
+			parent := func(uuid string) string { return map[string]string{"MIG-a": "GPU-1", "MIG-b": "GPU-9"}[uuid] }
+			_, err := (&Hook{rules: Rules{MIGParent: parent}}).apply(d, tc.ctr)
 			switch {
 			case tc.bad == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -39,7 +49,7 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 				t.Fatalf("got %v; want a refusal naming %q and the record's GPUs", err, tc.bad)
 			}
 			// The same judgement when the hook reconnects to a running one.
-			if got := escaped(d, tc.ctr); got != (tc.bad != "") {
+			if got := escaped(d, tc.ctr, parent); got != (tc.bad != "") {
 				t.Errorf("escaped = %v on reconnection", got)
 			}
 		})
@@ -52,7 +62,7 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 func TestEscapedJudgesDevicesAsCreateDoes(t *testing.T) {
 	void := Decision{Action: Void}
 	clean := &api.Container{Env: []string{protocol.EnvVisibleDevices + "=void"}}
-	if escaped(void, clean) {
+	if escaped(void, clean, nil) {
 		t.Fatal("a voided container with nothing else escaped")
 	}
 	for name, ctr := range map[string]*api.Container{
@@ -60,7 +70,7 @@ func TestEscapedJudgesDevicesAsCreateDoes(t *testing.T) {
 		"a CDI device":  {Env: clean.Env, CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=0"}}},
 		"a device rule": {Env: clean.Env, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Type: "c", Major: &api.OptionalInt64{Value: 195}, Access: "rw"}}}}},
 	} {
-		if !escaped(void, ctr) {
+		if !escaped(void, ctr, nil) {
 			t.Errorf("%s: not an escape at reconnection", name)
 		}
 	}

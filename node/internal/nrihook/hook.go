@@ -191,7 +191,7 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 	case Refuse:
 		return nil, errors.New(d.Reason)
 	case Keep:
-		if found := beyondHAMi(ctr, d.Devices); len(found) > 0 {
+		if found := beyondHAMi(ctr, d.Devices, h.rules.MIGParent); len(found) > 0 {
 			return nil, fmt.Errorf("container %q of a pod HAMi placed reaches GPUs beyond HAMi's record of the pod (%s), through %s: remove them; its GPUs are the ones HAMi's device plugin gave it",
 				ctr.GetName(), strings.Join(d.Devices, ","), strings.Join(found, ", "))
 		}

@@ -98,7 +98,7 @@ func TestRecordedForRunningContainers(t *testing.T) {
 	m := &fakeMaker{made: map[string]string{id: "MIG-made"}, changed: make(chan struct{})}
 	h.SetMaker(m)
 	got, ok := h.recorded(d, c)
-	if !ok || escaped(got, &api.Container{Env: []string{protocol.EnvVisibleDevices + "=MIG-made"}}) || !escaped(got, &api.Container{Env: []string{protocol.EnvVisibleDevices + "=MIG-other"}}) {
+	if !ok || escaped(got, &api.Container{Env: []string{protocol.EnvVisibleDevices + "=MIG-made"}}, nil) || !escaped(got, &api.Container{Env: []string{protocol.EnvVisibleDevices + "=MIG-other"}}, nil) {
 		t.Errorf("recorded %+v %v: want judged by MIG-made", got, ok)
 	}
 	if d.Slice.Env[protocol.EnvVisibleDevices] != id {
