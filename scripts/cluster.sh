@@ -575,6 +575,9 @@ down() {
 	awk -v d="$rund/containerd/" 'index($2, "/var/lib/kubelet/pods/") == 1 || index($2, d) == 1 {print $2}' /proc/mounts |
 		sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 	rm -rf "$state/etcd" /var/lib/kubelet/pods
+	# What vgpud's node role keeps on the host (its usage record, the
+	# mock GPU's process list) belongs to this cluster's processes only.
+	rm -f /var/lib/vgpud/gpu-usage-*.json /var/lib/vgpud/mock-processes-*.json
 	umount "$RUNTIME_ETC" 2>/dev/null || true
 	rm -f /run/nri/nri.sock # node 1's containerd 2.x; a 1.6 node must find none
 	rm -f "$logs"/kubelet*.log.* # the logs of kubelets before a restart

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -321,9 +322,9 @@ func (m *Mock) declared(uuid string) []ProcessSample {
 		// As the driver does, the memory stays listed under the opener's
 		// PID until no process that may hold its descriptor is left.
 		h := m.holding[uuid][pid]
-		known := 0
+		var known map[proc]bool
 		if h != nil {
-			known = len(h.known)
+			known = maps.Clone(h.known)
 		}
 		if h == nil || !h.alive() {
 			delete(m.procs[uuid], pid)
@@ -331,7 +332,7 @@ func (m *Mock) declared(uuid string) []ProcessSample {
 			changed = true
 			continue
 		}
-		changed = changed || len(h.known) != known
+		changed = changed || !maps.Equal(known, h.known)
 		out = append(out, p)
 	}
 	if changed {

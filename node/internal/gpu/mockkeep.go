@@ -83,8 +83,15 @@ func (m *Mock) keep() {
 	if err != nil {
 		return
 	}
-	tmp := m.keepAt + ".tmp"
-	if os.WriteFile(tmp, raw, 0o600) == nil {
-		_ = os.Rename(tmp, filepath.Clean(m.keepAt))
+	tmp, err := os.CreateTemp(filepath.Dir(m.keepAt), filepath.Base(m.keepAt)+".*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(raw)
+	if cerr := tmp.Close(); err == nil && cerr == nil {
+		err = os.Rename(tmp.Name(), m.keepAt)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
 	}
 }

@@ -18,42 +18,69 @@ const endRounds = 32
 
 // EndContainer ends every process of container id with SIGKILL, with
 // the kill capability alone. Each round lists the container's processes
-// from /proc, stops each (SIGSTOP: a stopped process forks no more),
-// then kills each, the first of its PID namespace among them, so that
-// the kernel ends the rest of a container's own namespace; where the pod
-// shares one namespace, each process whose cgroup names the container is
-// killed, round after round, until none is left. Each signal holds the
-// process by a pidfd and checks its cgroup first (signal). It returns
-// how many processes were killed; the container's processes are listed
-// from /proc only here, when one is to be ended.
+// from /proc and holds each by a pidfd, its cgroup checked (hold); it
+// stops each (SIGSTOP: a stopped process forks no more), then kills each
+// through the same pidfd, the first of a PID namespace among them, so
+// that the kernel ends the rest of a container's own namespace; where
+// the pod shares one namespace, round after round, until none is left.
+// A process killed once is dying (a CUDA process may take a while to
+// release the GPU): it is counted once and not taken for one still
+// running. It returns how many processes were killed; the container's
+// processes are listed from /proc only here, when one is to be ended.
 func (p Procfs) EndContainer(id string) (int, error) {
-	ended := 0
+	type proc struct {
+		pid   int
+		start uint64
+	}
+	killed := map[proc]bool{}
 	var errs []error
 	for range endRounds {
 		pids, err := p.members(id)
 		if err != nil {
-			return ended, err
+			return len(killed), err
 		}
-		if len(pids) == 0 {
-			return ended, nil
-		}
-		errs = errs[:0]
+		var fds []int
+		var held []proc
 		for _, pid := range pids {
-			_ = p.signal(pid, id, 0, unix.SIGSTOP)
+			start, _ := p.Start(pid)
+			if killed[proc{pid, start}] {
+				continue
+			}
+			fd, err := p.hold(pid, id, 0)
+			if err != nil {
+				if !errors.Is(err, ErrMoved) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
+			fds, held = append(fds, fd), append(held, proc{pid, start})
 		}
+		if len(fds) == 0 {
+			return len(killed), errors.Join(errs...)
+		}
+		for i, fd := range fds {
+			if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err == nil || errors.Is(err, unix.ESRCH) {
+				killed[held[i]] = true
+			} else {
+				errs = append(errs, fmt.Errorf("kill process %d: %w", held[i].pid, err))
+				_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0) // never left stopped
+			}
+			unix.Close(fd)
+		}
+	}
+	left := 0
+	if pids, _ := p.members(id); len(pids) > 0 {
 		for _, pid := range pids {
-			switch err := p.signal(pid, id, 0, unix.SIGKILL); {
-			case err == nil:
-				ended++
-			case !errors.Is(err, ErrMoved):
-				errs = append(errs, err)
+			if start, _ := p.Start(pid); !killed[proc{pid, start}] {
+				left++
 			}
 		}
 	}
-	if pids, _ := p.members(id); len(pids) > 0 {
-		errs = append(errs, fmt.Errorf("container %s: %d processes still run after %d rounds of kills", id, len(pids), endRounds))
+	if left > 0 {
+		errs = append(errs, fmt.Errorf("container %s: %d processes still run after %d rounds of kills", id, left, endRounds))
 	}
-	return ended, errors.Join(errs...)
+	return len(killed), errors.Join(errs...)
 }
 
 // members lists the live processes whose cgroup names container id.

@@ -179,7 +179,7 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet, partial bool) {
 		c := u.Container
 		end := &End{Container: id, Namespace: c.Namespace, Pod: c.Pod, PodUID: c.PodUID, Name: c.Name, GPU: u.GPU, Stage: EndedContainer}
 		n, err := e.host.EndContainer(id)
-		end.failed = err != nil
+		end.Failed = err != nil
 		e.mem.ends[id], ended[id] = end, true
 		e.rec.Ended(*end, listed[id], n, err)
 	}
@@ -206,7 +206,7 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet, partial bool) {
 		// An end that left processes running (one forking faster than it
 		// was stopped) is tried again before going further.
 		stage := end.Stage
-		if !end.failed {
+		if !end.Failed {
 			stage++
 		}
 		var n int
@@ -225,7 +225,7 @@ func (e *Enforcer) escalate(procs []Process, v Verdict, quiet, partial bool) {
 			err = errors.Join(errs...)
 		}
 		again := stage == end.Stage
-		end.Stage, end.failed = stage, err != nil
+		end.Stage, end.Failed = stage, err != nil
 		if !again || err != nil {
 			e.rec.Ended(*end, listed[id], n, err)
 		}
@@ -244,8 +244,14 @@ func (e *Enforcer) attribute(procs []Process, partial bool) map[int]*Container {
 	next := make(map[int]Holder, len(e.mem.holders))
 	if partial {
 		// What a GPU that did not answer lists is unknown this time: its
-		// PIDs' first holders stay, or a later holder would be blamed.
-		maps.Copy(next, e.mem.holders)
+		// PIDs' first holders stay, for a while, or a later holder would
+		// be blamed.
+		for pid, h := range e.mem.holders {
+			if h.Carried < maxCarried {
+				h.Carried++
+				next[pid] = h
+			}
+		}
 	}
 	done := map[int]bool{}
 	orphaned := map[int]bool{}
@@ -258,8 +264,15 @@ func (e *Enforcer) attribute(procs []Process, partial bool) map[int]*Container {
 		was, known := e.mem.holders[p.PID]
 		switch {
 		case known && live && start == was.Start && !was.Dead:
+			was.Carried = 0
 			next[p.PID] = was
+		case known && was.Carried > 0 && live && start != was.Start:
+			// Not listed while a GPU did not answer, and now another
+			// process: whose the memory is cannot be told. Nobody's.
+			next[p.PID] = Holder{PID: p.PID, Dead: true}
+			orphaned[p.PID] = true
 		case known:
+			was.Carried = 0
 			next[p.PID] = was
 			orphaned[p.PID] = true
 		case live:

@@ -228,8 +228,43 @@ func TestEnforcerFaults(t *testing.T) {
 		procs, err = saved, nil
 		procs[0].UsedBytes = 9000 * mib
 		v := e.Step()
-		if len(v.Kills) != 0 || len(v.Uses) != 1 || v.Uses[0].Container.ID != "a" {
-			t.Fatalf("kills %+v, uses %+v; want the memory still a's, b's process never killed", v.Kills, v.Uses)
+		// Whose it is cannot be told: never b's, and b's process is
+		// never killed for it; it counts as held.
+		if len(v.Kills) != 0 || len(v.Uses) != 0 || len(v.Unattributed) != 1 || v.Held["GPU-0"] != 9000*mib {
+			t.Fatalf("kills %+v, uses %+v, unattributed %+v; want the memory nobody's and held", v.Kills, v.Uses, v.Unattributed)
+		}
+	})
+
+	t.Run("a holder kept through a partial sample, listed again by its own process, is still its", func(t *testing.T) {
+		containers := NewContainers()
+		containers.Add(Container{ID: "a", Slices: slice})
+		host := &fakeHost{ids: map[int]string{7: "a"}, start: map[int]uint64{7: 1}}
+		procs := []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 100 * mib}}
+		var err error
+		e, _ := newE(containers, host, &procs, &err)
+		e.Step()
+		saved := procs
+		procs, err = nil, errors.New("GPU 0: list processes: unknown error")
+		e.Step()
+		procs, err = saved, nil
+		if v := e.Step(); len(v.Uses) != 1 || v.Uses[0].Container.ID != "a" || v.Uses[0].Processes[0].Orphaned {
+			t.Fatalf("uses %+v; want the memory a's, its process live", v.Uses)
+		}
+	})
+
+	t.Run("a GPU that never answers again keeps holders for a while only", func(t *testing.T) {
+		containers := NewContainers()
+		host := &fakeHost{ids: map[int]string{7: "a"}, start: map[int]uint64{7: 1}}
+		procs := []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 100 * mib}}
+		var err error
+		e, _ := newE(containers, host, &procs, &err)
+		e.Step()
+		procs, err = nil, errors.New("GPU 0: lost")
+		for range maxCarried + 1 {
+			e.Step()
+		}
+		if len(e.mem.holders) != 0 {
+			t.Fatalf("holders %+v after %d partial samples", e.mem.holders, maxCarried+1)
 		}
 	})
 

@@ -29,29 +29,11 @@ func (p Procfs) Kill(pid int, id string, start uint64) error {
 // signal sends sig to process pid of container id, held by a pidfd and
 // checked as Kill checks it.
 func (p Procfs) signal(pid int, id string, start uint64, sig unix.Signal) error {
-	fd, err := unix.PidfdOpen(pid, 0)
+	fd, err := p.hold(pid, id, start)
 	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("process %d: %w", pid, ErrMoved)
-		}
-		return fmt.Errorf("open process %d: %w", pid, err)
-	}
-	defer unix.Close(fd)
-	got, ok, err := p.ContainerID(pid)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("process %d: %w", pid, ErrMoved)
-		}
 		return err
 	}
-	if !ok || got != id {
-		return fmt.Errorf("process %d: %w", pid, ErrMoved)
-	}
-	// While the held process lives no other has its PID, so this reads
-	// the held one's start.
-	if got, live := p.Start(pid); start != 0 && (!live || got != start) {
-		return fmt.Errorf("process %d is not the one that held the memory: %w", pid, ErrMoved)
-	}
+	defer unix.Close(fd)
 	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("process %d: %w", pid, ErrMoved)
@@ -59,6 +41,36 @@ func (p Procfs) signal(pid int, id string, start uint64, sig unix.Signal) error 
 		return fmt.Errorf("signal %s to process %d: %w", unix.SignalName(sig), pid, err)
 	}
 	return nil
+}
+
+// hold opens a pidfd on pid, then checks that it runs in container id
+// and, where start is not 0, that it started then; the caller closes the
+// pidfd. While it is open no other process has the PID, so the checks
+// read the held one.
+func (p Procfs) hold(pid int, id string, start uint64) (int, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return -1, fmt.Errorf("process %d: %w", pid, ErrMoved)
+		}
+		return -1, fmt.Errorf("open process %d: %w", pid, err)
+	}
+	got, ok, err := p.ContainerID(pid)
+	switch {
+	case err != nil && errors.Is(err, os.ErrNotExist):
+		err = fmt.Errorf("process %d: %w", pid, ErrMoved)
+	case err == nil && (!ok || got != id):
+		err = fmt.Errorf("process %d: %w", pid, ErrMoved)
+	case err == nil && start != 0:
+		if got, live := p.Start(pid); !live || got != start {
+			err = fmt.Errorf("process %d is not the one that held the memory: %w", pid, ErrMoved)
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // First reports whether pid is the first process of its PID namespace

@@ -29,7 +29,14 @@ type Holder struct {
 	// Dead: first seen already ended. Charged to nobody, never blamed on
 	// a later process that reuses the PID, and counted as held.
 	Dead bool `json:"dead,omitempty"`
+	// Carried counts the samples in a row it was kept without being
+	// listed, because some GPU did not answer (maxCarried bounds it).
+	Carried int `json:"carried,omitempty"`
 }
+
+// maxCarried is how many samples a holder is kept while not listed, a
+// GPU not answering: past it, the PID is taken as freed.
+const maxCarried = 60
 
 // End is a container the enforcer ended whole because what it held past
 // its slice was listed under PIDs that had ended, and that memory is
@@ -44,8 +51,8 @@ type End struct {
 	Stage     Stage  `json:"stage"`
 	// Samples counts the samples that listed its memory since Stage began.
 	Samples int `json:"samples"`
-	// failed: the last end left processes running; it is tried again.
-	failed bool
+	// Failed: the last end left processes running; it is tried again.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // Stage is how far the enforcer went to free a container's memory.

@@ -194,7 +194,7 @@ func wholeMemoryCharge(t *testing.T, e env, ns string) {
 	harness.Eventually(t, 30*time.Second, "whole-mem-1 refused: whole-mem-0 is charged every core", func() error {
 		err := whole("whole-mem-1")
 		if err == nil {
-			return fmt.Errorf("whole-mem-1 admitted beside a slice of a whole GPU's memory under 150 cores")
+			t.Fatal("whole-mem-1 admitted beside a slice of a whole GPU's memory under 150 cores")
 		}
 		return harness.Contains(err.Error(), "gpucores quota 150, in use 100, this pod is charged 100", "all its memory")
 	})

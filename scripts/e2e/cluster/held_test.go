@@ -180,6 +180,9 @@ func (e env) processIn(t *testing.T, ns, pod, cmdline string) int {
 func startHostProcess(t *testing.T) int {
 	t.Helper()
 	cmd := exec.Command("sleep", "infinity")
+	// Gone with the test process, should it die before its cleanup: the
+	// mock keeps a live process's memory from one run to the next.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +270,8 @@ spec:
 	harness.Eventually(t, 30*time.Second, "an Event on full-0 saying the GPU was full", func() error {
 		return e.eventSays(ns, "full-0", "while the GPU was full", "killed its largest process")
 	})
+	// Two more periods: a second kill would come by then.
+	time.Sleep(2500 * time.Millisecond)
 	for _, n := range names[1:] {
 		if syscall.Kill(pids[n], 0) != nil {
 			t.Errorf("%s's process %d, within its slice plus the margin on a GPU that fits once full-0's is gone, was killed", n, pids[n])
