@@ -45,6 +45,19 @@ var containerInCgroup = regexp.MustCompile(`kubepods[^\n]*?/(?:[a-z-]*-)?([0-9a-
 // readProc reads pid's start time, parent and container from /proc; ok
 // is false once its PID is free (a zombie is still there).
 func readProc(pid int) (procInfo, bool) {
+	p, ok := readStat(pid)
+	if ok {
+		if cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup")); err == nil {
+			if m := containerInCgroup.FindSubmatch(cg); m != nil {
+				p.container = string(m[1])
+			}
+		}
+	}
+	return p, ok
+}
+
+// readStat reads pid's start time and parent, not its container.
+func readStat(pid int) (procInfo, bool) {
 	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return procInfo{}, false
@@ -60,11 +73,6 @@ func readProc(pid int) (procInfo, bool) {
 	var p procInfo
 	p.ppid, _ = strconv.Atoi(f[1])
 	p.start, _ = strconv.ParseUint(f[19], 10, 64)
-	if cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup")); err == nil {
-		if m := containerInCgroup.FindSubmatch(cg); m != nil {
-			p.container = string(m[1])
-		}
-	}
 	return p, true
 }
 
@@ -84,7 +92,7 @@ func newHolders(pid int) *holders {
 // container's processes. It reads all of /proc only once the opener is
 // gone.
 func (h *holders) alive() bool {
-	if info, ok := readProc(h.opener.pid); ok && info.start == h.opener.start {
+	if info, ok := readStat(h.opener.pid); ok && info.start == h.opener.start {
 		h.learnChildren()
 		return true
 	}
@@ -141,7 +149,7 @@ func (h *holders) learnChildren() {
 			if err != nil {
 				continue
 			}
-			if info, ok := readProc(pid); ok {
+			if info, ok := readStat(pid); ok {
 				h.known[proc{pid, info.start}] = true
 			}
 		}
