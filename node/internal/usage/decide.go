@@ -232,34 +232,32 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 		plans[i].overVictims = len(plans[i].victims)
 	}
 	for _, gpu := range slices.Sorted(maps.Keys(onGPU)) {
-		fullGPU(gpu, onGPU[gpu], s.MemoryBytes[gpu], r.Reserve, plans, v.Full)
+		total := s.MemoryBytes[gpu]
+		if total == 0 {
+			continue // its size unknown: never full
+		}
+		room := total - min(r.Reserve, total)
+		left := fullGPU(gpu, onGPU[gpu], room, plans)
+		if r.Mode != Enforce {
+			left = onGPU[gpu] // nothing is killed: full is what the GPU holds
+		}
+		// A whole-GPU slice's GPU is its alone: nobody else is placed
+		// there, and what it holds is its own.
+		if left > room && !wholeOn(v.Uses, gpu) {
+			v.Full[gpu] = true
+		}
 	}
-	stuck := map[int]bool{}
 	for i := range plans {
 		p := &plans[i]
 		for j, victim := range p.victims {
 			v.Kills = append(v.Kills, Kill{Use: p.use, Victim: victim, Full: j >= p.overVictims})
 		}
-		if p.stuck && !stuck[i] {
-			stuck[i] = true
+		if p.stuck {
 			v.Stuck = append(v.Stuck, p.use)
 		}
 	}
-	for i := range plans {
-		// A whole-GPU slice's GPU is its alone: nobody else is placed
-		// there, and what it holds is its own.
-		if plans[i].use.Whole {
-			delete(v.Full, plans[i].use.GPU)
-		}
-	}
 	if r.Mode != Enforce {
-		// Nothing is killed: full is what the GPU holds, as it is.
 		v.Kills = nil
-		for gpu, held := range onGPU {
-			if total := s.MemoryBytes[gpu]; total > 0 && held > total-min(r.Reserve, total) && !v.Full[gpu] && !wholeOn(v.Uses, gpu) {
-				v.Full[gpu] = true
-			}
-		}
 	}
 	return v
 }
@@ -325,22 +323,19 @@ func (p *plan) shrinkTo(limit uint64) uint64 {
 	return freed
 }
 
-// fullGPU holds everyone on gpu to their slice once its processes (held
-// in all) take more than its memory (total) less reserve: the uses
-// above their slice shrink to it, largest excess first, until the GPU
-// fits. A GPU that still does not fit is marked in full.
-func fullGPU(gpu string, held, total, reserve uint64, plans []plan, full map[string]bool) {
-	if total == 0 {
-		return
-	}
-	room := total - min(reserve, total)
+// fullGPU holds everyone on gpu to their slice once its processes
+// (held in all) take more than room, its memory less the reserve: the
+// uses above their slice shrink to it, largest excess first, until the
+// GPU fits. It returns what the GPU holds once every victim chosen is
+// gone.
+func fullGPU(gpu string, held, room uint64, plans []plan) uint64 {
 	for i := range plans {
 		if plans[i].use.GPU == gpu {
 			held -= plans[i].use.UsedBytes - plans[i].left
 		}
 	}
 	if held <= room {
-		return
+		return held
 	}
 	var above []int
 	for i := range plans {
@@ -362,9 +357,7 @@ func fullGPU(gpu string, held, total, reserve uint64, plans []plan, full map[str
 		limit := max(p.use.LimitBytes, p.left-min(p.left, held-room))
 		held -= p.shrinkTo(limit)
 	}
-	if held > room {
-		full[gpu] = true
-	}
+	return held
 }
 
 // instanceOn is c's slice of a MIG instance of the GPU gpu, where it has

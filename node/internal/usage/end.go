@@ -28,10 +28,6 @@ const endRounds = 32
 // running. It returns how many processes were killed; the container's
 // processes are listed from /proc only here, when one is to be ended.
 func (p Procfs) EndContainer(id string) (int, error) {
-	type proc struct {
-		pid   int
-		start uint64
-	}
 	killed := map[proc]bool{}
 	var errs []error
 	for range endRounds {
@@ -41,12 +37,11 @@ func (p Procfs) EndContainer(id string) (int, error) {
 		}
 		var fds []int
 		var held []proc
-		for _, pid := range pids {
-			start, _ := p.Start(pid)
-			if killed[proc{pid, start}] {
+		for _, pr := range pids {
+			if killed[pr] {
 				continue
 			}
-			fd, err := p.hold(pid, id, 0)
+			fd, err := p.hold(pr.pid, id, 0)
 			if err != nil {
 				if !errors.Is(err, ErrMoved) {
 					errs = append(errs, err)
@@ -54,7 +49,7 @@ func (p Procfs) EndContainer(id string) (int, error) {
 				continue
 			}
 			_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
-			fds, held = append(fds, fd), append(held, proc{pid, start})
+			fds, held = append(fds, fd), append(held, pr)
 		}
 		if len(fds) == 0 {
 			return len(killed), errors.Join(errs...)
@@ -70,11 +65,10 @@ func (p Procfs) EndContainer(id string) (int, error) {
 		}
 	}
 	left := 0
-	if pids, _ := p.members(id); len(pids) > 0 {
-		for _, pid := range pids {
-			if start, _ := p.Start(pid); !killed[proc{pid, start}] {
-				left++
-			}
+	pids, _ := p.members(id)
+	for _, pr := range pids {
+		if !killed[pr] {
+			left++
 		}
 	}
 	if left > 0 {
@@ -83,13 +77,19 @@ func (p Procfs) EndContainer(id string) (int, error) {
 	return len(killed), errors.Join(errs...)
 }
 
+// proc is a process by PID and start time: a PID reused is another.
+type proc struct {
+	pid   int
+	start uint64
+}
+
 // members lists the live processes whose cgroup names container id.
-func (p Procfs) members(id string) ([]int, error) {
+func (p Procfs) members(id string) ([]proc, error) {
 	ents, err := os.ReadDir(p.Root)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
-	var pids []int
+	var pids []proc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid <= 0 {
@@ -100,8 +100,8 @@ func (p Procfs) members(id string) ([]int, error) {
 			continue // gone meanwhile, or not its
 		}
 		if got, ok := containerIDFromCgroup(raw); ok && got == id {
-			if _, live := p.Start(pid); live {
-				pids = append(pids, pid)
+			if start, live := p.Start(pid); live {
+				pids = append(pids, proc{pid, start})
 			}
 		}
 	}

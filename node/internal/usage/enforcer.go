@@ -156,10 +156,10 @@ func (e *Enforcer) Step() Verdict {
 // container of its pod; then, still listed, calls it held. An End is
 // forgotten once none of its memory is listed. e.mem.mu held.
 func (e *Enforcer) escalate(procs []Process, v Verdict, quiet, partial bool) {
-	listed := map[string]uint64{} // by first holder's container
+	listed := map[string]uint64{} // by first holder's container (attribute set it)
 	for _, p := range procs {
-		if h, ok := e.mem.holders[p.PID]; ok && h.Container != "" {
-			listed[h.Container] += p.UsedBytes
+		if p.Holder.Container != "" {
+			listed[p.Holder.Container] += p.UsedBytes
 		}
 	}
 	now := map[string]bool{}

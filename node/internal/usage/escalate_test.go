@@ -175,8 +175,8 @@ func TestProcfsMembers(t *testing.T) {
 	write("14", "0::/kubepods/pod1/"+other+"/"+id+"\n", "S") // a sub-cgroup named as it likes
 	write("self", "0::/\n", "S")
 	pids, err := Procfs{Root: root}.members(id)
-	if err != nil || !slices.Equal(pids, []int{10, 11}) {
-		t.Fatalf("members %v, %v; want [10 11]", pids, err)
+	if want := []proc{{10, 12345}, {11, 12345}}; err != nil || !slices.Equal(pids, want) {
+		t.Fatalf("members %v, %v; want %v: PIDs 10 and 11, with their start", pids, err, want)
 	}
 }
 

@@ -23,22 +23,16 @@ var ErrMoved = errors.New("the process is no longer in that container")
 // checked or none: never another that reused the PID, in this container
 // or another, between the sample and the kill.
 func (p Procfs) Kill(pid int, id string, start uint64) error {
-	return p.signal(pid, id, start, unix.SIGKILL)
-}
-
-// signal sends sig to process pid of container id, held by a pidfd and
-// checked as Kill checks it.
-func (p Procfs) signal(pid int, id string, start uint64, sig unix.Signal) error {
 	fd, err := p.hold(pid, id, start)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("process %d: %w", pid, ErrMoved)
 		}
-		return fmt.Errorf("signal %s to process %d: %w", unix.SignalName(sig), pid, err)
+		return fmt.Errorf("kill process %d: %w", pid, err)
 	}
 	return nil
 }

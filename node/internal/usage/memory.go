@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -173,15 +174,7 @@ func (m *Memory) save() error {
 	for _, e := range m.ends {
 		mf.Ends = append(mf.Ends, *e)
 	}
-	slices.SortFunc(mf.Ends, func(a, b End) int {
-		if a.Container < b.Container {
-			return -1
-		}
-		if a.Container > b.Container {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(mf.Ends, func(a, b End) int { return cmp.Compare(a.Container, b.Container) })
 	raw, err := json.Marshal(mf)
 	if err != nil {
 		return fmt.Errorf("encode the enforcer's memory: %w", err)
