@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -258,12 +257,8 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		if err := a.keepMockMIG(m); err != nil {
 			return false, err
 		}
-		// A driver's process list outlives vgpud's restarts: the mock's
-		// does beside the enforcer's record.
-		if rec := a.usageRecord(); rec != "" {
-			if err := m.KeepProcesses(filepath.Join(filepath.Dir(rec), "mock-processes-"+a.node+".json")); err != nil {
-				return false, err
-			}
+		if err := a.keepMockProcesses(m); err != nil {
+			return false, err
 		}
 	}
 	// Taken before discovery: a GPU that comes or goes in between makes

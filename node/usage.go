@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -104,6 +105,16 @@ func (a *Role) usageMemory(host usage.Procfs) *usage.Memory {
 // usageRecord is this node's --gpu-usage-record; "" for none.
 func (a *Role) usageRecord() string {
 	return strings.ReplaceAll(a.cfg.GPUUsageRecord, "{node}", a.node)
+}
+
+// keepMockProcesses has the mock's process list outlive the process, as
+// a driver's outlives vgpud's restarts: beside the enforcer's record.
+func (a *Role) keepMockProcesses(m *gpu.Mock) error {
+	rec := a.usageRecord()
+	if rec == "" {
+		return nil
+	}
+	return m.KeepProcesses(filepath.Join(filepath.Dir(rec), "mock-processes-"+a.node+".json"))
 }
 
 // runningContainers are the runtime's IDs of pod's running containers,

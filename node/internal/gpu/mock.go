@@ -46,7 +46,7 @@ type Mock struct {
 // newMock wraps s; migs[i], where not nil, puts GPU i in MIG mode with
 // those instances.
 func newMock(s *server.Server, node string, places []Place, migs [][]string) (*Mock, error) {
-	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}, procs: map[string]map[int]ProcessSample{}}
+	m := &Mock{Server: s, events: make(chan nvml.EventData, 64), failing: map[string]bool{}, procs: map[string]map[int]ProcessSample{}, holding: map[string]map[int]*holders{}}
 	m.places, m.unplugged = map[*server.Device]Place{}, map[string]bool{}
 	for i, d := range s.Devices {
 		md := d.(*server.Device)
@@ -290,27 +290,27 @@ func (m *Mock) SetProcess(gpu string, pid int, usedMiB uint64, smPercent int) er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.procs[gpu] == nil {
-		m.procs[gpu] = map[int]ProcessSample{}
-	}
-	if m.holding == nil {
-		m.holding = map[string]map[int]*holders{}
-	}
-	if m.holding[gpu] == nil {
-		m.holding[gpu] = map[int]*holders{}
-	}
 	if usedMiB == 0 {
 		delete(m.procs[gpu], pid)
 		delete(m.holding[gpu], pid)
 		m.keep()
 		return nil
 	}
-	if _, again := m.procs[gpu][pid]; !again {
-		m.holding[gpu][pid] = newHolders(pid)
+	h := m.holding[gpu][pid]
+	if h == nil {
+		h = newHolders(pid)
 	}
-	m.procs[gpu][pid] = ProcessSample{GPU: gpu, PID: pid, UsedBytes: usedMiB << 20, SMPercent: smPercent}
+	m.declare(ProcessSample{GPU: gpu, PID: pid, UsedBytes: usedMiB << 20, SMPercent: smPercent}, h)
 	m.keep()
 	return nil
+}
+
+// declare lists s on its GPU, held by h; m.mu held.
+func (m *Mock) declare(s ProcessSample, h *holders) {
+	if m.procs[s.GPU] == nil {
+		m.procs[s.GPU], m.holding[s.GPU] = map[int]ProcessSample{}, map[int]*holders{}
+	}
+	m.procs[s.GPU][s.PID], m.holding[s.GPU][s.PID] = s, h
 }
 
 func (m *Mock) declared(uuid string) []ProcessSample {

@@ -35,21 +35,11 @@ func (m *Mock) KeepProcesses(path string) error {
 		}
 		m.mu.Lock()
 		for _, k := range kept {
-			gpu, pid := k.Sample.GPU, k.Sample.PID
-			if m.procs[gpu] == nil {
-				m.procs[gpu] = map[int]ProcessSample{}
-			}
-			if m.holding == nil {
-				m.holding = map[string]map[int]*holders{}
-			}
-			if m.holding[gpu] == nil {
-				m.holding[gpu] = map[int]*holders{}
-			}
 			h := &holders{opener: proc{int(k.Opener[0]), k.Opener[1]}, container: k.Container, known: map[proc]bool{}}
 			for _, p := range k.Known {
 				h.known[proc{int(p[0]), p[1]}] = true
 			}
-			m.procs[gpu][pid], m.holding[gpu][pid] = k.Sample, h
+			m.declare(k.Sample, h)
 		}
 		m.mu.Unlock()
 	}
