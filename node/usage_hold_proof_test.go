@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,14 +29,7 @@ import (
 // until nvidia-smi shows the memory back, within three periods of the
 // kill, with the co-tenant untouched. It prints a table.
 func TestForkAndHoldOnNVML(t *testing.T) {
-	if os.Getenv("VGPUD_TEST_NVML") != "1" {
-		t.Skip("needs an NVIDIA GPU: VGPUD_TEST_NVML=1 (make nvml)")
-	}
-	hog := os.Getenv("VGPUD_TEST_NVML_HOG")
-	if hog == "" {
-		t.Fatal("VGPUD_TEST_NVML_HOG: want the command of scripts/nvml/hog.py")
-	}
-	proveHolds(t, nvml.New(), cudaHolds{cudaHogs{cmd: strings.Fields(hog)}})
+	proveHolds(t, nvml.New(), cudaHolds{cudaHogs{cmd: hogCommand(t)}})
 }
 
 // TestForkAndHoldOnMock is its twin on a fake GPU, whose process list
@@ -257,14 +249,7 @@ func proveHolds(t *testing.T, lib nvml.Interface, h holdHogs) {
 	}
 	cancel()
 	<-ran
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	const n = 20
-	for range n {
-		e.Step()
-	}
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime)+syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Utime)-syscall.TimevalToNsec(ru0.Stime)) / n
+	cpu := cpuPerSample(e)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nDescriptor holders on %s (%s), attribution: %s, period %v, margin %d MiB\n", devs[0].Model, uuid, cg.why, period, marginMiB)

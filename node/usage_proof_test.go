@@ -34,6 +34,13 @@ import (
 // table. Needs VGPUD_TEST_NVML=1 and VGPUD_TEST_NVML_HOG (make nvml sets
 // it to scripts/nvml/hog.py).
 func TestUsageOnNVML(t *testing.T) {
+	proveUsage(t, nvml.New(), cudaHogs{cmd: hogCommand(t)})
+}
+
+// hogCommand is scripts/nvml/hog.py's command as make nvml gives it; it
+// skips the test where no GPU is said to be there.
+func hogCommand(t *testing.T) []string {
+	t.Helper()
 	if os.Getenv("VGPUD_TEST_NVML") != "1" {
 		t.Skip("needs an NVIDIA GPU: VGPUD_TEST_NVML=1 (make nvml)")
 	}
@@ -41,8 +48,7 @@ func TestUsageOnNVML(t *testing.T) {
 	if hog == "" {
 		t.Fatal("VGPUD_TEST_NVML_HOG: want the command of scripts/nvml/hog.py")
 	}
-	lib := nvml.New()
-	proveUsage(t, lib, cudaHogs{cmd: strings.Fields(hog)})
+	return strings.Fields(hog)
 }
 
 // TestUsageOnMock is the proof's twin on a fake GPU: the processes are
@@ -270,6 +276,18 @@ func (r proofRecorder) Killed(k usage.Kill, _ bool, err error) {
 	}
 }
 
+// cpuPerSample is the CPU one of e's samples costs this process, over 20.
+func cpuPerSample(e *usage.Enforcer) time.Duration {
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	const n = 20
+	for range n {
+		e.Step()
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	return time.Duration(syscall.TimevalToNsec(ru1.Utime)+syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Utime)-syscall.TimevalToNsec(ru0.Stime)) / n
+}
+
 func containerID() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
@@ -354,15 +372,7 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	cancel()
 	<-ran
 
-	// What one sample costs this process, over 20.
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	const n = 20
-	for range n {
-		e.Step()
-	}
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime)+syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Utime)-syscall.TimevalToNsec(ru0.Stime)) / n
+	cpu := cpuPerSample(e)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nGPU usage proof on %s (%s), attribution: %s\n", devs[0].Model, uuid, cg.why)
