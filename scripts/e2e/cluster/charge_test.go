@@ -28,14 +28,7 @@ import (
 func slotCharge(t *testing.T, e env, ns string) {
 	ctx := context.Background()
 	pods := e.kube.CoreV1().Pods(ns)
-	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	harness.Eventually(t, 60*time.Second, "namespace "+ns+" empty", func() error {
-		l, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil || len(l.Items) > 0 {
-			return fmt.Errorf("%d pods (%v)", len(l.Items), err)
-		}
-		return nil
-	})
+	e.emptyNamespace(t, ns)
 	setQuota := func(mem int64, cores int) {
 		t.Helper()
 		patch := fmt.Sprintf(`{"spec":{"hard":{"requests.nvidia.com/gpumem":"%d","requests.nvidia.com/gpucores":"%d"}}}`, mem, cores)
@@ -131,6 +124,21 @@ func slotCharge(t *testing.T, e env, ns string) {
 	})
 }
 
+// emptyNamespace deletes ns's pods and waits until they are gone.
+func (e env) emptyNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	pods := e.kube.CoreV1().Pods(ns)
+	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	harness.Eventually(t, 60*time.Second, "namespace "+ns+" empty", func() error {
+		l, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil || len(l.Items) > 0 {
+			return fmt.Errorf("%d pods (%v)", len(l.Items), err)
+		}
+		return nil
+	})
+}
+
 // inventory is node's vgpud inventory as published now.
 func (e env) inventory(t *testing.T, node string) protocol.Inventory {
 	t.Helper()
@@ -164,14 +172,7 @@ func (e env) inventoryGPU(t *testing.T, node, uuid string) protocol.GPU {
 func wholeMemoryCharge(t *testing.T, e env, ns string) {
 	ctx := context.Background()
 	pods := e.kube.CoreV1().Pods(ns)
-	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	harness.Eventually(t, 60*time.Second, "namespace "+ns+" empty", func() error {
-		l, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil || len(l.Items) > 0 {
-			return fmt.Errorf("%d pods (%v)", len(l.Items), err)
-		}
-		return nil
-	})
+	e.emptyNamespace(t, ns)
 	quotas := e.kube.CoreV1().ResourceQuotas(ns)
 	_ = quotas.Delete(ctx, "gpu", metav1.DeleteOptions{})
 	if _, err := quotas.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{

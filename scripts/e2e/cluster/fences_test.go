@@ -401,14 +401,7 @@ spec:
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		_ = e.kube.CoreV1().Pods(fencesNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		harness.Eventually(t, 60*time.Second, "namespace "+fencesNS+" empty", func() error {
-			l, err := e.kube.CoreV1().Pods(fencesNS).List(ctx, metav1.ListOptions{})
-			if err != nil || len(l.Items) > 0 {
-				return fmt.Errorf("%d pods (%v)", len(l.Items), err)
-			}
-			return nil
-		})
+		e.emptyNamespace(t, fencesNS)
 		exclusive := func(i int, optOut bool) string {
 			labels := ""
 			if optOut {

@@ -153,27 +153,10 @@ spec:
 // whose command line is cmdline.
 func (e env) processIn(t *testing.T, ns, pod, cmdline string) int {
 	t.Helper()
-	p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
-	if err != nil || len(p.Status.ContainerStatuses) == 0 {
-		t.Fatalf("pod %s: %v", pod, err)
-	}
-	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
-	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
-	for _, f := range procs {
-		cg, err := os.ReadFile(f)
-		if err != nil || !strings.Contains(string(cg), id) {
-			continue
-		}
-		raw, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
-		if strings.Join(strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), " ") != cmdline {
-			continue
-		}
-		var pid int
-		fmt.Sscan(filepath.Base(filepath.Dir(f)), &pid)
-		return pid
-	}
-	t.Fatalf("no process %q in %s's container %s on this host", cmdline, pod, id)
-	return 0
+	return e.containerProcess(t, ns, pod, cmdline, func(dir string) bool {
+		raw, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		return strings.Join(strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), " ") == cmdline
+	})
 }
 
 // startHostProcess starts a process of no container, ended with the test.

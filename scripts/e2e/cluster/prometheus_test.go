@@ -97,15 +97,11 @@ func monitoring(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := exec.Command("sleep", "infinity")
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// The mock forgets a process once its PID has ended.
-	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	host := startHostProcess(t)
 	gpu := a.Containers[0].GPUs[0].UUID
 	e.declareProcess(t, replica, gpu, e.containerPID(t, monitoringNS, names[0]), 500, 10)
-	e.declareProcess(t, replica, gpu, host.Process.Pid, 200, 5)
+	e.declareProcess(t, replica, gpu, host, 200, 5)
 
 	// Every query of every panel returns data ($__rate_interval as 1m).
 	raw, err := os.ReadFile(filepath.Join(dir, "dashboard.json"))

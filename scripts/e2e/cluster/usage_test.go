@@ -69,11 +69,7 @@ spec:
 	e.waitRunning(t, ns, names, 120*time.Second)
 
 	// A host process: no container's.
-	host := exec.Command("sleep", "infinity")
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	host := startHostProcess(t)
 
 	vgpud, err := e.vgpudPod(node)
 	if err != nil {
@@ -104,7 +100,7 @@ spec:
 		return v[ns+"/greedy/main/"+gpu]
 	}
 	killsBefore := greedyKills()
-	declare(host.Process.Pid, 3000, 10)
+	declare(host, 3000, 10)
 	declare(pids["neighbour"], 900, 20)
 	if pid, ok := pids["elsewhere"]; ok {
 		declare(pid, 4000, 5)
@@ -148,7 +144,7 @@ spec:
 		return nil
 	})
 	// Everyone else keeps running.
-	for _, pid := range []int{pids["neighbour"], host.Process.Pid, pids["elsewhere"]} {
+	for _, pid := range []int{pids["neighbour"], host, pids["elsewhere"]} {
 		if pid != 0 && syscall.Kill(pid, 0) != nil {
 			t.Errorf("process %d, which vgpud must not kill, is gone", pid)
 		}
@@ -183,8 +179,8 @@ spec:
 		switch {
 		case !sawNeighbour:
 			return fmt.Errorf("neighbour at 900/1000 MiB, 20%% SM not shown: %+v", u.Containers)
-		case !unattributed[host.Process.Pid]:
-			return fmt.Errorf("host process %d not unattributed: %+v", host.Process.Pid, u.Unattributed)
+		case !unattributed[host]:
+			return fmt.Errorf("host process %d not unattributed: %+v", host, u.Unattributed)
 		case pids["elsewhere"] != 0 && !unattributed[pids["elsewhere"]]:
 			return fmt.Errorf("%s's process %d not unattributed: %+v", nodes[1], pids["elsewhere"], u.Unattributed)
 		}
@@ -218,7 +214,7 @@ spec:
 		}
 		return harness.Contains(e.kubectlVgpud(t), node+" (enforce)", ns+"/neighbour", "896/1000", "20/20", "unattributed")
 	})
-	for _, pid := range []int{host.Process.Pid, pids["neighbour"], pids["elsewhere"]} {
+	for _, pid := range []int{host, pids["neighbour"], pids["elsewhere"]} {
 		if pid != 0 {
 			declare(pid, 0, -1)
 		}
@@ -254,10 +250,21 @@ func (e env) declareProcess(t *testing.T, replica *corev1.Pod, gpu string, pid, 
 	}
 }
 
-// containerPID is the host PID of the first process of pod's container,
-// found by the container ID kubelet reports, in the cgroup of a process
-// on this host (the cluster shares the host's PID namespace).
+// containerPID is the host PID of the sleep process of pod's first
+// container (the cluster shares the host's PID namespace).
 func (e env) containerPID(t *testing.T, ns, pod string) int {
+	t.Helper()
+	return e.containerProcess(t, ns, pod, "a sleep", func(dir string) bool {
+		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+		return strings.TrimSpace(string(comm)) == "sleep"
+	})
+}
+
+// containerProcess is the host PID of a process of pod's first
+// container for which is, given the process's /proc directory, says yes:
+// found by the container ID kubelet reports, in the cgroup of a process
+// on this host.
+func (e env) containerProcess(t *testing.T, ns, pod, what string, is func(dir string) bool) int {
 	t.Helper()
 	p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
 	if err != nil || len(p.Status.ContainerStatuses) == 0 {
@@ -267,17 +274,13 @@ func (e env) containerPID(t *testing.T, ns, pod string) int {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	for _, f := range procs {
 		cg, err := os.ReadFile(f)
-		if err != nil || !strings.Contains(string(cg), id) {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "comm"))
-		if strings.TrimSpace(string(comm)) != "sleep" {
+		if err != nil || !strings.Contains(string(cg), id) || !is(filepath.Dir(f)) {
 			continue
 		}
 		var pid int
 		fmt.Sscan(filepath.Base(filepath.Dir(f)), &pid)
 		return pid
 	}
-	t.Fatalf("no process of %s's container %s on this host", pod, id)
+	t.Fatalf("no process (%s) of %s's container %s on this host", what, pod, id)
 	return 0
 }
