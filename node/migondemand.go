@@ -66,6 +66,7 @@ func (o *onDemand) view(published bool) inventory.OnDemand {
 	// the allowlist) still takes its placement while its pod holds it;
 	// one kept for processes of an ended pod is offered to none.
 	taken := map[string][]mig.Placement{}
+	kept := map[string]inventory.Kept{}
 	o.mu.Lock()
 	for _, e := range o.maker.Entries() {
 		at := mig.Placement{Start: e.Start, Size: e.Size}
@@ -76,6 +77,13 @@ func (o *onDemand) view(published bool) inventory.OnDemand {
 			continue
 		}
 		if o.maker.Busy(e.ID) {
+			// Its pod has ended: the leader charges it to that pod's
+			// namespace while it stays. Known from the catalog only;
+			// one made under a profile since taken off the allowlist is
+			// hidden all the same.
+			if sl, ok := cat[e.ID]; ok && e.Made != nil {
+				kept[e.ID] = inventory.Kept{Slot: sl, Made: e.Made.UUID}
+			}
 			delete(cat, e.ID)
 		}
 		if _, listed := cat[e.ID]; !listed && e.Made != nil {
@@ -90,7 +98,7 @@ func (o *onDemand) view(published bool) inventory.OnDemand {
 		o.ours[uuid] = true
 	}
 	o.mu.Unlock()
-	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.IsOurs, Taken: taken, OursAt: oursAt}
+	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.IsOurs, Taken: taken, OursAt: oursAt, Kept: kept}
 }
 
 // madeParents is each MIG device the node made, by UUID, with its GPU:

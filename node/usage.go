@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,10 +166,23 @@ func (a *Role) useSnapshot() *inspect.GPUUse {
 	for g, b := range v.Held {
 		gpus[g] = gpus[g] || b > 0
 	}
+	names := map[string][2]string{} // pod UID: namespace, name
+	for _, u := range v.Uses {
+		names[u.Container.PodUID] = [2]string{u.Container.Namespace, u.Container.Pod}
+	}
+	for _, p := range v.Unattributed {
+		names[p.Holder.PodUID] = [2]string{p.Holder.Namespace, p.Holder.Pod}
+	}
 	for _, g := range slices.Sorted(maps.Keys(gpus)) {
-		if gpus[g] {
-			out.GPUs = append(out.GPUs, inspect.GPUHeld{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]})
+		if !gpus[g] {
+			continue
 		}
+		h := inspect.GPUHeld{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]}
+		for uid, b := range v.HeldBy[g] {
+			h.Pods = append(h.Pods, inspect.HeldPod{UID: uid, Namespace: names[uid][0], Pod: names[uid][1], MiB: b >> 20})
+		}
+		slices.SortFunc(h.Pods, func(x, y inspect.HeldPod) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.UID, y.UID)) })
+		out.GPUs = append(out.GPUs, h)
 	}
 	for _, end := range e.Ends() {
 		out.Ends = append(out.Ends, inspect.End{Namespace: end.Namespace, Pod: end.Pod, Container: end.Name, GPU: end.GPU, Stage: end.Stage.String()})

@@ -37,7 +37,14 @@ func usageValue(s *inspect.GPUUse) (protocol.NodeUsage, string, error) {
 	// Rounded up: the leader counts it as used, so the rounding errs on
 	// the side of placing less.
 	for _, g := range s.GPUs {
-		u.Held = append(u.Held, protocol.GPUHeld{GPU: g.GPU, MiB: (int64(g.HeldMiB) + 63) / 64 * 64, Full: g.Full})
+		h := protocol.GPUHeld{GPU: g.GPU, MiB: (int64(g.HeldMiB) + 63) / 64 * 64, Full: g.Full}
+		// The largest first (inspect's order), each rounded up too, none
+		// above the GPU's figure; the smallest past the bound are
+		// charged to no pod.
+		for _, p := range g.Pods[:min(len(g.Pods), protocol.MaxHeldPods)] {
+			h.Pods = append(h.Pods, protocol.HeldPod{UID: p.UID, MiB: min((int64(p.MiB)+63)/64*64, h.MiB)})
+		}
+		u.Held = append(u.Held, h)
 	}
 	enc, err := protocol.EncodeUsage(u)
 	// Long names can pass the byte bound before the count bound: drop a

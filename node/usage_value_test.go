@@ -85,12 +85,15 @@ func TestUsageValueStaysWithinTheBounds(t *testing.T) {
 // leader, rounded up: it errs on the side of placing less.
 func TestUsageValueHeld(t *testing.T) {
 	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{},
-		GPUs: []inspect.GPUHeld{{GPU: "GPU-0", HeldMiB: 28000}, {GPU: "GPU-1", HeldMiB: 1, Full: true}}}
+		GPUs: []inspect.GPUHeld{{GPU: "GPU-0", HeldMiB: 28000, Pods: []inspect.HeldPod{{UID: "u1", Namespace: "a", Pod: "p", MiB: 20000}, {UID: "u2", MiB: 27999}}},
+			{GPU: "GPU-1", HeldMiB: 1, Full: true}}}
 	u, enc, err := usageValue(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []protocol.GPUHeld{{GPU: "GPU-0", MiB: 28032}, {GPU: "GPU-1", MiB: 64, Full: true}}
+	// Each pod's part rounded up too, never past the GPU's: no names
+	// on the wire, the leader has its own.
+	want := []protocol.GPUHeld{{GPU: "GPU-0", MiB: 28032, Pods: []protocol.HeldPod{{UID: "u1", MiB: 20032}, {UID: "u2", MiB: 28032}}}, {GPU: "GPU-1", MiB: 64, Full: true}}
 	if fmt.Sprint(u.Held) != fmt.Sprint(want) {
 		t.Errorf("held %+v; want %+v", u.Held, want)
 	}

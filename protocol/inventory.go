@@ -50,6 +50,13 @@ type MIGGPU struct {
 	// them, and books them per assignment (GPUSlice.Make): booking one
 	// blocks every possible instance it overlaps.
 	Possible []MIGInstance `json:"possible,omitempty"`
+	// Kept are instances the node made for a pod that has ended, kept
+	// because processes still hold them: offered to none (no instance of
+	// Possible overlaps one), and charged to the namespace of the last
+	// pod booked on them until they go. Each is named as in Possible,
+	// with its device's UUID in Made. A leader that does not read this
+	// charges them to nobody.
+	Kept []MIGInstance `json:"kept,omitempty"`
 }
 
 // MIGInstance is one MIG device: a GPU instance with its compute

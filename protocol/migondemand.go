@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -66,6 +67,43 @@ func validatePossible(i int, g MIGGPU, seen map[string]bool) error {
 			seen[in.Made] = true
 		}
 		seen[in.UUID] = true
+	}
+	return validateKept(i, g, seen)
+}
+
+// validateKept checks g's kept instances (the i-th MIG GPU): named as a
+// possible instance, each made, none overlapping another instance.
+func validateKept(i int, g MIGGPU, seen map[string]bool) error {
+	if len(g.Kept) > maxMIGInstances {
+		return fmt.Errorf("mig[%d] %s: %d kept instances, more than %d", i, g.UUID, len(g.Kept), maxMIGInstances)
+	}
+	for j, in := range g.Kept {
+		where := fmt.Sprintf("mig[%d].kept[%d] %s", i, j, in.UUID)
+		switch {
+		case in.Profile == "" || len(in.Profile) > maxProfileLen:
+			return fmt.Errorf("%s: profile %q must be 1..%d bytes", where, in.Profile, maxProfileLen)
+		case in.UUID != OnDemandID(g.UUID, in.Profile, in.Start) || seen[in.UUID]:
+			return fmt.Errorf("%s: want the name %s, once", where, OnDemandID(g.UUID, in.Profile, in.Start))
+		case in.MemoryMiB <= 0 || in.MemoryMiB > g.MemoryMiB:
+			return fmt.Errorf("%s: memoryMiB %d must be within 1..%d, its GPU's", where, in.MemoryMiB, g.MemoryMiB)
+		case in.SMs <= 0 || in.SMs > g.SMs:
+			return fmt.Errorf("%s: sms %d must be within 1..%d, its GPU's", where, in.SMs, g.SMs)
+		case in.Start < 0 || in.Size <= 0 || in.Start+in.Size > maxMemSlices:
+			return fmt.Errorf("%s: placement %d+%d must lie within 0..%d", where, in.Start, in.Size, maxMemSlices)
+		case !strings.HasPrefix(in.Made, "MIG-") || seen[in.Made]:
+			return fmt.Errorf("%s: made %q must be a MIG device's UUID (MIG-...), once", where, in.Made)
+		}
+		for _, o := range append(slices.Clone(g.Instances), g.Kept[:j]...) {
+			if in.placement().Overlaps(o.placement()) {
+				return fmt.Errorf("%s: placement %d+%d overlaps %s", where, in.Start, in.Size, o.UUID)
+			}
+		}
+		for _, o := range g.Possible {
+			if o.Made != "" && in.placement().Overlaps(o.placement()) {
+				return fmt.Errorf("%s: placement %d+%d overlaps %s, made", where, in.Start, in.Size, o.UUID)
+			}
+		}
+		seen[in.UUID], seen[in.Made] = true, true
 	}
 	return nil
 }

@@ -40,7 +40,22 @@ type GPUHeld struct {
 	// node's reserve, and what is over is held by processes vgpud may
 	// not end; nothing is placed there until the driver frees it.
 	Full bool `json:"full,omitempty"`
+	// Pods are, of MiB, what processes of pods the node granted opened
+	// (a deleted pod's still listed, or past a live pod's slice), by pod
+	// UID, largest first, at most MaxHeldPods. The leader charges each to
+	// the namespace its own books hold for that pod on this GPU, and
+	// none where they hold none: a node names pods, never namespaces.
+	Pods []HeldPod `json:"pods,omitempty"`
 }
+
+// HeldPod is memory a GPU holds that a pod's process opened.
+type HeldPod struct {
+	UID string `json:"uid"`
+	MiB int64  `json:"mib"`
+}
+
+// MaxHeldPods bounds the pods a GPUHeld names.
+const MaxHeldPods = 16
 
 // ContainerUsage is one container's use of one GPU against its slice.
 type ContainerUsage struct {
@@ -133,6 +148,14 @@ func (u NodeUsage) Validate() error {
 	for i, h := range u.Held {
 		if h.MiB < 0 || h.MiB > MaxMemoryMiB || strings.IndexFunc(h.GPU, unicode.IsControl) >= 0 || len(h.GPU) > 253 {
 			return fmt.Errorf("held[%d]: memory outside 0..%d MiB, or a bad GPU name", i, MaxMemoryMiB)
+		}
+		if len(h.Pods) > MaxHeldPods {
+			return fmt.Errorf("held[%d]: %d pods, over the %d a GPU names", i, len(h.Pods), MaxHeldPods)
+		}
+		for j, p := range h.Pods {
+			if p.MiB < 0 || p.MiB > h.MiB || p.UID == "" || len(p.UID) > 64 || strings.IndexFunc(p.UID, unicode.IsControl) >= 0 {
+				return fmt.Errorf("held[%d].pods[%d]: memory outside 0..%d MiB (the GPU's held), or a bad pod UID", i, j, h.MiB)
+			}
 		}
 	}
 	if u.Omitted < 0 {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -45,13 +46,13 @@ func TestUsageRoundTripAndBounds(t *testing.T) {
 // Held is what the leader reads: it round-trips, an older node's value
 // without it reads as nothing held, and a bad entry is refused.
 func TestUsageHeld(t *testing.T) {
-	u := NodeUsage{Mode: "enforce", Containers: []ContainerUsage{}, Held: []GPUHeld{{GPU: "GPU-a", MiB: 30000, Full: true}}}
+	u := NodeUsage{Mode: "enforce", Containers: []ContainerUsage{}, Held: []GPUHeld{{GPU: "GPU-a", MiB: 30000, Full: true, Pods: []HeldPod{{UID: "u1", MiB: 20000}}}}}
 	s, err := EncodeUsage(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := DecodeUsage(s)
-	if err != nil || len(got.Held) != 1 || got.Held[0] != u.Held[0] {
+	if err != nil || len(got.Held) != 1 || !reflect.DeepEqual(got.Held[0], u.Held[0]) {
 		t.Fatalf("round trip: %+v, %v", got.Held, err)
 	}
 	old, err := DecodeUsage(`{"version":1,"mode":"report","containers":[]}`)
@@ -62,6 +63,9 @@ func TestUsageHeld(t *testing.T) {
 		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"GPU-a","mib":-1}]}`,
 		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"GPU-a","mib":99999999999}]}`,
 		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"a\u001b[31m","mib":1}]}`,
+		// A pod named for more than its GPU holds, or with no UID.
+		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"GPU-a","mib":64,"pods":[{"uid":"u","mib":128}]}]}`,
+		`{"version":1,"mode":"report","containers":[],"held":[{"gpu":"GPU-a","mib":64,"pods":[{"uid":"","mib":64}]}]}`,
 	} {
 		if _, err := DecodeUsage(bad); err == nil {
 			t.Errorf("decoded %s", bad)

@@ -29,6 +29,17 @@ type GPUHeld struct {
 	GPU     string `json:"gpu"`
 	HeldMiB uint64 `json:"heldMiB"`
 	Full    bool   `json:"full,omitempty"`
+	// Pods are, of HeldMiB, what a known pod's processes opened: charged
+	// to its namespace.
+	Pods []HeldPod `json:"pods,omitempty"`
+}
+
+// HeldPod is memory a GPU holds that a pod's process opened.
+type HeldPod struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	MiB       uint64 `json:"mib"`
 }
 
 // End is how far the node went to free a container's memory.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,15 @@ type OnDemand struct {
 	// OursAt are the placements of every instance the node made, by GPU:
 	// the GPU instances there are its own.
 	OursAt map[string][]mig.Placement
+	// Kept are the instances made for a pod that has ended which
+	// processes still hold, by name; their placements are in Taken.
+	Kept map[string]Kept
+}
+
+// Kept is an instance the node made, kept for processes of an ended pod.
+type Kept struct {
+	migmaker.Slot
+	Made string // its MIG device's UUID
 }
 
 // Build is the inventory the scheduler sees: memory and cores after
@@ -95,6 +105,12 @@ func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 		g.Possible = migmaker.Possible(d.UUID, od.Catalog, taken, od.Made)
 		for i := range g.Possible {
 			g.Possible[i].SMs = min(g.Possible[i].SMs, g.SMs) // the profile's; the GPU's largest bounds it
+		}
+		for _, id := range slices.Sorted(maps.Keys(od.Kept)) {
+			if k := od.Kept[id]; k.Parent == d.UUID {
+				g.Kept = append(g.Kept, protocol.MIGInstance{UUID: id, Profile: k.Name, MemoryMiB: k.MemoryMiB, SMs: min(k.SMs, g.SMs),
+					Start: k.At.Start, Size: k.At.Size, Made: k.Made})
+			}
 		}
 	}
 	return g

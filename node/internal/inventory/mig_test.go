@@ -100,6 +100,46 @@ func TestBuildListsPossibleInstances(t *testing.T) {
 	}
 }
 
+// An instance kept for processes of an ended pod is listed as kept, its
+// placement offered to none, for the leader to charge.
+func TestBuildListsKeptInstances(t *testing.T) {
+	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ := gpu.Discover(lib)
+	parent := devs[0].UUID
+	ps, _ := gpu.MIGProfiles(lib, parent)
+	cat := migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true })
+	id := protocol.OnDemandID(parent, "3g.40gb", 4)
+	made, err := gpu.MakeMIG(lib, parent, cat[id].Profile, cat[id].At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, _ = gpu.Discover(lib)
+	kept := Kept{Slot: cat[id], Made: made.UUID}
+	delete(cat, id) // as the node role hides it
+	od := OnDemand{Catalog: cat, Made: map[string]string{}, Ours: func(u string) bool { return u == made.UUID },
+		Taken: map[string][]mig.Placement{parent: {kept.At}}, OursAt: map[string][]mig.Placement{parent: {kept.At}}, Kept: map[string]Kept{id: kept}}
+	raw, err := protocol.EncodeInventory(Build(devs, Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := protocol.DecodeInventory(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.MIG[0]
+	if len(m.Kept) != 1 || m.Kept[0].UUID != id || m.Kept[0].Made != made.UUID || m.Kept[0].MemoryMiB != kept.MemoryMiB || m.Kept[0].SMs == 0 {
+		t.Fatalf("kept %+v; want %s made as %s", m.Kept, id, made.UUID)
+	}
+	for _, p := range m.Possible {
+		if p.Start < 8 && p.Start+p.Size > 4 {
+			t.Errorf("%s offered over the kept instance", p.UUID)
+		}
+	}
+}
+
 // A GPU instance no MIG device describes (split into compute instances,
 // or with none) takes its placement: nothing made on demand overlaps it.
 func TestBuildKeepsUndescribedInstancesPlacements(t *testing.T) {

@@ -140,6 +140,10 @@ type Verdict struct {
 	// slices booked on it: unattributed memory and what containers hold
 	// past their slices. The leader counts it as used.
 	Held map[string]uint64
+	// HeldBy is, of Held, what processes of a known pod opened, by GPU
+	// and pod UID: an orphan's first holder's pod, or a container's
+	// past its slice. Its pod's namespace is charged for it.
+	HeldBy map[string]map[string]uint64
 	// Full are the GPUs whose processes hold more than their memory less
 	// the reserve even after the kills decided: the excess is held by
 	// what vgpud may not end, or not yet.
@@ -174,7 +178,7 @@ type Rules struct {
 // A whole-GPU slice is never over; a GPU absent from the sample's
 // MemoryBytes is not the node's to enforce.
 func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
-	v := Verdict{Held: map[string]uint64{}, Full: map[string]bool{}}
+	v := Verdict{Held: map[string]uint64{}, HeldBy: map[string]map[string]uint64{}, Full: map[string]bool{}}
 	type key struct{ id, gpu string }
 	uses := map[key]*Use{}
 	onGPU := map[string]uint64{} // every served GPU's listed memory
@@ -190,6 +194,9 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 			v.Unattributed = append(v.Unattributed, p)
 			if served {
 				v.Held[p.GPU] += p.UsedBytes
+				if !p.Holder.Dead {
+					v.heldBy(p.GPU, p.Holder.PodUID, p.UsedBytes)
+				}
 			}
 			continue
 		}
@@ -214,6 +221,7 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 		v.Uses = append(v.Uses, *u)
 		if !u.Whole && u.UsedBytes > u.LimitBytes {
 			v.Held[u.GPU] += u.UsedBytes - u.LimitBytes
+			v.heldBy(u.GPU, u.Container.PodUID, u.UsedBytes-u.LimitBytes)
 		}
 	}
 	// One order whatever the map's: by pod, container, GPU.
@@ -260,6 +268,17 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 		v.Kills = nil
 	}
 	return v
+}
+
+// heldBy adds b held on gpu to pod's part of it; "" is no pod's.
+func (v *Verdict) heldBy(gpu, pod string, b uint64) {
+	if pod == "" || b == 0 {
+		return
+	}
+	if v.HeldBy[gpu] == nil {
+		v.HeldBy[gpu] = map[string]uint64{}
+	}
+	v.HeldBy[gpu][pod] += b
 }
 
 // wholeOn reports whether some use of gpu is a whole-GPU slice.

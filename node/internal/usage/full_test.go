@@ -111,3 +111,30 @@ func TestDecideStuckAndHeld(t *testing.T) {
 		t.Errorf("held %d MiB; want %d", v.Held["GPU-0"]/mib, want/mib)
 	}
 }
+
+// What is held is charged to the pod that opened it: an orphan to its
+// first holder's pod, a container's excess to its own; memory first seen
+// under a dead PID, or the host's, to no pod.
+func TestDecideHeldByPod(t *testing.T) {
+	a := &Container{ID: "a", PodUID: "uid-a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}}
+	owner := func(pid int) *Container {
+		if pid == 1 {
+			return a
+		}
+		return nil
+	}
+	totals := map[string]uint64{"GPU-0": 40960 * mib}
+	v := Decide(Sample{Processes: []Process{
+		{GPU: "GPU-0", PID: 1, UsedBytes: 2500 * mib},
+		{GPU: "GPU-0", PID: 7, UsedBytes: 3000 * mib, Orphaned: true, Holder: Holder{PID: 7, PodUID: "uid-gone", Namespace: "n"}},
+		{GPU: "GPU-0", PID: 8, UsedBytes: 400 * mib},
+		{GPU: "GPU-0", PID: 9, UsedBytes: 500 * mib, Orphaned: true, Holder: Holder{PID: 9, PodUID: "uid-x", Dead: true}},
+	}, MemoryBytes: totals}, owner, Rules{Mode: Report, Margin: 1024 * mib})
+	want := map[string]uint64{"uid-a": 500 * mib, "uid-gone": 3000 * mib}
+	if got := v.HeldBy["GPU-0"]; len(got) != len(want) || got["uid-a"] != want["uid-a"] || got["uid-gone"] != want["uid-gone"] {
+		t.Errorf("held by %v; want %v", got, want)
+	}
+	if v.Held["GPU-0"] != (500+3000+400+500)*mib {
+		t.Errorf("held %d MiB; want 4400", v.Held["GPU-0"]/mib)
+	}
+}
