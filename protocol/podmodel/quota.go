@@ -20,6 +20,19 @@ type Limit struct {
 	Set  bool
 	Hard int64
 	Used int64
+	// Held is, of Used, what the GPUs hold for the namespace's pods
+	// beyond their bookings: memory its processes hold past a slice or
+	// past their pod's end, and instances made for its ended pods that
+	// processes keep.
+	Held int64
+}
+
+// held is how a message says what of Used is held beyond bookings.
+func (l Limit) held() string {
+	if l.Held <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of it held beyond the pods' slices by their processes, some past their pods' end, charged until the driver frees it)", l.Held)
 }
 
 // PodUsage is what pod counts against quota: the footprint rule over its
@@ -52,16 +65,16 @@ func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNam
 		case ask.Exclusive:
 			whole = fmt.Sprintf(", a GPU with all its cores (%s 100) counting its whole memory", names.GPUCores)
 		}
-		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d, this pod is charged %d%s; lower %s or %s (charged per GPU times %s, and at least a slot's share of each GPU: its memory divided by its split) or raise the ResourceQuota",
-			namespace, q.Memory.Hard, q.Memory.Used, ask.MemMiB, whole, names.GPUMem, names.GPUMemPercentage, names.GPU)
+		return fmt.Sprintf("namespace %s: gpumem quota %d MiB, in use %d%s, this pod is charged %d%s; lower %s or %s (charged per GPU times %s, and at least a slot's share of each GPU: its memory divided by its split) or raise the ResourceQuota",
+			namespace, q.Memory.Hard, q.Memory.Used, q.Memory.held(), ask.MemMiB, whole, names.GPUMem, names.GPUMemPercentage, names.GPU)
 	}
 	if cores := int64(ask.Cores); q.Cores.Set && cores > 0 && q.Cores.Used+cores > q.Cores.Hard {
 		whole := ""
 		if ask.Mutex {
 			whole = ", each GPU it holds alone by the mutex policy counting every core (leave mutex out to be charged the slice)"
 		}
-		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d, this pod is charged %d%s; lower %s (charged per GPU times %s, every core of a GPU held whole, with all its cores or all its memory, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
-			namespace, q.Cores.Hard, q.Cores.Used, cores, whole, names.GPUCores, names.GPU)
+		return fmt.Sprintf("namespace %s: gpucores quota %d, in use %d%s, this pod is charged %d%s; lower %s (charged per GPU times %s, every core of a GPU held whole, with all its cores or all its memory, and at least a slot's share of each GPU: its cores divided by its split, also for a container that names none) or raise the ResourceQuota",
+			namespace, q.Cores.Hard, q.Cores.Used, q.Cores.held(), cores, whole, names.GPUCores, names.GPU)
 	}
 	return ""
 }

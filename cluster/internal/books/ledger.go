@@ -42,6 +42,9 @@ type Ledger struct {
 	// form this one cannot honour: what they hold is unknown, so nothing
 	// more is placed on their node, nor charged to their namespace.
 	unhonoured map[types.UID]unhonouredPod
+	// charging are the nodes whose GPUs hold memory or instances charged
+	// to a namespace (nodeState.charges).
+	charging map[string]bool
 }
 
 type nodeState struct {
@@ -70,6 +73,13 @@ type nodeState struct {
 	// or a value that does not decode.
 	held     map[string]protocol.GPUHeld
 	usageRaw string
+	// kept are the instances made for pods that ended which processes
+	// keep, by name, with what each is charged (keptOf); past, the pods
+	// that ended after the books held them here (leftbehind.go); charges,
+	// what held and kept charge each namespace (heldCharges).
+	kept    map[string]podmodel.Usage
+	past    map[types.UID]pastPod
+	charges map[string]podmodel.Usage
 	// unhonoured: the node's pods whose assignments this build cannot
 	// honour (Ledger.unhonoured), with why.
 	unhonoured map[types.UID]error
@@ -116,7 +126,7 @@ type podState struct {
 // New returns an empty ledger for the given resource names; it books pods
 // of scheduler only.
 func New(names protocol.ResourceNames, scheduler string) *Ledger {
-	return &Ledger{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}}
+	return &Ledger{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}, charging: map[string]bool{}}
 }
 
 // SetPod books or unbooks a pod from its assignment annotation (beneath a
@@ -128,6 +138,7 @@ func (c *Ledger) SetPod(p *slimpod.Pod) error {
 	raw, ok := p.Assignment, p.HasAssignment
 	if p.Terminated() {
 		c.unbook(p.UID, false) // kubelet is done with a terminated pod
+		c.rememberEnded(p)
 		return nil
 	}
 	inFlight := inFlightOf(p)
@@ -306,6 +317,9 @@ func (c *Ledger) drop(uid types.UID, deleted bool) bool {
 	delete(c.pods, uid)
 	st := c.node(old.node)
 	delete(st.pods, uid)
+	if old.bound {
+		c.remember(old.node, uid, old.namespace, old.placement)
+	}
 	if deleted && old.inFlight && old.bound && old.placement.HoldsGPU() && c.deletedInFlight > 0 {
 		now := c.clock.Now()
 		for name, until := range st.gone {

@@ -25,7 +25,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st.plugin = n.Annotations[protocol.AnnotationPlugin]
 	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
 	wasCordoned, wasUnreadable, hadGPUs, hadMIG := st.cordoned, st.cordonErr != nil, st.gpus, st.mig
-	st.gpus, st.mig, st.features, st.sets, st.invErr = nil, nil, nil, nil, nil
+	st.gpus, st.mig, st.features, st.sets, st.kept, st.invErr = nil, nil, nil, nil, nil, nil
 	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
@@ -34,6 +34,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 			st.gpus, st.mig = inv.Bookable()
 			st.features = inv.Features
 			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
+			st.kept = keptOf(inv)
 		}
 	}
 	hadHeld, usage := st.held, n.Annotations[protocol.AnnotationUsage]
@@ -77,6 +78,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		now := st.held[u]
 		lifted = lifted || now.MiB < was.MiB || (was.Full && !now.Full)
 	}
+	c.forget(st, c.clock.Now())
 	c.recompute(n.Name)
 	c.mu.Unlock()
 	c.tellFreed(lifted)
@@ -87,7 +89,7 @@ func (c *Ledger) DeleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.nodes[name]; ok {
-		st.gpus, st.usable = nil, false
+		st.gpus, st.usable, st.held, st.kept, st.usageRaw = nil, false, nil, nil, ""
 		c.recompute(name)
 	}
 }
@@ -104,7 +106,14 @@ func (c *Ledger) node(name string) *nodeState {
 // recompute rebuilds one node's usage from its pods' placements, so no
 // sequence of events can leave usage that no pod explains.
 func (c *Ledger) recompute(name string) {
-	c.node(name).current = c.usage(name, "")
+	st := c.node(name)
+	st.current = c.usage(name, "")
+	st.charges = c.heldCharges(name)
+	if len(st.charges) > 0 {
+		c.charging[name] = true
+	} else {
+		delete(c.charging, name)
+	}
 	c.refreshInFlight(name)
 }
 
@@ -152,6 +161,9 @@ func Held(u protocol.NodeUsage) map[string]protocol.GPUHeld {
 	out := make(map[string]protocol.GPUHeld, len(u.Held))
 	for _, h := range u.Held {
 		if was, ok := out[h.GPU]; ok {
+			if was.MiB > h.MiB {
+				h.Pods = was.Pods // the pods of the figure kept
+			}
 			h.MiB, h.Full = max(h.MiB, was.MiB), h.Full || was.Full
 		}
 		out[h.GPU] = h

@@ -161,7 +161,7 @@ func TestTransformKeepsANodesUsage(t *testing.T) {
 // entry says so.
 func TestHeldTakesTheSaferOfTwoEntries(t *testing.T) {
 	got := Held(protocol.NodeUsage{Held: []protocol.GPUHeld{{GPU: "GPU-0", MiB: 300, Full: true}, {GPU: "GPU-0", MiB: 700}, {GPU: "GPU-1", MiB: 5}}})
-	if len(got) != 2 || got["GPU-0"] != (protocol.GPUHeld{GPU: "GPU-0", MiB: 700, Full: true}) || got["GPU-1"].MiB != 5 {
+	if len(got) != 2 || got["GPU-0"].MiB != 700 || !got["GPU-0"].Full || got["GPU-1"].MiB != 5 {
 		t.Fatalf("held %+v", got)
 	}
 	if Held(protocol.NodeUsage{}) != nil {

@@ -71,6 +71,9 @@ func (c *Ledger) NamespaceUsage(namespace string, except types.UID) (podmodel.Us
 		}
 		c.addCharge(&total, p)
 	}
+	for node := range c.charging {
+		total = total.Plus(c.nodes[node].charges[namespace])
+	}
 	return total, nil
 }
 

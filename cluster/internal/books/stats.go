@@ -70,5 +70,10 @@ func (c *Ledger) Charged() map[string]podmodel.Usage {
 		c.addCharge(&t, p)
 		out[p.namespace] = t
 	}
+	for node := range c.charging {
+		for ns, u := range c.nodes[node].charges {
+			out[ns] = out[ns].Plus(u)
+		}
+	}
 	return out
 }

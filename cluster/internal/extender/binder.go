@@ -40,6 +40,9 @@ type Books interface {
 	// NamespaceUsage is what the namespace's booked pods, except one, are
 	// charged (podmodel.Placement.Charge), or why that is unknown.
 	NamespaceUsage(namespace string, except types.UID) (podmodel.Usage, error)
+	// HeldCharge is, of NamespaceUsage, what the GPUs hold for the
+	// namespace beyond its bookings, for the refusal to say.
+	HeldCharge(namespace string) podmodel.Usage
 }
 
 // Fence returns nil while this replica may still write as the leader
