@@ -153,6 +153,12 @@ func (c *Ledger) heldCharges(name string) map[string]podmodel.Usage {
 	}
 	out := map[string]podmodel.Usage{}
 	for _, gpu := range slices.Sorted(maps.Keys(st.held)) {
+		// A GPU in MIG mode is charged by its instances, booked or kept,
+		// as its placements are (usage): what it holds is not charged
+		// twice.
+		if !slices.ContainsFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == gpu && st.mig[gpu] == nil }) {
+			continue
+		}
 		h := st.held[gpu]
 		left := h.MiB
 		for _, p := range h.Pods {

@@ -688,6 +688,7 @@ func TestCluster(t *testing.T) {
 	t.Run("r2 a forked holder ended with its container; held memory booked", func(t *testing.T) { forkAndHold(t, e, nodes) })
 	t.Run("r3 a full GPU holds everyone to their slice", func(t *testing.T) { fullGPU(t, e, nodes) })
 	t.Run("r4 what the enforcer knows survives a restart", func(t *testing.T) { heldAcrossRestart(t, e, nodes) })
+	t.Run("r5 memory held past its pod charged to its namespace", func(t *testing.T) { heldCharged(t, e, nodes) })
 	// Before s, whose reinstall puts the ConfigMap back as shipped.
 	t.Run("k2 cluster settings from the ConfigMap", func(t *testing.T) { clusterSettings(t, e, nodes) })
 	// Last: it removes vgpud (and puts it back for the soak).

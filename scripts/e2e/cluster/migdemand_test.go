@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -205,6 +207,25 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	} else if p.Spec.NodeName != "" {
 		t.Fatalf("the fourth pod placed on %s while a process holds large's instance", p.Spec.NodeName)
 	}
+	// Kept, it stays charged to the namespace of the pod last booked on
+	// it (#50 item 7): a pod the quota holds beside the waiting one
+	// alone is refused at create, saying so.
+	quota := int64(70000) + in.MemoryMiB + 10000
+	quotas := e.kube.CoreV1().ResourceQuotas(ns)
+	if _, err := quotas.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+		"requests.nvidia.com/gpumem": *resource.NewQuantity(quota, resource.DecimalSI)}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = quotas.Delete(context.Background(), "gpu", metav1.DeleteOptions{}) })
+	harness.Eventually(t, 30*time.Second, "a pod refused: large's kept instance is charged to "+ns, func() error {
+		p := gpuPod("extra", map[string]string{"nvidia.com/gpumem": "15000"}, map[string]string{protocol.AnnotationGPUMode: "mig", protocol.AnnotationUseGPUUUID: h100.UUID})
+		_, err := tenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err == nil {
+			t.Fatalf("extra admitted under a %d MiB quota beside whole's 70000 and large's kept %d", quota, in.MemoryMiB)
+		}
+		return harness.Contains(err.Error(), fmt.Sprintf("in use %d (%d of it held beyond the pods' slices", 70000+in.MemoryMiB, in.MemoryMiB))
+	})
+	t.Logf("large's kept %s (%d MiB) charged to %s: a 15000 MiB pod refused under a %d MiB quota", in.Profile, in.MemoryMiB, ns, quota)
 	e.declareProcess(t, vp, large, os.Getpid(), 0, -1)
 	undeclared = true
 	freed := e.waitRunning(t, ns, []string{"whole"}, 120*time.Second)
