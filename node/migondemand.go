@@ -82,7 +82,7 @@ func (o *onDemand) view(published bool) inventory.OnDemand {
 			// one made under a profile since taken off the allowlist is
 			// hidden all the same.
 			if sl, ok := cat[e.ID]; ok && e.Made != nil {
-				kept[e.ID] = inventory.Kept{Slot: sl, Made: e.Made.UUID}
+				kept[e.ID] = inventory.Kept{Slot: sl, Made: e.Made.UUID, Pod: e.Pod[strings.LastIndexByte(e.Pod, '/')+1:]}
 			}
 			delete(cat, e.ID)
 		}

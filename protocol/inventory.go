@@ -52,10 +52,10 @@ type MIGGPU struct {
 	Possible []MIGInstance `json:"possible,omitempty"`
 	// Kept are instances the node made for a pod that has ended, kept
 	// because processes still hold them: offered to none (no instance of
-	// Possible overlaps one), and charged to the namespace of the last
-	// pod booked on them until they go. Each is named as in Possible,
-	// with its device's UUID in Made. A leader that does not read this
-	// charges them to nobody.
+	// Possible overlaps one), and charged to the namespace of the pod
+	// they were made for (Pod) until they go, as the leader booked it.
+	// Each is named as in Possible, with its device's UUID in Made. A
+	// leader that does not read this charges them to nobody.
 	Kept []MIGInstance `json:"kept,omitempty"`
 }
 
@@ -73,6 +73,9 @@ type MIGInstance struct {
 	// Made, for a possible instance (MIGGPU.Possible), is the UUID of
 	// the MIG device the node made for it; empty until then.
 	Made string `json:"made,omitempty"`
+	// Pod, for a kept instance (MIGGPU.Kept), is the UID of the pod the
+	// node made it for.
+	Pod string `json:"pod,omitempty"`
 }
 
 // placement is where the instance sits among its GPU's memory slices.

@@ -74,10 +74,10 @@ type nodeState struct {
 	held     map[string]protocol.GPUHeld
 	usageRaw string
 	// kept are the instances made for pods that ended which processes
-	// keep, by name, with what each is charged (keptOf); past, the pods
-	// that ended after the books held them here (leftbehind.go); charges,
-	// what held and kept charge each namespace (heldCharges).
-	kept    map[string]podmodel.Usage
+	// keep, by name, with the pod each was made for (keptOf); past, the
+	// pods that ended after the books held them here (leftbehind.go);
+	// charges, what held and kept charge each namespace (heldCharges).
+	kept    map[string]types.UID
 	past    map[types.UID]pastPod
 	charges map[string]podmodel.Usage
 	// unhonoured: the node's pods whose assignments this build cannot

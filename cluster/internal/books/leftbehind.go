@@ -26,7 +26,10 @@ type pastPod struct {
 	// devices are the GPUs and instances it was booked on, with each
 	// instance's GPU (where the driver lists its processes).
 	devices []string
-	ended   time.Time
+	// onDemand is what it was charged for each instance made for it, by
+	// name: what such an instance kept after it is charged.
+	onDemand map[string]podmodel.Usage
+	ended    time.Time
 }
 
 // What a node's past pods are kept for: long enough for its next usage
@@ -41,24 +44,30 @@ const (
 // devices by pl, has ended. c.mu held.
 func (c *Ledger) remember(node string, uid types.UID, namespace string, pl podmodel.Placement) {
 	st := c.node(node)
-	var devices []string
+	p := pastPod{namespace: namespace, ended: c.clock.Now()}
 	for _, ct := range pl {
 		for _, s := range ct.GPUs {
-			devices = append(devices, s.UUID)
+			p.devices = append(p.devices, s.UUID)
 			if ref := st.mig[s.UUID]; ref != nil {
-				devices = append(devices, ref.GPU)
+				p.devices = append(p.devices, ref.GPU)
+			}
+			if protocol.IsOnDemandID(s.UUID) {
+				if p.onDemand == nil {
+					p.onDemand = map[string]podmodel.Usage{}
+				}
+				u := podmodel.SliceUsage(s)
+				p.onDemand[s.UUID] = podmodel.Usage{MemMiB: u.MemMiB, Cores: u.Cores}
 			}
 		}
 	}
-	if len(devices) == 0 {
+	if len(p.devices) == 0 {
 		return
 	}
 	if st.past == nil {
 		st.past = map[types.UID]pastPod{}
 	}
-	now := c.clock.Now()
-	st.past[uid] = pastPod{namespace: namespace, devices: devices, ended: now}
-	c.forget(st, now)
+	st.past[uid] = p
+	c.forget(st, p.ended)
 }
 
 // rememberEnded records a terminated pod these books never held (it
@@ -73,8 +82,8 @@ func (c *Ledger) rememberEnded(p *slimpod.Pod) {
 	st := c.nodes[p.NodeName]
 	_, known := st.pastOf(p.UID)
 	c.mu.RUnlock()
-	if booked || known {
-		return
+	if booked || known || st == nil || len(st.gpus) == 0 {
+		return // held, remembered, or on no node the books know
 	}
 	a, err := c.readAssignment(p)
 	if err != nil {
@@ -100,48 +109,34 @@ func (st *nodeState) pastOf(uid types.UID) (pastPod, bool) {
 // forget drops past pods nothing names any more once pastKeep has gone
 // by, and the oldest past maxPast. c.mu held.
 func (c *Ledger) forget(st *nodeState, now time.Time) {
+	// Named ones are kept whatever their age or number: a node names at
+	// most protocol.MaxHeldPods per GPU, and one pod per kept instance.
 	named := map[types.UID]bool{}
 	for _, h := range st.held {
 		for _, p := range h.Pods {
 			named[types.UID(p.UID)] = true
 		}
 	}
-	for id := range st.kept {
-		if uid, ok := lastOn(st, id); ok {
-			named[uid] = true
-		}
+	for _, uid := range st.kept {
+		named[uid] = true
 	}
+	var unnamed []types.UID
 	for uid, p := range st.past {
-		if !named[uid] && now.Sub(p.ended) > pastKeep {
+		switch {
+		case named[uid]:
+		case now.Sub(p.ended) > pastKeep:
 			delete(st.past, uid)
+		default:
+			unnamed = append(unnamed, uid)
 		}
 	}
-	if len(st.past) <= maxPast {
+	if len(unnamed) <= maxPast {
 		return
 	}
-	uids := make([]types.UID, 0, len(st.past))
-	for uid := range st.past {
-		uids = append(uids, uid)
-	}
-	slices.SortFunc(uids, func(a, b types.UID) int { return st.past[a].ended.Compare(st.past[b].ended) })
-	for _, uid := range uids[:len(uids)-maxPast] {
+	slices.SortFunc(unnamed, func(a, b types.UID) int { return st.past[a].ended.Compare(st.past[b].ended) })
+	for _, uid := range unnamed[:len(unnamed)-maxPast] {
 		delete(st.past, uid)
 	}
-}
-
-// lastOn is the pod last booked on instance id of st that has ended.
-func lastOn(st *nodeState, id string) (types.UID, bool) {
-	var last types.UID
-	found := false
-	for uid, p := range st.past {
-		if !slices.Contains(p.devices, id) {
-			continue
-		}
-		if !found || p.ended.After(st.past[last].ended) || (p.ended.Equal(st.past[last].ended) && uid > last) {
-			last, found = uid, true
-		}
-	}
-	return last, found
 }
 
 // heldCharges is what node's GPUs hold beyond bookings, charged by
@@ -160,29 +155,29 @@ func (c *Ledger) heldCharges(name string) map[string]podmodel.Usage {
 			continue
 		}
 		h := st.held[gpu]
-		left := h.MiB
+		// Never more than the GPU has, whatever a node says it holds.
+		i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == gpu })
+		left := min(h.MiB, st.gpus[i].MemoryMiB)
 		for _, p := range h.Pods {
-			ns := c.bookedOn(name, types.UID(p.UID), gpu)
-			if ns == "" || left <= 0 {
+			ns, covered := c.bookedOn(name, types.UID(p.UID), gpu)
+			m := min(max(p.MiB-covered, 0), left)
+			if ns == "" || m <= 0 {
 				continue
 			}
-			m := min(p.MiB, left)
 			left -= m
 			u := out[ns]
 			u.MemMiB += m
 			out[ns] = u
 		}
 	}
-	for id, k := range st.kept {
-		uid, ok := lastOn(st, id)
+	for id, uid := range st.kept {
+		p, ok := st.past[uid]
 		if !ok || c.liveOn(name, id) {
-			continue // a pod booked on it now is charged for it already
+			continue // not a pod the books held here; or one booked on it now, charged already
 		}
-		ns := st.past[uid].namespace
-		u := out[ns]
-		u.MemMiB += k.MemMiB
-		u.Cores += k.Cores
-		out[ns] = u
+		if u, ok := p.onDemand[id]; ok {
+			out[p.namespace] = out[p.namespace].Plus(u)
+		}
 	}
 	if len(out) == 0 {
 		return nil
@@ -191,22 +186,27 @@ func (c *Ledger) heldCharges(name string) map[string]podmodel.Usage {
 }
 
 // bookedOn is the namespace of pod uid as the books hold it on node's
-// gpu, now or until it ended; "" where they hold none. c.mu held.
-func (c *Ledger) bookedOn(node string, uid types.UID, gpu string) string {
-	st := c.node(node)
+// shared gpu, now or until it ended, "" where they hold none; and, for a
+// pod booked now, the MiB its booking is charged there beyond its slices
+// (a slot's share, a GPU held whole), which what it holds past its
+// slices uses first. c.mu held.
+func (c *Ledger) bookedOn(node string, uid types.UID, gpu string) (namespace string, covered int64) {
 	if p, ok := c.pods[uid]; ok && p.node == node {
+		var on podmodel.Placement
 		for _, ct := range p.placement {
-			for _, s := range ct.GPUs {
-				if s.UUID == gpu || (st.mig[s.UUID] != nil && st.mig[s.UUID].GPU == gpu) {
-					return p.namespace
-				}
+			if i := slices.IndexFunc(ct.GPUs, func(s protocol.GPUSlice) bool { return s.UUID == gpu }); i >= 0 {
+				on = append(on, podmodel.ContainerPlacement{Name: ct.Name, Kind: ct.Kind, GPUs: ct.GPUs[i : i+1]})
 			}
 		}
+		if len(on) == 0 {
+			return "", 0
+		}
+		return p.namespace, on.Charge(c.gpuOf(node)).MemMiB - on.Footprint([]string{gpu})[0].MemMiB
 	}
-	if p, ok := st.past[uid]; ok && slices.Contains(p.devices, gpu) {
-		return p.namespace
+	if p, ok := c.node(node).past[uid]; ok && slices.Contains(p.devices, gpu) {
+		return p.namespace, 0
 	}
-	return ""
+	return "", 0
 }
 
 // liveOn says whether a pod booked on node now holds instance id. c.mu
@@ -224,16 +224,16 @@ func (c *Ledger) liveOn(node, id string) bool {
 	return false
 }
 
-// keptOf is what each instance a node keeps for processes of an ended
-// pod is charged, by name: its memory and its share of its GPU's SMs.
-func keptOf(inv protocol.Inventory) map[string]podmodel.Usage {
-	var out map[string]podmodel.Usage
+// keptOf is, by name, the pod each instance a node keeps for processes
+// of an ended pod was made for. What it is charged is the books' own.
+func keptOf(inv protocol.Inventory) map[string]types.UID {
+	var out map[string]types.UID
 	for _, g := range inv.MIG {
 		for _, in := range g.Kept {
 			if out == nil {
-				out = map[string]podmodel.Usage{}
+				out = map[string]types.UID{}
 			}
-			out[in.UUID] = podmodel.Usage{MemMiB: in.MemoryMiB, Cores: g.Cores(in)}
+			out[in.UUID] = types.UID(in.Pod)
 		}
 	}
 	return out

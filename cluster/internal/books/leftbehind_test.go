@@ -74,6 +74,13 @@ func TestHeldMemoryIsChargedToThePodsNamespace(t *testing.T) {
 		t.Errorf("charged %d + %d for 1000 MiB held", a, b)
 	}
 
+	// Nor more than the GPU has (40000 MiB), whatever it says it holds.
+	withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: 900000, Pods: []protocol.HeldPod{{UID: string(gone.UID), MiB: 900000}}})
+	c.SetNode(n)
+	if got := c.HeldCharge("team-a").MemMiB; got != 40000 {
+		t.Errorf("team-a charged %d for a GPU of 40000 MiB", got)
+	}
+
 	// Freed: charged nothing. Once nothing names it past pastKeep, the
 	// ended pod is forgotten: a node naming it later charges nobody.
 	delete(n.Annotations, protocol.AnnotationUsage)
@@ -144,15 +151,48 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 	kept := inv
 	kept.MIG = []protocol.MIGGPU{inv.MIG[0]}
 	kept.MIG[0].Possible = nil
-	kept.MIG[0].Kept = []protocol.MIGInstance{{UUID: id, Profile: "3g.40gb", MemoryMiB: 40192, SMs: 60, Start: 0, Size: 4, Made: "MIG-made"}}
+	kept.MIG[0].Kept = []protocol.MIGInstance{{UUID: id, Profile: "3g.40gb", MemoryMiB: 40192, SMs: 60, Start: 0, Size: 4, Made: "MIG-made", Pod: "uid-big"}}
 	setInv(n, kept)
 	c.SetNode(n)
 	if got := c.HeldCharge("team-a"); got.MemMiB != 40192 || got.Cores != 46 {
 		t.Errorf("team-a charged %+v for its kept instance; want 40192 MiB, 46 cores", got)
 	}
+	// Named for a pod the books never held there: charged to nobody.
+	kept.MIG[0].Kept[0].Pod = "uid-other"
+	setInv(n, kept)
+	c.SetNode(n)
+	if got := c.HeldCharge("team-a"); got.MemMiB != 0 {
+		t.Errorf("team-a charged %+v for an instance kept for another pod", got)
+	}
 	setInv(n, inv) // destroyed: offered again
 	c.SetNode(n)
 	if got := c.HeldCharge("team-a"); got.MemMiB != 0 || got.Cores != 0 {
 		t.Errorf("team-a charged %+v once the instance went", got)
+	}
+}
+
+// What a live pod holds past its slices is charged only beyond what its
+// booking is charged there already: a slot's share larger than its
+// slice covers the first of it.
+func TestHeldMemoryOfALivePodBeyondItsCharge(t *testing.T) {
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	inv := protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-n1-0", MemoryMiB: 40000, Cores: 100, Split: 4, Healthy: true}}}
+	raw, err := protocol.EncodeInventory(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}
+	c.SetNode(n)
+	small := runningOn("small", "team-a", "n1", 1000) // charged a slot: 10000 MiB
+	if err := c.SetPod(record(small)); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct{ past, want int64 }{{5000, 0}, {9000, 0}, {12000, 3000}} {
+		withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: step.past, Pods: []protocol.HeldPod{{UID: string(small.UID), MiB: step.past}}})
+		c.SetNode(n)
+		if got := c.HeldCharge("team-a").MemMiB; got != step.want {
+			t.Errorf("%d MiB past a 1000 MiB slice charged a 10000 MiB slot: held charge %d, want %d", step.past, got, step.want)
+		}
 	}
 }

@@ -89,7 +89,7 @@ func (c *Ledger) DeleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.nodes[name]; ok {
-		st.gpus, st.usable, st.held, st.kept, st.usageRaw = nil, false, nil, nil, ""
+		st.gpus, st.usable, st.held, st.kept, st.past, st.usageRaw = nil, false, nil, nil, nil, ""
 		c.recompute(name)
 	}
 }

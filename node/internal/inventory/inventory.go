@@ -51,6 +51,7 @@ type OnDemand struct {
 type Kept struct {
 	migmaker.Slot
 	Made string // its MIG device's UUID
+	Pod  string // the UID of the pod it was made for
 }
 
 // Build is the inventory the scheduler sees: memory and cores after
@@ -109,7 +110,7 @@ func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 		for _, id := range slices.Sorted(maps.Keys(od.Kept)) {
 			if k := od.Kept[id]; k.Parent == d.UUID {
 				g.Kept = append(g.Kept, protocol.MIGInstance{UUID: id, Profile: k.Name, MemoryMiB: k.MemoryMiB, SMs: min(k.SMs, g.SMs),
-					Start: k.At.Start, Size: k.At.Size, Made: k.Made})
+					Start: k.At.Start, Size: k.At.Size, Made: k.Made, Pod: k.Pod})
 			}
 		}
 	}

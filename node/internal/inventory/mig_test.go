@@ -117,7 +117,7 @@ func TestBuildListsKeptInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs, _ = gpu.Discover(lib)
-	kept := Kept{Slot: cat[id], Made: made.UUID}
+	kept := Kept{Slot: cat[id], Made: made.UUID, Pod: "uid-1"}
 	delete(cat, id) // as the node role hides it
 	od := OnDemand{Catalog: cat, Made: map[string]string{}, Ours: func(u string) bool { return u == made.UUID },
 		Taken: map[string][]mig.Placement{parent: {kept.At}}, OursAt: map[string][]mig.Placement{parent: {kept.At}}, Kept: map[string]Kept{id: kept}}
@@ -130,7 +130,7 @@ func TestBuildListsKeptInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := got.MIG[0]
-	if len(m.Kept) != 1 || m.Kept[0].UUID != id || m.Kept[0].Made != made.UUID || m.Kept[0].MemoryMiB != kept.MemoryMiB || m.Kept[0].SMs == 0 {
+	if len(m.Kept) != 1 || m.Kept[0].UUID != id || m.Kept[0].Made != made.UUID || m.Kept[0].Pod != "uid-1" || m.Kept[0].MemoryMiB != kept.MemoryMiB || m.Kept[0].SMs == 0 {
 		t.Fatalf("kept %+v; want %s made as %s", m.Kept, id, made.UUID)
 	}
 	for _, p := range m.Possible {
