@@ -27,7 +27,8 @@ import (
 // cgroup of the same pod. The opener is killed, the driver keeps its
 // memory listed, and the node must end the container, then the pod,
 // until nvidia-smi shows the memory back, within three periods of the
-// kill, with the co-tenant untouched. It prints a table.
+// kill, with the co-tenant untouched. The enforcer runs with the
+// DaemonSet's privileges (asDaemonSet). It prints a table.
 func TestForkAndHoldOnNVML(t *testing.T) {
 	proveHolds(t, nvml.New(), cudaHolds{cudaHogs{cmd: hogCommand(t)}})
 }
@@ -165,8 +166,19 @@ func proveHolds(t *testing.T, lib nvml.Interface, h holdHogs) {
 		usage.NVMLSampler(lib, devs, nil), containers, cg.host(), pods, mem, rec, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ran := make(chan struct{})
-	go func() { _ = e.Run(ctx); close(ran) }()
+	ran, caps := make(chan struct{}), make(chan error, 1)
+	var sets string
+	go func() {
+		defer close(ran)
+		var err error
+		sets, err = asDaemonSet()
+		if caps <- err; err == nil {
+			_ = e.Run(ctx)
+		}
+	}()
+	if err := <-caps; err != nil {
+		t.Fatalf("the enforcer's thread with the DaemonSet's privileges: %v", err)
+	}
 
 	listed := func(pid int) bool {
 		procs, _, _ := gpu.Processes(lib, 0)
@@ -261,6 +273,7 @@ func proveHolds(t *testing.T, lib nvml.Interface, h holdHogs) {
 		}
 		fmt.Fprintf(&b, "%-9s %-44s %9s %12s  %s\n", r.name, fmt.Sprintf("%d (%s)", r.holder, how), r.killed, r.back, r.stages)
 	}
+	fmt.Fprintf(&b, "enforcer thread, as the DaemonSet runs it: %s\n", sets)
 	fmt.Fprintf(&b, "co-tenant %d: running; one sample costs %v of CPU (%.3f%% of a core at a 1 s period)\n", neighbour.pid(), cpu, float64(cpu)/float64(time.Second)*100)
 	t.Log(b.String())
 }
