@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -231,4 +232,83 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 		t.Fatalf("%s placed on %+v (%v); want GPU 2, %s, which hami-b held", waiting, a, err, gpus[2].UUID)
 	}
 	t.Logf("hami-b deleted -> %s Running on its GPU in %s", waiting, time.Since(start).Round(time.Millisecond))
+	hamiWidened(t, e, node, gpus[1], asTenant)
+}
+
+// hamiWidened is #50 item 6: a container HAMi gave a GPU keeps exactly
+// the GPUs HAMi's record names. Its tenant's ConfigMap, read through
+// envFrom, sets NVIDIA_VISIBLE_DEVICES=all: the runtime hook refuses the
+// container, saying what reaches beyond the record; the variable taken
+// out, the container starts.
+func hamiWidened(t *testing.T, e env, node string, gpu protocol.GPU, asTenant func(string, ...string) (string, error)) {
+	ctx := context.Background()
+	ns := hamiNS + "-tenant"
+	cm := func(data string) {
+		t.Helper()
+		out, err := asTenant("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gpu-env}\ndata: "+data+"\n", "apply", "-f", "-")
+		if err != nil {
+			t.Fatalf("the tenant's ConfigMap: %v: %s", err, out)
+		}
+	}
+	// HAMi's device plugin gave its containers the GPU resource, which
+	// vgpud's admission keeps from any other scheduler's pod now; the
+	// hook holds to HAMi's record a container that asks any device
+	// resource, so it asks one the node is patched to have.
+	const dongle = "example.com/dongle"
+	patch := func(op string) {
+		t.Helper()
+		p := fmt.Sprintf(`[{"op":%q,"path":"/status/capacity/example.com~1dongle"%s}]`, op, map[string]string{"add": `,"value":"4"`}[op])
+		if _, err := e.kube.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, []byte(p), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("%s %s on %s: %v", op, dongle, node, err)
+		}
+	}
+	patch("add")
+	t.Cleanup(func() { patch("remove") })
+	// The ConfigMap comes after HAMi's record: until then the container
+	// waits for it, and the hook judges it as a container HAMi placed.
+	one := corev1.ResourceList{dongle: resource.MustParse("1")}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hami-c"}, Spec: corev1.PodSpec{
+		NodeName: node, SchedulerName: "hami-scheduler", TerminationGracePeriodSeconds: new(int64(1)),
+		Containers: []corev1.Container{{Name: "train", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"},
+			Resources: corev1.ResourceRequirements{Limits: one, Requests: one},
+			EnvFrom:   []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "gpu-env"}}}}}}}}
+	harness.Eventually(t, 30*time.Second, node+" allocatable "+dongle, func() error {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if q := n.Status.Allocatable[dongle]; q.Value() < 1 {
+			return fmt.Errorf("allocatable %v", n.Status.Allocatable)
+		}
+		return nil
+	})
+	if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.kube.CoreV1().Pods(ns).Delete(context.Background(), "hami-c", metav1.DeleteOptions{}) })
+	record := fmt.Sprintf("%s,NVIDIA,1000,10:;", gpu.UUID)
+	rec := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,"hami.io/bind-phase":"success"}}}`,
+		protocol.AnnotationHAMiNode, node, protocol.AnnotationHAMiAllocated, record)
+	if _, err := e.impersonate(t, hamiScheduler, nil).CoreV1().Pods(ns).Patch(ctx, "hami-c", types.MergePatchType, []byte(rec), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("HAMi's scheduler records hami-c: %v", err)
+	}
+	cm("{NVIDIA_VISIBLE_DEVICES: all, EPOCHS: '3'}")
+	harness.Eventually(t, 90*time.Second, "hami-c's train refused: its env reaches beyond HAMi's record", func() error {
+		got, err := e.kube.CoreV1().Pods(ns).Get(ctx, "hami-c", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cs := range got.Status.ContainerStatuses {
+			if cs.State.Running != nil {
+				t.Fatalf("hami-c's train runs with NVIDIA_VISIBLE_DEVICES=all from its ConfigMap")
+			}
+			if w := cs.State.Waiting; w != nil {
+				return harness.Contains(w.Message, "beyond HAMi's record", gpu.UUID, "env NVIDIA_VISIBLE_DEVICES=all")
+			}
+		}
+		return fmt.Errorf("no container status yet")
+	})
+	cm("{EPOCHS: '3'}")
+	e.waitRunning(t, ns, []string{"hami-c"}, 150*time.Second)
+	t.Logf("hami-c refused while its ConfigMap set NVIDIA_VISIBLE_DEVICES=all beyond HAMi's record (%s), running once it did not", gpu.UUID)
 }
