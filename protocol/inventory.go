@@ -74,7 +74,7 @@ type MIGInstance struct {
 	// the MIG device the node made for it; empty until then.
 	Made string `json:"made,omitempty"`
 	// Pod, for a kept instance (MIGGPU.Kept), is the UID of the pod the
-	// node made it for.
+	// node made it for; "" charges it to nobody.
 	Pod string `json:"pod,omitempty"`
 }
 

@@ -93,7 +93,7 @@ func validateKept(i int, g MIGGPU, seen map[string]bool) error {
 			return fmt.Errorf("%s: placement %d+%d must lie within 0..%d", where, in.Start, in.Size, maxMemSlices)
 		case !strings.HasPrefix(in.Made, "MIG-") || seen[in.Made]:
 			return fmt.Errorf("%s: made %q must be a MIG device's UUID (MIG-...), once", where, in.Made)
-		case in.Pod == "" || len(in.Pod) > 64 || strings.IndexFunc(in.Pod, unicode.IsControl) >= 0:
+		case len(in.Pod) > 64 || strings.IndexFunc(in.Pod, unicode.IsControl) >= 0:
 			return fmt.Errorf("%s: pod %q must be the UID of the pod it was made for", where, in.Pod)
 		}
 		for _, o := range append(slices.Clone(g.Instances), g.Kept[:j]...) {

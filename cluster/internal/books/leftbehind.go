@@ -230,6 +230,9 @@ func keptOf(inv protocol.Inventory) map[string]types.UID {
 	var out map[string]types.UID
 	for _, g := range inv.MIG {
 		for _, in := range g.Kept {
+			if in.Pod == "" {
+				continue
+			}
 			if out == nil {
 				out = map[string]types.UID{}
 			}
