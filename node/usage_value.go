@@ -54,8 +54,8 @@ func usageValue(s *inspect.GPUUse) (protocol.NodeUsage, string, error) {
 		u.Containers, u.Omitted = u.Containers[:keep], u.Omitted+len(u.Containers)-keep
 		enc, err = protocol.EncodeUsage(u)
 	}
-	// Still too long: the pods named for held memory go, the smallest
-	// first, a GPU at a time; what they held is then charged to no one.
+	// Still too long: the pods named for held memory go, a GPU at a
+	// time from the last; what they held is then charged to no one.
 	for i := len(u.Held) - 1; err == nil && len(enc) > protocol.MaxUsageBytes-64 && i >= 0; i-- {
 		u.Held[i].Pods = nil
 		enc, err = protocol.EncodeUsage(u)

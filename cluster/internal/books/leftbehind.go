@@ -29,7 +29,10 @@ type pastPod struct {
 	// onDemand is what it was charged for each instance made for it, by
 	// name: what such an instance kept after it is charged.
 	onDemand map[string]podmodel.Usage
-	ended    time.Time
+	// gpuMiB is each shared GPU's memory as the books knew it: the most
+	// it is charged for what it left there.
+	gpuMiB map[string]int64
+	ended  time.Time
 }
 
 // What a node's past pods are kept for: long enough for its next usage
@@ -48,6 +51,12 @@ func (c *Ledger) remember(node string, uid types.UID, namespace string, pl podmo
 	for _, ct := range pl {
 		for _, s := range ct.GPUs {
 			p.devices = append(p.devices, s.UUID)
+			if i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == s.UUID }); i >= 0 && st.mig[s.UUID] == nil {
+				if p.gpuMiB == nil {
+					p.gpuMiB = map[string]int64{}
+				}
+				p.gpuMiB[s.UUID] = st.gpus[i].MemoryMiB
+			}
 			if ref := st.mig[s.UUID]; ref != nil {
 				p.devices = append(p.devices, ref.GPU)
 			}
@@ -77,13 +86,17 @@ func (c *Ledger) rememberEnded(p *slimpod.Pod) {
 	if !p.HasAssignment || p.NodeName == "" {
 		return
 	}
+	skip := func() bool {
+		_, booked := c.pods[p.UID]
+		st := c.nodes[p.NodeName]
+		_, known := st.pastOf(p.UID)
+		return booked || known || st == nil || len(st.gpus) == 0 // held, remembered, or on no node the books know
+	}
 	c.mu.RLock()
-	_, booked := c.pods[p.UID]
-	st := c.nodes[p.NodeName]
-	_, known := st.pastOf(p.UID)
+	done := skip()
 	c.mu.RUnlock()
-	if booked || known || st == nil || len(st.gpus) == 0 {
-		return // held, remembered, or on no node the books know
+	if done {
+		return
 	}
 	a, err := c.readAssignment(p)
 	if err != nil {
@@ -91,7 +104,7 @@ func (c *Ledger) rememberEnded(p *slimpod.Pod) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, booked := c.pods[p.UID]; !booked {
+	if !skip() {
 		c.remember(a.Node, p.UID, p.Namespace, podmodel.PlacementOf(a, p.Kinds()))
 		c.recompute(a.Node)
 	}
@@ -159,8 +172,8 @@ func (c *Ledger) heldCharges(name string) map[string]podmodel.Usage {
 		i := slices.IndexFunc(st.gpus, func(g protocol.GPU) bool { return g.UUID == gpu })
 		left := min(h.MiB, st.gpus[i].MemoryMiB)
 		for _, p := range h.Pods {
-			ns, covered := c.bookedOn(name, types.UID(p.UID), gpu)
-			m := min(max(p.MiB-covered, 0), left)
+			ns, covered, most := c.bookedOn(name, types.UID(p.UID), gpu)
+			m := min(max(p.MiB-covered, 0), left, most)
 			if ns == "" || m <= 0 {
 				continue
 			}
@@ -186,11 +199,13 @@ func (c *Ledger) heldCharges(name string) map[string]podmodel.Usage {
 }
 
 // bookedOn is the namespace of pod uid as the books hold it on node's
-// shared gpu, now or until it ended, "" where they hold none; and, for a
-// pod booked now, the MiB its booking is charged there beyond its slices
-// (a slot's share, a GPU held whole), which what it holds past its
-// slices uses first. c.mu held.
-func (c *Ledger) bookedOn(node string, uid types.UID, gpu string) (namespace string, covered int64) {
+// shared gpu, now or until it ended, "" where they hold none. For a pod
+// booked now, covered is what its booking is charged there beyond its
+// slices (a slot's share, a GPU held whole), which what it holds past
+// its slices uses first; most is what it can hold there beyond its
+// charge, so what a node names for it is never charged past the GPU.
+// c.mu held.
+func (c *Ledger) bookedOn(node string, uid types.UID, gpu string) (namespace string, covered, most int64) {
 	if p, ok := c.pods[uid]; ok && p.node == node {
 		var on podmodel.Placement
 		for _, ct := range p.placement {
@@ -198,15 +213,17 @@ func (c *Ledger) bookedOn(node string, uid types.UID, gpu string) (namespace str
 				on = append(on, podmodel.ContainerPlacement{Name: ct.Name, Kind: ct.Kind, GPUs: ct.GPUs[i : i+1]})
 			}
 		}
-		if len(on) == 0 {
-			return "", 0
+		g, known := c.gpuOf(node)(gpu)
+		if len(on) == 0 || !known {
+			return "", 0, 0
 		}
-		return p.namespace, on.Charge(c.gpuOf(node)).MemMiB - on.Footprint([]string{gpu})[0].MemMiB
+		charge := on.Charge(c.gpuOf(node)).MemMiB
+		return p.namespace, charge - on.Footprint([]string{gpu})[0].MemMiB, max(g.MemoryMiB-charge, 0)
 	}
 	if p, ok := c.node(node).past[uid]; ok && slices.Contains(p.devices, gpu) {
-		return p.namespace, 0
+		return p.namespace, 0, p.gpuMiB[gpu]
 	}
-	return "", 0
+	return "", 0, 0
 }
 
 // liveOn says whether a pod booked on node now holds instance id. c.mu

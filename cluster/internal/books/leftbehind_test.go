@@ -118,8 +118,8 @@ func TestHeldMemoryOfAPodThatEndedBeforeTheLeader(t *testing.T) {
 }
 
 // An instance made on demand that processes keep after its pod ended is
-// charged, memory and SMs, to the namespace of the last pod booked on
-// it, until the node lists it no more.
+// charged, memory and SMs, to the namespace of the pod it was made for,
+// as the books booked it, until the node lists it no more.
 func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 	inv := protocol.Inventory{MIG: []protocol.MIGGPU{{UUID: "GPU-h", Index: 0, Model: "H100", MemoryMiB: 81920, SMs: 132, Healthy: true,
 		Possible: []protocol.MIGInstance{{UUID: protocol.OnDemandID("GPU-h", "3g.40gb", 0), Profile: "3g.40gb", MemoryMiB: 40192, SMs: 60, Start: 0, Size: 4}}}}}
@@ -173,7 +173,9 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 
 // What a live pod holds past its slices is charged only beyond what its
 // booking is charged there already: a slot's share larger than its
-// slice covers the first of it.
+// slice covers the first of it. It never reaches past the GPU: its
+// booking and what it holds beyond fit the GPU's memory, whatever a node
+// says.
 func TestHeldMemoryOfALivePodBeyondItsCharge(t *testing.T) {
 	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	inv := protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-n1-0", MemoryMiB: 40000, Cores: 100, Split: 4, Healthy: true}}}
@@ -188,7 +190,7 @@ func TestHeldMemoryOfALivePodBeyondItsCharge(t *testing.T) {
 	if err := c.SetPod(record(small)); err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []struct{ past, want int64 }{{5000, 0}, {9000, 0}, {12000, 3000}} {
+	for _, step := range []struct{ past, want int64 }{{5000, 0}, {9000, 0}, {12000, 3000}, {39000, 30000}, {900000, 30000}} {
 		withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: step.past, Pods: []protocol.HeldPod{{UID: string(small.UID), MiB: step.past}}})
 		c.SetNode(n)
 		if got := c.HeldCharge("team-a").MemMiB; got != step.want {

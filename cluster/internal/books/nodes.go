@@ -78,7 +78,11 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		now := st.held[u]
 		lifted = lifted || now.MiB < was.MiB || (was.Full && !now.Full)
 	}
-	c.forget(st, c.clock.Now())
+	if st.invErr == nil {
+		// While the inventory does not read, its kept instances are
+		// unknown: the pods they name are not forgotten meanwhile.
+		c.forget(st, c.clock.Now())
+	}
 	c.recompute(n.Name)
 	c.mu.Unlock()
 	c.tellFreed(lifted)
