@@ -53,3 +53,24 @@ func TestMadeInstanceSampledOnItsGPU(t *testing.T) {
 		t.Errorf("after the make: parents %v, want MIG-made on %s", s.Parents, devs[0].UUID)
 	}
 }
+
+// A process of a pod the node granted, listed on a GPU in MIG mode
+// where that container holds no instance (one made for a pod that has
+// ended, kept by the process), is past a slice of nothing: in enforce it
+// is killed, as any process past its slice is (#50 item 7).
+func TestKnownPodsProcessOnAKeptInstanceIsEnded(t *testing.T) {
+	a := &Role{metrics: nodemetrics.New(prometheus.NewRegistry()), containers: usage.NewContainers()}
+	g := grantedContainers{r: a.containers, a: a}
+	g.Granted("ctr", nrihook.Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
+		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "GPU-l4", MemoryMiB: 2000, Cores: 10}}})
+	c := a.containers.Get("ctr")
+	sample := usage.Sample{Processes: []usage.Process{{GPU: "GPU-h100", PID: 7, UsedBytes: 4000 << 20, SMPercent: -1}},
+		MemoryBytes: map[string]uint64{"GPU-h100": 81920 << 20, "GPU-l4": 23034 << 20}, Parents: map[string]string{"MIG-kept": "GPU-h100"}}
+	v := usage.Decide(sample, func(int) *usage.Container { return c }, usage.Rules{Mode: usage.Enforce, Margin: 1024 << 20})
+	if len(v.Kills) != 1 || v.Kills[0].Victim.PID != 7 || v.Uses[0].LimitBytes != 0 {
+		t.Errorf("kills %+v, uses %+v: want process 7 ended, past a slice of nothing on the H100", v.Kills, v.Uses)
+	}
+	if v.HeldBy["GPU-h100"]["uid"] != 4000<<20 {
+		t.Errorf("held by %v; want its 4000 MiB charged to its pod", v.HeldBy)
+	}
+}
