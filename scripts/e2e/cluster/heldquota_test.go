@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +77,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := startHostProcess(t)
+	host := startBoundedHostProcess(t)
 	back := moveCgroups(t, host, e.processIn(t, ns, "leaker", "sleep 3610"))
 	e.declareProcess(t, vgpud, gpu, host, 1000, -1) // within its slice: never ended
 	t.Cleanup(func() {
@@ -105,7 +107,13 @@ spec:
 				}
 			}
 		}
-		return fmt.Errorf("%s's usage holds %+v; want leaker's 1000 MiB on %s", node, u.Held, gpu)
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", host))
+		var seen any = "no sample"
+		if use := e.inspect(t, node).Use; use != nil {
+			seen = use.Unattributed
+		}
+		return fmt.Errorf("%s's usage holds %+v; want leaker's 1000 MiB on %s (host process %d alive: %v, cgroups %q; the node sees unattributed %+v)",
+			node, u.Held, gpu, host, syscall.Kill(host, 0) == nil, cg, seen)
 	})
 	harness.Eventually(t, 30*time.Second, "after refused: leaker's memory is charged to the namespace", func() error {
 		out, err := asTenant(pod("after", ask), "apply", "-f", "-")
@@ -125,6 +133,19 @@ spec:
 	e.waitRunning(t, ns, []string{"after"}, 120*time.Second)
 	t.Logf("1000 MiB a deleted pod's process held was charged to %s (quota %d MiB, a %d MiB pod refused); freed, the pod was admitted %v later and ran",
 		ns, quota, ask, time.Since(freed).Round(time.Second))
+}
+
+// startBoundedHostProcess starts a process of no container that ends
+// with the test's cleanup, or in ten minutes: unlike startHostProcess,
+// not with the thread that started it.
+func startBoundedHostProcess(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
 }
 
 // moveCgroups moves pid into the cgroups of process of, in every
