@@ -65,6 +65,10 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if err := lib.SetProcess(m.UUID, os.Getpid(), 100, -1); err != nil {
 		t.Fatal(err)
 	}
+	// The driver lists it on the GPU too, where the node's sampling reads.
+	if procs, _, _ := Processes(lib, 0); len(procs) != 1 || procs[0].GPU != parent || procs[0].PID != os.Getpid() {
+		t.Errorf("processes %+v; want PID %d listed on its GPU %s", procs, os.Getpid(), parent)
+	}
 	if _, err := DestroyMIG(lib, parent, three.ID, three.Placements[1], m, false); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
 		t.Fatalf("destroy with a process on it: %v, want ErrInUse naming PID %d", err, os.Getpid())
 	}

@@ -48,6 +48,21 @@ func (g *migGPU) running(uuid string) []nvml.ProcessInfo {
 	return out
 }
 
+// devices are the UUIDs of the GPU's MIG devices now.
+func (g *migGPU) devices() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, gi := range g.gis {
+		if gi.ci != nil {
+			if id, _ := gi.ci.device.GetUUID(); id != "" {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
 // hasDevice says whether uuid is one of the GPU's MIG devices now.
 func (g *migGPU) hasDevice(uuid string) bool {
 	g.mu.Lock()

@@ -126,7 +126,7 @@ func (m *Mock) decorate(d *server.Device, numa int) {
 			return nil, nvml.ERROR_GPU_IS_LOST
 		}
 		var out []nvml.ProcessInfo
-		for _, p := range m.declared(d.UUID) {
+		for _, p := range m.onGPU(d.UUID) {
 			out = append(out, nvml.ProcessInfo{Pid: uint32(p.PID), UsedGpuMemory: p.UsedBytes})
 		}
 		return out, nvml.SUCCESS
@@ -339,6 +339,21 @@ func (m *Mock) declared(uuid string) []ProcessSample {
 		m.keep()
 	}
 	slices.SortFunc(out, func(a, b ProcessSample) int { return a.PID - b.PID })
+	return out
+}
+
+// onGPU is what is declared on the GPU uuid and, where it is in MIG
+// mode, on each of its MIG devices: the driver lists an instance's
+// processes on its GPU too, which is where the node's sampling reads them.
+func (m *Mock) onGPU(uuid string) []ProcessSample {
+	out := m.declared(uuid)
+	for _, g := range m.migs {
+		if g != nil && g.uuid == uuid {
+			for _, id := range g.devices() {
+				out = append(out, m.declared(id)...)
+			}
+		}
+	}
 	return out
 }
 

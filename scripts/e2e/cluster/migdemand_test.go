@@ -4,9 +4,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,6 +230,24 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		return harness.Contains(err.Error(), fmt.Sprintf("in use %d (%d of it held beyond the pods' slices", 70000+in.MemoryMiB, in.MemoryMiB))
 	})
 	t.Logf("large's kept %s (%d MiB) charged to %s: a 15000 MiB pod refused under a %d MiB quota", in.Profile, in.MemoryMiB, ns, quota)
+	// A process of a pod the node granted (a slice of an L4) that holds
+	// the kept instance too is past a slice of nothing there: the node,
+	// enforcing for this scenario, kills it as any process past its slice.
+	intruder := gpuPod("intruder", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationUseGPUType: "L4"})
+	intruder.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	if _, err := tenant.CoreV1().Pods(ns).Create(ctx, intruder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunning(t, ns, []string{"intruder"}, 60*time.Second)
+	ipid := e.processIn(t, ns, "intruder", "sleep 3600")
+	e.declareProcess(t, vp, large, ipid, 2000, -1) // past the node's 1024 MiB margin
+	killed := harness.Eventually(t, 20*time.Second, "the intruder's process on large's kept instance killed", func() error {
+		if err := syscall.Kill(ipid, 0); !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("process %d still runs (%v)", ipid, err)
+		}
+		return nil
+	})
+	t.Logf("the intruder's process %d on large's kept instance, past a slice of nothing there, killed in %v", ipid, killed.Round(time.Millisecond))
 	e.declareProcess(t, vp, large, os.Getpid(), 0, -1)
 	undeclared = true
 	freed := e.waitRunning(t, ns, []string{"whole"}, 120*time.Second)
@@ -247,7 +267,8 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 }
 
 // withOnDemandH100 is the overlay's overrides with node-3's backend given
-// an H100 in MIG mode, index 5, on which the node makes instances.
+// an H100 in MIG mode, index 5, on which the node makes instances, and
+// its GPU usage enforced.
 func withOnDemandH100(t *testing.T, yaml string) string {
 	t.Helper()
 	lines := strings.Split(yaml, "\n")
@@ -255,7 +276,7 @@ func withOnDemandH100(t *testing.T, yaml string) string {
 		if strings.Contains(l, "backend:") && strings.HasSuffix(l, "mig=3g.20gb+2g.10gb+1g.5gb\"") {
 			indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
 			lines[i] = strings.TrimSuffix(l, "\"") + ",1xH100-SXM5-80GB:81920:mig=\""
-			return strings.Join(append(lines[:i+1], append([]string{indent + "migOnDemand: [\"5\"]"}, lines[i+1:]...)...), "\n")
+			return strings.Join(append(lines[:i+1], append([]string{indent + "migOnDemand: [\"5\"]", indent + "gpuUsage: enforce"}, lines[i+1:]...)...), "\n")
 		}
 	}
 	t.Fatalf("no backend line for node-3's A100 in the overrides:\n%s", yaml)
