@@ -66,6 +66,54 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 	}
 }
 
+// docs/monitoring.md's table of alerts has a row for each alert, and
+// none for an alert that is not there.
+func TestEveryAlertIsInTheMonitoringDoc(t *testing.T) {
+	var rules alertRules
+	readYAML(t, "monitoring/alerts.yaml", &rules)
+	doc, err := os.ReadFile("../docs/monitoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, alerts []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(Vgpud\\w+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+		rows = append(rows, m[1])
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+		}
+	}
+	slices.Sort(alerts)
+	slices.Sort(rows)
+	if !slices.Equal(alerts, rows) {
+		t.Errorf("alerts %v, docs/monitoring.md's rows %v: want one row per alert", alerts, rows)
+	}
+}
+
+// Every VGPUD_ variable the chart's values name is a flag's, as
+// docs/settings.md lists them.
+func TestChartValuesNameRealSettings(t *testing.T) {
+	values, err := os.ReadFile("../charts/vgpud/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := os.ReadFile("../docs/settings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`VGPUD_[A-Z0-9_]+`).FindAllString(string(values), -1)
+	if len(names) == 0 {
+		t.Fatal("the values name no VGPUD_ variable; the test reads nothing")
+	}
+	for _, name := range names {
+		flag := "`--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "VGPUD_")), "_", "-") + "`"
+		if !bytes.Contains(settings, []byte("| "+flag+" |")) {
+			t.Errorf("charts/vgpud/values.yaml names %s, but docs/settings.md lists no flag %s", name, flag)
+		}
+	}
+}
+
 // prometheusRuleHeader opens the generated PrometheusRule.
 const prometheusRuleHeader = `# vgpud's alerts for the Prometheus Operator: the groups of alerts.yaml,
 # which is the one source (generated: VGPUD_UPDATE_DOCS=1 go test

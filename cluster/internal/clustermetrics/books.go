@@ -44,7 +44,7 @@ func newBooksCollector() *booksCollector {
 		slots:    prometheus.NewDesc("vgpud_gpu_allocated_slots", "Split slots in use.", gpu, nil),
 		capMem:   rename("vgpud_gpu_capacity_memory_bytes", "GPU memory, as the node's inventory says.", "vgpud_gpu_capacity_memory_mib", bytesPerMiB, inv),
 		capCores: rename("vgpud_gpu_capacity_cores_ratio", "Share of the GPU's cores there is to commit: 1.", "vgpud_gpu_capacity_cores", ratioPerCore, inv),
-		capSlots: prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--device-split-count).", inv, nil),
+		capSlots: prometheus.NewDesc("vgpud_gpu_capacity_slots", "Slots the GPU is split into (--split).", inv, nil),
 		healthy:  prometheus.NewDesc("vgpud_gpu_healthy", "1 while the node role offers the GPU, 0 while an XID or a failing NVML query keeps it out.", inv, nil),
 		cordoned: prometheus.NewDesc("vgpud_gpu_cordoned", "1 while an operator keeps the GPU out of new placements (the node's vgpud.io/cordon), 0 while not.", inv, nil),
 		held:     prometheus.NewDesc("vgpud_gpu_held_memory_bytes", "GPU memory the GPU holds beyond the slices booked on it, as its node last reported (vgpud.io/usage): counted as used when pods are placed. Shared GPUs only.", gpu, nil),
