@@ -75,10 +75,18 @@ func TestGrantsAreToldByContainerID(t *testing.T) {
 	if _, ok := g.get("c2"); ok {
 		t.Error("a voided container was told as granted")
 	}
-	if err := h.RemovePodSandbox(context.Background(), sandbox(victim)); err != nil {
+	// Forgotten once the sandbox stops, not when the runtime gets round
+	// to removing it.
+	if err := h.StopPodSandbox(context.Background(), sandbox(victim)); err != nil {
 		t.Fatal(err)
 	}
 	if len(g.removed) != 1 || g.removed[0] != string(victim.UID) {
+		t.Errorf("removed %v once stopped", g.removed)
+	}
+	if err := h.RemovePodSandbox(context.Background(), sandbox(victim)); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.removed) != 2 || g.removed[1] != string(victim.UID) {
 		t.Errorf("removed %v", g.removed)
 	}
 }

@@ -288,6 +288,19 @@ func (h *Hook) remember(c Container, d Decision, err error) {
 	r.Granted[c.Name] = d.Slice.Env[protocol.EnvVisibleDevices]
 }
 
+// StopPodSandbox forgets the pod's grants: its containers are stopped for
+// good (kubelet makes a new sandbox, whose containers are granted again,
+// if the pod runs on), and the runtime may remove the sandbox only a
+// minute or more later. Until then the node would count what the pod's
+// processes left behind as that pod's use, within its slice, while the
+// leader, the pod gone, no longer books it: a GPU fuller than the books.
+func (h *Hook) StopPodSandbox(_ context.Context, sb *api.PodSandbox) error {
+	if h.granted != nil {
+		h.granted.Removed(sb.GetUid())
+	}
+	return nil
+}
+
 // RemovePodSandbox forgets the pod.
 func (h *Hook) RemovePodSandbox(_ context.Context, sb *api.PodSandbox) error {
 	h.mu.Lock()

@@ -108,12 +108,12 @@ spec:
 			}
 		}
 		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", host))
-		var seen any = "no sample"
+		var seen, held any = "no sample", "no sample"
 		if use := e.inspect(t, node).Use; use != nil {
-			seen = use.Unattributed
+			seen, held = use.Unattributed, use.GPUs
 		}
-		return fmt.Errorf("%s's usage holds %+v; want leaker's 1000 MiB on %s (host process %d alive: %v, cgroups %q; the node sees unattributed %+v)",
-			node, u.Held, gpu, host, syscall.Kill(host, 0) == nil, cg, seen)
+		return fmt.Errorf("%s's usage, taken %v, holds %+v; want leaker's 1000 MiB on %s (host process %d alive: %v, cgroups %q; the node sees unattributed %+v, held %+v)",
+			node, u.Taken, u.Held, gpu, host, syscall.Kill(host, 0) == nil, cg, seen, held)
 	})
 	harness.Eventually(t, 30*time.Second, "after refused: leaker's memory is charged to the namespace", func() error {
 		out, err := asTenant(pod("after", ask), "apply", "-f", "-")
