@@ -75,7 +75,20 @@ func TestGrantsAreToldByContainerID(t *testing.T) {
 	if _, ok := g.get("c2"); ok {
 		t.Error("a voided container was told as granted")
 	}
-	// Forgotten once the sandbox stops, not when the runtime gets round
+	// A stale sandbox of the pod stopped or removed (kubelet made the pod
+	// a new one) forgets nothing.
+	old := sandbox(victim)
+	old.Id = "old-sandbox"
+	if err := h.StopPodSandbox(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RemovePodSandbox(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.removed) != 0 {
+		t.Errorf("removed %v for a sandbox the pod no longer runs in", g.removed)
+	}
+	// Forgotten once its sandbox stops, not when the runtime gets round
 	// to removing it.
 	if err := h.StopPodSandbox(context.Background(), sandbox(victim)); err != nil {
 		t.Fatal(err)

@@ -61,6 +61,10 @@ type Hook struct {
 	maker     Maker     // nil: the node makes no MIG instances (yet)
 	pending   []running // found running on made instances before the maker came
 	seen      map[types.UID]*Record
+	// sandboxes is each pod's sandbox its newest container was created
+	// in: the stop or removal of an older one (kubelet made the pod a
+	// new sandbox, then collects the old) forgets none of its grants.
+	sandboxes map[types.UID]string
 	conns     int // connections to the runtime made so far
 	up        bool
 	closing   bool          // the hook is stopping: it refuses every call
@@ -96,7 +100,7 @@ func (h *Hook) Settle(slice grant.Options) {
 
 // New returns a hook deciding by r from pods; clk times its waits.
 func New(r Rules, pods PodLookup, wait time.Duration, obs Observer, clk clock.Clock, log *slog.Logger) *Hook {
-	return &Hook{rules: r, slice: r.Slice, pods: pods, wait: wait, obs: obs, clock: clk, log: log, seen: map[types.UID]*Record{}, drained: make(chan struct{})}
+	return &Hook{rules: r, slice: r.Slice, pods: pods, wait: wait, obs: obs, clock: clk, log: log, seen: map[types.UID]*Record{}, sandboxes: map[types.UID]string{}, drained: make(chan struct{})}
 }
 
 // CreateContainer is NRI's call as the runtime creates a container, after
@@ -113,6 +117,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	c.Known = h.lookup(ctx, c)
 	rules, unsettled := h.rules, ""
 	h.mu.Lock()
+	h.sandboxes[types.UID(c.UID)] = sb.GetId()
 	rules.Slice, unsettled = h.slice, h.unsettled
 	h.mu.Unlock()
 	d := Decide(c, rules)
@@ -295,7 +300,7 @@ func (h *Hook) remember(c Container, d Decision, err error) {
 // processes left behind as that pod's use, within its slice, while the
 // leader, the pod gone, no longer books it: a GPU fuller than the books.
 func (h *Hook) StopPodSandbox(_ context.Context, sb *api.PodSandbox) error {
-	if h.granted != nil {
+	if h.current(sb, false) && h.granted != nil {
 		h.granted.Removed(sb.GetUid())
 	}
 	return nil
@@ -303,13 +308,28 @@ func (h *Hook) StopPodSandbox(_ context.Context, sb *api.PodSandbox) error {
 
 // RemovePodSandbox forgets the pod.
 func (h *Hook) RemovePodSandbox(_ context.Context, sb *api.PodSandbox) error {
-	h.mu.Lock()
-	delete(h.seen, types.UID(sb.GetUid()))
-	h.mu.Unlock()
-	if h.granted != nil {
+	if h.current(sb, true) && h.granted != nil {
 		h.granted.Removed(sb.GetUid())
 	}
 	return nil
+}
+
+// current says whether sb is its pod's newest sandbox the hook knows of
+// (or the hook knows none); removed, the pod is forgotten with it. An
+// older one's stop or removal (containerd stops a sandbox again as it
+// removes it) leaves the pod's grants in its newer sandbox alone.
+func (h *Hook) current(sb *api.PodSandbox, removed bool) bool {
+	uid := types.UID(sb.GetUid())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if id, ok := h.sandboxes[uid]; ok && id != sb.GetId() {
+		return false
+	}
+	if removed {
+		delete(h.seen, uid)
+		delete(h.sandboxes, uid)
+	}
+	return true
 }
 
 // Synchronize is the runtime's list of what already runs, sent at each
@@ -325,6 +345,21 @@ func (h *Hook) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*ap
 	for uid := range h.seen {
 		if !live[uid] {
 			delete(h.seen, uid)
+		}
+	}
+	for uid := range h.sandboxes {
+		if !live[uid] {
+			delete(h.sandboxes, uid)
+		}
+	}
+	// Each running container's sandbox is its pod's newest.
+	uidOf := make(map[string]types.UID, len(pods))
+	for _, p := range pods {
+		uidOf[p.GetId()] = types.UID(p.GetUid())
+	}
+	for _, c := range ctrs {
+		if uid, ok := uidOf[c.GetPodSandboxId()]; ok {
+			h.sandboxes[uid] = c.GetPodSandboxId()
 		}
 	}
 	h.mu.Unlock()
