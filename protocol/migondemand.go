@@ -40,17 +40,9 @@ func validatePossible(i int, g MIGGPU, seen map[string]bool) error {
 	}
 	for j, in := range g.Possible {
 		where := fmt.Sprintf("mig[%d].possible[%d] %s", i, j, in.UUID)
-		switch {
-		case in.Profile == "" || len(in.Profile) > maxProfileLen:
-			return fmt.Errorf("%s: profile %q must be 1..%d bytes", where, in.Profile, maxProfileLen)
-		case in.UUID != OnDemandID(g.UUID, in.Profile, in.Start) || seen[in.UUID]:
-			return fmt.Errorf("%s: want the name %s, once", where, OnDemandID(g.UUID, in.Profile, in.Start))
-		case in.MemoryMiB <= 0 || in.MemoryMiB > g.MemoryMiB:
-			return fmt.Errorf("%s: memoryMiB %d must be within 1..%d, its GPU's", where, in.MemoryMiB, g.MemoryMiB)
-		case in.SMs <= 0 || in.SMs > g.SMs:
-			return fmt.Errorf("%s: sms %d must be within 1..%d, its GPU's", where, in.SMs, g.SMs)
-		case in.Start < 0 || in.Size <= 0 || in.Start+in.Size > maxMemSlices:
-			return fmt.Errorf("%s: placement %d+%d must lie within 0..%d", where, in.Start, in.Size, maxMemSlices)
+		switch err := checkOnDemand(where, g, in, seen); {
+		case err != nil:
+			return err
 		case in.Made != "" && (!strings.HasPrefix(in.Made, "MIG-") || seen[in.Made]):
 			return fmt.Errorf("%s: made %q must be a MIG device's UUID (MIG-...), once", where, in.Made)
 		}
@@ -72,6 +64,25 @@ func validatePossible(i int, g MIGGPU, seen map[string]bool) error {
 	return validateKept(i, g, seen)
 }
 
+// checkOnDemand is what a possible and a kept instance of g both are:
+// a profile, the name OnDemandID gives it, unique across the node (seen),
+// memory and SMs within its GPU's, a placement within the GPU's slices.
+func checkOnDemand(where string, g MIGGPU, in MIGInstance, seen map[string]bool) error {
+	switch {
+	case in.Profile == "" || len(in.Profile) > maxProfileLen:
+		return fmt.Errorf("%s: profile %q must be 1..%d bytes", where, in.Profile, maxProfileLen)
+	case in.UUID != OnDemandID(g.UUID, in.Profile, in.Start) || seen[in.UUID]:
+		return fmt.Errorf("%s: want the name %s, once", where, OnDemandID(g.UUID, in.Profile, in.Start))
+	case in.MemoryMiB <= 0 || in.MemoryMiB > g.MemoryMiB:
+		return fmt.Errorf("%s: memoryMiB %d must be within 1..%d, its GPU's", where, in.MemoryMiB, g.MemoryMiB)
+	case in.SMs <= 0 || in.SMs > g.SMs:
+		return fmt.Errorf("%s: sms %d must be within 1..%d, its GPU's", where, in.SMs, g.SMs)
+	case in.Start < 0 || in.Size <= 0 || in.Start+in.Size > maxMemSlices:
+		return fmt.Errorf("%s: placement %d+%d must lie within 0..%d", where, in.Start, in.Size, maxMemSlices)
+	}
+	return nil
+}
+
 // validateKept checks g's kept instances (the i-th MIG GPU): named as a
 // possible instance, each made, none overlapping another instance.
 func validateKept(i int, g MIGGPU, seen map[string]bool) error {
@@ -80,17 +91,9 @@ func validateKept(i int, g MIGGPU, seen map[string]bool) error {
 	}
 	for j, in := range g.Kept {
 		where := fmt.Sprintf("mig[%d].kept[%d] %s", i, j, in.UUID)
-		switch {
-		case in.Profile == "" || len(in.Profile) > maxProfileLen:
-			return fmt.Errorf("%s: profile %q must be 1..%d bytes", where, in.Profile, maxProfileLen)
-		case in.UUID != OnDemandID(g.UUID, in.Profile, in.Start) || seen[in.UUID]:
-			return fmt.Errorf("%s: want the name %s, once", where, OnDemandID(g.UUID, in.Profile, in.Start))
-		case in.MemoryMiB <= 0 || in.MemoryMiB > g.MemoryMiB:
-			return fmt.Errorf("%s: memoryMiB %d must be within 1..%d, its GPU's", where, in.MemoryMiB, g.MemoryMiB)
-		case in.SMs <= 0 || in.SMs > g.SMs:
-			return fmt.Errorf("%s: sms %d must be within 1..%d, its GPU's", where, in.SMs, g.SMs)
-		case in.Start < 0 || in.Size <= 0 || in.Start+in.Size > maxMemSlices:
-			return fmt.Errorf("%s: placement %d+%d must lie within 0..%d", where, in.Start, in.Size, maxMemSlices)
+		switch err := checkOnDemand(where, g, in, seen); {
+		case err != nil:
+			return err
 		case !strings.HasPrefix(in.Made, "MIG-") || seen[in.Made]:
 			return fmt.Errorf("%s: made %q must be a MIG device's UUID (MIG-...), once", where, in.Made)
 		case len(in.Pod) > 64 || strings.IndexFunc(in.Pod, unicode.IsControl) >= 0:
