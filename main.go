@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -38,6 +39,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster"
+	"github.com/vgpud/vgpud/internal/apicalls"
+	"github.com/vgpud/vgpud/internal/metricsserver"
 	"github.com/vgpud/vgpud/node"
 )
 
@@ -51,7 +54,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	if isKubectlPlugin(args) {
 		cfg := defaultConfig()
-		app = newPluginApp(stdout, stderr, cfg.SchedulerName, cfg.Resources)
+		app = cluster.KubectlPlugin(stdout, stderr, cfg.SchedulerName, cfg.Resources, version)
 	}
 	if err := app.Run(args); err != nil {
 		fmt.Fprintln(stderr, "vgpud:", err)
@@ -103,7 +106,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon; with --cluster, every node's and namespace's, read from the API",
 				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"},
-				}, append(viewFlags(cfg.SchedulerName),
+				}, append(cluster.ViewFlags(cfg.SchedulerName),
 					withEnv([]cli.Flag{inspectCfg.InspectSocketFlag()})[0],
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
@@ -114,7 +117,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				)...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("cluster") {
-						return cluster.Inspect(c.Context, viewOptions(c), cfg.Resources, stdout)
+						return cluster.Inspect(c, cfg.Resources, version, stdout)
 					}
 					for _, f := range []string{"context", "namespace", "node", "output"} {
 						if c.IsSet(f) {
@@ -207,18 +210,18 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
-	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, newAPICalls(reg).wrap)
+	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, apicalls.New(reg).Wrap)
 	if err != nil {
 		return err
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsListen != "" {
-		var auth *metricsReviewer
+		var auth *metricsserver.Reviewer
 		if cfg.MetricsSecure {
-			auth = newMetricsReviewer(kube.authn, kube.authz)
+			auth = metricsserver.NewReviewer(kube.authn, kube.authz)
 		}
-		g.Go(func() error { return serveMetrics(ctx, cfg.MetricsListen, reg, cfg.Profiling, auth, log) })
+		g.Go(func() error { return metricsserver.Serve(ctx, cfg.MetricsListen, reg, cfg.Profiling, auth, log) })
 	}
 	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.PodNamespace, kube.coordination)
 	if cfg.runs(roleCluster) {
@@ -313,4 +316,15 @@ func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) htt
 		return kubeClients{}, fmt.Errorf("kubernetes authorization/v1 client: %w", err)
 	}
 	return c, nil
+}
+
+// kubectlPlugin is the name under which kubectl runs vgpud as `kubectl
+// vgpud` (the binary, or a link to it, on PATH).
+const kubectlPlugin = "kubectl-vgpud"
+
+// isKubectlPlugin says whether args[0] is the plugin's name: kubectl runs
+// the plugin with the arguments after its name and its own environment
+// (KUBECONFIG included).
+func isKubectlPlugin(args []string) bool {
+	return len(args) > 0 && filepath.Base(args[0]) == kubectlPlugin
 }

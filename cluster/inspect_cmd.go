@@ -1,20 +1,9 @@
 package cluster
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"slices"
-	"time"
 
 	"github.com/urfave/cli/v2"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/cluster/internal/clusterview"
 	"github.com/vgpud/vgpud/protocol"
@@ -27,80 +16,17 @@ type View = clusterview.View
 // BookedGPU is one GPU of a View's node.
 type BookedGPU = clusterview.BookedGPU
 
-// Outputs are what ViewOptions.Output may be, as kubectl's -o.
-var Outputs = []string{"", "wide", "json", "yaml"}
+// ViewFlags are the cluster view's flags: `kubectl vgpud` and `vgpud
+// inspect --cluster` share them.
+func ViewFlags(scheduler string) []cli.Flag { return clusterview.Flags(scheduler) }
 
-// ViewOptions say where the cluster view reads from and what it shows.
-type ViewOptions struct {
-	// Kubeconfig and Context pick the cluster as kubectl does ("":
-	// KUBECONFIG, ~/.kube/config, or the pod's own ServiceAccount inside
-	// the cluster; its current context).
-	Kubeconfig, Context string
-	// Namespace and Node narrow what is shown ("": all).
-	Namespace, Node string
-	// Output is "" (tables), wide, json or yaml.
-	Output    string
-	Scheduler string
-	UserAgent string
+// Inspect prints the cluster as vgpud books it, read from the API as c's
+// ViewFlags say.
+func Inspect(c *cli.Context, names protocol.ResourceNames, version string, stdout io.Writer) error {
+	return clusterview.Show(c.Context, clusterview.OptionsFrom(c, version), names, stdout)
 }
 
-// Inspect prints the cluster as vgpud books it, read from the API.
-func Inspect(ctx context.Context, o ViewOptions, names protocol.ResourceNames, stdout io.Writer) error {
-	if !slices.Contains(Outputs, o.Output) {
-		return cli.Exit(fmt.Sprintf("-o %q: want wide, json or yaml (or none, for tables)", o.Output), 2)
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
-	if err != nil {
-		return cli.Exit("kubeconfig: "+err.Error(), 2)
-	}
-	rc.UserAgent = o.UserAgent
-	core, err := corev1client.NewForConfig(rc)
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	// The apiserver's cache ("0") is enough for a view, and spares etcd.
-	// One node's view lists that node and its pods only; a namespace's
-	// lists every pod, since what is free on a GPU is every pod's doing.
-	nodeList, podList := metav1.ListOptions{ResourceVersion: "0"}, metav1.ListOptions{ResourceVersion: "0"}
-	if o.Node != "" {
-		nodeList.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.Node).String()
-		podList.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.Node).String()
-	}
-	nodes, err := core.Nodes().List(ctx, nodeList)
-	if err != nil {
-		return cli.Exit("list nodes: "+err.Error(), 1)
-	}
-	if o.Node != "" && len(nodes.Items) == 0 {
-		return cli.Exit(fmt.Sprintf("node %q not found", o.Node), 1)
-	}
-	pods, err := core.Pods(metav1.NamespaceAll).List(ctx, podList)
-	if err != nil {
-		return cli.Exit("list pods: "+err.Error(), 1)
-	}
-	// A quota is the whole cluster's: one node's view shows none.
-	var quotas []corev1.ResourceQuota
-	if o.Node == "" {
-		list, err := core.ResourceQuotas(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return cli.Exit("list resource quotas: "+err.Error(), 1)
-		}
-		quotas = list.Items
-	}
-	v := clusterview.Filter(clusterview.Build(nodes.Items, pods.Items, quotas, o.Scheduler, names, time.Now()), o.Namespace, o.Node)
-	switch o.Output {
-	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		raw, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = stdout.Write(raw)
-		return err
-	}
-	return clusterview.Render(stdout, v, o.Output == "wide")
+// KubectlPlugin is vgpud as `kubectl vgpud`: the cluster view alone.
+func KubectlPlugin(stdout, stderr io.Writer, scheduler string, names protocol.ResourceNames, version string) *cli.App {
+	return clusterview.PluginApp(stdout, stderr, scheduler, names, version)
 }

@@ -3,7 +3,7 @@
 # cover: the node role's parts (node/..., kubeletapi/...) never import the
 # cluster role's (cluster/..., webhook/...) or the other way round, tests
 # included and through any package in between, and the shared contract
-# (protocol/...) imports neither. Each
+# (protocol/...) and the process-wide parts (internal/...) import neither. Each
 # role's internal/ packages are already private to it; this also keeps
 # the top-level webhook and kubeletapi packages on their sides.
 set -euo pipefail
@@ -15,6 +15,7 @@ declare -A refused=(
 	[cluster]="node kubeletapi"
 	[webhook]="node kubeletapi cluster"
 	[protocol]="node kubeletapi cluster webhook"
+	[internal]="node kubeletapi cluster webhook"
 )
 # Every package with all it depends on (.Deps) and its tests' imports;
 # go list failing fails the check rather than passing it empty.

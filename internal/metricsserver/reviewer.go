@@ -1,4 +1,6 @@
-package main
+// Package metricsserver serves the process's metrics, and only to
+// scrapers the apiserver admits.
+package metricsserver
 
 import (
 	"context"
@@ -31,7 +33,7 @@ const (
 	reviewTimeout   = 5 * time.Second
 )
 
-// metricsReviewer guards vgpud's /metrics the way kubebuilder projects
+// Reviewer guards vgpud's /metrics the way kubebuilder projects
 // do: the caller sends a bearer token, the apiserver says who it is
 // (TokenReview) and whether it may get the path (SubjectAccessReview, a
 // non-resource URL: a Prometheus bound to the manifest's
@@ -42,17 +44,17 @@ const (
 // node's too, is sent it, and a token for that audience alone is worth
 // nothing to the apiserver.
 //
-// A metricsReviewer authenticates and authorizes scrapes through the apiserver.
-type metricsReviewer struct {
+// A Reviewer authenticates and authorizes scrapes through the apiserver.
+type Reviewer struct {
 	tokens  authnv1client.TokenReviewsGetter
 	access  authzv1client.SubjectAccessReviewsGetter
 	answers *utilcache.LRUExpireCache
 	slots   chan struct{}
 }
 
-// newMetricsReviewer returns a metricsReviewer asking the apiserver through tokens and access.
-func newMetricsReviewer(tokens authnv1client.TokenReviewsGetter, access authzv1client.SubjectAccessReviewsGetter) *metricsReviewer {
-	return &metricsReviewer{tokens: tokens, access: access, answers: utilcache.NewLRUExpireCache(cachedAnswers), slots: make(chan struct{}, maxReviews)}
+// NewReviewer returns a Reviewer asking the apiserver through tokens and access.
+func NewReviewer(tokens authnv1client.TokenReviewsGetter, access authzv1client.SubjectAccessReviewsGetter) *Reviewer {
+	return &Reviewer{tokens: tokens, access: access, answers: utilcache.NewLRUExpireCache(cachedAnswers), slots: make(chan struct{}, maxReviews)}
 }
 
 // answer is a cached verdict: 0 allows, else the HTTP status and why.
@@ -64,7 +66,7 @@ type answer struct {
 // Wrap serves h only to callers the apiserver says may get the path;
 // paths h does not serve are answered 404 before any review, so no
 // caller makes reviews by making up paths.
-func (rv *metricsReviewer) Wrap(h *http.ServeMux) http.Handler {
+func (rv *Reviewer) Wrap(h *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := h.Handler(r); pattern == "" {
 			http.NotFound(w, r)
@@ -108,7 +110,7 @@ func (rv *metricsReviewer) Wrap(h *http.ServeMux) http.Handler {
 }
 
 // review asks the apiserver who token is and whether it may get path.
-func (rv *metricsReviewer) review(ctx context.Context, token, path string) (answer, error) {
+func (rv *Reviewer) review(ctx context.Context, token, path string) (answer, error) {
 	tr, err := rv.tokens.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{metricsAudience}}}, metav1.CreateOptions{})
 	if err != nil {
 		return answer{}, fmt.Errorf("TokenReview: %w", err)

@@ -1,29 +1,16 @@
-package main
+package clusterview
 
 import (
 	"io"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// kubectlPlugin is the name under which kubectl runs vgpud as `kubectl
-// vgpud` (the binary, or a link to it, on PATH).
-const kubectlPlugin = "kubectl-vgpud"
-
-// isKubectlPlugin says whether args[0] is the plugin's name: kubectl runs
-// the plugin with the arguments after its name and its own environment
-// (KUBECONFIG included).
-func isKubectlPlugin(args []string) bool {
-	return len(args) > 0 && filepath.Base(args[0]) == kubectlPlugin
-}
-
-// viewFlags are the cluster view's flags, kubectl's where kubectl has
+// Flags are the cluster view's flags, kubectl's where kubectl has
 // one: `kubectl vgpud` and `vgpud inspect --cluster` share them.
-func viewFlags(scheduler string) []cli.Flag {
+func Flags(scheduler string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty: $KUBECONFIG, ~/.kube/config, or in a pod its ServiceAccount"},
 		&cli.StringFlag{Name: "context", Usage: "the kubeconfig context to use; empty: its current context"},
@@ -34,9 +21,9 @@ func viewFlags(scheduler string) []cli.Flag {
 	}
 }
 
-// viewOptions reads viewFlags; --json, inspect's older spelling, is -o json.
-func viewOptions(c *cli.Context) cluster.ViewOptions {
-	o := cluster.ViewOptions{Kubeconfig: c.String("kubeconfig"), Context: c.String("context"), Namespace: c.String("namespace"),
+// OptionsFrom reads Flags; --json, inspect's older spelling, is -o json.
+func OptionsFrom(c *cli.Context, version string) Options {
+	o := Options{Kubeconfig: c.String("kubeconfig"), Context: c.String("context"), Namespace: c.String("namespace"),
 		Node: c.String("node"), Output: c.String("output"), Scheduler: c.String("scheduler-name"), UserAgent: "vgpud-inspect/" + version}
 	if c.Bool("json") && o.Output == "" {
 		o.Output = "json"
@@ -44,9 +31,9 @@ func viewOptions(c *cli.Context) cluster.ViewOptions {
 	return o
 }
 
-// newPluginApp is vgpud as `kubectl vgpud`: the cluster view alone, with
+// PluginApp is vgpud as `kubectl vgpud`: the cluster view alone, with
 // help that names it as kubectl users call it.
-func newPluginApp(stdout, stderr io.Writer, scheduler string, names protocol.ResourceNames) *cli.App {
+func PluginApp(stdout, stderr io.Writer, scheduler string, names protocol.ResourceNames, version string) *cli.App {
 	return &cli.App{
 		Name:      "kubectl vgpud",
 		Usage:     "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), as vgpud books them",
@@ -58,12 +45,12 @@ func newPluginApp(stdout, stderr io.Writer, scheduler string, names protocol.Res
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
-		Flags:           viewFlags(scheduler),
+		Flags:           Flags(scheduler),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("kubectl vgpud takes no arguments, only flags (kubectl vgpud --help)", 2)
 			}
-			return cluster.Inspect(c.Context, viewOptions(c), names, stdout)
+			return Show(c.Context, OptionsFrom(c, version), names, stdout)
 		},
 	}
 }

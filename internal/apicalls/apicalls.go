@@ -1,4 +1,6 @@
-package main
+// Package apicalls counts the process's requests to the apiserver, so what
+// a bind costs the apiserver is measured, not assumed.
+package apicalls
 
 import (
 	"net/http"
@@ -7,15 +9,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// apiCalls counts the process's requests to the apiserver by verb and
+// Counter counts the process's requests to the apiserver by verb and
 // resource, so what a bind costs the apiserver is measured, not assumed.
-type apiCalls struct {
+type Counter struct {
 	total *prometheus.CounterVec
 }
 
-// newAPICalls registers vgpud_api_requests_total on reg.
-func newAPICalls(reg prometheus.Registerer) *apiCalls {
-	a := &apiCalls{total: prometheus.NewCounterVec(prometheus.CounterOpts{
+// New registers vgpud_api_requests_total on reg.
+func New(reg prometheus.Registerer) *Counter {
+	a := &Counter{total: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vgpud_api_requests_total",
 		Help: "Requests this process sent to the apiserver, by verb (the HTTP method, or watch) and resource (with its subresource, as pods/binding).",
 	}, []string{"verb", "resource"})}
@@ -23,8 +25,8 @@ func newAPICalls(reg prometheus.Registerer) *apiCalls {
 	return a
 }
 
-// wrap is a rest.Config WrapTransport that counts each request.
-func (a *apiCalls) wrap(next http.RoundTripper) http.RoundTripper {
+// Wrap is a rest.Config WrapTransport that counts each request.
+func (a *Counter) Wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(r *http.Request) (*http.Response, error) {
 		verb := strings.ToLower(r.Method)
 		if r.URL.Query().Get("watch") == "true" {

@@ -1,4 +1,4 @@
-package main
+package metricsserver
 
 import (
 	"fmt"
@@ -61,7 +61,7 @@ func TestScrapeNeedsAnAuthorizedToken(t *testing.T) {
 	kube := apiserver(&reviews)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("vgpud_leader 1\n")) })
-	h := newMetricsReviewer(kube.AuthenticationV1(), kube.AuthorizationV1()).Wrap(mux)
+	h := NewReviewer(kube.AuthenticationV1(), kube.AuthorizationV1()).Wrap(mux)
 	for _, tc := range []struct {
 		token string
 		code  int
@@ -104,7 +104,7 @@ func TestScrapeNeedsAnAuthorizedToken(t *testing.T) {
 func TestScrapeReviewsAreBounded(t *testing.T) {
 	var reviews atomic.Int32
 	kube := apiserver(&reviews)
-	rv := newMetricsReviewer(kube.AuthenticationV1(), kube.AuthorizationV1())
+	rv := NewReviewer(kube.AuthenticationV1(), kube.AuthorizationV1())
 	for range maxReviews {
 		rv.slots <- struct{}{}
 	}

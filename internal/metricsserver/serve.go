@@ -1,4 +1,4 @@
-package main
+package metricsserver
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// serveMetrics serves reg on /metrics until ctx ends; with profiling,
+// Serve serves reg on /metrics until ctx ends; with profiling,
 // Go's pprof too. With auth, over HTTPS with a certificate made at start
 // (Prometheus verifies the token it sends, not vgpud: scrape with
 // insecure_skip_verify, as for kubebuilder's metrics) and only to callers
 // auth admits; without, plain HTTP to anyone (development only).
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, auth *metricsReviewer, log *slog.Logger) error {
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, auth *Reviewer, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4}))
 	if profiling {
