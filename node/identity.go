@@ -30,7 +30,7 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 		Early:     inList(a.cfg.NRIEarlyNamespaces),
 		MIGParent: a.migParent,
 	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
-	h.Tell(grantedContainers{r: a.containers, a: a})
+	h.Tell(a.use.Granted())
 	// The kill checks the PID's cgroup names the container first.
 	h.EvictWith(func(id string, pid int) error {
 		if pid <= 0 {

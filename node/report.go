@@ -85,7 +85,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 		s.CordonProblem = problem
 		s.GPUs = slices.DeleteFunc(s.GPUs, unmade(inv))
 	}
-	s.Use = a.useSnapshot()
+	s.Use = a.use.Snapshot()
 	s.RuntimeCheck = rt
 	if server != nil {
 		r := server.Registration()

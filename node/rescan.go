@@ -98,9 +98,9 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	if a.od.making() {
 		g.Go(func() error { return a.makeMIG(gctx, a.od, pods, func() { p.republish(nil) }) })
 	}
-	enforcer := a.newEnforcer(lib, devs, pods, events)
+	enforcer := a.use.NewEnforcer(lib, devs, a.od.madeParents, pods, events)
 	g.Go(func() error { return enforcer.Run(gctx) })
-	g.Go(func() error { return a.publishUse(gctx, p.publisher) })
+	g.Go(func() error { return a.use.Publish(gctx, p.publisher) })
 	if p.check != nil {
 		g.Go(func() error {
 			defer p.events.Shutdown()

@@ -20,6 +20,7 @@ import (
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/gpuuse"
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/node/internal/health"
 	"github.com/vgpud/vgpud/node/internal/inspect"
@@ -86,13 +87,8 @@ type Role struct {
 	cordon   map[string]string  // the node's cordon annotations, as last seen
 	// preflightBusy is set while a reading of the runtime's files runs.
 	preflightBusy atomic.Bool
-	// containers are the ones the hook granted a slice, by runtime ID:
-	// the usage enforcer attributes GPU processes to them.
-	containers *usage.Containers
-	enforcer   *usage.Enforcer // nil until the GPUs are found
-	usageRec   *usageRecorder
-	// usageMem is what the enforcer remembers, across generations.
-	usageMem *usage.Memory
+	// use samples the GPUs' processes against the hook's grants.
+	use *gpuuse.Watch
 	// nvmlMu is held for writing while a rescan shuts NVML down and
 	// discovers again; what uses NVML outside a generation (the metrics
 	// sampler) reads under it.
@@ -111,7 +107,10 @@ type Role struct {
 // and its parts.
 func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string,
 	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: nodemetrics.New(reg), clock: clk, log: log, notReady: "starting", containers: usage.NewContainers(), recordWait: recordWait}
+	metrics := nodemetrics.New(reg)
+	use := gpuuse.New(gpuuse.Options{Mode: cfg.GPUUsage, Period: cfg.GPUUsagePeriod, MarginMiB: cfg.GPUUsageMargin, ReserveMiB: cfg.GPUUsageReserve, Record: cfg.GPUUsageRecord},
+		nodeName, metrics, clk, log)
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: recordWait}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -257,7 +256,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		if err := a.keepMockMIG(m); err != nil {
 			return false, err
 		}
-		if err := a.keepMockProcesses(m); err != nil {
+		if err := a.use.KeepMockProcesses(m); err != nil {
 			return false, err
 		}
 	}

@@ -1,4 +1,4 @@
-package node
+package gpuuse
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package node
+package gpuuse
 
 import (
 	"testing"
@@ -18,11 +18,11 @@ import (
 // The hook may grant before the node role has read its GPUs (a
 // restart), so the grant needs no inventory: the sample maps it.
 func TestGrantedMIGSliceIsFoundOnItsGPU(t *testing.T) {
-	a := &Role{metrics: nodemetrics.New(prometheus.NewRegistry()), containers: usage.NewContainers()}
-	g := grantedContainers{r: a.containers, a: a}
+	w := New(Options{}, "n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
+	g := w.Granted()
 	g.Granted("ctr", nrihook.Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
 		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "MIG-a", MemoryMiB: 4864, Cores: 15, MIG: true}}})
-	c := a.containers.Get("ctr")
+	c := w.containers.Get("ctr")
 	if c == nil {
 		t.Fatal("not registered")
 	}
@@ -59,11 +59,11 @@ func TestMadeInstanceSampledOnItsGPU(t *testing.T) {
 // ended, kept by the process), is past a slice of nothing: in enforce it
 // is killed, as any process past its slice is (#50 item 7).
 func TestKnownPodsProcessOnAKeptInstanceIsEnded(t *testing.T) {
-	a := &Role{metrics: nodemetrics.New(prometheus.NewRegistry()), containers: usage.NewContainers()}
-	g := grantedContainers{r: a.containers, a: a}
+	w := New(Options{}, "n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
+	g := w.Granted()
 	g.Granted("ctr", nrihook.Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
 		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "GPU-l4", MemoryMiB: 2000, Cores: 10}}})
-	c := a.containers.Get("ctr")
+	c := w.containers.Get("ctr")
 	sample := usage.Sample{Processes: []usage.Process{{GPU: "GPU-h100", PID: 7, UsedBytes: 4000 << 20, SMPercent: -1}},
 		MemoryBytes: map[string]uint64{"GPU-h100": 81920 << 20, "GPU-l4": 23034 << 20}, Parents: map[string]string{"MIG-kept": "GPU-h100"}}
 	v := usage.Decide(sample, func(int) *usage.Container { return c }, usage.Rules{Mode: usage.Enforce, Margin: 1024 << 20})
