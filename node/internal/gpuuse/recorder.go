@@ -128,4 +128,3 @@ func (r *recorder) tell(c *usage.Container, reason, msg string) {
 		r.event(p, reason, msg)
 	}
 }
-

@@ -118,7 +118,6 @@ func (w *Watch) KeepMockProcesses(m *gpu.Mock) error {
 	return m.KeepProcesses(filepath.Join(filepath.Dir(rec), "mock-processes-"+w.node+".json"))
 }
 
-
 // runningContainers are the runtime's IDs of pod's running containers,
 // where pod is the one with that UID.
 func runningContainers(pod *corev1.Pod, uid string) []string {
@@ -135,4 +134,3 @@ func runningContainers(pod *corev1.Pod, uid string) []string {
 	}
 	return ids
 }
-
