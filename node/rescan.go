@@ -52,7 +52,7 @@ func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.D
 			uuids[i] = d.UUID
 		}
 		tracker.Keep(uuids)
-		a.od.renew(a, lib, found)
+		a.od.Renew(lib, found)
 		_, removed := diffGPUs(devs, found)
 		a.metrics.ForgetGPUs(removed)
 		a.reportChange(ctx, events, devs, found)
@@ -95,10 +95,12 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 		g.Go(func() error { return p.profiles.Run(pctx) })
 	}
 	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
-	if a.od.making() {
-		g.Go(func() error { return a.makeMIG(gctx, a.od, pods, func() { p.republish(nil) }) })
+	if a.od.Making() {
+		g.Go(func() error {
+			return a.od.Make(gctx, a.record, pods, a.node, a.nvmlMu.RLocker(), a.clock, func() { p.republish(nil) })
+		})
 	}
-	enforcer := a.use.NewEnforcer(lib, devs, a.od.madeParents, pods, events)
+	enforcer := a.use.NewEnforcer(lib, devs, a.od.MadeParents, pods, events)
 	g.Go(func() error { return enforcer.Run(gctx) })
 	g.Go(func() error { return a.use.Publish(gctx, p.publisher) })
 	if p.check != nil {
@@ -133,7 +135,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present string, devs []gpu.Device) bool {
 	// Instances the node makes on demand come and go with its pods:
 	// only others' are a change.
-	layout := gpu.LayoutOf(devs, asDiscovered{a.od})
+	layout := gpu.LayoutOf(devs, a.od.AsDiscovered())
 	unread := false // said once until read again
 	for {
 		select {
@@ -148,7 +150,7 @@ func (a *Role) awaitChange(ctx context.Context, lib nvml.Interface, present stri
 		var now string
 		var ok bool
 		a.nvmlMu.RLock()
-		a.od.quiet(func() { now, ok = gpu.Layout(lib, devs, a.od) })
+		a.od.Quiet(func() { now, ok = gpu.Layout(lib, devs, a.od) })
 		a.nvmlMu.RUnlock()
 		if !ok && !unread {
 			a.log.Warn("the node's MIG instances could not be read; a change to them is seen once they can be")

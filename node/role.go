@@ -25,6 +25,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/health"
 	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/node/internal/inventory"
+	"github.com/vgpud/vgpud/node/internal/migondemand"
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
@@ -95,10 +96,10 @@ type Role struct {
 	nvmlMu sync.RWMutex
 	// od makes MIG instances on demand; nil where the node makes none.
 	// Set before the first generation, read-only after.
-	od *onDemand
+	od *migondemand.Instances
 	// record is the MIG record's lock; nil where nothing is made.
-	record *recordLock
-	// recordWait is how long the start waits for it (recordWait).
+	record *migondemand.RecordLock
+	// recordWait is how long the start waits for it.
 	recordWait time.Duration
 }
 
@@ -110,7 +111,7 @@ func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api 
 	metrics := nodemetrics.New(reg)
 	use := gpuuse.New(gpuuse.Options{Mode: cfg.GPUUsage, Period: cfg.GPUUsagePeriod, MarginMiB: cfg.GPUUsageMargin, ReserveMiB: cfg.GPUUsageReserve, Record: cfg.GPUUsageRecord},
 		nodeName, metrics, clk, log)
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: recordWait}
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: migondemand.RecordWait}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -242,7 +243,7 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
 func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
-	if err := a.lockRecord(ctx); err != nil || ctx.Err() != nil {
+	if a.record, err = migondemand.LockRecord(ctx, a.migOptions(), a.recordWait, a.log, a.setNotReady); err != nil || ctx.Err() != nil {
 		return false, err
 	}
 	defer func() {
@@ -253,7 +254,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	if m, ok := lib.(*gpu.Mock); ok {
 		// Under the lock: the instances the replaced pod's mock made
 		// in its last pass are in the file by then.
-		if err := a.keepMockMIG(m); err != nil {
+		if err := migondemand.KeepMock(a.migOptions(), a.node, m); err != nil {
 			return false, err
 		}
 		if err := a.use.KeepMockProcesses(m); err != nil {
@@ -274,19 +275,19 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	// Excluded by UUID from now on: NVML renumbers GPUs when one comes
 	// or goes, and an index would then name another.
 	excluded, _ := diffGPUs(devs, all)
-	if a.od, err = a.openOnDemand(lib, devs, mode); err != nil {
+	if a.od, err = migondemand.Open(a.migOptions(), lib, devs, mode, a.log); err != nil {
 		return false, err
 	}
 	a.setNotReady("waiting for this node's pods to sync")
 	if !pods.WaitForSync(ctx) {
 		return false, nil
 	}
-	if a.od.making() {
+	if a.od.Making() {
 		// It hands out nothing before the maker's first pass has
 		// checked the record against the GPUs (migmaker.Maker.Made).
 		a.mu.Lock()
 		if a.hook != nil {
-			a.hook.SetMaker(a.od.maker)
+			a.hook.SetMaker(a.od.Maker())
 		}
 		a.mu.Unlock()
 	}
@@ -324,8 +325,8 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	// The tracker outlives a rescan: a GPU that was unhealthy stays so
 	// until its quiet period ends, whatever the rescan found.
 	unhealthy := tracker.Unhealthy()
-	inv := inventory.Build(devs, scaling, unhealthy, a.od.state())
-	gpus, uuids := advertised(devs, inventory.Build(devs, scaling, unhealthy, a.od.advertisable()))
+	inv := inventory.Build(devs, scaling, unhealthy, a.od.State())
+	gpus, uuids := advertised(devs, inventory.Build(devs, scaling, unhealthy, a.od.Advertisable()))
 	for _, d := range devs {
 		if d.MIG != nil && len(d.MIG.Skipped) > 0 {
 			a.log.Warn("MIG devices not offered", "gpu", d.UUID, "skipped", d.MIG.Skipped)
@@ -371,7 +372,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		if now != nil {
 			last = now
 		}
-		inv := inventory.Build(devs, scaling, last, a.od.state())
+		inv := inventory.Build(devs, scaling, last, a.od.State())
 		a.mu.Lock()
 		a.inv = inv
 		a.mu.Unlock()
@@ -436,4 +437,9 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 		case <-a.clock.After(30 * time.Second):
 		}
 	}
+}
+
+// migOptions are the settings of MIG on demand.
+func (a *Role) migOptions() migondemand.Options {
+	return migondemand.Options{GPUs: a.cfg.MIGOnDemand, Profiles: a.cfg.MIGOnDemandProfiles, Record: a.cfg.MIGRecord}
 }

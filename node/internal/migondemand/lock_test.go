@@ -1,4 +1,4 @@
-package node
+package migondemand
 
 import (
 	"context"
@@ -21,18 +21,16 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.MIGRecord, cfg.MIGOnDemand = path, []string{"all"}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &Role{cfg: cfg, log: log, recordWait: 200 * time.Millisecond}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a wait without bound fails, not hangs
 	defer cancel()
-	if err := a.lockRecord(ctx); err != nil {
+	record, err := LockRecord(ctx, Options{Record: path, GPUs: []string{"all"}}, 200*time.Millisecond, log, func(string) {})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(start); waited < 200*time.Millisecond || waited >= 5*time.Second || a.record.release != nil {
-		t.Fatalf("waited %v, held %v: want about 200ms, then on without the lock", waited, a.record.release != nil)
+	if waited := time.Since(start); waited < 200*time.Millisecond || waited >= 5*time.Second || record.release != nil {
+		t.Fatalf("waited %v, held %v: want about 200ms, then on without the lock", waited, record.release != nil)
 	}
 	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
 	if err != nil {
@@ -61,7 +59,7 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	}
 	done := make(chan bool, 1)
 	go func() {
-		taken, err := a.record.take(context.Background(), m, log)
+		taken, err := record.take(context.Background(), m, log)
 		if err != nil {
 			t.Error(err)
 		}
@@ -81,10 +79,10 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lock not taken once the old one let go")
 	}
-	if taken, err := a.record.take(context.Background(), m, log); taken || err != nil {
+	if taken, err := record.take(context.Background(), m, log); taken || err != nil {
 		t.Errorf("again: taken %v, %v; want held already", taken, err)
 	}
-	a.record.Release()
+	record.Release()
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if again, err := migmaker.Lock(ctx, path, nil); err != nil {

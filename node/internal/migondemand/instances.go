@@ -1,8 +1,14 @@
-package node
+// Package migondemand is MIG on demand as the node runs it: which GPUs
+// and profiles it may make instances on (from its Options), what it made
+// before, the record's lock between a node role and the one replacing
+// it, and the loop that makes and destroys instances as pods come and go
+// (the making itself is migmaker's).
+package migondemand
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -13,6 +19,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"k8s.io/utils/clock"
+
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/migmaker"
@@ -21,10 +29,29 @@ import (
 	"github.com/vgpud/vgpud/protocol/mig"
 )
 
-// onDemand is the node's MIG maker and what it may make. Its maker is
+// Flag is --mig-on-demand, which the part's errors and logs name.
+const Flag = "mig-on-demand"
+
+// Options say where the node makes MIG instances on demand.
+type Options struct {
+	// GPUs are those in MIG mode it makes instances on, by index or
+	// UUID, or "all"; empty for none.
+	GPUs []string
+	// Profiles are those it may make; empty for every whole-instance
+	// profile the driver lists.
+	Profiles []string
+	// Record is the file where it records what it made: a host path
+	// that outlives the container.
+	Record string
+}
+
+// Instances are the node's MIG maker and what it may make. Its maker is
 // nil where --mig-on-demand is off but the record names instances made
-// before: those stay hidden from placement, and untouched.
-type onDemand struct {
+// before: those stay hidden from placement, and untouched. A nil
+// *Instances makes nothing and hides nothing.
+type Instances struct {
+	opts  Options
+	log   *slog.Logger
 	maker *migmaker.Maker
 
 	mu      sync.Mutex
@@ -36,24 +63,24 @@ type onDemand struct {
 	oursAt map[string][]mig.Placement
 }
 
-func (o *onDemand) slots() map[string]migmaker.Slot {
+func (o *Instances) slots() map[string]migmaker.Slot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.catalog
 }
 
-// state is what the inventory lists of it; the zero value for none.
-func (o *onDemand) state() inventory.OnDemand { return o.view(true) }
+// State is what the inventory lists of it; the zero value for none.
+func (o *Instances) State() inventory.OnDemand { return o.view(true) }
 
-// advertisable is state with every instance of the catalog listed, even
+// Advertisable is State with every instance of the catalog listed, even
 // those overlapping an instance kept for processes or made under a
 // profile no longer allowed: kubelet is told of each device for a whole
 // generation, and what such an instance blocks is free again before the
 // next. The leader's books keep the real count.
-func (o *onDemand) advertisable() inventory.OnDemand { return o.view(false) }
+func (o *Instances) Advertisable() inventory.OnDemand { return o.view(false) }
 
-// view is state (published) or advertisable.
-func (o *onDemand) view(published bool) inventory.OnDemand {
+// view is State (published) or Advertisable.
+func (o *Instances) view(published bool) inventory.OnDemand {
 	if o == nil {
 		return inventory.OnDemand{}
 	}
@@ -101,10 +128,10 @@ func (o *onDemand) view(published bool) inventory.OnDemand {
 	return inventory.OnDemand{Catalog: cat, Made: made, Ours: o.IsOurs, Taken: taken, OursAt: oursAt, Kept: kept}
 }
 
-// madeParents is each MIG device the node made, by UUID, with its GPU:
+// MadeParents is each MIG device the node made, by UUID, with its GPU:
 // the usage sampler finds an instance made after it started there.
-func (o *onDemand) madeParents() map[string]string {
-	if !o.making() {
+func (o *Instances) MadeParents() map[string]string {
+	if !o.Making() {
 		return nil
 	}
 	out := map[string]string{}
@@ -116,14 +143,14 @@ func (o *onDemand) madeParents() map[string]string {
 	return out
 }
 
-// making says whether the node makes instances (not only hides those
+// Making says whether the node makes instances (not only hides those
 // it made before).
-func (o *onDemand) making() bool { return o != nil && o.maker != nil }
+func (o *Instances) Making() bool { return o != nil && o.maker != nil }
 
-// quiet runs f while the maker is between passes: a read of the GPUs'
+// Quiet runs f while the maker is between passes: a read of the GPUs'
 // MIG devices then never sees one made and not yet recorded.
-func (o *onDemand) quiet(f func()) {
-	if !o.making() {
+func (o *Instances) Quiet(f func()) {
+	if !o.Making() {
 		f()
 		return
 	}
@@ -132,21 +159,21 @@ func (o *onDemand) quiet(f func()) {
 
 // IsOurs says whether uuid is a MIG device the node made: recorded now,
 // or seen made before. (gpu.Own, for the rescan.)
-func (o *onDemand) IsOurs(uuid string) bool {
+func (o *Instances) IsOurs(uuid string) bool {
 	if o == nil {
 		return false
 	}
 	o.mu.Lock()
 	seen := o.ours[uuid]
 	o.mu.Unlock()
-	return seen || o.making() && slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
+	return seen || o.Making() && slices.Contains(slices.Collect(maps.Values(o.maker.MadeAll())), uuid)
 }
 
 // OwnsAt says whether the record names an instance, made or about to
 // be, on GPU parent at placement at. (gpu.Own: the rescan reads the
 // GPUs while the maker is between passes, so its record is current.)
-func (o *onDemand) OwnsAt(parent string, at mig.Placement) bool {
-	if !o.making() {
+func (o *Instances) OwnsAt(parent string, at mig.Placement) bool {
+	if !o.Making() {
 		return false
 	}
 	return slices.ContainsFunc(o.maker.Entries(), func(e migmaker.Entry) bool {
@@ -154,14 +181,25 @@ func (o *onDemand) OwnsAt(parent string, at mig.Placement) bool {
 	})
 }
 
+// AsDiscovered is gpu.Own for the GPUs as discovered: see asDiscovered.
+func (o *Instances) AsDiscovered() gpu.Own { return asDiscovered{o} }
+
+// Maker is the part's maker; nil where the node makes nothing.
+func (o *Instances) Maker() *migmaker.Maker {
+	if o == nil {
+		return nil
+	}
+	return o.maker
+}
+
 // asDiscovered is gpu.Own for the GPUs as discovered: a GPU instance
 // there is the node's own if the record named its placement at any time
 // since (oursAt), destroyed since or not, so that the maker's passes
 // between discovery and the rescan's first look change nothing.
-type asDiscovered struct{ *onDemand }
+type asDiscovered struct{ *Instances }
 
 func (d asDiscovered) OwnsAt(parent string, at mig.Placement) bool {
-	if d.onDemand == nil {
+	if d.Instances == nil {
 		return false
 	}
 	d.mu.Lock()
@@ -169,41 +207,43 @@ func (d asDiscovered) OwnsAt(parent string, at mig.Placement) bool {
 	return slices.Contains(d.oursAt[parent], at)
 }
 
-// openOnDemand opens the record of what the node made and reads the
-// profiles of the GPUs --mig-on-demand names; nil where it names none.
-func (a *Role) openOnDemand(lib nvml.Interface, devs []gpu.Device, mode string) (*onDemand, error) {
-	if len(a.cfg.MIGOnDemand) == 0 {
-		return a.madeBefore()
+// Open opens the record of what the node made and reads the profiles of
+// the GPUs opts names; nil where it names none and nothing was made
+// before. mode is the node's identity mode: making needs the runtime
+// hook.
+func Open(opts Options, lib nvml.Interface, devs []gpu.Device, mode string, log *slog.Logger) (*Instances, error) {
+	if len(opts.GPUs) == 0 {
+		return madeBefore(opts, log)
 	}
 	if mode != protocol.IdentityRuntime {
-		a.log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", flagMIGOnDemand)
-		return a.madeBefore()
+		log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", Flag)
+		return madeBefore(opts, log)
 	}
-	cat, err := a.catalog(lib, devs, true)
+	cat, err := catalog(opts, lib, devs, true, log)
 	if err != nil {
 		return nil, err
 	}
-	m, err := migmaker.Open(a.cfg.MIGRecord, migmaker.NVML{Lib: lib}, a.log.With("component", "mig"))
+	m, err := migmaker.Open(opts.Record, migmaker.NVML{Lib: lib}, log.With("component", "mig"))
 	if err != nil {
 		return nil, err
 	}
-	od := &onDemand{catalog: cat, maker: m, ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
-	od.state() // what the record says is made is ours
-	a.log.Info("making MIG instances on demand", "instances possible", len(cat), "record", a.cfg.MIGRecord)
+	od := &Instances{opts: opts, log: log, catalog: cat, maker: m, ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
+	od.State() // what the record says is made is ours
+	log.Info("making MIG instances on demand", "instances possible", len(cat), "record", opts.Record)
 	return od, nil
 }
 
 // madeBefore is, where --mig-on-demand is off, the instances the record
 // says the node made while it was on: still there, perhaps held by
 // running pods, they are not offered as the operator's. nil for none.
-func (a *Role) madeBefore() (*onDemand, error) {
-	if a.cfg.MIGRecord == "" {
+func madeBefore(opts Options, log *slog.Logger) (*Instances, error) {
+	if opts.Record == "" {
 		return nil, nil
 	}
-	entries, err := migmaker.Load(a.cfg.MIGRecord)
+	entries, err := migmaker.Load(opts.Record)
 	if err != nil {
 		// Off, the node makes nothing by it: it serves on, saying so.
-		a.log.Warn("MIG on demand is off, and its record is unreadable: instances it names, if any, may be listed as the operator's", "err", err)
+		log.Warn("MIG on demand is off, and its record is unreadable: instances it names, if any, may be listed as the operator's", "err", err)
 		return nil, nil
 	}
 	ours := map[string]bool{}
@@ -215,32 +255,32 @@ func (a *Role) madeBefore() (*onDemand, error) {
 	if len(ours) == 0 {
 		return nil, nil
 	}
-	a.log.Warn("MIG instances made on demand remain, and --mig-on-demand is off: they are offered to no pod, and destroyed once it is on again and no pod holds them", "instances", len(ours), "record", a.cfg.MIGRecord)
-	return &onDemand{ours: ours}, nil
+	log.Warn("MIG instances made on demand remain, and --mig-on-demand is off: they are offered to no pod, and destroyed once it is on again and no pod holds them", "instances", len(ours), "record", opts.Record)
+	return &Instances{opts: opts, log: log, ours: ours}, nil
 }
 
-// keepMockMIG has the mock's MIG instances outlive the process where the
-// node makes them on demand: a driver's outlive vgpud's, and the mock's
-// do beside the record, so that a restart finds them.
-func (a *Role) keepMockMIG(m *gpu.Mock) error {
-	if len(a.cfg.MIGOnDemand) == 0 || a.cfg.MIGRecord == "" {
+// KeepMock has the mock's MIG instances outlive the process where node
+// makes them on demand: a driver's outlive vgpud's, and the mock's do
+// beside the record, so that a restart finds them.
+func KeepMock(opts Options, node string, m *gpu.Mock) error {
+	if len(opts.GPUs) == 0 || opts.Record == "" {
 		return nil
 	}
-	return m.KeepMIG(filepath.Join(filepath.Dir(a.cfg.MIGRecord), "mock-mig-"+a.node+".json"))
+	return m.KeepMIG(filepath.Join(filepath.Dir(opts.Record), "mock-mig-"+node+".json"))
 }
 
-// renew reads the catalog again for the GPUs a rescan found.
-func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
-	if !o.making() {
+// Renew reads the catalog again for the GPUs a rescan found.
+func (o *Instances) Renew(lib nvml.Interface, devs []gpu.Device) {
+	if !o.Making() {
 		return
 	}
 	o.maker.Recheck() // a reset GPU may have taken what the node made
 	o.mu.Lock()
 	clear(o.oursAt) // the GPUs as discovered now
 	o.mu.Unlock()
-	cat, err := a.catalog(lib, devs, false)
+	cat, err := catalog(o.opts, lib, devs, false, o.log)
 	if err != nil {
-		a.log.Warn("MIG on demand: profiles after the rescan", "err", err)
+		o.log.Warn("MIG on demand: profiles after the rescan", "err", err)
 		return
 	}
 	o.mu.Lock()
@@ -252,13 +292,13 @@ func (o *onDemand) renew(a *Role, lib nvml.Interface, devs []gpu.Device) {
 // --mig-on-demand names and are in MIG mode, of the allowed profiles.
 // strict: an entry that names no GPU is an error, not (after a rescan,
 // the GPU gone) skipped.
-func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[string]migmaker.Slot, error) {
-	all := slices.Contains(a.cfg.MIGOnDemand, "all")
+func catalog(opts Options, lib nvml.Interface, devs []gpu.Device, strict bool, log *slog.Logger) (map[string]migmaker.Slot, error) {
+	all := slices.Contains(opts.GPUs, "all")
 	matched := map[string]bool{}
 	profiles := map[string][]gpu.MIGProfile{}
 	for _, d := range devs {
 		named := all
-		for _, e := range a.cfg.MIGOnDemand {
+		for _, e := range opts.GPUs {
 			if e == d.UUID || e == strconv.Itoa(d.Index) {
 				matched[e], named = true, true
 			}
@@ -268,7 +308,7 @@ func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[
 			continue
 		case d.MIG == nil:
 			// vgpud never changes a GPU's MIG mode.
-			a.log.Warn("a GPU named for MIG on demand is not in MIG mode; it is shared as usual", "gpu", d.UUID, "index", d.Index)
+			log.Warn("a GPU named for MIG on demand is not in MIG mode; it is shared as usual", "gpu", d.UUID, "index", d.Index)
 			continue
 		}
 		ps, err := gpu.MIGProfiles(lib, d.UUID)
@@ -277,24 +317,27 @@ func (a *Role) catalog(lib nvml.Interface, devs []gpu.Device, strict bool) (map[
 		}
 		profiles[d.UUID] = ps
 	}
-	for _, e := range a.cfg.MIGOnDemand {
+	for _, e := range opts.GPUs {
 		if strict && e != "all" && !matched[e] {
-			return nil, fmt.Errorf("%s %q matches no GPU on this node; want all, an index 0..%d or one of its UUIDs", flagMIGOnDemand, e, len(devs)-1)
+			return nil, fmt.Errorf("%s %q matches no GPU on this node; want all, an index 0..%d or one of its UUIDs", "--"+Flag, e, len(devs)-1)
 		}
 	}
 	allow := func(p string) bool {
-		return len(a.cfg.MIGOnDemandProfiles) == 0 || slices.Contains(a.cfg.MIGOnDemandProfiles, p)
+		return len(opts.Profiles) == 0 || slices.Contains(opts.Profiles, p)
 	}
 	return migmaker.Catalog(profiles, allow), nil
 }
 
-// makeMIG makes the instances the node's pods are booked on and destroys
-// those no pod that has not ended asks for, at each change to the pods
-// and every migRetry (a destroy waits for the pod's processes to end),
+// Make makes the instances node's pods are booked on and destroys those
+// no pod that has not ended asks for, at each change to the pods and
+// every migRetry (a destroy waits for the pod's processes to end),
 // calling changed after what is made changed. It takes the record's
-// lock first where the role's start could not (recordLock).
-func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, changed func()) error {
-	if taken, err := a.record.take(ctx, od.maker, a.log); err != nil || ctx.Err() != nil {
+// lock first where the role's start could not (RecordLock). nvml is
+// held for reading around each pass: a rescan holds it for writing
+// while it shuts NVML down.
+func (o *Instances) Make(ctx context.Context, lock *RecordLock, pods *nodepods.Index, node string, nvml sync.Locker, clk clock.Clock, changed func()) error {
+	log := o.log
+	if taken, err := lock.take(ctx, o.maker, log); err != nil || ctx.Err() != nil {
 		return err
 	} else if taken {
 		changed() // the record as the last holder left it
@@ -302,16 +345,16 @@ func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, 
 	var lastUnknown string
 	for {
 		next := pods.Changed()
-		want, held, unknown := migmaker.Wanted(pods.List(), a.node, od.slots())
+		want, held, unknown := migmaker.Wanted(pods.List(), node, o.slots())
 		if u := strings.Join(unknown, ", "); u != lastUnknown && u != "" {
-			a.log.Warn("pods are booked on MIG instances this node does not make now (its GPUs or settings changed); made ones stay theirs, others are not made and their containers wait", "instances", u)
+			log.Warn("pods are booked on MIG instances this node does not make now (its GPUs or settings changed); made ones stay theirs, others are not made and their containers wait", "instances", u)
 			lastUnknown = u
 		}
-		a.nvmlMu.RLock()
-		made, err := od.maker.Reconcile(want, held)
-		a.nvmlMu.RUnlock()
+		nvml.Lock()
+		made, err := o.maker.Reconcile(want, held)
+		nvml.Unlock()
 		if err != nil {
-			a.log.Warn("MIG on demand", "err", err)
+			log.Warn("MIG on demand", "err", err)
 		}
 		if made {
 			changed()
@@ -320,7 +363,7 @@ func (a *Role) makeMIG(ctx context.Context, od *onDemand, pods *nodepods.Index, 
 		case <-ctx.Done():
 			return nil
 		case <-next:
-		case <-a.clock.After(migRetry):
+		case <-clk.After(migRetry):
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package migondemand
 
 import (
 	"io"
@@ -19,7 +19,7 @@ import (
 // madeOnDemand is a mock H100 in MIG mode, discovered, with the node's
 // maker of every whole profile, which has made a 3g.40gb (id) at slot 4
 // for pod ns/p/u.
-func madeOnDemand(t *testing.T) (nvml.Interface, []gpu.Device, *onDemand, string) {
+func madeOnDemand(t *testing.T) (nvml.Interface, []gpu.Device, *Instances, string) {
 	t.Helper()
 	lib, err := gpu.Open("fake:1xH100-SXM5-80GB:81920:mig=", "n1")
 	if err != nil {
@@ -32,7 +32,7 @@ func madeOnDemand(t *testing.T) (nvml.Interface, []gpu.Device, *onDemand, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	od := &onDemand{maker: m, catalog: migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true }),
+	od := &Instances{maker: m, catalog: migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true }),
 		ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
 	id := protocol.OnDemandID(parent, "3g.40gb", 4)
 	if _, err := m.Reconcile(map[string]migmaker.Want{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
@@ -50,7 +50,7 @@ func TestDestroyedInstanceFreesItsPlacement(t *testing.T) {
 	devs, _ = gpu.Discover(lib) // a start with the instance there
 	whole := protocol.OnDemandID(parent, "7g.80gb", 0)
 	listed := func() bool {
-		inv := inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.state())
+		inv := inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.State())
 		for _, p := range inv.MIG[0].Possible {
 			if p.UUID == whole {
 				return true
@@ -76,7 +76,7 @@ func TestBusyInstanceIsNotOffered(t *testing.T) {
 	m, parent := od.maker, devs[0].UUID
 	listed := func() map[string]bool {
 		out := map[string]bool{}
-		for _, p := range inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.state()).MIG[0].Possible {
+		for _, p := range inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.State()).MIG[0].Possible {
 			out[p.UUID] = true
 		}
 		return out
@@ -96,8 +96,8 @@ func TestBusyInstanceIsNotOffered(t *testing.T) {
 		t.Errorf("kept for a process: listed %v; want neither it nor what overlaps it, the other half free", l)
 	}
 	// kubelet's list, set for a generation, keeps them all.
-	inv := inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.advertisable())
-	if gpus, _ := advertised(devs, inv); len(gpus) != 18 {
-		t.Errorf("kubelet is told of %d devices; want all 18 the H100 may make", len(gpus))
+	inv := inventory.Build(devs, inventory.Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od.Advertisable())
+	if n := len(inv.MIG[0].Instances) + len(inv.MIG[0].Possible); n != 18 {
+		t.Errorf("kubelet is told of %d devices; want all 18 the H100 may make", n)
 	}
 }
