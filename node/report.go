@@ -58,7 +58,7 @@ func (a *Role) setNotReady(why string) {
 func (a *Role) snapshot() inspect.Snapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
-	inv, server, cache, hook, rt, cordon := a.inv, a.server, a.podCache, a.hook, a.runtime, a.cordon
+	inv, server, cache, hook, cordon := a.inv, a.server, a.podCache, a.hook, a.cordon
 	a.mu.Unlock()
 	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
@@ -86,7 +86,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 		s.GPUs = slices.DeleteFunc(s.GPUs, unmade(inv))
 	}
 	s.Use = a.use.Snapshot()
-	s.RuntimeCheck = rt
+	s.RuntimeCheck = a.runtime.Latest()
 	if server != nil {
 		r := server.Registration()
 		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -29,7 +28,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
-	"github.com/vgpud/vgpud/node/internal/preflight"
+	"github.com/vgpud/vgpud/node/internal/runtimecheck"
 	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
@@ -83,11 +82,10 @@ type Role struct {
 	inv      protocol.Inventory
 	server   *deviceplugin.Server
 	podCache *nodepods.Index
-	hook     *nrihook.Hook      // nil where the node guesses
-	runtime  *preflight.Verdict // the latest runtime check; nil before one
-	cordon   map[string]string  // the node's cordon annotations, as last seen
-	// preflightBusy is set while a reading of the runtime's files runs.
-	preflightBusy atomic.Bool
+	hook     *nrihook.Hook     // nil where the node guesses
+	cordon   map[string]string // the node's cordon annotations, as last seen
+	// runtime reads the runtime's configuration every minute.
+	runtime *runtimecheck.Check
 	// use samples the GPUs' processes against the hook's grants.
 	use *gpuuse.Watch
 	// nvmlMu is held for writing while a rescan shuts NVML down and
@@ -111,7 +109,8 @@ func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api 
 	metrics := nodemetrics.New(reg)
 	use := gpuuse.New(gpuuse.Options{Mode: cfg.GPUUsage, Period: cfg.GPUUsagePeriod, MarginMiB: cfg.GPUUsageMargin, ReserveMiB: cfg.GPUUsageReserve, Record: cfg.GPUUsageRecord},
 		nodeName, metrics, clk, log)
-	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: migondemand.RecordWait}
+	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: migondemand.RecordWait,
+		runtime: runtimecheck.New(cfg.runtimeOptions(), api.Core, nodeName, metrics, clk, log)}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -156,7 +155,7 @@ func (a *Role) Run(ctx context.Context) error {
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return a.checkRuntime(ctx) })
+	g.Go(func() error { return a.runtime.Run(ctx) })
 	g.Go(func() error { return a.watchCordon(ctx) })
 	pods, err := nodepods.New(a.api.Core, a.node)
 	if err != nil {

@@ -1,4 +1,4 @@
-package node
+package runtimecheck
 
 import (
 	"encoding/json"
@@ -10,17 +10,17 @@ import (
 	"github.com/vgpud/vgpud/node/internal/preflight"
 )
 
-// RunPreflight is `vgpud preflight`: it reads the runtime configuration
-// cfg names, as the node role does every minute, prints the verdict and
+// Command is `vgpud preflight`: it reads the runtime configuration o
+// names, as the node role does every minute, prints the verdict and
 // fails unless the runtime fails closed without vgpud. Run on a node (or
 // in vgpud's pod there) before or after the node setup step.
-func RunPreflight(cfg Config, asJSON bool, stdout io.Writer) error {
-	if _, err := preflight.ParseSpec(cfg.RuntimeConfig); err != nil {
-		return cli.Exit("--"+flagRuntimeConfig+": "+err.Error(), 2)
+func Command(o Options, asJSON bool, stdout io.Writer) error {
+	if _, err := preflight.ParseSpec(o.Config); err != nil {
+		return cli.Exit("--"+FlagConfig+": "+err.Error(), 2)
 	}
-	v, ok := Preflight(cfg)
+	v, ok := Preflight(o)
 	if !ok {
-		return cli.Exit("--"+flagRuntimeConfig+" is empty: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", 2)
+		return cli.Exit("--"+FlagConfig+" is empty: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", 2)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -39,3 +39,6 @@ func RunPreflight(cfg Config, asJSON bool, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// FlagConfig is --runtime-config, which the command's errors name.
+const FlagConfig = "runtime-config"

@@ -1,9 +1,8 @@
-package node
-
-// `vgpud node-setup`: the opt-in step that installs or removes vgpud's
+// Package nodesetup is `vgpud node-setup`: the opt-in step that installs or removes vgpud's
 // drop-in in the node's runtime configuration, run as root on the node.
 // It changes files only; the operator restarts the runtime, which keeps
 // running containers running.
+package nodesetup
 
 import (
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/node/internal/preflight"
+	"github.com/vgpud/vgpud/node/internal/runtimecheck"
 )
 
 // dropIn is where vgpud's drop-in goes for spec, and what it says.
@@ -30,13 +30,13 @@ func dropIn(spec preflight.Spec) (path, body string) {
 	return filepath.Join(dir, "conf.d", "vgpud.toml"), manifests.ContainerdDropIn
 }
 
-// RunNodeSetup installs (install) or removes (remove) vgpud's drop-in for
-// the runtime cfg.RuntimeConfig names, then prints the preflight's
+// Run installs (install) or removes (remove) vgpud's drop-in for the
+// runtime o names, then prints the preflight's
 // verdict on the result and the restart it needs.
-func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
-	spec, err := preflight.ParseSpec(cfg.RuntimeConfig)
+func Run(o runtimecheck.Options, action string, stdout io.Writer) error {
+	spec, err := preflight.ParseSpec(o.Config)
 	if err != nil || spec.Runtime == "" {
-		return cli.Exit(fmt.Sprintf("--%s %q: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", flagRuntimeConfig, cfg.RuntimeConfig), 2)
+		return cli.Exit(fmt.Sprintf("--%s %q: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", runtimecheck.FlagConfig, o.Config), 2)
 	}
 	path, body := dropIn(spec)
 	switch action {
@@ -59,7 +59,7 @@ func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
 		return cli.Exit(fmt.Sprintf("node-setup %q: want install or remove", action), 2)
 	}
 	// The files alone: the runtime runs them only once restarted.
-	v := spec.Read(want(cfg))
+	v := spec.Read(runtimecheck.Want(o.NRISocket))
 	fmt.Fprintln(stdout, "as the files now read:", preflight.Summary(v))
 	for _, p := range v.Problems {
 		fmt.Fprintln(stdout, "  -", p)

@@ -1,4 +1,4 @@
-package node
+package nodesetup
 
 import (
 	"io"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vgpud/vgpud/node/internal/preflight"
+	"github.com/vgpud/vgpud/node/internal/runtimecheck"
 )
 
 // node-setup install makes a node fail closed from each starting point
@@ -43,9 +44,8 @@ func TestNodeSetup(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg := DefaultConfig()
-			cfg.RuntimeConfig = "containerd:" + main
-			err := RunNodeSetup(cfg, "install", io.Discard)
+			o := runtimecheck.Options{Config: "containerd:" + main, NRISocket: "/var/run/nri/nri.sock"}
+			err := Run(o, "install", io.Discard)
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("install: %v, want refused saying %q", err, tc.refused)
@@ -66,14 +66,14 @@ func TestNodeSetup(t *testing.T) {
 			if fi, err := os.Stat(main); err == nil && tc.main != "" && fi.Mode().Perm() != 0o600 {
 				t.Errorf("main file's mode %v, want its own 0600 kept", fi.Mode().Perm())
 			}
-			spec, _ := preflight.ParseSpec(cfg.RuntimeConfig)
-			if v := spec.Read(want(cfg)); !v.Closed() {
+			spec, _ := preflight.ParseSpec(o.Config)
+			if v := spec.Read(runtimecheck.Want(o.NRISocket)); !v.Closed() {
 				t.Fatalf("after install: %+v", v)
 			}
-			if err := RunNodeSetup(cfg, "remove", io.Discard); err != nil {
+			if err := Run(o, "remove", io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			if v := spec.Read(want(cfg)); v.Result != preflight.FailsOpen {
+			if v := spec.Read(runtimecheck.Want(o.NRISocket)); v.Result != preflight.FailsOpen {
 				t.Fatalf("after remove: %+v", v)
 			}
 		})
