@@ -58,7 +58,7 @@ func (a *Role) setNotReady(why string) {
 func (a *Role) snapshot() inspect.Snapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
-	inv, server, cache, hook, cordon := a.inv, a.server, a.podCache, a.hook, a.cordon
+	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
 	a.mu.Unlock()
 	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
@@ -78,7 +78,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 		// Over the GPUs as the leader books them, the rows' order: a MIG
 		// GPU's index or UUID cordons its instances.
 		gpus, mig := inv.Bookable()
-		cordoned, problem := cordonOf(cordon, gpus, mig)
+		cordoned, problem := a.cordon.Mark(gpus, mig)
 		for i := range s.GPUs {
 			s.GPUs[i].Cordoned = cordoned[i]
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/kubeletapi"
+	"github.com/vgpud/vgpud/node/internal/cordon"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/gpuuse"
@@ -82,8 +83,8 @@ type Role struct {
 	inv      protocol.Inventory
 	server   *deviceplugin.Server
 	podCache *nodepods.Index
-	hook     *nrihook.Hook     // nil where the node guesses
-	cordon   map[string]string // the node's cordon annotations, as last seen
+	hook     *nrihook.Hook // nil where the node guesses
+	cordon   *cordon.Watch // the node's GPU cordon, for inspect
 	// runtime reads the runtime's configuration every minute.
 	runtime *runtimecheck.Check
 	// use samples the GPUs' processes against the hook's grants.
@@ -110,6 +111,7 @@ func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api 
 	use := gpuuse.New(gpuuse.Options{Mode: cfg.GPUUsage, Period: cfg.GPUUsagePeriod, MarginMiB: cfg.GPUUsageMargin, ReserveMiB: cfg.GPUUsageReserve, Record: cfg.GPUUsageRecord},
 		nodeName, metrics, clk, log)
 	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: migondemand.RecordWait,
+		cordon:  cordon.New(api.Core, nodeName, log),
 		runtime: runtimecheck.New(cfg.runtimeOptions(), api.Core, nodeName, metrics, clk, log)}
 }
 
@@ -156,7 +158,7 @@ func (a *Role) Run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.runtime.Run(ctx) })
-	g.Go(func() error { return a.watchCordon(ctx) })
+	g.Go(func() error { return a.cordon.Run(ctx) })
 	pods, err := nodepods.New(a.api.Core, a.node)
 	if err != nil {
 		return err

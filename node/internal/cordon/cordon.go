@@ -1,28 +1,46 @@
-package node
-
-// The node's GPU cordon, for inspect: an operator's vgpud.io/cordon on
-// this node, followed through a watch on the one Node object. The leader
-// acts on it (its books read every node); the node role only shows it.
+// Package cordon is the node's GPU cordon, for inspect: an operator's
+// vgpud.io/cordon on this node, followed through a watch on the one Node
+// object. The leader acts on it (its books read every node); the node
+// role only shows it.
+package cordon
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// watchCordon keeps a.cordon current until ctx ends.
-func (a *Role) watchCordon(ctx context.Context) error {
-	self := fields.OneTermEqualSelector("metadata.name", a.node).String()
-	nodes := a.api.Core.Nodes()
+// Watch follows one node's cordon annotations.
+type Watch struct {
+	nodes typedcorev1.NodesGetter
+	node  string
+	log   *slog.Logger
+
+	mu  sync.Mutex
+	now map[string]string // the node's cordon annotations, as last seen
+}
+
+// New returns the watch of node's cordon.
+func New(nodes typedcorev1.NodesGetter, node string, log *slog.Logger) *Watch {
+	return &Watch{nodes: nodes, node: node, log: log}
+}
+
+// Run keeps the cordon current until ctx ends.
+func (w *Watch) Run(ctx context.Context) error {
+	self := fields.OneTermEqualSelector("metadata.name", w.node).String()
+	nodes := w.nodes.Nodes()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = self
@@ -45,12 +63,12 @@ func (a *Role) watchCordon(ctx context.Context) error {
 				now[k] = v
 			}
 		}
-		a.mu.Lock()
-		changed := !maps.Equal(now, a.cordon)
-		a.cordon = now
-		a.mu.Unlock()
+		w.mu.Lock()
+		changed := !maps.Equal(now, w.now)
+		w.now = now
+		w.mu.Unlock()
 		if changed {
-			a.log.Info("GPU cordon on this node", "cordon", now)
+			w.log.Info("GPU cordon on this node", "cordon", now)
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -58,14 +76,23 @@ func (a *Role) watchCordon(ctx context.Context) error {
 		UpdateFunc: func(_, n any) { set(n) },
 		DeleteFunc: func(any) { set(&corev1.Node{}) },
 	}); err != nil {
-		return fmt.Errorf("watch node %s for its GPU cordon: %w", a.node, err)
+		return fmt.Errorf("watch node %s for its GPU cordon: %w", w.node, err)
 	}
 	informer.RunWithContext(ctx)
 	return nil
 }
 
-// cordonOf marks which of gpus the node's cordon annotations name, and
-// says what in them names no GPU here or cannot be read.
+// Mark marks which of gpus the node's cordon names, as last seen, and
+// says what in it names no GPU here or cannot be read.
+func (w *Watch) Mark(gpus []protocol.GPU, mig map[string]*protocol.MIGRef) (cordoned []bool, problem string) {
+	w.mu.Lock()
+	now := w.now
+	w.mu.Unlock()
+	return cordonOf(now, gpus, mig)
+}
+
+// cordonOf marks which of gpus the cordon annotations name, and says
+// what in them names no GPU here or cannot be read.
 func cordonOf(annotations map[string]string, gpus []protocol.GPU, mig map[string]*protocol.MIGRef) (cordoned []bool, problem string) {
 	cd, err := protocol.NodeCordon(annotations)
 	if err != nil {
