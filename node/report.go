@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vgpud/vgpud/node/internal/identity"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/node/internal/inspect"
@@ -69,7 +71,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 		s.Identity = protocol.IdentityRuntime
 		up, conns := hook.Connected()
 		s.Runtime = fmt.Sprintf("connected %d time(s), now %s", conns, map[bool]string{true: "connected", false: "DISCONNECTED"}[up])
-		phase = runtimePhase(hook.Records())
+		phase = identity.RuntimePhase(hook.Records())
 	} else if server != nil {
 		s.Identity = protocol.IdentityGuessed
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/gpuuse"
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/node/internal/health"
+	"github.com/vgpud/vgpud/node/internal/identity"
 	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/migondemand"
@@ -171,11 +172,11 @@ func (a *Role) Run(ctx context.Context) error {
 	// The hook connects before anything else, the GPUs and the API
 	// included: after a reboot the runtime creates no container on this
 	// node without it, the network's and the GPU driver's among them.
-	mode := a.identity()
+	mode := identity.Mode(a.cfg.NRISocket, a.log)
 	socket := a.cfg.NRISocket
 	var hook *nrihook.Hook
 	if mode == protocol.IdentityRuntime {
-		hook = a.newHook(pods)
+		hook = identity.NewHook(a.hookOptions(), pods, a.use.Granted(), a.metrics, a.clock, a.log)
 		if byLabel {
 			hook.Hold("is reading its node's labels for the per-node overrides")
 		}
@@ -184,7 +185,7 @@ func (a *Role) Run(ctx context.Context) error {
 		a.mu.Unlock()
 		g.Go(func() error { return hook.Run(ctx, socket) })
 	} else {
-		g.Go(func() error { return a.watchForNRI(ctx, socket) })
+		g.Go(func() error { return identity.WatchForNRI(ctx, socket, a.clock) })
 	}
 	g.Go(func() error {
 		started := false
@@ -292,7 +293,8 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		}
 		a.mu.Unlock()
 	}
-	if err := a.announceIdentity(ctx, mode); err != nil || ctx.Err() != nil {
+	a.metrics.Identity(mode)
+	if err := identity.Announce(ctx, a.api.Core, a.node, mode, a.clock, a.log); err != nil || ctx.Err() != nil {
 		return false, err
 	}
 	g.Go(func() error {
@@ -443,4 +445,35 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 // migOptions are the settings of MIG on demand.
 func (a *Role) migOptions() migondemand.Options {
 	return migondemand.Options{GPUs: a.cfg.MIGOnDemand, Profiles: a.cfg.MIGOnDemandProfiles, Record: a.cfg.MIGRecord}
+}
+
+// hookOptions are the settings the NRI hook decides by.
+func (a *Role) hookOptions() identity.HookOptions {
+	return identity.HookOptions{Node: a.node, Resources: a.resources, Slice: a.sliceOptions(),
+		Exempt: a.cfg.NRIExemptNamespaces, Early: a.cfg.NRIEarlyNamespaces, MIGParent: a.migParent}
+}
+
+// migParent is the GPU of the node's MIG device uuid, as the node's
+// inventory lists it (made on demand too); "" for none.
+func (a *Role) migParent(uuid string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.inv.MIG {
+		for _, in := range g.Instances {
+			if in.UUID == uuid {
+				return g.UUID
+			}
+		}
+		for _, in := range g.Possible {
+			if in.Made == uuid {
+				return g.UUID
+			}
+		}
+	}
+	return ""
+}
+
+// sliceOptions are the node's settings that shape every slice it grants.
+func (a *Role) sliceOptions() grant.Options {
+	return grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir}
 }

@@ -1,17 +1,21 @@
-package node
-
-// How this node tells which pod a container is: by the container
-// runtime's word through vgpud's NRI hook, or, where the runtime has no
-// NRI socket, by the device plugin's guess, said loudly.
+// Package identity is how this node tells which pod a container is: by
+// the container runtime's word through vgpud's NRI hook, or, where the
+// runtime has no NRI socket, by the device plugin's guess, said loudly.
+// It builds the hook, watches for NRI where the node guesses, and
+// announces the mode to the leader.
+package identity
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/node/internal/inventory"
@@ -21,16 +25,28 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// newHook is the NRI hook for this node's containers.
-func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
+// HookOptions are the node's settings the hook decides by.
+type HookOptions struct {
+	Node      string
+	Resources protocol.ResourceNames
+	Slice     grant.Options
+	// Exempt and Early are namespaces (nrihook.Rules).
+	Exempt, Early []string
+	// MIGParent is the GPU of a MIG device the node lists; "" for none.
+	MIGParent func(uuid string) string
+}
+
+// NewHook is the NRI hook for this node's containers; what it grants is
+// told to granted.
+func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metrics nrihook.Observer, clk clock.WithTicker, log *slog.Logger) *nrihook.Hook {
 	h := nrihook.New(nrihook.Rules{
-		Node: a.node, Resources: a.resources,
-		Slice:     a.sliceOptions(),
-		Exempt:    inList(a.cfg.NRIExemptNamespaces),
-		Early:     inList(a.cfg.NRIEarlyNamespaces),
-		MIGParent: a.migParent,
-	}, pods, hookWait, a.metrics, a.clock, a.log.With("component", "nri"))
-	h.Tell(a.use.Granted())
+		Node: o.Node, Resources: o.Resources,
+		Slice:     o.Slice,
+		Exempt:    inList(o.Exempt),
+		Early:     inList(o.Early),
+		MIGParent: o.MIGParent,
+	}, pods, hookWait, metrics, clk, log.With("component", "nri"))
+	h.Tell(granted)
 	// The kill checks the PID's cgroup names the container first.
 	h.EvictWith(func(id string, pid int) error {
 		if pid <= 0 {
@@ -39,26 +55,6 @@ func (a *Role) newHook(pods *nodepods.Index) *nrihook.Hook {
 		return usage.Procfs{Root: "/proc"}.Kill(pid, id, 0)
 	})
 	return h
-}
-
-// migParent is the GPU of the node's MIG device uuid, as the node's
-// inventory lists it (made on demand too); "" for none.
-func (a *Role) migParent(uuid string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, g := range a.inv.MIG {
-		for _, in := range g.Instances {
-			if in.UUID == uuid {
-				return g.UUID
-			}
-		}
-		for _, in := range g.Possible {
-			if in.Made == uuid {
-				return g.UUID
-			}
-		}
-	}
-	return ""
 }
 
 // inList says whether a namespace is one of names.
@@ -70,19 +66,14 @@ func inList(names []string) func(string) bool {
 	return func(ns string) bool { return set[ns] }
 }
 
-// sliceOptions are the node's settings that shape every slice it grants.
-func (a *Role) sliceOptions() grant.Options {
-	return grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir}
-}
-
-// watchForNRI ends the role, so that the process restarts and the
+// WatchForNRI ends the role, so that the process restarts and the
 // runtime names pods from then on, once the NRI socket answers: a node
 // guesses only while its runtime cannot say.
-func (a *Role) watchForNRI(ctx context.Context, socket string) error {
+func WatchForNRI(ctx context.Context, socket string, clk clock.WithTicker) error {
 	if socket == "" {
 		return nil
 	}
-	t := a.clock.NewTicker(nriProbePeriod)
+	t := clk.NewTicker(nriProbePeriod)
 	defer t.Stop()
 	for {
 		select {
@@ -111,34 +102,33 @@ func nriAnswers(socket string) bool {
 	return true
 }
 
-// identity is how this node will tell which pod a container is: by the
+// Mode is how this node will tell which pod a container is: by the
 // runtime's word where its NRI socket is present, else by a guess, said
 // loudly.
-func (a *Role) identity() string {
-	if a.cfg.NRISocket != "" && nriAnswers(a.cfg.NRISocket) {
+func Mode(socket string, log *slog.Logger) string {
+	if socket != "" && nriAnswers(socket) {
 		return protocol.IdentityRuntime
 	}
-	a.log.Warn("IDENTITY IS GUESSED: no NRI socket, so Allocate guesses which pod kubelet admits, the leader binds one pod at a time here, and a pod vgpud did not schedule can be handed another's GPUs; run containerd 2.2+ or CRI-O 1.34+ with NRI enabled and its validator requiring vgpud",
-		"nri-socket", a.cfg.NRISocket)
+	log.Warn("IDENTITY IS GUESSED: no NRI socket, so Allocate guesses which pod kubelet admits, the leader binds one pod at a time here, and a pod vgpud did not schedule can be handed another's GPUs; run containerd 2.2+ or CRI-O 1.34+ with NRI enabled and its validator requiring vgpud",
+		"nri-socket", socket)
 	return protocol.IdentityGuessed
 }
 
-// announceIdentity writes the node's identity annotation before the
-// plugin serves: the leader reads it to decide whether binds there wait
-// for the previous pod.
-func (a *Role) announceIdentity(ctx context.Context, mode string) error {
-	a.metrics.Identity(mode)
-	pub := inventory.NewPublisher(a.api.Core, a.node)
+// Announce writes node's identity annotation before the plugin serves:
+// the leader reads it to decide whether binds there wait for the
+// previous pod.
+func Announce(ctx context.Context, nodes typedcorev1.NodesGetter, node, mode string, clk clock.Clock, log *slog.Logger) error {
+	pub := inventory.NewPublisher(nodes, node)
 	for {
 		err := pub.SetIdentity(ctx, mode)
 		if err == nil {
 			return nil
 		}
-		a.log.Error("announce the node's identity mode; retrying in 2s", "err", err)
+		log.Error("announce the node's identity mode; retrying in 2s", "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-a.clock.After(2 * time.Second):
+		case <-clk.After(2 * time.Second):
 		}
 	}
 }
@@ -148,10 +138,10 @@ func (a *Role) announceIdentity(ctx context.Context, mode string) error {
 // wait holds every container start and stop on the node.
 const hookWait = 300 * time.Millisecond
 
-// runtimePhase is where a container's share stands by what the NRI hook
+// RuntimePhase is where a container's share stands by what the NRI hook
 // did: created with its slice, refused (and why), or waiting for the
 // runtime to create it.
-func runtimePhase(seen map[types.UID]nrihook.Record) func(*corev1.Pod, string) string {
+func RuntimePhase(seen map[types.UID]nrihook.Record) func(*corev1.Pod, string) string {
 	return func(p *corev1.Pod, container string) string {
 		r := seen[p.UID]
 		if why, ok := r.Refused[container]; ok {
