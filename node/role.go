@@ -30,6 +30,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
+	"github.com/vgpud/vgpud/node/internal/rescan"
 	"github.com/vgpud/vgpud/node/internal/runtimecheck"
 	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
@@ -276,7 +277,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	}
 	// Excluded by UUID from now on: NVML renumbers GPUs when one comes
 	// or goes, and an index would then name another.
-	excluded, _ := diffGPUs(devs, all)
+	excluded, _ := rescan.Diff(devs, all)
 	if a.od, err = migondemand.Open(a.migOptions(), lib, devs, mode, a.log); err != nil {
 		return false, err
 	}
