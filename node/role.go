@@ -237,7 +237,7 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 	if a.cfg.InterposerDir != "" {
 		// Also where the runtime names pods: directories the guessing
 		// path (or an older vgpud) left behind.
-		g.Go(func() error { a.sweepCaches(ctx, pods); return nil })
+		g.Go(func() error { grant.Sweep(ctx, a.cfg.InterposerDir, pods, a.clock, a.log); return nil })
 	}
 	return a.serve(ctx, g, lib, pods, stopPods, mode)
 }

@@ -1,13 +1,19 @@
 package grant
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // CacheSize bounds the tmpfs the runtime hook mounts at Slice.Cache:
@@ -68,4 +74,47 @@ func SweepCaches(interposer string, live func(types.UID) bool, grace time.Durati
 		removed = append(removed, e.Name())
 	}
 	return removed, nil
+}
+
+// Where the node guesses, each GPU container's interposer cache is a
+// host directory (grant.Slice.CacheDir). These remove a pod's once it is
+// gone: every minute, and only after the node's pods are known, those
+// of no live pod that have sat unchanged two minutes.
+const (
+	sweepEvery = time.Minute
+	sweepGrace = 2 * time.Minute
+)
+
+// Pods are the node's pods, as its informer lists them.
+type Pods interface {
+	WaitForSync(ctx context.Context) bool
+	List() []*corev1.Pod
+}
+
+// Sweep removes, until ctx ends, the caches under interposer of pods no
+// longer live.
+func Sweep(ctx context.Context, interposer string, pods Pods, clk clock.Clock, log *slog.Logger) {
+	if !pods.WaitForSync(ctx) {
+		return
+	}
+	for {
+		live := map[types.UID]bool{}
+		for _, p := range pods.List() {
+			if !podmodel.Terminated(p) {
+				live[p.UID] = true
+			}
+		}
+		removed, err := SweepCaches(interposer, func(uid types.UID) bool { return live[uid] }, sweepGrace, clk.Now())
+		if err != nil {
+			log.Warn("sweep the interposer's caches", "err", err)
+		}
+		if len(removed) > 0 {
+			log.Info("removed the interposer caches of pods gone", "containers", removed)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clk.After(sweepEvery):
+		}
+	}
 }
