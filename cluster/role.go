@@ -34,6 +34,8 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/extender"
 	"github.com/vgpud/vgpud/cluster/internal/leader"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
+	"github.com/vgpud/vgpud/cluster/internal/requeue"
+	"github.com/vgpud/vgpud/cluster/internal/schedulerskew"
 	"github.com/vgpud/vgpud/cluster/internal/server"
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
@@ -137,7 +139,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 	if err != nil {
 		return err
 	}
-	go checkSchedulerSkew(ctx, r.api.Deployments, r.namespace, r.cfg.TLS.SchedulerDeployment, r.api.ServerVersion, r.log.With("component", "scheduler-skew"))
+	go schedulerskew.Check(ctx, r.api.Deployments, r.namespace, r.cfg.TLS.SchedulerDeployment, r.api.ServerVersion, r.log.With("component", "scheduler-skew"))
 	err = t.run(ctx, term)
 	cancel() // what the term left running ends with it, before close waits
 	t.close()
@@ -199,11 +201,11 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
 	placer := extender.NewPlacer(ledger, t.binder, r.names, t.policy, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again.
-	requeue := newRequeuer(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
-	placer.NotifyRefused(requeue.refused)
+	nudge := requeue.New(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
+	placer.NotifyRefused(nudge.Refused)
 	placer.NotifyPodRead(r.metrics.PodRead)
 	placer.NotifyFiltered(r.metrics.Filtered)
-	ledger.NotifyFreed(func() { requeue.freed(ctx) })
+	ledger.NotifyFreed(func() { nudge.Freed(ctx) })
 
 	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, admissionQuota{quotas, ledger}), log.With("component", "webhook"))
 	r.route(ctx, t, placer, admission)

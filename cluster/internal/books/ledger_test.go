@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	clocktesting "k8s.io/utils/clock/testing"
 	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"

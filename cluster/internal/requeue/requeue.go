@@ -1,4 +1,6 @@
-package cluster
+// Package requeue nudges the pods the extender refused lately when a GPU
+// is freed, so that kube-scheduler tries them again at once.
+package requeue
 
 import (
 	"context"
@@ -26,10 +28,10 @@ const requeueWindow = 5 * time.Second
 // maxNudges bounds the writes one freed booking may cause.
 const maxNudges = 16
 
-// requeuer remembers the pods Filter refused lately and, when the books
+// Requeuer remembers the pods Filter refused lately and, when the books
 // drop a booking, annotates those pods: an update to a pending pod that
 // only an extender refused makes kube-scheduler try it again.
-type requeuer struct {
+type Requeuer struct {
 	api   corev1client.PodsGetter
 	fence func() error
 	clock clock.PassiveClock
@@ -46,12 +48,14 @@ type refusal struct {
 	at              time.Time
 }
 
-func newRequeuer(api corev1client.PodsGetter, fence func() error, clk clock.PassiveClock, log *slog.Logger) *requeuer {
-	return &requeuer{api: api, fence: fence, clock: clk, log: log, recent: map[types.UID]refusal{}}
+// New returns a Requeuer patching through api while fence says this
+// replica leads.
+func New(api corev1client.PodsGetter, fence func() error, clk clock.PassiveClock, log *slog.Logger) *Requeuer {
+	return &Requeuer{api: api, fence: fence, clock: clk, log: log, recent: map[types.UID]refusal{}}
 }
 
-// refused records that Filter found no node for p.
-func (r *requeuer) refused(p *slimpod.Pod) {
+// Refused records that Filter found no node for p.
+func (r *Requeuer) Refused(p *slimpod.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
@@ -63,9 +67,9 @@ func (r *requeuer) refused(p *slimpod.Pod) {
 	r.recent[p.UID] = refusal{namespace: p.Namespace, name: p.Name, at: now}
 }
 
-// freed is the books' NotifyFreed hook: it must not block the informer,
+// Freed is the books' NotifyFreed hook: it must not block the informer,
 // so the patches go out from a goroutine, one round at a time.
-func (r *requeuer) freed(ctx context.Context) {
+func (r *Requeuer) Freed(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.recent) == 0 {
@@ -80,7 +84,7 @@ func (r *requeuer) freed(ctx context.Context) {
 }
 
 // take removes and returns the refusals still within the window.
-func (r *requeuer) take() map[types.UID]refusal {
+func (r *Requeuer) take() map[types.UID]refusal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
@@ -94,7 +98,7 @@ func (r *requeuer) take() map[types.UID]refusal {
 	return out
 }
 
-func (r *requeuer) nudge(ctx context.Context) {
+func (r *Requeuer) nudge(ctx context.Context) {
 	for {
 		for uid, f := range r.take() {
 			if err := r.patch(ctx, uid, f); err != nil {
@@ -113,7 +117,7 @@ func (r *requeuer) nudge(ctx context.Context) {
 }
 
 // patch annotates the pod, under its UID, if this replica still leads.
-func (r *requeuer) patch(ctx context.Context, uid types.UID, f refusal) error {
+func (r *Requeuer) patch(ctx context.Context, uid types.UID, f refusal) error {
 	if err := r.fence(); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package cluster
+package schedulerskew
 
 import (
 	"strings"
@@ -24,7 +24,7 @@ func TestSchedulerSkew(t *testing.T) {
 		if tc.server != "" {
 			s = &apimachineryversion.Info{GitVersion: tc.server}
 		}
-		got := schedulerSkew(tc.image, s)
+		got := Skew(tc.image, s)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s beside %s: %q, want %q", tc.image, s.GitVersion, got, tc.want)
 		}

@@ -1,4 +1,6 @@
-package cluster
+// Package schedulerskew warns when the kube-scheduler the install pins
+// falls behind the apiserver.
+package schedulerskew
 
 import (
 	"context"
@@ -17,9 +19,9 @@ import (
 // control plane leaves it behind. Kubernetes supports a kube-scheduler
 // as new as the apiserver and one minor release older.
 
-// schedulerSkew says what is wrong with running image beside an apiserver
+// Skew says what is wrong with running image beside an apiserver
 // of server's version: "" when its minor version is the apiserver's.
-func schedulerSkew(image string, server *apimachineryversion.Info) string {
+func Skew(image string, server *apimachineryversion.Info) string {
 	apiserver, err := utilversion.ParseGeneric(server.GitVersion)
 	if err != nil {
 		return fmt.Sprintf("cannot read the apiserver's version %q: %v", server.GitVersion, err)
@@ -47,10 +49,10 @@ func schedulerSkew(image string, server *apimachineryversion.Info) string {
 	}
 }
 
-// checkSchedulerSkew reads the scheduler Deployment's image and the
+// Check reads the scheduler Deployment's image and the
 // apiserver's version and logs a warning on skew. It decides nothing:
 // vgpud runs on either way.
-func checkSchedulerSkew(ctx context.Context, deployments appsv1client.DeploymentsGetter, namespace, name string,
+func Check(ctx context.Context, deployments appsv1client.DeploymentsGetter, namespace, name string,
 	serverVersion func() (*apimachineryversion.Info, error), log *slog.Logger) {
 	if serverVersion == nil || name == "" {
 		return
@@ -69,7 +71,7 @@ func checkSchedulerSkew(ctx context.Context, deployments appsv1client.Deployment
 		if c.Name != "kube-scheduler" {
 			continue
 		}
-		if msg := schedulerSkew(c.Image, server); msg != "" {
+		if msg := Skew(c.Image, server); msg != "" {
 			log.Warn(msg, "deployment", namespace+"/"+name, "image", c.Image, "apiserver", server.GitVersion)
 			return
 		}

@@ -1,4 +1,4 @@
-package cluster
+package requeue
 
 import (
 	"context"
@@ -27,16 +27,16 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 	}
 	kube := fake.NewClientset(pending("fresh"), pending("stale"))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r := newRequeuer(kube.CoreV1(), func() error { return nil }, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r.refused(slimpod.Of(pending("stale"), protocol.DefaultResourceNames()))
+	r := New(kube.CoreV1(), func() error { return nil }, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.Refused(slimpod.Of(pending("stale"), protocol.DefaultResourceNames()))
 	clk.SetTime(clk.Now().Add(requeueWindow + time.Second))
-	r.refused(slimpod.Of(pending("fresh"), protocol.DefaultResourceNames()))
+	r.Refused(slimpod.Of(pending("fresh"), protocol.DefaultResourceNames()))
 	w, err := kube.CoreV1().Pods("ai").Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	r.freed(context.Background())
+	r.Freed(context.Background())
 	// The nudge goes out from a goroutine: wait for its write, not a while.
 	timeout := time.After(wait.ForeverTestTimeout)
 	for nudged := false; !nudged; {
@@ -60,7 +60,7 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 	}
 	// Nudged once: the next freed booking finds nothing to nudge and
 	// starts no round.
-	r.freed(context.Background())
+	r.Freed(context.Background())
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.recent) != 0 {
