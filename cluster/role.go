@@ -39,6 +39,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/server"
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/cluster/internal/watches"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
 	"github.com/vgpud/vgpud/webhook"
@@ -95,7 +96,7 @@ func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames
 		LeaseDuration:  cfg.LeaseDuration,
 		RenewDeadline:  cfg.LeaseRenewDeadline,
 		RetryPeriod:    cfg.LeaseRetryPeriod,
-		MayLead:        func() error { return mayLead(cfg.LeaderNodesFile, pod.Node) },
+		MayLead:        func() error { return leader.MayLead(cfg.LeaderNodesFile, pod.Node) },
 	}, api.Leases, api.Core, log.With("component", "leader"))
 	elector.OnTakenOutOfTurn(m.LeaseTaken)
 	elector.OnChange(m.LeaderChange)
@@ -148,7 +149,7 @@ func (r *Role) Lead(ctx context.Context, term leader.Term) error {
 
 // termParts are one term's parts, built and not yet running.
 type termParts struct {
-	inf         *informers
+	inf         *watches.Informers
 	booksSynced toolscache.InformerSynced
 	certs       *certs.Manager
 	webhook     *server.Server // the webhook and the probes
@@ -164,14 +165,14 @@ type termParts struct {
 // runs yet but the Event broadcaster, which ends with ctx.
 func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) {
 	log := r.log
-	inf, err := newInformers(r.api.Core, books.Transform(r.names))
+	inf, err := watches.New(r.api.Core, books.Transform(r.names))
 	if err != nil {
 		return nil, err
 	}
-	quotas := quota.New(inf.pods, inf.quotas, r.names)
+	quotas := quota.New(inf.Pods, inf.Quotas, r.names)
 	ledger := books.New(r.names, r.scheduler)
 	ledger.KeepDeletedInFlight(r.cfg.DeletedInFlight(), r.clock)
-	booksSynced, err := ledger.Watch(inf.pods, inf.nodes, log.With("component", "books"))
+	booksSynced, err := ledger.Watch(inf.Pods, inf.Nodes, log.With("component", "books"))
 	if err != nil {
 		return nil, fmt.Errorf("watch nodes and pods: %w", err)
 	}
@@ -195,7 +196,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	// settings file last said that validated (followSettings).
 	t.policy = r.policy
 	log.Info("cluster settings in force for this term", "settings", t.policy.Get())
-	lookup := slimpod.NewStore(inf.pods).Get
+	lookup := slimpod.NewStore(inf.Pods).Get
 	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Policy: t.policy, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
@@ -267,8 +268,8 @@ func (t *termParts) run(ctx context.Context, term leader.Term) error {
 		return nil
 	})
 	g.Go(func() error {
-		t.inf.start(serving)
-		if err := t.inf.sync(ctx); err != nil {
+		t.inf.Start(serving)
+		if err := t.inf.Sync(ctx); err != nil {
 			return err
 		}
 		if !toolscache.WaitForCacheSync(ctx.Done(), t.booksSynced) {
@@ -297,7 +298,7 @@ func (t *termParts) run(ctx context.Context, term leader.Term) error {
 			return err
 		}
 		<-serving.Done()
-		t.inf.stop()
+		t.inf.Stop()
 		return nil
 	})
 	return g.Wait()

@@ -1,4 +1,6 @@
-package cluster
+// Package watches is the leader's informers: pods, nodes and
+// ResourceQuotas.
+package watches
 
 import (
 	"context"
@@ -13,32 +15,33 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// informers are the leader's watches: pods, nodes and ResourceQuotas, all
+// Informers are the leader's watches: pods, nodes and ResourceQuotas, all
 // through transform. They are built on the typed core client, not on
 // client-go's informer factory, whose constructors take the whole clientset
 // and so link every API group's client into the binary every node runs.
-type informers struct {
-	pods, nodes, quotas toolscache.SharedIndexInformer
+type Informers struct {
+	Pods, Nodes, Quotas toolscache.SharedIndexInformer
 	wg                  sync.WaitGroup
 }
 
-func newInformers(core corev1client.CoreV1Interface, transform toolscache.TransformFunc) (*informers, error) {
-	s := &informers{
-		pods: informer(core, &corev1.Pod{},
+// New builds the informers on core, each object through transform.
+func New(core corev1client.CoreV1Interface, transform toolscache.TransformFunc) (*Informers, error) {
+	s := &Informers{
+		Pods: informer(core, &corev1.Pod{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return core.Pods("").List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return core.Pods("").Watch(ctx, o)
 			}),
-		nodes: informer(core, &corev1.Node{},
+		Nodes: informer(core, &corev1.Node{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return core.Nodes().List(ctx, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return core.Nodes().Watch(ctx, o)
 			}),
-		quotas: informer(core, &corev1.ResourceQuota{},
+		Quotas: informer(core, &corev1.ResourceQuota{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return core.ResourceQuotas("").List(ctx, o)
 			},
@@ -64,20 +67,20 @@ func informer(client any, obj runtime.Object, list toolscache.ListWithContextFun
 	})
 }
 
-func (s *informers) all() []toolscache.SharedIndexInformer {
-	return []toolscache.SharedIndexInformer{s.pods, s.nodes, s.quotas}
+func (s *Informers) all() []toolscache.SharedIndexInformer {
+	return []toolscache.SharedIndexInformer{s.Pods, s.Nodes, s.Quotas}
 }
 
-// start runs every informer until ctx ends; stop waits for them.
-func (s *informers) start(ctx context.Context) {
+// Start runs every informer until ctx ends; stop waits for them.
+func (s *Informers) Start(ctx context.Context) {
 	for _, inf := range s.all() {
 		s.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 }
 
-// sync waits for every informer's first list, or for ctx.
-func (s *informers) sync(ctx context.Context) error {
-	for name, inf := range map[string]toolscache.SharedIndexInformer{"pods": s.pods, "nodes": s.nodes, "resourcequotas": s.quotas} {
+// Sync waits for every informer's first list, or for ctx.
+func (s *Informers) Sync(ctx context.Context) error {
+	for name, inf := range map[string]toolscache.SharedIndexInformer{"pods": s.Pods, "nodes": s.Nodes, "resourcequotas": s.Quotas} {
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("sync %s informer: %w", name, ctx.Err())
 		}
@@ -85,5 +88,5 @@ func (s *informers) sync(ctx context.Context) error {
 	return nil
 }
 
-// stop waits until every informer started has returned.
-func (s *informers) stop() { s.wg.Wait() }
+// Stop waits until every informer started has returned.
+func (s *Informers) Stop() { s.wg.Wait() }

@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ func TestMayLead(t *testing.T) {
 		{"a node name that is a prefix", file("n10"), "n1", false},
 		{"no node known", file("n0"), "", false},
 	} {
-		err := mayLead(tc.file, tc.node)
+		err := MayLead(tc.file, tc.node)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}

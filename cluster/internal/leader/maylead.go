@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"strings"
 )
 
-// mayLead says whether a replica on node may lead, by the node names in
+// MayLead says whether a replica on node may lead, by the node names in
 // file (--leader-nodes-file): nil when there is no file, it names no
 // node, or it names this one. The apiserver's vgpud-lease policy reads
 // the same ConfigMap key with the same rule (commas, spaces trimmed).
-func mayLead(file, node string) error {
+func MayLead(file, node string) error {
 	if file == "" {
 		return nil
 	}

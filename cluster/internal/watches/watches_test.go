@@ -1,4 +1,4 @@
-package cluster
+package watches
 
 import (
 	"context"
@@ -51,20 +51,20 @@ func TestInformersFeedTheStores(t *testing.T) {
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("4000")}}},
 	)
-	inf, err := newInformers(unstreamed{kube.CoreV1()}, books.Transform(names))
+	inf, err := New(unstreamed{kube.CoreV1()}, books.Transform(names))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	inf.start(ctx)
-	if err := inf.sync(ctx); err != nil {
+	inf.Start(ctx)
+	if err := inf.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A pod created after the list arrives through the watch.
 	if _, err := kube.CoreV1().Pods("ns").Create(ctx, assignedPod("b", "n1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	store := slimpod.NewStore(inf.pods)
+	store := slimpod.NewStore(inf.Pods)
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true,
 		func(context.Context) (bool, error) { return store.Get("ns", "b") != nil, nil }); err != nil {
 		t.Fatalf("pod b did not arrive through the watch: %v", err)
@@ -72,19 +72,19 @@ func TestInformersFeedTheStores(t *testing.T) {
 	if got := len(store.List("ns")); got != 2 {
 		t.Fatalf("pods in ns: %d, want 2", got)
 	}
-	n, _, err := inf.nodes.GetStore().GetByKey("n1")
+	n, _, err := inf.Nodes.GetStore().GetByKey("n1")
 	if err != nil || n == nil {
 		t.Fatalf("node n1: %v %v", n, err)
 	}
 	if node := n.(*corev1.Node); node.ManagedFields != nil || node.Status.Conditions != nil {
 		t.Fatalf("node not trimmed: %+v", node)
 	}
-	if q := quota.New(inf.pods, inf.quotas, names).NamespaceLimits("ns"); !q.Memory.Set || q.Memory.Hard != 4000 {
+	if q := quota.New(inf.Pods, inf.Quotas, names).NamespaceLimits("ns"); !q.Memory.Set || q.Memory.Hard != 4000 {
 		t.Fatalf("quota limits of ns: %+v", q)
 	}
 	cancel()
 	done := make(chan struct{})
-	go func() { inf.stop(); close(done) }()
+	go func() { inf.Stop(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
