@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vgpud/vgpud/cluster"
+	"github.com/vgpud/vgpud/internal/configapi"
+	"github.com/vgpud/vgpud/node"
 )
 
 // sliceFlagFields are the list flags, which urfave/cli cannot bind to a
@@ -78,6 +82,14 @@ func TestSettingsDocTablesMatchTheFlags(t *testing.T) {
 		table := "<!-- flags: " + g.name + " -->\n" + flagTable(g.flags) + "<!-- end flags -->"
 		want = block.ReplaceAllLiteralString(want, table)
 	}
+	// The keys of the settings files, rendered from the API (configapi).
+	for file, settings := range map[string][]configapi.Setting{"cluster-settings.yaml": cluster.FileSettings(), "node-overrides.yaml": node.OverrideSettings()} {
+		block := regexp.MustCompile(`(?s)<!-- file keys: ` + regexp.QuoteMeta(file) + ` -->\n.*?<!-- end file keys -->`)
+		if !block.MatchString(want) {
+			t.Fatalf("%s has no <!-- file keys: %s --> ... <!-- end file keys --> block", doc, file)
+		}
+		want = block.ReplaceAllLiteralString(want, "<!-- file keys: "+file+" -->\n"+fileKeyTable(settings)+"<!-- end file keys -->")
+	}
 	if want == readme {
 		return
 	}
@@ -101,6 +113,21 @@ func flagTable(flags []cli.Flag) string {
 		}
 		usage := strings.ReplaceAll(doc.GetUsage(), "|", `\|`)
 		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Names()[0], def, usage)
+	}
+	return b.String()
+}
+
+// fileKeyTable is a settings file's keys, each with its type and the flag
+// it overrides.
+func fileKeyTable(settings []configapi.Setting) string {
+	var b strings.Builder
+	b.WriteString("| key | type | overrides |\n| --- | --- | --- |\n")
+	for _, s := range settings {
+		typ, items := s.Type()
+		if items != "" {
+			typ = "list of " + items + "s"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `--%s` |\n", s.Key, typ, s.Flag)
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/internal/configapi"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -52,7 +53,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagServiceName, Usage: "Service in front of the leader; the serving certificate covers its DNS names", Value: c.TLS.ServiceName, Destination: &c.TLS.ServiceName},
 		&cli.DurationFlag{Name: flagTLSCertValidity, Usage: "lifetime of the serving certificate (the CA lives 10 times longer)", Value: c.TLS.CertValidity, Destination: &c.TLS.CertValidity},
 		&cli.DurationFlag{Name: flagTLSCertRenewBefore, Usage: "renew the serving certificate this long before it expires", Value: c.TLS.CertRenewBefore, Destination: &c.TLS.CertRenewBefore},
-		&cli.StringFlag{Name: flagSettingsFile, Usage: "YAML file of nodePolicy, gpuPolicy, defaultGPUMemPercentage and defaultGPUCores (version: v1) that the leader reads each term and whenever it changes, winning over the flags; a value that does not validate is refused and logged, and what is in force stays. Usually the vgpud ConfigMap's cluster-settings.yaml; empty or absent: the flags alone", Value: c.SettingsFile, Destination: &c.SettingsFile},
+		&cli.StringFlag{Name: flagSettingsFile, Usage: "YAML file of " + configapi.Keys(c.fileSettings()) + " (version: " + configapi.Version + ") that the leader reads each term and whenever it changes, winning over the flags; a value that does not validate is refused and logged, and what is in force stays. Usually the vgpud ConfigMap's cluster-settings.yaml; empty or absent: the flags alone", Value: c.SettingsFile, Destination: &c.SettingsFile},
 		&cli.StringFlag{Name: flagNodePolicy, Usage: "default node policy: " + podmodel.Binpack + " or " + podmodel.Spread, Value: c.NodePolicy, Destination: &c.NodePolicy},
 		&cli.StringFlag{Name: flagGPUPolicy, Usage: "default GPU policy: " + podmodel.Spread + " or " + podmodel.Binpack + ", optionally chained with " + podmodel.NUMA + " and " + podmodel.Topology + " in HAMi's syntax (" + podmodel.Binpack + "," + podmodel.Topology + ")", Value: c.GPUPolicy, Destination: &c.GPUPolicy},
 		&cli.IntFlag{Name: flagDefaultGPUMemPercentage, Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", Value: c.DefaultGPUMemPercentage, Destination: &c.DefaultGPUMemPercentage},

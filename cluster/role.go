@@ -32,6 +32,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/internal/extender"
+	"github.com/vgpud/vgpud/cluster/internal/filewatch"
 	"github.com/vgpud/vgpud/cluster/internal/leader"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
 	"github.com/vgpud/vgpud/cluster/internal/requeue"
@@ -111,7 +112,7 @@ func (r *Role) Run(ctx context.Context) error {
 	if r.cfg.SettingsFile != "" {
 		log, lastErr := r.log.With("component", "settings"), ""
 		r.loadSettings(log, &lastErr)
-		go r.followSettings(ctx, log, lastErr)
+		go filewatch.Follow(ctx, r.cfg.SettingsFile, settingsRecheck, r.clock, log, func() { r.loadSettings(log, &lastErr) })
 	}
 	return r.elector.Run(ctx, r.Lead)
 }
@@ -193,7 +194,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	}
 
 	// The defaults in force, which every replica keeps at what the
-	// settings file last said that validated (followSettings).
+	// settings file last said that validated (filewatch.Follow).
 	t.policy = r.policy
 	log.Info("cluster settings in force for this term", "settings", t.policy.Get())
 	lookup := slimpod.NewStore(inf.Pods).Get

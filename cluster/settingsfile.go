@@ -5,126 +5,65 @@ package cluster
 // so that a platform team changes a policy by editing the vgpud
 // ConfigMap, with no replica restarted and no device plugin
 // re-registered. It holds only settings the leader applies per call;
-// the rest stay flags.
+// the rest stay flags. Its format and rules are configapi's.
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"regexp"
-
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	kjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
+	"log/slog"
+	"time"
 
 	"github.com/vgpud/vgpud/cluster/internal/extender"
 	"github.com/vgpud/vgpud/cluster/internal/fit"
+	"github.com/vgpud/vgpud/internal/configapi"
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// settingsVersion is the file's format.
-const settingsVersion = "v1"
+// settingsRecheck is how often a replica reads the settings file even
+// without a file event: a missed event costs at most this long.
+const settingsRecheck = time.Minute
 
-// maxSettingsBytes bounds the file: a ConfigMap key, a few lines.
-const maxSettingsBytes = 64 << 10
-
-// settingsFile is the file's shape; a key left out keeps the flag's value.
-type settingsFile struct {
-	Version                 string  `json:"version"`
-	NodePolicy              *string `json:"nodePolicy,omitempty"`
-	GPUPolicy               *string `json:"gpuPolicy,omitempty"`
-	DefaultGPUMemPercentage *int    `json:"defaultGPUMemPercentage,omitempty"`
-	DefaultGPUCores         *int    `json:"defaultGPUCores,omitempty"`
+// fileSettings are the settings cluster-settings.yaml may set, bound to
+// c: each key, the flag it overrides and the field it sets.
+func (c *Config) fileSettings() []configapi.Setting {
+	return []configapi.Setting{
+		configapi.Bind("nodePolicy", flagNodePolicy, &c.NodePolicy).OneOf(podmodel.Binpack, podmodel.Spread),
+		configapi.Bind("gpuPolicy", flagGPUPolicy, &c.GPUPolicy).Pattern("^[a-z]+(,[a-z]+)*$"),
+		configapi.Bind("defaultGPUMemPercentage", flagDefaultGPUMemPercentage, &c.DefaultGPUMemPercentage).Range(1, protocol.MaxPercent),
+		configapi.Bind("defaultGPUCores", flagDefaultGPUCores, &c.DefaultGPUCores).Range(0, fit.MaxDefaultCores),
+	}
 }
 
-// settingsKeys names each flag the file may set by its key there, for
-// the errors Validate reports by flag.
-var settingsKeys = map[string]string{
-	flagNodePolicy:              "nodePolicy",
-	flagGPUPolicy:               "gpuPolicy",
-	flagDefaultGPUMemPercentage: "defaultGPUMemPercentage",
-	flagDefaultGPUCores:         "defaultGPUCores",
+// FileSettings are the keys cluster-settings.yaml may set, for the docs
+// and the chart.
+func FileSettings() []configapi.Setting {
+	c := DefaultConfig()
+	return c.fileSettings()
 }
 
 // withSettings is c with the settings in raw applied, checked by the same
-// rules as the flags (Validate). An empty file, or one of comments
-// alone, changes nothing. Keys are case-sensitive and may appear once,
-// a null is refused rather than read as "left out", and the file is one
-// YAML document: what kubectl would show is what is in force.
+// rules as the flags (Validate) and named by their keys. An empty file,
+// or one of comments alone, changes nothing.
 func (c Config) withSettings(raw []byte) (Config, error) {
-	if len(raw) > maxSettingsBytes {
-		return c, fmt.Errorf("%d bytes, more than %d", len(raw), maxSettingsBytes)
+	out := c
+	if err := configapi.Load(raw, out.fileSettings()); err != nil {
+		return c, err
 	}
-	if len(bytes.TrimSpace(uncommented(raw))) == 0 {
-		return c, nil
-	}
-	if docs := documentStart.FindAllIndex(raw, -1); len(docs) > 1 || (len(docs) == 1 && len(bytes.TrimSpace(uncommented(raw[:docs[0][0]]))) > 0) {
-		return c, fmt.Errorf("more than one YAML document: keep one, with version: %s", settingsVersion)
-	}
-	j, err := yaml.YAMLToJSONStrict(raw)
-	if err != nil {
-		return c, fmt.Errorf("want YAML with version: %s and nodePolicy, gpuPolicy, defaultGPUMemPercentage or defaultGPUCores: %w", settingsVersion, err)
-	}
-	var keys map[string]any
-	if err := json.Unmarshal(j, &keys); err != nil {
-		return c, fmt.Errorf("want a YAML mapping with version: %s: %w", settingsVersion, err)
-	}
-	for k, v := range keys {
-		if v == nil {
-			return c, fmt.Errorf("%s is null: give it a value, or leave it out for its flag's", k)
-		}
-	}
-	var f settingsFile
-	strict, err := kjson.UnmarshalStrict(j, &f)
-	if err == nil && len(strict) > 0 {
-		err = errors.Join(strict...)
-	}
-	if err != nil {
-		return c, fmt.Errorf("want version: %s and nodePolicy, gpuPolicy, defaultGPUMemPercentage or defaultGPUCores, each once: %w", settingsVersion, err)
-	}
-	if f.Version != settingsVersion {
-		return c, fmt.Errorf("version %q: want version: %s", f.Version, settingsVersion)
-	}
-	set(&c.NodePolicy, f.NodePolicy)
-	set(&c.GPUPolicy, f.GPUPolicy)
-	set(&c.DefaultGPUMemPercentage, f.DefaultGPUMemPercentage)
-	set(&c.DefaultGPUCores, f.DefaultGPUCores)
-	var errs field.ErrorList
-	for _, e := range c.Validate() {
-		if k, ok := settingsKeys[e.Field]; ok {
-			e := *e
-			e.Field = k
-			errs = append(errs, &e)
+	settings := out.fileSettings()
+	var errs []error
+	for _, e := range configapi.InFileTerms(out.Validate(), settings) {
+		for _, s := range settings {
+			if e.Field == s.Key {
+				errs = append(errs, e)
+			}
 		}
 	}
 	if len(errs) > 0 {
-		return c, errs.ToAggregate()
+		return c, errors.Join(errs...)
 	}
-	return c, nil
-}
-
-// documentStart is a YAML document marker line.
-var documentStart = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
-
-// uncommented is raw without its comment lines.
-func uncommented(raw []byte) []byte {
-	var out [][]byte
-	for _, l := range bytes.Split(raw, []byte("\n")) {
-		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
-			out = append(out, l)
-		}
-	}
-	return bytes.Join(out, []byte("\n"))
-}
-
-// set overwrites *to with *from where the file set it.
-func set[T any](to *T, from *T) {
-	if from != nil {
-		*to = *from
-	}
+	return out, nil
 }
 
 // defaults are the extender's Defaults under c.
@@ -141,7 +80,7 @@ func (c Config) readSettings() (Config, error) {
 	if c.SettingsFile == "" {
 		return c, nil
 	}
-	raw, err := readSmall(c.SettingsFile, maxSettingsBytes)
+	raw, err := configapi.ReadFile(c.SettingsFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
@@ -155,20 +94,25 @@ func (c Config) readSettings() (Config, error) {
 	return out, nil
 }
 
-// readSmall reads a regular file of at most max bytes: a FIFO or a device
-// in its place must not block the leader.
-func readSmall(path string, max int64) ([]byte, error) {
-	fi, err := os.Stat(path)
+// loadSettings reads the settings file onto the flags and puts what it
+// says in force on r.policy, for every term of this process, led or
+// still to lead. A file that does not validate changes nothing: what is
+// in force stays (the flags', before any good file). lastErr is the last
+// refusal said, so that one is logged and counted once.
+func (r *Role) loadSettings(log *slog.Logger, lastErr *string) {
+	cfg, err := r.cfg.readSettings()
 	if err != nil {
-		return nil, err
+		if err.Error() != *lastErr {
+			*lastErr = err.Error()
+			log.Error("cluster settings refused; the settings in force stay", "err", err, "inForce", r.policy.Get())
+			r.metrics.SettingsLoaded(false)
+		}
+		return
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	*lastErr = ""
+	if d, was := cfg.defaults(), r.policy.Get(); d != was {
+		r.policy.Set(d)
+		log.Info("cluster settings applied", "file", r.cfg.SettingsFile, "was", was, "now", d)
+		r.metrics.SettingsLoaded(true)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, max+1))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/clustermetrics"
 	"github.com/vgpud/vgpud/cluster/internal/extender"
+	"github.com/vgpud/vgpud/cluster/internal/filewatch"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
@@ -40,7 +41,9 @@ func TestWithSettings(t *testing.T) {
 		{"a chain that contradicts itself", "version: v1\ngpuPolicy: binpack,spread\n", nil, "binpack and spread contradict"},
 		{"out of range", "version: v1\ndefaultGPUCores: 101\n", nil, "defaultGPUCores"},
 		{"a setting the file does not hold", "version: v1\nbindWait: 1s\n", nil, "unknown field"},
-		{"no version", "nodePolicy: spread\n", nil, "want version: v1"},
+		{"no version, read as v1", "nodePolicy: spread\n", func(c Config) bool { return c.NodePolicy == podmodel.Spread }, ""},
+		{"another version", "version: v2\nnodePolicy: spread\n", nil, `version "v2" is not one this vgpud reads; want v1`},
+		{"a chain of policies as a string", "version: v1\ngpuPolicy: [binpack]\n", nil, "gpuPolicy"},
 		{"not YAML", "version: [\n", nil, "want YAML"},
 		{"a key in another case", "version: v1\nNodePolicy: spread\n", nil, "unknown field"},
 		{"a key twice, in two cases", "version: v1\nnodePolicy: binpack\nnodepolicy: spread\n", nil, "unknown field"},
@@ -98,20 +101,28 @@ func TestWatchSettings(t *testing.T) {
 	r := &Role{cfg: cfg, metrics: m, policy: policy, clock: clock.RealClock{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	log, lastErr := slog.New(slog.NewTextHandler(io.Discard, nil)), ""
+	loaded := make(chan struct{}, 64)
 	done := make(chan struct{})
 	go func() {
-		r.followSettings(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+		filewatch.Follow(ctx, cfg.SettingsFile, settingsRecheck, clock.RealClock{}, log, func() {
+			r.loadSettings(log, &lastErr)
+			loaded <- struct{}{}
+		})
 		close(done)
 	}()
-	time.Sleep(100 * time.Millisecond) // the watch is set up
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
+		deadline := time.After(5 * time.Second) // fails, rather than hangs
+		for !ok() {
+			select {
+			case <-loaded:
+			case <-deadline:
 				t.Fatalf("%s: policy %+v", what, policy.Get())
 			}
 		}
 	}
+	<-loaded // the watch is set
 	write("gen2", "version: v1\nnodePolicy: spread\n")
 	waitFor("spread applied", func() bool { return policy.Get().NodePolicy == podmodel.Spread })
 	write("gen3", "version: v1\nnodePolicy: fastest\n")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpud/vgpud/internal/configapi"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/usage"
 )
@@ -74,7 +75,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagDevicePluginSocket, Usage: "file name of vgpud's socket in the device-plugin directory", Value: c.DevicePluginSocket, Destination: &c.DevicePluginSocket},
 		&cli.StringSliceFlag{Name: flagExcludeGPUs, Usage: "GPUs vgpud leaves alone, by index or UUID (comma-separated)",
 			Action: func(_ *cli.Context, v []string) error { c.ExcludeGPUs = slices.DeleteFunc(v, isEmpty); return nil }},
-		&cli.StringFlag{Name: flagNodeOverrides, Usage: "YAML file of per-node split, memoryScaling, coreScaling, exclude, backend and gpuUsage, by node name or label (usually a ConfigMap key); empty for none", Value: c.NodeOverrides, Destination: &c.NodeOverrides},
+		&cli.StringFlag{Name: flagNodeOverrides, Usage: "YAML file of per-node " + configapi.Keys(c.fileSettings()) + ", by node name or label (usually a ConfigMap key); empty for none", Value: c.NodeOverrides, Destination: &c.NodeOverrides},
 		&cli.Uint64SliceFlag{Name: flagHealthIgnoreXIDs, Usage: "XIDs that do not make a GPU unhealthy (application faults)", Value: cli.NewUint64Slice(c.HealthIgnoreXIDs...),
 			Action: func(_ *cli.Context, v []uint64) error { c.HealthIgnoreXIDs = v; return nil }},
 		&cli.DurationFlag{Name: flagHealthRecovery, Usage: "quiet time after a critical XID before a GPU that answers NVML again is offered again", Value: c.HealthRecovery, Destination: &c.HealthRecovery},

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/vgpud/vgpud/internal/configapi"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 )
 
@@ -97,7 +97,7 @@ nodes:
 		t.Errorf("two matching selectors: %v", err)
 	}
 	// Without a way to read labels, the answer says they are needed.
-	if _, err := c.ForNode("n1", nil); !errors.Is(err, errNeedsLabels) {
+	if _, err := c.ForNode("n1", nil); !errors.Is(err, configapi.ErrNeedsLabels) {
 		t.Errorf("no labels func: %v", err)
 	}
 	if got, err := c.ForNode("special", nil); err != nil || got.Split != 3 {
@@ -154,26 +154,18 @@ func TestForNodeKeepsTheFlagsExcludeList(t *testing.T) {
 	}
 }
 
-// Every setting an entry may change has a file key that errors use, so
-// a finding names what the file says, not the flag.
-func TestEveryOverridableSettingHasAFileKey(t *testing.T) {
-	keys := map[string]bool{}
-	for _, k := range overrideKeys() {
-		keys[k] = true
+// Every key the file may set overrides a flag of the node role, whose
+// findings are then named by the key.
+func TestEveryFileKeyOverridesANodeFlag(t *testing.T) {
+	c := DefaultConfig()
+	flags := map[string]bool{}
+	for _, f := range c.Flags() {
+		flags[f.Names()[0]] = true
 	}
-	typ := reflect.TypeOf(Config{})
-	for i := range typ.NumField() {
-		tag := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
-		if tag == "-" || tag == "" {
-			continue
+	for _, s := range c.fileSettings() {
+		if !flags[s.Flag] {
+			t.Errorf("key %s overrides --%s, which the node role has not", s.Key, s.Flag)
 		}
-		if !keys[tag] {
-			t.Errorf("Config.%s is set by the file as %q, which overrideKeys lacks", typ.Field(i).Name, tag)
-		}
-		delete(keys, tag)
-	}
-	for k := range keys {
-		t.Errorf("overrideKeys names %q, which no Config field has", k)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/vgpud/vgpud/internal/configapi"
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/internal/cordon"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
@@ -146,7 +147,7 @@ func (a *Role) Run(ctx context.Context) error {
 	// The overrides that need no API are read at once. An entry chosen by
 	// label waits for the node's labels, after the hook has connected.
 	cfg, err := a.cfg.ForNode(a.node, nil)
-	byLabel := errors.Is(err, errNeedsLabels)
+	byLabel := errors.Is(err, configapi.ErrNeedsLabels)
 	if err != nil && !byLabel {
 		return err
 	}

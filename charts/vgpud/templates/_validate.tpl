@@ -27,9 +27,9 @@ call at the top of vgpud.yaml.
 {{- end -}}
 {{- range $k, $v := default (dict) .Values.clusterSettings -}}
 {{- if not (has $k (list "nodePolicy" "gpuPolicy" "defaultGPUMemPercentage" "defaultGPUCores")) -}}
-{{- fail (printf "clusterSettings.%s: want nodePolicy, gpuPolicy, defaultGPUMemPercentage or defaultGPUCores" $k) -}}
+{{- fail (printf "clusterSettings.%s: want nodePolicy, gpuPolicy, defaultGPUMemPercentage, defaultGPUCores" $k) -}}
 {{- end -}}
-{{- if not (regexMatch "^[a-z0-9]+$" (toString $v)) -}}
+{{- if not (regexMatch "^[a-z0-9]+(,[a-z0-9]+)*$" (toString $v)) -}}
 {{- fail (printf "clusterSettings.%s %q: want a policy name or a number" $k (toString $v)) -}}
 {{- end -}}
 {{- end -}}
