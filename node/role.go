@@ -337,7 +337,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 			a.log.Warn("MIG devices not offered", "gpu", d.UUID, "skipped", d.MIG.Skipped)
 		}
 	}
-	p := deviceplugin.New(deviceplugin.Options{
+	p := deviceplugin.New(deviceplugin.Params{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
 		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,
 		RuntimeNamesPods: mode == protocol.IdentityRuntime,
@@ -476,6 +476,6 @@ func (a *Role) migParent(uuid string) string {
 }
 
 // sliceOptions are the node's settings that shape every slice it grants.
-func (a *Role) sliceOptions() grant.Options {
-	return grant.Options{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir}
+func (a *Role) sliceOptions() grant.Shape {
+	return grant.Shape{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir}
 }

@@ -61,7 +61,7 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 	}
 	var r *pluginapi.ContainerAllocateResponse
 	if err == nil {
-		r, err = containerResponse(t, p.opts.Resources, grant.Options{Oversubscribe: p.opts.Oversubscribe, Interposer: p.opts.Interposer})
+		r, err = containerResponse(t, p.opts.Resources, grant.Shape{Oversubscribe: p.opts.Oversubscribe, Interposer: p.opts.Interposer})
 		if err != nil {
 			err = &resolveError{pod: t.pod, msg: "node " + p.opts.Node + ": " + err.Error()}
 		}

@@ -100,7 +100,7 @@ func TestAllocateWaitsForTheInformer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := testGPUs(8)
 		pods := newFakePods()
-		p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+		p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 		type result struct {
 			r   *pluginapi.ContainerAllocateResponse
 			err error
@@ -221,7 +221,7 @@ func TestAllocateOutcomesAreObserved(t *testing.T) {
 	g := testGPUs(8)
 	obs := &countingObserver{}
 	pods := newFakePods(boundPod("one", "n1", nil, [][]string{{g[2].UUID}}, []int64{1000}))
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, clock.RealClock{}, quietLog())
 	if _, err := allocate(p, ids(g[2].UUID)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestAllocateEnvOptions(t *testing.T) {
 	if err := grant.PrepareInterposer(dir); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +385,7 @@ func TestDirectRPCs(t *testing.T) {
 func TestIdleWaitsForAllocateInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := testGPUs(8)
-		p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+		p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 		started := time.Now()
 		go func() { _, _ = allocate(p, ids(g[0].UUID)) }() // waits 300 ms for a bound pod that never comes
 		synctest.Wait()                                    // it is in flight
@@ -407,7 +407,7 @@ func TestSettledCatchesABindDuringTheQuietPeriod(t *testing.T) {
 		g := testGPUs(8)
 		pods := newFakePods()
 		fc := clocktesting.NewFakeClock(time.Now())
-		p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, fc, quietLog())
+		p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, fc, quietLog())
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan string, 1)
@@ -459,7 +459,7 @@ func TestAllocateWhereTheRuntimeNamesPodsPicksNoPod(t *testing.T) {
 	g := testGPUs(8)
 	phases := newFakePhases(nil, 0)
 	pod := boundPod("victim", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, clock.RealClock{}, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 // containerResponse is the env and mounts of one container's share, as
 // the guessing path hands it to kubelet.
-func containerResponse(t target, resources protocol.ResourceNames, o grant.Options) (*pluginapi.ContainerAllocateResponse, error) {
+func containerResponse(t target, resources protocol.ResourceNames, o grant.Shape) (*pluginapi.ContainerAllocateResponse, error) {
 	s := grant.For(t.container, string(t.pod.UID), grant.Priority(t.spec, resources), o)
 	if err := grant.MakeCacheDir(s); err != nil {
 		return nil, err

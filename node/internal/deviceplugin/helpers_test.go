@@ -182,7 +182,7 @@ func (b *lockedBuffer) String() string {
 
 func testPlugin(t testing.TB, pods PodSource, phases PhaseWriter) *Plugin {
 	t.Helper()
-	return New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, clock.RealClock{}, quietLog())
+	return New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, clock.RealClock{}, quietLog())
 }
 
 // ids returns kubelet-style device IDs: slice 0 of each GPU.

@@ -26,7 +26,7 @@ func TestInterleavedBinds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	pods := newFakePods()
 	phases := newFakePhases(pods, 20*time.Millisecond)
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, clock.RealClock{}, quietLog())
 
 	const n = 40
 	for i := range n {

@@ -41,8 +41,8 @@ type Observer interface {
 	Registered(err error)
 }
 
-// Options are the plugin's settings.
-type Options struct {
+// Params are what the plugin serves with.
+type Params struct {
 	Node      string
 	Resources protocol.ResourceNames // Resources.GPU is the name registered with kubelet
 	Split     int
@@ -63,7 +63,7 @@ type Options struct {
 type Plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 
-	opts   Options
+	opts   Params
 	gpus   []AdvertisedGPU
 	numa   map[string]int
 	pods   PodSource
@@ -90,7 +90,7 @@ type Plugin struct {
 
 // New returns a plugin for gpus, all healthy. obs may be nil; clk times
 // Allocate's waits and the phase writes it retries.
-func New(opts Options, gpus []AdvertisedGPU, pods PodSource, phases PhaseWriter, obs Observer, clk clock.Clock, log *slog.Logger) *Plugin {
+func New(opts Params, gpus []AdvertisedGPU, pods PodSource, phases PhaseWriter, obs Observer, clk clock.Clock, log *slog.Logger) *Plugin {
 	if obs == nil {
 		obs = noObserver{}
 	}

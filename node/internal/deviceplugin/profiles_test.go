@@ -29,7 +29,7 @@ func TestProfileServersAgainstFakeKubelet(t *testing.T) {
 		{UUID: "MIG-c", Parent: "GPU-p", Profile: "3g.20gb", MemoryMiB: 19968},
 		{UUID: "MIG-d", Parent: "GPU-p", Profile: "1g.5gb+me", MemoryMiB: 4864}, // names no resource
 	}
-	main := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	main := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	s := NewProfileServers(main, gpus, protocol.DefaultResourceNames(), dir, "vgpud.sock", clock.RealClock{}, quietLog())
 	s.retry = 50 * time.Millisecond
 	if got := s.Resources(); !slices.Equal(got, []string{"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}) {

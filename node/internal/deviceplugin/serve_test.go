@@ -40,7 +40,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	for i, d := range devs {
 		gpus[i], uuids[i] = AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: d.MemoryMiB}, d.UUID
 	}
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(health.DefaultIgnoredXIDs, 300*time.Millisecond), p.SetUnhealthy, clock.RealClock{}, quietLog())
@@ -270,7 +270,7 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 // drain, until the test ends; tune adjusts it before it starts.
 func runServer(t *testing.T, dir string, state StateWriter, tune func(*Server)) *Server {
 	t.Helper()
-	p := New(Options{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
+	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
 		[]AdvertisedGPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	s := NewServer(p, dir, "vgpud.sock", state, clock.RealClock{}, quietLog())
 	s.quiet = 50 * time.Millisecond

@@ -17,7 +17,7 @@ import (
 func TestCacheDirsAreSweptWithTheirPods(t *testing.T) {
 	dir := t.TempDir()
 	c := protocol.ContainerAssignment{Name: "app", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 1000}}}
-	gone, live := For(c, "uid-gone", nil, Options{Interposer: dir}), For(c, "uid-live", nil, Options{Interposer: dir})
+	gone, live := For(c, "uid-gone", nil, Shape{Interposer: dir}), For(c, "uid-live", nil, Shape{Interposer: dir})
 	for _, s := range []Slice{gone, live} {
 		if err := MakeCacheDir(s); err != nil {
 			t.Fatal(err)

@@ -32,8 +32,8 @@ const (
 // NVIDIA container runtime then exposes none.
 const Void = "void"
 
-// Options are the node's settings that shape every slice.
-type Options struct {
+// Shape is what the node's settings make of every slice.
+type Shape struct {
 	Oversubscribe bool   // memory scaled above 1
 	Interposer    string // host directory holding libvgpu.so; "" mounts nothing
 }
@@ -60,7 +60,7 @@ type Slice struct {
 
 // For is the slice of container c of the pod with UID podUID. priority
 // is the container's task priority, when it asks one.
-func For(c protocol.ContainerAssignment, podUID string, priority *int, o Options) Slice {
+func For(c protocol.ContainerAssignment, podUID string, priority *int, o Shape) Slice {
 	uuids := make([]string, len(c.GPUs))
 	env := make(map[string]string, len(c.GPUs)+5)
 	for i, g := range c.GPUs {

@@ -10,7 +10,7 @@ import (
 func TestForSetsEverySliceName(t *testing.T) {
 	c := protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1000, Cores: 30}, {UUID: "GPU-b", MemoryMiB: 2000, Cores: 30}}}
 	prio := 1
-	s := For(c, "uid", &prio, Options{})
+	s := For(c, "uid", &prio, Shape{})
 	want := map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-a,GPU-b", "CUDA_DEVICE_MEMORY_LIMIT_0": "1000m", "CUDA_DEVICE_MEMORY_LIMIT_1": "2000m",
 		"CUDA_DEVICE_SM_LIMIT": "30", "CUDA_OVERSUBSCRIBE": "false", "CUDA_TASK_PRIORITY": "1"}
 	if len(s.Env) != len(want) || len(s.Mounts) != 0 || s.CacheDir != "" {
@@ -49,7 +49,7 @@ func TestOwned(t *testing.T) {
 // sees, not its share of the parent.
 func TestForHandsAMIGInstanceWhole(t *testing.T) {
 	c := protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "MIG-a", MemoryMiB: 4864, Cores: 15, MIG: true}}}
-	s := For(c, "uid", nil, Options{Interposer: "/var/lib/vgpud/interposer"})
+	s := For(c, "uid", nil, Shape{Interposer: "/var/lib/vgpud/interposer"})
 	if s.Env["NVIDIA_VISIBLE_DEVICES"] != "MIG-a" || s.Env["CUDA_DEVICE_SM_LIMIT"] != "100" || s.Env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "4864m" {
 		t.Errorf("env %v", s.Env)
 	}

@@ -29,7 +29,7 @@ import (
 type HookOptions struct {
 	Node      string
 	Resources protocol.ResourceNames
-	Slice     grant.Options
+	Slice     grant.Shape
 	// Exempt and Early are namespaces (nrihook.Rules).
 	Exempt, Early []string
 	// MIGParent is the GPU of a MIG device the node lists; "" for none.

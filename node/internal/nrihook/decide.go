@@ -68,7 +68,7 @@ type Container struct {
 type Rules struct {
 	Node      string
 	Resources protocol.ResourceNames
-	Slice     grant.Options
+	Slice     grant.Shape
 	// Exempt says whether a namespace's containers keep every GPU their
 	// image or pod names (the GPU operator's, vgpud's own).
 	Exempt func(namespace string) bool

@@ -104,7 +104,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideGrantIsTheAssignment(t *testing.T) {
-	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Rules{Node: node, Resources: protocol.DefaultResourceNames(), Slice: grant.Options{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
+	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Rules{Node: node, Resources: protocol.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
 	env := d.Slice.Env
 	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
 		t.Fatalf("env = %v", env)

@@ -56,7 +56,7 @@ type Hook struct {
 	mu sync.Mutex
 	// slice is rules.Slice as Settle last set it; unsettled says why no
 	// slice is granted yet (Hold), "" once the node's settings are read.
-	slice     grant.Options
+	slice     grant.Shape
 	unsettled string
 	maker     Maker     // nil: the node makes no MIG instances (yet)
 	pending   []running // found running on made instances before the maker came
@@ -92,7 +92,7 @@ func (h *Hook) Hold(why string) {
 }
 
 // Settle sets the options of the slices the hook grants and ends Hold.
-func (h *Hook) Settle(slice grant.Options) {
+func (h *Hook) Settle(slice grant.Shape) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.slice, h.unsettled = slice, ""

@@ -56,7 +56,7 @@ func TestResolveMade(t *testing.T) {
 	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
 	grantOf := func() Decision {
 		ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
-		return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Options{})}
+		return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Shape{})}
 	}
 	h := New(Rules{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
@@ -89,7 +89,7 @@ func TestResolveMade(t *testing.T) {
 func TestRecordedForRunningContainers(t *testing.T) {
 	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
 	ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
-	d := Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Options{})}
+	d := Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Shape{})}
 	c := Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}
 	h := New(Rules{Node: "n1"}, nil, time.Second, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if _, ok := h.recorded(d, c); ok {
