@@ -124,10 +124,10 @@ func TestListFlagsDropEmptyEntries(t *testing.T) {
 	if err := app.Run([]string{"vgpud", "--exclude-gpus= 0, GPU-1,", "--roles=node,"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Node.ExcludeGPUs, "|"); got != "0|GPU-1" {
+	if got := strings.Join(cfg.Node.GPUs.ExcludeGPUs, "|"); got != "0|GPU-1" {
 		t.Errorf("--exclude-gpus read as %q", got)
 	}
-	if got := strings.Join(cfg.Node.NRIExemptNamespaces, "|"); got != "a|b" {
+	if got := strings.Join(cfg.Node.Identity.NRIExemptNamespaces, "|"); got != "a|b" {
 		t.Errorf("VGPUD_NRI_EXEMPT_NAMESPACES read as %q", got)
 	}
 	if got := strings.Join(cfg.Roles, "|"); got != "node" {

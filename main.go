@@ -107,7 +107,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"},
 				}, append(cluster.ViewFlags(cfg.SchedulerName),
-					withEnv([]cli.Flag{inspectCfg.InspectSocketFlag()})[0],
+					withEnv([]cli.Flag{inspectCfg.Inspect.InspectSocketFlag()})[0],
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
 					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
@@ -125,18 +125,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 						}
 					}
 					if spec := c.String("inject-xid"); spec != "" {
-						return node.InjectXID(c.Context, inspectCfg.InspectSocket, spec, stdout)
+						return node.InjectXID(c.Context, inspectCfg.Inspect.InspectSocket, spec, stdout)
 					}
 					if gpu := c.String("mock-unplug"); gpu != "" {
-						return node.SetMockPlugged(c.Context, inspectCfg.InspectSocket, gpu, false, stdout)
+						return node.SetMockPlugged(c.Context, inspectCfg.Inspect.InspectSocket, gpu, false, stdout)
 					}
 					if gpu := c.String("mock-plug"); gpu != "" {
-						return node.SetMockPlugged(c.Context, inspectCfg.InspectSocket, gpu, true, stdout)
+						return node.SetMockPlugged(c.Context, inspectCfg.Inspect.InspectSocket, gpu, true, stdout)
 					}
 					if spec := c.String("mock-process"); spec != "" {
-						return node.SetMockProcess(c.Context, inspectCfg.InspectSocket, spec, stdout)
+						return node.SetMockProcess(c.Context, inspectCfg.Inspect.InspectSocket, spec, stdout)
 					}
-					return node.Inspect(c.Context, inspectCfg.InspectSocket, c.Bool("json"), c.Bool("ready"), stdout)
+					return node.Inspect(c.Context, inspectCfg.Inspect.InspectSocket, c.Bool("json"), c.Bool("ready"), stdout)
 				},
 			},
 			{

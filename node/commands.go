@@ -10,16 +10,11 @@ import (
 // RunPreflight is `vgpud preflight`: the runtime check the node role runs
 // every minute, once, under cfg's runtime settings.
 func RunPreflight(cfg Config, asJSON bool, stdout io.Writer) error {
-	return runtimecheck.Command(cfg.runtimeOptions(), asJSON, stdout)
+	return runtimecheck.Command(cfg.Runtime, cfg.Identity.NRISocket, asJSON, stdout)
 }
 
 // RunNodeSetup is `vgpud node-setup install|remove` for the runtime cfg
 // names.
 func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
-	return nodesetup.Run(cfg.runtimeOptions(), action, stdout)
-}
-
-// runtimeOptions are the runtime check's settings.
-func (c Config) runtimeOptions() runtimecheck.Options {
-	return runtimecheck.Options{Config: c.RuntimeConfig, NRISocket: c.NRISocket}
+	return nodesetup.Run(cfg.Runtime, cfg.Identity.NRISocket, action, stdout)
 }

@@ -28,8 +28,8 @@ func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.D
 		a.log.Warn("no Events for GPUs that come and go", "err", err)
 	}
 	defer events.Shutdown()
-	tracker := health.NewTracker(a.cfg.HealthIgnoreXIDs, a.cfg.HealthRecovery)
-	scan := rescan.New(lib, a.cfg.RescanInterval, a.od, &a.nvmlMu, a.api.Core, a.node, a.clock, a.log)
+	tracker := health.NewTracker(a.cfg.Health.HealthIgnoreXIDs, a.cfg.Health.HealthRecovery)
+	scan := rescan.New(lib, a.cfg.Rescan.RescanInterval, a.od, &a.nvmlMu, a.api.Core, a.node, a.clock, a.log)
 	for {
 		changed, err := a.generation(ctx, lib, devs, present, pods, mode, tracker, events, scan)
 		if err != nil || !changed || ctx.Err() != nil {
@@ -44,7 +44,7 @@ func (a *Role) generations(ctx context.Context, lib nvml.Interface, devs []gpu.D
 			return fmt.Errorf("the node's GPUs changed, and NVML cannot describe them now (%w); exiting, so that the container starts again with the node's devices", err)
 		}
 		found = slices.DeleteFunc(found, func(d gpu.Device) bool {
-			return slices.Contains(excluded, d.UUID) || slices.Contains(a.cfg.ExcludeGPUs, d.UUID)
+			return slices.Contains(excluded, d.UUID) || slices.Contains(a.cfg.GPUs.ExcludeGPUs, d.UUID)
 		})
 		uuids := make([]string, len(found))
 		for i, d := range found {
@@ -95,7 +95,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 		})
 	}
 	found := make(chan struct{})
-	if a.cfg.RescanInterval > 0 {
+	if a.cfg.Rescan.RescanInterval > 0 {
 		g.Go(func() error {
 			if scan.AwaitChange(gctx, present, devs) {
 				close(found)

@@ -30,8 +30,8 @@ func TestNodeRoleOnNVML(t *testing.T) {
 	want := nvidiaSMI(t)
 	r := startNVMLRole(t, func(*Config) {})
 	devs := r.list(t)
-	if len(devs) != r.cfg.Split*len(want) {
-		t.Fatalf("%d devices advertised, want %d (split %d × %d GPUs)", len(devs), r.cfg.Split*len(want), r.cfg.Split, len(want))
+	if len(devs) != r.cfg.Sharing.Split*len(want) {
+		t.Fatalf("%d devices advertised, want %d (split %d × %d GPUs)", len(devs), r.cfg.Sharing.Split*len(want), r.cfg.Sharing.Split, len(want))
 	}
 	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) == len(want) })
 	for i, g := range inv.GPUs {
@@ -54,7 +54,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 	}
 	t.Logf("Allocate's env for %s-0: %v", uuid, resp.Envs)
 
-	s := waitSnapshot(t, r.cfg.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 })
+	s := waitSnapshot(t, r.cfg.Inspect.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 })
 	if !s.Ready || s.Backend != "nvml" || s.GPUs[0].MemoryUsedMiB != mem || s.GPUs[0].SlicesUsed != 1 {
 		t.Errorf("snapshot %+v", s)
 	}
@@ -64,7 +64,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 	}
 	t.Logf("vgpud inspect:\n%s", view.String())
 	// XIDs can be injected only into mocks; the driver's GPUs refuse.
-	if err := inspect.InjectXID(ctx, r.cfg.InspectSocket, "0", 79); err == nil {
+	if err := inspect.InjectXID(ctx, r.cfg.Inspect.InspectSocket, "0", 79); err == nil {
 		t.Error("an XID was injected into a real GPU")
 	}
 
@@ -95,22 +95,22 @@ func TestNVMLFaultHealth(t *testing.T) {
 	if os.Getenv("VGPUD_TEST_NVML_FAULT") == "" {
 		t.Skip("set VGPUD_TEST_NVML_FAULT to a command that makes a kernel on GPU 0 fault (scripts/nvml/fault.py)")
 	}
-	r := startNVMLRole(t, func(c *Config) { c.HealthIgnoreXIDs, c.HealthRecovery = []uint64{}, 3*time.Second })
-	if devs := r.list(t); len(devs) != r.cfg.Split*len(want) {
-		t.Fatalf("%d devices advertised, want %d", len(devs), r.cfg.Split*len(want))
+	r := startNVMLRole(t, func(c *Config) { c.Health.HealthIgnoreXIDs, c.Health.HealthRecovery = []uint64{}, 3*time.Second })
+	if devs := r.list(t); len(devs) != r.cfg.Sharing.Split*len(want) {
+		t.Fatalf("%d devices advertised, want %d", len(devs), r.cfg.Sharing.Split*len(want))
 	}
 	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) == len(want) && inv.GPUs[0].Healthy })
 	faulted := time.Now()
 	fault(t, inv.GPUs[0].UUID)
 	r.inventory(t, func(inv protocol.Inventory) bool { return !inv.GPUs[0].Healthy })
 	t.Logf("GPU 0 unhealthy in the inventory %v after the fault began", time.Since(faulted))
-	if devs := r.list(t); len(devs) != r.cfg.Split*(len(want)-1) {
-		t.Errorf("%d devices advertised with GPU 0 unhealthy, want %d", len(devs), r.cfg.Split*(len(want)-1))
+	if devs := r.list(t); len(devs) != r.cfg.Sharing.Split*(len(want)-1) {
+		t.Errorf("%d devices advertised with GPU 0 unhealthy, want %d", len(devs), r.cfg.Sharing.Split*(len(want)-1))
 	}
 	r.inventory(t, func(inv protocol.Inventory) bool { return inv.GPUs[0].Healthy })
 	t.Logf("GPU 0 healthy again %v after the fault began (quiet period 3s)", time.Since(faulted))
-	if devs := r.list(t); len(devs) != r.cfg.Split*len(want) {
-		t.Errorf("%d devices advertised after recovery, want %d", len(devs), r.cfg.Split*len(want))
+	if devs := r.list(t); len(devs) != r.cfg.Sharing.Split*len(want) {
+		t.Errorf("%d devices advertised after recovery, want %d", len(devs), r.cfg.Sharing.Split*len(want))
 	}
 	r.waitLog(t, `msg="critical XID: GPU unhealthy"`)
 	r.waitLog(t, `msg="GPUs recovered after a quiet period"`)
@@ -129,7 +129,7 @@ func TestNVMLInterposerHoldsTheSlice(t *testing.T) {
 	if dir == "" || probe == "" {
 		t.Skip("set VGPUD_TEST_NVML_INTERPOSER to a directory holding HAMi-core's libvgpu.so and VGPUD_TEST_NVML_PROBE to scripts/nvml/probe.py's command")
 	}
-	r := startNVMLRole(t, func(c *Config) { c.InterposerDir = dir })
+	r := startNVMLRole(t, func(c *Config) { c.Slices.InterposerDir = dir })
 	r.list(t)
 	inv := r.inventory(t, func(inv protocol.Inventory) bool { return len(inv.GPUs) > 0 })
 	mem := inv.GPUs[0].MemoryMiB / 4

@@ -56,10 +56,10 @@ func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	}
 	r.kube = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	r.cfg = DefaultConfig()
-	r.cfg.GPUBackend, r.cfg.DevicePluginDir, r.cfg.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
-	r.cfg.AllocateWait, r.cfg.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
-	r.cfg.NRISocket = filepath.Join(dir, "no-nri.sock")              // the guessing path, whatever this machine runs
-	r.cfg.RuntimeConfig = ""                                         // no runtime check: this machine's files are not the test's
+	r.cfg.GPUs.GPUBackend, r.cfg.Plugin.DevicePluginDir, r.cfg.Inspect.InspectSocket = "nvml", dir, filepath.Join(dir, "inspect.sock")
+	r.cfg.Plugin.AllocateWait, r.cfg.Plugin.PodResourcesSocket = 2*time.Second, "" // the fake kubelet has no PodResources
+	r.cfg.Identity.NRISocket = filepath.Join(dir, "no-nri.sock")                   // the guessing path, whatever this machine runs
+	r.cfg.Runtime.RuntimeConfig = ""                                               // no runtime check: this machine's files are not the test's
 	tune(&r.cfg)
 	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,29 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/vgpud/vgpud/internal/configapi"
-	"github.com/vgpud/vgpud/node/internal/gpu"
-	"github.com/vgpud/vgpud/node/internal/usage"
-	"github.com/vgpud/vgpud/protocol"
 )
-
-// fileSettings are the settings node-overrides.yaml may change for the
-// nodes an entry selects, bound to c: each key, the flag it overrides
-// and the field it sets (configapi). backend is for test clusters whose
-// nodes mock different machines; a real node keeps "nvml".
-func (c *Config) fileSettings() []configapi.Setting {
-	return []configapi.Setting{
-		configapi.Bind("split", flagSplit, &c.Split).Range(MinSplit, MaxSplit),
-		configapi.Bind("memoryScaling", flagMemoryScaling, &c.MemoryScaling),
-		configapi.Bind("coreScaling", flagCoreScaling, &c.CoreScaling),
-		configapi.Bind("exclude", flagExcludeGPUs, &c.ExcludeGPUs),
-		configapi.Bind("backend", flagGPUBackend, &c.GPUBackend),
-		configapi.Bind("gpuUsage", flagGPUUsage, &c.GPUUsage).OneOf(usage.Modes...),
-		configapi.Bind("migOnDemand", flagMIGOnDemand, &c.MIGOnDemand),
-	}
-}
 
 // OverrideSettings are the keys node-overrides.yaml may set, for the
 // docs and the chart.
@@ -43,11 +23,13 @@ func OverrideSettings() []configapi.Setting {
 // the node's entry is checked by Validate like the flags. The entry's
 // lists are its own, never the flags' backing arrays.
 func (c Config) ForNode(node string, labels func() (map[string]string, error)) (Config, error) {
-	if c.NodeOverrides == "" {
+	if c.Overrides.NodeOverrides == "" {
 		return c, nil
 	}
-	fail := func(err error) (Config, error) { return c, fmt.Errorf("node overrides %s: %w", c.NodeOverrides, err) }
-	raw, err := configapi.ReadFile(c.NodeOverrides)
+	fail := func(err error) (Config, error) {
+		return c, fmt.Errorf("node overrides %s: %w", c.Overrides.NodeOverrides, err)
+	}
+	raw, err := configapi.ReadFile(c.Overrides.NodeOverrides)
 	if err != nil {
 		return fail(err)
 	}
@@ -65,68 +47,7 @@ func (c Config) ForNode(node string, labels func() (map[string]string, error)) (
 	o := c
 	entries[pick].Apply(o.fileSettings())
 	if errs := o.Validate(); len(errs) > 0 {
-		return c, fmt.Errorf("node overrides %s: %s on node %s: %w", c.NodeOverrides, configapi.Path(pick), node, configapi.InFileTerms(errs, o.fileSettings()).ToAggregate())
+		return c, fmt.Errorf("node overrides %s: %s on node %s: %w", c.Overrides.NodeOverrides, configapi.Path(pick), node, configapi.InFileTerms(errs, o.fileSettings()).ToAggregate())
 	}
 	return o, nil
-}
-
-// Bounds of the settings a node override may change, shared by the flags
-// and the overrides file: MinSplit..MaxSplit virtual devices per GPU, and
-// scaling factors above 0 and at most MaxScaling.
-const (
-	MinSplit   = 1
-	MaxSplit   = protocol.MaxSplit
-	MaxScaling = protocol.MaxScaledCores / 100
-)
-
-// SplitProblem says what is wrong with a split value, "" if nothing.
-func SplitProblem(n int) string {
-	if n < MinSplit || n > MaxSplit {
-		return fmt.Sprintf("want %d..%d", MinSplit, MaxSplit)
-	}
-	return ""
-}
-
-// ScalingProblem says what is wrong with a memory or core scaling factor,
-// "" if nothing.
-func ScalingProblem(f float64) string {
-	if f <= 0 || f > MaxScaling {
-		return fmt.Sprintf("want a factor above 0 and at most %d (1 = no oversubscription)", MaxScaling)
-	}
-	return ""
-}
-
-// Excluded drops the GPUs named in c.Exclude by index or UUID. An entry
-// that matches no GPU is an error: it is a typo or the wrong node.
-func (c Config) Excluded(devs []gpu.Device) ([]gpu.Device, error) {
-	out, unmatched := c.exclude(devs)
-	if len(unmatched) > 0 {
-		return nil, fmt.Errorf("exclude %q matches no GPU on this node; want an index 0..%d or one of its UUIDs", unmatched[0], len(devs)-1)
-	}
-	return out, nil
-}
-
-// exclude is devs without the excluded GPUs, and the exclusions that
-// match none: after a rescan, a GPU excluded by UUID may be the one gone.
-func (c Config) exclude(devs []gpu.Device) ([]gpu.Device, []string) {
-	matched := make([]bool, len(c.ExcludeGPUs))
-	var out []gpu.Device
-	for _, d := range devs {
-		hit := false
-		for i, e := range c.ExcludeGPUs {
-			if e == d.UUID || e == strconv.Itoa(d.Index) {
-				matched[i], hit = true, true
-			}
-		}
-		if !hit {
-			out = append(out, d)
-		}
-	}
-	var unmatched []string
-	for i, ok := range matched {
-		if !ok {
-			unmatched = append(unmatched, c.ExcludeGPUs[i])
-		}
-	}
-	return out, unmatched
 }

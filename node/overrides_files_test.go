@@ -82,16 +82,18 @@ func TestShippedOverridesLoad(t *testing.T) {
 		check      map[string]func(Config) bool
 	}{
 		{"manifest", shippedFile(t, "../manifests/vgpud.yaml", "node-overrides.yaml"), map[string]func(Config) bool{
-			"gpu-1": func(c Config) bool { return c.Split == 10 && c.GPUBackend == "nvml" },
+			"gpu-1": func(c Config) bool { return c.Sharing.Split == 10 && c.GPUs.GPUBackend == "nvml" },
 		}},
 		{"mock overlay", shippedFile(t, "../manifests/mock/overlay/kustomization.yaml", "node-overrides.yaml"), map[string]func(Config) bool{
-			"vgpud-node-3": func(c Config) bool { return strings.HasPrefix(c.GPUBackend, "fake:1xNVIDIA L4") },
-			"vgpud-node":   func(c Config) bool { return c.GPUUsage == "enforce" },
-			"vgpud-node-2": func(c Config) bool { return c.GPUUsage == "report" },
+			"vgpud-node-3": func(c Config) bool { return strings.HasPrefix(c.GPUs.GPUBackend, "fake:1xNVIDIA L4") },
+			"vgpud-node":   func(c Config) bool { return c.Usage.GPUUsage == "enforce" },
+			"vgpud-node-2": func(c Config) bool { return c.Usage.GPUUsage == "report" },
 		}},
 		{"docs", docsExample(t, "../docs/settings.md", "## Per-node overrides"), map[string]func(Config) bool{
-			"gpu-node-7":  func(c Config) bool { return c.Split == 4 && c.MemoryScaling == 1.5 && len(c.ExcludeGPUs) == 2 },
-			"test-node-3": func(c Config) bool { return strings.HasPrefix(c.GPUBackend, "fake:") },
+			"gpu-node-7": func(c Config) bool {
+				return c.Sharing.Split == 4 && c.Sharing.MemoryScaling == 1.5 && len(c.GPUs.ExcludeGPUs) == 2
+			},
+			"test-node-3": func(c Config) bool { return strings.HasPrefix(c.GPUs.GPUBackend, "fake:") },
 		}},
 	} {
 		path := filepath.Join(t.TempDir(), "node-overrides.yaml")
@@ -99,11 +101,11 @@ func TestShippedOverridesLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := DefaultConfig()
-		c.NodeOverrides = path
+		c.Overrides.NodeOverrides = path
 		for node, ok := range tc.check {
 			got, err := c.ForNode(node, labels(map[string]string{}))
 			if err != nil || !ok(got) {
-				t.Errorf("%s, node %s: %v; split %d, backend %q, gpuUsage %q", tc.name, node, err, got.Split, got.GPUBackend, got.GPUUsage)
+				t.Errorf("%s, node %s: %v; split %d, backend %q, gpuUsage %q", tc.name, node, err, got.Sharing.Split, got.GPUs.GPUBackend, got.Usage.GPUUsage)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ func writeOverrides(t *testing.T, s string) Config {
 		t.Fatal(err)
 	}
 	c := DefaultConfig()
-	c.NodeOverrides = path
+	c.Overrides.NodeOverrides = path
 	return c
 }
 
@@ -40,17 +40,17 @@ func TestForNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Split != 4 || a.MemoryScaling != 1.5 || a.CoreScaling != 1 || len(a.ExcludeGPUs) != 1 {
+	if a.Sharing.Split != 4 || a.Sharing.MemoryScaling != 1.5 || a.Sharing.CoreScaling != 1 || len(a.GPUs.ExcludeGPUs) != 1 {
 		t.Errorf("node a: %+v", a)
 	}
-	if a.GPUBackend != "nvml" || a.InspectSocket != c.InspectSocket {
-		t.Errorf("node a: backend %q, inspect socket %q: want the flags' values kept", a.GPUBackend, a.InspectSocket)
+	if a.GPUs.GPUBackend != "nvml" || a.Inspect.InspectSocket != c.Inspect.InspectSocket {
+		t.Errorf("node a: backend %q, inspect socket %q: want the flags' values kept", a.GPUs.GPUBackend, a.Inspect.InspectSocket)
 	}
-	if b, err := c.ForNode("b", noLabels(t)); err != nil || b.GPUBackend != "fake:4xNVIDIA L4:23034" {
-		t.Errorf("node b: backend %q, %v", b.GPUBackend, err)
+	if b, err := c.ForNode("b", noLabels(t)); err != nil || b.GPUs.GPUBackend != "fake:4xNVIDIA L4:23034" {
+		t.Errorf("node b: backend %q, %v", b.GPUs.GPUBackend, err)
 	}
 	other, err := c.ForNode("zzz", noLabels(t))
-	if err != nil || other.Split != 10 || other.ExcludeGPUs != nil {
+	if err != nil || other.Sharing.Split != 10 || other.GPUs.ExcludeGPUs != nil {
 		t.Errorf("unlisted node: %+v, %v", other, err)
 	}
 }
@@ -58,8 +58,8 @@ func TestForNode(t *testing.T) {
 // A file written before it had a version reads as v1.
 func TestForNodeWithoutVersion(t *testing.T) {
 	a, err := writeOverrides(t, "nodes:\n- name: a\n  split: 4\n").ForNode("a", noLabels(t))
-	if err != nil || a.Split != 4 {
-		t.Fatalf("split %d, %v", a.Split, err)
+	if err != nil || a.Sharing.Split != 4 {
+		t.Fatalf("split %d, %v", a.Sharing.Split, err)
 	}
 }
 
@@ -87,8 +87,8 @@ nodes:
 		{"special", map[string]string{"gpu": "l4"}, 3},
 	} {
 		got, err := c.ForNode(tc.node, labels(tc.labels))
-		if err != nil || got.Split != tc.split {
-			t.Errorf("node %s %v: split %d, %v; want %d", tc.node, tc.labels, got.Split, err, tc.split)
+		if err != nil || got.Sharing.Split != tc.split {
+			t.Errorf("node %s %v: split %d, %v; want %d", tc.node, tc.labels, got.Sharing.Split, err, tc.split)
 		}
 	}
 	// Two selectors that both match leave the choice to their order: refused.
@@ -100,8 +100,8 @@ nodes:
 	if _, err := c.ForNode("n1", nil); !errors.Is(err, configapi.ErrNeedsLabels) {
 		t.Errorf("no labels func: %v", err)
 	}
-	if got, err := c.ForNode("special", nil); err != nil || got.Split != 3 {
-		t.Errorf("a named node needs no labels: split %d, %v", got.Split, err)
+	if got, err := c.ForNode("special", nil); err != nil || got.Sharing.Split != 3 {
+		t.Errorf("a named node needs no labels: split %d, %v", got.Sharing.Split, err)
 	}
 	broken := writeOverrides(t, "nodes:\n- selector: {matchLabels: {gpu: l4}}\n  split: 2\n")
 	if _, err := broken.ForNode("n1", func() (map[string]string, error) { return nil, errors.New("apiserver down") }); err == nil || !strings.Contains(err.Error(), "apiserver down") {
@@ -136,21 +136,21 @@ func TestForNodeRejects(t *testing.T) {
 // select.
 func TestForNodeKeepsTheFlagsExcludeList(t *testing.T) {
 	c := writeOverrides(t, "nodes:\n- name: gpu-a\n  exclude: [\"3\"]\n- name: gpu-c\n  split: 2\n")
-	c.ExcludeGPUs = []string{"0", "1"}
+	c.GPUs.ExcludeGPUs = []string{"0", "1"}
 	for node, want := range map[string]string{"gpu-a": "3", "gpu-b": "0,1", "gpu-c": "0,1"} {
 		got, err := c.ForNode(node, noLabels(t))
-		if err != nil || strings.Join(got.ExcludeGPUs, ",") != want {
-			t.Errorf("%s: exclude %q, %v; want %s", node, got.ExcludeGPUs, err, want)
+		if err != nil || strings.Join(got.GPUs.ExcludeGPUs, ",") != want {
+			t.Errorf("%s: exclude %q, %v; want %s", node, got.GPUs.ExcludeGPUs, err, want)
 		}
 	}
-	if strings.Join(c.ExcludeGPUs, ",") != "0,1" {
-		t.Errorf("the flags' list became %q", c.ExcludeGPUs)
+	if strings.Join(c.GPUs.ExcludeGPUs, ",") != "0,1" {
+		t.Errorf("the flags' list became %q", c.GPUs.ExcludeGPUs)
 	}
 	// An explicit empty list excludes nothing on that node.
 	none := writeOverrides(t, "nodes:\n- name: gpu-a\n  exclude: []\n")
-	none.ExcludeGPUs = []string{"0"}
-	if got, err := none.ForNode("gpu-a", noLabels(t)); err != nil || len(got.ExcludeGPUs) != 0 {
-		t.Errorf("exclude []: %q, %v", got.ExcludeGPUs, err)
+	none.GPUs.ExcludeGPUs = []string{"0"}
+	if got, err := none.ForNode("gpu-a", noLabels(t)); err != nil || len(got.GPUs.ExcludeGPUs) != 0 {
+		t.Errorf("exclude []: %q, %v", got.GPUs.ExcludeGPUs, err)
 	}
 }
 
@@ -172,13 +172,13 @@ func TestEveryFileKeyOverridesANodeFlag(t *testing.T) {
 func TestExcluded(t *testing.T) {
 	devs := []gpu.Device{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}, {Index: 2, UUID: "GPU-c"}}
 	c := DefaultConfig()
-	c.ExcludeGPUs = []string{"0", "GPU-c"}
-	got, err := c.Excluded(devs)
+	c.GPUs.ExcludeGPUs = []string{"0", "GPU-c"}
+	got, err := c.GPUs.Excluded(devs)
 	if err != nil || len(got) != 1 || got[0].UUID != "GPU-b" {
 		t.Fatalf("Excluded = %v, %v", got, err)
 	}
-	c.ExcludeGPUs = []string{"9"}
-	if _, err := c.Excluded(devs); err == nil || !strings.Contains(err.Error(), "matches no GPU") {
+	c.GPUs.ExcludeGPUs = []string{"9"}
+	if _, err := c.GPUs.Excluded(devs); err == nil || !strings.Contains(err.Error(), "matches no GPU") {
 		t.Fatalf("err = %v", err)
 	}
 }

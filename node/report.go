@@ -62,7 +62,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 	a.mu.Lock()
 	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
 	a.mu.Unlock()
-	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
+	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUs.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
 		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
 	}

@@ -111,11 +111,10 @@ type Role struct {
 func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string,
 	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	metrics := nodemetrics.New(reg)
-	use := gpuuse.New(gpuuse.Options{Mode: cfg.GPUUsage, Period: cfg.GPUUsagePeriod, MarginMiB: cfg.GPUUsageMargin, ReserveMiB: cfg.GPUUsageReserve, Record: cfg.GPUUsageRecord},
-		nodeName, metrics, clk, log)
+	use := gpuuse.New(cfg.Usage, nodeName, metrics, clk, log)
 	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: migondemand.RecordWait,
 		cordon:  cordon.New(api.Core, nodeName, log),
-		runtime: runtimecheck.New(cfg.runtimeOptions(), api.Core, nodeName, metrics, clk, log)}
+		runtime: runtimecheck.New(cfg.Runtime, cfg.Identity.NRISocket, api.Core, nodeName, metrics, clk, log)}
 }
 
 // Ready reports whether the plugin is registered with kubelet, and why not.
@@ -133,7 +132,7 @@ func (a *Role) Ready() (bool, string) {
 	}
 	if a.hook != nil {
 		if up, _ := a.hook.Connected(); !up {
-			return false, "NRI hook not connected to the container runtime at " + a.cfg.NRISocket
+			return false, "NRI hook not connected to the container runtime at " + a.cfg.Identity.NRISocket
 		}
 	}
 	return true, ""
@@ -154,8 +153,8 @@ func (a *Role) Run(ctx context.Context) error {
 	if !byLabel {
 		a.cfg = cfg
 	}
-	if a.cfg.InterposerDir != "" {
-		if err := grant.PrepareInterposer(a.cfg.InterposerDir); err != nil {
+	if a.cfg.Slices.InterposerDir != "" {
+		if err := grant.PrepareInterposer(a.cfg.Slices.InterposerDir); err != nil {
 			return err
 		}
 	}
@@ -174,8 +173,8 @@ func (a *Role) Run(ctx context.Context) error {
 	// The hook connects before anything else, the GPUs and the API
 	// included: after a reboot the runtime creates no container on this
 	// node without it, the network's and the GPU driver's among them.
-	mode := identity.Mode(a.cfg.NRISocket, a.log)
-	socket := a.cfg.NRISocket
+	mode := identity.Mode(a.cfg.Identity.NRISocket, a.log)
+	socket := a.cfg.Identity.NRISocket
 	var hook *nrihook.Hook
 	if mode == protocol.IdentityRuntime {
 		hook = identity.NewHook(a.hookOptions(), pods, a.use.Granted(), a.metrics, a.clock, a.log)
@@ -219,7 +218,7 @@ func (a *Role) Run(ctx context.Context) error {
 // (serve); started says whether the plugin took over stopping the pod
 // informer.
 func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
-	lib, err := gpu.Open(a.cfg.GPUBackend, a.node)
+	lib, err := gpu.Open(a.cfg.GPUs.GPUBackend, a.node)
 	if err != nil {
 		return false, err
 	}
@@ -233,12 +232,12 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 		mock = m
 	}
 	g.Go(func() error {
-		return inspect.Serve(ctx, a.cfg.InspectSocket, a.snapshot, mock, a.log.With("component", "inspect"))
+		return inspect.Serve(ctx, a.cfg.Inspect.InspectSocket, a.snapshot, mock, a.log.With("component", "inspect"))
 	})
-	if a.cfg.InterposerDir != "" {
+	if a.cfg.Slices.InterposerDir != "" {
 		// Also where the runtime names pods: directories the guessing
 		// path (or an older vgpud) left behind.
-		g.Go(func() error { grant.Sweep(ctx, a.cfg.InterposerDir, pods, a.clock, a.log); return nil })
+		g.Go(func() error { grant.Sweep(ctx, a.cfg.Slices.InterposerDir, pods, a.clock, a.log); return nil })
 	}
 	return a.serve(ctx, g, lib, pods, stopPods, mode)
 }
@@ -247,7 +246,7 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
 func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
-	if a.record, err = migondemand.LockRecord(ctx, a.migOptions(), a.recordWait, a.log, a.setNotReady); err != nil || ctx.Err() != nil {
+	if a.record, err = migondemand.LockRecord(ctx, a.cfg.MIG, a.recordWait, a.log, a.setNotReady); err != nil || ctx.Err() != nil {
 		return false, err
 	}
 	defer func() {
@@ -258,7 +257,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	if m, ok := lib.(*gpu.Mock); ok {
 		// Under the lock: the instances the replaced pod's mock made
 		// in its last pass are in the file by then.
-		if err := migondemand.KeepMock(a.migOptions(), a.node, m); err != nil {
+		if err := migondemand.KeepMock(a.cfg.MIG, a.node, m); err != nil {
 			return false, err
 		}
 		if err := a.use.KeepMockProcesses(m); err != nil {
@@ -273,13 +272,13 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		return false, err
 	}
 	all := devs
-	if devs, err = a.cfg.Excluded(all); err != nil {
+	if devs, err = a.cfg.GPUs.Excluded(all); err != nil {
 		return false, err
 	}
 	// Excluded by UUID from now on: NVML renumbers GPUs when one comes
 	// or goes, and an index would then name another.
 	excluded, _ := rescan.Diff(devs, all)
-	if a.od, err = migondemand.Open(a.migOptions(), lib, devs, mode, a.log); err != nil {
+	if a.od, err = migondemand.Open(a.cfg.MIG, lib, devs, mode, a.log); err != nil {
 		return false, err
 	}
 	a.setNotReady("waiting for this node's pods to sync")
@@ -304,7 +303,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		defer a.record.Release() // after the maker's last pass
 		return a.generations(ctx, lib, devs, excluded, present, pods, mode)
 	})
-	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Split, "backend", a.cfg.GPUBackend, "identity", mode)
+	a.log.Info("node role serving", "node", a.node, "gpus", len(devs), "split", a.cfg.Sharing.Split, "backend", a.cfg.GPUs.GPUBackend, "identity", mode)
 	return true, nil
 }
 
@@ -326,7 +325,7 @@ type nodeParts struct {
 // build makes the parts that serve devs and wires them to each other and
 // to the role's state, which inspect and readiness read.
 func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, mode string, tracker *health.Tracker) *nodeParts {
-	scaling := inventory.Scaling{Split: a.cfg.Split, Memory: a.cfg.MemoryScaling, Cores: a.cfg.CoreScaling}
+	scaling := inventory.Scaling{Split: a.cfg.Sharing.Split, Memory: a.cfg.Sharing.MemoryScaling, Cores: a.cfg.Sharing.CoreScaling}
 	// The tracker outlives a rescan: a GPU that was unhealthy stays so
 	// until its quiet period ends, whatever the rescan found.
 	unhealthy := tracker.Unhealthy()
@@ -338,21 +337,21 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		}
 	}
 	p := deviceplugin.New(deviceplugin.Params{
-		Node: a.node, Resources: a.resources, Split: a.cfg.Split,
-		Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir, ResolveWait: a.cfg.AllocateWait,
+		Node: a.node, Resources: a.resources, Split: a.cfg.Sharing.Split,
+		Oversubscribe: a.cfg.Sharing.MemoryScaling > 1, Interposer: a.cfg.Slices.InterposerDir, ResolveWait: a.cfg.Plugin.AllocateWait,
 		RuntimeNamesPods: mode == protocol.IdentityRuntime,
 	}, gpus, pods, nodepods.NewPhaseWriter(a.api.Core), a.metrics, a.clock, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
-	parts.server = deviceplugin.NewServer(p, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, parts.publisher, a.clock, a.log.With("component", "plugin"))
-	if a.cfg.PodResourcesSocket != "" && a.cfg.Pod != "" {
+	parts.server = deviceplugin.NewServer(p, a.cfg.Plugin.DevicePluginDir, a.cfg.Plugin.DevicePluginSocket, parts.publisher, a.clock, a.log.With("component", "plugin"))
+	if a.cfg.Plugin.PodResourcesSocket != "" && a.cfg.Pod != "" {
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {
-			return kubeletapi.ListPods(ctx, a.cfg.PodResourcesSocket)
+			return kubeletapi.ListPods(ctx, a.cfg.Plugin.PodResourcesSocket)
 		})
 	}
 	switch {
-	case !a.cfg.MIGProfileResources:
+	case !a.cfg.Plugin.MIGProfileResources:
 	case mode == protocol.IdentityRuntime:
-		parts.profiles = deviceplugin.NewProfileServers(p, gpus, a.resources, a.cfg.DevicePluginDir, a.cfg.DevicePluginSocket, a.clock, a.log.With("component", "mig-profiles"))
+		parts.profiles = deviceplugin.NewProfileServers(p, gpus, a.resources, a.cfg.Plugin.DevicePluginDir, a.cfg.Plugin.DevicePluginSocket, a.clock, a.log.With("component", "mig-profiles"))
 	case slices.ContainsFunc(gpus, func(g deviceplugin.AdvertisedGPU) bool { return g.Parent != "" }):
 		// Where kubelet's device IDs say which pod gets which instance,
 		// an instance counted under two resources could go to two pods.
@@ -396,7 +395,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	parts.health = health.NewWatcher(lib, uuids, tracker, onHealth, a.clock, a.log.With("component", "health"))
 	// Where the runtime names pods, kubelet's device IDs are bookkeeping
 	// only, not the pod's GPUs: there is nothing to cross-check.
-	if a.cfg.PodResourcesSocket != "" && mode == protocol.IdentityGuessed {
+	if a.cfg.Plugin.PodResourcesSocket != "" && mode == protocol.IdentityGuessed {
 		parts.check = a.podResourcesCheck(ctx, pods, parts)
 	}
 	return parts
@@ -415,7 +414,7 @@ func (a *Role) podResourcesCheck(ctx context.Context, pods *nodepods.Index, part
 	parts.events = events
 	report := events.As(corev1.EventTypeWarning, "Checking")
 	return &deviceplugin.PodResourcesCheck{
-		Node: a.node, Socket: a.cfg.PodResourcesSocket, Resource: a.resources.GPU, Pods: pods, Period: a.cfg.PodResourcesPeriod,
+		Node: a.node, Socket: a.cfg.Plugin.PodResourcesSocket, Resource: a.resources.GPU, Pods: pods, Period: a.cfg.Plugin.PodResourcesPeriod,
 		Report: func(m deviceplugin.Mismatch) {
 			a.metrics.PodResourcesMismatch()
 			if err == nil {
@@ -444,15 +443,10 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 	}
 }
 
-// migOptions are the settings of MIG on demand.
-func (a *Role) migOptions() migondemand.Options {
-	return migondemand.Options{GPUs: a.cfg.MIGOnDemand, Profiles: a.cfg.MIGOnDemandProfiles, Record: a.cfg.MIGRecord}
-}
-
 // hookOptions are the settings the NRI hook decides by.
 func (a *Role) hookOptions() identity.HookOptions {
 	return identity.HookOptions{Node: a.node, Resources: a.resources, Slice: a.sliceOptions(),
-		Exempt: a.cfg.NRIExemptNamespaces, Early: a.cfg.NRIEarlyNamespaces, MIGParent: a.migParent}
+		Exempt: a.cfg.Identity.NRIExemptNamespaces, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent}
 }
 
 // migParent is the GPU of the node's MIG device uuid, as the node's
@@ -477,5 +471,5 @@ func (a *Role) migParent(uuid string) string {
 
 // sliceOptions are the node's settings that shape every slice it grants.
 func (a *Role) sliceOptions() grant.Shape {
-	return grant.Shape{Oversubscribe: a.cfg.MemoryScaling > 1, Interposer: a.cfg.InterposerDir}
+	return grant.Shape{Oversubscribe: a.cfg.Sharing.MemoryScaling > 1, Interposer: a.cfg.Slices.InterposerDir}
 }

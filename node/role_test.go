@@ -46,14 +46,14 @@ func TestNodeRole(t *testing.T) {
 	defer kubelet.Stop()
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	cfg := DefaultConfig()
-	cfg.GPUBackend, cfg.DevicePluginDir, cfg.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
-	cfg.HealthRecovery, cfg.AllocateWait, cfg.RescanInterval = time.Hour, 500*time.Millisecond, 50*time.Millisecond
+	cfg.GPUs.GPUBackend, cfg.Plugin.DevicePluginDir, cfg.Inspect.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
+	cfg.Health.HealthRecovery, cfg.Plugin.AllocateWait, cfg.Rescan.RescanInterval = time.Hour, 500*time.Millisecond, 50*time.Millisecond
 	// No NRI socket, whatever this machine runs: the guessing path. (The
 	// runtime hook is proven against a real containerd in the e2e suite.)
-	cfg.NRISocket = filepath.Join(dir, "no-nri.sock")
+	cfg.Identity.NRISocket = filepath.Join(dir, "no-nri.sock")
 	// The runtime check reads a containerd configuration that imports
 	// the shipped drop-in.
-	cfg.RuntimeConfig = "containerd:" + containerdConfig(t, dir)
+	cfg.Runtime.RuntimeConfig = "containerd:" + containerdConfig(t, dir)
 	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -99,7 +99,7 @@ func TestNodeRole(t *testing.T) {
 		t.Errorf("Allocate with nothing bound: %v", err)
 	}
 
-	s := waitSnapshot(t, cfg.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated" })
+	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated" })
 	if !s.Ready || s.Registration.Count != 1 || s.Leader != "vgpud-abc" || s.GPUs[4].MemoryUsedMiB != 5000 || s.GPUs[4].SlicesUsed != 1 {
 		t.Errorf("snapshot %+v", s)
 	}
@@ -119,7 +119,7 @@ func TestNodeRole(t *testing.T) {
 	}
 
 	// An XID injected through the inspect socket flags the GPU.
-	if err := inspect.InjectXID(ctx, cfg.InspectSocket, "2", 79); err != nil {
+	if err := inspect.InjectXID(ctx, cfg.Inspect.InspectSocket, "2", 79); err != nil {
 		t.Fatal(err)
 	}
 	waitInventory(t, kube, func(inv protocol.Inventory) bool { return !inv.GPUs[2].Healthy })
@@ -131,7 +131,7 @@ func TestNodeRole(t *testing.T) {
 	// registers again with kubelet, publishes them, and says so on the
 	// Node; GPU 2 stays unhealthy through it. Put back, it returns.
 	gone := inv.GPUs[7].UUID
-	if err := inspect.SetPlugged(ctx, cfg.InspectSocket, "7", false); err != nil {
+	if err := inspect.SetPlugged(ctx, cfg.Inspect.InspectSocket, "7", false); err != nil {
 		t.Fatal(err)
 	}
 	after := waitInventory(t, kube, func(inv protocol.Inventory) bool { return len(inv.GPUs) == 7 })
@@ -172,7 +172,7 @@ func TestNodeRole(t *testing.T) {
 	}); err != nil {
 		t.Error("no GPUsChanged Event on the Node naming the GPU gone")
 	}
-	if err := inspect.SetPlugged(ctx, cfg.InspectSocket, gone, true); err != nil {
+	if err := inspect.SetPlugged(ctx, cfg.Inspect.InspectSocket, gone, true); err != nil {
 		t.Fatal(err)
 	}
 	waitInventory(t, kube, func(inv protocol.Inventory) bool { return len(inv.GPUs) == 8 && inv.GPUs[7].UUID == gone })

@@ -22,8 +22,8 @@ func (w *Watch) Snapshot() *inspect.GPUUse {
 		return nil
 	}
 	v, at := e.Last()
-	out := &inspect.GPUUse{Mode: w.opts.Mode, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{}}
-	margin := uint64(w.opts.MarginMiB) << 20
+	out := &inspect.GPUUse{Mode: w.opts.GPUUsage, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{}}
+	margin := uint64(w.opts.GPUUsageMargin) << 20
 	stuck := map[string]bool{}
 	for _, u := range v.Stuck {
 		stuck[u.Container.ID+"/"+u.GPU] = true
@@ -72,7 +72,7 @@ func (w *Watch) Snapshot() *inspect.GPUUse {
 // protocol.UsagePublishEvery, and only when it changed by more than
 // rounding (64 MiB, 5 % SM), so an idle node writes nothing.
 func (w *Watch) Publish(ctx context.Context, pub *inventory.Publisher) error {
-	if w.opts.Mode == usage.Off.String() {
+	if w.opts.GPUUsage == usage.Off.String() {
 		// What an earlier run published would otherwise show for good.
 		if err := pub.ClearUsage(ctx); err != nil {
 			w.log.Warn("clear GPU usage annotation", "err", err)

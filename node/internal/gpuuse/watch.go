@@ -31,18 +31,6 @@ type Metrics interface {
 	ReportUsage(last func() usage.Verdict)
 }
 
-// Options are the node's GPU-usage settings, validated by the node's
-// Config (Mode parses).
-type Options struct {
-	Mode       string        // off, report or enforce (usage.Modes)
-	Period     time.Duration // between samples
-	MarginMiB  int64         // room past a slice before a container is over
-	ReserveMiB int64         // of each GPU its processes may not take together
-	// Record is the file the enforcer remembers in; "{node}" in it is
-	// the node's name; "" keeps it in memory only.
-	Record string
-}
-
 // Watch is the node's GPU-usage part for the role's life: one enforcer
 // per generation of GPUs, one register of granted containers and one
 // memory across them.
@@ -72,14 +60,14 @@ func New(opts Options, node string, metrics Metrics, clk clock.WithTicker, log *
 // Its Events go through events, the role's, which outlives a rescan; so
 // does what it remembers (usageMemory).
 func (w *Watch) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents func() map[string]string, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
-	mode, _ := usage.ParseMode(w.opts.Mode)
+	mode, _ := usage.ParseMode(w.opts.GPUUsage)
 	sample := usage.NVMLSampler(lib, devs, madeParents)
 	event := events.As(corev1.EventTypeWarning, "Enforcing")
 	rec := &recorder{metrics: w.metrics, pods: pods, event: event, mode: mode,
-		margin: w.opts.MarginMiB, reported: map[string]bool{}, killed: map[string]int{}, log: w.log.With("component", "usage")}
+		margin: w.opts.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: w.log.With("component", "usage")}
 	host := usage.Procfs{Root: "/proc"}
-	rules := usage.Rules{Mode: mode, Margin: uint64(w.opts.MarginMiB) << 20, Reserve: uint64(w.opts.ReserveMiB) << 20}
-	e := usage.NewEnforcer(usage.Options{Rules: rules, Period: w.opts.Period}, sample, w.containers, host,
+	rules := usage.Rules{Mode: mode, Margin: uint64(w.opts.GPUUsageMargin) << 20, Reserve: uint64(w.opts.GPUUsageReserve) << 20}
+	e := usage.NewEnforcer(usage.Options{Rules: rules, Period: w.opts.GPUUsagePeriod}, sample, w.containers, host,
 		func(ns, pod, uid string) []string { return runningContainers(pods.Get(ns, pod), uid) }, w.memory(host), rec, w.clock, w.log.With("component", "usage"))
 	w.metrics.ReportUsage(func() usage.Verdict { v, _ := e.Last(); return v })
 	w.mu.Lock()
@@ -105,7 +93,7 @@ func (w *Watch) memory(host usage.Procfs) *usage.Memory {
 
 // record is this node's record file; "" for none.
 func (w *Watch) record() string {
-	return strings.ReplaceAll(w.opts.Record, "{node}", w.node)
+	return strings.ReplaceAll(w.opts.GPUUsageRecord, "{node}", w.node)
 }
 
 // KeepMockProcesses has the mock's process list outlive the process, as

@@ -29,22 +29,6 @@ import (
 	"github.com/vgpud/vgpud/protocol/mig"
 )
 
-// Flag is --mig-on-demand, which the part's errors and logs name.
-const Flag = "mig-on-demand"
-
-// Options say where the node makes MIG instances on demand.
-type Options struct {
-	// GPUs are those in MIG mode it makes instances on, by index or
-	// UUID, or "all"; empty for none.
-	GPUs []string
-	// Profiles are those it may make; empty for every whole-instance
-	// profile the driver lists.
-	Profiles []string
-	// Record is the file where it records what it made: a host path
-	// that outlives the container.
-	Record string
-}
-
 // Instances are the node's MIG maker and what it may make. Its maker is
 // nil where --mig-on-demand is off but the record names instances made
 // before: those stay hidden from placement, and untouched. A nil
@@ -212,24 +196,24 @@ func (d asDiscovered) OwnsAt(parent string, at mig.Placement) bool {
 // before. mode is the node's identity mode: making needs the runtime
 // hook.
 func Open(opts Options, lib nvml.Interface, devs []gpu.Device, mode string, log *slog.Logger) (*Instances, error) {
-	if len(opts.GPUs) == 0 {
+	if len(opts.MIGOnDemand) == 0 {
 		return madeBefore(opts, log)
 	}
 	if mode != protocol.IdentityRuntime {
-		log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", Flag)
+		log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", FlagMIGOnDemand)
 		return madeBefore(opts, log)
 	}
 	cat, err := catalog(opts, lib, devs, true, log)
 	if err != nil {
 		return nil, err
 	}
-	m, err := migmaker.Open(opts.Record, migmaker.NVML{Lib: lib}, log.With("component", "mig"))
+	m, err := migmaker.Open(opts.MIGRecord, migmaker.NVML{Lib: lib}, log.With("component", "mig"))
 	if err != nil {
 		return nil, err
 	}
 	od := &Instances{opts: opts, log: log, catalog: cat, maker: m, ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
 	od.State() // what the record says is made is ours
-	log.Info("making MIG instances on demand", "instances possible", len(cat), "record", opts.Record)
+	log.Info("making MIG instances on demand", "instances possible", len(cat), "record", opts.MIGRecord)
 	return od, nil
 }
 
@@ -237,10 +221,10 @@ func Open(opts Options, lib nvml.Interface, devs []gpu.Device, mode string, log 
 // says the node made while it was on: still there, perhaps held by
 // running pods, they are not offered as the operator's. nil for none.
 func madeBefore(opts Options, log *slog.Logger) (*Instances, error) {
-	if opts.Record == "" {
+	if opts.MIGRecord == "" {
 		return nil, nil
 	}
-	entries, err := migmaker.Load(opts.Record)
+	entries, err := migmaker.Load(opts.MIGRecord)
 	if err != nil {
 		// Off, the node makes nothing by it: it serves on, saying so.
 		log.Warn("MIG on demand is off, and its record is unreadable: instances it names, if any, may be listed as the operator's", "err", err)
@@ -255,7 +239,7 @@ func madeBefore(opts Options, log *slog.Logger) (*Instances, error) {
 	if len(ours) == 0 {
 		return nil, nil
 	}
-	log.Warn("MIG instances made on demand remain, and --mig-on-demand is off: they are offered to no pod, and destroyed once it is on again and no pod holds them", "instances", len(ours), "record", opts.Record)
+	log.Warn("MIG instances made on demand remain, and --mig-on-demand is off: they are offered to no pod, and destroyed once it is on again and no pod holds them", "instances", len(ours), "record", opts.MIGRecord)
 	return &Instances{opts: opts, log: log, ours: ours}, nil
 }
 
@@ -263,10 +247,10 @@ func madeBefore(opts Options, log *slog.Logger) (*Instances, error) {
 // makes them on demand: a driver's outlive vgpud's, and the mock's do
 // beside the record, so that a restart finds them.
 func KeepMock(opts Options, node string, m *gpu.Mock) error {
-	if len(opts.GPUs) == 0 || opts.Record == "" {
+	if len(opts.MIGOnDemand) == 0 || opts.MIGRecord == "" {
 		return nil
 	}
-	return m.KeepMIG(filepath.Join(filepath.Dir(opts.Record), "mock-mig-"+node+".json"))
+	return m.KeepMIG(filepath.Join(filepath.Dir(opts.MIGRecord), "mock-mig-"+node+".json"))
 }
 
 // Renew reads the catalog again for the GPUs a rescan found.
@@ -293,12 +277,12 @@ func (o *Instances) Renew(lib nvml.Interface, devs []gpu.Device) {
 // strict: an entry that names no GPU is an error, not (after a rescan,
 // the GPU gone) skipped.
 func catalog(opts Options, lib nvml.Interface, devs []gpu.Device, strict bool, log *slog.Logger) (map[string]migmaker.Slot, error) {
-	all := slices.Contains(opts.GPUs, "all")
+	all := slices.Contains(opts.MIGOnDemand, "all")
 	matched := map[string]bool{}
 	profiles := map[string][]gpu.MIGProfile{}
 	for _, d := range devs {
 		named := all
-		for _, e := range opts.GPUs {
+		for _, e := range opts.MIGOnDemand {
 			if e == d.UUID || e == strconv.Itoa(d.Index) {
 				matched[e], named = true, true
 			}
@@ -317,13 +301,13 @@ func catalog(opts Options, lib nvml.Interface, devs []gpu.Device, strict bool, l
 		}
 		profiles[d.UUID] = ps
 	}
-	for _, e := range opts.GPUs {
+	for _, e := range opts.MIGOnDemand {
 		if strict && e != "all" && !matched[e] {
-			return nil, fmt.Errorf("%s %q matches no GPU on this node; want all, an index 0..%d or one of its UUIDs", "--"+Flag, e, len(devs)-1)
+			return nil, fmt.Errorf("%s %q matches no GPU on this node; want all, an index 0..%d or one of its UUIDs", "--"+FlagMIGOnDemand, e, len(devs)-1)
 		}
 	}
 	allow := func(p string) bool {
-		return len(opts.Profiles) == 0 || slices.Contains(opts.Profiles, p)
+		return len(opts.MIGOnDemandProfiles) == 0 || slices.Contains(opts.MIGOnDemandProfiles, p)
 	}
 	return migmaker.Catalog(profiles, allow), nil
 }

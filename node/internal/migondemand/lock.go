@@ -36,15 +36,15 @@ type RecordLock struct {
 // saying so (waiting is told why it waits), and the maker takes the
 // lock before its first pass. nil where nothing is made.
 func LockRecord(ctx context.Context, opts Options, wait time.Duration, log *slog.Logger, waiting func(why string)) (*RecordLock, error) {
-	if opts.Record == "" || len(opts.GPUs) == 0 {
+	if opts.MIGRecord == "" || len(opts.MIGOnDemand) == 0 {
 		return nil, nil
 	}
-	l := &RecordLock{path: opts.Record}
+	l := &RecordLock{path: opts.MIGRecord}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	release, err := migmaker.Lock(wctx, opts.Record, func() {
+	release, err := migmaker.Lock(wctx, opts.MIGRecord, func() {
 		why := "waiting for the MIG record, which the node role being replaced still holds"
-		log.Info(why, "record", opts.Record, "for at most", wait)
+		log.Info(why, "record", opts.MIGRecord, "for at most", wait)
 		waiting(why)
 	})
 	switch {
@@ -54,7 +54,7 @@ func LockRecord(ctx context.Context, opts Options, wait time.Duration, log *slog
 	case ctx.Err() != nil:
 		return l, nil
 	case errors.Is(err, context.DeadlineExceeded):
-		log.Warn("the node role being replaced still holds the MIG record; serving without it, and making nothing until it lets go: an instance it makes meanwhile is listed as the operator's until then", "waited", wait, "record", opts.Record)
+		log.Warn("the node role being replaced still holds the MIG record; serving without it, and making nothing until it lets go: an instance it makes meanwhile is listed as the operator's until then", "waited", wait, "record", opts.MIGRecord)
 		return l, nil
 	}
 	return nil, fmt.Errorf("MIG on demand: %w", err)

@@ -25,7 +25,7 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a wait without bound fails, not hangs
 	defer cancel()
-	record, err := LockRecord(ctx, Options{Record: path, GPUs: []string{"all"}}, 200*time.Millisecond, log, func(string) {})
+	record, err := LockRecord(ctx, Options{MIGRecord: path, MIGOnDemand: []string{"all"}}, 200*time.Millisecond, log, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,12 +31,12 @@ func dropIn(spec preflight.Spec) (path, body string) {
 }
 
 // Run installs (install) or removes (remove) vgpud's drop-in for the
-// runtime o names, then prints the preflight's
+// runtime o names, for vgpud's hook on nriSocket, then prints the preflight's
 // verdict on the result and the restart it needs.
-func Run(o runtimecheck.Options, action string, stdout io.Writer) error {
-	spec, err := preflight.ParseSpec(o.Config)
+func Run(o runtimecheck.Options, nriSocket string, action string, stdout io.Writer) error {
+	spec, err := preflight.ParseSpec(o.RuntimeConfig)
 	if err != nil || spec.Runtime == "" {
-		return cli.Exit(fmt.Sprintf("--%s %q: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", runtimecheck.FlagConfig, o.Config), 2)
+		return cli.Exit(fmt.Sprintf("--%s %q: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", runtimecheck.FlagRuntimeConfig, o.RuntimeConfig), 2)
 	}
 	path, body := dropIn(spec)
 	switch action {
@@ -59,7 +59,7 @@ func Run(o runtimecheck.Options, action string, stdout io.Writer) error {
 		return cli.Exit(fmt.Sprintf("node-setup %q: want install or remove", action), 2)
 	}
 	// The files alone: the runtime runs them only once restarted.
-	v := spec.Read(runtimecheck.Want(o.NRISocket))
+	v := spec.Read(runtimecheck.Want(nriSocket))
 	fmt.Fprintln(stdout, "as the files now read:", preflight.Summary(v))
 	for _, p := range v.Problems {
 		fmt.Fprintln(stdout, "  -", p)

@@ -44,8 +44,8 @@ func TestNodeSetup(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			o := runtimecheck.Options{Config: "containerd:" + main, NRISocket: "/var/run/nri/nri.sock"}
-			err := Run(o, "install", io.Discard)
+			o, socket := runtimecheck.Options{RuntimeConfig: "containerd:" + main}, "/var/run/nri/nri.sock"
+			err := Run(o, socket, "install", io.Discard)
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("install: %v, want refused saying %q", err, tc.refused)
@@ -66,14 +66,14 @@ func TestNodeSetup(t *testing.T) {
 			if fi, err := os.Stat(main); err == nil && tc.main != "" && fi.Mode().Perm() != 0o600 {
 				t.Errorf("main file's mode %v, want its own 0600 kept", fi.Mode().Perm())
 			}
-			spec, _ := preflight.ParseSpec(o.Config)
-			if v := spec.Read(runtimecheck.Want(o.NRISocket)); !v.Closed() {
+			spec, _ := preflight.ParseSpec(o.RuntimeConfig)
+			if v := spec.Read(runtimecheck.Want(socket)); !v.Closed() {
 				t.Fatalf("after install: %+v", v)
 			}
-			if err := Run(o, "remove", io.Discard); err != nil {
+			if err := Run(o, socket, "remove", io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			if v := spec.Read(runtimecheck.Want(o.NRISocket)); v.Result != preflight.FailsOpen {
+			if v := spec.Read(runtimecheck.Want(socket)); v.Result != preflight.FailsOpen {
 				t.Fatalf("after remove: %+v", v)
 			}
 		})

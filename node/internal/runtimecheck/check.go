@@ -30,24 +30,15 @@ import (
 // a minute.
 const runtimeCheckPeriod = time.Minute
 
-// Options say which runtime configuration the check reads.
-type Options struct {
-	// Config is the runtime's configuration, KIND:PATH
-	// (preflight.ParseSpec); "" reads none.
-	Config string
-	// NRISocket is where vgpud's hook expects the runtime's NRI socket.
-	NRISocket string
-}
-
-// Preflight reads the runtime configuration that o names and judges it,
-// as `vgpud preflight` and the node role do. ok is false when o names
-// none.
-func Preflight(o Options) (v preflight.Verdict, ok bool) {
-	spec, err := preflight.ParseSpec(o.Config)
+// Preflight reads the runtime configuration that o names and judges it
+// for vgpud's hook on nriSocket, as `vgpud preflight` and the node role
+// do. ok is false when o names none.
+func Preflight(o Options, nriSocket string) (v preflight.Verdict, ok bool) {
+	spec, err := preflight.ParseSpec(o.RuntimeConfig)
 	if err != nil || spec.Runtime == "" {
 		return preflight.Verdict{}, false
 	}
-	return spec.Check(Want(o.NRISocket)), true
+	return spec.Check(Want(nriSocket)), true
 }
 
 // Want is what vgpud's settings ask of the runtime, its hook on socket.
@@ -63,6 +54,7 @@ type Metrics interface {
 // Check is the node's preflight, kept current.
 type Check struct {
 	opts    Options
+	socket  string // the NRI socket vgpud's hook expects
 	core    typedcorev1.NodesGetter
 	node    string
 	metrics Metrics
@@ -75,9 +67,10 @@ type Check struct {
 	latest *preflight.Verdict // nil before one
 }
 
-// New returns the check for node, writing its verdict there through core.
-func New(opts Options, core typedcorev1.NodesGetter, node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *Check {
-	return &Check{opts: opts, core: core, node: node, metrics: metrics, clock: clk, log: log}
+// New returns the check for node, with vgpud's hook on nriSocket,
+// writing its verdict there through core.
+func New(opts Options, nriSocket string, core typedcorev1.NodesGetter, node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *Check {
+	return &Check{opts: opts, socket: nriSocket, core: core, node: node, metrics: metrics, clock: clk, log: log}
 }
 
 // Latest is the latest verdict; nil before one.
@@ -102,7 +95,7 @@ func (c *Check) timedPreflight() preflight.Verdict {
 	c.busy.Store(true)
 	go func() {
 		defer c.busy.Store(false)
-		v, _ := Preflight(c.opts)
+		v, _ := Preflight(c.opts, c.socket)
 		done <- v
 	}()
 	select {
@@ -122,7 +115,7 @@ func (c *Check) Run(ctx context.Context) error {
 	var said, written string
 	t := c.clock.NewTicker(runtimeCheckPeriod)
 	defer t.Stop()
-	if c.opts.Config == "" {
+	if c.opts.RuntimeConfig == "" {
 		// Turned off: no verdict from an earlier run stays on the node.
 		if err := pub.ClearRuntime(ctx); err != nil {
 			c.log.Warn("remove the node's runtime check, turned off", "err", err)

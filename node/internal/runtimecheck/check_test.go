@@ -42,7 +42,7 @@ func TestRuntimeCheckOffClearsTheNode(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
 		protocol.AnnotationRuntime: `{"result":"fails-closed","runtime":"containerd"}`, "other": "kept"}}})
 	reg := prometheus.NewRegistry()
-	c := New(Options{}, kube.CoreV1(), "n1", nodemetrics.New(reg), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := New(Options{}, "", kube.CoreV1(), "n1", nodemetrics.New(reg), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := c.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

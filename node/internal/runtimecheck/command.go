@@ -14,13 +14,13 @@ import (
 // names, as the node role does every minute, prints the verdict and
 // fails unless the runtime fails closed without vgpud. Run on a node (or
 // in vgpud's pod there) before or after the node setup step.
-func Command(o Options, asJSON bool, stdout io.Writer) error {
-	if _, err := preflight.ParseSpec(o.Config); err != nil {
-		return cli.Exit("--"+FlagConfig+": "+err.Error(), 2)
+func Command(o Options, nriSocket string, asJSON bool, stdout io.Writer) error {
+	if _, err := preflight.ParseSpec(o.RuntimeConfig); err != nil {
+		return cli.Exit("--"+FlagRuntimeConfig+": "+err.Error(), 2)
 	}
-	v, ok := Preflight(o)
+	v, ok := Preflight(o, nriSocket)
 	if !ok {
-		return cli.Exit("--"+FlagConfig+" is empty: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", 2)
+		return cli.Exit("--"+FlagRuntimeConfig+" is empty: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", 2)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -39,6 +39,3 @@ func Command(o Options, asJSON bool, stdout io.Writer) error {
 	}
 	return nil
 }
-
-// FlagConfig is --runtime-config, which the command's errors name.
-const FlagConfig = "runtime-config"
