@@ -26,7 +26,9 @@ func (o *OverridesFile) Flag(settings []Setting) cli.Flag {
 }
 
 // Validate reports what in o cannot work, by its flag.
-func (o OverridesFile) Validate() field.ErrorList { return absolute(FlagNodeOverrides, o.NodeOverrides) }
+func (o OverridesFile) Validate() field.ErrorList {
+	return absolute(FlagNodeOverrides, o.NodeOverrides)
+}
 
 // SettingsFile names cluster-settings.yaml.
 type SettingsFile struct {
