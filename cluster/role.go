@@ -89,30 +89,21 @@ type Pod struct{ Name, Namespace, Node string }
 func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames, admission webhook.Config,
 	api API, reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	m := clustermetrics.New(reg)
-	elector := leader.New(leader.Config{
-		LeaseName:      cfg.LeaseName,
-		LeaseNamespace: cfg.leaseNamespace(pod.Namespace),
-		Identity:       pod.Name,
-		PodNamespace:   pod.Namespace,
-		LeaseDuration:  cfg.LeaseDuration,
-		RenewDeadline:  cfg.LeaseRenewDeadline,
-		RetryPeriod:    cfg.LeaseRetryPeriod,
-		MayLead:        func() error { return leader.MayLead(cfg.LeaderNodesFile, pod.Node) },
-	}, api.Leases, api.Core, log.With("component", "leader"))
+	elector := leader.New(cfg.Leader.Config(pod.Name, pod.Namespace, pod.Node), api.Leases, api.Core, log.With("component", "leader"))
 	elector.OnTakenOutOfTurn(m.LeaseTaken)
 	elector.OnChange(m.LeaderChange)
 	elector.EventsTo(api.Events)
 	return &Role{cfg: cfg, pod: pod.Name, namespace: pod.Namespace, scheduler: scheduler, names: names, admission: admission,
-		api: api, metrics: m, elector: elector, policy: extender.NewPolicy(cfg.defaults()), clock: clk, log: log}
+		api: api, metrics: m, elector: elector, policy: extender.NewPolicy(cfg.Scheduling.Defaults()), clock: clk, log: log}
 }
 
 // Run campaigns for the Lease until ctx ends, and leads while it holds
 // it. The settings file is read first, and followed meanwhile, led or not.
 func (r *Role) Run(ctx context.Context) error {
-	if r.cfg.SettingsFile != "" {
+	if r.cfg.Settings.ClusterSettingsFile != "" {
 		log, lastErr := r.log.With("component", "settings"), ""
 		r.loadSettings(log, &lastErr)
-		go filewatch.Follow(ctx, r.cfg.SettingsFile, settingsRecheck, r.clock, log, func() { r.loadSettings(log, &lastErr) })
+		go filewatch.Follow(ctx, r.cfg.Settings.ClusterSettingsFile, settingsRecheck, r.clock, log, func() { r.loadSettings(log, &lastErr) })
 	}
 	return r.elector.Run(ctx, r.Lead)
 }
@@ -126,7 +117,7 @@ func (r *Role) IsLeader() bool { return r.elector.IsLeader() }
 // LeaseHolder reads who holds the Lease, for a replica that runs only the
 // node role and so never campaigns.
 func LeaseHolder(cfg Config, podNamespace string, leases coordinationv1client.LeasesGetter) leader.LeaseHolder {
-	return leader.NewLeaseHolder(leases, cfg.leaseNamespace(podNamespace), cfg.LeaseName)
+	return leader.NewLeaseHolder(leases, cfg.Leader.Namespace(podNamespace), cfg.Leader.LeaseName)
 }
 
 // Lead is the cluster role's work while this replica holds the Lease; ctx
@@ -172,7 +163,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	}
 	quotas := quota.New(inf.Pods, inf.Quotas, r.names)
 	ledger := books.New(r.names, r.scheduler)
-	ledger.KeepDeletedInFlight(r.cfg.DeletedInFlight(), r.clock)
+	ledger.KeepDeletedInFlight(r.cfg.Scheduling.DeletedInFlight(), r.clock)
 	booksSynced, err := ledger.Watch(inf.Pods, inf.Nodes, log.With("component", "books"))
 	if err != nil {
 		return nil, fmt.Errorf("watch nodes and pods: %w", err)
@@ -189,8 +180,8 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	certMgr.ObserveWith(r.metrics)
 	t := &termParts{
 		inf: inf, booksSynced: booksSynced, certs: certMgr, synced: &atomic.Bool{}, log: log,
-		webhook:  server.New(r.cfg.Listen, certMgr.WebhookTLS(), log.With("component", "https")),
-		extender: server.New(r.cfg.ExtenderListen, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
+		webhook:  server.New(r.cfg.Server.Listen, certMgr.WebhookTLS(), log.With("component", "https")),
+		extender: server.New(r.cfg.Server.ExtenderListen, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
 	}
 
 	// The defaults in force, which every replica keeps at what the
@@ -198,7 +189,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	t.policy = r.policy
 	log.Info("cluster settings in force for this term", "settings", t.policy.Get())
 	lookup := slimpod.NewStore(inf.Pods).Get
-	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Policy: t.policy, Wait: r.cfg.BindWait, UnansweredHold: r.cfg.BindUnansweredHold},
+	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Policy: t.policy, Wait: r.cfg.Scheduling.BindWait, UnansweredHold: r.cfg.Scheduling.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
 	placer := extender.NewPlacer(ledger, t.binder, r.names, t.policy, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))

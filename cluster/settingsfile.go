@@ -14,27 +14,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/vgpud/vgpud/cluster/internal/extender"
-	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/internal/configapi"
-	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // settingsRecheck is how often a replica reads the settings file even
 // without a file event: a missed event costs at most this long.
 const settingsRecheck = time.Minute
-
-// fileSettings are the settings cluster-settings.yaml may set, bound to
-// c: each key, the flag it overrides and the field it sets.
-func (c *Config) fileSettings() []configapi.Setting {
-	return []configapi.Setting{
-		configapi.Bind("nodePolicy", flagNodePolicy, &c.NodePolicy).OneOf(podmodel.Binpack, podmodel.Spread),
-		configapi.Bind("gpuPolicy", flagGPUPolicy, &c.GPUPolicy).Pattern("^[a-z]+(,[a-z]+)*$"),
-		configapi.Bind("defaultGPUMemPercentage", flagDefaultGPUMemPercentage, &c.DefaultGPUMemPercentage).Range(1, protocol.MaxPercent),
-		configapi.Bind("defaultGPUCores", flagDefaultGPUCores, &c.DefaultGPUCores).Range(0, fit.MaxDefaultCores),
-	}
-}
 
 // FileSettings are the keys cluster-settings.yaml may set, for the docs
 // and the chart.
@@ -66,30 +51,21 @@ func (c Config) withSettings(raw []byte) (Config, error) {
 	return out, nil
 }
 
-// defaults are the extender's Defaults under c.
-func (c Config) defaults() extender.Defaults {
-	return extender.Defaults{
-		NodePolicy: c.NodePolicy,
-		GPUPolicy:  c.GPUPolicy,
-		Options:    fit.Options{DefaultMemPercent: c.DefaultGPUMemPercentage, DefaultCores: c.DefaultGPUCores},
-	}
-}
-
 // readSettings reads the settings file, if c names one, onto c.
 func (c Config) readSettings() (Config, error) {
-	if c.SettingsFile == "" {
+	if c.Settings.ClusterSettingsFile == "" {
 		return c, nil
 	}
-	raw, err := configapi.ReadFile(c.SettingsFile)
+	raw, err := configapi.ReadFile(c.Settings.ClusterSettingsFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
 	if err != nil {
-		return c, fmt.Errorf("cluster settings %s: %w", c.SettingsFile, err)
+		return c, fmt.Errorf("cluster settings %s: %w", c.Settings.ClusterSettingsFile, err)
 	}
 	out, err := c.withSettings(raw)
 	if err != nil {
-		return c, fmt.Errorf("cluster settings %s: %w", c.SettingsFile, err)
+		return c, fmt.Errorf("cluster settings %s: %w", c.Settings.ClusterSettingsFile, err)
 	}
 	return out, nil
 }
@@ -110,9 +86,9 @@ func (r *Role) loadSettings(log *slog.Logger, lastErr *string) {
 		return
 	}
 	*lastErr = ""
-	if d, was := cfg.defaults(), r.policy.Get(); d != was {
+	if d, was := cfg.Scheduling.Defaults(), r.policy.Get(); d != was {
 		r.policy.Set(d)
-		log.Info("cluster settings applied", "file", r.cfg.SettingsFile, "was", was, "now", d)
+		log.Info("cluster settings applied", "file", r.cfg.Settings.ClusterSettingsFile, "was", was, "now", d)
 		r.metrics.SettingsLoaded(true)
 	}
 }

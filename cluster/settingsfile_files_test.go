@@ -40,7 +40,7 @@ func TestShippedSettingsLoad(t *testing.T) {
 	_, block, ok := strings.Cut(after, "```yaml\n")
 	block, _, _ = strings.Cut(block, "```")
 	got, err := base.withSettings([]byte(block))
-	if !ok || err != nil || got.NodePolicy != podmodel.Spread || got.GPUPolicy != podmodel.Binpack || got.DefaultGPUMemPercentage != 50 || got.DefaultGPUCores != 20 {
+	if !ok || err != nil || got.Scheduling.NodePolicy != podmodel.Spread || got.Scheduling.GPUPolicy != podmodel.Binpack || got.Scheduling.DefaultGPUMemPercentage != 50 || got.Scheduling.DefaultGPUCores != 20 {
 		t.Errorf("docs' example %q: %+v, %v", block, got, err)
 	}
 }

@@ -29,19 +29,19 @@ func TestWithSettings(t *testing.T) {
 		{"empty", "", func(c Config) bool { return c == base }, ""},
 		{"comments only", "# nodePolicy: spread\n", func(c Config) bool { return c == base }, ""},
 		{"every key", "version: v1\nnodePolicy: spread\ngpuPolicy: binpack\ndefaultGPUMemPercentage: 50\ndefaultGPUCores: 20\n", func(c Config) bool {
-			return c.NodePolicy == podmodel.Spread && c.GPUPolicy == podmodel.Binpack && c.DefaultGPUMemPercentage == 50 && c.DefaultGPUCores == 20 && c.BindWait == base.BindWait
+			return c.Scheduling.NodePolicy == podmodel.Spread && c.Scheduling.GPUPolicy == podmodel.Binpack && c.Scheduling.DefaultGPUMemPercentage == 50 && c.Scheduling.DefaultGPUCores == 20 && c.Scheduling.BindWait == base.Scheduling.BindWait
 		}, ""},
 		{"one key, the rest the flags'", "version: v1\nnodePolicy: spread\n", func(c Config) bool {
-			return c.NodePolicy == podmodel.Spread && c.GPUPolicy == base.GPUPolicy
+			return c.Scheduling.NodePolicy == podmodel.Spread && c.Scheduling.GPUPolicy == base.Scheduling.GPUPolicy
 		}, ""},
 		{"a bad value, named by its key", "version: v1\nnodePolicy: fastest\n", nil, "nodePolicy: Invalid value: \"fastest\""},
-		{"a GPU policy chain", "version: v1\ngpuPolicy: binpack,numa\n", func(c Config) bool { return c.GPUPolicy == "binpack,numa" }, ""},
+		{"a GPU policy chain", "version: v1\ngpuPolicy: binpack,numa\n", func(c Config) bool { return c.Scheduling.GPUPolicy == "binpack,numa" }, ""},
 		{"a chain with no load key", "version: v1\ngpuPolicy: numa\n", nil, "name spread or binpack, optionally chained with numa"},
 		{"mutex as the default", "version: v1\ngpuPolicy: mutex,binpack\n", nil, "mutex as the default would hold every GPU alone"},
 		{"a chain that contradicts itself", "version: v1\ngpuPolicy: binpack,spread\n", nil, "binpack and spread contradict"},
 		{"out of range", "version: v1\ndefaultGPUCores: 101\n", nil, "defaultGPUCores"},
 		{"a setting the file does not hold", "version: v1\nbindWait: 1s\n", nil, "unknown field"},
-		{"no version, read as v1", "nodePolicy: spread\n", func(c Config) bool { return c.NodePolicy == podmodel.Spread }, ""},
+		{"no version, read as v1", "nodePolicy: spread\n", func(c Config) bool { return c.Scheduling.NodePolicy == podmodel.Spread }, ""},
 		{"another version", "version: v2\nnodePolicy: spread\n", nil, `version "v2" is not one this vgpud reads; want v1`},
 		{"a chain of policies as a string", "version: v1\ngpuPolicy: [binpack]\n", nil, "gpuPolicy"},
 		{"not YAML", "version: [\n", nil, "want YAML"},
@@ -50,7 +50,7 @@ func TestWithSettings(t *testing.T) {
 		{"a key twice", "version: v1\nnodePolicy: binpack\nnodePolicy: spread\n", nil, "already set"},
 		{"a null", "version: v1\nnodePolicy:\n", nil, "nodePolicy is null"},
 		{"two documents", "version: v1\n---\nnodePolicy: spread\n", nil, "more than one YAML document"},
-		{"one document, marked", "---\nversion: v1\nnodePolicy: spread\n", func(c Config) bool { return c.NodePolicy == podmodel.Spread }, ""},
+		{"one document, marked", "---\nversion: v1\nnodePolicy: spread\n", func(c Config) bool { return c.Scheduling.NodePolicy == podmodel.Spread }, ""},
 		{"a number as a string", "version: v1\ndefaultGPUCores: \"20\"\n", nil, "defaultGPUCores"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,10 +94,10 @@ func TestWatchSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.SettingsFile = filepath.Join(dir, "cluster-settings.yaml")
+	cfg.Settings.ClusterSettingsFile = filepath.Join(dir, "cluster-settings.yaml")
 	reg := prometheus.NewRegistry()
 	m := clustermetrics.New(reg)
-	policy := extender.NewPolicy(cfg.defaults())
+	policy := extender.NewPolicy(cfg.Scheduling.Defaults())
 	r := &Role{cfg: cfg, metrics: m, policy: policy, clock: clock.RealClock{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -105,7 +105,7 @@ func TestWatchSettings(t *testing.T) {
 	loaded := make(chan struct{}, 64)
 	done := make(chan struct{})
 	go func() {
-		filewatch.Follow(ctx, cfg.SettingsFile, settingsRecheck, clock.RealClock{}, log, func() {
+		filewatch.Follow(ctx, cfg.Settings.ClusterSettingsFile, settingsRecheck, clock.RealClock{}, log, func() {
 			r.loadSettings(log, &lastErr)
 			loaded <- struct{}{}
 		})

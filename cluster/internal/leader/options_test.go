@@ -1,4 +1,4 @@
-package cluster
+package leader
 
 import "testing"
 
@@ -6,12 +6,12 @@ import "testing"
 // as the flag's help promises: an install in another namespace must not
 // campaign for a Lease its Role cannot reach.
 func TestLeaseNamespaceDefaultsToThePodNamespace(t *testing.T) {
-	cfg := DefaultConfig()
-	if got := cfg.leaseNamespace("gpu-sharing"); got != "gpu-sharing" {
+	o := DefaultOptions()
+	if got := o.Namespace("gpu-sharing"); got != "gpu-sharing" {
 		t.Errorf("lease namespace %q, want the pod's namespace", got)
 	}
-	cfg.LeaseNamespace = "elsewhere"
-	if got := cfg.leaseNamespace("gpu-sharing"); got != "elsewhere" {
+	o.LeaseNamespace = "elsewhere"
+	if got := o.Namespace("gpu-sharing"); got != "elsewhere" {
 		t.Errorf("lease namespace %q, want the flag's", got)
 	}
 }
