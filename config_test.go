@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpud/vgpud/internal/process"
 	"github.com/vgpud/vgpud/manifests"
 )
 
@@ -65,8 +66,8 @@ func TestMissingDownwardAPINamesTheVariable(t *testing.T) {
 		}
 	}
 	// A node-only replica needs no pod identity.
-	cfg.Roles = []string{roleNode}
-	cfg.NodeName = "n1"
+	cfg.Process.Roles = []string{process.RoleNode}
+	cfg.Process.NodeName = "n1"
 	if err := cfg.validate(); err != nil {
 		t.Errorf("node-only config: %v", err)
 	}
@@ -83,7 +84,7 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 
 func TestDefaultsAreValid(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.NodeName, cfg.PodName, cfg.PodNamespace = "n1", "p", "ns"
+	cfg.Process.NodeName, cfg.Process.PodName, cfg.Process.PodNamespace = "n1", "p", "ns"
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("defaults must validate: %v", err)
 	}
@@ -130,7 +131,7 @@ func TestListFlagsDropEmptyEntries(t *testing.T) {
 	if got := strings.Join(cfg.Node.Identity.NRIExemptNamespaces, "|"); got != "a|b" {
 		t.Errorf("VGPUD_NRI_EXEMPT_NAMESPACES read as %q", got)
 	}
-	if got := strings.Join(cfg.Roles, "|"); got != "node" {
+	if got := strings.Join(cfg.Process.Roles, "|"); got != "node" {
 		t.Errorf("--roles read as %q", got)
 	}
 }
@@ -163,14 +164,14 @@ func TestGPUPodsPolicyNamesTheDefaults(t *testing.T) {
 	cfg := defaultConfig()
 	sets := false
 	for _, m := range policy.Spec.Mutations {
-		if m.ApplyConfiguration != nil && strings.Contains(m.ApplyConfiguration.Expression, "schedulerName: '"+cfg.SchedulerName+"'") {
+		if m.ApplyConfiguration != nil && strings.Contains(m.ApplyConfiguration.Expression, "schedulerName: '"+cfg.Process.SchedulerName+"'") {
 			sets = true
 		}
 	}
 	if !sets {
-		t.Errorf("no mutation of the vgpud-gpu-pods policy sets schedulerName %q (--scheduler-name)", cfg.SchedulerName)
+		t.Errorf("no mutation of the vgpud-gpu-pods policy sets schedulerName %q (--scheduler-name)", cfg.Process.SchedulerName)
 	}
-	for _, name := range []string{cfg.Resources.GPU, cfg.Resources.GPUMem, cfg.Resources.GPUMemPercentage, cfg.Resources.GPUCores} {
+	for _, name := range []string{cfg.Process.Resources.GPU, cfg.Process.Resources.GPUMem, cfg.Process.Resources.GPUMemPercentage, cfg.Process.Resources.GPUCores} {
 		if !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+name+"'") {
 			t.Errorf("the vgpud-gpu-pods policy's match does not name %s", name)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/internal/process"
 	"github.com/vgpud/vgpud/webhook"
 )
 
@@ -53,15 +54,15 @@ func TestWebhookFlagsFromEnvironment(t *testing.T) {
 
 func TestClusterValidationOnlyForClusterRole(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.NodeName = "n1"
-	cfg.Roles = []string{roleNode}
+	cfg.Process.NodeName = "n1"
+	cfg.Process.Roles = []string{process.RoleNode}
 	cfg.Cluster.TLS.CertValidity = time.Minute
 	cfg.Webhook.CorePolicy = "sometimes"
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("node-only replica judged on cluster settings: %v", err)
 	}
-	cfg.Roles = []string{roleCluster}
-	cfg.PodName, cfg.PodNamespace = "p", "ns"
+	cfg.Process.Roles = []string{process.RoleCluster}
+	cfg.Process.PodName, cfg.Process.PodNamespace = "p", "ns"
 	err := cfg.validate()
 	if err == nil || !strings.Contains(err.Error(), "--tls-cert-validity") || !strings.Contains(err.Error(), "--webhook-core-policy") {
 		t.Fatalf("cluster replica: got %v, want the cert validity and the core policy named", err)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,22 +24,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/discovery"
-	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
-	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
-	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/internal/apicalls"
+	"github.com/vgpud/vgpud/internal/kubeclient"
+	"github.com/vgpud/vgpud/internal/logging"
 	"github.com/vgpud/vgpud/internal/metricsserver"
+	"github.com/vgpud/vgpud/internal/process"
 	"github.com/vgpud/vgpud/node"
 )
 
@@ -54,7 +45,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	if isKubectlPlugin(args) {
 		cfg := defaultConfig()
-		app = cluster.KubectlPlugin(stdout, stderr, cfg.SchedulerName, cfg.Resources, version)
+		app = cluster.KubectlPlugin(stdout, stderr, cfg.Process.SchedulerName, cfg.Process.Resources, version)
 	}
 	if err := app.Run(args); err != nil {
 		fmt.Fprintln(stderr, "vgpud:", err)
@@ -92,11 +83,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					if err := cfg.validate(); err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
-					log, err := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+					log, err := logging.New(stderr, cfg.Logging)
 					if err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
-					return runWithSignals(c.Context, cfg.ShutdownGrace, log, func(ctx context.Context) error {
+					return runWithSignals(c.Context, cfg.Process.ShutdownGrace, log, func(ctx context.Context) error {
 						return runDaemon(ctx, cfg, log)
 					})
 				},
@@ -106,7 +97,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon; with --cluster, every node's and namespace's, read from the API",
 				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"},
-				}, append(cluster.ViewFlags(cfg.SchedulerName),
+				}, append(cluster.ViewFlags(cfg.Process.SchedulerName),
 					withEnv([]cli.Flag{inspectCfg.Inspect.InspectSocketFlag()})[0],
 					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
 					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
@@ -117,7 +108,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				)...),
 				Action: func(c *cli.Context) error {
 					if c.Bool("cluster") {
-						return cluster.Inspect(c, cfg.Resources, version, stdout)
+						return cluster.Inspect(c, cfg.Process.Resources, version, stdout)
 					}
 					for _, f := range []string{"context", "namespace", "node", "output"} {
 						if c.IsSet(f) {
@@ -210,112 +201,39 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
-	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, apicalls.New(reg).Wrap)
+	kube, err := kubeclient.New(cfg.Kube, "vgpud/"+version, apicalls.New(reg).Wrap)
 	if err != nil {
 		return err
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	if cfg.MetricsListen != "" {
+	if cfg.Metrics.MetricsListen != "" {
 		var auth *metricsserver.Reviewer
-		if cfg.MetricsSecure {
-			auth = metricsserver.NewReviewer(kube.authn, kube.authz)
+		if cfg.Metrics.MetricsSecure {
+			auth = metricsserver.NewReviewer(kube.Authn, kube.Authz)
 		}
-		g.Go(func() error { return metricsserver.Serve(ctx, cfg.MetricsListen, reg, cfg.Profiling, auth, log) })
+		g.Go(func() error {
+			return metricsserver.Serve(ctx, cfg.Metrics.MetricsListen, reg, cfg.Metrics.Profiling, auth, log)
+		})
 	}
-	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.PodNamespace, kube.coordination)
-	if cfg.runs(roleCluster) {
-		role := cluster.NewRole(cfg.Cluster, cluster.Pod{Name: cfg.PodName, Namespace: cfg.PodNamespace, Node: cfg.NodeName}, cfg.SchedulerName, cfg.Resources, cfg.Webhook,
-			cluster.API{Core: kube.core, Leases: kube.coordination, Events: kube.events, Webhooks: kube.admission, Deployments: kube.apps, ServerVersion: kube.discovery.ServerVersion},
-			reg, clock.RealClock{}, log.With("role", roleCluster))
+	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.Process.PodNamespace, kube.Coordination)
+	if cfg.Process.Runs(process.RoleCluster) {
+		role := cluster.NewRole(cfg.Cluster, cluster.Pod{Name: cfg.Process.PodName, Namespace: cfg.Process.PodNamespace, Node: cfg.Process.NodeName}, cfg.Process.SchedulerName, cfg.Process.Resources, cfg.Webhook,
+			cluster.API{Core: kube.Core, Leases: kube.Coordination, Events: kube.Events, Webhooks: kube.Admission, Deployments: kube.Apps, ServerVersion: kube.Discovery.ServerVersion},
+			reg, clock.RealClock{}, log.With("role", process.RoleCluster))
 		status = role
 		g.Go(func() error { return role.Run(ctx) })
 	}
-	if cfg.runs(roleNode) {
+	if cfg.Process.Runs(process.RoleNode) {
 		nodeCfg := cfg.Node
-		if cfg.PodName != "" && cfg.PodNamespace != "" {
-			nodeCfg.Pod = cfg.PodNamespace + "/" + cfg.PodName
+		if cfg.Process.PodName != "" && cfg.Process.PodNamespace != "" {
+			nodeCfg.Pod = cfg.Process.PodNamespace + "/" + cfg.Process.PodName
 		}
-		a := node.NewRole(nodeCfg, cfg.NodeName, cfg.Resources, node.API{Core: kube.core, Events: kube.events}, status, strings.Join(cfg.Roles, "+"),
-			reg, clock.RealClock{}, log.With("role", roleNode))
+		a := node.NewRole(nodeCfg, cfg.Process.NodeName, cfg.Process.Resources, node.API{Core: kube.Core, Events: kube.Events}, status, strings.Join(cfg.Process.Roles, "+"),
+			reg, clock.RealClock{}, log.With("role", process.RoleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}
 	return g.Wait()
-}
-
-// kubeClients are the API groups vgpud calls, and no others: the whole
-// clientset would link every group's client into the binary (about 5 MB,
-// resident on every node).
-type kubeClients struct {
-	core         *corev1client.CoreV1Client
-	coordination *coordinationv1client.CoordinationV1Client
-	events       *eventsv1client.EventsV1Client
-	admission    *admissionregistrationv1client.AdmissionregistrationV1Client
-	apps         *appsv1client.AppsV1Client
-	authn        *authnv1client.AuthenticationV1Client
-	authz        *authzv1client.AuthorizationV1Client
-	discovery    *discovery.DiscoveryClient
-}
-
-// newKubeClient builds the process's clients, sharing one connection pool
-// and rate limit; count wraps their transport.
-func newKubeClient(kubeconfig string, qps int, count func(http.RoundTripper) http.RoundTripper) (kubeClients, error) {
-	var rc *rest.Config
-	var err error
-	if kubeconfig == "" {
-		rc, err = rest.InClusterConfig()
-	} else {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	if err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes client config (set --kubeconfig outside a cluster): %w", err)
-	}
-	// A bind is two writes (the Binding, and the Event off its path);
-	// client-go's default 5 QPS, or even 200, would cap binds well below
-	// what the apiserver takes (bench/runs.md).
-	rc.QPS, rc.Burst = float32(qps), 2*qps
-	rc.Wrap(count)
-	rc.UserAgent = "vgpud/" + version
-	// Protobuf, as kube-scheduler and kubelet talk: every type vgpud reads
-	// or writes is built in, and decoding the pod LIST and watch events in
-	// protobuf costs the leader far less CPU and heap than JSON.
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	// As kubernetes.NewForConfig does: one HTTP client and one rate
-	// limiter behind every group.
-	if rc.RateLimiter == nil && rc.QPS > 0 {
-		rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(rc.QPS, rc.Burst)
-	}
-	hc, err := rest.HTTPClientFor(rc)
-	if err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes client: %w", err)
-	}
-	var c kubeClients
-	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes discovery client: %w", err)
-	}
-	if c.core, err = corev1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes core/v1 client: %w", err)
-	}
-	if c.coordination, err = coordinationv1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes coordination/v1 client: %w", err)
-	}
-	if c.events, err = eventsv1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes events/v1 client: %w", err)
-	}
-	if c.admission, err = admissionregistrationv1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes admissionregistration/v1 client: %w", err)
-	}
-	if c.apps, err = appsv1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes apps/v1 client: %w", err)
-	}
-	if c.authn, err = authnv1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes authentication/v1 client: %w", err)
-	}
-	if c.authz, err = authzv1client.NewForConfigAndClient(rc, hc); err != nil {
-		return kubeClients{}, fmt.Errorf("kubernetes authorization/v1 client: %w", err)
-	}
-	return c, nil
 }
 
 // kubectlPlugin is the name under which kubectl runs vgpud as `kubectl

@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 func TestJSONLogsAndKlogShareTheHandler(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger(&buf, "info", "json")
+	log, err := New(&buf, Options{LogLevel: "info", LogFormat: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestJSONLogsAndKlogShareTheHandler(t *testing.T) {
 
 func TestTextLogsHaveNoColourOffTerminal(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger(&buf, "debug", "auto")
+	log, err := New(&buf, Options{LogLevel: "debug", LogFormat: "auto"})
 	if err != nil {
 		t.Fatal(err)
 	}
