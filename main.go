@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	cfg := defaultConfig()
 	inspectCfg := node.DefaultConfig()   // only its socket: inspect's own copy
 	preflightCfg := node.DefaultConfig() // only the runtime's settings
+	// The settings these commands share with the role read the role's
+	// environment too; their own flags do not.
+	inspectFlags, preflightFlags := inspectCfg.InspectFlags(), preflightCfg.PreflightFlags()
+	withEnv(inspectFlags[:1])
+	withEnv(preflightFlags[:2])
 	var runFlags []cli.Flag
 	for _, g := range flagGroups(&cfg) {
 		runFlags = append(runFlags, g.flags...)
@@ -95,46 +101,21 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			{
 				Name:  "inspect",
 				Usage: "show this node's GPUs, slices, allocations and registration, read from the running daemon; with --cluster, every node's and namespace's, read from the API",
-				Flags: append([]cli.Flag{
-					&cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"},
-				}, append(cluster.ViewFlags(cfg.Process.SchedulerName),
-					withEnv([]cli.Flag{inspectCfg.Inspect.InspectSocketFlag()})[0],
-					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of tables"},
-					&cli.BoolFlag{Name: "ready", Usage: "print nothing; exit 0 if the node role is serving and registered with kubelet, 1 if not (a readiness probe)"},
-					&cli.StringFlag{Name: "inject-xid", Usage: "`GPU:XID` (GPU by index or UUID): deliver a fake XID event, to test health handling; mock and fake backends only"},
-					&cli.StringFlag{Name: "mock-unplug", Usage: "`GPU` (index or UUID): take a GPU off the machine, as one fallen off the bus, to test GPUs that come and go; mock and fake backends only"},
-					&cli.StringFlag{Name: "mock-plug", Usage: "`GPU` (index or UUID): put an unplugged GPU back; mock and fake backends only"},
-					&cli.StringFlag{Name: "mock-process", Usage: "`GPU:PID:MiB[:SM%]` (GPU by index or UUID, or a MIG device by UUID; PID on the host): declare that a process uses the GPU, to test usage sampling and enforcement; MiB 0 takes it off; mock and fake backends only"},
-				)...),
+				Flags: slices.Concat([]cli.Flag{cluster.ClusterViewFlag()}, cluster.ViewFlags(cfg.Process.SchedulerName), inspectFlags),
 				Action: func(c *cli.Context) error {
-					if c.Bool("cluster") {
+					if c.Bool(cluster.ClusterViewFlag().Names()[0]) {
 						return cluster.Inspect(c, cfg.Process.Resources, version, stdout)
 					}
-					for _, f := range []string{"context", "namespace", "node", "output"} {
-						if c.IsSet(f) {
-							return cli.Exit("--"+f+" is for the cluster view: vgpud inspect --cluster, or kubectl vgpud", 2)
-						}
+					if err := cluster.NoViewFlags(c); err != nil {
+						return err
 					}
-					if spec := c.String("inject-xid"); spec != "" {
-						return node.InjectXID(c.Context, inspectCfg.Inspect.InspectSocket, spec, stdout)
-					}
-					if gpu := c.String("mock-unplug"); gpu != "" {
-						return node.SetMockPlugged(c.Context, inspectCfg.Inspect.InspectSocket, gpu, false, stdout)
-					}
-					if gpu := c.String("mock-plug"); gpu != "" {
-						return node.SetMockPlugged(c.Context, inspectCfg.Inspect.InspectSocket, gpu, true, stdout)
-					}
-					if spec := c.String("mock-process"); spec != "" {
-						return node.SetMockProcess(c.Context, inspectCfg.Inspect.InspectSocket, spec, stdout)
-					}
-					return node.Inspect(c.Context, inspectCfg.Inspect.InspectSocket, c.Bool("json"), c.Bool("ready"), stdout)
+					return node.Inspect(c, inspectCfg, stdout)
 				},
 			},
 			{
 				Name:  "preflight",
 				Usage: "read this node's container runtime configuration, imports and drop-ins included, and say whether the runtime fails closed without vgpud (exit 0) or not (exit 1), as the node role does every minute",
-				Flags: append(withEnv([]cli.Flag{preflightCfg.RuntimeConfigFlag(), preflightCfg.NRISocketFlag()}),
-					&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"}),
+				Flags: preflightFlags,
 				Action: func(c *cli.Context) error {
 					return node.RunPreflight(preflightCfg, c.Bool("json"), stdout)
 				},
@@ -143,7 +124,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Name:      "node-setup",
 				Usage:     "install or remove vgpud's drop-in in this node's runtime configuration (root, on the node): with install, containerd's main file is made to import it; then prints the preflight's verdict and the restart it needs. Opt-in: nothing runs it for you",
 				ArgsUsage: "install|remove",
-				Flags:     withEnv([]cli.Flag{preflightCfg.RuntimeConfigFlag(), preflightCfg.NRISocketFlag()}),
+				Flags:     withEnv(preflightCfg.NodeSetupFlags()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return cli.Exit("vgpud node-setup install|remove", 2)

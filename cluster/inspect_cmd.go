@@ -30,3 +30,11 @@ func Inspect(c *cli.Context, names protocol.ResourceNames, version string, stdou
 func KubectlPlugin(stdout, stderr io.Writer, scheduler string, names protocol.ResourceNames, version string) *cli.App {
 	return clusterview.PluginApp(stdout, stderr, scheduler, names, version)
 }
+
+// ClusterViewFlag is `vgpud inspect --cluster`, which shows the cluster
+// view instead of this node's.
+func ClusterViewFlag() cli.Flag { return clusterview.ClusterFlag() }
+
+// NoViewFlags refuses the view's flags in `vgpud inspect` without
+// --cluster: the node's own view has no namespace or node to narrow.
+func NoViewFlags(c *cli.Context) error { return clusterview.NoViewFlags(c) }

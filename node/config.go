@@ -85,15 +85,3 @@ func (c Config) Validate() field.ErrorList {
 func (c *Config) fileSettings() []configapi.Setting {
 	return slices.Concat(c.Sharing.FileSettings(), c.GPUs.FileSettings(), c.Usage.FileSettings(), c.MIG.FileSettings())
 }
-
-// InspectSocketFlag is --inspect-socket, which `vgpud inspect` shares
-// with the role.
-func (c *Config) InspectSocketFlag() cli.Flag { return c.Inspect.InspectSocketFlag() }
-
-// RuntimeConfigFlag is --runtime-config, which `vgpud preflight` shares
-// with the role.
-func (c *Config) RuntimeConfigFlag() cli.Flag { return c.Runtime.RuntimeConfigFlag() }
-
-// NRISocketFlag is --nri-socket, which `vgpud preflight` shares with the
-// role.
-func (c *Config) NRISocketFlag() cli.Flag { return c.Identity.NRISocketFlag() }

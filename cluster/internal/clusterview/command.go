@@ -54,3 +54,18 @@ func PluginApp(stdout, stderr io.Writer, scheduler string, names protocol.Resour
 		},
 	}
 }
+
+// ClusterFlag is `vgpud inspect --cluster`.
+func ClusterFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"}
+}
+
+// NoViewFlags refuses Flags set without --cluster.
+func NoViewFlags(c *cli.Context) error {
+	for _, f := range []string{"context", "namespace", "node", "output"} {
+		if c.IsSet(f) {
+			return cli.Exit("--"+f+" is for the cluster view: vgpud inspect --cluster, or kubectl vgpud", 2)
+		}
+	}
+	return nil
+}

@@ -39,3 +39,8 @@ func Command(o Options, nriSocket string, asJSON bool, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// CommandFlags are `vgpud preflight`'s own flags, beside the runtime's.
+func CommandFlags() []cli.Flag {
+	return []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"}}
+}
