@@ -89,7 +89,7 @@ type Pod struct{ Name, Namespace, Node string }
 func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames, admission webhook.Config,
 	api API, reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	m := clustermetrics.New(reg)
-	elector := leader.New(cfg.Leader.Config(pod.Name, pod.Namespace, pod.Node), api.Leases, api.Core, log.With("component", "leader"))
+	elector := leader.New(cfg.Leader.Config(pod.Name, pod.Namespace, pod.Node), api.Leases, api.Core, clk, log.With("component", "leader"))
 	elector.OnTakenOutOfTurn(m.LeaseTaken)
 	elector.OnChange(m.LeaderChange)
 	elector.EventsTo(api.Events)
@@ -162,8 +162,8 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		return nil, err
 	}
 	quotas := quota.New(inf.Pods, inf.Quotas, r.names)
-	ledger := books.New(r.names, r.scheduler)
-	ledger.KeepDeletedInFlight(r.cfg.Scheduling.DeletedInFlight(), r.clock)
+	ledger := books.New(r.names, r.scheduler, r.clock)
+	ledger.KeepDeletedInFlight(r.cfg.Scheduling.DeletedInFlight())
 	booksSynced, err := ledger.Watch(inf.Pods, inf.Nodes, log.With("component", "books"))
 	if err != nil {
 		return nil, fmt.Errorf("watch nodes and pods: %w", err)
@@ -176,12 +176,12 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 
 	tlsCfg := r.cfg.TLS
 	tlsCfg.Namespace = r.namespace
-	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), r.clock.Now)
+	certMgr := certs.NewManager(tlsCfg, certs.API{Secrets: r.api.Core, Pods: r.api.Core, Deployments: r.api.Deployments, Webhooks: r.api.Webhooks}, log.With("component", "tls"), r.clock)
 	certMgr.ObserveWith(r.metrics)
 	t := &termParts{
 		inf: inf, booksSynced: booksSynced, certs: certMgr, synced: &atomic.Bool{}, log: log,
-		webhook:  server.New(r.cfg.Server.Listen, certMgr.WebhookTLS(), log.With("component", "https")),
-		extender: server.New(r.cfg.Server.ExtenderListen, certMgr.ExtenderTLS(), log.With("component", "extender-https")),
+		webhook:  server.New(r.cfg.Server.Listen, certMgr.WebhookTLS(), r.clock, log.With("component", "https")),
+		extender: server.New(r.cfg.Server.ExtenderListen, certMgr.ExtenderTLS(), r.clock, log.With("component", "extender-https")),
 	}
 
 	// The defaults in force, which every replica keeps at what the

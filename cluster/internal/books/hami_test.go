@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
@@ -26,7 +27,7 @@ func hamiPod(name, node, hamiNode, record string) *corev1.Pod {
 // counts in its namespace; it never holds the node's in-flight slot, and
 // goes when the pod ends.
 func TestHAMiRecordsAreBooked(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	p := hamiPod("old", "n1", "n1", "GPU-n1-0,NVIDIA,40000,100:;GPU-n1-1,NVIDIA,3000,30:;")
 	pending := p.DeepCopy()
@@ -63,7 +64,7 @@ func TestHAMiRecordsAreBooked(t *testing.T) {
 // on a GPU the node lacks is left out, one larger than its GPU holds all
 // of it. vgpud's own assignment, where a pod has both, is what counts.
 func TestHAMiRecordsBookWhatTheyCan(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, tc := range []struct {
 		pod  *corev1.Pod

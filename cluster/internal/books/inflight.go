@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 )
 
 // A node takes one bound pod at a time: kubelet's Allocate carries only
@@ -35,10 +34,8 @@ func (c *Ledger) MarkBound(uid types.UID, node string) {
 // KeepDeletedInFlight makes a pod deleted while in flight (bound, not yet
 // allocated) hold its node's in-flight slot for d more: kubelet may still
 // be admitting it, and Allocate, which carries no pod identity, must not
-// meet a second bound pod then; clk times the hold. Call before use.
-func (c *Ledger) KeepDeletedInFlight(d time.Duration, clk clock.PassiveClock) {
-	c.deletedInFlight, c.clock = d, clk
-}
+// meet a second bound pod then. Call before use.
+func (c *Ledger) KeepDeletedInFlight(d time.Duration) { c.deletedInFlight = d }
 
 // InFlight names a pod on node, other than except, that is bound but not
 // yet allocated; "" if there is none.

@@ -124,9 +124,9 @@ type podState struct {
 }
 
 // New returns an empty ledger for the given resource names; it books pods
-// of scheduler only.
-func New(names protocol.ResourceNames, scheduler string) *Ledger {
-	return &Ledger{names: names, scheduler: scheduler, clock: clock.RealClock{}, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}, charging: map[string]bool{}}
+// of scheduler only, and clk times its holds.
+func New(names protocol.ResourceNames, scheduler string, clk clock.PassiveClock) *Ledger {
+	return &Ledger{names: names, scheduler: scheduler, clock: clk, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}, charging: map[string]bool{}}
 }
 
 // SetPod books or unbooks a pod from its assignment annotation (beneath a

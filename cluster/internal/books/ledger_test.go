@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,7 @@ func assigned(name, node string, initMem int64, appMem ...int64) *corev1.Pod {
 }
 
 func TestUsageFromAnnotations(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, p := range []*corev1.Pod{assigned("a", "n1", 0, 1000, 2000), assigned("b", "n1", 30000, 5000)} {
 		if err := c.SetPod(record(p)); err != nil {
@@ -102,7 +103,7 @@ func TestUsageFromAnnotations(t *testing.T) {
 // the pod's life, on top of the app containers; a plain init container of
 // the same size would count only at its peak.
 func TestSidecarIsBookedForLife(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("s", "n1", 4000, 5000)
 	always := corev1.ContainerRestartPolicyAlways
@@ -120,7 +121,7 @@ func TestSidecarIsBookedForLife(t *testing.T) {
 // assignment on another scheduler's pod, or one naming a node the pod is
 // not bound to, books nothing and says why.
 func TestForgedAssignmentsAreNotBooked(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	other := assigned("squat", "n1", 0, 40000)
 	other.Spec.SchedulerName = "nobody"
@@ -154,7 +155,7 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 }
 
 func TestNodeUsability(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("down", 1, "0"))
 	bad := gpuNode("bad", 1, "10")
 	bad.Annotations[protocol.AnnotationGPUs] = "0,GPU-1,10,40960,100,A100,true:"
@@ -179,7 +180,7 @@ func TestNodeUsability(t *testing.T) {
 func TestRebuildEqualsPrevious(t *testing.T) {
 	nodes := []*corev1.Node{gpuNode("n1", 2, "20"), gpuNode("n2", 2, "20")}
 	pods := []*corev1.Pod{assigned("a", "n1", 0, 1000), assigned("b", "n2", 8000, 3000, 4000), assigned("c", "n1", 0, 500)}
-	first := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	first := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	for _, p := range pods { // pods before their nodes, as informers may deliver
 		_ = first.SetPod(record(p))
 	}
@@ -194,7 +195,7 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	for _, p := range pods {
 		_, _ = kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	}
-	rebuilt := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	rebuilt := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(Transform(protocol.DefaultResourceNames())))
 	synced, err := rebuilt.Watch(factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -257,7 +258,7 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 // A booking without a node does not hold the node's one in-flight slot;
 // once the pod has a node, an older event without it does not undo that.
 func TestUnboundBookingsAreNotInFlight(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	ghost := assigned("ghost", "n1", 0, 1000)
 	ghost.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
@@ -279,8 +280,8 @@ func TestUnboundBookingsAreNotInFlight(t *testing.T) {
 // an app container asking none) is no Allocate kubelet will make: it must
 // not hold the node's in-flight slot, alive or deleted.
 func TestBookingWithoutGPUsIsNotInFlight(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
-	c.KeepDeletedInFlight(time.Minute, clocktesting.NewFakePassiveClock(time.Now()))
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clocktesting.NewFakePassiveClock(time.Now()))
+	c.KeepDeletedInFlight(time.Minute)
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "ns", UID: "uid-empty", Annotations: map[string]string{}},
@@ -310,9 +311,9 @@ func TestBookingWithoutGPUsIsNotInFlight(t *testing.T) {
 // longer: kubelet may still be admitting it, and a second bound pod then
 // would be served its Allocate.
 func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	c.KeepDeletedInFlight(20*time.Second, clk)
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clk)
+	c.KeepDeletedInFlight(20 * time.Second)
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("first", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
@@ -350,7 +351,7 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 // said the pod was allocated, the pod must not go back to in flight (the
 // node would be blocked for good).
 func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("fast", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
@@ -368,7 +369,7 @@ func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
 // NodeFor shares the books' node instead of copying it: what a caller
 // holds must not change when the books do.
 func TestNodeForIsASnapshot(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	before, reason := c.NodeFor("n1", "")
 	if reason != nil {
@@ -391,7 +392,7 @@ func TestNodeForIsASnapshot(t *testing.T) {
 // the booking (the node set, the pod allocated, a new assignment) still
 // lands.
 func TestEchoesOfABind(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
 	p := assigned("p", "n1", 0, 1000)
@@ -441,7 +442,7 @@ func TestEchoesOfABind(t *testing.T) {
 // Once an event has shown the assignment, the API's word counts again,
 // and a deletion always does.
 func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := pendingAssigned("p", 1000)
 	older := p.DeepCopy()
@@ -483,7 +484,7 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 // to what the API last showed of the pod; only its own booking, never one
 // shown by the API.
 func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
 	usage := func() string { return fmt.Sprint(c.Pods(), usedMiB(c.NamespaceUsage("ns", ""))) }
@@ -559,7 +560,7 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 // the API shows the pod bound, that booking is the pod's own truth, and a
 // bind that books over it and fails puts it back.
 func TestAnotherBindsBookingIsLeftAlone(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
 	p := pendingAssigned("p", 1000)
@@ -625,7 +626,7 @@ func mustBook(t *testing.T, c *Ledger, p *corev1.Pod, held uint64) uint64 {
 // so its node takes nothing more until the pod is gone or readable; the
 // node's other GPUs are not treated as free.
 func TestAssignmentFromANewerVgpudBlocksItsNode(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	c.SetNode(gpuNode("n2", 2, "20"))
 	p := assigned("newer", "n1", 0, 1000)
@@ -680,7 +681,7 @@ func usedMiB(u podmodel.Usage, err error) int64 {
 // and lifting it frees the GPUs again; one the books cannot read keeps
 // the node out of new placements, saying why.
 func TestCordonReachesTheBooks(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 3, "3")
 	n.Annotations[protocol.AnnotationCordon] = "GPU-n1-0, 2"
 	c.SetNode(n)
@@ -717,7 +718,7 @@ func TestCordonReachesTheBooks(t *testing.T) {
 // also in a leader's books built after the GPU left: otherwise its other
 // GPU would look free while the pod runs on it.
 func TestAPodOnAGoneGPUKeepsTheRestBooked(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10")) // GPU-n1-1 is gone
 	p := assigned("pair", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -24,9 +25,8 @@ func runningOn(name, ns, node string, mem int64) *corev1.Pod {
 // what the GPU holds; a pod they never held there, or one they forgot
 // once nothing named it, is charged to nobody.
 func TestHeldMemoryIsChargedToThePodsNamespace(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	c.KeepDeletedInFlight(0, clk)
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clk)
 	n := gpuNode("n1", 2, "20")
 	c.SetNode(n)
 	gone, live := runningOn("gone", "team-a", "n1", 2000), runningOn("live", "team-b", "n1", 2000)
@@ -100,7 +100,7 @@ func TestHeldMemoryIsChargedToThePodsNamespace(t *testing.T) {
 // A pod that ended before this leader started is known from its own
 // assignment, as a booking would be.
 func TestHeldMemoryOfAPodThatEndedBeforeTheLeader(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 1, "10")
 	withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: 5000, Pods: []protocol.HeldPod{{UID: "uid-done", MiB: 5000}}})
 	c.SetNode(n)
@@ -134,7 +134,7 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationPlugin: protocol.PluginServing}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}}
 	setInv(n, inv)
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(n)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "team-a", UID: "uid-big"},
 		Spec: corev1.PodSpec{SchedulerName: "vgpud-scheduler", NodeName: "n1", Containers: []corev1.Container{{Name: "c"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
@@ -177,7 +177,7 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 // booking and what it holds beyond fit the GPU's memory, whatever a node
 // says.
 func TestHeldMemoryOfALivePodBeyondItsCharge(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	inv := protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-n1-0", MemoryMiB: 40000, Cores: 100, Split: 4, Healthy: true}}}
 	raw, err := protocol.EncodeInventory(inv)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
@@ -39,7 +40,7 @@ func fitsOn(t *testing.T, c *Ledger, node string, mib int64) *fit.Reason {
 // GPU takes nothing. A node publishing none, or a value that does not
 // read, holds nothing and stays usable.
 func TestHeldMemoryReachesTheBooks(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 1, "10") // 40000 MiB
 	c.SetNode(n)
 	if err := c.SetPod(record(assigned("a", "n1", 0, 8000))); err != nil {
@@ -92,7 +93,7 @@ func TestHeldMemoryReachesTheBooks(t *testing.T) {
 // Memory a GPU held freed is room freed, as a pod's going is: pods
 // refused meanwhile are nudged. More held, or the same, nudges none.
 func TestHeldMemoryFreedNudgesRefusedPods(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	freed := 0
 	c.NotifyFreed(func() { freed++ })
 	n := gpuNode("n1", 2, "20")
@@ -130,7 +131,7 @@ func TestHeldMemoryLeavesMIGInstancesAlone(t *testing.T) {
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}}}
 	withHeld(t, n, protocol.GPUHeld{GPU: "GPU-m", MiB: 40000, Full: true}, protocol.GPUHeld{GPU: "MIG-a", MiB: 100, Full: true}, protocol.GPUHeld{GPU: "GPU-s", MiB: 500})
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(n)
 	got, _ := c.Node("n1")
 	for _, g := range got.GPUs {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/fit"
@@ -31,7 +32,7 @@ import (
 // same annotations a real leader reads.
 func syntheticCache(b *testing.B, nodes, pods int) (*books.Ledger, []string) {
 	b.Helper()
-	c := books.New(protocol.DefaultResourceNames(), "vgpud-scheduler")
+	c := books.New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%05d", i)
@@ -106,7 +107,7 @@ func BenchmarkBindDistinctNodes(b *testing.B) {
 	c, names := syntheticCache(b, 1000, 0)
 	kube := fake.NewClientset()
 	binder := NewBinder(context.Background(), BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: time.Second, UnansweredHold: time.Minute},
-		BinderDeps{API: kube.CoreV1(), Books: c, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		BinderDeps{API: kube.CoreV1(), Books: c, Clock: clock.RealClock{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
 	// The fake clientset's Binding leaves the pod as it was, so 1000 pods
 	// serve any b.N, each bound again once its node is free.

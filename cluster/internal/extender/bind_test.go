@@ -99,7 +99,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
-	e := &bindEnv{kube: kube, books: books.New(protocol.DefaultResourceNames(), "vgpud-scheduler"), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk, observed: make(chan string, 100)}
+	e := &bindEnv{kube: kube, books: books.New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{}), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk, observed: make(chan string, 100)}
 	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
@@ -484,7 +484,7 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 		once.Do(func() { close(first); <-release })
 		return nil
 	}
-	binder := NewBinder(e.term, e.binder.cfg, BinderDeps{API: e.kube.CoreV1(), Books: e.books, Limits: limits, Fence: slow, Log: quietLogger()})
+	binder := NewBinder(e.term, e.binder.cfg, BinderDeps{API: e.kube.CoreV1(), Books: e.books, Limits: limits, Fence: slow, Clock: e.clk, Log: quietLogger()})
 	errs := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {

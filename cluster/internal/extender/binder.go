@@ -90,10 +90,10 @@ type Binder struct {
 	observe func(outcome, reason string, waited time.Duration)
 }
 
-// BinderDeps are a Binder's dependencies. Lookup, Limits, Fence, Events,
-// Observe and Clock may be nil: every bind reads the pod from the
-// apiserver, no quota, no fencing, no Events or metrics, the wall clock
-// (tests and benchmarks).
+// BinderDeps are a Binder's dependencies. Lookup, Limits, Fence, Events
+// and Observe may be nil: every bind reads the pod from the apiserver, no
+// quota, no fencing, no Events or metrics (tests and benchmarks). Clock
+// is given, always.
 type BinderDeps struct {
 	API     corev1client.PodsGetter
 	Books   Books
@@ -120,9 +120,6 @@ func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
 	}
 	if d.Lookup == nil {
 		d.Lookup = func(string, string) *slimpod.Pod { return nil }
-	}
-	if d.Clock == nil {
-		d.Clock = clock.RealClock{}
 	}
 	return &Binder{api: d.API, books: d.Books, lookup: d.Lookup, limits: d.Limits, fence: d.Fence, cfg: cfg, events: d.Events, observe: d.Observe,
 		clock: d.Clock, term: term, log: d.Log,

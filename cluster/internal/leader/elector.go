@@ -77,15 +77,16 @@ func (e *Elector) takenOutOfTurn(by string, early time.Duration) {
 	go e.postTaken(by)
 }
 
-// New returns an Elector; nothing happens until Run.
-func New(cfg Config, leases coordinationv1client.LeasesGetter, pods corev1client.PodsGetter, log *slog.Logger) *Elector {
+// New returns an Elector; nothing happens until Run. clk times vgpud's
+// own waits; the Lease's are client-go's.
+func New(cfg Config, leases coordinationv1client.LeasesGetter, pods corev1client.PodsGetter, clk clock.WithTicker, log *slog.Logger) *Elector {
 	return &Elector{
 		cfg:    cfg,
 		leases: leases,
 		pods:   pods,
 		log:    log,
 		label:  &podLabel{pods: pods, namespace: cfg.PodNamespace, name: cfg.Identity},
-		clock:  clock.RealClock{},
+		clock:  clk,
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -123,7 +124,7 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 	done := map[string]chan struct{}{}
 	for _, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())
-		e := New(testConfig(id), kube.CoordinationV1(), kube.CoreV1(), log)
+		e := New(testConfig(id), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, log)
 		e.OnChange(func(how string) { mu.Lock(); changes[id] = append(changes[id], how); mu.Unlock() })
 		finished := make(chan struct{})
 		electors[id], cancels[id], done[id] = e, cancel, finished
@@ -265,7 +266,7 @@ func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: ns, Labels: leaderLabel}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "next", Namespace: ns}},
 	)
-	e := New(testConfig("next"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("next"), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	led := make(chan struct{})
@@ -291,7 +292,7 @@ func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
 
 func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
-	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -317,7 +318,7 @@ func TestLeadErrorStepsDownAndCampaignsAgain(t *testing.T) {
 
 func TestRunWithoutOwnPodStillLeads(t *testing.T) {
 	kube := fake.NewClientset()
-	e := New(testConfig("outside"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("outside"), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	led := make(chan struct{})
@@ -343,7 +344,7 @@ func TestRunWithoutOwnPodStillLeads(t *testing.T) {
 // hold to be certain, before another replica could take the Lease.
 func TestFence(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns}})
-	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	terms := make(chan Term, 1)
@@ -461,7 +462,7 @@ func TestServeLabelsAgainWhileTheApiserverCatchesUp(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("solo"), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := e.serve(context.Background()); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
@@ -481,7 +482,7 @@ func TestLeaseTakenEvent(t *testing.T) {
 		created = a.(k8stesting.CreateAction).GetObject().(*eventsv1.Event)
 		return false, nil, nil
 	})
-	e := New(testConfig("old"), kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := New(testConfig("old"), kube.CoordinationV1(), kube.CoreV1(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	e.EventsTo(kube.EventsV1())
 	e.postTaken("intruder")
 	if created == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // starvedLeases fails every Lease write of one replica while starved is
@@ -76,7 +79,7 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 	aLeads := make(chan struct{})
 	bLeads := make(chan struct{})
 	run := func(id string, leases coordinationv1client.LeasesGetter, leads chan struct{}) {
-		e := New(testConfig(id), leases, kube.CoreV1(), log)
+		e := New(testConfig(id), leases, kube.CoreV1(), clock.RealClock{}, log)
 		e.OnChange(func(how string) { mu.Lock(); changes = append(changes, id+" "+how); mu.Unlock() })
 		wg.Go(func() {
 			_ = e.Run(ctx, func(ctx context.Context, term Term) error {
@@ -171,14 +174,16 @@ func TestLostLeaseServesUntilASuccessorIsLabelled(t *testing.T) {
 func TestMayLeadGatesTheCampaign(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "barred", Namespace: ns}})
 	cfg := testConfig("barred")
-	var allowed atomic.Bool
+	asked := make(chan struct{}, 64)
 	cfg.MayLead = func() error {
-		if allowed.Load() {
-			return nil
+		select {
+		case asked <- struct{}{}:
+		default:
 		}
 		return errors.New("not among the nodes that may lead")
 	}
-	e := New(cfg, kube.CoordinationV1(), kube.CoreV1(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := New(cfg, kube.CoordinationV1(), kube.CoreV1(), clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	led := make(chan struct{})
@@ -191,7 +196,18 @@ func TestMayLeadGatesTheCampaign(t *testing.T) {
 			return nil
 		})
 	}()
-	time.Sleep(500 * time.Millisecond) // five retry periods
+	deadline := time.After(4 * time.Second) // fails, rather than hangs
+	for i := range 5 {                      // five campaigns refused, a recheck apart
+		select {
+		case <-asked:
+		case <-deadline:
+			t.Fatalf("the elector asked whether it may lead %d times; want 5", i)
+		}
+		for !clk.HasWaiters() {
+			runtime.Gosched() // until it waits for the recheck
+		}
+		clk.Step(mayLeadRecheck)
+	}
 	if _, err := kube.CoordinationV1().Leases(ns).Get(context.Background(), cfg.LeaseName, metav1.GetOptions{}); err == nil {
 		t.Fatal("a replica that may not lead wrote the Lease")
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 )
 
 // post sends a body of n bytes (declared length) through b to h.
@@ -150,7 +151,7 @@ func TestBounderLetsOnlyAFewLargeRequestsWait(t *testing.T) {
 // they must not stall a small review behind them.
 func TestLargeRequestsWaitingOnOneConnectionDoNotStallSmallOnes(t *testing.T) {
 	pair, pool := testServing(t)
-	s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.bound.wait = 10 * time.Second
 	var refused atomic.Int32
 	s.OnRefused(func() { refused.Add(1) })

@@ -38,9 +38,10 @@ type Server struct {
 	log       *slog.Logger
 }
 
-// New returns a Server for addr. Register handlers and checks before Run.
-func New(addr string, tlsConfig *tls.Config, log *slog.Logger) *Server {
-	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), clock: clock.RealClock{}, bound: newBounder(), log: log}
+// New returns a Server for addr, clk timing its shutdown and checks.
+// Register handlers and checks before Run.
+func New(addr string, tlsConfig *tls.Config, clk clock.WithTicker, log *slog.Logger) *Server {
+	s := &Server{addr: addr, tls: tlsConfig, mux: http.NewServeMux(), clock: clk, bound: newBounder(), log: log}
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/readyz", s.readyz)
 	return s

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
@@ -51,7 +52,7 @@ func TestServesTLSProbesAndHandlers(t *testing.T) {
 		}
 		return &pair, nil
 	}
-	s := New("127.0.0.1:0", &tls.Config{GetCertificate: getCert}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New("127.0.0.1:0", &tls.Config{GetCertificate: getCert}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.Handle("/filter", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "filtered") }))
 	var synced atomic.Bool
 	s.AddCheck(Check{Name: "cache", Func: func() error {
@@ -111,7 +112,7 @@ func TestServesTLSProbesAndHandlers(t *testing.T) {
 }
 
 func TestRunReportsBadAddress(t *testing.T) {
-	s := New("256.0.0.1:bad", nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New("256.0.0.1:bad", nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	err := s.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "listen on 256.0.0.1:bad") {
 		t.Fatalf("want a listen error naming the address, got %v", err)
@@ -125,9 +126,8 @@ func TestRunWaitsForAnAddressInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(held.Addr().String(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	fc := clocktesting.NewFakeClock(time.Now())
-	s.clock = fc
+	s := New(held.Addr().String(), nil, fc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan net.Listener, 1)
@@ -174,7 +174,7 @@ func TestReconnectAfterMovesClientsToANewConnection(t *testing.T) {
 	pair, pool := testServing(t)
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
-			s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s := New("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			s.Handle("/webhook", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "admitted") }))
 			handingOver, handOver := context.WithCancel(context.Background())
 			s.ReconnectAfter(handingOver)

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 )
@@ -35,16 +36,16 @@ func TestListenerServesTheManagedCertAcrossRenewal(t *testing.T) {
 	})
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	nowFn := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	cfg := certs.DefaultConfig()
 	cfg.Namespace = "vgpud-system"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := certs.NewManager(cfg, certs.API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}, log, clock)
+	m := certs.NewManager(cfg, certs.API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}, log, nowClock{now: nowFn})
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	s := New("", m.WebhookTLS(), log)
+	s := New("", m.WebhookTLS(), clock.RealClock{}, log)
 	s.Handle("/webhook", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "admitted") }))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -103,11 +104,11 @@ func TestExtenderListenerRequiresTheSchedulerCertificate(t *testing.T) {
 	cfg := certs.DefaultConfig()
 	cfg.Namespace = "vgpud-system"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := certs.NewManager(cfg, certs.API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}, log, time.Now)
+	m := certs.NewManager(cfg, certs.API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}, log, clock.RealClock{})
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := New("", m.ExtenderTLS(), log)
+	s := New("", m.ExtenderTLS(), clock.RealClock{}, log)
 	for _, verb := range []string{"/filter", "/prioritize", "/bind"} {
 		s.Handle(verb, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "served") }))
 	}
@@ -181,3 +182,11 @@ func TestExtenderListenerRequiresTheSchedulerCertificate(t *testing.T) {
 		t.Errorf("%d TLS handshakes for 5 calls; want 1", n)
 	}
 }
+
+// nowClock is the real clock, but for Now, which the test sets.
+type nowClock struct {
+	clock.RealClock
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time { return c.now() }

@@ -19,6 +19,7 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 )
 
 // Keys of the Secret. tls.crt and tls.key follow kubernetes.io/tls; the
@@ -92,11 +93,12 @@ func DefaultConfig() Config {
 // Manager keeps a valid serving certificate in the Secret, its CA in the
 // webhook's caBundle, and the certificate in memory for GetCertificate.
 type Manager struct {
-	cfg  Config
-	api  API
-	log  *slog.Logger
-	now  func() time.Time
-	cert atomic.Pointer[loaded]
+	cfg   Config
+	api   API
+	log   *slog.Logger
+	now   func() time.Time
+	clock clock.WithTicker
+	cert  atomic.Pointer[loaded]
 	// loaded is closed once a certificate is: a listener that takes
 	// traffic before then fails every handshake.
 	loaded     chan struct{}
@@ -131,12 +133,12 @@ type API struct {
 	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
 }
 
-// NewManager returns a Manager; now is the clock (time.Now outside tests).
-func NewManager(cfg Config, api API, log *slog.Logger, now func() time.Time) *Manager {
+// NewManager returns a Manager; clk times its checks and certificates.
+func NewManager(cfg Config, api API, log *slog.Logger, clk clock.WithTicker) *Manager {
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, api: api, log: log, now: now, loaded: make(chan struct{}), lastPhase: broken}
+	return &Manager{cfg: cfg, api: api, log: log, now: clk.Now, clock: clk, loaded: make(chan struct{}), lastPhase: broken}
 }
 
 // Loaded is closed once a serving certificate is loaded.
@@ -224,7 +226,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-m.clock.After(wait):
 		}
 	}
 }

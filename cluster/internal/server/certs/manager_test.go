@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 )
 
 const ns = "vgpud-system"
@@ -34,15 +35,15 @@ var testConfig = Config{
 	CertRenewBefore:   renewBefore,
 }
 
-// clock is a settable time for the Manager.
-type clock struct {
+// settable is a settable time for the Manager.
+type settable struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
-func quiet() *slog.Logger        { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (c *settable) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *settable) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+func quiet() *slog.Logger           { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func webhookConfig() *admissionregistrationv1.MutatingWebhookConfiguration {
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud"},
@@ -95,8 +96,8 @@ func served(t *testing.T, m *Manager, caPEM []byte, at time.Time) *x509.Certific
 func TestManagerCreatesRenewsAndReuses(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset(webhookConfig())
-	clk := &clock{t: t0}
-	m := NewManager(testConfig, apiOf(kube), quiet(), clk.now)
+	clk := &settable{t: t0}
+	m := NewManager(testConfig, apiOf(kube), quiet(), nowClock{now: clk.now})
 
 	if m.Ready() == nil {
 		t.Fatal("Ready before any certificate: want an error")
@@ -140,7 +141,7 @@ func TestManagerCreatesRenewsAndReuses(t *testing.T) {
 
 	// A new leader with the same clock reuses everything: no writes.
 	kube.ClearActions()
-	m2 := NewManager(testConfig, apiOf(kube), quiet(), clk.now)
+	m2 := NewManager(testConfig, apiOf(kube), quiet(), nowClock{now: clk.now})
 	if _, err := m2.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestManagerReplacesExpiredAndRepairsCABundle(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-tls", Namespace: ns},
 		Data:       map[string][]byte{KeyCACert: oldCA.Cert, KeyCAKey: oldCA.Key, KeyCert: oldServing.Cert, KeyKey: oldServing.Key},
 	})
-	m := NewManager(testConfig, apiOf(kube), quiet(), func() time.Time { return t0 })
+	m := NewManager(testConfig, apiOf(kube), quiet(), nowClock{now: func() time.Time { return t0 }})
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestManagerAlreadyExistsRace(t *testing.T) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "mutatingwebhookconfigurations"}, "vgpud", errors.New("changed"))
 	})
 
-	m := NewManager(testConfig, apiOf(kube), quiet(), func() time.Time { return t0 })
+	m := NewManager(testConfig, apiOf(kube), quiet(), nowClock{now: func() time.Time { return t0 }})
 	if _, err := m.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func mustLeaf(t *testing.T, certPEM []byte) *x509.Certificate {
 
 func TestManagerWithoutWebhookConfigStillServes(t *testing.T) {
 	kube := fake.NewClientset()
-	m := NewManager(testConfig, apiOf(kube), quiet(), func() time.Time { return t0 })
+	m := NewManager(testConfig, apiOf(kube), quiet(), nowClock{now: func() time.Time { return t0 }})
 	if _, err := m.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -271,8 +272,8 @@ func TestManagerWithoutWebhookConfigStillServes(t *testing.T) {
 }
 
 func TestManagerReadyTurnsFalseAfterExpiry(t *testing.T) {
-	clk := &clock{t: t0}
-	m := NewManager(testConfig, apiOf(fake.NewClientset()), quiet(), clk.now)
+	clk := &settable{t: t0}
+	m := NewManager(testConfig, apiOf(fake.NewClientset()), quiet(), nowClock{now: clk.now})
 	if _, err := m.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestManagerReadyTurnsFalseAfterExpiry(t *testing.T) {
 
 func TestManagerRunLoadsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := NewManager(testConfig, apiOf(fake.NewClientset(webhookConfig())), quiet(), time.Now)
+	m := NewManager(testConfig, apiOf(fake.NewClientset(webhookConfig())), quiet(), clock.RealClock{})
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true,
@@ -321,3 +322,11 @@ func mustPair(t *testing.T, p KeyPair) tls.Certificate {
 func apiOf(kube *fake.Clientset) API {
 	return API{Secrets: kube.CoreV1(), Pods: kube.CoreV1(), Deployments: kube.AppsV1(), Webhooks: kube.AdmissionregistrationV1()}
 }
+
+// nowClock is the real clock, but for Now, which the test sets.
+type nowClock struct {
+	clock.RealClock
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time { return c.now() }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // apiClock is the apiserver's clock as the Manager sees it: the time it
@@ -197,7 +198,7 @@ func TestManagerRotatesTheCAWithoutAnOutage(t *testing.T) {
 	api.Secrets = stampedSecrets{kube.CoreV1(), clock}
 	cfg := testConfig
 	cfg.SchedulerDeployment = "vgpud-scheduler"
-	m := NewManager(cfg, api, quiet(), func() time.Time { return t0 })
+	m := NewManager(cfg, api, quiet(), nowClock{now: func() time.Time { return t0 }})
 	seen := &observed{}
 	m.ObserveWith(seen)
 	ctx := context.Background()
@@ -396,7 +397,7 @@ func TestReplaceOlderPodsOneAtATime(t *testing.T) {
 			}
 			cfg := testConfig
 			cfg.SchedulerDeployment = "vgpud-scheduler"
-			m := NewManager(cfg, apiOf(kube), quiet(), time.Now)
+			m := NewManager(cfg, apiOf(kube), quiet(), clock.RealClock{})
 			s := rotatingSecret(t, since)
 			runs, err := m.schedulerRunsWith(context.Background(), s)
 			if err != nil || runs != c.runs {
@@ -480,12 +481,12 @@ func TestRecordTrustWithoutARecordAsksThePods(t *testing.T) {
 				s.Annotations[k] = v
 			}
 			kube := fake.NewClientset(schedulerDeployment(1), s, pod0(at.Add(-time.Hour), c.pod(hash)...))
-			clock := &apiClock{at: at.Add(time.Minute), stamps: map[string]time.Time{}}
+			stamps := &apiClock{at: at.Add(time.Minute), stamps: map[string]time.Time{}}
 			api := apiOf(kube)
-			api.Secrets = stampedSecrets{kube.CoreV1(), clock}
+			api.Secrets = stampedSecrets{kube.CoreV1(), stamps}
 			cfg := testConfig
 			cfg.SchedulerDeployment = "vgpud-scheduler"
-			m := NewManager(cfg, api, quiet(), time.Now)
+			m := NewManager(cfg, api, quiet(), clock.RealClock{})
 			if runs, err := m.schedulerRunsWith(context.Background(), s); runs || err != nil {
 				t.Fatalf("a rotation step may be taken without a record: %v, %v", runs, err)
 			}
@@ -496,7 +497,7 @@ func TestRecordTrustWithoutARecordAsksThePods(t *testing.T) {
 			got := secretOf(t, kube)
 			want := c.since
 			if want == "" {
-				want = clock.now().Format(time.RFC3339)
+				want = stamps.now().Format(time.RFC3339)
 			}
 			if got.Annotations[AnnotationTrustHash] != hash || got.Annotations[AnnotationTrustSince] != want {
 				t.Fatalf("recorded %q since %q, want since %q", got.Annotations[AnnotationTrustHash], got.Annotations[AnnotationTrustSince], want)
