@@ -246,7 +246,7 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 // parts that need them and runs them in g; started says whether the
 // plugin took over stopping the pod informer.
 func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface, pods *nodepods.Index, stopPods func(), mode string) (started bool, err error) {
-	if a.record, err = migondemand.LockRecord(ctx, a.cfg.MIG, a.recordWait, a.log, a.setNotReady); err != nil || ctx.Err() != nil {
+	if a.record, err = migondemand.LockRecord(ctx, a.cfg.MIG, a.recordWait, a.clock, a.log, a.setNotReady); err != nil || ctx.Err() != nil {
 		return false, err
 	}
 	defer func() {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // lockPoll is how often Lock tries the record's lock again.
@@ -19,7 +21,7 @@ const lockPoll = 200 * time.Millisecond
 // and the record opened, it keeps what the node lists as made from
 // racing the other's last pass. release gives the lock back; Reconcile
 // is for a holder.
-func Lock(ctx context.Context, path string, waiting func()) (release func(), err error) {
+func Lock(ctx context.Context, path string, waiting func(), clk clock.Clock) (release func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("MIG record lock: %w", err)
 	}
@@ -45,7 +47,7 @@ func Lock(ctx context.Context, path string, waiting func()) (release func(), err
 		case <-ctx.Done():
 			f.Close()
 			return nil, ctx.Err()
-		case <-time.After(lockPoll):
+		case <-clk.After(lockPoll):
 		}
 	}
 	return func() {

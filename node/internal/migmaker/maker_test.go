@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
@@ -400,7 +401,7 @@ func TestCheckedPerInstance(t *testing.T) {
 // second waits for the first's lock, then reads what the first wrote.
 func TestLockHandsTheRecordOver(t *testing.T) {
 	r := newRig(t, "")
-	release, err := Lock(context.Background(), r.path, nil)
+	release, err := Lock(context.Background(), r.path, nil, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,11 +412,11 @@ func TestLockHandsTheRecordOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	waited := false
-	if _, err := Lock(ctx, r.path, func() { waited = true }); err == nil || !waited {
+	if _, err := Lock(ctx, r.path, func() { waited = true }, clock.RealClock{}); err == nil || !waited {
 		t.Fatalf("took the lock the old process holds: %v (waited %v)", err, waited)
 	}
 	release()
-	release, err = Lock(context.Background(), r.path, nil)
+	release, err = Lock(context.Background(), r.path, nil, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}

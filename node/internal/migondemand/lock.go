@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/vgpud/vgpud/node/internal/migmaker"
 )
 
@@ -18,10 +20,14 @@ import (
 // is ready) must not keep the node from serving.
 const RecordWait = 30 * time.Second
 
+// errWaited ends a wait for the record's lock that took its time.
+var errWaited = errors.New("waited long enough for the MIG record")
+
 // RecordLock is the MIG record's file lock, held by one node role
 // process at a time, where the node makes instances on demand.
 type RecordLock struct {
-	path string
+	path  string
+	clock clock.Clock
 
 	mu      sync.Mutex
 	release func() // nil while not held
@@ -35,25 +41,34 @@ type RecordLock struct {
 // operator's. Held until the role stops. After wait it goes on without,
 // saying so (waiting is told why it waits), and the maker takes the
 // lock before its first pass. nil where nothing is made.
-func LockRecord(ctx context.Context, opts Options, wait time.Duration, log *slog.Logger, waiting func(why string)) (*RecordLock, error) {
+func LockRecord(ctx context.Context, opts Options, wait time.Duration, clk clock.Clock, log *slog.Logger, waiting func(why string)) (*RecordLock, error) {
 	if opts.MIGRecord == "" || len(opts.MIGOnDemand) == 0 {
 		return nil, nil
 	}
-	l := &RecordLock{path: opts.MIGRecord}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+	l := &RecordLock{path: opts.MIGRecord, clock: clk}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := clk.NewTimer(wait)
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-timer.C():
+			cancel(errWaited)
+		case <-wctx.Done():
+		}
+	}()
 	release, err := migmaker.Lock(wctx, opts.MIGRecord, func() {
 		why := "waiting for the MIG record, which the node role being replaced still holds"
 		log.Info(why, "record", opts.MIGRecord, "for at most", wait)
 		waiting(why)
-	})
+	}, clk)
 	switch {
 	case err == nil:
 		l.release = release
 		return l, nil
 	case ctx.Err() != nil:
 		return l, nil
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(context.Cause(wctx), errWaited):
 		log.Warn("the node role being replaced still holds the MIG record; serving without it, and making nothing until it lets go: an instance it makes meanwhile is listed as the operator's until then", "waited", wait, "record", opts.MIGRecord)
 		return l, nil
 	}
@@ -72,7 +87,7 @@ func (l *RecordLock) take(ctx context.Context, maker *migmaker.Maker, log *slog.
 	if held {
 		return false, nil
 	}
-	release, err := migmaker.Lock(ctx, l.path, nil)
+	release, err := migmaker.Lock(ctx, l.path, nil, l.clock)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, nil

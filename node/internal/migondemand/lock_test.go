@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/migmaker"
 )
@@ -17,7 +19,7 @@ import (
 // the lock once the old one lets go, and reads what that one wrote.
 func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mig-made.json")
-	old, err := migmaker.Lock(context.Background(), path, nil)
+	old, err := migmaker.Lock(context.Background(), path, nil, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +27,7 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a wait without bound fails, not hangs
 	defer cancel()
-	record, err := LockRecord(ctx, Options{MIGRecord: path, MIGOnDemand: []string{"all"}}, 200*time.Millisecond, log, func(string) {})
+	record, err := LockRecord(ctx, Options{MIGRecord: path, MIGOnDemand: []string{"all"}}, 200*time.Millisecond, clock.RealClock{}, log, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	record.Release()
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if again, err := migmaker.Lock(ctx, path, nil); err != nil {
+	if again, err := migmaker.Lock(ctx, path, nil, clock.RealClock{}); err != nil {
 		t.Errorf("after Release: %v", err)
 	} else {
 		again()
