@@ -1,3 +1,5 @@
+//vgpud:wallclock real processes fork, pass descriptors and are killed; their memory comes back when the kernel reaps them.
+
 package node
 
 import (

@@ -1,3 +1,5 @@
+//vgpud:wallclock real processes allocate and are killed by the kernel; the enforcer samples them a period apart.
+
 package node
 
 import (

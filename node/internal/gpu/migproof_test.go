@@ -1,3 +1,5 @@
+//vgpud:wallclock real processes hold MIG devices on NVML or the mock until the kernel ends them.
+
 package gpu
 
 import (

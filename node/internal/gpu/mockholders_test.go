@@ -1,3 +1,5 @@
+//vgpud:wallclock a real child process is reaped by init, in the kernel's time.
+
 package gpu
 
 import (

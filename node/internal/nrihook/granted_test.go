@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -142,49 +142,44 @@ func TestSynchronizeTellsOfRunningGrants(t *testing.T) {
 // restarts through the hook. Containers whose env is the hook's, or that
 // the runtime gave no env for, are left alone.
 func TestSynchronizeEndsContainersThatEscapedTheHook(t *testing.T) {
-	victim := gpuPod("victim", "GPU-0")
-	h, _ := testHook(victim)
-	g := newGrants()
-	h.Tell(g)
-	evicted := map[string]int{}
-	var mu sync.Mutex
-	h.EvictWith(func(id string, pid int) error {
+	synctest.Test(t, func(t *testing.T) {
+		victim := gpuPod("victim", "GPU-0")
+		h, _ := testHook(victim)
+		g := newGrants()
+		h.Tell(g)
+		evicted := map[string]int{}
+		var mu sync.Mutex
+		h.EvictWith(func(id string, pid int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			evicted[id] = pid
+			return nil
+		})
+		sb := sandbox(victim)
+		sb.Id = "sb1"
+		running := api.ContainerState_CONTAINER_RUNNING
+		ctrs := []*api.Container{
+			{Id: "bare", PodSandboxId: "sb1", Name: "app", State: running, Pid: 11, Env: []string{"PATH=/bin"}},
+			{Id: "held", PodSandboxId: "sb1", Name: "app", State: running, Pid: 12, Env: []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=GPU-0"}},
+			{Id: "wide", PodSandboxId: "sb1", Name: "sidecar", State: running, Pid: 13, Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}},
+			{Id: "cpu", PodSandboxId: "sb1", Name: "sidecar", State: running, Pid: 14, Env: []string{"PATH=/bin"}},
+			{Id: "unsaid", PodSandboxId: "sb1", Name: "app", State: running, Pid: 15},
+		}
+		if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, ctrs); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"bare": 11, "wide": 13}
+		synctest.Wait() // the resync has judged every container
 		mu.Lock()
 		defer mu.Unlock()
-		evicted[id] = pid
-		return nil
+		if fmt.Sprint(evicted) != fmt.Sprint(want) {
+			t.Errorf("evicted %v; want %v", evicted, want)
+		}
+		if _, ok := g.get("held"); !ok {
+			t.Error("the container holding its grant was not told")
+		}
+		if _, ok := g.get("bare"); ok {
+			t.Error("an escaped container was told as granted")
+		}
 	})
-	sb := sandbox(victim)
-	sb.Id = "sb1"
-	running := api.ContainerState_CONTAINER_RUNNING
-	ctrs := []*api.Container{
-		{Id: "bare", PodSandboxId: "sb1", Name: "app", State: running, Pid: 11, Env: []string{"PATH=/bin"}},
-		{Id: "held", PodSandboxId: "sb1", Name: "app", State: running, Pid: 12, Env: []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=GPU-0"}},
-		{Id: "wide", PodSandboxId: "sb1", Name: "sidecar", State: running, Pid: 13, Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}},
-		{Id: "cpu", PodSandboxId: "sb1", Name: "sidecar", State: running, Pid: 14, Env: []string{"PATH=/bin"}},
-		{Id: "unsaid", PodSandboxId: "sb1", Name: "app", State: running, Pid: 15},
-	}
-	if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, ctrs); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]int{"bare": 11, "wide": 13}
-	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(evicted) >= len(want), nil
-	}); err != nil {
-		t.Fatalf("evicted %v; want %v", evicted, want)
-	}
-	time.Sleep(50 * time.Millisecond) // nothing more comes
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(evicted) != fmt.Sprint(want) {
-		t.Errorf("evicted %v; want %v", evicted, want)
-	}
-	if _, ok := g.get("held"); !ok {
-		t.Error("the container holding its grant was not told")
-	}
-	if _, ok := g.get("bare"); ok {
-		t.Error("an escaped container was told as granted")
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -53,33 +54,36 @@ func (f *fakeMaker) make(id, uuid string) {
 // maker has made it, waiting for it within the hook's wait; never the
 // instance's name, and never a device not made.
 func TestResolveMade(t *testing.T) {
-	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
-	grantOf := func() Decision {
-		ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
-		return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Shape{})}
-	}
-	h := New(Rules{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
-		t.Errorf("no maker: %+v", d)
-	}
-	m := &fakeMaker{made: map[string]string{}, changed: make(chan struct{})}
-	h.SetMaker(m)
-	if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
-		t.Errorf("never made: %+v", d)
-	}
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		m.make(id, "MIG-made")
-	}()
-	d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"})
-	if d.Action != Grant || d.Slice.Env[protocol.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
-		t.Errorf("made while waiting: %+v", d)
-	}
-	// A shared slice passes as it is.
-	plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
-	if d := h.resolveMade(context.Background(), plain, Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
-		t.Errorf("shared: %+v", d)
-	}
+	// In a bubble: the hook's wait passes once every goroutine waits.
+	synctest.Test(t, func(t *testing.T) {
+		id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
+		grantOf := func() Decision {
+			ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
+			return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Shape{})}
+		}
+		h := New(Rules{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
+			t.Errorf("no maker: %+v", d)
+		}
+		m := &fakeMaker{made: map[string]string{}, changed: make(chan struct{})}
+		h.SetMaker(m)
+		if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
+			t.Errorf("never made: %+v", d)
+		}
+		go func() {
+			synctest.Wait() // the hook waits for the make
+			m.make(id, "MIG-made")
+		}()
+		d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"})
+		if d.Action != Grant || d.Slice.Env[protocol.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
+			t.Errorf("made while waiting: %+v", d)
+		}
+		// A shared slice passes as it is.
+		plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
+		if d := h.resolveMade(context.Background(), plain, Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
+			t.Errorf("shared: %+v", d)
+		}
+	})
 }
 
 // A container found running when the hook connects again, given a made
