@@ -14,7 +14,7 @@ PKGS := ./...
 # warnings about them are go-nvml's, not ours, and read as errors.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: chart rolewall build-arm64 build-next all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
+.PHONY: chart structlint build-arm64 build-next all build bench-floor images image push manifests unit test lint vet fmt-check size-check fuzz e2e chaos demo bench clean nvml
 
 all: build
 
@@ -85,12 +85,15 @@ size-check:
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576'); \
 	if [ -n "$$big" ]; then echo "tracked files over 1 MB (build outputs? add them to .gitignore):"; echo "$$big"; exit 1; fi
 
-# The role wall: node-role and cluster-role code never import each other
-# (scripts/rolewall.sh; internal/ covers each role's own parts).
-rolewall:
-	bash scripts/rolewall.sh
+# The structure's rules (scripts/structlint): the role wall (node-role and
+# cluster-role code never import each other; internal/ covers each role's
+# own parts), flags only in parts' packages, no exported type name in two
+# packages, no unit test sleeping on the wall clock. Its test plants each
+# fault in a tree of its own and sees it fail.
+structlint:
+	$(GO) run ./scripts/structlint .
 
-lint: vet fmt-check size-check rolewall
+lint: vet fmt-check size-check structlint
 
 # A short run of every fuzz target, so regressions in the decoders show up in CI.
 # Budgets are counts of inputs, about 5-10 s each here, not durations: Go

@@ -1,0 +1,6 @@
+package node
+
+import "example.com/m/node/internal/part"
+
+// Config is the role's settings.
+type Config struct{ Part part.Options }

@@ -1,0 +1,3 @@
+package part
+
+import _ "example.com/m/protocol"

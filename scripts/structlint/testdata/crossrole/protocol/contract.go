@@ -1,0 +1,3 @@
+package protocol
+
+import _ "example.com/m/cluster"

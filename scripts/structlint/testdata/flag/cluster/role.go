@@ -1,0 +1,4 @@
+package cluster
+
+// Config is the role's settings.
+type Config struct{ Size int }

@@ -1,0 +1,4 @@
+package cluster
+
+// Options are allowed to repeat; Verdict is not.
+type Verdict struct{ Deny string }
