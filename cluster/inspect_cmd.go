@@ -11,10 +11,10 @@ import (
 
 // View is what `kubectl vgpud -o json` prints: the cluster as vgpud
 // books it. The end-to-end and bench suites decode it.
-type View = clusterview.View
+type View = clusterview.ClusterView
 
 // BookedGPU is one GPU of a View's node.
-type BookedGPU = clusterview.BookedGPU
+type BookedGPU = clusterview.GPUBooking
 
 // ViewFlags are the cluster view's flags: `kubectl vgpud` and `vgpud
 // inspect --cluster` share them.

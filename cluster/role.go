@@ -80,13 +80,13 @@ type Role struct {
 	log    *slog.Logger
 }
 
-// Pod is this replica's pod, from the downward API.
-type Pod struct{ Name, Namespace, Node string }
+// Replica is this replica's pod, from the downward API.
+type Replica struct{ Name, Namespace, Node string }
 
 // NewRole returns the cluster role of the replica pod. Its metrics are
 // registered on reg. clk times every wait, hold and expiry of the role
 // but the Lease's own.
-func NewRole(cfg Config, pod Pod, scheduler string, names protocol.ResourceNames, admission webhook.Config,
+func NewRole(cfg Config, pod Replica, scheduler string, names protocol.ResourceNames, admission webhook.Config,
 	api API, reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	m := clustermetrics.New(reg)
 	elector := leader.New(cfg.Leader.Config(pod.Name, pod.Namespace, pod.Node), api.Leases, api.Core, clk, log.With("component", "leader"))
@@ -232,13 +232,13 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 	// holds hundreds of calls, each a parked goroutine. The bound there
 	// is against runaway, not against strangers.
 	t.extender.AllowConcurrent(extenderConcurrent)
-	t.webhook.AddCheck(server.Check{Name: "informers", Func: func() error {
+	t.webhook.AddCheck(server.ReadyCheck{Name: "informers", Func: func() error {
 		if !t.synced.Load() {
 			return errors.New("caches not synced yet")
 		}
 		return nil
 	}})
-	t.webhook.AddCheck(server.Check{Name: "certificate", Func: t.certs.Ready})
+	t.webhook.AddCheck(server.ReadyCheck{Name: "certificate", Func: t.certs.Ready})
 }
 
 // run runs the term's parts. Admission (which writes nothing) and the

@@ -24,7 +24,7 @@ func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
 
 // Snapshot is what `vgpud inspect --json` prints: the running daemon's view
 // of its node. The end-to-end suites decode it.
-type Snapshot = inspect.Snapshot
+type Snapshot = inspect.NodeSnapshot
 
 // InspectFlags are `vgpud inspect`'s flags for this node: the socket, and
 // the command's own.

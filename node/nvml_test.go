@@ -54,7 +54,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 	}
 	t.Logf("Allocate's env for %s-0: %v", uuid, resp.Envs)
 
-	s := waitSnapshot(t, r.cfg.Inspect.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 })
+	s := waitSnapshot(t, r.cfg.Inspect.InspectSocket, func(s inspect.NodeSnapshot) bool { return len(s.Allocations) == 1 })
 	if !s.Ready || s.Backend != "nvml" || s.GPUs[0].MemoryUsedMiB != mem || s.GPUs[0].SlicesUsed != 1 {
 		t.Errorf("snapshot %+v", s)
 	}

@@ -57,12 +57,12 @@ func (a *Role) setNotReady(why string) {
 	a.notReady = why
 }
 
-func (a *Role) snapshot() inspect.Snapshot {
+func (a *Role) snapshot() inspect.NodeSnapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
 	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
 	a.mu.Unlock()
-	s := inspect.Snapshot{Node: a.node, Backend: a.cfg.GPUs.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
+	s := inspect.NodeSnapshot{Node: a.node, Backend: a.cfg.GPUs.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
 	if a.leader != nil {
 		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
 	}
@@ -91,7 +91,7 @@ func (a *Role) snapshot() inspect.Snapshot {
 	s.RuntimeCheck = a.runtime.Latest()
 	if server != nil {
 		r := server.Registration()
-		s.Registration = inspect.Registration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
+		s.Registration = inspect.KubeletRegistration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
 	}
 	return s
 }

@@ -47,15 +47,15 @@ type LeaderStatus interface {
 
 // Metrics are the node's metrics as the role feeds them.
 type Metrics interface {
-	deviceplugin.Observer
-	nrihook.Observer
+	deviceplugin.PluginObserver
+	nrihook.HookObserver
 	Identity(mode string)
 	RuntimeFailsClosed(closed bool)
 	Health(uuids []string, unhealthy map[string]bool)
 	ForgetGPUs(uuids []string)
 	PodResourcesMismatch()
-	SampleGPUs(sample func() []gpu.Sample)
-	ReportUsage(last func() usage.Verdict)
+	SampleGPUs(sample func() []gpu.UtilSample)
+	ReportUsage(last func() usage.Outcome)
 	Killed(k usage.Kill)
 	Sampled(took time.Duration)
 	KillsFrom0(namespace, pod, container, uuid string)
@@ -84,14 +84,14 @@ type Role struct {
 	mu       sync.Mutex
 	notReady string
 	inv      protocol.Inventory
-	server   *deviceplugin.Server
+	server   *deviceplugin.PluginServer
 	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
 	cordon   *cordon.Watch // the node's GPU cordon, for inspect
 	// runtime reads the runtime's configuration every minute.
 	runtime *runtimecheck.Check
 	// use samples the GPUs' processes against the hook's grants.
-	use *gpuuse.Watch
+	use *gpuuse.Monitor
 	// nvmlMu is held for writing while a rescan shuts NVML down and
 	// discovers again; what uses NVML outside a generation (the metrics
 	// sampler) reads under it.
@@ -222,12 +222,12 @@ func (a *Role) start(ctx context.Context, g *errgroup.Group, pods *nodepods.Inde
 	if err != nil {
 		return false, err
 	}
-	a.metrics.SampleGPUs(func() []gpu.Sample {
+	a.metrics.SampleGPUs(func() []gpu.UtilSample {
 		a.nvmlMu.RLock()
 		defer a.nvmlMu.RUnlock()
 		return gpu.Samples(lib)
 	})
-	var mock inspect.Mock
+	var mock inspect.MockControl
 	if m, ok := lib.(*gpu.Mock); ok {
 		mock = m
 	}
@@ -310,7 +310,7 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 // nodeParts are the node role's parts once its GPUs are known, built and
 // not yet running.
 type nodeParts struct {
-	server        *deviceplugin.Server
+	server        *deviceplugin.PluginServer
 	profiles      *deviceplugin.ProfileServers // nil where the runtime does not name pods
 	health        *health.Watcher
 	publisher     *inventory.Publisher

@@ -99,7 +99,9 @@ func TestNodeRole(t *testing.T) {
 		t.Errorf("Allocate with nothing bound: %v", err)
 	}
 
-	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspect.Snapshot) bool { return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated" })
+	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspect.NodeSnapshot) bool {
+		return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated"
+	})
 	if !s.Ready || s.Registration.Count != 1 || s.Leader != "vgpud-abc" || s.GPUs[4].MemoryUsedMiB != 5000 || s.GPUs[4].SlicesUsed != 1 {
 		t.Errorf("snapshot %+v", s)
 	}
@@ -202,9 +204,9 @@ func waitInventory(t *testing.T, kube *fake.Clientset, ok func(protocol.Inventor
 
 // waitSnapshot waits up to 10 s for the inspect socket to show what ok
 // wants.
-func waitSnapshot(t *testing.T, socket string, ok func(inspect.Snapshot) bool) inspect.Snapshot {
+func waitSnapshot(t *testing.T, socket string, ok func(inspect.NodeSnapshot) bool) inspect.NodeSnapshot {
 	t.Helper()
-	var s inspect.Snapshot
+	var s inspect.NodeSnapshot
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		s, err = inspect.Fetch(ctx, socket)

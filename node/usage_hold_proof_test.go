@@ -133,7 +133,7 @@ func proveHolds(t *testing.T, lib nvml.Interface, h holdHogs) {
 	const marginMiB = 512
 	cg := newProofCgroups(t)
 	containers := usage.NewContainers()
-	slice := map[string]usage.Slice{uuid: {MemoryBytes: 1000 << 20, Cores: 20}}
+	slice := map[string]usage.Share{uuid: {MemoryBytes: 1000 << 20, Cores: 20}}
 	ids := map[string]string{}
 	for _, name := range []string{"neighbour", "forker", "passer", "receiver"} {
 		ids[name] = containerID()
@@ -299,7 +299,7 @@ type ended struct {
 	err       error
 }
 
-func (holdRecorder) Sampled(usage.Verdict, time.Duration) {}
+func (holdRecorder) Sampled(usage.Outcome, time.Duration) {}
 func (holdRecorder) Killed(usage.Kill, bool, error)       {}
 func (r *holdRecorder) Ended(e usage.End, _ uint64, n int, err error) {
 	select {

@@ -270,7 +270,7 @@ func (h pidHost) Kill(pid int, id string, start uint64) error {
 
 type proofRecorder struct{ kills chan usage.Kill }
 
-func (r proofRecorder) Sampled(usage.Verdict, time.Duration) {}
+func (r proofRecorder) Sampled(usage.Outcome, time.Duration) {}
 func (r proofRecorder) Ended(usage.End, uint64, int, error)  {}
 func (r proofRecorder) Killed(k usage.Kill, _ bool, err error) {
 	if err == nil {
@@ -307,8 +307,8 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	cg := newProofCgroups(t)
 	containers := usage.NewContainers()
 	greedyID, neighbourID := containerID(), containerID()
-	containers.Add(usage.Container{ID: greedyID, Namespace: "proof", Pod: "greedy", Name: "main", Slices: map[string]usage.Slice{uuid: {MemoryBytes: 1000 << 20, Cores: 20}}})
-	containers.Add(usage.Container{ID: neighbourID, Namespace: "proof", Pod: "neighbour", Name: "main", Slices: map[string]usage.Slice{uuid: {MemoryBytes: 2000 << 20, Cores: 50}}})
+	containers.Add(usage.Container{ID: greedyID, Namespace: "proof", Pod: "greedy", Name: "main", Slices: map[string]usage.Share{uuid: {MemoryBytes: 1000 << 20, Cores: 20}}})
+	containers.Add(usage.Container{ID: neighbourID, Namespace: "proof", Pod: "neighbour", Name: "main", Slices: map[string]usage.Share{uuid: {MemoryBytes: 2000 << 20, Cores: 50}}})
 	neighbour := h.start(t, uuid, 1000, true)
 	cg.join(t, neighbour.pid(), neighbourID)
 	greedy := h.start(t, uuid, 300, false)
@@ -326,7 +326,7 @@ func proveUsage(t *testing.T, lib nvml.Interface, h hogs) {
 	e.Step()
 
 	// Both show in a sample before either grows.
-	var before usage.Verdict
+	var before usage.Outcome
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		before = e.Step()

@@ -79,7 +79,7 @@ type MIGInstance struct {
 }
 
 // placement is where the instance sits among its GPU's memory slices.
-func (in MIGInstance) placement() mig.Placement { return mig.Placement{Start: in.Start, Size: in.Size} }
+func (in MIGInstance) placement() mig.Span { return mig.Span{Start: in.Start, Size: in.Size} }
 
 // Cores is the share of its GPU's SMs the instance takes, in percent,
 // rounded up: what quota and the books charge for it.
@@ -275,7 +275,7 @@ type MIGRef struct {
 // Overlaps says whether r and o are placements on one GPU that share a
 // memory slice.
 func (r *MIGRef) Overlaps(o *MIGRef) bool {
-	return r.GPU == o.GPU && mig.Placement{Start: r.Start, Size: r.Size}.Overlaps(mig.Placement{Start: o.Start, Size: o.Size})
+	return r.GPU == o.GPU && mig.Span{Start: r.Start, Size: r.Size}.Overlaps(mig.Span{Start: o.Start, Size: o.Size})
 }
 
 // Bookable is every GPU of inv a leader books: the shared GPUs, then each

@@ -42,8 +42,8 @@ func NewPods(cfg Config, scheduler string, names protocol.ResourceNames, quotas 
 	return &Pods{cfg: cfg, scheduler: scheduler, names: names, quotas: quotas}
 }
 
-// Verdict is the outcome of Decide.
-type Verdict struct {
+// Ruling is the outcome of Decide.
+type Ruling struct {
 	// Deny, when set, is the message the user sees; the pod is refused.
 	Deny string
 	// Skip, when set, says why the pod is admitted untouched.
@@ -93,33 +93,33 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 
 // Decide applies the rules to pod in place. It reads pod.Namespace for the
 // quota and writes nothing outside pod.
-func (p *Pods) Decide(pod *corev1.Pod) Verdict {
+func (p *Pods) Decide(pod *corev1.Pod) Ruling {
 	names := p.names
 	if len(pod.Spec.Containers) == 0 {
-		return Verdict{Deny: "pod has no containers; add at least one under spec.containers"}
+		return Ruling{Deny: "pod has no containers; add at least one under spec.containers"}
 	}
 	if l := pod.Labels; l[protocol.LabelWebhook] == protocol.WebhookIgnore || l[protocol.LabelWebhookHAMi] == protocol.WebhookIgnore {
-		return Verdict{Skip: "opted out by label " + protocol.LabelWebhook + "=" + protocol.WebhookIgnore}
+		return Ruling{Skip: "opted out by label " + protocol.LabelWebhook + "=" + protocol.WebhookIgnore}
 	}
 	if !podmodel.Wants(pod, names) {
-		return Verdict{Skip: "asks for no vGPU resources"}
+		return Ruling{Skip: "asks for no vGPU resources"}
 	}
 	if s := pod.Spec.SchedulerName; s != "" && s != p.scheduler && s != defaultSchedulerName {
-		return Verdict{Skip: "scheduled by " + s}
+		return Ruling{Skip: "scheduled by " + s}
 	}
 	if pod.Spec.NodeName != "" {
-		return Verdict{Deny: fmt.Sprintf("pod asks for vGPU resources but spec.nodeName is already %q, which skips the scheduler that assigns GPUs; remove spec.nodeName and pin the node with a nodeSelector on kubernetes.io/hostname instead", pod.Spec.NodeName)}
+		return Ruling{Deny: fmt.Sprintf("pod asks for vGPU resources but spec.nodeName is already %q, which skips the scheduler that assigns GPUs; remove spec.nodeName and pin the node with a nodeSelector on kubernetes.io/hostname instead", pod.Spec.NodeName)}
 	}
 
 	if _, err := podmodel.SelectorsOf(pod.Annotations); err != nil {
-		return Verdict{Deny: err.Error()}
+		return Ruling{Deny: err.Error()}
 	}
 	// A chain the scheduler would refuse is refused now, where the
 	// author sees why, rather than left pending. Only the pod's own
 	// annotations are judged here: the cluster's default lives with the
 	// leader.
 	if _, err := podmodel.GPUPolicyOf(pod.Annotations, ""); err != nil {
-		return Verdict{Deny: err.Error()}
+		return Ruling{Deny: err.Error()}
 	}
 	warnings := podmodel.Shadowed(pod.Annotations)
 
@@ -144,7 +144,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		visit(c)
 	}
 	if len(problems) > 0 {
-		return Verdict{Deny: strings.Join(problems, "; "), Warnings: warnings}
+		return Ruling{Deny: strings.Join(problems, "; "), Warnings: warnings}
 	}
 
 	// After mutation, like the scheduler: a defaulted GPU count counts.
@@ -157,7 +157,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		err = podmodel.CheckMode(mode, cs)
 	}
 	if err != nil {
-		return Verdict{Deny: err.Error(), Warnings: warnings}
+		return Ruling{Deny: err.Error(), Warnings: warnings}
 	}
 
 	pod.Spec.SchedulerName = p.scheduler
@@ -169,11 +169,11 @@ func (p *Pods) Decide(pod *corev1.Pod) Verdict {
 		// After mutation: the GPU count just defaulted counts too.
 		ask, err := podmodel.PodUsage(pod, names, p.quotas.SmallestGPUMiB())
 		if err != nil {
-			return Verdict{Deny: err.Error(), Warnings: warnings}
+			return Ruling{Deny: err.Error(), Warnings: warnings}
 		}
 		if msg := podmodel.CheckQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
-			return Verdict{Deny: msg, Warnings: warnings}
+			return Ruling{Deny: msg, Warnings: warnings}
 		}
 	}
-	return Verdict{Warnings: warnings}
+	return Ruling{Warnings: warnings}
 }

@@ -22,8 +22,8 @@ import (
 //	    matchLabels: {nvidia.com/gpu.product: NVIDIA-L4}
 //	  split: 2
 
-// Entry is one entry of node-overrides.yaml.
-type Entry struct {
+// NodeEntry is one entry of node-overrides.yaml.
+type NodeEntry struct {
 	Name     string
 	Selector *metav1.LabelSelector
 	values   reflect.Value // the decoded entry: name, selector, then a field per setting
@@ -31,7 +31,7 @@ type Entry struct {
 
 // Apply sets the entry's values onto settings, which are those Overrides
 // read the file by, bound to another copy.
-func (e Entry) Apply(settings []Setting) { set(e.values, 2, settings) }
+func (e NodeEntry) Apply(settings []Setting) { set(e.values, 2, settings) }
 
 // Path names entry i in errors.
 func Path(i int) string { return fmt.Sprintf("nodes[%d]", i) }
@@ -43,7 +43,7 @@ var ErrNeedsLabels = errors.New("the node's labels are needed to select its entr
 // Overrides reads node-overrides.yaml (Read's rules) into its entries,
 // by settings: each entry selects by name or by a non-empty selector,
 // not both, sets only settings' keys, and no name is listed twice.
-func Overrides(raw []byte, settings []Setting) ([]Entry, error) {
+func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
 	doc, err := Read(raw)
 	if err != nil {
 		return nil, err
@@ -75,11 +75,11 @@ func Overrides(raw []byte, settings []Setting) ([]Entry, error) {
 		return nil, fmt.Errorf("want nodes: [{name or selector, and %s}]: %w", types(settings), err)
 	}
 	list := file.Elem().Field(1)
-	entries := make([]Entry, list.Len())
+	entries := make([]NodeEntry, list.Len())
 	names := map[string]bool{}
 	for i := range entries {
 		v := list.Index(i)
-		e := Entry{Name: v.Field(0).String(), Selector: v.Field(1).Interface().(*metav1.LabelSelector), values: v}
+		e := NodeEntry{Name: v.Field(0).String(), Selector: v.Field(1).Interface().(*metav1.LabelSelector), values: v}
 		switch {
 		case e.Name == "" && e.Selector == nil:
 			return nil, fmt.Errorf("%s has neither name nor selector", Path(i))
@@ -108,7 +108,7 @@ func Overrides(raw []byte, settings []Setting) ([]Entry, error) {
 // selectors matching it are an error, since their order would decide.
 // labels is called only when an entry selects by label (nil:
 // ErrNeedsLabels then).
-func Select(entries []Entry, node string, labels func() (map[string]string, error)) (int, error) {
+func Select(entries []NodeEntry, node string, labels func() (map[string]string, error)) (int, error) {
 	var bySelector []int
 	for i, e := range entries {
 		if e.Name == node {

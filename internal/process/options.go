@@ -98,7 +98,9 @@ func (o *Options) Flags() []cli.Flag {
 // runs needs of the downward API among it.
 func (o Options) Validate() field.ErrorList {
 	var errs field.ErrorList
-	add := func(flag string, v any, want string) { errs = append(errs, field.Invalid(field.NewPath(flag), v, want)) }
+	add := func(flag string, v any, want string) {
+		errs = append(errs, field.Invalid(field.NewPath(flag), v, want))
+	}
 	if len(o.Roles) == 0 || slices.ContainsFunc(o.Roles, func(r string) bool { return r != RoleNode && r != RoleCluster }) {
 		add(FlagRoles, strings.Join(o.Roles, ","), "want node, cluster or node,cluster")
 	}

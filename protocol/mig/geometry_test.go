@@ -5,18 +5,18 @@ import "testing"
 // An A100's 3g placements (0+4, 4+4) and 1g ones (0..6, one slice each):
 // with a 3g at 4, a 1g goes first at 0, and none is left beside two 3g.
 func TestFirstFree(t *testing.T) {
-	three := []Placement{{0, 4}, {4, 4}}
-	one := []Placement{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}
-	if p, ok := FirstFree(one, []Placement{{4, 4}}); !ok || p != (Placement{0, 1}) {
+	three := []Span{{0, 4}, {4, 4}}
+	one := []Span{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}
+	if p, ok := FirstFree(one, []Span{{4, 4}}); !ok || p != (Span{0, 1}) {
 		t.Errorf("1g beside a 3g at 4: %v %v", p, ok)
 	}
 	if p, ok := FirstFree(one, three); ok {
 		t.Errorf("1g beside two 3g: %v", p)
 	}
-	if !Allowed(Placement{4, 4}, three) || Allowed(Placement{2, 4}, three) {
+	if !Allowed(Span{4, 4}, three) || Allowed(Span{2, 4}, three) {
 		t.Error("Allowed takes only the profile's placements")
 	}
-	if (Placement{0, 4}).Overlaps(Placement{4, 1}) || !(Placement{3, 2}).Overlaps(Placement{4, 4}) {
+	if (Span{0, 4}).Overlaps(Span{4, 1}) || !(Span{3, 2}).Overlaps(Span{4, 4}) {
 		t.Error("Overlaps is wrong at the edges")
 	}
 }

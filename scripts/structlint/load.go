@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
 )
 
 // module is the parsed tree: its path and its packages by directory.

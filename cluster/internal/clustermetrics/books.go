@@ -13,8 +13,8 @@ import (
 // drift from them; it reports nothing while this replica does not lead.
 type booksCollector struct {
 	mu     sync.Mutex
-	books  Books
-	quotas Quotas
+	books  BookStats
+	quotas QuotaStats
 
 	mem, cores, capMem, capCores      renamed
 	slots, capSlots, healthy, serving *prometheus.Desc
@@ -27,7 +27,7 @@ type booksCollector struct {
 	quotaLimit, quotaUsed                    *prometheus.Desc
 }
 
-func (c *booksCollector) set(b Books, q Quotas) {
+func (c *booksCollector) set(b BookStats, q QuotaStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.books, c.quotas = b, q

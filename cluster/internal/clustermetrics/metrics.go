@@ -18,16 +18,16 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// Books is what the GPU, node and namespace gauges read at scrape time:
+// BookStats is what the GPU, node and namespace gauges read at scrape time:
 // the leader's books.
-type Books interface {
+type BookStats interface {
 	Stats() []books.NodeStats
 	PodCount() int
 	Charged() map[string]podmodel.Usage
 }
 
-// Quotas gives each namespace's hard vGPU limits.
-type Quotas interface {
+// QuotaStats gives each namespace's hard vGPU limits.
+type QuotaStats interface {
 	AllLimits() map[string]podmodel.Quota
 }
 
@@ -135,7 +135,7 @@ func (m *Metrics) SettingsLoaded(applied bool) {
 // Lead records that this replica leads with b as its books and q as the
 // namespaces' limits, until the returned func is called when leadership
 // ends.
-func (m *Metrics) Lead(b Books, q Quotas) (done func()) {
+func (m *Metrics) Lead(b BookStats, q QuotaStats) (done func()) {
 	m.books.set(b, q)
 	m.leader.Set(1)
 	m.acquired.Inc()

@@ -14,10 +14,10 @@ import (
 // holds a slice, and only its pods; the usage rows, HAMi records and
 // problems are its own. With a node, the namespaces' charges are left
 // out: a quota is charged by pods on every node.
-func Filter(v View, namespace, node string) View {
+func Filter(v ClusterView, namespace, node string) ClusterView {
 	v.Namespace, v.Node = namespace, node
 	if node != "" {
-		v.Nodes = slices.DeleteFunc(slices.Clone(v.Nodes), func(n Node) bool { return n.Name != node })
+		v.Nodes = slices.DeleteFunc(slices.Clone(v.Nodes), func(n NodeView) bool { return n.Name != node })
 		v.HAMi = slices.DeleteFunc(slices.Clone(v.HAMi), func(r HAMiRecord) bool { return r.Node != node })
 		// A quota is the whole cluster's: one node's pods charge only
 		// part of it.
@@ -27,9 +27,9 @@ func Filter(v View, namespace, node string) View {
 		return v
 	}
 	ours := func(pod string) bool { return strings.HasPrefix(pod, namespace+"/") }
-	var nodes []Node
+	var nodes []NodeView
 	for _, n := range v.Nodes {
-		var gpus []BookedGPU
+		var gpus []GPUBooking
 		for _, g := range n.GPUs {
 			if pods := slices.DeleteFunc(slices.Clone(g.Pods), func(p string) bool { return !ours(p) }); len(pods) > 0 {
 				g.Pods = pods

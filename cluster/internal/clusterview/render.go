@@ -14,7 +14,7 @@ import (
 
 // Render prints v as the tables `kubectl vgpud` shows; wide adds each
 // GPU's UUID and how its node tells which pod a container is (-o wide).
-func Render(w io.Writer, v View, wide bool) error {
+func Render(w io.Writer, v ClusterView, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if wide {
 		fmt.Fprintln(tw, "NODE\tGPU\tUUID\tMODEL\tMEMORY MiB\tFREE MiB\tCORES %\tSLICES\tHEALTH\tIDENTITY\tPODS")
@@ -112,7 +112,7 @@ func left(limit *int64, used int64) string {
 }
 
 // renderUse prints what each node last published of its GPUs' processes.
-func renderUse(w io.Writer, nodes []Node) {
+func renderUse(w io.Writer, nodes []NodeView) {
 	var rows []string
 	for _, n := range nodes {
 		if n.Use == nil {
@@ -156,7 +156,7 @@ func shortUUID(uuid string) string {
 
 // renderRuntime lists what each node's runtime check found wrong: a
 // runtime that does not fail closed without vgpud, or a setting to fix.
-func renderRuntime(tw io.Writer, nodes []Node) {
+func renderRuntime(tw io.Writer, nodes []NodeView) {
 	for _, n := range nodes {
 		r := n.Runtime
 		if r == nil || (r.Result == protocol.RuntimeFailsClosed && len(r.Problems) == 0) {

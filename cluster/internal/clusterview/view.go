@@ -22,9 +22,9 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// View is the whole cluster.
-type View struct {
-	Nodes      []Node      `json:"nodes"`
+// ClusterView is the whole cluster.
+type ClusterView struct {
+	Nodes      []NodeView  `json:"nodes"`
 	Namespaces []Namespace `json:"namespaces"`
 	// HAMi are the records of pods HAMi placed that the books hold, for
 	// an operator to audit: one written before vgpud was installed stays
@@ -49,12 +49,12 @@ type HAMiRecord struct {
 	Slices []string `json:"slices"`
 }
 
-// Node is one node with vgpud's inventory.
-type Node struct {
-	Name     string      `json:"name"`
-	Identity string      `json:"identity"` // runtime or guessed
-	Plugin   string      `json:"plugin"`   // serving or draining
-	GPUs     []BookedGPU `json:"gpus"`
+// NodeView is one node with vgpud's inventory.
+type NodeView struct {
+	Name     string       `json:"name"`
+	Identity string       `json:"identity"` // runtime or guessed
+	Plugin   string       `json:"plugin"`   // serving or draining
+	GPUs     []GPUBooking `json:"gpus"`
 	// Use is the node's latest published sample of what its GPUs'
 	// processes hold (vgpud.io/usage); nil where it publishes none.
 	Use *protocol.NodeUsage `json:"use,omitempty"`
@@ -64,8 +64,8 @@ type Node struct {
 	Runtime *protocol.RuntimeCheck `json:"runtimeCheck,omitempty"`
 }
 
-// BookedGPU is one GPU with what is held of it.
-type BookedGPU struct {
+// GPUBooking is one GPU with what is held of it.
+type GPUBooking struct {
 	Index         int      `json:"index"`
 	UUID          string   `json:"uuid"`
 	Model         string   `json:"model"`
@@ -99,9 +99,9 @@ type Namespace struct {
 
 // Build reads the view from the API's nodes, pods and quotas; scheduler
 // is vgpud's kube-scheduler profile, whose pods alone carry bookings.
-func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) View {
-	v := View{At: now}
-	at := map[string]*Node{}                   // by name
+func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) ClusterView {
+	v := ClusterView{At: now}
+	at := map[string]*NodeView{}               // by name
 	inventories := map[string][]protocol.GPU{} // as the books hold them: MIG instances too
 	migs := map[string]map[string]*protocol.MIGRef{}
 	for _, n := range nodes {
@@ -116,7 +116,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		gpus, mig := inv.Bookable()
 		inventories[n.Name], migs[n.Name] = gpus, mig
-		node := Node{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
+		node := NodeView{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
 			if u, err := protocol.DecodeUsage(raw); err != nil {
 				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v; the leader counts nothing held there beyond bookings", n.Name, protocol.AnnotationUsage, err))
@@ -144,7 +144,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			held = books.Held(*node.Use)
 		}
 		for i, g := range gpus {
-			row := BookedGPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split}
+			row := GPUBooking{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split}
 			if h, ok := held[g.UUID]; ok && mig[g.UUID] == nil {
 				row.HeldMiB, row.Full = h.MiB, h.Full
 			}
@@ -219,18 +219,18 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 	// pod, is one of many alternatives: no row.
 	for i := range v.Nodes {
 		refs := migs[v.Nodes[i].Name]
-		v.Nodes[i].GPUs = slices.DeleteFunc(v.Nodes[i].GPUs, func(g BookedGPU) bool {
+		v.Nodes[i].GPUs = slices.DeleteFunc(v.Nodes[i].GPUs, func(g GPUBooking) bool {
 			r := refs[g.UUID]
 			return r != nil && r.OnDemand && !r.Made && len(g.Pods) == 0
 		})
 	}
-	slices.SortFunc(v.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(v.Nodes, func(a, b NodeView) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(v.Namespaces, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return v
 }
 
 // hold adds what pod's placement holds on this node's GPUs.
-func (n *Node) hold(pod string, pl podmodel.Placement) {
+func (n *NodeView) hold(pod string, pl podmodel.Placement) {
 	uuids := make([]string, len(n.GPUs))
 	for i, g := range n.GPUs {
 		uuids[i] = g.UUID
@@ -250,7 +250,7 @@ func (n *Node) hold(pod string, pl podmodel.Placement) {
 
 // gpuOf is a GPU of this node as its inventory gave it, what a charge
 // is figured from (podmodel.Placement.Charge).
-func (n *Node) gpuOf(uuid string) (protocol.GPU, bool) {
+func (n *NodeView) gpuOf(uuid string) (protocol.GPU, bool) {
 	for _, g := range n.GPUs {
 		if g.UUID == uuid {
 			return protocol.GPU{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Split: g.Slots}, true

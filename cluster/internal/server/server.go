@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Check is one readiness condition; nil means ready.
-type Check struct {
+// ReadyCheck is one readiness condition; nil means ready.
+type ReadyCheck struct {
 	Name string
 	Func func() error
 }
@@ -31,7 +31,7 @@ type Server struct {
 	addr      string
 	tls       *tls.Config
 	mux       *http.ServeMux
-	checks    []Check
+	checks    []ReadyCheck
 	reconnect context.Context // once done, answers ask clients to reconnect
 	clock     clock.WithTicker
 	bound     *bounder
@@ -68,7 +68,7 @@ func (s *Server) AllowConcurrent(n int) { s.bound.allow(n) }
 func (s *Server) OnRefused(f func()) { s.bound.onRefused = f }
 
 // AddCheck adds a readiness condition to /readyz.
-func (s *Server) AddCheck(c Check) { s.checks = append(s.checks, c) }
+func (s *Server) AddCheck(c ReadyCheck) { s.checks = append(s.checks, c) }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var failed []string

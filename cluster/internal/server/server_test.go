@@ -55,7 +55,7 @@ func TestServesTLSProbesAndHandlers(t *testing.T) {
 	s := New("127.0.0.1:0", &tls.Config{GetCertificate: getCert}, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.Handle("/filter", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "filtered") }))
 	var synced atomic.Bool
-	s.AddCheck(Check{Name: "cache", Func: func() error {
+	s.AddCheck(ReadyCheck{Name: "cache", Func: func() error {
 		if !synced.Load() {
 			return errors.New("informers not synced")
 		}

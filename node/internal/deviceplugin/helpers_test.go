@@ -180,7 +180,7 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func testPlugin(t testing.TB, pods PodSource, phases PhaseWriter) *Plugin {
+func testPlugin(t testing.TB, pods PodSource, phases Phases) *Plugin {
 	t.Helper()
 	return New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, clock.RealClock{}, quietLog())
 }

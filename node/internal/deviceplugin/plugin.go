@@ -30,13 +30,13 @@ type PodSource interface {
 	Fresh(ctx context.Context) ([]*corev1.Pod, error)
 }
 
-// PhaseWriter records vgpud.io/phase on a pod.
-type PhaseWriter interface {
+// Phases records vgpud.io/phase on a pod.
+type Phases interface {
 	SetPhase(ctx context.Context, pod *corev1.Pod, phase protocol.Phase) error
 }
 
-// Observer is told of the plugin's outcomes (the node's metrics).
-type Observer interface {
+// PluginObserver is told of the plugin's outcomes (the node's metrics).
+type PluginObserver interface {
 	Allocated(ok bool, took time.Duration)
 	Registered(err error)
 }
@@ -67,8 +67,8 @@ type Plugin struct {
 	gpus   []AdvertisedGPU
 	numa   map[string]int
 	pods   PodSource
-	phases PhaseWriter
-	obs    Observer
+	phases Phases
+	obs    PluginObserver
 	clock  clock.Clock
 	log    *slog.Logger
 
@@ -90,7 +90,7 @@ type Plugin struct {
 
 // New returns a plugin for gpus, all healthy. obs may be nil; clk times
 // Allocate's waits and the phase writes it retries.
-func New(opts Params, gpus []AdvertisedGPU, pods PodSource, phases PhaseWriter, obs Observer, clk clock.Clock, log *slog.Logger) *Plugin {
+func New(opts Params, gpus []AdvertisedGPU, pods PodSource, phases Phases, obs PluginObserver, clk clock.Clock, log *slog.Logger) *Plugin {
 	if obs == nil {
 		obs = noObserver{}
 	}

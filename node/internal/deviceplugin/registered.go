@@ -22,14 +22,14 @@ const (
 // after a registration give way to it: kubelet may have deleted the
 // socket it was to dial for this registration, and only the next refresh
 // serves and registers again.
-func (s *Server) superseding() bool { return len(s.events) > 0 }
+func (s *PluginServer) superseding() bool { return len(s.events) > 0 }
 
 // podsWait bounds the wait for kubelet to list this replica's pod.
 const podsWait = 15 * time.Second
 
 // kubeletListsSelf waits until kubelet lists this replica's pod (see
 // AwaitKubeletPods), and says how long it waited and how the wait ended.
-func (s *Server) kubeletListsSelf(ctx context.Context) (time.Duration, waitResult) {
+func (s *PluginServer) kubeletListsSelf(ctx context.Context) (time.Duration, waitResult) {
 	if s.kubeletPods == nil {
 		return 0, seen
 	}
@@ -57,7 +57,7 @@ const listWait = 5 * time.Second
 
 // listedSince waits until a ListAndWatch stream newer than the count n
 // has sent kubelet the devices.
-func (s *Server) listedSince(ctx context.Context, n uint64) waitResult {
+func (s *PluginServer) listedSince(ctx context.Context, n uint64) waitResult {
 	timeout := s.clock.NewTimer(listWait)
 	defer timeout.Stop()
 	poll := s.clock.NewTicker(50 * time.Millisecond)

@@ -20,8 +20,8 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// Registration is the record of this plugin's registrations with kubelet.
-type Registration struct {
+// RegistrationState is the record of this plugin's registrations with kubelet.
+type RegistrationState struct {
 	Count   int           `json:"count"`
 	Last    time.Time     `json:"last,omitzero"`
 	Latency time.Duration `json:"latencyNanos"` // from the trigger to kubelet's answer
@@ -29,10 +29,10 @@ type Registration struct {
 	Error   string        `json:"error,omitempty"` // the last failure, cleared by a success
 }
 
-// Server runs the plugin's gRPC service on a socket in kubelet's
+// PluginServer runs the plugin's gRPC service on a socket in kubelet's
 // device-plugin directory and keeps it registered: kubelet forgets
 // plugins when it restarts, and deletes their sockets.
-type Server struct {
+type PluginServer struct {
 	plugin *Plugin
 	dir    string
 	socket string // file name in dir
@@ -52,7 +52,7 @@ type Server struct {
 	kubeletPods KubeletPods // nil: serving does not wait for kubelet's pod list
 
 	mu  sync.Mutex
-	reg Registration
+	reg RegistrationState
 }
 
 // KubeletPods lists the pods kubelet itself holds (its PodResources API),
@@ -65,7 +65,7 @@ type KubeletPods func(ctx context.Context) ([]string, error)
 // of that first list before it frees the devices of pods gone since its
 // last checkpoint: a pod bound before kubelet lists self may be admitted
 // against those stale books; one bound after comes in a later update.
-func (s *Server) AwaitKubeletPods(self string, list KubeletPods) {
+func (s *PluginServer) AwaitKubeletPods(self string, list KubeletPods) {
 	s.self, s.kubeletPods = self, list
 }
 
@@ -87,12 +87,12 @@ const (
 
 // NewServer serves plugin as dir/socket; state may be nil. clk times the
 // registrations and the waits around them.
-func NewServer(plugin *Plugin, dir, socket string, state StateWriter, clk clock.WithTicker, log *slog.Logger) *Server {
-	return &Server{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, clock: clk, log: log}
+func NewServer(plugin *Plugin, dir, socket string, state StateWriter, clk clock.WithTicker, log *slog.Logger) *PluginServer {
+	return &PluginServer{plugin: plugin, dir: dir, socket: socket, state: state, quiet: drainQuiet, retry: retryGone, clock: clk, log: log}
 }
 
 // Registration returns the registration record.
-func (s *Server) Registration() Registration {
+func (s *PluginServer) Registration() RegistrationState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reg
@@ -100,7 +100,7 @@ func (s *Server) Registration() Registration {
 
 // Run serves, registers, and serves and registers again whenever kubelet
 // restarts or the socket is removed, until ctx ends.
-func (s *Server) Run(ctx context.Context) error {
+func (s *PluginServer) Run(ctx context.Context) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("device-plugin directory: %w", err)
 	}
@@ -160,7 +160,7 @@ const retryGone = 2 * time.Second
 // so a registration then waits out its timeout, and holds up the one the
 // socket events would make at once (a restarted kubelet fails even
 // running pods it re-admits while no plugin is registered).
-func (s *Server) kubeletListening() bool {
+func (s *PluginServer) kubeletListening() bool {
 	if _, err := os.Stat(filepath.Join(s.dir, s.socket)); err != nil {
 		return false
 	}
@@ -185,7 +185,7 @@ func kubeletAnswers(dir string) bool {
 // once its pod sources have synced), so it may have no free slice of the
 // GPUs a pod bound meanwhile was assigned. The leader binds here again
 // when refresh says serving.
-func (s *Server) kubeletGone(ctx context.Context) {
+func (s *PluginServer) kubeletGone(ctx context.Context) {
 	s.log.Warn("kubelet holds no device-plugin stream; no binds to this node until it reads the devices again")
 	s.setState(ctx, protocol.PluginWaiting)
 }
@@ -194,7 +194,7 @@ func (s *Server) kubeletGone(ctx context.Context) {
 // listening. A remove event for a socket already recreated is our own
 // doing (serve removing a stale socket) and is ignored, unless the
 // registration it cut short has not said serving yet.
-func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
+func (s *PluginServer) refresh(ctx context.Context, trigger string, at time.Time) {
 	path := filepath.Join(s.dir, s.socket)
 	if _, err := os.Stat(path); err != nil || s.grpc == nil {
 		if err := s.serve(path); err != nil {
@@ -254,7 +254,7 @@ func (s *Server) refresh(ctx context.Context, trigger string, at time.Time) {
 // first (no more binds here), keeps serving until the pods already bound
 // here are allocated (kubelet refuses a pod whose plugin went away) and an
 // Allocate in flight has finished, and only then stops serving.
-func (s *Server) drain() {
+func (s *PluginServer) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	s.setState(ctx, protocol.PluginDraining)
@@ -267,7 +267,7 @@ func (s *Server) drain() {
 	s.stop()
 }
 
-func (s *Server) setState(ctx context.Context, state string) {
+func (s *PluginServer) setState(ctx context.Context, state string) {
 	if s.state == nil {
 		return
 	}
@@ -278,14 +278,14 @@ func (s *Server) setState(ctx context.Context, state string) {
 	s.log.Info("device plugin state published", "state", state)
 }
 
-func (s *Server) failed(trigger string, err error) {
+func (s *PluginServer) failed(trigger string, err error) {
 	s.mu.Lock()
 	s.reg.Error = err.Error()
 	s.mu.Unlock()
 	s.log.Error("device plugin not registered; waiting for kubelet to restart or the socket to be removed", "trigger", trigger, "err", err)
 }
 
-func (s *Server) serve(path string) error {
+func (s *PluginServer) serve(path string) error {
 	if s.grpc == nil {
 		s.awaitPredecessor(path)
 	}
@@ -327,7 +327,7 @@ const predecessorWait = 15 * time.Second
 // under the same resource then would be undone by kubelet: when the old
 // plugin's stream ends, kubelet disconnects whichever client is
 // registered for the resource, by then the new one.
-func (s *Server) awaitPredecessor(path string) { awaitPredecessor(s.clock, s.log, path) }
+func (s *PluginServer) awaitPredecessor(path string) { awaitPredecessor(s.clock, s.log, path) }
 
 // awaitPredecessor waits while another process serves on path, as
 // (*Server).awaitPredecessor says.
@@ -352,7 +352,7 @@ func awaitPredecessor(clk clock.Clock, log *slog.Logger, path string) {
 	}
 }
 
-func (s *Server) stop() {
+func (s *PluginServer) stop() {
 	if s.grpc != nil {
 		s.grpc.Stop()
 		s.grpc = nil

@@ -156,7 +156,7 @@ func TestKubeletGoneStopsBinds(t *testing.T) {
 	lists := make(chan []*pluginapi.Device, 64)
 	kubelet := startKubelet(t, dir, lists)
 	states := make(chan string, 16)
-	s := runServer(t, dir, stateRecorder(states), func(s *Server) { s.retry = 200 * time.Millisecond })
+	s := runServer(t, dir, stateRecorder(states), func(s *PluginServer) { s.retry = 200 * time.Millisecond })
 	// A kubelet restart registers the plugin twice (its socket removed,
 	// kubelet.sock created), each saying serving: wait for the state,
 	// never for a count.
@@ -207,7 +207,7 @@ func TestRetryWaitsOutARestartingKubelet(t *testing.T) {
 	lists := make(chan []*pluginapi.Device, 64)
 	kubelet := startKubelet(t, dir, lists)
 	logs := &lockedBuffer{}
-	runServer(t, dir, nil, func(s *Server) {
+	runServer(t, dir, nil, func(s *PluginServer) {
 		s.retry, s.log = 100*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))
 	})
 	recv(t, kubelet.Registrations)
@@ -241,7 +241,7 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 	states := make(chan string, 16)
 	var mu sync.Mutex
 	listed := time.Time{} // when kubelet starts listing the pod; zero: not yet
-	runServer(t, dir, stateRecorder(states), func(s *Server) {
+	runServer(t, dir, stateRecorder(states), func(s *PluginServer) {
 		s.AwaitKubeletPods("vgpud-system/vgpud-x", func(context.Context) ([]string, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -268,7 +268,7 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 
 // runServer runs the Server of a one-GPU plugin in dir, with a short
 // drain, until the test ends; tune adjusts it before it starts.
-func runServer(t *testing.T, dir string, state StateWriter, tune func(*Server)) *Server {
+func runServer(t *testing.T, dir string, state StateWriter, tune func(*PluginServer)) *PluginServer {
 	t.Helper()
 	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
 		[]AdvertisedGPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())

@@ -31,7 +31,7 @@ func TestRegistrationGivesWayToSocketEvents(t *testing.T) {
 
 	states := make(chan string, 16)
 	start := time.Now()
-	runServer(t, dir, stateRecorder(states), func(s *Server) { s.retry = time.Hour })
+	runServer(t, dir, stateRecorder(states), func(s *PluginServer) { s.retry = time.Hour })
 	if got := recv(t, states); got != protocol.PluginServing {
 		t.Fatalf("the plugin says %q, want %q", got, protocol.PluginServing)
 	}

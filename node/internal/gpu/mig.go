@@ -18,7 +18,7 @@ type MIG struct {
 	// SMs are the multiprocessors of the GPU's largest profile: what the
 	// whole GPU gives its instances.
 	SMs       int
-	Instances []MIGInstance
+	Instances []MIGDevice
 	// Skipped says which MIG devices are not offered, and why: one NVML
 	// or go-nvlib cannot describe, and compute instances that split a GPU
 	// instance, which would share its memory (vgpud holds an instance
@@ -30,11 +30,11 @@ type MIG struct {
 	// Taken are the placements of every GPU instance on the GPU, offered
 	// or not (split into compute instances, or with none): what no
 	// instance made on demand may overlap.
-	Taken []mig.Placement
+	Taken []mig.Span
 }
 
-// MIGInstance is one MIG device: a GPU instance and its compute instance.
-type MIGInstance struct {
+// MIGDevice is one MIG device: a GPU instance and its compute instance.
+type MIGDevice struct {
 	UUID      string
 	Profile   string // NVIDIA's name, e.g. 1g.10gb, as go-nvlib renders it
 	MemoryMiB int64
@@ -91,7 +91,7 @@ func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
 // instance split into several compute instances lists each as a device
 // with the GPU instance's memory and placement, and booking each whole
 // would book that memory twice.
-func wholeOnly(ins []MIGInstance, skipped *[]string) []MIGInstance {
+func wholeOnly(ins []MIGDevice, skipped *[]string) []MIGDevice {
 	perGI := map[int]int{}
 	for _, in := range ins {
 		perGI[in.GI]++
@@ -107,44 +107,44 @@ func wholeOnly(ins []MIGInstance, skipped *[]string) []MIGInstance {
 	return out
 }
 
-func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGInstance, error) {
+func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGDevice, error) {
 	uuid, ret := h.GetUUID()
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("uuid: %s", nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("uuid: %s", nvml.ErrorString(ret))
 	}
 	mem, ret := h.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("%s: memory: %s", uuid, nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("%s: memory: %s", uuid, nvml.ErrorString(ret))
 	}
 	attrs, ret := h.GetAttributes()
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("%s: attributes: %s", uuid, nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("%s: attributes: %s", uuid, nvml.ErrorString(ret))
 	}
 	gi, ret := h.GetGpuInstanceId()
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("%s: GPU instance id: %s", uuid, nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("%s: GPU instance id: %s", uuid, nvml.ErrorString(ret))
 	}
 	ci, ret := h.GetComputeInstanceId()
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("%s: compute instance id: %s", uuid, nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("%s: compute instance id: %s", uuid, nvml.ErrorString(ret))
 	}
 	giHandle, ret := parent.GetGpuInstanceById(gi)
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("%s: GPU instance %d: %s", uuid, gi, nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("%s: GPU instance %d: %s", uuid, gi, nvml.ErrorString(ret))
 	}
 	info, ret := giHandle.GetInfo()
 	if ret != nvml.SUCCESS {
-		return MIGInstance{}, fmt.Errorf("%s: GPU instance %d info: %s", uuid, gi, nvml.ErrorString(ret))
+		return MIGDevice{}, fmt.Errorf("%s: GPU instance %d info: %s", uuid, gi, nvml.ErrorString(ret))
 	}
 	md, err := names.NewMigDevice(h)
 	if err != nil {
-		return MIGInstance{}, fmt.Errorf("%s: %w", uuid, err)
+		return MIGDevice{}, fmt.Errorf("%s: %w", uuid, err)
 	}
 	profile, err := md.GetProfile()
 	if err != nil {
-		return MIGInstance{}, fmt.Errorf("%s: profile: %w", uuid, err)
+		return MIGDevice{}, fmt.Errorf("%s: profile: %w", uuid, err)
 	}
-	return MIGInstance{
+	return MIGDevice{
 		UUID: uuid, Profile: profile.String(), MemoryMiB: int64(mem.Total >> 20), SMs: int(attrs.MultiprocessorCount),
 		GI: gi, CI: ci, Start: int(info.Placement.Start), Size: int(info.Placement.Size),
 		whole: attrs.ComputeInstanceSliceCount >= attrs.GpuInstanceSliceCount,
@@ -156,7 +156,7 @@ func describeMIG(parent, h nvml.Device, names nvdev.Interface) (MIGInstance, err
 // placement, made whole or not.
 type Own interface {
 	IsOurs(uuid string) bool
-	OwnsAt(gpu string, at mig.Placement) bool
+	OwnsAt(gpu string, at mig.Span) bool
 }
 
 // LayoutOf is the MIG layout of devs as discovered: each GPU in MIG mode,
@@ -177,8 +177,8 @@ func LayoutOf(devs []Device, own Own) string {
 }
 
 // others are the placements of taken that own did not make.
-func others(gpu string, taken []mig.Placement, own Own) []mig.Placement {
-	return slices.DeleteFunc(slices.Clone(taken), func(at mig.Placement) bool { return own.OwnsAt(gpu, at) })
+func others(gpu string, taken []mig.Span, own Own) []mig.Span {
+	return slices.DeleteFunc(slices.Clone(taken), func(at mig.Span) bool { return own.OwnsAt(gpu, at) })
 }
 
 // Layout reads the MIG layout of the served GPUs (devs, as discovered:
@@ -241,8 +241,8 @@ func Layout(lib nvml.Interface, devs []Device, own Own) (layout string, ok bool)
 // permitted) is passed over, each read alike; another failure is an
 // error, with what could be read: Layout takes it for no change,
 // discovery goes on with what it has (a rescan sees the rest).
-func gpuInstances(d nvml.Device) ([]mig.Placement, error) {
-	var out []mig.Placement
+func gpuInstances(d nvml.Device) ([]mig.Span, error) {
+	var out []mig.Span
 	var errs []error
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
 		p, ret := d.GetGpuInstanceProfileInfo(id)
@@ -264,14 +264,14 @@ func gpuInstances(d nvml.Device) ([]mig.Placement, error) {
 				errs = append(errs, fmt.Errorf("GPU instance of profile %d: %s", id, nvml.ErrorString(ret)))
 				continue
 			}
-			out = append(out, mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
+			out = append(out, mig.Span{Start: int(info.Placement.Start), Size: int(info.Placement.Size)})
 		}
 	}
 	return out, errors.Join(errs...)
 }
 
 // layoutLine writes one MIG GPU's part of a layout.
-func layoutLine(b *strings.Builder, gpu string, ids []string, taken []mig.Placement) {
+func layoutLine(b *strings.Builder, gpu string, ids []string, taken []mig.Span) {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	at := make([]string, len(taken))

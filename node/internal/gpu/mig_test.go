@@ -237,7 +237,7 @@ func TestMIGLayoutSeesAnInstanceMade(t *testing.T) {
 		t.Errorf("layout %q unchanged after a GPU instance was made", alone)
 	}
 	info, _ := gi.GetInfo()
-	at := mig.Placement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)}
+	at := mig.Span{Start: int(info.Placement.Start), Size: int(info.Placement.Size)}
 	if mine, _ := Layout(m, devs, ownAt{at}); mine != now {
 		t.Errorf("layout %q, want %q: the GPU instance is the node's own", mine, now)
 	}
@@ -303,13 +303,13 @@ func twoHalves(t *testing.T, spec, profile string, mib int64) {
 // ownNone made nothing; ownAt made the GPU instances at its placements.
 type ownNone struct{}
 
-func (ownNone) IsOurs(string) bool                { return false }
-func (ownNone) OwnsAt(string, mig.Placement) bool { return false }
+func (ownNone) IsOurs(string) bool           { return false }
+func (ownNone) OwnsAt(string, mig.Span) bool { return false }
 
-type ownAt []mig.Placement
+type ownAt []mig.Span
 
-func (ownAt) IsOurs(string) bool                       { return false }
-func (o ownAt) OwnsAt(_ string, at mig.Placement) bool { return slices.Contains(o, at) }
+func (ownAt) IsOurs(string) bool                  { return false }
+func (o ownAt) OwnsAt(_ string, at mig.Span) bool { return slices.Contains(o, at) }
 
 // The H200's geometry as its driver reports it: the H100's 8 slots, with
 // more memory per slice.

@@ -20,7 +20,7 @@ type MIGProfile struct {
 	Name       string // NVIDIA's name of its whole instance, e.g. 3g.40gb
 	MemoryMiB  int64
 	SMs        int
-	Placements []mig.Placement
+	Placements []mig.Span
 }
 
 // MIGProfiles reads the whole-instance profiles of the GPU uuid and
@@ -84,7 +84,7 @@ var ErrNoRoom = errors.New("the placement is taken")
 // MakeMIG makes, on GPU parent, a GPU instance of profile at placement
 // and one compute instance taking it whole, and returns its MIG device.
 // A half-made instance is destroyed before it returns an error.
-func MakeMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (Made, error) {
+func MakeMIG(lib nvml.Interface, parent string, profile int, at mig.Span) (Made, error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret != nvml.SUCCESS {
 		return Made{}, fmt.Errorf("GPU %s: %s", parent, nvml.ErrorString(ret))
@@ -176,7 +176,7 @@ var ErrInUse = errors.New("processes still run on it")
 // without its compute instance by a destroy cut short (begun: the
 // record says a destroy of m began; its ID, profile and placement m's)
 // is destroyed. gone is true when the instance is already not there.
-func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement, m Made, begun bool) (gone bool, err error) {
+func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Span, m Made, begun bool) (gone bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret == nvml.ERROR_NOT_FOUND {
 		return true, nil // the GPU is gone, and its instances with it
@@ -223,7 +223,7 @@ func DestroyMIG(lib nvml.Interface, parent string, profile int, at mig.Placement
 
 // halfDestroyed says whether gi is of profile at placement at and has
 // no compute instance: what a destroy cut short between the two leaves.
-func halfDestroyed(gi nvml.GpuInstance, profile int, at mig.Placement) bool {
+func halfDestroyed(gi nvml.GpuInstance, profile int, at mig.Span) bool {
 	info, ret := gi.GetInfo()
 	if ret != nvml.SUCCESS || int(info.ProfileId) != profile || int(info.Placement.Start) != at.Start || int(info.Placement.Size) != at.Size {
 		return false
@@ -280,7 +280,7 @@ func runningOn(d nvml.Device, uuid string) []uint32 {
 // whole (UUID set), or without its compute instance (UUID empty, CI -1).
 // One split into several compute instances is not found: vgpud makes
 // one per GPU instance.
-func FindMIG(lib nvml.Interface, parent string, profile int, at mig.Placement) (m Made, found bool, err error) {
+func FindMIG(lib nvml.Interface, parent string, profile int, at mig.Span) (m Made, found bool, err error) {
 	d, ret := lib.DeviceGetHandleByUUID(parent)
 	if ret == nvml.ERROR_NOT_FOUND {
 		return Made{}, false, nil // the GPU is gone, and its instances with it

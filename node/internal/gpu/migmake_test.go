@@ -38,7 +38,7 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if want := []string{"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.20gb"}; !slices.Equal(names, want) {
 		t.Fatalf("profiles %v, want %v (1g.10gb+me names no resource)", names, want)
 	}
-	if !slices.Equal(three.Placements, []mig.Placement{{Start: 0, Size: 4}, {Start: 4, Size: 4}}) || three.SMs != 60 || three.MemoryMiB != 40448 {
+	if !slices.Equal(three.Placements, []mig.Span{{Start: 0, Size: 4}, {Start: 4, Size: 4}}) || three.SMs != 60 || three.MemoryMiB != 40448 {
 		t.Fatalf("3g.40gb: %+v", three)
 	}
 
@@ -50,7 +50,7 @@ func TestMakeAndDestroyMIG(t *testing.T) {
 	if ins := devs[0].MIG.Instances; len(ins) != 1 || ins[0].UUID != m.UUID || ins[0].Start != 4 || ins[0].Profile != "3g.40gb" {
 		t.Fatalf("after the make: %+v, want %s at 4", ins, m.UUID)
 	}
-	if _, err := MakeMIG(lib, parent, profiles[0].ID, mig.Placement{Start: 5, Size: 1}); !errors.Is(err, ErrNoRoom) {
+	if _, err := MakeMIG(lib, parent, profiles[0].ID, mig.Span{Start: 5, Size: 1}); !errors.Is(err, ErrNoRoom) {
 		t.Errorf("1g.10gb inside the 3g.40gb: %v, want ErrNoRoom", err)
 	}
 	// IDs name the instance only with its UUID: another's is not touched.
@@ -128,14 +128,14 @@ func TestFindMIG(t *testing.T) {
 	parent := devs[0].UUID
 	profiles, _ := MIGProfiles(lib, parent)
 	one := profiles[0] // 1g.10gb
-	m, err := MakeMIG(lib, parent, one.ID, mig.Placement{Start: 2, Size: 1})
+	m, err := MakeMIG(lib, parent, one.ID, mig.Span{Start: 2, Size: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, found, err := FindMIG(lib, parent, one.ID, mig.Placement{Start: 2, Size: 1}); err != nil || !found || got != m {
+	if got, found, err := FindMIG(lib, parent, one.ID, mig.Span{Start: 2, Size: 1}); err != nil || !found || got != m {
 		t.Errorf("whole: %+v %v %v, want %+v", got, found, err, m)
 	}
-	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Placement{Start: 3, Size: 1}); found {
+	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Span{Start: 3, Size: 1}); found {
 		t.Error("found at a placement with nothing")
 	}
 	// Half made: a GPU instance alone.
@@ -144,7 +144,7 @@ func TestFindMIG(t *testing.T) {
 	if _, ret := d.CreateGpuInstanceWithPlacement(&p, &nvml.GpuInstancePlacement{Start: 5, Size: 1}); ret != nvml.SUCCESS {
 		t.Fatal(nvml.ErrorString(ret))
 	}
-	half, found, err := FindMIG(lib, parent, one.ID, mig.Placement{Start: 5, Size: 1})
+	half, found, err := FindMIG(lib, parent, one.ID, mig.Span{Start: 5, Size: 1})
 	if err != nil || !found || half.UUID != "" || half.CI != -1 {
 		t.Fatalf("half made: %+v %v %v", half, found, err)
 	}
@@ -154,7 +154,7 @@ func TestFindMIG(t *testing.T) {
 	if err := DestroyHalfMade(lib, parent, half.GI); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Placement{Start: 5, Size: 1}); found {
+	if _, found, _ := FindMIG(lib, parent, one.ID, mig.Span{Start: 5, Size: 1}); found {
 		t.Error("the half-made instance is still there")
 	}
 }

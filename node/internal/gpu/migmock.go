@@ -189,18 +189,18 @@ func newMIGGPU(d *server.Device, profiles gpus.MIGProfileConfig, enabled bool) *
 }
 
 // taken are the placements of the GPU instances there now; g.mu held.
-func (g *migGPU) taken() []mig.Placement {
-	out := make([]mig.Placement, 0, len(g.gis))
+func (g *migGPU) taken() []mig.Span {
+	out := make([]mig.Span, 0, len(g.gis))
 	for _, gi := range g.gis {
-		out = append(out, mig.Placement{Start: int(gi.info.Placement.Start), Size: int(gi.info.Placement.Size)})
+		out = append(out, mig.Span{Start: int(gi.info.Placement.Start), Size: int(gi.info.Placement.Size)})
 	}
 	return out
 }
 
-func placements(ps []nvml.GpuInstancePlacement) []mig.Placement {
-	out := make([]mig.Placement, len(ps))
+func placements(ps []nvml.GpuInstancePlacement) []mig.Span {
+	out := make([]mig.Span, len(ps))
 	for i, p := range ps {
-		out[i] = mig.Placement{Start: int(p.Start), Size: int(p.Size)}
+		out[i] = mig.Span{Start: int(p.Start), Size: int(p.Size)}
 	}
 	return out
 }
@@ -256,13 +256,13 @@ func (g *migGPU) create(id int, at *nvml.GpuInstancePlacement) (nvml.GpuInstance
 		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 	}
 	possible := placements(g.profiles.GpuInstancePlacements[id])
-	var where mig.Placement
+	var where mig.Span
 	if at == nil {
 		if where, ok = mig.FirstFree(possible, g.taken()); !ok {
 			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 		}
 	} else {
-		where = mig.Placement{Start: int(at.Start), Size: int(at.Size)}
+		where = mig.Span{Start: int(at.Start), Size: int(at.Size)}
 		if !mig.Allowed(where, possible) {
 			return nil, nvml.ERROR_INVALID_ARGUMENT
 		}

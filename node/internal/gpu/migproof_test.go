@@ -117,7 +117,7 @@ func proveMakeMIG(t *testing.T, lib nvml.Interface, parent string, hold holder) 
 }
 
 // listedInstance is the MIG instance uuid as discovery lists it.
-func listedInstance(t *testing.T, lib nvml.Interface, parent, uuid string) MIGInstance {
+func listedInstance(t *testing.T, lib nvml.Interface, parent, uuid string) MIGDevice {
 	t.Helper()
 	devs, err := Discover(lib)
 	if err != nil {
@@ -134,7 +134,7 @@ func listedInstance(t *testing.T, lib nvml.Interface, parent, uuid string) MIGIn
 		}
 	}
 	t.Fatalf("discovery does not list %s on %s", uuid, parent)
-	return MIGInstance{}
+	return MIGDevice{}
 }
 
 // sameInstances says whether a and b list the same MIG devices per GPU.

@@ -2,9 +2,9 @@ package gpu
 
 import "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-// Sample is one GPU's live use as NVML reports it: what the processes on
+// UtilSample is one GPU's live use as NVML reports it: what the processes on
 // it use, whatever vgpud booked for them.
-type Sample struct {
+type UtilSample struct {
 	UUID               string
 	UtilizationPercent uint32 // of the last sample period, the SMs busy
 	MemoryUsedMiB      uint64
@@ -14,12 +14,12 @@ type Sample struct {
 // Samples reads every GPU's utilisation and memory in use. A GPU that
 // does not answer is left out: its health (an XID, a failing query)
 // says why.
-func Samples(lib nvml.Interface) []Sample {
+func Samples(lib nvml.Interface) []UtilSample {
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil
 	}
-	out := make([]Sample, 0, n)
+	out := make([]UtilSample, 0, n)
 	for i := range n {
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
@@ -37,7 +37,7 @@ func Samples(lib nvml.Interface) []Sample {
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		out = append(out, Sample{UUID: uuid, UtilizationPercent: util.Gpu, MemoryUsedMiB: mem.Used >> 20, MemoryTotalMiB: mem.Total >> 20})
+		out = append(out, UtilSample{UUID: uuid, UtilizationPercent: util.Gpu, MemoryUsedMiB: mem.Used >> 20, MemoryTotalMiB: mem.Total >> 20})
 	}
 	return out
 }

@@ -12,18 +12,18 @@ import (
 // outlives the pod.
 type grantedContainers struct {
 	r *usage.Containers
-	w *Watch
+	w *Monitor
 }
 
 var _ nrihook.Granted = grantedContainers{}
 
-func (g grantedContainers) Granted(id string, c nrihook.Container, a protocol.ContainerAssignment) {
-	slices := make(map[string]usage.Slice, len(a.GPUs))
+func (g grantedContainers) Granted(id string, c nrihook.NamedContainer, a protocol.ContainerAssignment) {
+	slices := make(map[string]usage.Share, len(a.GPUs))
 	for _, s := range a.GPUs {
 		// A MIG instance's slice is found on its GPU when a sample is
 		// decided (usage.Sample.Parents): the hook may grant before the
 		// node role has read its GPUs.
-		slices[s.UUID] = usage.Slice{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
+		slices[s.UUID] = usage.Share{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
 		// From 0, so that the first kill shows in an increase().
 		g.w.metrics.KillsFrom0(c.Namespace, c.Pod, c.Name, s.UUID)
 	}
@@ -49,4 +49,4 @@ func (g grantedContainers) forget(gone []usage.Container) {
 }
 
 // Granted is the hook's view into the enforcer's register.
-func (w *Watch) Granted() nrihook.Granted { return grantedContainers{r: w.containers, w: w} }
+func (w *Monitor) Granted() nrihook.Granted { return grantedContainers{r: w.containers, w: w} }

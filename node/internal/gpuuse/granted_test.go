@@ -20,7 +20,7 @@ import (
 func TestGrantedMIGSliceIsFoundOnItsGPU(t *testing.T) {
 	w := New(Options{}, "n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
 	g := w.Granted()
-	g.Granted("ctr", nrihook.Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
+	g.Granted("ctr", nrihook.NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
 		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "MIG-a", MemoryMiB: 4864, Cores: 15, MIG: true}}})
 	c := w.containers.Get("ctr")
 	if c == nil {
@@ -61,7 +61,7 @@ func TestMadeInstanceSampledOnItsGPU(t *testing.T) {
 func TestKnownPodsProcessOnAKeptInstanceIsEnded(t *testing.T) {
 	w := New(Options{}, "n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
 	g := w.Granted()
-	g.Granted("ctr", nrihook.Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
+	g.Granted("ctr", nrihook.NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
 		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "GPU-l4", MemoryMiB: 2000, Cores: 10}}})
 	c := w.containers.Get("ctr")
 	sample := usage.Sample{Processes: []usage.Process{{GPU: "GPU-h100", PID: 7, UsedBytes: 4000 << 20, SMPercent: -1}},

@@ -33,7 +33,7 @@ type recorder struct {
 	}
 }
 
-func (r *recorder) Sampled(v usage.Verdict, took time.Duration) {
+func (r *recorder) Sampled(v usage.Outcome, took time.Duration) {
 	r.metrics.Sampled(took)
 	if r.mode != usage.Report {
 		return

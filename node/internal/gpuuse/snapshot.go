@@ -14,7 +14,7 @@ import (
 
 // Snapshot is inspect's view of the latest sample; nil before the
 // GPUs are found.
-func (w *Watch) Snapshot() *inspect.GPUUse {
+func (w *Monitor) Snapshot() *inspect.GPUUse {
 	w.mu.Lock()
 	e, rec := w.enforcer, w.rec
 	w.mu.Unlock()
@@ -22,7 +22,7 @@ func (w *Watch) Snapshot() *inspect.GPUUse {
 		return nil
 	}
 	v, at := e.Last()
-	out := &inspect.GPUUse{Mode: w.opts.GPUUsage, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{}}
+	out := &inspect.GPUUse{Mode: w.opts.GPUUsage, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.ProcessUse{}}
 	margin := uint64(w.opts.GPUUsageMargin) << 20
 	stuck := map[string]bool{}
 	for _, u := range v.Stuck {
@@ -35,7 +35,7 @@ func (w *Watch) Snapshot() *inspect.GPUUse {
 			SMPercent: u.SMPercent, Cores: u.Cores, Processes: len(u.Processes), Kills: rec.kills(c.ID, u.GPU)})
 	}
 	for _, p := range v.Unattributed {
-		out.Unattributed = append(out.Unattributed, inspect.Process{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,
+		out.Unattributed = append(out.Unattributed, inspect.ProcessUse{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,
 			Orphaned: p.Orphaned, Namespace: p.Holder.Namespace, Pod: p.Holder.Pod})
 	}
 	gpus := map[string]bool{}
@@ -54,15 +54,15 @@ func (w *Watch) Snapshot() *inspect.GPUUse {
 		if !gpus[g] {
 			continue
 		}
-		h := inspect.GPUHeld{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]}
+		h := inspect.HeldOnGPU{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]}
 		for uid, b := range v.HeldBy[g] {
-			h.Pods = append(h.Pods, inspect.HeldPod{UID: uid, Namespace: names[uid][0], Pod: names[uid][1], MiB: b >> 20})
+			h.Pods = append(h.Pods, inspect.PodHeld{UID: uid, Namespace: names[uid][0], Pod: names[uid][1], MiB: b >> 20})
 		}
-		slices.SortFunc(h.Pods, func(x, y inspect.HeldPod) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.UID, y.UID)) })
+		slices.SortFunc(h.Pods, func(x, y inspect.PodHeld) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.UID, y.UID)) })
 		out.GPUs = append(out.GPUs, h)
 	}
 	for _, end := range e.Ends() {
-		out.Ends = append(out.Ends, inspect.End{Namespace: end.Namespace, Pod: end.Pod, Container: end.Name, GPU: end.GPU, Stage: end.Stage.String()})
+		out.Ends = append(out.Ends, inspect.UsageEnd{Namespace: end.Namespace, Pod: end.Pod, Container: end.Name, GPU: end.GPU, Stage: end.Stage.String()})
 	}
 	return out
 }
@@ -71,7 +71,7 @@ func (w *Watch) Snapshot() *inspect.GPUUse {
 // annotation for `vgpud inspect --cluster`: at most every
 // protocol.UsagePublishEvery, and only when it changed by more than
 // rounding (64 MiB, 5 % SM), so an idle node writes nothing.
-func (w *Watch) Publish(ctx context.Context, pub *inventory.Publisher) error {
+func (w *Monitor) Publish(ctx context.Context, pub *inventory.Publisher) error {
 	if w.opts.GPUUsage == usage.Off.String() {
 		// What an earlier run published would otherwise show for good.
 		if err := pub.ClearUsage(ctx); err != nil {

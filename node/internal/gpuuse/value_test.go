@@ -13,7 +13,7 @@ func TestUsageValueRoundsSortsAndSumsUnattributed(t *testing.T) {
 	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{
 		{Namespace: "t", Pod: "small", Container: "main", GPU: "GPU-0", UsedMiB: 95, SliceMiB: 1000, SMPercent: 12, Cores: 20},
 		{Namespace: "t", Pod: "big", Container: "main", GPU: "GPU-0", UsedMiB: 2600, SliceMiB: 1000, SMPercent: -1, Cores: 20, Kills: 2, Over: true},
-	}, Unattributed: []inspect.Process{{GPU: "GPU-1", PID: 7, UsedMiB: 100}, {GPU: "GPU-0", PID: 8, UsedMiB: 30}, {GPU: "GPU-1", PID: 9, UsedMiB: 100}}}
+	}, Unattributed: []inspect.ProcessUse{{GPU: "GPU-1", PID: 7, UsedMiB: 100}, {GPU: "GPU-0", PID: 8, UsedMiB: 30}, {GPU: "GPU-1", PID: 9, UsedMiB: 100}}}
 	u, enc, err := usageValue(s)
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +84,8 @@ func TestUsageValueStaysWithinTheBounds(t *testing.T) {
 // The memory each GPU holds beyond its bookings is published for the
 // leader, rounded up: it errs on the side of placing less.
 func TestUsageValueHeld(t *testing.T) {
-	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{}, Unattributed: []inspect.Process{},
-		GPUs: []inspect.GPUHeld{{GPU: "GPU-0", HeldMiB: 28000, Pods: []inspect.HeldPod{{UID: "u1", Namespace: "a", Pod: "p", MiB: 20000}, {UID: "u2", MiB: 27999}}},
+	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{}, Unattributed: []inspect.ProcessUse{},
+		GPUs: []inspect.HeldOnGPU{{GPU: "GPU-0", HeldMiB: 28000, Pods: []inspect.PodHeld{{UID: "u1", Namespace: "a", Pod: "p", MiB: 20000}, {UID: "u2", MiB: 27999}}},
 			{GPU: "GPU-1", HeldMiB: 1, Full: true}}}
 	u, enc, err := usageValue(s)
 	if err != nil {

@@ -28,13 +28,13 @@ type Metrics interface {
 	ForgetPod(namespace, pod string)
 	Sampled(took time.Duration)
 	Killed(k usage.Kill)
-	ReportUsage(last func() usage.Verdict)
+	ReportUsage(last func() usage.Outcome)
 }
 
-// Watch is the node's GPU-usage part for the role's life: one enforcer
+// Monitor is the node's GPU-usage part for the role's life: one enforcer
 // per generation of GPUs, one register of granted containers and one
 // memory across them.
-type Watch struct {
+type Monitor struct {
 	opts    Options
 	node    string
 	metrics Metrics
@@ -51,15 +51,15 @@ type Watch struct {
 }
 
 // New returns the part for node.
-func New(opts Options, node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *Watch {
-	return &Watch{opts: opts, node: node, metrics: metrics, clock: clk, log: log, containers: usage.NewContainers()}
+func New(opts Options, node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *Monitor {
+	return &Monitor{opts: opts, node: node, metrics: metrics, clock: clk, log: log, containers: usage.NewContainers()}
 }
 
 // NewEnforcer samples lib's processes for the containers the hook
 // registered, under the node's settings (validated: the mode parses).
 // Its Events go through events, the role's, which outlives a rescan; so
 // does what it remembers (usageMemory).
-func (w *Watch) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents func() map[string]string, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
+func (w *Monitor) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents func() map[string]string, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
 	mode, _ := usage.ParseMode(w.opts.GPUUsage)
 	sample := usage.NVMLSampler(lib, devs, madeParents)
 	event := events.As(corev1.EventTypeWarning, "Enforcing")
@@ -69,7 +69,7 @@ func (w *Watch) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents f
 	rules := usage.Rules{Mode: mode, Margin: uint64(w.opts.GPUUsageMargin) << 20, Reserve: uint64(w.opts.GPUUsageReserve) << 20}
 	e := usage.NewEnforcer(usage.Options{Rules: rules, Period: w.opts.GPUUsagePeriod}, sample, w.containers, host,
 		func(ns, pod, uid string) []string { return runningContainers(pods.Get(ns, pod), uid) }, w.memory(host), rec, w.clock, w.log.With("component", "usage"))
-	w.metrics.ReportUsage(func() usage.Verdict { v, _ := e.Last(); return v })
+	w.metrics.ReportUsage(func() usage.Outcome { v, _ := e.Last(); return v })
 	w.mu.Lock()
 	w.enforcer, w.rec = e, rec
 	w.mu.Unlock()
@@ -78,7 +78,7 @@ func (w *Watch) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents f
 
 // memory is what the enforcer remembers, read from the node's file
 // once for the role's life: every generation's enforcer shares it.
-func (w *Watch) memory(host usage.Procfs) *usage.Memory {
+func (w *Monitor) memory(host usage.Procfs) *usage.Memory {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mem == nil {
@@ -92,13 +92,13 @@ func (w *Watch) memory(host usage.Procfs) *usage.Memory {
 }
 
 // record is this node's record file; "" for none.
-func (w *Watch) record() string {
+func (w *Monitor) record() string {
 	return strings.ReplaceAll(w.opts.GPUUsageRecord, "{node}", w.node)
 }
 
 // KeepMockProcesses has the mock's process list outlive the process, as
 // a driver's outlives vgpud's restarts: beside the enforcer's record.
-func (w *Watch) KeepMockProcesses(m *gpu.Mock) error {
+func (w *Monitor) KeepMockProcesses(m *gpu.Mock) error {
 	rec := w.record()
 	if rec == "" {
 		return nil

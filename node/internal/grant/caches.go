@@ -85,15 +85,15 @@ const (
 	sweepGrace = 2 * time.Minute
 )
 
-// Pods are the node's pods, as its informer lists them.
-type Pods interface {
+// LivePods are the node's pods, as its informer lists them.
+type LivePods interface {
 	WaitForSync(ctx context.Context) bool
 	List() []*corev1.Pod
 }
 
 // Sweep removes, until ctx ends, the caches under interposer of pods no
 // longer live.
-func Sweep(ctx context.Context, interposer string, pods Pods, clk clock.Clock, log *slog.Logger) {
+func Sweep(ctx context.Context, interposer string, pods LivePods, clk clock.Clock, log *slog.Logger) {
 	if !pods.WaitForSync(ctx) {
 		return
 	}

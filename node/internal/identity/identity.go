@@ -38,8 +38,8 @@ type HookOptions struct {
 
 // NewHook is the NRI hook for this node's containers; what it grants is
 // told to granted.
-func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metrics nrihook.Observer, clk clock.WithTicker, log *slog.Logger) *nrihook.Hook {
-	h := nrihook.New(nrihook.Rules{
+func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metrics nrihook.HookObserver, clk clock.WithTicker, log *slog.Logger) *nrihook.Hook {
+	h := nrihook.New(nrihook.Ruleset{
 		Node: o.Node, Resources: o.Resources,
 		Slice:     o.Slice,
 		Exempt:    inList(o.Exempt),

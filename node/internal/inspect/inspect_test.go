@@ -54,8 +54,8 @@ func TestUsageAndRender(t *testing.T) {
 	}
 	var out bytes.Buffer
 	taken := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := Snapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs, Taken: taken,
-		Registration: Registration{Count: 2, Last: taken.Add(-90 * time.Second), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
+	s := NodeSnapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs, Taken: taken,
+		Registration: KubeletRegistration{Count: 2, Last: taken.Add(-90 * time.Second), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
 	if err := Render(&out, s); err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +107,9 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := &fakeMock{injected: make(chan string, 1), declared: make(chan string, 1), plugged: make(chan string, 1)}
-	go Serve(ctx, path, func() Snapshot { return Snapshot{Node: "n1"} }, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go Serve(ctx, path, func() NodeSnapshot { return NodeSnapshot{Node: "n1"} }, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// Serve listens a moment after it starts.
-	var s Snapshot
+	var s NodeSnapshot
 	var err error
 	if werr := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
 		s, err = Fetch(ctx, path)
@@ -152,12 +152,12 @@ func (f *fakeMock) SetProcess(gpu string, pid int, used uint64, sm int) error {
 
 func TestRenderShowsUse(t *testing.T) {
 	var b strings.Builder
-	s := Snapshot{Node: "n1", Use: &GPUUse{Mode: "enforce", Taken: time.Unix(100, 0),
+	s := NodeSnapshot{Node: "n1", Use: &GPUUse{Mode: "enforce", Taken: time.Unix(100, 0),
 		Containers: []ContainerUse{
 			{Namespace: "t", Pod: "greedy", Container: "main", GPU: "GPU-0123456789", UsedMiB: 2400, SliceMiB: 1000, Over: true, SMPercent: 55, Cores: 30, Processes: 2, Kills: 1},
 			{Namespace: "t", Pod: "big", Container: "main", GPU: "GPU-0123456789", UsedMiB: 30000, SliceMiB: 40960, Whole: true, SMPercent: -1},
 		},
-		Unattributed: []Process{{GPU: "GPU-0123456789", PID: 4242, UsedMiB: 512}}}}
+		Unattributed: []ProcessUse{{GPU: "GPU-0123456789", PID: 4242, UsedMiB: 512}}}}
 	if err := Render(&b, s); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestUsageListsMIGInstances(t *testing.T) {
 		t.Errorf("instance row %+v", m)
 	}
 	var out bytes.Buffer
-	if err := Render(&out, Snapshot{Node: "n1", GPUs: gpus, Allocations: allocs}); err != nil {
+	if err := Render(&out, NodeSnapshot{Node: "n1", GPUs: gpus, Allocations: allocs}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "A100-SXM4-40GB MIG 1g.5gb") {

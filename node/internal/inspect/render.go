@@ -10,7 +10,7 @@ import (
 )
 
 // Render prints s as the tables `vgpud inspect` shows.
-func Render(w io.Writer, s Snapshot) error {
+func Render(w io.Writer, s NodeSnapshot) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	ready := "ready"
 	if !s.Ready {

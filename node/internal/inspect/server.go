@@ -24,9 +24,9 @@ const (
 	plugPath     = "/v1/mock-plug"
 )
 
-// Mock is what a mock or fake GPU backend lets the socket change; nil
+// MockControl is what a mock or fake GPU backend lets the socket change; nil
 // on real hardware.
-type Mock interface {
+type MockControl interface {
 	// InjectXIDByName delivers a fake XID to a GPU (UUID or index).
 	InjectXIDByName(gpu string, xid uint64) error
 	// SetProcess declares a process's use of a GPU (usedMiB 0 removes it).
@@ -38,7 +38,7 @@ type Mock interface {
 // Serve answers snapshots on the unix socket path until ctx ends, and,
 // when mock is set, XID injections and process declarations. The socket
 // is owner-only: it shows which pods hold which GPUs.
-func Serve(ctx context.Context, path string, snapshot func() Snapshot, mock Mock, log *slog.Logger) error {
+func Serve(ctx context.Context, path string, snapshot func() NodeSnapshot, mock MockControl, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("inspect socket: %w", err)
 	}
@@ -127,15 +127,15 @@ func Serve(ctx context.Context, path string, snapshot func() Snapshot, mock Mock
 }
 
 // Fetch reads a snapshot from the daemon on path.
-func Fetch(ctx context.Context, path string) (Snapshot, error) {
+func Fetch(ctx context.Context, path string) (NodeSnapshot, error) {
 	resp, err := call(ctx, path, http.MethodGet, snapshotPath)
 	if err != nil {
-		return Snapshot{}, err
+		return NodeSnapshot{}, err
 	}
 	defer resp.Body.Close()
-	var s Snapshot
+	var s NodeSnapshot
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return Snapshot{}, fmt.Errorf("read snapshot from %s: %w", path, err)
+		return NodeSnapshot{}, fmt.Errorf("read snapshot from %s: %w", path, err)
 	}
 	return s, nil
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// Snapshot is everything `vgpud inspect` shows.
-type Snapshot struct {
+// NodeSnapshot is everything `vgpud inspect` shows.
+type NodeSnapshot struct {
 	Node     string `json:"node"`
 	Backend  string `json:"backend"`
 	Ready    bool   `json:"ready"`
@@ -34,9 +34,9 @@ type Snapshot struct {
 	GPUs         []GPUState         `json:"gpus"`
 	// CordonProblem says what in the node's vgpud.io/cordon names no GPU
 	// here or cannot be read; "" when nothing.
-	CordonProblem string       `json:"cordonProblem,omitempty"`
-	Allocations   []Allocation `json:"allocations"`
-	Registration  Registration `json:"registration"`
+	CordonProblem string              `json:"cordonProblem,omitempty"`
+	Allocations   []Allocation        `json:"allocations"`
+	Registration  KubeletRegistration `json:"registration"`
 	// Use is the latest sample of the GPUs' processes; nil before the
 	// GPUs are found.
 	Use   *GPUUse   `json:"use,omitempty"`
@@ -77,8 +77,8 @@ type Allocation struct {
 	Phase     string `json:"phase"`
 }
 
-// Registration is the device plugin's record with kubelet.
-type Registration struct {
+// KubeletRegistration is the device plugin's record with kubelet.
+type KubeletRegistration struct {
 	Count     int       `json:"count"`
 	Last      time.Time `json:"last,omitzero"`
 	LatencyMs float64   `json:"latencyMs"`

@@ -13,37 +13,37 @@ type GPUUse struct {
 	Mode         string         `json:"mode"`
 	Taken        time.Time      `json:"taken"`
 	Containers   []ContainerUse `json:"containers"`
-	Unattributed []Process      `json:"unattributed"`
+	Unattributed []ProcessUse   `json:"unattributed"`
 	// GPUs are, per GPU with any, the memory it holds beyond the slices
 	// booked on it (what the leader counts as used) and whether it is
 	// full: its processes hold more than its memory less the reserve,
 	// and vgpud may not end what is over.
-	GPUs []GPUHeld `json:"gpus,omitempty"`
+	GPUs []HeldOnGPU `json:"gpus,omitempty"`
 	// Ends are containers ended whole for memory listed under PIDs that
 	// had ended, whose memory is still listed.
-	Ends []End `json:"ends,omitempty"`
+	Ends []UsageEnd `json:"ends,omitempty"`
 }
 
-// GPUHeld is memory one GPU holds beyond its bookings.
-type GPUHeld struct {
+// HeldOnGPU is memory one GPU holds beyond its bookings.
+type HeldOnGPU struct {
 	GPU     string `json:"gpu"`
 	HeldMiB uint64 `json:"heldMiB"`
 	Full    bool   `json:"full,omitempty"`
 	// Pods are, of HeldMiB, what a known pod's processes opened: charged
 	// to its namespace.
-	Pods []HeldPod `json:"pods,omitempty"`
+	Pods []PodHeld `json:"pods,omitempty"`
 }
 
-// HeldPod is memory a GPU holds that a pod's process opened.
-type HeldPod struct {
+// PodHeld is memory a GPU holds that a pod's process opened.
+type PodHeld struct {
 	UID       string `json:"uid"`
 	Namespace string `json:"namespace,omitempty"`
 	Pod       string `json:"pod,omitempty"`
 	MiB       uint64 `json:"mib"`
 }
 
-// End is how far the node went to free a container's memory.
-type End struct {
+// UsageEnd is how far the node went to free a container's memory.
+type UsageEnd struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	Container string `json:"container"`
@@ -72,8 +72,8 @@ type ContainerUse struct {
 	Kills     int `json:"kills"` // processes killed for memory, since vgpud started
 }
 
-// Process is a process on a GPU that no granted container owns.
-type Process struct {
+// ProcessUse is a process on a GPU that no granted container owns.
+type ProcessUse struct {
 	GPU     string `json:"gpu"`
 	PID     int    `json:"pid"`
 	UsedMiB uint64 `json:"usedMiB"`

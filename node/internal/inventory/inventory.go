@@ -38,10 +38,10 @@ type OnDemand struct {
 	Ours func(uuid string) bool
 	// Taken are placements of instances the node made that Catalog no
 	// longer lists, by GPU: no possible instance overlaps them.
-	Taken map[string][]mig.Placement
+	Taken map[string][]mig.Span
 	// OursAt are the placements of every instance the node made, by GPU:
 	// the GPU instances there are its own.
-	OursAt map[string][]mig.Placement
+	OursAt map[string][]mig.Span
 	// Kept are the instances made for a pod that has ended which
 	// processes still hold, by name; their placements are in Taken.
 	Kept map[string]Kept
@@ -86,13 +86,13 @@ func Build(devs []gpu.Device, s Scaling, unhealthy map[string]bool, od OnDemand)
 func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 	g := protocol.MIGGPU{UUID: d.UUID, Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, SMs: d.MIG.SMs, NUMA: d.NUMA, Healthy: healthy,
 		Instances: make([]protocol.MIGInstance, 0, len(d.MIG.Instances))}
-	var taken []mig.Placement
+	var taken []mig.Span
 	for _, in := range d.MIG.Instances {
 		if od.Ours != nil && od.Ours(in.UUID) {
 			continue
 		}
 		g.Instances = append(g.Instances, protocol.MIGInstance{UUID: in.UUID, Profile: in.Profile, MemoryMiB: in.MemoryMiB, SMs: in.SMs, Start: in.Start, Size: in.Size})
-		taken = append(taken, mig.Placement{Start: in.Start, Size: in.Size})
+		taken = append(taken, mig.Span{Start: in.Start, Size: in.Size})
 	}
 	if od.Catalog != nil {
 		taken = append(taken, od.Taken[d.UUID]...)

@@ -78,7 +78,7 @@ func TestBuildListsPossibleInstances(t *testing.T) {
 	}
 	devs, _ = gpu.Discover(lib) // as a rescan would see them
 	od := OnDemand{Catalog: cat, Made: map[string]string{id: made.UUID}, Ours: func(u string) bool { return u == made.UUID },
-		OursAt: map[string][]mig.Placement{parent: {cat[id].At}}}
+		OursAt: map[string][]mig.Span{parent: {cat[id].At}}}
 	raw, err := protocol.EncodeInventory(Build(devs, Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od))
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestBuildListsKeptInstances(t *testing.T) {
 	kept := Kept{Slot: cat[id], Made: made.UUID, Pod: "uid-1"}
 	delete(cat, id) // as the node role hides it
 	od := OnDemand{Catalog: cat, Made: map[string]string{}, Ours: func(u string) bool { return u == made.UUID },
-		Taken: map[string][]mig.Placement{parent: {kept.At}}, OursAt: map[string][]mig.Placement{parent: {kept.At}}, Kept: map[string]Kept{id: kept}}
+		Taken: map[string][]mig.Span{parent: {kept.At}}, OursAt: map[string][]mig.Span{parent: {kept.At}}, Kept: map[string]Kept{id: kept}}
 	raw, err := protocol.EncodeInventory(Build(devs, Scaling{Split: 1, Memory: 1, Cores: 1}, nil, od))
 	if err != nil {
 		t.Fatal(err)

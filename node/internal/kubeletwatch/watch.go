@@ -19,8 +19,8 @@ const (
 	SocketRemoved    Event = "plugin socket removed"
 )
 
-// Watcher watches kubelet's device-plugin directory.
-type Watcher struct {
+// RestartWatcher watches kubelet's device-plugin directory.
+type RestartWatcher struct {
 	fs      *fsnotify.Watcher
 	dir     string
 	kubelet string          // kubelet's socket
@@ -29,7 +29,7 @@ type Watcher struct {
 
 // New starts watching dir, in which the plugin serves pluginSockets: an
 // event from when New returns on is reported by Run.
-func New(dir string, pluginSockets ...string) (*Watcher, error) {
+func New(dir string, pluginSockets ...string) (*RestartWatcher, error) {
 	fs, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
@@ -42,12 +42,12 @@ func New(dir string, pluginSockets ...string) (*Watcher, error) {
 	for _, s := range pluginSockets {
 		own[filepath.Join(dir, s)] = true
 	}
-	return &Watcher{fs: fs, dir: dir, kubelet: filepath.Join(dir, "kubelet.sock"), own: own}, nil
+	return &RestartWatcher{fs: fs, dir: dir, kubelet: filepath.Join(dir, "kubelet.sock"), own: own}, nil
 }
 
 // Run reports events until ctx ends, then stops watching; errors of the
 // watcher itself end it, since a blind plugin would never re-register.
-func (w *Watcher) Run(ctx context.Context, out chan<- Event) error {
+func (w *RestartWatcher) Run(ctx context.Context, out chan<- Event) error {
 	defer w.fs.Close()
 	for {
 		select {

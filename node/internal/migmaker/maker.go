@@ -15,11 +15,11 @@ import (
 
 // Driver is what the maker needs of the GPUs (NVML, below).
 type Driver interface {
-	Make(parent string, profile int, at mig.Placement) (gpu.Made, error)
-	Destroy(parent string, profile int, at mig.Placement, m gpu.Made, begun bool) (gone bool, err error)
+	Make(parent string, profile int, at mig.Span) (gpu.Made, error)
+	Destroy(parent string, profile int, at mig.Span, m gpu.Made, begun bool) (gone bool, err error)
 	// InUse is an error wrapping gpu.ErrInUse while processes run on m.
 	InUse(parent string, m gpu.Made) error
-	Find(parent string, profile int, at mig.Placement) (m gpu.Made, found bool, err error)
+	Find(parent string, profile int, at mig.Span) (m gpu.Made, found bool, err error)
 	DestroyHalfMade(parent string, gi int) error
 }
 
@@ -28,14 +28,14 @@ type Slot struct {
 	Parent  string
 	Profile int    // NVML's GPU instance profile ID
 	Name    string // its profile's name, e.g. 3g.40gb
-	At      mig.Placement
+	At      mig.Span
 	// MemoryMiB and SMs are what the instance has.
 	MemoryMiB int64
 	SMs       int
 }
 
-// Want is a slot a bound pod's assignment asks the node to make.
-type Want struct {
+// Demand is a slot a bound pod's assignment asks the node to make.
+type Demand struct {
 	Slot
 	Pod string // namespace/name/uid
 }

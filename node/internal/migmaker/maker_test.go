@@ -62,10 +62,10 @@ func (r rig) open(t *testing.T) *Maker {
 	return m
 }
 
-func (r rig) want(pod string, ids ...string) (map[string]Want, map[string]string) {
-	want, held := map[string]Want{}, map[string]string{}
+func (r rig) want(pod string, ids ...string) (map[string]Demand, map[string]string) {
+	want, held := map[string]Demand{}, map[string]string{}
 	for _, id := range ids {
-		want[id], held[id] = Want{Slot: r.catalog[id], Pod: pod}, pod
+		want[id], held[id] = Demand{Slot: r.catalog[id], Pod: pod}, pod
 	}
 	return want, held
 }
@@ -252,7 +252,7 @@ func TestWantedAndPossible(t *testing.T) {
 		assigned("elsewhere", "n2", corev1.PodRunning, r.id("1g.10gb", 5)),
 		assigned("stale", "n1", corev1.PodPending, stale),
 	}, "n1", r.catalog)
-	if len(want) != 1 || want[r.id("3g.40gb", 0)].Pod != "ns/a/u-xa" || want[r.id("3g.40gb", 0)].At != (mig.Placement{Start: 0, Size: 4}) {
+	if len(want) != 1 || want[r.id("3g.40gb", 0)].Pod != "ns/a/u-xa" || want[r.id("3g.40gb", 0)].At != (mig.Span{Start: 0, Size: 4}) {
 		t.Errorf("want %+v", want)
 	}
 	if len(held) != 2 || held[stale] != "ns/stale/u-xstale" {
@@ -264,7 +264,7 @@ func TestWantedAndPossible(t *testing.T) {
 
 	// The operator's instance at 6 takes the placements over it; a made
 	// one is listed with its device.
-	ps := Possible(r.parent, r.catalog, []mig.Placement{{Start: 6, Size: 1}}, map[string]string{r.id("3g.40gb", 0): "MIG-made"})
+	ps := Possible(r.parent, r.catalog, []mig.Span{{Start: 6, Size: 1}}, map[string]string{r.id("3g.40gb", 0): "MIG-made"})
 	var ids []string
 	for _, p := range ps {
 		ids = append(ids, p.Profile+"@"+itoa(p.Start)+"/"+p.Made)
@@ -306,7 +306,7 @@ func TestHalfDestroyedIsFinished(t *testing.T) {
 		if changed, err := m.Reconcile(nil, nil); err != nil || !changed {
 			t.Fatalf("begun %v: changed %v, %v", begun, changed, err)
 		}
-		_, found, _ := gpu.FindMIG(r.lib, r.parent, entries[0].Profile, mig.Placement{Start: 4, Size: 4})
+		_, found, _ := gpu.FindMIG(r.lib, r.parent, entries[0].Profile, mig.Span{Start: 4, Size: 4})
 		if found == begun || len(m.Entries()) != 0 {
 			t.Errorf("begun %v: the GPU instance left %v, record %+v; want it destroyed only where begun, the entry forgotten", begun, found, m.Entries())
 		}
@@ -442,7 +442,7 @@ func (f *flaky) InUse(parent string, m gpu.Made) error {
 	return f.NVML.InUse(parent, m)
 }
 
-func (f *flaky) Destroy(parent string, profile int, at mig.Placement, m gpu.Made, begun bool) (bool, error) {
+func (f *flaky) Destroy(parent string, profile int, at mig.Span, m gpu.Made, begun bool) (bool, error) {
 	if f.destroy != nil {
 		return false, f.destroy
 	}

@@ -10,11 +10,11 @@ import (
 // NVML is the Driver over an NVML library.
 type NVML struct{ Lib nvml.Interface }
 
-func (d NVML) Make(parent string, profile int, at mig.Placement) (gpu.Made, error) {
+func (d NVML) Make(parent string, profile int, at mig.Span) (gpu.Made, error) {
 	return gpu.MakeMIG(d.Lib, parent, profile, at)
 }
 
-func (d NVML) Destroy(parent string, profile int, at mig.Placement, m gpu.Made, begun bool) (bool, error) {
+func (d NVML) Destroy(parent string, profile int, at mig.Span, m gpu.Made, begun bool) (bool, error) {
 	return gpu.DestroyMIG(d.Lib, parent, profile, at, m, begun)
 }
 
@@ -22,7 +22,7 @@ func (d NVML) InUse(parent string, m gpu.Made) error {
 	return gpu.MIGInUse(d.Lib, parent, m)
 }
 
-func (d NVML) Find(parent string, profile int, at mig.Placement) (gpu.Made, bool, error) {
+func (d NVML) Find(parent string, profile int, at mig.Span) (gpu.Made, bool, error) {
 	return gpu.FindMIG(d.Lib, parent, profile, at)
 }
 

@@ -32,7 +32,7 @@ func (p *pass) hold(e Entry, err error) {
 // that has not ended is booked on, known to the catalog or not), after
 // settling what a crash cut short. Every instance is tried; the errors
 // are joined. changed says whether what is made changed.
-func (m *Maker) Reconcile(want map[string]Want, held map[string]string) (changed bool, err error) {
+func (m *Maker) Reconcile(want map[string]Demand, held map[string]string) (changed bool, err error) {
 	m.run.Lock()
 	defer m.run.Unlock()
 	entries := m.snapshot()
@@ -84,7 +84,7 @@ func (m *Maker) lookAgain(p *pass, e Entry, held map[string]string) (_ Entry, ok
 	if e.Made == nil || m.isChecked(e.ID) {
 		return e, true
 	}
-	found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Placement{Start: e.Start, Size: e.Size})
+	found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Span{Start: e.Start, Size: e.Size})
 	switch {
 	case err != nil:
 		p.hold(e, fmt.Errorf("instance %s: %w", e.ID, err))
@@ -164,7 +164,7 @@ func (m *Maker) release(p *pass, e Entry, rest []Entry) {
 			return
 		}
 	}
-	gone, err := m.drv.Destroy(e.Parent, e.Profile, mig.Placement{Start: e.Start, Size: e.Size}, *e.Made, begun)
+	gone, err := m.drv.Destroy(e.Parent, e.Profile, mig.Span{Start: e.Start, Size: e.Size}, *e.Made, begun)
 	switch {
 	case errors.Is(err, gpu.ErrInUse): // a process came between: nothing was destroyed
 		m.markBusy(p, e, err)
@@ -185,7 +185,7 @@ func (m *Maker) release(p *pass, e Entry, rest []Entry) {
 // makeWanted makes each instance want names that the pass does not keep,
 // writing its intent to the record first. Its error is one writing the
 // record, which ends the pass; a make that fails is among the pass's.
-func (m *Maker) makeWanted(p *pass, want map[string]Want) error {
+func (m *Maker) makeWanted(p *pass, want map[string]Demand) error {
 	for _, id := range slices.Sorted(maps.Keys(want)) {
 		if slices.ContainsFunc(p.keep, func(e Entry) bool { return e.ID == id }) {
 			continue
@@ -219,7 +219,7 @@ func (m *Maker) makeWanted(p *pass, want map[string]Want) error {
 // whole, it is e made (ok); made in half, it is destroyed; not made,
 // it is dropped.
 func (m *Maker) settle(e Entry) (Entry, bool, error) {
-	found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Placement{Start: e.Start, Size: e.Size})
+	found, ok, err := m.drv.Find(e.Parent, e.Profile, mig.Span{Start: e.Start, Size: e.Size})
 	switch {
 	case err != nil:
 		return e, false, fmt.Errorf("instance %s: %w", e.ID, err)

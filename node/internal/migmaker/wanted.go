@@ -34,7 +34,7 @@ func Catalog(profiles map[string][]gpu.MIGProfile, allow func(profile string) bo
 // each slot of it in catalog that no instance the node did not make
 // overlaps (taken: the placements of those), with the UUIDs of those it
 // made (made, by name), in profile then placement order.
-func Possible(parent string, catalog map[string]Slot, taken []mig.Placement, made map[string]string) []protocol.MIGInstance {
+func Possible(parent string, catalog map[string]Slot, taken []mig.Span, made map[string]string) []protocol.MIGInstance {
 	var out []protocol.MIGInstance
 	for id, s := range catalog {
 		if s.Parent != parent || slices.ContainsFunc(taken, s.At.Overlaps) {
@@ -56,8 +56,8 @@ func Possible(parent string, catalog map[string]Slot, taken []mig.Placement, mad
 // changed, or the node's settings changed), as pod: name. Two pods
 // naming one instance (a leader's books cannot do that) hold it by the
 // first in name order.
-func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[string]Want, held map[string]string, unknown []string) {
-	want, held = map[string]Want{}, map[string]string{}
+func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[string]Demand, held map[string]string, unknown []string) {
+	want, held = map[string]Demand{}, map[string]string{}
 	pods = slices.Clone(pods)
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -83,7 +83,7 @@ func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[
 					unknown = append(unknown, key+": "+s.UUID)
 					continue
 				}
-				want[s.UUID] = Want{Slot: slot, Pod: key}
+				want[s.UUID] = Demand{Slot: slot, Pod: key}
 			}
 		}
 	}

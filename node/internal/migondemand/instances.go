@@ -44,7 +44,7 @@ type Instances struct {
 	// oursAt are the placements of every instance the record named since
 	// the GPUs were last discovered, by GPU: a GPU instance discovery
 	// found there is the node's own, destroyed since or not.
-	oursAt map[string][]mig.Placement
+	oursAt map[string][]mig.Span
 }
 
 func (o *Instances) slots() map[string]migmaker.Slot {
@@ -76,11 +76,11 @@ func (o *Instances) view(published bool) inventory.OnDemand {
 	// A made instance the catalog no longer lists (its profile taken off
 	// the allowlist) still takes its placement while its pod holds it;
 	// one kept for processes of an ended pod is offered to none.
-	taken := map[string][]mig.Placement{}
+	taken := map[string][]mig.Span{}
 	kept := map[string]inventory.Kept{}
 	o.mu.Lock()
 	for _, e := range o.maker.Entries() {
-		at := mig.Placement{Start: e.Start, Size: e.Size}
+		at := mig.Span{Start: e.Start, Size: e.Size}
 		if !slices.Contains(o.oursAt[e.Parent], at) {
 			o.oursAt[e.Parent] = append(o.oursAt[e.Parent], at) // intended too: what a crash left is its
 		}
@@ -101,7 +101,7 @@ func (o *Instances) view(published bool) inventory.OnDemand {
 			taken[e.Parent] = append(taken[e.Parent], at)
 		}
 	}
-	oursAt := make(map[string][]mig.Placement, len(o.oursAt))
+	oursAt := make(map[string][]mig.Span, len(o.oursAt))
 	for k, v := range o.oursAt {
 		oursAt[k] = slices.Clone(v)
 	}
@@ -156,7 +156,7 @@ func (o *Instances) IsOurs(uuid string) bool {
 // OwnsAt says whether the record names an instance, made or about to
 // be, on GPU parent at placement at. (gpu.Own: the rescan reads the
 // GPUs while the maker is between passes, so its record is current.)
-func (o *Instances) OwnsAt(parent string, at mig.Placement) bool {
+func (o *Instances) OwnsAt(parent string, at mig.Span) bool {
 	if !o.Making() {
 		return false
 	}
@@ -182,7 +182,7 @@ func (o *Instances) Maker() *migmaker.Maker {
 // between discovery and the rescan's first look change nothing.
 type asDiscovered struct{ *Instances }
 
-func (d asDiscovered) OwnsAt(parent string, at mig.Placement) bool {
+func (d asDiscovered) OwnsAt(parent string, at mig.Span) bool {
 	if d.Instances == nil {
 		return false
 	}
@@ -211,7 +211,7 @@ func Open(opts Options, lib nvml.Interface, devs []gpu.Device, mode string, log 
 	if err != nil {
 		return nil, err
 	}
-	od := &Instances{opts: opts, log: log, catalog: cat, maker: m, ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
+	od := &Instances{opts: opts, log: log, catalog: cat, maker: m, ours: map[string]bool{}, oursAt: map[string][]mig.Span{}}
 	od.State() // what the record says is made is ours
 	log.Info("making MIG instances on demand", "instances possible", len(cat), "record", opts.MIGRecord)
 	return od, nil

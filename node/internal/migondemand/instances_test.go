@@ -33,9 +33,9 @@ func madeOnDemand(t *testing.T) (nvml.Interface, []gpu.Device, *Instances, strin
 		t.Fatal(err)
 	}
 	od := &Instances{maker: m, catalog: migmaker.Catalog(map[string][]gpu.MIGProfile{parent: ps}, func(string) bool { return true }),
-		ours: map[string]bool{}, oursAt: map[string][]mig.Placement{}}
+		ours: map[string]bool{}, oursAt: map[string][]mig.Span{}}
 	id := protocol.OnDemandID(parent, "3g.40gb", 4)
-	if _, err := m.Reconcile(map[string]migmaker.Want{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
+	if _, err := m.Reconcile(map[string]migmaker.Demand{id: {Slot: od.catalog[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
 		t.Fatal(err)
 	}
 	return lib, devs, od, id

@@ -56,7 +56,7 @@ func TestRecordLockIsBoundedThenTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := oldMaker.Reconcile(map[string]migmaker.Want{id: {Slot: cat[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
+	if _, err := oldMaker.Reconcile(map[string]migmaker.Demand{id: {Slot: cat[id], Pod: "ns/p/u"}}, map[string]string{id: "ns/p/u"}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan bool, 1)

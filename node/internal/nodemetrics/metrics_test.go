@@ -48,9 +48,9 @@ func TestGPUSamples(t *testing.T) {
 		t.Fatalf("%d samples before the GPUs opened", n)
 	}
 	util := uint32(40)
-	m.SampleGPUs(func() []gpu.Sample {
+	m.SampleGPUs(func() []gpu.UtilSample {
 		util++
-		return []gpu.Sample{{UUID: "GPU-a", UtilizationPercent: util, MemoryUsedMiB: 1200, MemoryTotalMiB: 40960}}
+		return []gpu.UtilSample{{UUID: "GPU-a", UtilizationPercent: util, MemoryUsedMiB: 1200, MemoryTotalMiB: 40960}}
 	})
 	want := `
 # HELP vgpud_node_gpu_utilization_ratio Share of the last NVML sample period in which the GPU's SMs were busy, whoever ran there, 0..1.

@@ -12,7 +12,7 @@ import (
 // reports nothing until the node role has opened its GPUs.
 type samplesCollector struct {
 	mu     sync.Mutex
-	sample func() []gpu.Sample
+	sample func() []gpu.UtilSample
 
 	// Each under its name in base units and, for one release, its old
 	// name in percent or MiB.
@@ -63,7 +63,7 @@ func (c *samplesCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // SampleGPUs has each scrape report what sample reads from NVML.
-func (m *Metrics) SampleGPUs(sample func() []gpu.Sample) {
+func (m *Metrics) SampleGPUs(sample func() []gpu.UtilSample) {
 	m.samples.mu.Lock()
 	defer m.samples.mu.Unlock()
 	m.samples.sample = sample

@@ -13,7 +13,7 @@ import (
 // a container gone since is gone from the next scrape.
 type usageCollector struct {
 	mu   sync.Mutex
-	last func() usage.Verdict
+	last func() usage.Outcome
 
 	used, limit, sm, cores, unattributed, orphaned *prometheus.Desc
 }
@@ -128,7 +128,7 @@ func newUsageMetrics() usageMetrics {
 }
 
 // ReportUsage has each scrape report what last says the latest sample showed.
-func (m *Metrics) ReportUsage(last func() usage.Verdict) {
+func (m *Metrics) ReportUsage(last func() usage.Outcome) {
 	m.usage.mu.Lock()
 	defer m.usage.mu.Unlock()
 	m.usage.last = last

@@ -14,7 +14,7 @@ func TestUsageMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	c := &usage.Container{ID: "c1", Namespace: "t", Pod: "p", Name: "main"}
-	v := usage.Verdict{
+	v := usage.Outcome{
 		Uses:         []usage.Use{{Container: c, GPU: "GPU-a", UsedBytes: 3 << 30, LimitBytes: 2 << 30, SMPercent: 40, Cores: 25}, {Container: c, GPU: "GPU-b", UsedBytes: 1 << 20, LimitBytes: 2 << 30, SMPercent: -1}},
 		Unattributed: []usage.Process{{GPU: "GPU-a", PID: 9, UsedBytes: 1 << 30}, {GPU: "GPU-a", PID: 10, UsedBytes: 1 << 30, Orphaned: true, Holder: usage.Holder{Namespace: "gone"}}},
 	}
@@ -24,7 +24,7 @@ func TestUsageMetrics(t *testing.T) {
 	// memory: one series, summed.
 	again := &usage.Container{ID: "c2", Namespace: "t", Pod: "p", Name: "main"}
 	v.Uses = append(v.Uses, usage.Use{Container: again, GPU: "GPU-b", UsedBytes: 1 << 20, LimitBytes: 2 << 30, SMPercent: -1})
-	m.ReportUsage(func() usage.Verdict { return v })
+	m.ReportUsage(func() usage.Outcome { return v })
 	m.Killed(usage.Kill{Use: v.Uses[0]})
 	want := `
 # HELP vgpud_node_container_gpu_kills_total Processes vgpud killed because their container held more GPU memory than its slice plus the margin.
@@ -59,7 +59,7 @@ vgpud_node_gpu_orphaned_memory_bytes{namespace="t",uuid="GPU-a"} 3.221225472e+09
 		t.Errorf("%d kill series after pod t/p went; want t/q's alone", n)
 	}
 	// The next sample no longer shows the container: neither do the metrics.
-	v = usage.Verdict{}
+	v = usage.Outcome{}
 	if n := testutil.CollectAndCount(m.usage); n != 0 {
 		t.Errorf("%d series after the container left", n)
 	}

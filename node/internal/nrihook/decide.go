@@ -53,9 +53,9 @@ type Decision struct {
 	Devices []string
 }
 
-// Container is the container the runtime is creating, as the runtime
+// NamedContainer is the container the runtime is creating, as the runtime
 // names it, and the pod the node's informer holds under that name.
-type Container struct {
+type NamedContainer struct {
 	Namespace, Pod, UID, Name string
 	// Static is a pod kubelet runs from a file: vgpud never binds one.
 	Static bool
@@ -64,8 +64,8 @@ type Container struct {
 	Known *corev1.Pod
 }
 
-// Rules are the node's settings the decision reads.
-type Rules struct {
+// Ruleset are the node's settings the decision reads.
+type Ruleset struct {
 	Node      string
 	Resources protocol.ResourceNames
 	Slice     grant.Shape
@@ -84,7 +84,7 @@ type Rules struct {
 // Decide is the verdict on c. It reads only what vgpud wrote (the
 // assignment, fenced by admission) and what the runtime says (the pod's
 // name and UID); the pod's env and the image never widen a slice.
-func Decide(c Container, r Rules) Decision {
+func Decide(c NamedContainer, r Ruleset) Decision {
 	pod := c.Known
 	if pod != nil && !samePod(pod, c.UID, c.Static) {
 		pod = nil

@@ -19,8 +19,8 @@ import (
 
 const node = "n1"
 
-func rules() Rules {
-	return Rules{Node: node, Resources: protocol.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }, Early: func(ns string) bool { return ns == "kube-system" }}
+func rules() Ruleset {
+	return Ruleset{Node: node, Resources: protocol.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }, Early: func(ns string) bool { return ns == "kube-system" }}
 }
 
 // gpuPod is a pod with one app container asking one GPU and a sidecar
@@ -45,8 +45,8 @@ func gpuPod(name, uuid string) *corev1.Pod {
 	return p
 }
 
-func containerOf(p *corev1.Pod, name string) Container {
-	return Container{Namespace: p.Namespace, Pod: p.Name, UID: string(p.UID), Name: name, Known: p}
+func containerOf(p *corev1.Pod, name string) NamedContainer {
+	return NamedContainer{Namespace: p.Namespace, Pod: p.Name, UID: string(p.UID), Name: name, Known: p}
 }
 
 func TestDecide(t *testing.T) {
@@ -70,7 +70,7 @@ func TestDecide(t *testing.T) {
 	hamiElsewhere.Annotations[protocol.AnnotationHAMiNode] = "n2"
 	for _, tc := range []struct {
 		name string
-		c    Container
+		c    NamedContainer
 		want Action
 		why  string // in the reason
 	}{
@@ -79,10 +79,10 @@ func TestDecide(t *testing.T) {
 		{"asking without an assignment is refused", containerOf(attacker, "app"), Refuse, "assigned it no GPUs"},
 		{"a pod without GPUs gets none", containerOf(plain, "sidecar"), Void, ""},
 		{"privileged keeps its devices", containerOf(priv, "sidecar"), Exempt, "privileged"},
-		{"a recreated pod under the name is not its predecessor", Container{Namespace: "t", Pod: "victim", UID: "uid-other", Name: "app", Known: victim}, Refuse, "has not seen pod t/victim"},
-		{"an unknown pod is refused", Container{Namespace: "t", Pod: "new", UID: "u", Name: "app"}, Refuse, "kubelet retries"},
-		{"an unknown static pod gets no GPU", Container{Namespace: "kube-system", Pod: "etcd", UID: "u", Name: "etcd", Static: true}, Void, ""},
-		{"an exempt namespace is left alone", Container{Namespace: "vgpud-system", Pod: "x", UID: "u", Name: "c"}, Exempt, "exempt"},
+		{"a recreated pod under the name is not its predecessor", NamedContainer{Namespace: "t", Pod: "victim", UID: "uid-other", Name: "app", Known: victim}, Refuse, "has not seen pod t/victim"},
+		{"an unknown pod is refused", NamedContainer{Namespace: "t", Pod: "new", UID: "u", Name: "app"}, Refuse, "kubelet retries"},
+		{"an unknown static pod gets no GPU", NamedContainer{Namespace: "kube-system", Pod: "etcd", UID: "u", Name: "etcd", Static: true}, Void, ""},
+		{"an exempt namespace is left alone", NamedContainer{Namespace: "vgpud-system", Pod: "x", UID: "u", Name: "c"}, Exempt, "exempt"},
 		{"an assignment for another node is refused", containerOf(elsewhere, "app"), Refuse, "not this node"},
 		{"an ephemeral container gets no GPU", containerOf(victim, "debugger"), Void, ""},
 		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Keep, "placed on this node by HAMi"},
@@ -91,7 +91,7 @@ func TestDecide(t *testing.T) {
 		{"a HAMi pod's container that asks no GPU got none from HAMi", containerOf(hami, "sidecar"), Void, ""},
 		{"nor did its ephemeral container", containerOf(hami, "debugger"), Void, ""},
 		{"HAMi's own resource name, not vgpud's, still got HAMi's devices", containerOf(hamiRenamed, "app"), Keep, "placed on this node by HAMi"},
-		{"an early namespace's unseen pod starts with no GPU", Container{Namespace: "kube-system", Pod: "cni-x", UID: "u", Name: "cni"}, Void, ""},
+		{"an early namespace's unseen pod starts with no GPU", NamedContainer{Namespace: "kube-system", Pod: "cni-x", UID: "u", Name: "cni"}, Void, ""},
 		{"an early namespace's seen pod is judged like any other", containerOf(cluster, "sidecar"), Void, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideGrantIsTheAssignment(t *testing.T) {
-	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Rules{Node: node, Resources: protocol.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
+	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Ruleset{Node: node, Resources: protocol.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
 	env := d.Slice.Env
 	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
 		t.Fatalf("env = %v", env)

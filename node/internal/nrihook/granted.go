@@ -14,7 +14,7 @@ import (
 // runtime's container ID, and of each pod the runtime removes: the
 // node's usage enforcement attributes GPU processes through it.
 type Granted interface {
-	Granted(id string, c Container, a protocol.ContainerAssignment)
+	Granted(id string, c NamedContainer, a protocol.ContainerAssignment)
 	Removed(podUID string)
 	// Retain forgets every container but these, the runtime's at a
 	// (re)connection: what was removed while the hook was away.
@@ -72,7 +72,7 @@ func escaped(d Decision, ctr *api.Container, parent func(uuid string) string) bo
 	return got != want
 }
 
-func (h *Hook) tellGranted(id string, c Container, a protocol.ContainerAssignment) {
+func (h *Hook) tellGranted(id string, c NamedContainer, a protocol.ContainerAssignment) {
 	if h.granted != nil && id != "" {
 		h.granted.Granted(id, c, a)
 	}
@@ -104,7 +104,7 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		if sb == nil || ctr.GetState() == api.ContainerState_CONTAINER_STOPPED {
 			continue
 		}
-		todo = append(todo, running{ctr.GetId(), Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}, ctr, int(ctr.GetPid())})
+		todo = append(todo, running{ctr.GetId(), NamedContainer{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}, ctr, int(ctr.GetPid())})
 	}
 	go func() {
 		deadline := h.clock.NewTimer(resyncWait)
@@ -142,7 +142,7 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 // running is a container the runtime runs when the hook connects.
 type running struct {
 	id  string
-	c   Container
+	c   NamedContainer
 	ctr *api.Container // as the runtime describes it
 	pid int
 }
@@ -151,7 +151,7 @@ type running struct {
 // returns false, doing nothing, where r holds an instance made on demand
 // that no maker can name yet: then nothing is ended or measured on a
 // guess, and SetMaker judges it again.
-func (h *Hook) judge(r running, rules Rules) bool {
+func (h *Hook) judge(r running, rules Ruleset) bool {
 	r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
 	d, known := h.recorded(Decide(r.c, rules), r.c)
 	if !known {

@@ -24,7 +24,7 @@ func newGrants() *grants {
 	return &grants{byID: map[string]protocol.ContainerAssignment{}, told: make(chan struct{}, 16)}
 }
 
-func (g *grants) Granted(id string, _ Container, a protocol.ContainerAssignment) {
+func (g *grants) Granted(id string, _ NamedContainer, a protocol.ContainerAssignment) {
 	g.mu.Lock()
 	g.byID[id] = a
 	g.mu.Unlock()

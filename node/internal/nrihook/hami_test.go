@@ -41,7 +41,7 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parent := func(uuid string) string { return map[string]string{"MIG-a": "GPU-1", "MIG-b": "GPU-9"}[uuid] }
-			_, err := (&Hook{rules: Rules{MIGParent: parent}}).apply(d, tc.ctr)
+			_, err := (&Hook{rules: Ruleset{MIGParent: parent}}).apply(d, tc.ctr)
 			switch {
 			case tc.bad == "" && err != nil:
 				t.Fatalf("refused: %v", err)

@@ -20,8 +20,8 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// PodLookup is the node's pod informer.
-type PodLookup interface {
+// PodIndex is the node's pod informer.
+type PodIndex interface {
 	Get(namespace, name string) *corev1.Pod
 	// HasSynced reports whether the first list is in.
 	HasSynced() bool
@@ -29,21 +29,21 @@ type PodLookup interface {
 	Changed() <-chan struct{}
 }
 
-// Observer is told how long each container's decision took, and its
+// HookObserver is told how long each container's decision took, and its
 // verdict (the node's metrics).
-type Observer interface {
+type HookObserver interface {
 	RuntimeHook(verdict string, took time.Duration)
 }
 
 // Hook answers the runtime's NRI calls.
 type Hook struct {
-	rules Rules
-	pods  PodLookup
+	rules Ruleset
+	pods  PodIndex
 	// wait bounds how long a call waits for the informer to show a pod
 	// the runtime names and it does not have yet; NRI's own limit for a
 	// whole call is 2 s by default.
 	wait  time.Duration
-	obs   Observer
+	obs   HookObserver
 	clock clock.Clock
 	log   *slog.Logger
 
@@ -58,8 +58,8 @@ type Hook struct {
 	// slice is granted yet (Hold), "" once the node's settings are read.
 	slice     grant.Shape
 	unsettled string
-	maker     Maker     // nil: the node makes no MIG instances (yet)
-	pending   []running // found running on made instances before the maker came
+	maker     InstanceMaker // nil: the node makes no MIG instances (yet)
+	pending   []running     // found running on made instances before the maker came
 	seen      map[types.UID]*Record
 	// sandboxes is each pod's sandbox its newest container was created
 	// in: the stop or removal of an older one (kubelet made the pod a
@@ -99,7 +99,7 @@ func (h *Hook) Settle(slice grant.Shape) {
 }
 
 // New returns a hook deciding by r from pods; clk times its waits.
-func New(r Rules, pods PodLookup, wait time.Duration, obs Observer, clk clock.Clock, log *slog.Logger) *Hook {
+func New(r Ruleset, pods PodIndex, wait time.Duration, obs HookObserver, clk clock.Clock, log *slog.Logger) *Hook {
 	return &Hook{rules: r, slice: r.Slice, pods: pods, wait: wait, obs: obs, clock: clk, log: log, seen: map[types.UID]*Record{}, sandboxes: map[types.UID]string{}, drained: make(chan struct{})}
 }
 
@@ -107,7 +107,7 @@ func New(r Rules, pods PodLookup, wait time.Duration, obs Observer, clk clock.Cl
 // the image's and the pod's settings are in its spec.
 func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	start := h.clock.Now()
-	c := Container{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}
+	c := NamedContainer{Namespace: sb.GetNamespace(), Pod: sb.GetName(), UID: sb.GetUid(), Name: ctr.GetName(), Static: static(sb)}
 	if !h.enter() {
 		// The runtime would create the container unadjusted if the
 		// connection closed during this call: refuse while stopping.
@@ -146,7 +146,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 // lookup is the informer's pod of the runtime's name and UID, waiting a
 // little when it does not show it yet: kubelet may see a pod a moment
 // before this replica's watch does.
-func (h *Hook) lookup(ctx context.Context, c Container) *corev1.Pod {
+func (h *Hook) lookup(ctx context.Context, c NamedContainer) *corev1.Pod {
 	deadline := h.clock.NewTimer(h.callWait(ctx))
 	defer deadline.Stop()
 	for {
@@ -274,7 +274,7 @@ func overriding(env []string, want map[string]string, granted bool) []string {
 }
 
 // remember keeps what the hook did, for inspect and the node's phase.
-func (h *Hook) remember(c Container, d Decision, err error) {
+func (h *Hook) remember(c NamedContainer, d Decision, err error) {
 	if d.Action != Grant && err == nil {
 		return
 	}

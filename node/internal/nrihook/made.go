@@ -10,10 +10,10 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// Maker is what the hook asks of the node's MIG maker (migmaker.Maker):
+// InstanceMaker is what the hook asks of the node's MIG maker (migmaker.InstanceMaker):
 // the MIG device made for a possible instance, and when that may have
 // changed.
-type Maker interface {
+type InstanceMaker interface {
 	// Made is the device made for instance id for pod, as
 	// namespace/name/uid, checked on its GPU since the node's start.
 	Made(id, pod string) (uuid string, ok bool)
@@ -26,7 +26,7 @@ type Maker interface {
 // SetMaker gives the hook the node's MIG maker, once the node's GPUs
 // are known; until then, and on a node that makes no instances, a
 // container whose slice is one to make is refused.
-func (h *Hook) SetMaker(m Maker) {
+func (h *Hook) SetMaker(m InstanceMaker) {
 	h.mu.Lock()
 	h.maker = m
 	pending := h.pending
@@ -47,7 +47,7 @@ func (h *Hook) SetMaker(m Maker) {
 // into one of their MIG devices, waiting within the call's deadline for
 // the maker, which starts on them as soon as the node's informer sees
 // the pod bound. Anything else is returned as it is.
-func (h *Hook) resolveMade(ctx context.Context, d Decision, c Container) Decision {
+func (h *Hook) resolveMade(ctx context.Context, d Decision, c NamedContainer) Decision {
 	name, pod := c.Name, c.key()
 	if d.Action != Grant || !d.Assigned.Makes() {
 		return d
@@ -101,7 +101,7 @@ func substitute(d Decision, lookup func(id string) (string, bool)) (Decision, st
 // with each slice to make named by the device the record says was made
 // for it; ok false where that cannot be told (no maker yet, no record
 // of it): then nothing is ended on a guess.
-func (h *Hook) recorded(d Decision, c Container) (Decision, bool) {
+func (h *Hook) recorded(d Decision, c NamedContainer) (Decision, bool) {
 	if d.Action != Grant || !d.Assigned.Makes() {
 		return d, true
 	}
@@ -117,4 +117,4 @@ func (h *Hook) recorded(d Decision, c Container) (Decision, bool) {
 }
 
 // key names c's pod as the maker's record does: namespace/name/uid.
-func (c Container) key() string { return c.Namespace + "/" + c.Pod + "/" + c.UID }
+func (c NamedContainer) key() string { return c.Namespace + "/" + c.Pod + "/" + c.UID }

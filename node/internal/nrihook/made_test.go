@@ -61,26 +61,26 @@ func TestResolveMade(t *testing.T) {
 			ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
 			return Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Shape{})}
 		}
-		h := New(Rules{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
+		h := New(Ruleset{Node: "n1"}, nil, 300*time.Millisecond, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if d := h.resolveMade(context.Background(), grantOf(), NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "makes none") {
 			t.Errorf("no maker: %+v", d)
 		}
 		m := &fakeMaker{made: map[string]string{}, changed: make(chan struct{})}
 		h.SetMaker(m)
-		if d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
+		if d := h.resolveMade(context.Background(), grantOf(), NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Action != Refuse || !strings.Contains(d.Reason, "has not made yet") {
 			t.Errorf("never made: %+v", d)
 		}
 		go func() {
 			synctest.Wait() // the hook waits for the make
 			m.make(id, "MIG-made")
 		}()
-		d := h.resolveMade(context.Background(), grantOf(), Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"})
+		d := h.resolveMade(context.Background(), grantOf(), NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"})
 		if d.Action != Grant || d.Slice.Env[protocol.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
 			t.Errorf("made while waiting: %+v", d)
 		}
 		// A shared slice passes as it is.
 		plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
-		if d := h.resolveMade(context.Background(), plain, Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
+		if d := h.resolveMade(context.Background(), plain, NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
 			t.Errorf("shared: %+v", d)
 		}
 	})
@@ -94,8 +94,8 @@ func TestRecordedForRunningContainers(t *testing.T) {
 	id := protocol.OnDemandID("GPU-a", "1g.10gb", 3)
 	ca := protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: id, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}
 	d := Decision{Action: Grant, Assigned: ca, Slice: grant.For(ca, "uid", nil, grant.Shape{})}
-	c := Container{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}
-	h := New(Rules{Node: "n1"}, nil, time.Second, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}
+	h := New(Ruleset{Node: "n1"}, nil, time.Second, nil, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if _, ok := h.recorded(d, c); ok {
 		t.Error("judged without a maker")
 	}

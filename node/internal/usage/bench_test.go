@@ -41,7 +41,7 @@ func BenchmarkSample(b *testing.B) {
 		if err := m.SetProcess(uuid, cmd.Process.Pid, 1000, 10); err != nil {
 			b.Fatal(err)
 		}
-		containers.Add(Container{ID: fmt.Sprintf("%064x", i), Namespace: "bench", Pod: fmt.Sprint("p", i), Name: "main", Slices: map[string]Slice{uuid: {MemoryBytes: 4000 << 20}}})
+		containers.Add(Container{ID: fmt.Sprintf("%064x", i), Namespace: "bench", Pod: fmt.Sprint("p", i), Name: "main", Slices: map[string]Share{uuid: {MemoryBytes: 4000 << 20}}})
 	}
 	sample := NVMLSampler(lib, devs, nil)
 	// What the enforcer remembers is written to a file, as on a node.
@@ -73,6 +73,6 @@ func BenchmarkAttribute(b *testing.B) {
 
 type nopRecorder struct{}
 
-func (nopRecorder) Sampled(Verdict, time.Duration) {}
+func (nopRecorder) Sampled(Outcome, time.Duration) {}
 func (nopRecorder) Killed(Kill, bool, error)       {}
 func (nopRecorder) Ended(End, uint64, int, error)  {}

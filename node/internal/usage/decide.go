@@ -69,11 +69,11 @@ type Container struct {
 	// Slices are its parts of GPUs, by UUID. A slice that oversubscribes
 	// the GPU (CUDA_OVERSUBSCRIBE) is measured against its memory all the
 	// same: the GPU holds only what it has.
-	Slices map[string]Slice
+	Slices map[string]Share
 }
 
-// Slice is a container's part of one GPU.
-type Slice struct {
+// Share is a container's part of one GPU.
+type Share struct {
 	MemoryBytes uint64
 	Cores       int
 }
@@ -121,8 +121,8 @@ type Kill struct {
 	Full bool
 }
 
-// Verdict is what one sample shows and what to do about it.
-type Verdict struct {
+// Outcome is what one sample shows and what to do about it.
+type Outcome struct {
 	Uses []Use
 	// Kills is empty unless the mode is Enforce.
 	Kills []Kill
@@ -177,8 +177,8 @@ type Rules struct {
 //
 // A whole-GPU slice is never over; a GPU absent from the sample's
 // MemoryBytes is not the node's to enforce.
-func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
-	v := Verdict{Held: map[string]uint64{}, HeldBy: map[string]map[string]uint64{}, Full: map[string]bool{}}
+func Decide(s Sample, owner func(pid int) *Container, r Rules) Outcome {
+	v := Outcome{Held: map[string]uint64{}, HeldBy: map[string]map[string]uint64{}, Full: map[string]bool{}}
 	type key struct{ id, gpu string }
 	uses := map[key]*Use{}
 	onGPU := map[string]uint64{} // every served GPU's listed memory
@@ -271,7 +271,7 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Verdict {
 }
 
 // heldBy adds b held on gpu to pod's part of it; "" is no pod's.
-func (v *Verdict) heldBy(gpu, pod string, b uint64) {
+func (v *Outcome) heldBy(gpu, pod string, b uint64) {
 	if pod == "" || b == 0 {
 		return
 	}
@@ -382,11 +382,11 @@ func fullGPU(gpu string, held, room uint64, plans []plan) uint64 {
 // instanceOn is c's slice of a MIG instance of the GPU gpu, where it has
 // one: the whole instance, which its hardware holds it to, every core of
 // it. A zero Slice where it has none.
-func (c *Container) instanceOn(gpu string, parents map[string]string) Slice {
+func (c *Container) instanceOn(gpu string, parents map[string]string) Share {
 	for uuid, sl := range c.Slices {
 		if parents[uuid] == gpu {
-			return Slice{MemoryBytes: sl.MemoryBytes, Cores: 100}
+			return Share{MemoryBytes: sl.MemoryBytes, Cores: 100}
 		}
 	}
-	return Slice{}
+	return Share{}
 }

@@ -7,16 +7,16 @@ import (
 const mib = 1 << 20
 
 func TestDecide(t *testing.T) {
-	a := &Container{ID: "a", Namespace: "ns", Pod: "a", Name: "main", Slices: map[string]Slice{
+	a := &Container{ID: "a", Namespace: "ns", Pod: "a", Name: "main", Slices: map[string]Share{
 		"GPU-0": {MemoryBytes: 1000 * mib, Cores: 30},
 		"GPU-1": {MemoryBytes: 2000 * mib, Cores: 30},
 	}}
-	b := &Container{ID: "b", Namespace: "ns", Pod: "b", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 500 * mib}}}
-	whole := &Container{ID: "w", Namespace: "ns", Pod: "w", Name: "main", Slices: map[string]Slice{"GPU-2": {MemoryBytes: 40960 * mib}}}
+	b := &Container{ID: "b", Namespace: "ns", Pod: "b", Name: "main", Slices: map[string]Share{"GPU-0": {MemoryBytes: 500 * mib}}}
+	whole := &Container{ID: "w", Namespace: "ns", Pod: "w", Name: "main", Slices: map[string]Share{"GPU-2": {MemoryBytes: 40960 * mib}}}
 	totals := map[string]uint64{"GPU-0": 40960 * mib, "GPU-1": 40960 * mib, "GPU-2": 40960 * mib, "GPU-3": 40960 * mib}
 	// On a node that oversubscribes GPU memory 1.5×: a slice of 20000 MiB
 	// of the advertised 61440 is not the whole GPU.
-	over := &Container{ID: "o", Namespace: "ns", Pod: "o", Name: "main", Slices: map[string]Slice{"GPU-1": {MemoryBytes: 20000 * mib}}}
+	over := &Container{ID: "o", Namespace: "ns", Pod: "o", Name: "main", Slices: map[string]Share{"GPU-1": {MemoryBytes: 20000 * mib}}}
 	owners := map[int]*Container{10: a, 11: a, 12: a, 13: a, 20: b, 30: whole, 40: over}
 	owner := func(pid int) *Container { return owners[pid] }
 	margin := uint64(300 * mib)
@@ -98,7 +98,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideSumsSMShares(t *testing.T) {
-	c := &Container{ID: "a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib, Cores: 25}}}
+	c := &Container{ID: "a", Slices: map[string]Share{"GPU-0": {MemoryBytes: mib, Cores: 25}}}
 	owner := func(int) *Container { return c }
 	gpus := map[string]uint64{"GPU-0": 40960 * mib}
 	v := Decide(Sample{Processes: []Process{{GPU: "GPU-0", PID: 1, SMPercent: 30}, {GPU: "GPU-0", PID: 2, SMPercent: -1}, {GPU: "GPU-0", PID: 3, SMPercent: 20}}, MemoryBytes: gpus}, owner, Rules{Mode: Report})

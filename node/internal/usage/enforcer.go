@@ -42,7 +42,7 @@ type PodContainers func(namespace, pod, uid string) []string
 // Recorder tells the world what a sample showed and what was killed:
 // metrics, log lines and Events on the pods.
 type Recorder interface {
-	Sampled(v Verdict, took time.Duration)
+	Sampled(v Outcome, took time.Duration)
 	// Killed is told of each kill tried: err is nil when the signal was
 	// sent, ErrMoved when the process had already left the container.
 	Killed(k Kill, first bool, err error)
@@ -74,7 +74,7 @@ type Enforcer struct {
 	stuck map[string]int
 
 	mu   sync.Mutex
-	last Verdict
+	last Outcome
 	at   time.Time
 }
 
@@ -110,7 +110,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 }
 
 // Step takes one sample and acts on it.
-func (e *Enforcer) Step() Verdict {
+func (e *Enforcer) Step() Outcome {
 	start := e.clock.Now()
 	sample, err := e.sample()
 	if err != nil {
@@ -155,7 +155,7 @@ func (e *Enforcer) Step() Verdict {
 // then, where its memory is still listed two samples after, every
 // container of its pod; then, still listed, calls it held. An End is
 // forgotten once none of its memory is listed. e.mem.mu held.
-func (e *Enforcer) escalate(procs []Process, v Verdict, quiet, partial bool) {
+func (e *Enforcer) escalate(procs []Process, v Outcome, quiet, partial bool) {
 	listed := map[string]uint64{} // by first holder's container (attribute set it)
 	for _, p := range procs {
 		if p.Holder.Container != "" {
@@ -318,7 +318,7 @@ func (e *Enforcer) holder(pid int, start uint64, id string) Holder {
 }
 
 // Last is the latest sample's verdict and when it was taken.
-func (e *Enforcer) Last() (Verdict, time.Time) {
+func (e *Enforcer) Last() (Outcome, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.last, e.at

@@ -77,7 +77,7 @@ type fakeRecorder struct {
 
 func (r *fakeRecorder) Ended(e End, _ uint64, _ int, _ error) { r.ends = append(r.ends, e) }
 
-func (r *fakeRecorder) Sampled(Verdict, time.Duration) { r.samples++ }
+func (r *fakeRecorder) Sampled(Outcome, time.Duration) { r.samples++ }
 func (r *fakeRecorder) Killed(k Kill, first bool, err error) {
 	if err == nil {
 		r.kills = append(r.kills, k)
@@ -87,8 +87,8 @@ func (r *fakeRecorder) Killed(k Kill, first bool, err error) {
 
 func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
 	containers := NewContainers()
-	containers.Add(Container{ID: "over", Namespace: "t", Pod: "greedy", PodUID: "u1", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 1000 * mib}}})
-	containers.Add(Container{ID: "fine", Namespace: "t", Pod: "neighbour", PodUID: "u2", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 1000 * mib}}})
+	containers.Add(Container{ID: "over", Namespace: "t", Pod: "greedy", PodUID: "u1", Name: "main", Slices: map[string]Share{"GPU-0": {MemoryBytes: 1000 * mib}}})
+	containers.Add(Container{ID: "fine", Namespace: "t", Pod: "neighbour", PodUID: "u2", Name: "main", Slices: map[string]Share{"GPU-0": {MemoryBytes: 1000 * mib}}})
 	host := &fakeHost{ids: map[int]string{100: "over", 101: "over", 200: "fine", 300: "not-ours"}, first: map[int]bool{100: true}}
 	procs := []Process{
 		{GPU: "GPU-0", PID: 100, UsedBytes: 1200 * mib},
@@ -136,8 +136,8 @@ func TestEnforcerKillsTheOverContainersLargestProcessOnly(t *testing.T) {
 // new holder is never killed for it; nor is a zombie signalled for ever.
 func TestEnforcerChargesTheFirstHolderAndKillsNoReusedPID(t *testing.T) {
 	containers := NewContainers()
-	containers.Add(Container{ID: "tenant", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
-	containers.Add(Container{ID: "innocent", Slices: map[string]Slice{"GPU-1": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "tenant", Slices: map[string]Share{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "innocent", Slices: map[string]Share{"GPU-1": {MemoryBytes: mib}}})
 	host := &fakeHost{ids: map[int]string{7: "tenant", 8: "tenant"}, start: map[int]uint64{7: 100, 8: 100}}
 	procs := []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 10 * mib}, {GPU: "GPU-0", PID: 8, UsedBytes: 10 * mib}}
 	sample := func() (Sample, error) {
@@ -181,7 +181,7 @@ func TestProcfsStart(t *testing.T) {
 
 func TestEnforcerReportModeKillsNothing(t *testing.T) {
 	containers := NewContainers()
-	containers.Add(Container{ID: "over", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "over", Slices: map[string]Share{"GPU-0": {MemoryBytes: mib}}})
 	host := &fakeHost{ids: map[int]string{1: "over"}}
 	rec := &fakeRecorder{}
 	e := NewEnforcer(Options{Rules: Rules{Mode: Report}, Period: time.Second}, func() (Sample, error) {

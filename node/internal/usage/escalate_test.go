@@ -20,8 +20,8 @@ import (
 // driver frees it, the end is forgotten.
 func TestEnforcerEndsWhatHoldsTheMemory(t *testing.T) {
 	containers := NewContainers()
-	containers.Add(Container{ID: "forker", Namespace: "t", Pod: "p", PodUID: "u", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}})
-	containers.Add(Container{ID: "fine", Namespace: "t", Pod: "q", PodUID: "v", Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}})
+	containers.Add(Container{ID: "forker", Namespace: "t", Pod: "p", PodUID: "u", Name: "main", Slices: map[string]Share{"GPU-0": {MemoryBytes: 2000 * mib}}})
+	containers.Add(Container{ID: "fine", Namespace: "t", Pod: "q", PodUID: "v", Name: "main", Slices: map[string]Share{"GPU-0": {MemoryBytes: 2000 * mib}}})
 	host := &fakeHost{ids: map[int]string{10: "forker", 11: "forker", 20: "fine", 30: "sibling"}, start: map[int]uint64{10: 5, 11: 6, 20: 7, 30: 8}}
 	listed := []Process{{GPU: "GPU-0", PID: 10, UsedBytes: 30000 * mib}, {GPU: "GPU-0", PID: 20, UsedBytes: 1500 * mib}}
 	sample := func() (Sample, error) {
@@ -81,7 +81,7 @@ func TestEnforcerEndsWhatHoldsTheMemory(t *testing.T) {
 // memory counts as held.
 func TestEnforcerNeverBlamesALaterHolderOfADeadPID(t *testing.T) {
 	containers := NewContainers()
-	containers.Add(Container{ID: "innocent", Namespace: "t", Pod: "p", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "innocent", Namespace: "t", Pod: "p", Slices: map[string]Share{"GPU-0": {MemoryBytes: mib}}})
 	host := &fakeHost{ids: map[int]string{}, dead: map[int]bool{42: true}}
 	sample := func() (Sample, error) {
 		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 42, UsedBytes: 5000 * mib}}, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
@@ -108,8 +108,8 @@ func TestEnforcerNeverBlamesALaterHolderOfADeadPID(t *testing.T) {
 func TestMemorySurvivesARestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "usage.json")
 	containers := NewContainers()
-	containers.Add(Container{ID: "tenant", Namespace: "t", Pod: "p", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
-	containers.Add(Container{ID: "innocent", Namespace: "t", Pod: "q", Slices: map[string]Slice{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "tenant", Namespace: "t", Pod: "p", Slices: map[string]Share{"GPU-0": {MemoryBytes: mib}}})
+	containers.Add(Container{ID: "innocent", Namespace: "t", Pod: "q", Slices: map[string]Share{"GPU-0": {MemoryBytes: mib}}})
 	host := &fakeHost{ids: map[int]string{7: "tenant"}, start: map[int]uint64{7: 100}}
 	sample := func() (Sample, error) {
 		return Sample{Processes: []Process{{GPU: "GPU-0", PID: 7, UsedBytes: 10 * mib}}, MemoryBytes: map[string]uint64{"GPU-0": 40960 * mib}}, nil
@@ -190,7 +190,7 @@ func TestEnforcerFaults(t *testing.T) {
 		return NewEnforcer(Options{Rules: Rules{Mode: Enforce, Margin: 1024 * mib}, Period: time.Second}, sample, containers, host, pods, remembered(t), rec,
 			clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil))), rec
 	}
-	slice := map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}, "GPU-1": {MemoryBytes: 2000 * mib}}
+	slice := map[string]Share{"GPU-0": {MemoryBytes: 2000 * mib}, "GPU-1": {MemoryBytes: 2000 * mib}}
 
 	t.Run("a zombie first seen is charged to its container, and ended", func(t *testing.T) {
 		containers := NewContainers()

@@ -10,14 +10,14 @@ import (
 // what vgpud may not end makes the GPU full.
 func TestDecideFullGPU(t *testing.T) {
 	slice := func(id string, miB uint64) *Container {
-		return &Container{ID: id, Namespace: "ns", Pod: id, Name: "main", Slices: map[string]Slice{"GPU-0": {MemoryBytes: miB * mib}}}
+		return &Container{ID: id, Namespace: "ns", Pod: id, Name: "main", Slices: map[string]Share{"GPU-0": {MemoryBytes: miB * mib}}}
 	}
 	a, b, c, d, e := slice("a", 8000), slice("b", 8000), slice("c", 8000), slice("d", 8000), slice("e", 8000)
 	owners := map[int]*Container{1: a, 2: b, 3: c, 4: d, 5: e, 6: a}
 	owner := func(pid int) *Container { return owners[pid] }
 	totals := map[string]uint64{"GPU-0": 40960 * mib}
 	rules := Rules{Mode: Enforce, Margin: 1024 * mib}
-	pids := func(v Verdict) (kills []int) {
+	pids := func(v Outcome) (kills []int) {
 		for _, k := range v.Kills {
 			kills = append(kills, k.Victim.PID)
 		}
@@ -91,7 +91,7 @@ func TestDecideFullGPU(t *testing.T) {
 // container is left to kill for it, so the enforcer must end the whole
 // container. Memory first seen under a dead PID is nobody's, and held.
 func TestDecideStuckAndHeld(t *testing.T) {
-	a := &Container{ID: "a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}}
+	a := &Container{ID: "a", Slices: map[string]Share{"GPU-0": {MemoryBytes: 2000 * mib}}}
 	owners := map[int]*Container{1: a, 2: a}
 	owner := func(pid int) *Container { return owners[pid] }
 	totals := map[string]uint64{"GPU-0": 40960 * mib}
@@ -116,7 +116,7 @@ func TestDecideStuckAndHeld(t *testing.T) {
 // first holder's pod, a container's excess to its own; memory first seen
 // under a dead PID, or the host's, to no pod.
 func TestDecideHeldByPod(t *testing.T) {
-	a := &Container{ID: "a", PodUID: "uid-a", Slices: map[string]Slice{"GPU-0": {MemoryBytes: 2000 * mib}}}
+	a := &Container{ID: "a", PodUID: "uid-a", Slices: map[string]Share{"GPU-0": {MemoryBytes: 2000 * mib}}}
 	owner := func(pid int) *Container {
 		if pid == 1 {
 			return a

@@ -125,16 +125,16 @@ func issue(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (KeyPair, er
 	}, nil
 }
 
-// Check says whether a certificate can be kept, and if not, why.
-type Check struct {
+// CertCheck says whether a certificate can be kept, and if not, why.
+type CertCheck struct {
 	Keep   bool
 	Reason string
 }
 
-func keep() Check { return Check{Keep: true} }
+func keep() CertCheck { return CertCheck{Keep: true} }
 
-func replace(format string, a ...any) Check {
-	return Check{Reason: fmt.Sprintf(format, a...)}
+func replace(format string, a ...any) CertCheck {
+	return CertCheck{Reason: fmt.Sprintf(format, a...)}
 }
 
 func renewAt(c *x509.Certificate, renewBefore time.Duration) time.Time {
@@ -143,7 +143,7 @@ func renewAt(c *x509.Certificate, renewBefore time.Duration) time.Time {
 
 // CheckCA says whether ca can keep signing at time at: a parseable CA whose
 // key matches and that is not within renewBefore of expiry.
-func CheckCA(ca KeyPair, at time.Time, renewBefore time.Duration) Check {
+func CheckCA(ca KeyPair, at time.Time, renewBefore time.Duration) CertCheck {
 	cert, _, err := parse(ca)
 	if err != nil {
 		return replace("CA: %v", err)
@@ -157,7 +157,7 @@ func CheckCA(ca KeyPair, at time.Time, renewBefore time.Duration) Check {
 // CheckServing says whether pair can keep serving dnsNames at time at: it
 // parses, its key matches, ca signed it, it covers every name, and it is not
 // within renewBefore of expiry.
-func CheckServing(caCert []byte, pair KeyPair, dnsNames []string, at time.Time, renewBefore time.Duration) Check {
+func CheckServing(caCert []byte, pair KeyPair, dnsNames []string, at time.Time, renewBefore time.Duration) CertCheck {
 	const what = "serving certificate"
 	cert, v := signedBy(what, caCert, pair, x509.ExtKeyUsageServerAuth)
 	if cert == nil {
@@ -174,7 +174,7 @@ func CheckServing(caCert []byte, pair KeyPair, dnsNames []string, at time.Time, 
 // CheckClient says whether pair can keep authenticating commonName at time
 // at: it parses, its key matches, ca signed it for client use, it names
 // commonName, and it is not within renewBefore of expiry.
-func CheckClient(caCert []byte, pair KeyPair, commonName string, at time.Time, renewBefore time.Duration) Check {
+func CheckClient(caCert []byte, pair KeyPair, commonName string, at time.Time, renewBefore time.Duration) CertCheck {
 	const what = "client certificate"
 	cert, v := signedBy(what, caCert, pair, x509.ExtKeyUsageClientAuth)
 	if cert == nil {
@@ -188,7 +188,7 @@ func CheckClient(caCert []byte, pair KeyPair, commonName string, at time.Time, r
 
 // signedBy parses pair and checks that caCert signed it for usage; on
 // failure the certificate is nil and the verdict says why.
-func signedBy(what string, caCert []byte, pair KeyPair, usage x509.ExtKeyUsage) (*x509.Certificate, Check) {
+func signedBy(what string, caCert []byte, pair KeyPair, usage x509.ExtKeyUsage) (*x509.Certificate, CertCheck) {
 	cert, _, err := parse(pair)
 	if err != nil {
 		return nil, replace("%s: %v", what, err)
@@ -206,7 +206,7 @@ func signedBy(what string, caCert []byte, pair KeyPair, usage x509.ExtKeyUsage) 
 	return cert, keep()
 }
 
-func checkTimes(what string, c *x509.Certificate, at time.Time, renewBefore time.Duration) Check {
+func checkTimes(what string, c *x509.Certificate, at time.Time, renewBefore time.Duration) CertCheck {
 	switch {
 	case at.Before(c.NotBefore):
 		return replace("%s is not valid until %s", what, c.NotBefore.UTC().Format(time.RFC3339))

@@ -103,7 +103,7 @@ type Manager struct {
 	// traffic before then fails every handshake.
 	loaded     chan struct{}
 	loadedOnce sync.Once
-	observer   Observer
+	observer   RotationObserver
 	lastPhase  phase // as last ensured; broken before the first
 }
 

@@ -2,15 +2,15 @@ package certs
 
 import "time"
 
-// Observer hears what the Manager keeps: when its certificates expire,
+// RotationObserver hears what the Manager keeps: when its certificates expire,
 // and each step of a CA rotation it sees the Secret take (the metrics).
-type Observer interface {
+type RotationObserver interface {
 	Certificates(ca, serving, client time.Time)
 	RotationStep(step string)
 }
 
 // ObserveWith has o told, from the next Ensure on; call before Run.
-func (m *Manager) ObserveWith(o Observer) { m.observer = o }
+func (m *Manager) ObserveWith(o RotationObserver) { m.observer = o }
 
 // observe tells the observer, if any, the certificates' expiry and the
 // rotation step the Secret took since the last Ensure.
