@@ -121,7 +121,7 @@ chaos:
 # each container's GPU memory (needs CuPy for the fault, PyTorch or CuPy for
 # scripts/nvml/hog.py, root to make cgroups;
 # INTERPOSER=<dir with HAMi-core's libvgpu.so> adds the interposer test);
-# see docs/development.md "On a real GPU". Not part of make test: CI has no GPU.
+# see docs/development-real-gpu.md. Not part of make test: CI has no GPU.
 INTERPOSER ?=
 nvml:
 	VGPUD_TEST_NVML=1 VGPUD_TEST_NVML_FAULT="python3 $(CURDIR)/scripts/nvml/fault.py" VGPUD_TEST_NVML_HOG="python3 $(CURDIR)/scripts/nvml/hog.py" \

@@ -188,3 +188,24 @@ func TestDocsCommandsMatchWhatTheyRead(t *testing.T) {
 		}
 	}
 }
+
+// maxDocBytes bounds a docs page: one a reader finishes. A longer one is
+// split by topic.
+const maxDocBytes = 16 << 10
+
+// No page under docs/ is longer than maxDocBytes.
+func TestDocsPagesAreShort(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs pages: %v", err)
+	}
+	for _, p := range pages {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > maxDocBytes {
+			t.Errorf("%s is %d bytes, over %d: split it by topic into pages of their own", p, fi.Size(), maxDocBytes)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 var install string
 
 // TenantExample is manifests/tenant-example.yaml, a tenant namespace as
-// docs/security.md asks for it.
+// docs/security-tenants.md asks for it.
 //
 //go:embed tenant-example.yaml
 var TenantExample string

@@ -465,7 +465,7 @@ start_apiserver() {
 # restart_apiserver stops kube-apiserver and starts it again, as an
 # operator must after removing vgpud and before installing it again:
 # kube-apiserver loses a built-in paramKind for good once no binding
-# names it (kubernetes/kubernetes#130887; docs/install.md, Uninstall).
+# names it (kubernetes/kubernetes#130887; docs/install-upgrade-and-uninstall.md, Uninstall).
 restart_apiserver() {
 	stop kube-apiserver
 	[ -f "$logs/kube-apiserver.log" ] && mv "$logs/kube-apiserver.log" "$logs/kube-apiserver.log.$(date +%s%N)"

@@ -37,7 +37,7 @@ func TestCluster(t *testing.T) {
 	var nodes []string
 
 	t.Run("a install", func(t *testing.T) {
-		// With the Helm chart, as docs/install.md's first command does it;
+		// With the Helm chart, as docs/install-helm.md does it;
 		// the manifest's kubectl apply installs the fallback node's
 		// (TestFallback) and the demo. The chart's defaults render the
 		// manifest object for object (make chart).

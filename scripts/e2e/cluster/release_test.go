@@ -30,7 +30,7 @@ const (
 
 // upgradeFromRelease installs the previous release from its own manifest
 // (through its mock overlay) in place of what a install left, then
-// upgrades to this one as docs/install.md says (kubectl apply of the
+// upgrades to this one as docs/install-upgrade-and-uninstall.md says (kubectl apply of the
 // pinned manifest) while a tenant keeps creating GPU pods: none may be
 // refused or fail. The metrics renamed in this release are exported
 // under both names afterwards.
@@ -51,7 +51,7 @@ func upgradeFromRelease(t *testing.T, e env, nodes []string) {
 	rev := strings.TrimSpace(run("the previous release's commit", "bash", "-c",
 		fmt.Sprintf("git rev-parse -q --verify 'refs/tags/%s^{commit}' || git rev-parse --verify '%s^{commit}'", previousRelease, previousCommit)))
 
-	// What a install left goes, as docs/install.md removes it (the
+	// What a install left goes, as docs/install-upgrade-and-uninstall.md removes it (the
 	// runtime keeps requiring vgpud's hook: the release installed next
 	// brings it back).
 	start := time.Now()
@@ -70,7 +70,7 @@ func upgradeFromRelease(t *testing.T, e env, nodes []string) {
 	// kube-apiserver v1.36 resolves a binding's built-in paramKind (the
 	// Lease and ConfigMap vgpud's policies read) no more once no binding
 	// named it (kubernetes/kubernetes#130887): what was installed next
-	// would find no params until a restart, as docs/install.md says.
+	// would find no params until a restart, as docs/install-upgrade-and-uninstall.md says.
 	start = time.Now()
 	run("restart kube-apiserver", e.scripts+"/cluster.sh", "restart-apiserver")
 	t.Logf("kube-apiserver restarted in %v", time.Since(start).Round(time.Millisecond))

@@ -18,7 +18,7 @@ import (
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
-// removal takes vgpud out as docs/install.md says: first each node's
+// removal takes vgpud out as docs/install-upgrade-and-uninstall.md says: first each node's
 // runtime stops requiring vgpud's hook (the drop-in deleted, containerd
 // restarted), then what was applied is deleted. Every node must still
 // start containers, and a pod already running keeps running. vgpud is
@@ -53,7 +53,7 @@ func removal(t *testing.T, e env, nodes []string) {
 	}
 
 	// Put back whatever happens: the drop-in on every node, a fresh
-	// kube-apiserver (its param informers, docs/install.md) and vgpud.
+	// kube-apiserver (its param informers, docs/install-upgrade-and-uninstall.md) and vgpud.
 	t.Cleanup(func() {
 		for _, n := range nodes {
 			if out, err := exec.Command(e.scripts+"/cluster.sh", "node-setup", nodeIndex(n), "install").CombinedOutput(); err != nil {

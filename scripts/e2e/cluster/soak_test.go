@@ -29,7 +29,7 @@ import (
 // TestChaosSoak injects faults into the running cluster while a workload
 // creates and deletes GPU pods of mixed sizes, and after every round
 // checks the invariants (a)–(h) listed in invariants below (and in
-// docs/development.md). Rounds come from
+// docs/development-test-scenarios.md). Rounds come from
 // VGPUD_CHAOS_ROUNDS (make test: 3, every fault at least once; make chaos
 // ROUNDS=N for longer).
 func TestChaosSoak(t *testing.T) {

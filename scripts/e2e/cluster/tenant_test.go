@@ -35,7 +35,7 @@ func newTenant(t *testing.T, e env, ns string) func(stdin string, args ...string
 	t.Helper()
 	ctx := context.Background()
 	// Pod Security baseline, as the manifest's tenant example has it:
-	// without it edit reaches around every fence (docs/security.md).
+	// without it edit reaches around every fence (docs/security-tenants.md).
 	labels, err := manifests.TenantLabels()
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func newTenant(t *testing.T, e env, ns string) func(stdin string, args ...string
 
 // tenantAttacks acts as a tenant would: a ServiceAccount bound to the
 // built-in edit ClusterRole in its own namespace, using kubectl --as and a
-// client on the pod network. Every attack in docs/security.md's tenant
+// client on the pod network. Every attack in docs/security-tenants.md's tenant
 // model is tried, and each must be refused or harmless.
 func tenantAttacks(t *testing.T, e env) {
 	ctx := context.Background()
