@@ -79,7 +79,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	if p.profiles != nil {
 		g.Go(func() error { return p.profiles.Run(pctx) })
 	}
-	g.Go(func() error { return a.publish(gctx, p.publisher, p.healthChanged) })
+	g.Go(func() error { return p.publisher.Keep(gctx, a.inventory(), p.healthChanged, a.clock, a.log) })
 	if a.od.Making() {
 		g.Go(func() error {
 			return a.od.Make(gctx, a.record, pods, a.node, a.nvmlMu.RLocker(), a.clock, func() { p.republish(nil) })

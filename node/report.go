@@ -1,55 +1,18 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/vgpud/vgpud/node/internal/identity"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/node/internal/inspect"
-	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/protocol"
 )
 
 // What the node role tells others: its inventory annotation, and its
 // readiness and state for inspect.
-
-// publish writes the inventory annotation at start and whenever health
-// changes it, retrying failed writes.
-func (a *Role) publish(ctx context.Context, pub *inventory.Publisher, changed <-chan protocol.Inventory) error {
-	a.mu.Lock()
-	inv := a.inv
-	a.mu.Unlock()
-	retry := a.clock.NewTimer(0)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case inv = <-changed:
-		case <-retry.C():
-		}
-		wrote, err := pub.Publish(ctx, inv)
-		if err != nil {
-			a.log.Error("publish GPU inventory; retrying in 5s", "err", err)
-			retry.Reset(5 * time.Second)
-			continue
-		}
-		if wrote {
-			unhealthy := 0
-			for _, g := range inv.GPUs {
-				if !g.Healthy {
-					unhealthy++
-				}
-			}
-			a.log.Info("GPU inventory published", "node", a.node, "gpus", len(inv.GPUs), "unhealthy", unhealthy)
-		}
-	}
-}
 
 func (a *Role) setNotReady(why string) {
 	a.mu.Lock()
@@ -76,16 +39,7 @@ func (a *Role) snapshot() inspect.NodeSnapshot {
 		s.Identity = protocol.IdentityGuessed
 	}
 	if cache != nil {
-		s.GPUs, s.Allocations = inspect.Usage(a.node, inv, cache.List(), phase)
-		// Over the GPUs as the leader books them, the rows' order: a MIG
-		// GPU's index or UUID cordons its instances.
-		gpus, mig := inv.Bookable()
-		cordoned, problem := a.cordon.Mark(gpus, mig)
-		for i := range s.GPUs {
-			s.GPUs[i].Cordoned = cordoned[i]
-		}
-		s.CordonProblem = problem
-		s.GPUs = slices.DeleteFunc(s.GPUs, unmade(inv))
+		s.GPUs, s.Allocations, s.CordonProblem = inspect.Rows(a.node, inv, cache.List(), phase, a.cordon.Mark)
 	}
 	s.Use = a.use.Snapshot()
 	s.RuntimeCheck = a.runtime.Latest()
@@ -96,18 +50,9 @@ func (a *Role) snapshot() inspect.NodeSnapshot {
 	return s
 }
 
-// unmade says whether a row is an instance the node may make on demand
-// and has not made, nor is it booked: one of many alternatives, which
-// would drown the rows that hold something.
-func unmade(inv protocol.Inventory) func(inspect.GPUState) bool {
-	made := map[string]bool{}
-	for _, g := range inv.MIG {
-		for _, p := range g.Possible {
-			made[p.UUID] = p.Made != ""
-		}
-	}
-	return func(r inspect.GPUState) bool {
-		isMade, possible := made[r.UUID]
-		return possible && !isMade && r.SlicesUsed == 0
-	}
+// inventory is the node's inventory as last built.
+func (a *Role) inventory() protocol.Inventory {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inv
 }

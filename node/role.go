@@ -325,12 +325,12 @@ type nodeParts struct {
 // build makes the parts that serve devs and wires them to each other and
 // to the role's state, which inspect and readiness read.
 func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device, pods *nodepods.Index, mode string, tracker *health.Tracker) *nodeParts {
-	scaling := inventory.Scaling{Split: a.cfg.Sharing.Split, Memory: a.cfg.Sharing.MemoryScaling, Cores: a.cfg.Sharing.CoreScaling}
+	scaling := a.cfg.Sharing.Scaling()
 	// The tracker outlives a rescan: a GPU that was unhealthy stays so
 	// until its quiet period ends, whatever the rescan found.
 	unhealthy := tracker.Unhealthy()
 	inv := inventory.Build(devs, scaling, unhealthy, a.od.State())
-	gpus, uuids := advertised(devs, inventory.Build(devs, scaling, unhealthy, a.od.Advertisable()))
+	gpus, uuids := deviceplugin.Advertised(devs, inventory.Build(devs, scaling, unhealthy, a.od.Advertisable()))
 	for _, d := range devs {
 		if d.MIG != nil && len(d.MIG.Skipped) > 0 {
 			a.log.Warn("MIG devices not offered", "gpu", d.UUID, "skipped", d.MIG.Skipped)
@@ -454,19 +454,7 @@ func (a *Role) hookOptions() identity.HookOptions {
 func (a *Role) migParent(uuid string) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, g := range a.inv.MIG {
-		for _, in := range g.Instances {
-			if in.UUID == uuid {
-				return g.UUID
-			}
-		}
-		for _, in := range g.Possible {
-			if in.Made == uuid {
-				return g.UUID
-			}
-		}
-	}
-	return ""
+	return a.inv.MIGParent(uuid)
 }
 
 // sliceOptions are the node's settings that shape every slice it grants.

@@ -304,3 +304,21 @@ func (inv Inventory) Bookable() ([]GPU, map[string]*MIGRef) {
 	}
 	return gpus, refs
 }
+
+// MIGParent is the GPU of the MIG device uuid that inv lists, made on
+// demand or not; "" for none.
+func (inv Inventory) MIGParent(uuid string) string {
+	for _, g := range inv.MIG {
+		for _, in := range g.Instances {
+			if in.UUID == uuid {
+				return g.UUID
+			}
+		}
+		for _, in := range g.Possible {
+			if in.Made == uuid {
+				return g.UUID
+			}
+		}
+	}
+	return ""
+}

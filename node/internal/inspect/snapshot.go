@@ -149,3 +149,36 @@ func rowsOf(inv protocol.Inventory) []GPUState {
 	}
 	return out
 }
+
+// Rows are inspect's GPU rows and allocations for node: inv's GPUs, in
+// the order the leader books them, each marked where mark (the node's
+// cordon) names it, with what mark cannot place or read; an instance
+// the node may make and has not, and nobody holds, is left out.
+func Rows(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p *corev1.Pod, container string) string,
+	mark func([]protocol.GPU, map[string]*protocol.MIGRef) ([]bool, string)) ([]GPUState, []Allocation, string) {
+	gpus, allocs := Usage(node, inv, pods, phase)
+	// Over the GPUs as the leader books them, the rows' order: a MIG
+	// GPU's index or UUID cordons its instances.
+	booked, mig := inv.Bookable()
+	cordoned, problem := mark(booked, mig)
+	for i := range gpus {
+		gpus[i].Cordoned = cordoned[i]
+	}
+	return slices.DeleteFunc(gpus, unmade(inv)), allocs, problem
+}
+
+// unmade says whether a row is an instance the node may make on demand
+// and has not made, nor is it booked: one of many alternatives, which
+// would drown the rows that hold something.
+func unmade(inv protocol.Inventory) func(GPUState) bool {
+	made := map[string]bool{}
+	for _, g := range inv.MIG {
+		for _, p := range g.Possible {
+			made[p.UUID] = p.Made != ""
+		}
+	}
+	return func(r GPUState) bool {
+		isMade, possible := made[r.UUID]
+		return possible && !isMade && r.SlicesUsed == 0
+	}
+}

@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/migmaker"
@@ -204,4 +207,34 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	}
 	p.last = raw
 	return true, nil
+}
+
+// Keep writes the inventory annotation, inv at first and each one
+// changed sends after, retrying failed writes, until ctx ends.
+func (p *Publisher) Keep(ctx context.Context, inv protocol.Inventory, changed <-chan protocol.Inventory, clk clock.Clock, log *slog.Logger) error {
+	retry := clk.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case inv = <-changed:
+		case <-retry.C():
+		}
+		wrote, err := p.Publish(ctx, inv)
+		if err != nil {
+			log.Error("publish GPU inventory; retrying in 5s", "err", err)
+			retry.Reset(5 * time.Second)
+			continue
+		}
+		if wrote {
+			unhealthy := 0
+			for _, g := range inv.GPUs {
+				if !g.Healthy {
+					unhealthy++
+				}
+			}
+			log.Info("GPU inventory published", "node", p.node, "gpus", len(inv.GPUs), "unhealthy", unhealthy)
+		}
+	}
 }

@@ -1,28 +1,27 @@
-package node
+package deviceplugin
 
 import (
 	"slices"
 
-	"github.com/vgpud/vgpud/node/internal/deviceplugin"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// advertised is what the device plugin offers: each shared GPU with the
+// Advertised is what the device plugin offers: each shared GPU with the
 // memory inv advertises for it (scaling applied), which bounds every
 // slice of it, and each MIG instance whole; and the physical GPUs' UUIDs,
 // which health watches.
-func advertised(devs []gpu.Device, inv protocol.Inventory) ([]deviceplugin.AdvertisedGPU, []string) {
+func Advertised(devs []gpu.Device, inv protocol.Inventory) ([]AdvertisedGPU, []string) {
 	mem := make(map[string]int64, len(inv.GPUs))
 	for _, g := range inv.GPUs {
 		mem[g.UUID] = g.MemoryMiB
 	}
-	gpus := make([]deviceplugin.AdvertisedGPU, 0, len(devs))
+	gpus := make([]AdvertisedGPU, 0, len(devs))
 	uuids := make([]string, 0, len(devs))
 	for _, d := range devs {
 		uuids = append(uuids, d.UUID)
 		if d.MIG == nil {
-			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: mem[d.UUID]})
+			gpus = append(gpus, AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: mem[d.UUID]})
 		}
 	}
 	// A MIG GPU's instances as the inventory lists them: those the node
@@ -30,7 +29,7 @@ func advertised(devs []gpu.Device, inv protocol.Inventory) ([]deviceplugin.Adver
 	// so that kubelet counts a device for each and Allocate finds it.
 	for _, g := range inv.MIG {
 		for _, in := range append(slices.Clip(g.Instances), g.Possible...) {
-			gpus = append(gpus, deviceplugin.AdvertisedGPU{UUID: in.UUID, NUMA: g.NUMA, MemoryMiB: in.MemoryMiB, Parent: g.UUID, Profile: in.Profile})
+			gpus = append(gpus, AdvertisedGPU{UUID: in.UUID, NUMA: g.NUMA, MemoryMiB: in.MemoryMiB, Parent: g.UUID, Profile: in.Profile})
 		}
 	}
 	return gpus, uuids
