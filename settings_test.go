@@ -131,3 +131,74 @@ func fileKeyTable(settings []configapi.Setting) string {
 	}
 	return b.String()
 }
+
+// docs/settings-map.md names, for every flag of vgpud run, the part that
+// owns it (the package whose Options declare it) and the field it sets;
+// it is rendered from the flags, and VGPUD_UPDATE_DOCS=1 writes it.
+func TestSettingsMapIsCurrent(t *testing.T) {
+	const doc = "docs/settings-map.md"
+	cfg := defaultConfig()
+	fields := fieldsByAddress(reflect.ValueOf(&cfg).Elem(), "")
+	owners := fieldOwners(reflect.TypeOf(cfg), "")
+	var b strings.Builder
+	b.WriteString("# Settings map\n\nEvery flag of `vgpud run`, the part that owns it (the package whose `Options` declare its default, flag and check) and the field of `vgpud run`'s settings it sets. A setting is changed in its part alone. Rendered from the flags by `settings_test.go`; [settings.md](settings.md) says what each does.\n\n")
+	b.WriteString("| flag | part | field |\n| --- | --- | --- |\n")
+	for _, g := range flagGroups(&cfg) {
+		for _, f := range g.flags {
+			name := f.Names()[0]
+			var path string
+			if dest := reflect.ValueOf(f).Elem().FieldByName("Destination"); dest.IsValid() && !dest.IsNil() {
+				path = fields[dest.Pointer()]
+			} else {
+				for p := range owners {
+					if strings.HasSuffix(p, "."+sliceFlagFields[name]) {
+						path = p
+					}
+				}
+			}
+			owner, ok := owners[path]
+			if !ok {
+				t.Fatalf("--%s: no field found", name)
+			}
+			fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` |\n", name, owner, path)
+		}
+	}
+	want := b.String()
+	got, _ := os.ReadFile(doc)
+	if string(got) == want {
+		return
+	}
+	if os.Getenv("VGPUD_UPDATE_DOCS") != "" {
+		if err := os.WriteFile(doc, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s is not the flags' map; run VGPUD_UPDATE_DOCS=1 go test -run TestSettingsMapIsCurrent .", doc)
+}
+
+// fieldOwners maps every field path under typ to the package, relative
+// to the module, of the struct declaring the field, or, for a shared
+// contract's type (protocol's), of the part holding it: the part whose
+// flags set it.
+func fieldOwners(typ reflect.Type, prefix string) map[string]string {
+	return ownersUnder(typ, prefix, ".")
+}
+
+func ownersUnder(typ reflect.Type, prefix, owner string) map[string]string {
+	if pkg := strings.TrimPrefix(strings.TrimPrefix(typ.PkgPath(), "github.com/vgpud/vgpud"), "/"); pkg != "" && !strings.HasPrefix(pkg, "protocol") {
+		owner = pkg
+	}
+	out := map[string]string{}
+	for i := range typ.NumField() {
+		sf := typ.Field(i)
+		path := prefix + sf.Name
+		out[path] = owner
+		if sf.Type.Kind() == reflect.Struct && strings.HasPrefix(sf.Type.PkgPath(), "github.com/vgpud/vgpud") {
+			for p, o := range ownersUnder(sf.Type, path+".", owner) {
+				out[p] = o
+			}
+		}
+	}
+	return out
+}
