@@ -138,7 +138,7 @@ echo "bench: 30-pod burst and a freed GPU on a one-node cluster (3 runs)" >&2
 # One node, as the burst's earlier numbers were taken on.
 kc=$(VGPUD_NODES=1 "$here/cluster.sh" up)
 clog=$(mktemp)
-KUBECONFIG=$kc VGPUD_SCRIPTS=$here go test -tags e2e -count=3 -v -timeout 20m -run 'TestCluster/(a_install|c_burst|n_GPU_freed_to_a_waiting_pod)$' ./scripts/e2e/cluster/ >"$clog" 2>&1 || true
+KUBECONFIG=$kc VGPUD_SCRIPTS=$here go test -tags e2e -count=3 -v -timeout 20m -run 'TestCluster/(install_with_the_chart|a_burst_of_GPU_pods_on_one_node|GPU_freed_to_a_waiting_pod)$' ./scripts/e2e/cluster/ >"$clog" 2>&1 || true
 "$here/cluster.sh" down
 ratios=$(grep -oE '30 plain busybox pods to Running: [0-9.]+m?s; 30 GPU pods: [0-9.]+m?s \(ratio [0-9.]+\)' "$clog" || true)
 # "GPU freed -> waiting pod Running: 772ms" as seconds, one per run.

@@ -353,3 +353,29 @@ func (e env) viewerKubeconfig(t *testing.T) string {
 	}
 	return path
 }
+
+// installed is the cluster's nodes once vgpud serves on every one: as
+// the scenarios before left it (pods they restarted given time to be
+// ready), or installed with the chart where there is no vgpud, as when a
+// scenario runs alone.
+func (e env) installed(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		t.Log("no vgpud in the cluster: installing it with the chart")
+		return installWithChart(t, e)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 2*time.Minute, "vgpud ready on every node", func() error {
+		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st := ds.Status; st.DesiredNumberScheduled == 0 || st.NumberReady != st.DesiredNumberScheduled {
+			return fmt.Errorf("DaemonSet %+v", st)
+		}
+		return nil
+	})
+	return e.nodes(t)
+}

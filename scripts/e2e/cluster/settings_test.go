@@ -56,7 +56,7 @@ func clusterSettings(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 	original := cm.Data["cluster-settings.yaml"]
-	// Back as it was, whatever happens: scenario s, next, reinstalls
+	// Back as it was, whatever happens: the removal scenario, next, reinstalls
 	// vgpud from it.
 	t.Cleanup(func() { set(original) })
 	// Every replica follows the file, so a leader that changed meanwhile
@@ -84,7 +84,7 @@ func clusterSettings(t *testing.T, e env, nodes []string) {
 	leaderSays("cluster settings applied", start.Add(-time.Second))
 	t.Logf("nodePolicy spread in force %v after the ConfigMap changed", time.Since(start).Round(time.Second))
 
-	// The flags say binpack, which puts these on one node (scenario k);
+	// The flags say binpack, which puts these on one node (the node policy scenario);
 	// the file's spread puts one on each.
 	on := map[string]int{}
 	var names []string
