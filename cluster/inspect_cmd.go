@@ -9,13 +9,6 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 )
 
-// View is what `kubectl vgpud -o json` prints: the cluster as vgpud
-// books it. The end-to-end and bench suites decode it.
-type View = clusterview.ClusterView
-
-// BookedGPU is one GPU of a View's node.
-type BookedGPU = clusterview.GPUBooking
-
 // ViewFlags are the cluster view's flags: `kubectl vgpud` and `vgpud
 // inspect --cluster` share them.
 func ViewFlags(scheduler string) []cli.Flag { return clusterview.Flags(scheduler) }

@@ -22,10 +22,6 @@ func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
 	return nodesetup.Run(cfg.Runtime, cfg.Identity.NRISocket, action, stdout)
 }
 
-// Snapshot is what `vgpud inspect --json` prints: the running daemon's view
-// of its node. The end-to-end suites decode it.
-type Snapshot = inspect.NodeSnapshot
-
 // InspectFlags are `vgpud inspect`'s flags for this node: the socket, and
 // the command's own.
 func (c *Config) InspectFlags() []cli.Flag {

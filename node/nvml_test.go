@@ -17,6 +17,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 // TestNodeRoleOnNVML runs the node role on the real driver (--gpu-backend
@@ -54,7 +55,7 @@ func TestNodeRoleOnNVML(t *testing.T) {
 	}
 	t.Logf("Allocate's env for %s-0: %v", uuid, resp.Envs)
 
-	s := waitSnapshot(t, r.cfg.Inspect.InspectSocket, func(s inspect.NodeSnapshot) bool { return len(s.Allocations) == 1 })
+	s := waitSnapshot(t, r.cfg.Inspect.InspectSocket, func(s inspectv1.NodeSnapshot) bool { return len(s.Allocations) == 1 })
 	if !s.Ready || s.Backend != "nvml" || s.GPUs[0].MemoryUsedMiB != mem || s.GPUs[0].SlicesUsed != 1 {
 		t.Errorf("snapshot %+v", s)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vgpud/vgpud/node/internal/identity"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,12 +21,12 @@ func (a *Role) setNotReady(why string) {
 	a.notReady = why
 }
 
-func (a *Role) snapshot() inspect.NodeSnapshot {
+func (a *Role) snapshot() inspectv1.NodeSnapshot {
 	ready, why := a.Ready()
 	a.mu.Lock()
 	inv, server, cache, hook := a.inv, a.server, a.podCache, a.hook
 	a.mu.Unlock()
-	s := inspect.NodeSnapshot{Node: a.node, Backend: a.cfg.GPUs.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspect.GPUState{}, Allocations: []inspect.Allocation{}}
+	s := inspectv1.NodeSnapshot{APIVersion: inspectv1.NodeVersion, Node: a.node, Backend: a.cfg.GPUs.GPUBackend, Ready: ready, NotReady: why, Role: a.role, Taken: a.clock.Now(), GPUs: []inspectv1.GPUState{}, Allocations: []inspectv1.Allocation{}}
 	if a.leader != nil {
 		s.Leader, s.IsLeader = a.leader.Leader(), a.leader.IsLeader()
 	}
@@ -42,10 +43,10 @@ func (a *Role) snapshot() inspect.NodeSnapshot {
 		s.GPUs, s.Allocations, s.CordonProblem = inspect.Rows(a.node, inv, cache.List(), phase, a.cordon.Mark)
 	}
 	s.Use = a.use.Snapshot()
-	s.RuntimeCheck = a.runtime.Latest()
+	s.RuntimeCheck = inspect.RuntimeVerdict(a.runtime.Latest())
 	if server != nil {
 		r := server.Registration()
-		s.Registration = inspect.KubeletRegistration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
+		s.Registration = inspectv1.KubeletRegistration{Count: r.Count, Last: r.Last, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Trigger: r.Trigger, Error: r.Error}
 	}
 	return s
 }

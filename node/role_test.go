@@ -25,6 +25,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 type noLeader struct{}
@@ -99,7 +100,7 @@ func TestNodeRole(t *testing.T) {
 		t.Errorf("Allocate with nothing bound: %v", err)
 	}
 
-	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspect.NodeSnapshot) bool {
+	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspectv1.NodeSnapshot) bool {
 		return len(s.Allocations) == 1 && s.Allocations[0].Phase == "allocated"
 	})
 	if !s.Ready || s.Registration.Count != 1 || s.Leader != "vgpud-abc" || s.GPUs[4].MemoryUsedMiB != 5000 || s.GPUs[4].SlicesUsed != 1 {
@@ -204,9 +205,9 @@ func waitInventory(t *testing.T, kube *fake.Clientset, ok func(protocol.Inventor
 
 // waitSnapshot waits up to 10 s for the inspect socket to show what ok
 // wants.
-func waitSnapshot(t *testing.T, socket string, ok func(inspect.NodeSnapshot) bool) inspect.NodeSnapshot {
+func waitSnapshot(t *testing.T, socket string, ok func(inspectv1.NodeSnapshot) bool) inspectv1.NodeSnapshot {
 	t.Helper()
-	var s inspect.NodeSnapshot
+	var s inspectv1.NodeSnapshot
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		s, err = inspect.Fetch(ctx, socket)

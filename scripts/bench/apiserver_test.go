@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -752,7 +752,7 @@ func (e env) clusterView(t *testing.T, placed int) {
 		what := "table"
 		if format != nil {
 			what = "JSON"
-			var v cluster.View
+			var v inspectv1.ClusterView
 			if err := json.Unmarshal(out, &v); err != nil || len(v.Nodes) != nodes {
 				t.Fatalf("inspect --cluster --json: %d nodes, %v", len(v.Nodes), err)
 			}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 // Filter keeps what one namespace or one node shows ("" keeps all), as
@@ -14,11 +15,11 @@ import (
 // holds a slice, and only its pods; the usage rows, HAMi records and
 // problems are its own. With a node, the namespaces' charges are left
 // out: a quota is charged by pods on every node.
-func Filter(v ClusterView, namespace, node string) ClusterView {
+func Filter(v inspectv1.ClusterView, namespace, node string) inspectv1.ClusterView {
 	v.Namespace, v.Node = namespace, node
 	if node != "" {
-		v.Nodes = slices.DeleteFunc(slices.Clone(v.Nodes), func(n NodeView) bool { return n.Name != node })
-		v.HAMi = slices.DeleteFunc(slices.Clone(v.HAMi), func(r HAMiRecord) bool { return r.Node != node })
+		v.Nodes = slices.DeleteFunc(slices.Clone(v.Nodes), func(n inspectv1.NodeView) bool { return n.Name != node })
+		v.HAMi = slices.DeleteFunc(slices.Clone(v.HAMi), func(r inspectv1.HAMiRecord) bool { return r.Node != node })
 		// A quota is the whole cluster's: one node's pods charge only
 		// part of it.
 		v.Namespaces = nil
@@ -27,9 +28,9 @@ func Filter(v ClusterView, namespace, node string) ClusterView {
 		return v
 	}
 	ours := func(pod string) bool { return strings.HasPrefix(pod, namespace+"/") }
-	var nodes []NodeView
+	var nodes []inspectv1.NodeView
 	for _, n := range v.Nodes {
-		var gpus []GPUBooking
+		var gpus []inspectv1.GPUBooking
 		for _, g := range n.GPUs {
 			if pods := slices.DeleteFunc(slices.Clone(g.Pods), func(p string) bool { return !ours(p) }); len(pods) > 0 {
 				g.Pods = pods
@@ -48,8 +49,8 @@ func Filter(v ClusterView, namespace, node string) ClusterView {
 		}
 	}
 	v.Nodes = nodes
-	v.Namespaces = slices.DeleteFunc(slices.Clone(v.Namespaces), func(ns Namespace) bool { return ns.Name != namespace })
-	v.HAMi = slices.DeleteFunc(slices.Clone(v.HAMi), func(r HAMiRecord) bool { return !ours(r.Pod) })
+	v.Namespaces = slices.DeleteFunc(slices.Clone(v.Namespaces), func(ns inspectv1.Namespace) bool { return ns.Name != namespace })
+	v.HAMi = slices.DeleteFunc(slices.Clone(v.HAMi), func(r inspectv1.HAMiRecord) bool { return !ours(r.Pod) })
 	v.Problems = slices.DeleteFunc(slices.Clone(v.Problems), func(p string) bool { return !strings.HasPrefix(p, "pod "+namespace+"/") })
 	return v
 }

@@ -10,11 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 // Render prints v as the tables `kubectl vgpud` shows; wide adds each
 // GPU's UUID and how its node tells which pod a container is (-o wide).
-func Render(w io.Writer, v ClusterView, wide bool) error {
+func Render(w io.Writer, v inspectv1.ClusterView, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if wide {
 		fmt.Fprintln(tw, "NODE\tGPU\tUUID\tMODEL\tMEMORY MiB\tFREE MiB\tCORES %\tSLICES\tHEALTH\tIDENTITY\tPODS")
@@ -112,7 +113,7 @@ func left(limit *int64, used int64) string {
 }
 
 // renderUse prints what each node last published of its GPUs' processes.
-func renderUse(w io.Writer, nodes []NodeView) {
+func renderUse(w io.Writer, nodes []inspectv1.NodeView) {
 	var rows []string
 	for _, n := range nodes {
 		if n.Use == nil {
@@ -156,7 +157,7 @@ func shortUUID(uuid string) string {
 
 // renderRuntime lists what each node's runtime check found wrong: a
 // runtime that does not fail closed without vgpud, or a setting to fix.
-func renderRuntime(tw io.Writer, nodes []NodeView) {
+func renderRuntime(tw io.Writer, nodes []inspectv1.NodeView) {
 	for _, n := range nodes {
 		r := n.Runtime
 		if r == nil || (r.Result == protocol.RuntimeFailsClosed && len(r.Problems) == 0) {

@@ -14,94 +14,19 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
-// ClusterView is the whole cluster.
-type ClusterView struct {
-	Nodes      []NodeView  `json:"nodes"`
-	Namespaces []Namespace `json:"namespaces"`
-	// HAMi are the records of pods HAMi placed that the books hold, for
-	// an operator to audit: one written before vgpud was installed stays
-	// booked for as long as its pod runs.
-	HAMi []HAMiRecord `json:"hamiRecords,omitempty"`
-	// Problems are annotations vgpud would not book, each with its pod or
-	// node: the leader skips them too (books.Bookable).
-	Problems []string `json:"problems,omitempty"`
-	// At is when the view was read, which ages are counted from.
-	At time.Time `json:"at"`
-	// Namespace and Node say what the view was narrowed to (Filter).
-	Namespace string `json:"namespace,omitempty"`
-	Node      string `json:"node,omitempty"`
-}
-
-// HAMiRecord is one pod HAMi placed, as booked from its record.
-type HAMiRecord struct {
-	Pod     string      `json:"pod"` // namespace/name
-	Node    string      `json:"node"`
-	Created metav1.Time `json:"created"`
-	// Slices are its GPUs, "UUID MiB/cores%" each, in the record's order.
-	Slices []string `json:"slices"`
-}
-
-// NodeView is one node with vgpud's inventory.
-type NodeView struct {
-	Name     string       `json:"name"`
-	Identity string       `json:"identity"` // runtime or guessed
-	Plugin   string       `json:"plugin"`   // serving or draining
-	GPUs     []GPUBooking `json:"gpus"`
-	// Use is the node's latest published sample of what its GPUs'
-	// processes hold (vgpud.io/usage); nil where it publishes none.
-	Use *protocol.NodeUsage `json:"use,omitempty"`
-	// Runtime is the node's latest runtime check (vgpud.io/runtime-check):
-	// whether its container runtime fails closed without vgpud; nil where
-	// it publishes none.
-	Runtime *protocol.RuntimeCheck `json:"runtimeCheck,omitempty"`
-}
-
-// GPUBooking is one GPU with what is held of it.
-type GPUBooking struct {
-	Index         int      `json:"index"`
-	UUID          string   `json:"uuid"`
-	Model         string   `json:"model"`
-	Healthy       bool     `json:"healthy"`
-	Cordoned      bool     `json:"cordoned,omitempty"` // an operator's vgpud.io/cordon
-	MemoryMiB     int64    `json:"memoryMiB"`
-	MemoryUsedMiB int64    `json:"memoryUsedMiB"`
-	Cores         int      `json:"cores"`
-	CoresUsed     int      `json:"coresUsed"`
-	Slots         int      `json:"slots"`
-	SlotsUsed     int      `json:"slotsUsed"`
-	Exclusive     bool     `json:"exclusive"`
-	Pods          []string `json:"pods"` // namespace/name holding a slice
-	// HeldMiB is what the GPU holds beyond the slices booked on it, as
-	// its node last published (vgpud.io/usage), which the leader counts
-	// as used; Full: the leader places nothing more on it.
-	HeldMiB int64 `json:"heldMiB,omitempty"`
-	Full    bool  `json:"full,omitempty"`
-}
-
-// Namespace is one namespace's vGPU quota: what its pods are charged
-// (bind's rule, podmodel.Placement.Charge) and its hard limits, nil
-// where no ResourceQuota sets one.
-type Namespace struct {
-	Name          string `json:"name"`
-	MemoryUsedMiB int64  `json:"memoryUsedMiB"`
-	CoresUsed     int    `json:"coresUsed"`
-	MemoryLimit   *int64 `json:"memoryLimitMiB,omitempty"`
-	CoresLimit    *int64 `json:"coresLimit,omitempty"`
-}
-
 // Build reads the view from the API's nodes, pods and quotas; scheduler
 // is vgpud's kube-scheduler profile, whose pods alone carry bookings.
-func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) ClusterView {
-	v := ClusterView{At: now}
-	at := map[string]*NodeView{}               // by name
+func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) inspectv1.ClusterView {
+	v := inspectv1.ClusterView{APIVersion: inspectv1.ClusterVersion, At: now}
+	at := map[string]*inspectv1.NodeView{}     // by name
 	inventories := map[string][]protocol.GPU{} // as the books hold them: MIG instances too
 	migs := map[string]map[string]*protocol.MIGRef{}
 	for _, n := range nodes {
@@ -116,7 +41,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		gpus, mig := inv.Bookable()
 		inventories[n.Name], migs[n.Name] = gpus, mig
-		node := NodeView{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
+		node := inspectv1.NodeView{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
 		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
 			if u, err := protocol.DecodeUsage(raw); err != nil {
 				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v; the leader counts nothing held there beyond bookings", n.Name, protocol.AnnotationUsage, err))
@@ -144,7 +69,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 			held = books.Held(*node.Use)
 		}
 		for i, g := range gpus {
-			row := GPUBooking{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split}
+			row := inspectv1.GPUBooking{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy, Cordoned: cordoned[i], MemoryMiB: g.MemoryMiB, Cores: g.Cores, Slots: g.Split}
 			if h, ok := held[g.UUID]; ok && mig[g.UUID] == nil {
 				row.HeldMiB, row.Full = h.MiB, h.Full
 			}
@@ -155,7 +80,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 	for i := range v.Nodes {
 		at[v.Nodes[i].Name] = &v.Nodes[i]
 	}
-	charged := map[string]*Namespace{}
+	charged := map[string]*inspectv1.Namespace{}
 	for i := range pods {
 		p := &pods[i]
 		if podmodel.Terminated(p) {
@@ -173,20 +98,20 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))
 		node := at[a.Node]
-		gpuOf := func(string) (protocol.GPU, bool) { return protocol.GPU{}, false }
+		onNode := func(string) (protocol.GPU, bool) { return protocol.GPU{}, false }
 		if node != nil {
-			node.hold(p.Namespace+"/"+p.Name, pl)
-			gpuOf = node.gpuOf
+			hold(node, p.Namespace+"/"+p.Name, pl)
+			onNode = func(uuid string) (protocol.GPU, bool) { return gpuOf(node, uuid) }
 			for _, uuid := range books.Gone(a, inventories[a.Node]) {
 				v.Problems = append(v.Problems, fmt.Sprintf("pod %s/%s: its GPU %s is gone from node %s (removed, or fallen off the bus); the pod runs on without it, its other GPUs stay booked, and nothing is placed on it: delete the pod", p.Namespace, p.Name, uuid, a.Node))
 			}
 		}
 		ns := charged[p.Namespace]
 		if ns == nil {
-			ns = &Namespace{Name: p.Namespace}
+			ns = &inspectv1.Namespace{Name: p.Namespace}
 			charged[p.Namespace] = ns
 		}
-		c := pl.Charge(gpuOf)
+		c := pl.Charge(onNode)
 		ns.MemoryUsedMiB += c.MemMiB
 		ns.CoresUsed += c.Cores
 	}
@@ -202,7 +127,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		}
 		ns := charged[name]
 		if ns == nil {
-			ns = &Namespace{Name: name}
+			ns = &inspectv1.Namespace{Name: name}
 			charged[name] = ns
 		}
 		if limits.Memory.Set {
@@ -219,18 +144,18 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 	// pod, is one of many alternatives: no row.
 	for i := range v.Nodes {
 		refs := migs[v.Nodes[i].Name]
-		v.Nodes[i].GPUs = slices.DeleteFunc(v.Nodes[i].GPUs, func(g GPUBooking) bool {
+		v.Nodes[i].GPUs = slices.DeleteFunc(v.Nodes[i].GPUs, func(g inspectv1.GPUBooking) bool {
 			r := refs[g.UUID]
 			return r != nil && r.OnDemand && !r.Made && len(g.Pods) == 0
 		})
 	}
-	slices.SortFunc(v.Nodes, func(a, b NodeView) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortFunc(v.Namespaces, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(v.Nodes, func(a, b inspectv1.NodeView) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(v.Namespaces, func(a, b inspectv1.Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return v
 }
 
-// hold adds what pod's placement holds on this node's GPUs.
-func (n *NodeView) hold(pod string, pl podmodel.Placement) {
+// hold adds what pod's placement holds on n's GPUs.
+func hold(n *inspectv1.NodeView, pod string, pl podmodel.Placement) {
 	uuids := make([]string, len(n.GPUs))
 	for i, g := range n.GPUs {
 		uuids[i] = g.UUID
@@ -248,9 +173,9 @@ func (n *NodeView) hold(pod string, pl podmodel.Placement) {
 	}
 }
 
-// gpuOf is a GPU of this node as its inventory gave it, what a charge
+// gpuOf is a GPU of n as its inventory gave it, what a charge
 // is figured from (podmodel.Placement.Charge).
-func (n *NodeView) gpuOf(uuid string) (protocol.GPU, bool) {
+func gpuOf(n *inspectv1.NodeView, uuid string) (protocol.GPU, bool) {
 	for _, g := range n.GPUs {
 		if g.UUID == uuid {
 			return protocol.GPU{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Split: g.Slots}, true
@@ -260,8 +185,8 @@ func (n *NodeView) gpuOf(uuid string) (protocol.GPU, bool) {
 }
 
 // hamiRecord is what the books hold of a pod HAMi placed.
-func hamiRecord(p *corev1.Pod, a protocol.Assignment) HAMiRecord {
-	r := HAMiRecord{Pod: p.Namespace + "/" + p.Name, Node: a.Node, Created: p.CreationTimestamp}
+func hamiRecord(p *corev1.Pod, a protocol.Assignment) inspectv1.HAMiRecord {
+	r := inspectv1.HAMiRecord{Pod: p.Namespace + "/" + p.Name, Node: a.Node, Created: p.CreationTimestamp}
 	for _, c := range a.Containers {
 		for _, s := range c.GPUs {
 			r.Slices = append(r.Slices, fmt.Sprintf("%s %d/%d%%", s.UUID, s.MemoryMiB, s.Cores))

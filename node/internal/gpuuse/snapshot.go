@@ -6,15 +6,15 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 // Snapshot is inspect's view of the latest sample; nil before the
 // GPUs are found.
-func (w *Monitor) Snapshot() *inspect.GPUUse {
+func (w *Monitor) Snapshot() *inspectv1.GPUUse {
 	w.mu.Lock()
 	e, rec := w.enforcer, w.rec
 	w.mu.Unlock()
@@ -22,7 +22,7 @@ func (w *Monitor) Snapshot() *inspect.GPUUse {
 		return nil
 	}
 	v, at := e.Last()
-	out := &inspect.GPUUse{Mode: w.opts.GPUUsage, Taken: at, Containers: []inspect.ContainerUse{}, Unattributed: []inspect.ProcessUse{}}
+	out := &inspectv1.GPUUse{Mode: w.opts.GPUUsage, Taken: at, Containers: []inspectv1.ContainerUse{}, Unattributed: []inspectv1.ProcessUse{}}
 	margin := uint64(w.opts.GPUUsageMargin) << 20
 	stuck := map[string]bool{}
 	for _, u := range v.Stuck {
@@ -30,12 +30,12 @@ func (w *Monitor) Snapshot() *inspect.GPUUse {
 	}
 	for _, u := range v.Uses {
 		c := u.Container
-		out.Containers = append(out.Containers, inspect.ContainerUse{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name, GPU: u.GPU,
+		out.Containers = append(out.Containers, inspectv1.ContainerUse{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name, GPU: u.GPU,
 			UsedMiB: u.UsedBytes >> 20, SliceMiB: u.LimitBytes >> 20, Whole: u.Whole, Over: u.Over(margin), Stuck: stuck[c.ID+"/"+u.GPU],
 			SMPercent: u.SMPercent, Cores: u.Cores, Processes: len(u.Processes), Kills: rec.kills(c.ID, u.GPU)})
 	}
 	for _, p := range v.Unattributed {
-		out.Unattributed = append(out.Unattributed, inspect.ProcessUse{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,
+		out.Unattributed = append(out.Unattributed, inspectv1.ProcessUse{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,
 			Orphaned: p.Orphaned, Namespace: p.Holder.Namespace, Pod: p.Holder.Pod})
 	}
 	gpus := map[string]bool{}
@@ -54,15 +54,15 @@ func (w *Monitor) Snapshot() *inspect.GPUUse {
 		if !gpus[g] {
 			continue
 		}
-		h := inspect.HeldOnGPU{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]}
+		h := inspectv1.HeldOnGPU{GPU: g, HeldMiB: v.Held[g] >> 20, Full: v.Full[g]}
 		for uid, b := range v.HeldBy[g] {
-			h.Pods = append(h.Pods, inspect.PodHeld{UID: uid, Namespace: names[uid][0], Pod: names[uid][1], MiB: b >> 20})
+			h.Pods = append(h.Pods, inspectv1.PodHeld{UID: uid, Namespace: names[uid][0], Pod: names[uid][1], MiB: b >> 20})
 		}
-		slices.SortFunc(h.Pods, func(x, y inspect.PodHeld) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.UID, y.UID)) })
+		slices.SortFunc(h.Pods, func(x, y inspectv1.PodHeld) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.UID, y.UID)) })
 		out.GPUs = append(out.GPUs, h)
 	}
 	for _, end := range e.Ends() {
-		out.Ends = append(out.Ends, inspect.UsageEnd{Namespace: end.Namespace, Pod: end.Pod, Container: end.Name, GPU: end.GPU, Stage: end.Stage.String()})
+		out.Ends = append(out.Ends, inspectv1.UsageEnd{Namespace: end.Namespace, Pod: end.Pod, Container: end.Name, GPU: end.GPU, Stage: end.Stage.String()})
 	}
 	return out
 }

@@ -4,8 +4,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 // usageValue is what the node publishes of a usage snapshot (Taken left
@@ -13,7 +13,7 @@ import (
 // and its encoding. Memory is rounded to 64 MiB and SM time to 5 %, so
 // that noise is no change; the biggest users come first, and what does
 // not fit protocol's bounds is counted in Omitted, not shown.
-func usageValue(s *inspect.GPUUse) (protocol.NodeUsage, string, error) {
+func usageValue(s *inspectv1.GPUUse) (protocol.NodeUsage, string, error) {
 	u := protocol.NodeUsage{Mode: s.Mode, Containers: []protocol.ContainerUsage{}}
 	for _, c := range s.Containers {
 		sm := c.SMPercent

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 func TestUsageValueRoundsSortsAndSumsUnattributed(t *testing.T) {
-	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{
+	s := &inspectv1.GPUUse{Mode: "enforce", Containers: []inspectv1.ContainerUse{
 		{Namespace: "t", Pod: "small", Container: "main", GPU: "GPU-0", UsedMiB: 95, SliceMiB: 1000, SMPercent: 12, Cores: 20},
 		{Namespace: "t", Pod: "big", Container: "main", GPU: "GPU-0", UsedMiB: 2600, SliceMiB: 1000, SMPercent: -1, Cores: 20, Kills: 2, Over: true},
-	}, Unattributed: []inspect.ProcessUse{{GPU: "GPU-1", PID: 7, UsedMiB: 100}, {GPU: "GPU-0", PID: 8, UsedMiB: 30}, {GPU: "GPU-1", PID: 9, UsedMiB: 100}}}
+	}, Unattributed: []inspectv1.ProcessUse{{GPU: "GPU-1", PID: 7, UsedMiB: 100}, {GPU: "GPU-0", PID: 8, UsedMiB: 30}, {GPU: "GPU-1", PID: 9, UsedMiB: 100}}}
 	u, enc, err := usageValue(s)
 	if err != nil {
 		t.Fatal(err)
@@ -56,9 +56,9 @@ func TestUsageValueStaysWithinTheBounds(t *testing.T) {
 		{"long names past the byte bound", 300, strings.Repeat("x", 200)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &inspect.GPUUse{Mode: "report"}
+			s := &inspectv1.GPUUse{Mode: "report"}
 			for i := range tc.n {
-				s.Containers = append(s.Containers, inspect.ContainerUse{Namespace: "t", Pod: fmt.Sprintf("%s-%d", tc.pod, i), Container: "main", GPU: "GPU-0", UsedMiB: uint64(64 * (i + 1)), SliceMiB: 100000, Cores: 1})
+				s.Containers = append(s.Containers, inspectv1.ContainerUse{Namespace: "t", Pod: fmt.Sprintf("%s-%d", tc.pod, i), Container: "main", GPU: "GPU-0", UsedMiB: uint64(64 * (i + 1)), SliceMiB: 100000, Cores: 1})
 			}
 			u, enc, err := usageValue(s)
 			if err != nil {
@@ -84,8 +84,8 @@ func TestUsageValueStaysWithinTheBounds(t *testing.T) {
 // The memory each GPU holds beyond its bookings is published for the
 // leader, rounded up: it errs on the side of placing less.
 func TestUsageValueHeld(t *testing.T) {
-	s := &inspect.GPUUse{Mode: "enforce", Containers: []inspect.ContainerUse{}, Unattributed: []inspect.ProcessUse{},
-		GPUs: []inspect.HeldOnGPU{{GPU: "GPU-0", HeldMiB: 28000, Pods: []inspect.PodHeld{{UID: "u1", Namespace: "a", Pod: "p", MiB: 20000}, {UID: "u2", MiB: 27999}}},
+	s := &inspectv1.GPUUse{Mode: "enforce", Containers: []inspectv1.ContainerUse{}, Unattributed: []inspectv1.ProcessUse{},
+		GPUs: []inspectv1.HeldOnGPU{{GPU: "GPU-0", HeldMiB: 28000, Pods: []inspectv1.PodHeld{{UID: "u1", Namespace: "a", Pod: "p", MiB: 20000}, {UID: "u2", MiB: 27999}}},
 			{GPU: "GPU-1", HeldMiB: 1, Full: true}}}
 	u, enc, err := usageValue(s)
 	if err != nil {

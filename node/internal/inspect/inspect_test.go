@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 func pod(name, node string, phase protocol.Phase, slices ...protocol.GPUSlice) *corev1.Pod {
@@ -54,8 +55,8 @@ func TestUsageAndRender(t *testing.T) {
 	}
 	var out bytes.Buffer
 	taken := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := NodeSnapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs, Taken: taken,
-		Registration: KubeletRegistration{Count: 2, Last: taken.Add(-90 * time.Second), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
+	s := inspectv1.NodeSnapshot{Node: "n1", Ready: true, Role: "node+cluster", Leader: "vgpud-x", IsLeader: true, GPUs: gpus, Allocations: allocs, Taken: taken,
+		Registration: inspectv1.KubeletRegistration{Count: 2, Last: taken.Add(-90 * time.Second), LatencyMs: 1.5, Trigger: "kubelet.sock created"}}
 	if err := Render(&out, s); err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +108,9 @@ func TestServeFetchAndNoDaemon(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := &fakeMock{injected: make(chan string, 1), declared: make(chan string, 1), plugged: make(chan string, 1)}
-	go Serve(ctx, path, func() NodeSnapshot { return NodeSnapshot{Node: "n1"} }, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go Serve(ctx, path, func() inspectv1.NodeSnapshot { return inspectv1.NodeSnapshot{Node: "n1"} }, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// Serve listens a moment after it starts.
-	var s NodeSnapshot
+	var s inspectv1.NodeSnapshot
 	var err error
 	if werr := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
 		s, err = Fetch(ctx, path)
@@ -152,12 +153,12 @@ func (f *fakeMock) SetProcess(gpu string, pid int, used uint64, sm int) error {
 
 func TestRenderShowsUse(t *testing.T) {
 	var b strings.Builder
-	s := NodeSnapshot{Node: "n1", Use: &GPUUse{Mode: "enforce", Taken: time.Unix(100, 0),
-		Containers: []ContainerUse{
+	s := inspectv1.NodeSnapshot{Node: "n1", Use: &inspectv1.GPUUse{Mode: "enforce", Taken: time.Unix(100, 0),
+		Containers: []inspectv1.ContainerUse{
 			{Namespace: "t", Pod: "greedy", Container: "main", GPU: "GPU-0123456789", UsedMiB: 2400, SliceMiB: 1000, Over: true, SMPercent: 55, Cores: 30, Processes: 2, Kills: 1},
 			{Namespace: "t", Pod: "big", Container: "main", GPU: "GPU-0123456789", UsedMiB: 30000, SliceMiB: 40960, Whole: true, SMPercent: -1},
 		},
-		Unattributed: []ProcessUse{{GPU: "GPU-0123456789", PID: 4242, UsedMiB: 512}}}}
+		Unattributed: []inspectv1.ProcessUse{{GPU: "GPU-0123456789", PID: 4242, UsedMiB: 512}}}}
 	if err := Render(&b, s); err != nil {
 		t.Fatal(err)
 	}

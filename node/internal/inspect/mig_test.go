@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 func TestUsageListsMIGInstances(t *testing.T) {
@@ -32,7 +33,7 @@ func TestUsageListsMIGInstances(t *testing.T) {
 		t.Errorf("instance row %+v", m)
 	}
 	var out bytes.Buffer
-	if err := Render(&out, NodeSnapshot{Node: "n1", GPUs: gpus, Allocations: allocs}); err != nil {
+	if err := Render(&out, inspectv1.NodeSnapshot{Node: "n1", GPUs: gpus, Allocations: allocs}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "A100-SXM4-40GB MIG 1g.5gb") {

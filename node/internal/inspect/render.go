@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/vgpud/vgpud/node/internal/preflight"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 // Render prints s as the tables `vgpud inspect` shows.
-func Render(w io.Writer, s NodeSnapshot) error {
+func Render(w io.Writer, s inspectv1.NodeSnapshot) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	ready := "ready"
 	if !s.Ready {
@@ -32,7 +33,7 @@ func Render(w io.Writer, s NodeSnapshot) error {
 		fmt.Fprintf(tw, "identity\tGUESSED: no NRI socket, so Allocate guesses which pod kubelet admits; one pod binds here at a time\n")
 	}
 	if c := s.RuntimeCheck; c != nil {
-		fmt.Fprintf(tw, "runtime\t%s\n", preflight.Summary(*c))
+		fmt.Fprintf(tw, "runtime\t%s\n", preflight.Summary(preflight.Verdict{Result: c.Result, Runtime: c.Runtime, Config: c.Config, Files: c.Files, Problems: c.Problems}))
 		for _, p := range c.Problems {
 			fmt.Fprintf(tw, "\t- %s\n", p)
 		}

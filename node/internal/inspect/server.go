@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
 const (
@@ -38,7 +40,7 @@ type MockControl interface {
 // Serve answers snapshots on the unix socket path until ctx ends, and,
 // when mock is set, XID injections and process declarations. The socket
 // is owner-only: it shows which pods hold which GPUs.
-func Serve(ctx context.Context, path string, snapshot func() NodeSnapshot, mock MockControl, log *slog.Logger) error {
+func Serve(ctx context.Context, path string, snapshot func() inspectv1.NodeSnapshot, mock MockControl, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("inspect socket: %w", err)
 	}
@@ -127,15 +129,15 @@ func Serve(ctx context.Context, path string, snapshot func() NodeSnapshot, mock 
 }
 
 // Fetch reads a snapshot from the daemon on path.
-func Fetch(ctx context.Context, path string) (NodeSnapshot, error) {
+func Fetch(ctx context.Context, path string) (inspectv1.NodeSnapshot, error) {
 	resp, err := call(ctx, path, http.MethodGet, snapshotPath)
 	if err != nil {
-		return NodeSnapshot{}, err
+		return inspectv1.NodeSnapshot{}, err
 	}
 	defer resp.Body.Close()
-	var s NodeSnapshot
+	var s inspectv1.NodeSnapshot
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return NodeSnapshot{}, fmt.Errorf("read snapshot from %s: %w", path, err)
+		return inspectv1.NodeSnapshot{}, fmt.Errorf("read snapshot from %s: %w", path, err)
 	}
 	return s, nil
 }

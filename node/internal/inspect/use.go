@@ -4,89 +4,12 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 )
 
-// GPUUse is what the node's latest sample of its GPUs' processes showed
-// (--gpu-usage): each container's use against its slice, and what no
-// granted container owns.
-type GPUUse struct {
-	Mode         string         `json:"mode"`
-	Taken        time.Time      `json:"taken"`
-	Containers   []ContainerUse `json:"containers"`
-	Unattributed []ProcessUse   `json:"unattributed"`
-	// GPUs are, per GPU with any, the memory it holds beyond the slices
-	// booked on it (what the leader counts as used) and whether it is
-	// full: its processes hold more than its memory less the reserve,
-	// and vgpud may not end what is over.
-	GPUs []HeldOnGPU `json:"gpus,omitempty"`
-	// Ends are containers ended whole for memory listed under PIDs that
-	// had ended, whose memory is still listed.
-	Ends []UsageEnd `json:"ends,omitempty"`
-}
-
-// HeldOnGPU is memory one GPU holds beyond its bookings.
-type HeldOnGPU struct {
-	GPU     string `json:"gpu"`
-	HeldMiB uint64 `json:"heldMiB"`
-	Full    bool   `json:"full,omitempty"`
-	// Pods are, of HeldMiB, what a known pod's processes opened: charged
-	// to its namespace.
-	Pods []PodHeld `json:"pods,omitempty"`
-}
-
-// PodHeld is memory a GPU holds that a pod's process opened.
-type PodHeld struct {
-	UID       string `json:"uid"`
-	Namespace string `json:"namespace,omitempty"`
-	Pod       string `json:"pod,omitempty"`
-	MiB       uint64 `json:"mib"`
-}
-
-// UsageEnd is how far the node went to free a container's memory.
-type UsageEnd struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	Container string `json:"container"`
-	GPU       string `json:"gpu"`
-	Stage     string `json:"stage"`
-}
-
-// ContainerUse is one container's use of one GPU.
-type ContainerUse struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	Container string `json:"container"`
-	GPU       string `json:"gpu"`
-	UsedMiB   uint64 `json:"usedMiB"`
-	SliceMiB  uint64 `json:"sliceMiB"`
-	Whole     bool   `json:"whole,omitempty"`
-	Over      bool   `json:"over,omitempty"` // past its slice plus the margin
-	// Stuck: over, with only PIDs that ended left to hold it (a child or
-	// another process keeps the descriptor): the container is ended whole.
-	Stuck bool `json:"stuck,omitempty"`
-	// SMPercent is its processes' share of SM time; -1 where the driver
-	// gave no sample. Cores is its gpucores, to read it against.
-	SMPercent int `json:"smPercent"`
-	Cores     int `json:"cores"`
-	Processes int `json:"processes"`
-	Kills     int `json:"kills"` // processes killed for memory, since vgpud started
-}
-
-// ProcessUse is a process on a GPU that no granted container owns.
-type ProcessUse struct {
-	GPU     string `json:"gpu"`
-	PID     int    `json:"pid"`
-	UsedMiB uint64 `json:"usedMiB"`
-	// Orphaned: the PID no longer runs what opened the GPU. Namespace and
-	// Pod name who held it first, where a pod did: the memory stays
-	// charged to that namespace until the driver frees it.
-	Orphaned  bool   `json:"orphaned,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	Pod       string `json:"pod,omitempty"`
-}
-
 // renderUse prints the usage section.
-func renderUse(w io.Writer, u *GPUUse) {
+func renderUse(w io.Writer, u *inspectv1.GPUUse) {
 	fmt.Fprintln(w)
 	if u.Mode == "off" {
 		fmt.Fprintln(w, "GPU usage not sampled (--gpu-usage=off)")

@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpud/vgpud/cluster"
-	vgpudnode "github.com/vgpud/vgpud/node"
-	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/scripts/harness"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/scripts/harness"
 )
 
 // installWithChart installs vgpud with the Helm chart, checks that it serves
@@ -177,7 +177,7 @@ func onePodEndToEnd(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatalf("inspect --cluster: %v %s", err, out)
 	}
-	var view cluster.View
+	var view inspectv1.ClusterView
 	if err := json.Unmarshal([]byte(out), &view); err != nil {
 		t.Fatalf("inspect --cluster --json: %v: %.300s", err, out)
 	}
@@ -204,12 +204,12 @@ func onePodEndToEnd(t *testing.T, e env, nodes []string) {
 	// namespace and the node, as YAML; then -o wide.
 	kc := e.viewerKubeconfig(t)
 	out = e.kubectlVgpud(t, "--kubeconfig", kc, "--context", "vgpud-viewer", "-n", ns, "--node", node, "-o", "yaml")
-	var narrow cluster.View
+	var narrow inspectv1.ClusterView
 	if err := yaml.Unmarshal([]byte(out), &narrow); err != nil {
 		t.Fatalf("kubectl vgpud -o yaml: %v: %.300s", err, out)
 	}
 	if len(narrow.Nodes) != 1 || narrow.Nodes[0].Name != node || narrow.Node != node || narrow.Namespace != ns || len(narrow.Namespaces) != 0 ||
-		!slices.ContainsFunc(narrow.Nodes[0].GPUs, func(vg cluster.BookedGPU) bool {
+		!slices.ContainsFunc(narrow.Nodes[0].GPUs, func(vg inspectv1.GPUBooking) bool {
 			return vg.UUID == g.UUID && slices.Equal(vg.Pods, []string{ns + "/one"})
 		}) {
 		t.Fatalf("kubectl vgpud --context vgpud-viewer -n %s --node %s -o yaml:\n%s", ns, node, out)
@@ -571,7 +571,7 @@ func stateSurvivesRestart(t *testing.T, e env, nodes []string) {
 		names = append(names, p.Name)
 	}
 	e.waitRunning(t, ns, names, 90*time.Second)
-	before := map[string]vgpudnode.Snapshot{} // by node
+	before := map[string]inspectv1.NodeSnapshot{} // by node
 	full := map[string]bool{}
 	for _, name := range names {
 		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})

@@ -13,8 +13,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -83,7 +83,7 @@ func gpuComesAndGoes(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatalf("inspect --cluster: %v %s", err, out)
 	}
-	var view cluster.View
+	var view inspectv1.ClusterView
 	if err := json.Unmarshal([]byte(out), &view); err != nil {
 		t.Fatalf("inspect --cluster --json: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -31,7 +32,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	vgpudnode "github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol"
 )
 
@@ -194,9 +194,9 @@ func (e env) vgpudPod(node string) (*corev1.Pod, error) {
 }
 
 // inspect runs `vgpud inspect --json` in node's DaemonSet pod.
-func (e env) inspect(t *testing.T, node string) vgpudnode.Snapshot {
+func (e env) inspect(t *testing.T, node string) inspectv1.NodeSnapshot {
 	t.Helper()
-	var s vgpudnode.Snapshot
+	var s inspectv1.NodeSnapshot
 	harness.Eventually(t, 30*time.Second, "vgpud inspect on "+node, func() error {
 		p, err := e.vgpudPod(node)
 		if err != nil {

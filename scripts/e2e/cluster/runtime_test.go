@@ -44,7 +44,7 @@ func runtimeIdentity(t *testing.T, e env, nodes []string) {
 			t.Fatalf("node %s: %s=%q (%v), want fails-closed with no problem", n, protocol.AnnotationRuntime, node.Annotations[protocol.AnnotationRuntime], err)
 		}
 		s := e.inspect(t, n)
-		if c := s.RuntimeCheck; c == nil || !c.Closed() || !slices.Contains(c.Files, "/etc/containerd/conf.d/vgpud.toml") {
+		if c := s.RuntimeCheck; c == nil || c.Result != protocol.RuntimeFailsClosed || !slices.Contains(c.Files, "/etc/containerd/conf.d/vgpud.toml") {
 			t.Fatalf("node %s: inspect's runtime check %+v, want fails-closed through /etc/containerd/conf.d/vgpud.toml", n, c)
 		}
 	}
