@@ -6,7 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vgpud/vgpud/cluster/internal/clusterview"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // ViewFlags are the cluster view's flags: `kubectl vgpud` and `vgpud
@@ -15,12 +15,12 @@ func ViewFlags(scheduler string) []cli.Flag { return clusterview.Flags(scheduler
 
 // Inspect prints the cluster as vgpud books it, read from the API as c's
 // ViewFlags say.
-func Inspect(c *cli.Context, names protocol.ResourceNames, version string, stdout io.Writer) error {
+func Inspect(c *cli.Context, names wellknown.ResourceNames, version string, stdout io.Writer) error {
 	return clusterview.Show(c.Context, clusterview.OptionsFrom(c, version), names, stdout)
 }
 
 // KubectlPlugin is vgpud as `kubectl vgpud`: the cluster view alone.
-func KubectlPlugin(stdout, stderr io.Writer, scheduler string, names protocol.ResourceNames, version string) *cli.App {
+func KubectlPlugin(stdout, stderr io.Writer, scheduler string, names wellknown.ResourceNames, version string) *cli.App {
 	return clusterview.PluginApp(stdout, stderr, scheduler, names, version)
 }
 

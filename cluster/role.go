@@ -41,8 +41,8 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/server/certs"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/cluster/internal/watches"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/webhook"
 )
 
@@ -68,7 +68,7 @@ type Role struct {
 	pod       string // this replica's pod name: its identity in the Lease
 	namespace string // this pod's namespace: the TLS Secret and Service live there
 	scheduler string // kube-scheduler profile that calls the extender
-	names     protocol.ResourceNames
+	names     wellknown.ResourceNames
 	admission webhook.Config
 	api       API
 	metrics   *clustermetrics.Metrics
@@ -86,7 +86,7 @@ type Replica struct{ Name, Namespace, Node string }
 // NewRole returns the cluster role of the replica pod. Its metrics are
 // registered on reg. clk times every wait, hold and expiry of the role
 // but the Lease's own.
-func NewRole(cfg Config, pod Replica, scheduler string, names protocol.ResourceNames, admission webhook.Config,
+func NewRole(cfg Config, pod Replica, scheduler string, names wellknown.ResourceNames, admission webhook.Config,
 	api API, reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	m := clustermetrics.New(reg)
 	elector := leader.New(cfg.Leader.Config(pod.Name, pod.Namespace, pod.Node), api.Leases, api.Core, clk, log.With("component", "leader"))

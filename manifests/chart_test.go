@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The Helm chart's templates are generated from the files users apply:
@@ -108,9 +108,9 @@ func installEdits() []edit {
 	edits = append(edits, res("nvidia.com/gpu", "gpu")...)
 	edits = append(edits, edit{"{name: nvidia.com/priority,", "{name: {{ .Values.resourceNames.priority }},", 1})
 	// The per-profile MIG resources: the GPU resource's domain, then
-	// "/mig-" (protocol.ResourceNames.MIGPrefix).
+	// "/mig-" (wellknown.ResourceNames.MIGPrefix).
 	mig := `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/mig-`
-	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 10}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(protocol.MIGProfiles())})
+	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 10}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(wellknown.MIGProfiles())})
 	// The scheduler's configuration names the namespace, the scheduler
 	// and the resources: where those are not the defaults, its hash
 	// grows a suffix of them, so that changing them rolls the scheduler.

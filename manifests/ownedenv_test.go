@@ -10,11 +10,11 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // The vgpud-slice-env policy refuses exactly the names vgpud owns
-// (protocol/ownedenv.go): each kind in its own variable, the names a pod
+// (protocol/containerenv/owned.go): each kind in its own variable, the names a pod
 // may set to some values compared against those values.
 func TestSliceEnvPolicyNamesWhatVgpudOwns(t *testing.T) {
 	policy := admissionPolicy(t, "vgpud-slice-env")
@@ -35,9 +35,9 @@ func TestSliceEnvPolicyNamesWhatVgpudOwns(t *testing.T) {
 		t.Helper()
 		var inMap []string
 		for _, n := range names {
-			if len(protocol.AllowedEnvValues(n)) > 0 {
+			if len(containerenv.AllowedEnvValues(n)) > 0 {
 				// Compared with its values in the check itself.
-				clause := fmt.Sprintf("e.name == '%s' && !(has(e.value) && e.value in ['%s'])", n, strings.Join(protocol.AllowedEnvValues(n), "', '"))
+				clause := fmt.Sprintf("e.name == '%s' && !(has(e.value) && e.value in ['%s'])", n, strings.Join(containerenv.AllowedEnvValues(n), "', '"))
 				if !strings.Contains(vars[badVar], clause) {
 					t.Errorf("%s: %s lacks %q", kind, badVar, clause)
 				}
@@ -55,8 +55,8 @@ func TestSliceEnvPolicyNamesWhatVgpudOwns(t *testing.T) {
 			}
 		}
 	}
-	check("device", "device", "badDevice", protocol.DeviceEnvNames(), nil)
-	check("slice", "slice", "badSlice", protocol.SliceEnvNames(), protocol.SliceEnvPrefixes())
+	check("device", "device", "badDevice", containerenv.DeviceEnvNames(), nil)
+	check("slice", "slice", "badSlice", containerenv.SliceEnvNames(), containerenv.SliceEnvPrefixes())
 	if !strings.Contains(vars["badSlice"], "variables.gpuContainers.") || strings.Contains(vars["badSlice"], "variables.ephemeral") {
 		t.Error("slice names must be checked on the containers that ask for a GPU, and only those")
 	}

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
-// docs/security.md's table of owned names is protocol/ownedenv.go's lists.
+// docs/security.md's table of owned names is protocol/containerenv/owned.go's lists.
 func TestOwnedEnvDocMatchesTheCode(t *testing.T) {
 	raw, err := os.ReadFile("../docs/security.md")
 	if err != nil {
@@ -22,18 +22,18 @@ func TestOwnedEnvDocMatchesTheCode(t *testing.T) {
 	var want []string
 	row := func(name, where string) {
 		var values []string
-		for _, v := range protocol.AllowedEnvValues(name) {
+		for _, v := range containerenv.AllowedEnvValues(name) {
 			values = append(values, "`"+v+"`")
 		}
 		want = append(want, "| `"+name+"` | "+where+" | "+strings.Join(values, ", ")+" |")
 	}
-	for _, n := range protocol.DeviceEnvNames() {
+	for _, n := range containerenv.DeviceEnvNames() {
 		row(n, "every container")
 	}
-	for _, n := range protocol.SliceEnvNames() {
+	for _, n := range containerenv.SliceEnvNames() {
 		row(n, "containers that ask for a GPU")
 	}
-	for _, p := range protocol.SliceEnvPrefixes() {
+	for _, p := range containerenv.SliceEnvPrefixes() {
 		row(p+"<i>", "containers that ask for a GPU")
 	}
 	var got []string
@@ -47,6 +47,6 @@ func TestOwnedEnvDocMatchesTheCode(t *testing.T) {
 		fixed[i] = strings.ReplaceAll(w, "|  |", "| |")
 	}
 	if strings.Join(got, "\n") != strings.Join(fixed, "\n") {
-		t.Errorf("docs/security.md's owned-env table:\n%s\nwant (from protocol/ownedenv.go):\n%s", strings.Join(got, "\n"), strings.Join(fixed, "\n"))
+		t.Errorf("docs/security.md's owned-env table:\n%s\nwant (from protocol/containerenv/owned.go):\n%s", strings.Join(got, "\n"), strings.Join(fixed, "\n"))
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The scheduler sends a pod to vgpud only for a resource in its
@@ -30,9 +30,9 @@ func TestSchedulerManagesEveryResourceVgpudServes(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil || len(cfg.Extenders) != 1 {
 		t.Fatalf("the scheduler's config: %v, %d extenders", err, len(cfg.Extenders))
 	}
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	want := map[string]bool{names.GPU: false, names.GPUMem: true, names.GPUMemPercentage: true, names.GPUCores: true, names.Priority: true}
-	for _, p := range protocol.MIGProfiles() {
+	for _, p := range wellknown.MIGProfiles() {
 		want[names.MIGResource(p)] = false
 	}
 	got := map[string]bool{}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // smiGPU is one GPU as nvidia-smi reports it: the test's independent
@@ -61,7 +62,7 @@ func startNVMLRole(t *testing.T, tune func(*Config)) *nvmlRole {
 	r.cfg.Identity.NRISocket = filepath.Join(dir, "no-nri.sock")                   // the guessing path, whatever this machine runs
 	r.cfg.Runtime.RuntimeConfig = ""                                               // no runtime check: this machine's files are not the test's
 	tune(&r.cfg)
-	a := NewRole(r.cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(r.logs, nil)))
+	a := NewRole(r.cfg, "n1", wellknown.DefaultResourceNames(), API{Core: unstreamed{r.kube.CoreV1()}, Events: r.kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(r.logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopped = make(chan struct{})
 	start := time.Now()
@@ -102,7 +103,7 @@ func (r *nvmlRole) allocate(t *testing.T, uuid string, mem int64, cores int) *pl
 	ctx := context.Background()
 	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: mem, Cores: cores}}}}})
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(protocol.PhaseBound)}},
 		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main"}}},
 	}
 	if _, err := r.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/identity"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -32,12 +33,12 @@ func (a *Role) snapshot() inspectv1.NodeSnapshot {
 	}
 	var phase func(*corev1.Pod, string) string
 	if hook != nil {
-		s.Identity = protocol.IdentityRuntime
+		s.Identity = wellknown.IdentityRuntime
 		up, conns := hook.Connected()
 		s.Runtime = fmt.Sprintf("connected %d time(s), now %s", conns, map[bool]string{true: "connected", false: "DISCONNECTED"}[up])
 		phase = identity.RuntimePhase(hook.Records())
 	} else if server != nil {
-		s.Identity = protocol.IdentityGuessed
+		s.Identity = wellknown.IdentityGuessed
 	}
 	if cache != nil {
 		s.GPUs, s.Allocations, s.CordonProblem = inspect.Rows(a.node, inv, cache.List(), phase, a.cordon.Mark)

@@ -36,6 +36,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/usage"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // LeaderStatus says who leads; the cluster role's elector satisfies it, or
@@ -73,7 +74,7 @@ type API struct {
 type Role struct {
 	cfg       Config
 	node      string
-	resources protocol.ResourceNames
+	resources wellknown.ResourceNames
 	api       API
 	leader    LeaderStatus
 	role      string
@@ -108,7 +109,7 @@ type Role struct {
 // NewRole returns the node role for nodeName; role names what this replica
 // runs, for inspect. clk times every wait, retry and timeout of the role
 // and its parts.
-func NewRole(cfg Config, nodeName string, resources protocol.ResourceNames, api API, leader LeaderStatus, role string,
+func NewRole(cfg Config, nodeName string, resources wellknown.ResourceNames, api API, leader LeaderStatus, role string,
 	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	metrics := nodemetrics.New(reg)
 	use := gpuuse.New(cfg.Usage, nodeName, metrics, clk, log)
@@ -176,7 +177,7 @@ func (a *Role) Run(ctx context.Context) error {
 	mode := identity.Mode(a.cfg.Identity.NRISocket, a.log)
 	socket := a.cfg.Identity.NRISocket
 	var hook *nrihook.Hook
-	if mode == protocol.IdentityRuntime {
+	if mode == wellknown.IdentityRuntime {
 		hook = identity.NewHook(a.hookOptions(), pods, a.use.Granted(), a.metrics, a.clock, a.log)
 		if byLabel {
 			hook.Hold("is reading its node's labels for the per-node overrides")
@@ -339,7 +340,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	p := deviceplugin.New(deviceplugin.Params{
 		Node: a.node, Resources: a.resources, Split: a.cfg.Sharing.Split,
 		Oversubscribe: a.cfg.Sharing.MemoryScaling > 1, Interposer: a.cfg.Slices.InterposerDir, ResolveWait: a.cfg.Plugin.AllocateWait,
-		RuntimeNamesPods: mode == protocol.IdentityRuntime,
+		RuntimeNamesPods: mode == wellknown.IdentityRuntime,
 	}, gpus, pods, nodepods.NewPhaseWriter(a.api.Core), a.metrics, a.clock, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
 	parts.server = deviceplugin.NewServer(p, a.cfg.Plugin.DevicePluginDir, a.cfg.Plugin.DevicePluginSocket, parts.publisher, a.clock, a.log.With("component", "plugin"))
@@ -350,7 +351,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	}
 	switch {
 	case !a.cfg.Plugin.MIGProfileResources:
-	case mode == protocol.IdentityRuntime:
+	case mode == wellknown.IdentityRuntime:
 		parts.profiles = deviceplugin.NewProfileServers(p, gpus, a.resources, a.cfg.Plugin.DevicePluginDir, a.cfg.Plugin.DevicePluginSocket, a.clock, a.log.With("component", "mig-profiles"))
 	case slices.ContainsFunc(gpus, func(g deviceplugin.AdvertisedGPU) bool { return g.Parent != "" }):
 		// Where kubelet's device IDs say which pod gets which instance,
@@ -395,7 +396,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	parts.health = health.NewWatcher(lib, uuids, tracker, onHealth, a.clock, a.log.With("component", "health"))
 	// Where the runtime names pods, kubelet's device IDs are bookkeeping
 	// only, not the pod's GPUs: there is nothing to cross-check.
-	if a.cfg.Plugin.PodResourcesSocket != "" && mode == protocol.IdentityGuessed {
+	if a.cfg.Plugin.PodResourcesSocket != "" && mode == wellknown.IdentityGuessed {
 		parts.check = a.podResourcesCheck(ctx, pods, parts)
 	}
 	return parts

@@ -26,6 +26,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 type noLeader struct{}
@@ -55,7 +56,7 @@ func TestNodeRole(t *testing.T) {
 	// The runtime check reads a containerd configuration that imports
 	// the shipped drop-in.
 	cfg.Runtime.RuntimeConfig = "containerd:" + containerdConfig(t, dir)
-	a := NewRole(cfg, "n1", protocol.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := NewRole(cfg, "n1", wellknown.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -78,7 +79,7 @@ func TestNodeRole(t *testing.T) {
 	uuid := inv.GPUs[4].UUID
 	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: uuid, MemoryMiB: 5000, Cores: 30}}}}})
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job", UID: "u1", Annotations: map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(protocol.PhaseBound)}},
 		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "main"}}},
 	}
 	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -92,8 +93,8 @@ func TestNodeRole(t *testing.T) {
 		t.Errorf("env %v", r.Envs)
 	}
 	got, _ := kube.CoreV1().Pods("default").Get(ctx, "job", metav1.GetOptions{})
-	if got.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
-		t.Errorf("phase %q, want allocated", got.Annotations[protocol.AnnotationPhase])
+	if got.Annotations[wellknown.AnnotationPhase] != string(protocol.PhaseAllocated) {
+		t.Errorf("phase %q, want allocated", got.Annotations[wellknown.AnnotationPhase])
 	}
 	// A second Allocate with nothing bound fails and says why.
 	if _, err := kubelet.Allocate(ctx, []string{uuid + "-1"}); err == nil || !strings.Contains(err.Error(), "node n1") {
@@ -117,8 +118,8 @@ func TestNodeRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var check protocol.RuntimeCheck
-	if err := json.Unmarshal([]byte(node.Annotations[protocol.AnnotationRuntime]), &check); err != nil || check.Result != preflight.Unknown || check.Runtime != "containerd" || len(check.Problems) != 2 {
-		t.Errorf("%s=%q (%v)", protocol.AnnotationRuntime, node.Annotations[protocol.AnnotationRuntime], err)
+	if err := json.Unmarshal([]byte(node.Annotations[wellknown.AnnotationRuntime]), &check); err != nil || check.Result != preflight.Unknown || check.Runtime != "containerd" || len(check.Problems) != 2 {
+		t.Errorf("%s=%q (%v)", wellknown.AnnotationRuntime, node.Annotations[wellknown.AnnotationRuntime], err)
 	}
 
 	// An XID injected through the inspect socket flags the GPU.
@@ -195,7 +196,7 @@ func waitInventory(t *testing.T, kube *fake.Clientset, ok func(protocol.Inventor
 		if err != nil {
 			return false, nil
 		}
-		inv, err = protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		inv, err = protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 		return err == nil && ok(inv), nil
 	}); err != nil {
 		t.Fatal("inventory annotation not as expected within 10s")

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// Assignment is the value of AnnotationAssignment on a pod: which GPUs, and
+// Assignment is the value of wellknown.AnnotationAssignment on a pod: which GPUs, and
 // how much of each, every GPU-using container gets. Containers that use no
 // GPU are absent.
 type Assignment struct {
@@ -120,14 +122,14 @@ func EncodeAssignment(a Assignment) (string, error) {
 	return marshal(a, "assignment")
 }
 
-// DecodeAssignment parses and validates an AnnotationAssignment value.
+// DecodeAssignment parses and validates a wellknown.AnnotationAssignment value.
 func DecodeAssignment(s string) (Assignment, error) {
 	var a Assignment
 	if err := decode(s, &a); err != nil {
-		return Assignment{}, fmt.Errorf("decode %s: %w", AnnotationAssignment, err)
+		return Assignment{}, fmt.Errorf("decode %s: %w", wellknown.AnnotationAssignment, err)
 	}
 	if err := a.Validate(); err != nil {
-		return Assignment{}, fmt.Errorf("decode %s: %w", AnnotationAssignment, err)
+		return Assignment{}, fmt.Errorf("decode %s: %w", wellknown.AnnotationAssignment, err)
 	}
 	if len(a.Requires) == 0 {
 		a.Requires = nil // "requires": [] says what its absence says

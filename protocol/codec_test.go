@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -90,7 +92,7 @@ func TestDecodeInventoryRejects(t *testing.T) {
 	} {
 		if _, err := DecodeInventory(in); err == nil {
 			t.Errorf("%s: decoded %q without error", name, in)
-		} else if !strings.Contains(err.Error(), AnnotationGPUs) {
+		} else if !strings.Contains(err.Error(), wellknown.AnnotationGPUs) {
 			t.Errorf("%s: error does not name the annotation: %v", name, err)
 		}
 	}

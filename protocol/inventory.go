@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	"github.com/vgpud/vgpud/protocol/mig"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// Inventory is the value of AnnotationGPUs on a node.
+// Inventory is the value of wellknown.AnnotationGPUs on a node.
 type Inventory struct {
 	Version int `json:"version"`
 	// Requires names the features a reader must understand to use this
@@ -139,14 +140,14 @@ func EncodeInventory(inv Inventory) (string, error) {
 	return marshal(inv, "inventory")
 }
 
-// DecodeInventory parses and validates an AnnotationGPUs value.
+// DecodeInventory parses and validates a wellknown.AnnotationGPUs value.
 func DecodeInventory(s string) (Inventory, error) {
 	var inv Inventory
 	if err := decode(s, &inv); err != nil {
-		return Inventory{}, fmt.Errorf("decode %s: %w", AnnotationGPUs, err)
+		return Inventory{}, fmt.Errorf("decode %s: %w", wellknown.AnnotationGPUs, err)
 	}
 	if err := inv.Validate(); err != nil {
-		return Inventory{}, fmt.Errorf("decode %s: %w", AnnotationGPUs, err)
+		return Inventory{}, fmt.Errorf("decode %s: %w", wellknown.AnnotationGPUs, err)
 	}
 	if len(inv.Requires) == 0 {
 		inv.Requires = nil // "requires": [] says what its absence says

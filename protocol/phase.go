@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Phase is the value of AnnotationPhase: "bound" (leader, before the
@@ -29,7 +31,7 @@ func (p Phase) IsFailed() (string, bool) {
 	return strings.TrimSpace(strings.TrimPrefix(rest, ":")), true
 }
 
-// ParsePhase validates an AnnotationPhase value. The empty string is no phase.
+// ParsePhase validates a wellknown.AnnotationPhase value. The empty string is no phase.
 func ParsePhase(s string) (Phase, error) {
 	p := Phase(s)
 	switch {
@@ -39,5 +41,5 @@ func ParsePhase(s string) (Phase, error) {
 	if _, ok := p.IsFailed(); ok {
 		return p, nil
 	}
-	return "", fmt.Errorf("%s %q: want %q, %q or \"failed: <reason>\"", AnnotationPhase, s, PhaseBound, PhaseAllocated)
+	return "", fmt.Errorf("%s %q: want %q, %q or \"failed: <reason>\"", wellknown.AnnotationPhase, s, PhaseBound, PhaseAllocated)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // A newer vgpud adds fields; this one, running beside it in a rolling
@@ -53,9 +55,9 @@ func TestRefuseWhatCannotBeHonoured(t *testing.T) {
 		want   []string
 	}{
 		"inventory requiring mps": {decodeInv, `{"version":1,"requires":["mps"],"gpus":[],"mps":{}}`,
-			[]string{AnnotationGPUs, "requires mps, which this vgpud does not understand", "upgrade this replica"}},
+			[]string{wellknown.AnnotationGPUs, "requires mps, which this vgpud does not understand", "upgrade this replica"}},
 		"assignment requiring two": {decodeAsg, `{"version":1,"requires":["mps","numa"],"node":"n","containers":[]}`,
-			[]string{AnnotationAssignment, "requires mps, numa"}},
+			[]string{wellknown.AnnotationAssignment, "requires mps, numa"}},
 		"inventory of version 2": {decodeInv, `{"version":2,"gpus":[]}`,
 			[]string{"wire version 2 is newer than this vgpud reads (1)", "upgrade this replica, or roll that one back"}},
 		"assignment of version 2": {decodeAsg, `{"version":2,"node":"n","containers":[]}`,

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// NodeUsage is the value of AnnotationUsage on a node: what its latest
+// NodeUsage is the value of wellknown.AnnotationUsage on a node: what its latest
 // sample of the GPUs' processes showed, for `vgpud inspect --cluster`.
 // The node role writes it when it changes, at most every
 // UsagePublishEvery. The books read Held alone: what the GPU holds that
@@ -100,14 +102,14 @@ func EncodeUsage(u NodeUsage) (string, error) {
 	return marshal(u, "usage")
 }
 
-// DecodeUsage parses and validates an AnnotationUsage value.
+// DecodeUsage parses and validates a wellknown.AnnotationUsage value.
 func DecodeUsage(s string) (NodeUsage, error) {
 	var u NodeUsage
 	if err := decode(s, &u); err != nil {
-		return NodeUsage{}, fmt.Errorf("decode %s: %w", AnnotationUsage, err)
+		return NodeUsage{}, fmt.Errorf("decode %s: %w", wellknown.AnnotationUsage, err)
 	}
 	if err := u.Validate(); err != nil {
-		return NodeUsage{}, fmt.Errorf("decode %s: %w", AnnotationUsage, err)
+		return NodeUsage{}, fmt.Errorf("decode %s: %w", wellknown.AnnotationUsage, err)
 	}
 	if len(u.Requires) == 0 {
 		u.Requires = nil

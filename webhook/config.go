@@ -1,22 +1,22 @@
 package webhook
 
-import "github.com/vgpud/vgpud/protocol"
+import "github.com/vgpud/vgpud/protocol/containerenv"
 
 // Core-limit policies passed to the container as GPU_CORE_UTILIZATION_POLICY
-// (protocol.EnvCorePolicy). HAMi's third, disable, never limits: a value
+// (containerenv.EnvCorePolicy). HAMi's third, disable, never limits: a value
 // a pod could then set for itself to escape its gpucores, so it is not
-// offered, and no env may set it (protocol.EnvAllowed).
+// offered, and no env may set it (containerenv.EnvAllowed).
 const (
-	CorePolicyDefault = protocol.CorePolicyDefault
-	CorePolicyForce   = protocol.CorePolicyForce
+	CorePolicyDefault = containerenv.CorePolicyDefault
+	CorePolicyForce   = containerenv.CorePolicyForce
 )
 
 // Environment variables the webhook sets in containers.
 const (
-	EnvTaskPriority      = protocol.EnvTaskPriority
-	EnvCorePolicy        = protocol.EnvCorePolicy
-	EnvVisibleDevices    = protocol.EnvVisibleDevices
-	VisibleDevicesNone   = protocol.VisibleDevicesNone
+	EnvTaskPriority      = containerenv.EnvTaskPriority
+	EnvCorePolicy        = containerenv.EnvCorePolicy
+	EnvVisibleDevices    = containerenv.EnvVisibleDevices
+	VisibleDevicesNone   = containerenv.VisibleDevicesNone
 	defaultSchedulerName = "default-scheduler"
 	// DefaultGPUCount is the nvidia.com/gpu a container that gives only
 	// memory or cores asks, as the manifest's vgpud-gpu-pods policy sets

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func privileged(c *corev1.Container) bool {
@@ -16,7 +16,7 @@ func privileged(c *corev1.Container) bool {
 }
 
 // checkContainer reads what c asks for and says what is wrong with it.
-func checkContainer(c *corev1.Container, names protocol.ResourceNames) (podmodel.ContainerRequest, []string) {
+func checkContainer(c *corev1.Container, names wellknown.ResourceNames) (podmodel.ContainerRequest, []string) {
 	var problems []string
 	if asked := podmodel.VGPUNames(c, names); len(asked) > 0 && privileged(c) {
 		// HAMi skipped such containers, so the pod went to the default

@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/manifests"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // readWebhookConfig reads the MutatingWebhookConfiguration from the install
@@ -59,8 +59,8 @@ func TestWebhookConfigShape(t *testing.T) {
 	}
 	for what, sel := range map[string]any{"namespaceSelector": w.NamespaceSelector, "objectSelector": w.ObjectSelector} {
 		b, _ := json.Marshal(sel)
-		for _, label := range []string{protocol.LabelWebhook, protocol.LabelWebhookHAMi} {
-			want := `{"key":"` + label + `","operator":"NotIn","values":["` + protocol.WebhookIgnore + `"]}`
+		for _, label := range []string{wellknown.LabelWebhook, wellknown.LabelWebhookHAMi} {
+			want := `{"key":"` + label + `","operator":"NotIn","values":["` + wellknown.WebhookIgnore + `"]}`
 			if !strings.Contains(string(b), want) {
 				t.Errorf("%s %s lacks %s", what, b, want)
 			}
@@ -100,7 +100,7 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		"second container":   []byte(`{"spec":{"containers":[{"name":"a"},{"name":"b","resources":{"limits":{"nvidia.com/gpumem-percentage":"50"}}}]}}`),
 	}
 	maps.Copy(pods, admissionPods(t))
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	matched := 0
 	for name, raw := range pods {
 		var obj map[string]any

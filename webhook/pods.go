@@ -10,8 +10,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Quotas gives a namespace's vGPU quota and what its pods already use
@@ -32,13 +32,13 @@ type Handler interface {
 type Pods struct {
 	cfg       Config
 	scheduler string // the kube-scheduler profile that calls vgpud's extender
-	names     protocol.ResourceNames
+	names     wellknown.ResourceNames
 	quotas    Quotas
 }
 
 // NewPods returns the pod Handler: GPU pods get scheduler and are read by
 // names. quotas may be nil: no quota is checked.
-func NewPods(cfg Config, scheduler string, names protocol.ResourceNames, quotas Quotas) *Pods {
+func NewPods(cfg Config, scheduler string, names wellknown.ResourceNames, quotas Quotas) *Pods {
 	return &Pods{cfg: cfg, scheduler: scheduler, names: names, quotas: quotas}
 }
 
@@ -98,8 +98,8 @@ func (p *Pods) Decide(pod *corev1.Pod) Ruling {
 	if len(pod.Spec.Containers) == 0 {
 		return Ruling{Deny: "pod has no containers; add at least one under spec.containers"}
 	}
-	if l := pod.Labels; l[protocol.LabelWebhook] == protocol.WebhookIgnore || l[protocol.LabelWebhookHAMi] == protocol.WebhookIgnore {
-		return Ruling{Skip: "opted out by label " + protocol.LabelWebhook + "=" + protocol.WebhookIgnore}
+	if l := pod.Labels; l[wellknown.LabelWebhook] == wellknown.WebhookIgnore || l[wellknown.LabelWebhookHAMi] == wellknown.WebhookIgnore {
+		return Ruling{Skip: "opted out by label " + wellknown.LabelWebhook + "=" + wellknown.WebhookIgnore}
 	}
 	if !podmodel.Wants(pod, names) {
 		return Ruling{Skip: "asks for no vGPU resources"}

@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // quotas is a fixed Quotas for tests.
@@ -30,7 +30,7 @@ func testConfig() Config { return DefaultConfig() }
 // newPods is the Handler as the cluster role builds it, with the default
 // scheduler and resource names.
 func newPods(cfg Config, q Quotas) *Pods {
-	return NewPods(cfg, "vgpud-scheduler", protocol.DefaultResourceNames(), q)
+	return NewPods(cfg, "vgpud-scheduler", wellknown.DefaultResourceNames(), q)
 }
 
 // readReview loads testdata/admission/<name>.json, an AdmissionReview as the

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpud/vgpud/manifests"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The manifest's vgpud-gpu-pods policy sets in the apiserver what the
@@ -64,7 +64,7 @@ func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	compared := 0
 	for f, raw := range admissionPods(t) {
 		var pod corev1.Pod
@@ -118,7 +118,7 @@ func added(before, after *corev1.Pod) []string {
 	lists := [][2][]corev1.Container{{before.Spec.InitContainers, after.Spec.InitContainers}, {before.Spec.Containers, after.Spec.Containers}}
 	for _, l := range lists {
 		for i, c := range l[1] {
-			for _, res := range protocol.DefaultResourceNames().All() {
+			for _, res := range wellknown.DefaultResourceNames().All() {
 				if _, had := l[0][i].Resources.Limits[corev1.ResourceName(res)]; had {
 					continue
 				}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Roles a replica can run. A DaemonSet replica runs both; one role alone
@@ -35,7 +35,7 @@ const (
 )
 
 // ResourceFlags name the --resource-* flags in the order of
-// protocol.ResourceNames.All.
+// wellknown.ResourceNames.All.
 func ResourceFlags() []string {
 	return []string{"resource-gpu", "resource-gpumem", "resource-gpumem-percentage", "resource-gpucores", "resource-priority"}
 }
@@ -53,13 +53,13 @@ type Options struct {
 	// SchedulerName is the kube-scheduler profile that calls the extender:
 	// the webhook gives it to GPU pods.
 	SchedulerName string
-	Resources     protocol.ResourceNames
+	Resources     wellknown.ResourceNames
 }
 
 // DefaultOptions run both roles under vgpud-scheduler, with NVIDIA's and
 // HAMi's resource names.
 func DefaultOptions() Options {
-	return Options{Roles: []string{RoleNode, RoleCluster}, ShutdownGrace: 20 * time.Second, SchedulerName: "vgpud-scheduler", Resources: protocol.DefaultResourceNames()}
+	return Options{Roles: []string{RoleNode, RoleCluster}, ShutdownGrace: 20 * time.Second, SchedulerName: "vgpud-scheduler", Resources: wellknown.DefaultResourceNames()}
 }
 
 // Runs says whether the replica runs role.
@@ -125,7 +125,7 @@ func (o Options) Validate() field.ErrorList {
 
 // validateResources checks the extended-resource names: each a qualified
 // name with a domain, as kubelet requires, and no two alike.
-func validateResources(r protocol.ResourceNames) field.ErrorList {
+func validateResources(r wellknown.ResourceNames) field.ErrorList {
 	var errs field.ErrorList
 	flags := ResourceFlags()
 	seen := map[string]string{}

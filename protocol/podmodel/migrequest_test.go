@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func container(limits map[string]string) *corev1.Container {
@@ -19,7 +19,7 @@ func container(limits map[string]string) *corev1.Container {
 }
 
 func TestMIGProfileByItsResource(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	r, err := ContainerRequestOf(container(map[string]string{"nvidia.com/mig-1g.5gb": "1"}), names)
 	if err != nil || r.MIGProfile != "1g.5gb" || r.GPUs != 1 || !r.Wants() {
 		t.Fatalf("got %+v, %v", r, err)
@@ -67,10 +67,10 @@ func TestModeOf(t *testing.T) {
 	}{
 		{nil, plain, ModeAny, ""},
 		{nil, profile, ModeMIG, ""},
-		{map[string]string{protocol.AnnotationGPUMode: "mig"}, profile, ModeMIG, ""},
-		{map[string]string{protocol.AnnotationGPUMode: "shared"}, profile, "", `container "b" asks MIG profile 1g.5gb, but`},
-		{map[string]string{protocol.AnnotationGPUModeHAMi: "hami-core"}, profile, "", "set it to mig"},
-		{map[string]string{protocol.AnnotationGPUMode: "shared"}, plain, ModeShared, ""},
+		{map[string]string{wellknown.AnnotationGPUMode: "mig"}, profile, ModeMIG, ""},
+		{map[string]string{wellknown.AnnotationGPUMode: "shared"}, profile, "", `container "b" asks MIG profile 1g.5gb, but`},
+		{map[string]string{wellknown.AnnotationGPUModeHAMi: "hami-core"}, profile, "", "set it to mig"},
+		{map[string]string{wellknown.AnnotationGPUMode: "shared"}, plain, ModeShared, ""},
 	} {
 		m, err := ModeOf(tc.a, tc.cs)
 		switch {
@@ -83,7 +83,7 @@ func TestModeOf(t *testing.T) {
 }
 
 func TestUnknownMIGProfileRefused(t *testing.T) {
-	_, err := ContainerRequestOf(container(map[string]string{"nvidia.com/mig-9g.99gb": "1"}), protocol.DefaultResourceNames())
+	_, err := ContainerRequestOf(container(map[string]string{"nvidia.com/mig-9g.99gb": "1"}), wellknown.DefaultResourceNames())
 	if err == nil || !strings.Contains(err.Error(), "asks nvidia.com/mig-9g.99gb, a MIG profile vgpud's scheduler is not configured for; it serves 1g.5gb, ") {
 		t.Errorf("got %v", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // GPUMode is how a pod's GPUs are served.
@@ -25,23 +25,23 @@ const (
 // GPUModeOf reads vgpud's gpu-mode annotation, else HAMi's vgpu-mode;
 // the error says what to write instead.
 func GPUModeOf(a map[string]string) (GPUMode, error) {
-	if v, ok := a[protocol.AnnotationGPUMode]; ok {
+	if v, ok := a[wellknown.AnnotationGPUMode]; ok {
 		switch m := GPUMode(strings.ToLower(strings.TrimSpace(v))); m {
 		case ModeShared, ModeMIG:
 			return m, nil
 		}
-		return ModeAny, fmt.Errorf("annotation %s=%.64q: want %s or %s (leaving it out is %s)", protocol.AnnotationGPUMode, v, ModeMIG, ModeShared, ModeShared)
+		return ModeAny, fmt.Errorf("annotation %s=%.64q: want %s or %s (leaving it out is %s)", wellknown.AnnotationGPUMode, v, ModeMIG, ModeShared, ModeShared)
 	}
-	if v, ok := a[protocol.AnnotationGPUModeHAMi]; ok {
+	if v, ok := a[wellknown.AnnotationGPUModeHAMi]; ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "mig":
 			return ModeMIG, nil
 		case "hami-core":
 			return ModeShared, nil
 		case "mps":
-			return ModeAny, fmt.Errorf("annotation %s=mps: vgpud has no MPS mode; write mig or hami-core, or leave it out", protocol.AnnotationGPUModeHAMi)
+			return ModeAny, fmt.Errorf("annotation %s=mps: vgpud has no MPS mode; write mig or hami-core, or leave it out", wellknown.AnnotationGPUModeHAMi)
 		}
-		return ModeAny, fmt.Errorf("annotation %s=%.64q: want mig or hami-core (leaving it out is hami-core)", protocol.AnnotationGPUModeHAMi, v)
+		return ModeAny, fmt.Errorf("annotation %s=%.64q: want mig or hami-core (leaving it out is hami-core)", wellknown.AnnotationGPUModeHAMi, v)
 	}
 	return ModeAny, nil
 }
@@ -59,7 +59,7 @@ func ModeOf(a map[string]string, cs []ContainerRequest) (GPUMode, error) {
 			continue
 		}
 		if m == ModeShared {
-			return m, fmt.Errorf("container %q asks MIG profile %s, but the pod's annotations ask slices of GPUs not in MIG mode; drop %s (or %s), or set it to mig", c.Name, c.MIGProfile, protocol.AnnotationGPUMode, protocol.AnnotationGPUModeHAMi)
+			return m, fmt.Errorf("container %q asks MIG profile %s, but the pod's annotations ask slices of GPUs not in MIG mode; drop %s (or %s), or set it to mig", c.Name, c.MIGProfile, wellknown.AnnotationGPUMode, wellknown.AnnotationGPUModeHAMi)
 		}
 		return ModeMIG, nil
 	}
@@ -75,7 +75,7 @@ func CheckMode(mode GPUMode, cs []ContainerRequest) error {
 	}
 	for _, c := range cs {
 		if c.GPUs > 1 {
-			return fmt.Errorf("container %q asks %d GPUs under %s=mig; a process sees one MIG device, so ask 1 per container (or split the work across containers)", c.Name, c.GPUs, protocol.AnnotationGPUMode)
+			return fmt.Errorf("container %q asks %d GPUs under %s=mig; a process sees one MIG device, so ask 1 per container (or split the work across containers)", c.Name, c.GPUs, wellknown.AnnotationGPUMode)
 		}
 	}
 	return nil

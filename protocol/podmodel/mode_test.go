@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestGPUModeOf(t *testing.T) {
@@ -14,15 +14,15 @@ func TestGPUModeOf(t *testing.T) {
 		err  string
 	}{
 		{nil, ModeAny, ""},
-		{map[string]string{protocol.AnnotationGPUMode: " MIG "}, ModeMIG, ""},
-		{map[string]string{protocol.AnnotationGPUMode: "shared"}, ModeShared, ""},
-		{map[string]string{protocol.AnnotationGPUModeHAMi: "mig"}, ModeMIG, ""},
-		{map[string]string{protocol.AnnotationGPUModeHAMi: "hami-core"}, ModeShared, ""},
+		{map[string]string{wellknown.AnnotationGPUMode: " MIG "}, ModeMIG, ""},
+		{map[string]string{wellknown.AnnotationGPUMode: "shared"}, ModeShared, ""},
+		{map[string]string{wellknown.AnnotationGPUModeHAMi: "mig"}, ModeMIG, ""},
+		{map[string]string{wellknown.AnnotationGPUModeHAMi: "hami-core"}, ModeShared, ""},
 		// vgpud's wins, as for the policies.
-		{map[string]string{protocol.AnnotationGPUMode: "shared", protocol.AnnotationGPUModeHAMi: "mig"}, ModeShared, ""},
-		{map[string]string{protocol.AnnotationGPUModeHAMi: "mps"}, ModeAny, "no MPS mode"},
-		{map[string]string{protocol.AnnotationGPUMode: "hami-core"}, ModeAny, "want mig or shared"},
-		{map[string]string{protocol.AnnotationGPUModeHAMi: "x"}, ModeAny, "want mig or hami-core"},
+		{map[string]string{wellknown.AnnotationGPUMode: "shared", wellknown.AnnotationGPUModeHAMi: "mig"}, ModeShared, ""},
+		{map[string]string{wellknown.AnnotationGPUModeHAMi: "mps"}, ModeAny, "no MPS mode"},
+		{map[string]string{wellknown.AnnotationGPUMode: "hami-core"}, ModeAny, "want mig or shared"},
+		{map[string]string{wellknown.AnnotationGPUModeHAMi: "x"}, ModeAny, "want mig or hami-core"},
 	} {
 		got, err := GPUModeOf(tc.a)
 		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The names a GPU policy chain is made of (HAMi's, for
@@ -133,7 +133,7 @@ func GPUPolicyOf(a map[string]string, def string) (GPUPolicy, error) {
 	if err != nil {
 		return GPUPolicy{}, fmt.Errorf("the cluster's default GPU policy %q: %w", def, err)
 	}
-	for _, k := range []string{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi} {
+	for _, k := range []string{wellknown.AnnotationGPUPolicy, wellknown.AnnotationGPUPolicyHAMi} {
 		v, ok := a[k]
 		if !ok {
 			continue
@@ -152,7 +152,7 @@ func GPUPolicyOf(a map[string]string, def string) (GPUPolicy, error) {
 // pod's author, who may have meant HAMi's.
 func Shadowed(a map[string]string) []string {
 	var out []string
-	for _, pair := range [][2]string{{protocol.AnnotationGPUPolicy, protocol.AnnotationGPUPolicyHAMi}, {protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi}} {
+	for _, pair := range [][2]string{{wellknown.AnnotationGPUPolicy, wellknown.AnnotationGPUPolicyHAMi}, {wellknown.AnnotationNodePolicy, wellknown.AnnotationNodePolicyHAMi}} {
 		ours, ok1 := a[pair[0]]
 		hami, ok2 := a[pair[1]]
 		if ok1 && ok2 && !strings.EqualFold(strings.TrimSpace(ours), strings.TrimSpace(hami)) {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestParseGPUPolicy(t *testing.T) {
@@ -57,15 +57,15 @@ func TestGPUPolicyReadsAChain(t *testing.T) {
 	}{
 		{def: "binpack", want: GPUPolicy{Load: Binpack}},
 		{def: "spread,numa", want: GPUPolicy{Load: Spread, NUMA: NUMATiebreak}},
-		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread"}, def: "binpack,numa", want: GPUPolicy{Load: Spread}},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "binpack", protocol.AnnotationGPUPolicyHAMi: " Binpack "}, def: "spread", want: GPUPolicy{Load: Binpack}},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "numa", protocol.AnnotationGPUPolicyHAMi: "spread,numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
-		{a: map[string]string{protocol.AnnotationGPUPolicy: "spread", protocol.AnnotationGPUPolicyHAMi: "topology-aware,what"}, def: "binpack", want: GPUPolicy{Load: Spread}}, // HAMi's not read
-		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "spread" + strings.Repeat(" ", 300) + ",mutex"}, def: "binpack", err: "longer than 256 bytes"},
-		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}, def: "spread", want: GPUPolicy{Load: Binpack, Topology: true}},
-		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,nvlink"}, def: "spread", err: `annotation hami.io/gpu-scheduler-policy="binpack,nvlink": unknown policy "nvlink"`},
-		{a: map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex"}, def: "binpack,numa", want: GPUPolicy{Load: Binpack, Mutex: true}},
+		{a: map[string]string{wellknown.AnnotationGPUPolicyHAMi: "numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
+		{a: map[string]string{wellknown.AnnotationGPUPolicy: "spread"}, def: "binpack,numa", want: GPUPolicy{Load: Spread}},
+		{a: map[string]string{wellknown.AnnotationGPUPolicy: "binpack", wellknown.AnnotationGPUPolicyHAMi: " Binpack "}, def: "spread", want: GPUPolicy{Load: Binpack}},
+		{a: map[string]string{wellknown.AnnotationGPUPolicy: "numa", wellknown.AnnotationGPUPolicyHAMi: "spread,numa"}, def: "binpack", want: GPUPolicy{Load: Binpack, NUMA: NUMAFirst}},
+		{a: map[string]string{wellknown.AnnotationGPUPolicy: "spread", wellknown.AnnotationGPUPolicyHAMi: "topology-aware,what"}, def: "binpack", want: GPUPolicy{Load: Spread}}, // HAMi's not read
+		{a: map[string]string{wellknown.AnnotationGPUPolicyHAMi: "spread" + strings.Repeat(" ", 300) + ",mutex"}, def: "binpack", err: "longer than 256 bytes"},
+		{a: map[string]string{wellknown.AnnotationGPUPolicyHAMi: "binpack,topology-aware"}, def: "spread", want: GPUPolicy{Load: Binpack, Topology: true}},
+		{a: map[string]string{wellknown.AnnotationGPUPolicyHAMi: "binpack,nvlink"}, def: "spread", err: `annotation hami.io/gpu-scheduler-policy="binpack,nvlink": unknown policy "nvlink"`},
+		{a: map[string]string{wellknown.AnnotationGPUPolicyHAMi: "mutex"}, def: "binpack,numa", want: GPUPolicy{Load: Binpack, Mutex: true}},
 		{def: "packed", err: `the cluster's default GPU policy "packed"`},
 	} {
 		got, err := GPUPolicyOf(tc.a, tc.def)
@@ -83,8 +83,8 @@ func TestGPUPolicyReadsAChain(t *testing.T) {
 
 func TestShadowedPoliciesAreNamed(t *testing.T) {
 	a := map[string]string{
-		protocol.AnnotationGPUPolicy: "binpack", protocol.AnnotationGPUPolicyHAMi: "mutex",
-		protocol.AnnotationNodePolicy: "spread", protocol.AnnotationNodePolicyHAMi: " Spread ",
+		wellknown.AnnotationGPUPolicy: "binpack", wellknown.AnnotationGPUPolicyHAMi: "mutex",
+		wellknown.AnnotationNodePolicy: "spread", wellknown.AnnotationNodePolicyHAMi: " Spread ",
 	}
 	got := Shadowed(a)
 	if len(got) != 1 || !strings.Contains(got[0], `annotation hami.io/gpu-scheduler-policy="mutex" is ignored: vgpud.io/gpu-policy="binpack" wins`) {

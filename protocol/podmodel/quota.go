@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Quota is a namespace's ResourceQuota hard limits for GPU memory (MiB) and
@@ -40,7 +40,7 @@ func (l Limit) held() string {
 // containers summed), memory and cores per GPU times the GPU count, since
 // native quota sees one gpumem value however many GPUs share it; a GPU
 // held whole counts at least wholeGPU MiB (Requested).
-func PodUsage(pod *corev1.Pod, names protocol.ResourceNames, wholeGPU int64) (Usage, error) {
+func PodUsage(pod *corev1.Pod, names wellknown.ResourceNames, wholeGPU int64) (Usage, error) {
 	cs, err := Requests(pod, names)
 	if err != nil {
 		return Usage{}, err
@@ -56,7 +56,7 @@ func PodUsage(pod *corev1.Pod, names protocol.ResourceNames, wholeGPU int64) (Us
 
 // Check returns a message naming the exceeded limit and what to change, or
 // "" when ask fits.
-func CheckQuota(namespace string, q Quota, ask Usage, names protocol.ResourceNames) string {
+func CheckQuota(namespace string, q Quota, ask Usage, names wellknown.ResourceNames) string {
 	if q.Memory.Set && ask.MemMiB > 0 && q.Memory.Used+ask.MemMiB > q.Memory.Hard {
 		whole := ""
 		switch {

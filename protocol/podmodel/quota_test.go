@@ -7,13 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // gpuContainer asks for gpus × (mem MiB, cores %); sidecar marks an init
 // container that keeps running (restartPolicy Always).
 func gpuContainer(gpus, mem, cores int64, sidecar bool) corev1.Container {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	l := corev1.ResourceList{corev1.ResourceName(names.GPU): *resource.NewQuantity(gpus, resource.DecimalSI)}
 	if mem > 0 {
 		l[corev1.ResourceName(names.GPUMem)] = *resource.NewQuantity(mem, resource.DecimalSI)
@@ -49,13 +49,13 @@ func TestPodUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tt.init, Containers: tt.apps}}
-		got, err := PodUsage(pod, protocol.DefaultResourceNames(), 0)
+		got, err := PodUsage(pod, wellknown.DefaultResourceNames(), 0)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: PodUsage = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
 	}
 	bad := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{gpuContainer(1, 0, 200, false)}}}
-	if _, err := PodUsage(bad, protocol.DefaultResourceNames(), 0); err == nil {
+	if _, err := PodUsage(bad, wellknown.DefaultResourceNames(), 0); err == nil {
 		t.Error("cores 200: want an error")
 	}
 }
@@ -64,7 +64,7 @@ func TestPodUsage(t *testing.T) {
 // chosen it counts at least the smallest GPU's memory for each, however
 // little it names; a shared one counts what it names.
 func TestPodUsageChargesAWholeGPU(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{gpuContainer(2, 1, 100, false), gpuContainer(1, 1000, 50, false)}}}
 	got, err := PodUsage(pod, names, 16384)
 	if want := (Usage{MemMiB: 2*16384 + 1000, Cores: 250, Slots: 3, Exclusive: true}); err != nil || got != want {
@@ -77,7 +77,7 @@ func TestPodUsageChargesAWholeGPU(t *testing.T) {
 }
 
 func TestCheckQuota(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	ask := Usage{MemMiB: 4000, Cores: 50}
 	tests := []struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // ContainerRequest is what one container asks of vgpud, read from its
@@ -37,7 +38,7 @@ func (c ContainerRequest) Wants() bool {
 // Requests reads every container of pod in the order kubelet admits them:
 // init containers first, then app containers. An error names the container,
 // the resource and the value.
-func Requests(pod *corev1.Pod, names protocol.ResourceNames) ([]ContainerRequest, error) {
+func Requests(pod *corev1.Pod, names wellknown.ResourceNames) ([]ContainerRequest, error) {
 	out := make([]ContainerRequest, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for c, k := range Containers(&pod.Spec) {
 		r, err := ContainerRequestOf(c, names)
@@ -54,7 +55,7 @@ func Requests(pod *corev1.Pod, names protocol.ResourceNames) ([]ContainerRequest
 // requests, present even as 0, the per-profile MIG resources last;
 // priority alone asks for no GPU and is not among them. It looks only at
 // which names are present, so it never fails.
-func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
+func VGPUNames(c *corev1.Container, names wellknown.ResourceNames) []string {
 	var out []string
 	for _, n := range vgpuResources(names) {
 		if namesResource(c, n) {
@@ -67,7 +68,7 @@ func VGPUNames(c *corev1.Container, names protocol.ResourceNames) []string {
 // Wants reports whether any container of pod names a vGPU resource
 // (VGPUNames). It allocates nothing: the leader's informer asks it of
 // every pod event.
-func Wants(pod *corev1.Pod, names protocol.ResourceNames) bool {
+func Wants(pod *corev1.Pod, names wellknown.ResourceNames) bool {
 	for c := range Containers(&pod.Spec) {
 		for _, n := range vgpuResources(names) {
 			if namesResource(c, n) {
@@ -83,7 +84,7 @@ func Wants(pod *corev1.Pod, names protocol.ResourceNames) bool {
 
 // vgpuResources are the resources that ask for a vGPU; priority alone
 // does not.
-func vgpuResources(names protocol.ResourceNames) [4]string {
+func vgpuResources(names wellknown.ResourceNames) [4]string {
 	return [...]string{names.GPU, names.GPUMem, names.GPUMemPercentage, names.GPUCores}
 }
 
@@ -97,7 +98,7 @@ func namesResource(c *corev1.Container, resource string) bool {
 // NeedsDevices reports whether kubelet will ask the device plugin for
 // devices for some container of pod: one asks a non-zero count of the GPU
 // resource, however its other vGPU resources read.
-func NeedsDevices(pod *corev1.Pod, names protocol.ResourceNames) bool {
+func NeedsDevices(pod *corev1.Pod, names wellknown.ResourceNames) bool {
 	res := corev1.ResourceName(names.GPU)
 	for c := range Containers(&pod.Spec) {
 		if l, ok := c.Resources.Limits[res]; ok && !l.IsZero() {
@@ -111,7 +112,7 @@ func NeedsDevices(pod *corev1.Pod, names protocol.ResourceNames) bool {
 }
 
 // ContainerRequestOf reads one container and checks each value's range.
-func ContainerRequestOf(c *corev1.Container, names protocol.ResourceNames) (ContainerRequest, error) {
+func ContainerRequestOf(c *corev1.Container, names wellknown.ResourceNames) (ContainerRequest, error) {
 	r := ContainerRequest{Name: c.Name}
 	var err error
 	var ok bool
@@ -148,7 +149,7 @@ func ContainerRequestOf(c *corev1.Container, names protocol.ResourceNames) (Cont
 		if r.HasGPUs || r.MemoryMiB > 0 || r.MemoryPercent > 0 || r.Cores > 0 {
 			asked := VGPUNames(c, names) // the profile's resource last
 			return r, fmt.Errorf("container %q asks %s and also %s; ask one way: the profile's resource alone, or %s with %s or %s under %s: mig",
-				c.Name, names.MIGResource(r.MIGProfile), strings.Join(asked[:len(asked)-1], ", "), names.GPU, names.GPUMem, names.GPUCores, protocol.AnnotationGPUMode)
+				c.Name, names.MIGResource(r.MIGProfile), strings.Join(asked[:len(asked)-1], ", "), names.GPU, names.GPUMem, names.GPUCores, wellknown.AnnotationGPUMode)
 		}
 		r.GPUs = 1
 		return r, nil

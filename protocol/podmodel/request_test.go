@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func ctr(name string, limits map[string]string) corev1.Container {
@@ -20,7 +20,7 @@ func ctr(name string, limits map[string]string) corev1.Container {
 }
 
 func TestPodRequestsOrderAndValues(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{ctr("init", map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})},
 		Containers: []corev1.Container{
@@ -61,7 +61,7 @@ func TestPodRequestsOrderAndValues(t *testing.T) {
 }
 
 func TestContainerRequestRejects(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	for _, tc := range []struct {
 		limits map[string]string
 		want   string
@@ -86,7 +86,7 @@ func TestContainerRequestRejects(t *testing.T) {
 }
 
 func TestVGPUNamesIgnoresPriorityAlone(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	c := corev1.Container{Resources: corev1.ResourceRequirements{
 		Limits:   corev1.ResourceList{corev1.ResourceName(names.Priority): resource.MustParse("1")},
 		Requests: corev1.ResourceList{corev1.ResourceName(names.GPUCores): resource.MustParse("10")},
@@ -103,7 +103,7 @@ func TestVGPUNamesIgnoresPriorityAlone(t *testing.T) {
 // kubelet asks the device plugin only for a non-zero GPU count, whatever
 // else the container names.
 func TestNeedsDevices(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	for _, tc := range []struct {
 		name string
 		c    corev1.Container
@@ -146,7 +146,7 @@ func TestContainersInKubeletOrder(t *testing.T) {
 // The leader's informer asks Wants of every pod event: it allocates
 // nothing, for a GPU pod or a CPU pod.
 func TestWantsDoesNotAllocate(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	gpu := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"nvidia.com/gpumem": "1000"})}}}
 	cpu := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{ctr("a", map[string]string{"cpu": "1"})}}}
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = Wants(gpu, names), Wants(cpu, names) }); allocs != 0 {

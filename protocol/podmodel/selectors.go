@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Bounds on a pod's GPU selector annotations. Each entry is matched
@@ -23,7 +23,7 @@ type Selectors struct {
 
 // SelectorKeys are the annotations Selectors reads, in its field order.
 func SelectorKeys() [4]string {
-	return [4]string{protocol.AnnotationUseGPUType, protocol.AnnotationNoUseGPUType, protocol.AnnotationUseGPUUUID, protocol.AnnotationNoUseGPUUUID}
+	return [4]string{wellknown.AnnotationUseGPUType, wellknown.AnnotationNoUseGPUType, wellknown.AnnotationUseGPUUUID, wellknown.AnnotationNoUseGPUUUID}
 }
 
 // SelectorsOf reads the selector annotations of a, refusing one over

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestSelectorsOf(t *testing.T) {
-	s, err := SelectorsOf(map[string]string{protocol.AnnotationUseGPUType: " A100, H100 ,", protocol.AnnotationNoUseGPUUUID: "GPU-1"})
+	s, err := SelectorsOf(map[string]string{wellknown.AnnotationUseGPUType: " A100, H100 ,", wellknown.AnnotationNoUseGPUUUID: "GPU-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestSelectorsOf(t *testing.T) {
 	for i := range entries {
 		entries[i] = fmt.Sprintf("T%d", i)
 	}
-	if _, err := SelectorsOf(map[string]string{protocol.AnnotationUseGPUType: strings.Join(entries, ",")}); err != nil {
+	if _, err := SelectorsOf(map[string]string{wellknown.AnnotationUseGPUType: strings.Join(entries, ",")}); err != nil {
 		t.Fatalf("%d entries refused: %v", MaxSelectorEntries, err)
 	}
 	for _, k := range SelectorKeys() {

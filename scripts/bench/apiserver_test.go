@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	corev1 "k8s.io/api/core/v1"
@@ -305,10 +306,10 @@ func (e env) createNode(ctx context.Context, i int) error {
 		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%05d-%d", i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true})
 	}
 	raw, _ := protocol.EncodeInventory(inv)
-	n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{"kubernetes.io/hostname": nodeName(i)}, Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing,
+	n, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{"kubernetes.io/hostname": nodeName(i)}, Annotations: map[string]string{wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing,
 		// Nodes whose runtime names pods to vgpud's NRI hook: binds wait
 		// for no previous pod there, and no allocation is recorded.
-		protocol.AnnotationIdentity: protocol.IdentityRuntime}}}, metav1.CreateOptions{})
+		wellknown.AnnotationIdentity: wellknown.IdentityRuntime}}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -334,7 +335,7 @@ func (e env) createPlaced(ctx context.Context, k int) error {
 	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: nodeName(n), Containers: []protocol.ContainerAssignment{{Name: "c",
 		GPUs: []protocol.GPUSlice{{UUID: fmt.Sprintf("GPU-%05d-%d", n, (k/nodes)%8), MemoryMiB: 4000, Cores: 10}}}}})
 	_, err := e.kube.CoreV1().Pods("fill").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", k), Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseAllocated)}},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", k), Annotations: map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(protocol.PhaseAllocated)}},
 		Spec:       corev1.PodSpec{NodeName: nodeName(n), SchedulerName: "vgpud-scheduler", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}, metav1.CreateOptions{})
 	return err
@@ -517,7 +518,7 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill int) {
 // markAllocated is the node role's answer to a bind, so the next bind to
 // that node need not wait.
 func (e env) markAllocated(ctx context.Context, t *testing.T, ns, name string) {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, protocol.AnnotationPhase, protocol.PhaseAllocated)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, wellknown.AnnotationPhase, protocol.PhaseAllocated)
 	if _, err := e.kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +702,7 @@ func nodeOnlyRSS(ctx context.Context, t *testing.T, e env) (rss, anon float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(n.Annotations, protocol.AnnotationGPUs)
+	delete(n.Annotations, wellknown.AnnotationGPUs)
 	if _, err := e.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +715,7 @@ func nodeOnlyRSS(ctx context.Context, t *testing.T, e env) (rss, anon float64) {
 		if err != nil {
 			return err
 		}
-		if n.Annotations[protocol.AnnotationGPUs] == "" {
+		if n.Annotations[wellknown.AnnotationGPUs] == "" {
 			return fmt.Errorf("no inventory yet")
 		}
 		return nil

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -442,7 +443,7 @@ func (e env) checkNotOversubscribed(t *testing.T, ctx context.Context) {
 	}
 	gpus := map[string]gpu{}
 	for _, n := range nodes.Items {
-		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 		if err != nil {
 			continue // the null extender's nodes are the same; none without
 		}

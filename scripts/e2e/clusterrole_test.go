@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	corev1 "k8s.io/api/core/v1"
@@ -400,8 +401,8 @@ func TestExtenderFilterFromAPIState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
-	if err != nil || got.Spec.NodeName != "gpu-node" || a.Containers[0].GPUs[0].UUID != "GPU-e2e-0" || a.Containers[0].GPUs[0].MemoryMiB != 9000 || got.Annotations[protocol.AnnotationPhase] != "bound" {
+	a, err := protocol.DecodeAssignment(got.Annotations[wellknown.AnnotationAssignment])
+	if err != nil || got.Spec.NodeName != "gpu-node" || a.Containers[0].GPUs[0].UUID != "GPU-e2e-0" || a.Containers[0].GPUs[0].MemoryMiB != 9000 || got.Annotations[wellknown.AnnotationPhase] != "bound" {
 		t.Fatalf("after bind: nodeName %q, annotations %v (%v)", got.Spec.NodeName, got.Annotations, err)
 	}
 	// The GPU now has 1000 MiB left: the next 9000 MiB pod fits nowhere.

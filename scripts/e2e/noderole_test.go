@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +82,7 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if inv, err = protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs]); err != nil {
+		if inv, err = protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs]); err != nil {
 			return err
 		}
 		if len(inv.GPUs) != 8 || inv.GPUs[0].Split != 10 || inv.GPUs[0].MemoryMiB != 40960 || inv.GPUs[7].NUMA != 1 {
@@ -98,7 +99,7 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 	}
 	harness.EnsureNamespace(t, e.kube, "node-e2e", nil)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "node-e2e", Name: "trainer", Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "node-e2e", Name: "trainer", Annotations: map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(protocol.PhaseBound)}},
 		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
 	}
 	if _, err := e.kube.CoreV1().Pods("node-e2e").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -118,7 +119,7 @@ func TestNodeRoleAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := p.Annotations[protocol.AnnotationPhase]; got != string(protocol.PhaseAllocated) {
+		if got := p.Annotations[wellknown.AnnotationPhase]; got != string(protocol.PhaseAllocated) {
 			return fmt.Errorf("phase %q", got)
 		}
 		return nil
@@ -179,7 +180,7 @@ func gpuHealth(e env, node string, index int, healthy bool) error {
 	if err != nil {
 		return err
 	}
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil {
 		return err
 	}

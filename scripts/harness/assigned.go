@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // GPUUse is what pods' assignments hold of one GPU.
@@ -33,7 +34,7 @@ func AssignedUse(pods []corev1.Pod) (map[string]*GPUUse, []Assigned, []error) {
 	var errs []error
 	for i := range pods {
 		p := &pods[i]
-		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		raw, ok := p.Annotations[wellknown.AnnotationAssignment]
 		if !ok || podmodel.Terminated(p) {
 			continue
 		}

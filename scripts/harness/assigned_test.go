@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestAssignedUseSumsLivePodsPerGPU(t *testing.T) {
@@ -17,7 +18,7 @@ func TestAssignedUseSumsLivePodsPerGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := func(name string, phase corev1.PodPhase, assignment string) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{protocol.AnnotationAssignment: assignment}},
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{wellknown.AnnotationAssignment: assignment}},
 			Status: corev1.PodStatus{Phase: phase}}
 	}
 	pods := []corev1.Pod{

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
 )
 
 // hamiRaw starts the raw form of a booking read from HAMi's record.
@@ -46,7 +47,7 @@ func BookableHAMi(podNode, hamiNode, raw string, gpus []protocol.GPU, mig map[st
 	if hamiNode != "" && podNode != hamiNode {
 		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: it names node %.253s but the pod is bound to %s", hamiNode, podNode)
 	}
-	a, err := protocol.DecodeHAMiAllocation(raw, podNode)
+	a, err := hamirecord.DecodeHAMiAllocation(raw, podNode)
 	if err != nil {
 		return protocol.Assignment{}, fmt.Errorf("HAMi's record not booked: %w", err)
 	}

@@ -9,15 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // hamiPod is a running pod HAMi's scheduler placed, with its record.
 func hamiPod(name, node, hamiNode, record string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Annotations: map[string]string{
-			protocol.AnnotationHAMiAllocated: record, protocol.AnnotationHAMiNode: hamiNode}},
+			hamirecord.AnnotationHAMiAllocated: record, hamirecord.AnnotationHAMiNode: hamiNode}},
 		Spec:   corev1.PodSpec{SchedulerName: "hami-scheduler", NodeName: node, Containers: []corev1.Container{{Name: "main"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
@@ -27,7 +28,7 @@ func hamiPod(name, node, hamiNode, record string) *corev1.Pod {
 // counts in its namespace; it never holds the node's in-flight slot, and
 // goes when the pod ends.
 func TestHAMiRecordsAreBooked(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	p := hamiPod("old", "n1", "n1", "GPU-n1-0,NVIDIA,40000,100:;GPU-n1-1,NVIDIA,3000,30:;")
 	pending := p.DeepCopy()
@@ -64,7 +65,7 @@ func TestHAMiRecordsAreBooked(t *testing.T) {
 // on a GPU the node lacks is left out, one larger than its GPU holds all
 // of it. vgpud's own assignment, where a pod has both, is what counts.
 func TestHAMiRecordsBookWhatTheyCan(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, tc := range []struct {
 		pod  *corev1.Pod
@@ -89,8 +90,8 @@ func TestHAMiRecordsBookWhatTheyCan(t *testing.T) {
 		t.Fatalf("a slice larger than its GPU: %+v", n.GPUs[1].Used)
 	}
 	both := assigned("both", "n1", 0, 1000)
-	both.Annotations[protocol.AnnotationHAMiAllocated] = "GPU-n1-0,NVIDIA,30000,10:;"
-	both.Annotations[protocol.AnnotationHAMiNode] = "n1"
+	both.Annotations[hamirecord.AnnotationHAMiAllocated] = "GPU-n1-0,NVIDIA,30000,10:;"
+	both.Annotations[hamirecord.AnnotationHAMiNode] = "n1"
 	if err := c.SetPod(record(both)); err != nil {
 		t.Fatal(err)
 	}

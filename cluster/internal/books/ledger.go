@@ -19,11 +19,12 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Ledger maps node names to their GPUs and committed usage.
 type Ledger struct {
-	names     protocol.ResourceNames
+	names     wellknown.ResourceNames
 	scheduler string             // only pods of this scheduler are booked from the API
 	clock     clock.PassiveClock // times a deleted pod's in-flight hold
 	// deletedInFlight is how long a pod deleted while in flight still
@@ -125,7 +126,7 @@ type podState struct {
 
 // New returns an empty ledger for the given resource names; it books pods
 // of scheduler only, and clk times its holds.
-func New(names protocol.ResourceNames, scheduler string, clk clock.PassiveClock) *Ledger {
+func New(names wellknown.ResourceNames, scheduler string, clk clock.PassiveClock) *Ledger {
 	return &Ledger{names: names, scheduler: scheduler, clock: clk, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}, charging: map[string]bool{}}
 }
 

@@ -25,10 +25,11 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // record is what the leader's informer stores for p (Transform).
-func record(p *corev1.Pod) *slimpod.Pod { return slimpod.Of(p, protocol.DefaultResourceNames()) }
+func record(p *corev1.Pod) *slimpod.Pod { return slimpod.Of(p, wellknown.DefaultResourceNames()) }
 
 // gpuNode's GPUs have 40 slots of 1000 MiB, so a 1000 MiB slice is
 // charged what it names (podmodel.SlotShare).
@@ -42,7 +43,7 @@ func gpuNode(name string, gpus int, allocatable string) *corev1.Node {
 		panic(err)
 	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing}},
 		Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(allocatable)}},
 	}
 }
@@ -64,12 +65,12 @@ func assigned(name, node string, initMem int64, appMem ...int64) *corev1.Pod {
 	if err != nil {
 		panic(err)
 	}
-	p.Annotations = map[string]string{protocol.AnnotationAssignment: raw}
+	p.Annotations = map[string]string{wellknown.AnnotationAssignment: raw}
 	return p
 }
 
 func TestUsageFromAnnotations(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	for _, p := range []*corev1.Pod{assigned("a", "n1", 0, 1000, 2000), assigned("b", "n1", 30000, 5000)} {
 		if err := c.SetPod(record(p)); err != nil {
@@ -103,7 +104,7 @@ func TestUsageFromAnnotations(t *testing.T) {
 // the pod's life, on top of the app containers; a plain init container of
 // the same size would count only at its peak.
 func TestSidecarIsBookedForLife(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("s", "n1", 4000, 5000)
 	always := corev1.ContainerRestartPolicyAlways
@@ -121,7 +122,7 @@ func TestSidecarIsBookedForLife(t *testing.T) {
 // assignment on another scheduler's pod, or one naming a node the pod is
 // not bound to, books nothing and says why.
 func TestForgedAssignmentsAreNotBooked(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	other := assigned("squat", "n1", 0, 40000)
 	other.Spec.SchedulerName = "nobody"
@@ -138,7 +139,7 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 		t.Errorf("slice larger than the GPU: %v", err)
 	}
 	stranger := assigned("stranger", "n1", 0, 1000)
-	stranger.Annotations[protocol.AnnotationAssignment] = strings.ReplaceAll(stranger.Annotations[protocol.AnnotationAssignment], "GPU-n1-0", "GPU-n9-0")
+	stranger.Annotations[wellknown.AnnotationAssignment] = strings.ReplaceAll(stranger.Annotations[wellknown.AnnotationAssignment], "GPU-n1-0", "GPU-n9-0")
 	if err := c.SetPod(record(stranger)); err == nil || !strings.Contains(err.Error(), `assignment not booked on node n1: container "c0" names GPU GPU-n9-0, which the node does not have`) {
 		t.Errorf("GPU of another node: %v", err)
 	}
@@ -155,13 +156,13 @@ func TestForgedAssignmentsAreNotBooked(t *testing.T) {
 }
 
 func TestNodeUsability(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("down", 1, "0"))
 	bad := gpuNode("bad", 1, "10")
-	bad.Annotations[protocol.AnnotationGPUs] = "0,GPU-1,10,40960,100,A100,true:"
+	bad.Annotations[wellknown.AnnotationGPUs] = "0,GPU-1,10,40960,100,A100,true:"
 	c.SetNode(bad)
 	draining := gpuNode("draining", 1, "10")
-	draining.Annotations[protocol.AnnotationPlugin] = protocol.PluginDraining
+	draining.Annotations[wellknown.AnnotationPlugin] = wellknown.PluginDraining
 	c.SetNode(draining)
 	for name, kind := range map[string]string{"down": "device plugin not registered", "bad": "bad vgpud inventory", "absent": "no vgpud inventory", "draining": "device plugin not serving"} {
 		if _, r := c.Node(name); r == nil || r.Kind != kind {
@@ -169,7 +170,7 @@ func TestNodeUsability(t *testing.T) {
 		}
 	}
 	p := assigned("x", "n1", 0, 1000)
-	p.Annotations[protocol.AnnotationAssignment] = "{broken"
+	p.Annotations[wellknown.AnnotationAssignment] = "{broken"
 	if err := c.SetPod(record(p)); err == nil {
 		t.Error("an unreadable assignment must be reported")
 	}
@@ -180,7 +181,7 @@ func TestNodeUsability(t *testing.T) {
 func TestRebuildEqualsPrevious(t *testing.T) {
 	nodes := []*corev1.Node{gpuNode("n1", 2, "20"), gpuNode("n2", 2, "20")}
 	pods := []*corev1.Pod{assigned("a", "n1", 0, 1000), assigned("b", "n2", 8000, 3000, 4000), assigned("c", "n1", 0, 500)}
-	first := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	first := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	for _, p := range pods { // pods before their nodes, as informers may deliver
 		_ = first.SetPod(record(p))
 	}
@@ -195,8 +196,8 @@ func TestRebuildEqualsPrevious(t *testing.T) {
 	for _, p := range pods {
 		_, _ = kube.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	}
-	rebuilt := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(Transform(protocol.DefaultResourceNames())))
+	rebuilt := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(Transform(wellknown.DefaultResourceNames())))
 	synced, err := rebuilt.Watch(factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -220,37 +221,37 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	p.Labels = map[string]string{"app": "train"}
 	p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = strings.Repeat("x", 4096)
-	p.Annotations[protocol.AnnotationUseGPUType] = "A100"
-	p.Annotations[protocol.AnnotationNodePolicyHAMi] = "spread"
+	p.Annotations[wellknown.AnnotationUseGPUType] = "A100"
+	p.Annotations[wellknown.AnnotationNodePolicyHAMi] = "spread"
 	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: "x"}}
 	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
 	p.Spec.NodeName = "n1"
-	out, err := Transform(protocol.DefaultResourceNames())(p)
+	out, err := Transform(wellknown.DefaultResourceNames())(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := out.(*slimpod.Pod)
-	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[protocol.AnnotationPhase] {
+	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[wellknown.AnnotationPhase] {
 		t.Errorf("not trimmed: %+v", r)
 	}
 	want := []podmodel.ContainerRequest{{Name: "init", Kind: podmodel.KindInit}, {Name: "c0", GPUs: 1, HasGPUs: true}}
-	if r.Assignment != p.Annotations[protocol.AnnotationAssignment] || r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Annotations[protocol.AnnotationNodePolicyHAMi] != "spread" ||
+	if r.Assignment != p.Annotations[wellknown.AnnotationAssignment] || r.Annotations[wellknown.AnnotationUseGPUType] != "A100" || r.Annotations[wellknown.AnnotationNodePolicyHAMi] != "spread" ||
 		r.Phase != corev1.PodRunning || r.NodeName != "n1" || r.SchedulerName != "vgpud-scheduler" || r.UID != p.UID || !r.Wants || r.Invalid != nil || !reflect.DeepEqual(r.Containers, want) {
 		t.Errorf("trimmed too much: %+v", r)
 	}
 	// A record passes through again unchanged (informers may transform
 	// twice), and nodes keep only what SetNode reads.
-	if again, _ := Transform(protocol.DefaultResourceNames())(r); again != r {
+	if again, _ := Transform(wellknown.DefaultResourceNames())(r); again != r {
 		t.Errorf("a record was transformed again")
 	}
 	n := gpuNode("n1", 1, "10")
 	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady}}
-	out, _ = Transform(protocol.DefaultResourceNames())(n)
+	out, _ = Transform(wellknown.DefaultResourceNames())(n)
 	tn := out.(*corev1.Node)
-	if tn.ManagedFields != nil || tn.Status.Conditions != nil || tn.Annotations[protocol.AnnotationGPUs] == "" || !tn.Status.Allocatable["nvidia.com/gpu"].Equal(resource.MustParse("10")) {
+	if tn.ManagedFields != nil || tn.Status.Conditions != nil || tn.Annotations[wellknown.AnnotationGPUs] == "" || !tn.Status.Allocatable["nvidia.com/gpu"].Equal(resource.MustParse("10")) {
 		t.Errorf("node trimmed wrong: %+v", tn)
 	}
 }
@@ -258,10 +259,10 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 // A booking without a node does not hold the node's one in-flight slot;
 // once the pod has a node, an older event without it does not undo that.
 func TestUnboundBookingsAreNotInFlight(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	ghost := assigned("ghost", "n1", 0, 1000)
-	ghost.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	ghost.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	ghost.Status.Phase = corev1.PodPending
 	if err := c.SetPod(record(ghost)); err != nil {
 		t.Fatal(err)
@@ -280,7 +281,7 @@ func TestUnboundBookingsAreNotInFlight(t *testing.T) {
 // an app container asking none) is no Allocate kubelet will make: it must
 // not hold the node's in-flight slot, alive or deleted.
 func TestBookingWithoutGPUsIsNotInFlight(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clocktesting.NewFakePassiveClock(time.Now()))
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clocktesting.NewFakePassiveClock(time.Now()))
 	c.KeepDeletedInFlight(time.Minute)
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := &corev1.Pod{
@@ -293,8 +294,8 @@ func TestBookingWithoutGPUsIsNotInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Annotations[protocol.AnnotationAssignment] = raw
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Annotations[wellknown.AnnotationAssignment] = raw
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
 	}
@@ -312,12 +313,12 @@ func TestBookingWithoutGPUsIsNotInFlight(t *testing.T) {
 // would be served its Allocate.
 func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clk)
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clk)
 	c.KeepDeletedInFlight(20 * time.Second)
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("first", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	p.Status.Phase = corev1.PodPending
 	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 	// A pod that terminated (kubelet is done with it) holds nothing.
 	q := assigned("second", "n1", 0, 1000)
 	q.Spec.NodeName = "n1"
-	q.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	q.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	q.Status.Phase = corev1.PodPending
 	_ = c.SetPod(record(q))
 	q.Status.Phase = corev1.PodFailed
@@ -351,11 +352,11 @@ func TestDeletedInFlightPodHoldsTheSlot(t *testing.T) {
 // said the pod was allocated, the pod must not go back to in flight (the
 // node would be blocked for good).
 func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := assigned("fast", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 	p.Status.Phase = corev1.PodPending
 	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
@@ -369,7 +370,7 @@ func TestMarkBoundAfterAllocatedKeepsTheNodeFree(t *testing.T) {
 // NodeFor shares the books' node instead of copying it: what a caller
 // holds must not change when the books do.
 func TestNodeForIsASnapshot(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	before, reason := c.NodeFor("n1", "")
 	if reason != nil {
@@ -392,11 +393,11 @@ func TestNodeForIsASnapshot(t *testing.T) {
 // the booking (the node set, the pod allocated, a new assignment) still
 // lands.
 func TestEchoesOfABind(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
 	p := assigned("p", "n1", 0, 1000)
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	p.Status.Phase = corev1.PodPending
 	mustBook(t, c, p, 0)
 	if err := c.SetPod(record(p)); err != nil { // the assignment's echo
@@ -412,7 +413,7 @@ func TestEchoesOfABind(t *testing.T) {
 	if busy := c.InFlight("n1", ""); busy != "ns/p" {
 		t.Fatalf("in flight %q after the Binding's echo", busy)
 	}
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +443,7 @@ func TestEchoesOfABind(t *testing.T) {
 // Once an event has shown the assignment, the API's word counts again,
 // and a deletion always does.
 func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	p := pendingAssigned("p", 1000)
 	older := p.DeepCopy()
@@ -484,7 +485,7 @@ func TestBindsOwnBookingOutlivesOlderEvents(t *testing.T) {
 // to what the API last showed of the pod; only its own booking, never one
 // shown by the API.
 func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
 	usage := func() string { return fmt.Sprint(c.Pods(), usedMiB(c.NamespaceUsage("ns", ""))) }
@@ -493,7 +494,7 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 	// node, which vgpud never writes but the books still take as shown):
 	// a bind books over it and fails; what the API showed is booked again.
 	left := assigned("p", "n2", 0, 3000)
-	left.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	left.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	left.Status.Phase = corev1.PodPending
 	if err := c.SetPod(record(left)); err != nil {
 		t.Fatal(err)
@@ -560,14 +561,14 @@ func TestReleaseGoesBackToWhatTheAPIShows(t *testing.T) {
 // the API shows the pod bound, that booking is the pod's own truth, and a
 // bind that books over it and fails puts it back.
 func TestAnotherBindsBookingIsLeftAlone(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10"))
 	c.SetNode(gpuNode("n2", 1, "10"))
 	p := pendingAssigned("p", 1000)
 	mustBook(t, c, p, 0)
 	other := assigned("p", "n2", 0, 3000)
 	book := func() (uint64, bool) {
-		return c.Book(record(other), assignmentOf(t, other), other.Annotations[protocol.AnnotationAssignment], 0)
+		return c.Book(record(other), assignmentOf(t, other), other.Annotations[wellknown.AnnotationAssignment], 0)
 	}
 	if _, ok := book(); ok {
 		t.Fatal("booked over another bind's booking under way")
@@ -597,14 +598,14 @@ func TestAnotherBindsBookingIsLeftAlone(t *testing.T) {
 // n1, phase bound: what a bind writes.
 func pendingAssigned(name string, mem int64) *corev1.Pod {
 	p := assigned(name, "n1", 0, mem)
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	p.Status.Phase = corev1.PodPending
 	return p
 }
 
 func assignmentOf(t *testing.T, p *corev1.Pod) protocol.Assignment {
 	t.Helper()
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +615,7 @@ func assignmentOf(t *testing.T, p *corev1.Pod) protocol.Assignment {
 // mustBook books p's assignment as a bind holding token held would.
 func mustBook(t *testing.T, c *Ledger, p *corev1.Pod, held uint64) uint64 {
 	t.Helper()
-	token, ok := c.Book(record(p), assignmentOf(t, p), p.Annotations[protocol.AnnotationAssignment], held)
+	token, ok := c.Book(record(p), assignmentOf(t, p), p.Annotations[wellknown.AnnotationAssignment], held)
 	if !ok {
 		t.Fatalf("%s not booked", p.Name)
 	}
@@ -626,12 +627,12 @@ func mustBook(t *testing.T, c *Ledger, p *corev1.Pod, held uint64) uint64 {
 // so its node takes nothing more until the pod is gone or readable; the
 // node's other GPUs are not treated as free.
 func TestAssignmentFromANewerVgpudBlocksItsNode(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	c.SetNode(gpuNode("n2", 2, "20"))
 	p := assigned("newer", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
-	p.Annotations[protocol.AnnotationAssignment] = `{"version":1,"requires":["mps"],"node":"n1","containers":[{"name":"c0","gpus":[{"uuid":"GPU-n1-0","memoryMiB":1000,"cores":10}]}],"mps":{}}`
+	p.Annotations[wellknown.AnnotationAssignment] = `{"version":1,"requires":["mps"],"node":"n1","containers":[{"name":"c0","gpus":[{"uuid":"GPU-n1-0","memoryMiB":1000,"cores":10}]}],"mps":{}}`
 	err := c.SetPod(record(p))
 	if !errors.Is(err, protocol.ErrUnsupported) {
 		t.Fatalf("SetPod: %v, want the newer assignment reported as unsupported", err)
@@ -681,7 +682,7 @@ func usedMiB(u podmodel.Usage, err error) int64 {
 // and lifting it frees the GPUs again; one the books cannot read keeps
 // the node out of new placements, saying why.
 func TestCordonReachesTheBooks(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 3, "3")
 	n.Annotations[protocol.AnnotationCordon] = "GPU-n1-0, 2"
 	c.SetNode(n)
@@ -718,13 +719,13 @@ func TestCordonReachesTheBooks(t *testing.T) {
 // also in a leader's books built after the GPU left: otherwise its other
 // GPU would look free while the pod runs on it.
 func TestAPodOnAGoneGPUKeepsTheRestBooked(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "10")) // GPU-n1-1 is gone
 	p := assigned("pair", "n1", 0, 1000)
 	p.Spec.NodeName = "n1"
-	p.Annotations[protocol.AnnotationAssignment] = strings.Replace(p.Annotations[protocol.AnnotationAssignment], `"cores":10}`, `"cores":10},{"uuid":"GPU-n1-1","memoryMiB":1000,"cores":10}`, 1)
-	if !strings.Contains(p.Annotations[protocol.AnnotationAssignment], "GPU-n1-1") {
-		t.Fatalf("assignment %s", p.Annotations[protocol.AnnotationAssignment])
+	p.Annotations[wellknown.AnnotationAssignment] = strings.Replace(p.Annotations[wellknown.AnnotationAssignment], `"cores":10}`, `"cores":10},{"uuid":"GPU-n1-1","memoryMiB":1000,"cores":10}`, 1)
+	if !strings.Contains(p.Annotations[wellknown.AnnotationAssignment], "GPU-n1-1") {
+		t.Fatalf("assignment %s", p.Annotations[wellknown.AnnotationAssignment])
 	}
 	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
@@ -737,7 +738,7 @@ func TestAPodOnAGoneGPUKeepsTheRestBooked(t *testing.T) {
 	// the GPU comes back.
 	one := assigned("one", "n1", 0, 2000)
 	one.Spec.NodeName = "n1"
-	one.Annotations[protocol.AnnotationAssignment] = strings.ReplaceAll(one.Annotations[protocol.AnnotationAssignment], "GPU-n1-0", "GPU-n1-1")
+	one.Annotations[wellknown.AnnotationAssignment] = strings.ReplaceAll(one.Annotations[wellknown.AnnotationAssignment], "GPU-n1-0", "GPU-n1-1")
 	if err := c.SetPod(record(one)); err != nil {
 		t.Fatal(err)
 	}

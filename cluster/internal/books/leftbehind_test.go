@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // runningOn is assigned, in namespace ns, bound to node and running.
@@ -26,7 +27,7 @@ func runningOn(name, ns, node string, mem int64) *corev1.Pod {
 // once nothing named it, is charged to nobody.
 func TestHeldMemoryIsChargedToThePodsNamespace(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clk)
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clk)
 	n := gpuNode("n1", 2, "20")
 	c.SetNode(n)
 	gone, live := runningOn("gone", "team-a", "n1", 2000), runningOn("live", "team-b", "n1", 2000)
@@ -83,7 +84,7 @@ func TestHeldMemoryIsChargedToThePodsNamespace(t *testing.T) {
 
 	// Freed: charged nothing. Once nothing names it past pastKeep, the
 	// ended pod is forgotten: a node naming it later charges nobody.
-	delete(n.Annotations, protocol.AnnotationUsage)
+	delete(n.Annotations, wellknown.AnnotationUsage)
 	c.SetNode(n)
 	if got := c.HeldCharge("team-a"); got.MemMiB != 0 {
 		t.Errorf("team-a charged %d once freed", got.MemMiB)
@@ -100,7 +101,7 @@ func TestHeldMemoryIsChargedToThePodsNamespace(t *testing.T) {
 // A pod that ended before this leader started is known from its own
 // assignment, as a booking would be.
 func TestHeldMemoryOfAPodThatEndedBeforeTheLeader(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 1, "10")
 	withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: 5000, Pods: []protocol.HeldPod{{UID: "uid-done", MiB: 5000}}})
 	c.SetNode(n)
@@ -129,12 +130,12 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.Annotations[protocol.AnnotationGPUs] = raw
+		n.Annotations[wellknown.AnnotationGPUs] = raw
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationPlugin: protocol.PluginServing}},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationPlugin: wellknown.PluginServing}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}}
 	setInv(n, inv)
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(n)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "team-a", UID: "uid-big"},
 		Spec: corev1.PodSpec{SchedulerName: "vgpud-scheduler", NodeName: "n1", Containers: []corev1.Container{{Name: "c"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
@@ -143,7 +144,7 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Annotations = map[string]string{protocol.AnnotationAssignment: raw}
+	p.Annotations = map[string]string{wellknown.AnnotationAssignment: raw}
 	if err := c.SetPod(record(p)); err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +178,13 @@ func TestKeptInstanceIsChargedToItsLastPod(t *testing.T) {
 // booking and what it holds beyond fit the GPU's memory, whatever a node
 // says.
 func TestHeldMemoryOfALivePodBeyondItsCharge(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	inv := protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-n1-0", MemoryMiB: 40000, Cores: 100, Split: 4, Healthy: true}}}
 	raw, err := protocol.EncodeInventory(inv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}
 	c.SetNode(n)
 	small := runningOn("small", "team-a", "n1", 1000) // charged a slot: 10000 MiB

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // What the books hold of nodes: their inventories, as node events bring
@@ -22,11 +23,11 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 	st := c.node(n.Name)
 	q := n.Status.Allocatable[corev1.ResourceName(c.names.GPU)]
 	st.usable = q.Value() > 0
-	st.plugin = n.Annotations[protocol.AnnotationPlugin]
-	st.exact = n.Annotations[protocol.AnnotationIdentity] == protocol.IdentityRuntime
+	st.plugin = n.Annotations[wellknown.AnnotationPlugin]
+	st.exact = n.Annotations[wellknown.AnnotationIdentity] == wellknown.IdentityRuntime
 	wasCordoned, wasUnreadable, hadGPUs, hadMIG := st.cordoned, st.cordonErr != nil, st.gpus, st.mig
 	st.gpus, st.mig, st.features, st.sets, st.kept, st.invErr = nil, nil, nil, nil, nil, nil
-	if raw, ok := n.Annotations[protocol.AnnotationGPUs]; ok {
+	if raw, ok := n.Annotations[wellknown.AnnotationGPUs]; ok {
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
 			st.invErr = err
@@ -37,7 +38,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 			st.kept = keptOf(inv)
 		}
 	}
-	hadHeld, usage := st.held, n.Annotations[protocol.AnnotationUsage]
+	hadHeld, usage := st.held, n.Annotations[wellknown.AnnotationUsage]
 	if usage != st.usageRaw {
 		// Decoded only when it changed: a node's usage is up to
 		// protocol.MaxUsageBytes, and nodes change for other reasons.

@@ -11,6 +11,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // withHeld sets n's usage annotation to a sample whose GPUs hold held
@@ -21,7 +22,7 @@ func withHeld(t *testing.T, n *corev1.Node, held ...protocol.GPUHeld) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Annotations[protocol.AnnotationUsage] = raw
+	n.Annotations[wellknown.AnnotationUsage] = raw
 }
 
 // fitsOn is whether a pod asking one GPU with mib fits node on c's books.
@@ -40,7 +41,7 @@ func fitsOn(t *testing.T, c *Ledger, node string, mib int64) *fit.Reason {
 // GPU takes nothing. A node publishing none, or a value that does not
 // read, holds nothing and stays usable.
 func TestHeldMemoryReachesTheBooks(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 1, "10") // 40000 MiB
 	c.SetNode(n)
 	if err := c.SetPod(record(assigned("a", "n1", 0, 8000))); err != nil {
@@ -79,9 +80,9 @@ func TestHeldMemoryReachesTheBooks(t *testing.T) {
 		withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: 30000, Full: true})
 		c.SetNode(n)
 		if bad.raw == "" {
-			delete(n.Annotations, protocol.AnnotationUsage)
+			delete(n.Annotations, wellknown.AnnotationUsage)
 		} else {
-			n.Annotations[protocol.AnnotationUsage] = bad.raw
+			n.Annotations[wellknown.AnnotationUsage] = bad.raw
 		}
 		c.SetNode(n)
 		if r := fitsOn(t, c, "n1", 30000); r != nil {
@@ -93,7 +94,7 @@ func TestHeldMemoryReachesTheBooks(t *testing.T) {
 // Memory a GPU held freed is room freed, as a pod's going is: pods
 // refused meanwhile are nudged. More held, or the same, nudges none.
 func TestHeldMemoryFreedNudgesRefusedPods(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	freed := 0
 	c.NotifyFreed(func() { freed++ })
 	n := gpuNode("n1", 2, "20")
@@ -110,7 +111,7 @@ func TestHeldMemoryFreedNudgesRefusedPods(t *testing.T) {
 		{held: []protocol.GPUHeld{{GPU: "GPU-n1-0", MiB: 24000}, {GPU: "GPU-n1-1", MiB: 100}}},
 		{nudge: true},
 	} {
-		delete(n.Annotations, protocol.AnnotationUsage)
+		delete(n.Annotations, wellknown.AnnotationUsage)
 		if step.held != nil {
 			withHeld(t, n, step.held...)
 		}
@@ -129,9 +130,9 @@ func TestHeldMemoryLeavesMIGInstancesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing}}}
 	withHeld(t, n, protocol.GPUHeld{GPU: "GPU-m", MiB: 40000, Full: true}, protocol.GPUHeld{GPU: "MIG-a", MiB: 100, Full: true}, protocol.GPUHeld{GPU: "GPU-s", MiB: 500})
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(n)
 	got, _ := c.Node("n1")
 	for _, g := range got.GPUs {
@@ -149,12 +150,12 @@ func TestHeldMemoryLeavesMIGInstancesAlone(t *testing.T) {
 func TestTransformKeepsANodesUsage(t *testing.T) {
 	n := gpuNode("n1", 1, "10")
 	withHeld(t, n, protocol.GPUHeld{GPU: "GPU-n1-0", MiB: 30000})
-	out, err := Transform(protocol.DefaultResourceNames())(n)
+	out, err := Transform(wellknown.DefaultResourceNames())(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.(*corev1.Node).Annotations[protocol.AnnotationUsage]; got != n.Annotations[protocol.AnnotationUsage] {
-		t.Fatalf("usage after the transform %q, want %q", got, n.Annotations[protocol.AnnotationUsage])
+	if got := out.(*corev1.Node).Annotations[wellknown.AnnotationUsage]; got != n.Annotations[wellknown.AnnotationUsage] {
+		t.Fatalf("usage after the transform %q, want %q", got, n.Annotations[wellknown.AnnotationUsage])
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The books as their readers see them: the extender's filter and bind,
@@ -27,7 +28,7 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	st, ok := c.nodes[name]
 	switch {
 	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
-		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + protocol.AnnotationGPUs + " annotation; is vgpud running there?"}
+		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + wellknown.AnnotationGPUs + " annotation; is vgpud running there?"}
 	case st.invErr != nil:
 		return fit.Node{}, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
 	case st.cordonErr != nil:
@@ -38,10 +39,10 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 		// kube-scheduler saw GPUs here (it filters on allocatable first),
 		// so the books lag a plugin that is coming back.
 		return fit.Node{}, &fit.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
-	case st.plugin != protocol.PluginServing:
+	case st.plugin != wellknown.PluginServing:
 		// A pod bound now would meet a plugin that is going away (or not
 		// back yet), or a restarting kubelet, and fail kubelet's admission.
-		return fit.Node{}, &fit.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", protocol.AnnotationPlugin, st.plugin, protocol.PluginServing), Passing: true}
+		return fit.Node{}, &fit.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", wellknown.AnnotationPlugin, st.plugin, wellknown.PluginServing), Passing: true}
 	}
 	if own, ok := c.pods[pod]; ok && pod != "" && own.node == name {
 		return c.usage(name, pod), nil

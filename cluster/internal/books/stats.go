@@ -6,6 +6,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // NodeStats is one GPU node as the books hold it, for the metrics.
@@ -45,7 +46,7 @@ func (c *Ledger) Stats() []NodeStats {
 		for i := range st.current.GPUs {
 			current[st.current.GPUs[i].UUID] = &st.current.GPUs[i]
 		}
-		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == protocol.PluginServing}
+		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == wellknown.PluginServing}
 		for _, g := range st.gpus {
 			s := GPUStats{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
 			if cur := current[g.UUID]; cur != nil {

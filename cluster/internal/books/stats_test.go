@@ -5,13 +5,13 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The metrics' view: nodes with an inventory, serving or not; a deleted
 // node is gone from it, so no alert stays on a node that is no more.
 func TestStats(t *testing.T) {
-	c := New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 2, "20"))
 	c.SetNode(gpuNode("n2", 1, "0")) // its plugin not registered with kubelet
 	if err := c.SetPod(record(assigned("a", "n1", 0, 1000))); err != nil {

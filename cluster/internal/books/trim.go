@@ -6,7 +6,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Transform is the leader's informer transform: pods become slimpod.Pod
@@ -14,7 +14,7 @@ import (
 // leader holds tens of thousands of pods without their specs, labels,
 // other annotations, managed fields and conditions. Set it on the
 // informers (SetTransform); read pods through slimpod.Store.
-func Transform(names protocol.ResourceNames) toolscache.TransformFunc {
+func Transform(names wellknown.ResourceNames) toolscache.TransformFunc {
 	pod := slimpod.Transform(names)
 	return func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {

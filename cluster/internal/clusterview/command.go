@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Flags are the cluster view's flags, kubectl's where kubectl has
@@ -33,7 +33,7 @@ func OptionsFrom(c *cli.Context, version string) Options {
 
 // PluginApp is vgpud as `kubectl vgpud`: the cluster view alone, with
 // help that names it as kubectl users call it.
-func PluginApp(stdout, stderr io.Writer, scheduler string, names protocol.ResourceNames, version string) *cli.App {
+func PluginApp(stdout, stderr io.Writer, scheduler string, names wellknown.ResourceNames, version string) *cli.App {
 	return &cli.App{
 		Name:      "kubectl vgpud",
 		Usage:     "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), as vgpud books them",

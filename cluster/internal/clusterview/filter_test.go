@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // -n shows a namespace's pods, the GPUs they hold (with what the whole
@@ -28,7 +29,7 @@ func TestFilter(t *testing.T) {
 		pod(t, "ml", "far", sched, "n2", on("n2", slice("GPU-b0", 1000, 10)), corev1.PodRunning),
 		pod(t, "ai", "forged", "default-scheduler", "n2", on("n2", slice("GPU-b0", 1, 0)), corev1.PodRunning),
 	}
-	all := Build(nodes, pods, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	all := Build(nodes, pods, nil, sched, wellknown.DefaultResourceNames(), time.Now())
 
 	ai := Filter(all, "ai", "")
 	if len(ai.Nodes) != 1 || len(ai.Nodes[0].GPUs) != 1 {

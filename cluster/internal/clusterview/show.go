@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Outputs are what Options.Output may be, as kubectl's -o.
@@ -37,7 +37,7 @@ type Options struct {
 }
 
 // Inspect prints the cluster as vgpud books it, read from the API.
-func Show(ctx context.Context, o Options, names protocol.ResourceNames, stdout io.Writer) error {
+func Show(ctx context.Context, o Options, names wellknown.ResourceNames, stdout io.Writer) error {
 	if !slices.Contains(Outputs, o.Output) {
 		return cli.Exit(fmt.Sprintf("-o %q: want wide, json or yaml (or none, for tables)", o.Output), 2)
 	}

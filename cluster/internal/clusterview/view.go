@@ -18,40 +18,42 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Build reads the view from the API's nodes, pods and quotas; scheduler
 // is vgpud's kube-scheduler profile, whose pods alone carry bookings.
-func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names protocol.ResourceNames, now time.Time) inspectv1.ClusterView {
+func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota, scheduler string, names wellknown.ResourceNames, now time.Time) inspectv1.ClusterView {
 	v := inspectv1.ClusterView{APIVersion: inspectv1.ClusterVersion, At: now}
 	at := map[string]*inspectv1.NodeView{}     // by name
 	inventories := map[string][]protocol.GPU{} // as the books hold them: MIG instances too
 	migs := map[string]map[string]*protocol.MIGRef{}
 	for _, n := range nodes {
-		raw, ok := n.Annotations[protocol.AnnotationGPUs]
+		raw, ok := n.Annotations[wellknown.AnnotationGPUs]
 		if !ok {
 			continue
 		}
 		inv, err := protocol.DecodeInventory(raw)
 		if err != nil {
-			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationGPUs, err))
+			v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, wellknown.AnnotationGPUs, err))
 			continue
 		}
 		gpus, mig := inv.Bookable()
 		inventories[n.Name], migs[n.Name] = gpus, mig
-		node := inspectv1.NodeView{Name: n.Name, Identity: n.Annotations[protocol.AnnotationIdentity], Plugin: n.Annotations[protocol.AnnotationPlugin]}
-		if raw, ok := n.Annotations[protocol.AnnotationUsage]; ok {
+		node := inspectv1.NodeView{Name: n.Name, Identity: n.Annotations[wellknown.AnnotationIdentity], Plugin: n.Annotations[wellknown.AnnotationPlugin]}
+		if raw, ok := n.Annotations[wellknown.AnnotationUsage]; ok {
 			if u, err := protocol.DecodeUsage(raw); err != nil {
-				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v; the leader counts nothing held there beyond bookings", n.Name, protocol.AnnotationUsage, err))
+				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v; the leader counts nothing held there beyond bookings", n.Name, wellknown.AnnotationUsage, err))
 			} else {
 				node.Use = &u
 			}
 		}
-		if raw, ok := n.Annotations[protocol.AnnotationRuntime]; ok {
+		if raw, ok := n.Annotations[wellknown.AnnotationRuntime]; ok {
 			if c, err := decodeRuntimeCheck(raw); err != nil {
-				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, protocol.AnnotationRuntime, err))
+				v.Problems = append(v.Problems, fmt.Sprintf("node %s: %s: %v", n.Name, wellknown.AnnotationRuntime, err))
 			} else {
 				node.Runtime = &c
 			}
@@ -93,7 +95,7 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, quotas []corev1.ResourceQuota
 		if !booked {
 			continue
 		}
-		if _, ours := p.Annotations[protocol.AnnotationAssignment]; !ours {
+		if _, ours := p.Annotations[wellknown.AnnotationAssignment]; !ours {
 			v.HAMi = append(v.HAMi, hamiRecord(p, a))
 		}
 		pl := podmodel.PlacementOf(a, podmodel.Kinds(&p.Spec))
@@ -200,20 +202,20 @@ func hamiRecord(p *corev1.Pod, a protocol.Assignment) inspectv1.HAMiRecord {
 // false for a pod with neither, or with one the books refuse (err says
 // why).
 func bookable(p *corev1.Pod, scheduler string, inventories map[string][]protocol.GPU, migs map[string]map[string]*protocol.MIGRef) (a protocol.Assignment, booked bool, err error) {
-	if raw, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
+	if raw, ok := p.Annotations[wellknown.AnnotationAssignment]; ok {
 		if a, err = protocol.DecodeAssignment(raw); err != nil {
-			return a, false, fmt.Errorf("%s: %w", protocol.AnnotationAssignment, err)
+			return a, false, fmt.Errorf("%s: %w", wellknown.AnnotationAssignment, err)
 		}
 		if err = books.Bookable(scheduler, p.Spec.SchedulerName, p.Spec.NodeName, a, inventories[a.Node]); err != nil {
 			return a, false, err
 		}
 		return a, true, nil
 	}
-	raw := p.Annotations[protocol.AnnotationHAMiAllocated]
+	raw := p.Annotations[hamirecord.AnnotationHAMiAllocated]
 	if raw == "" {
 		return a, false, nil
 	}
-	hamiNode := p.Annotations[protocol.AnnotationHAMiNode]
+	hamiNode := p.Annotations[hamirecord.AnnotationHAMiNode]
 	a, err = books.BookableHAMi(p.Spec.NodeName, hamiNode, raw, inventories[p.Spec.NodeName], migs[p.Spec.NodeName])
 	return a, err == nil, err
 }

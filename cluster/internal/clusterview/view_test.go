@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func node(t *testing.T, name string, gpus ...protocol.GPU) corev1.Node {
@@ -21,7 +23,7 @@ func node(t *testing.T, name string, gpus ...protocol.GPU) corev1.Node {
 		t.Fatal(err)
 	}
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-		protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing, protocol.AnnotationIdentity: protocol.IdentityRuntime}}}
+		wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing, wellknown.AnnotationIdentity: wellknown.IdentityRuntime}}}
 }
 
 func a100(i int) protocol.GPU {
@@ -34,7 +36,7 @@ func pod(t *testing.T, ns, name, scheduler, bound string, a protocol.Assignment,
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{wellknown.AnnotationAssignment: raw}},
 		Spec: corev1.PodSpec{SchedulerName: scheduler, NodeName: bound}, Status: corev1.PodStatus{Phase: phase}}
 	for _, c := range a.Containers {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c.Name})
@@ -51,7 +53,7 @@ func slice(uuid string, mem int64, cores int) protocol.ContainerAssignment {
 // quotas, and says which annotations it, like the leader, did not book.
 func TestBuild(t *testing.T) {
 	const sched = "vgpud-scheduler"
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	nodes := []corev1.Node{node(t, "n1", a100(0), a100(1)), {ObjectMeta: metav1.ObjectMeta{Name: "cpu-only"}}}
 	on := func(c protocol.ContainerAssignment) protocol.Assignment {
 		return protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{c}}
@@ -113,15 +115,15 @@ func TestBuild(t *testing.T) {
 func TestBuildCountsHAMiRecords(t *testing.T) {
 	hami := func(name, node, record string) corev1.Pod {
 		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "old", Name: name, Annotations: map[string]string{
-			protocol.AnnotationHAMiAllocated: record, protocol.AnnotationHAMiNode: node}},
+			hamirecord.AnnotationHAMiAllocated: record, hamirecord.AnnotationHAMiNode: node}},
 			Spec: corev1.PodSpec{SchedulerName: "hami-scheduler", NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	}
 	pods := []corev1.Pod{
 		hami("placed", "n1", "GPU-a0,NVIDIA,40960,100:;GPU-a1,NVIDIA,2000,10:;"),
 		hami("elsewhere", "n1", "GPU-a1,NVIDIA,1000,10:;"),
 	}
-	pods[1].Annotations[protocol.AnnotationHAMiNode] = "n2"
-	v := Build([]corev1.Node{node(t, "n1", a100(0), a100(1))}, pods, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	pods[1].Annotations[hamirecord.AnnotationHAMiNode] = "n2"
+	v := Build([]corev1.Node{node(t, "n1", a100(0), a100(1))}, pods, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now())
 	g0, g1 := v.Nodes[0].GPUs[0], v.Nodes[0].GPUs[1]
 	if g0.MemoryUsedMiB != 40960 || !g0.Exclusive || g1.MemoryUsedMiB != 2000 || g1.CoresUsed != 10 {
 		t.Fatalf("GPUs %+v, %+v", g0, g1)
@@ -159,10 +161,10 @@ func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1.Annotations[protocol.AnnotationUsage] = raw
+	n1.Annotations[wellknown.AnnotationUsage] = raw
 	n2 := node(t, "n2", protocol.GPU{UUID: "GPU-bbbbbbbb-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
-	n2.Annotations[protocol.AnnotationUsage] = `{"version":1,"containers":[{"usedMiB":-1}]}`
-	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	n2.Annotations[wellknown.AnnotationUsage] = `{"version":1,"containers":[{"usedMiB":-1}]}`
+	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now())
 	if v.Nodes[0].Use == nil || v.Nodes[0].Use.Containers[0].Kills != 1 || v.Nodes[1].Use != nil || len(v.Problems) != 1 {
 		t.Fatalf("use %+v, %+v; problems %v", v.Nodes[0].Use, v.Nodes[1].Use, v.Problems)
 	}
@@ -179,14 +181,14 @@ func TestBuildShowsEachNodesPublishedUse(t *testing.T) {
 
 func TestBuildShowsEachNodesRuntimeCheck(t *testing.T) {
 	n1 := node(t, "n1", protocol.GPU{UUID: "GPU-aaaaaaaa-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
-	n1.Annotations[protocol.AnnotationRuntime] = `{"result":"fails-open","runtime":"containerd","problems":["NRI's default validator is off"]}`
+	n1.Annotations[wellknown.AnnotationRuntime] = `{"result":"fails-open","runtime":"containerd","problems":["NRI's default validator is off"]}`
 	n2 := node(t, "n2", protocol.GPU{UUID: "GPU-bbbbbbbb-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
-	n2.Annotations[protocol.AnnotationRuntime] = `{"result":"fails-closed","runtime":"containerd"}`
+	n2.Annotations[wellknown.AnnotationRuntime] = `{"result":"fails-closed","runtime":"containerd"}`
 	n3 := node(t, "n3", protocol.GPU{UUID: "GPU-cccccccc-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
-	n3.Annotations[protocol.AnnotationRuntime] = `{"result":`
+	n3.Annotations[wellknown.AnnotationRuntime] = `{"result":`
 	n4 := node(t, "n4", protocol.GPU{UUID: "GPU-dddddddd-1", Index: 0, Model: "A100", MemoryMiB: 40960, Cores: 100, Split: 10, Healthy: true})
-	n4.Annotations[protocol.AnnotationRuntime] = `{"result":"fine\u001b[2J","runtime":"containerd"}`
-	v := Build([]corev1.Node{n1, n2, n3, n4}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	n4.Annotations[wellknown.AnnotationRuntime] = `{"result":"fine\u001b[2J","runtime":"containerd"}`
+	v := Build([]corev1.Node{n1, n2, n3, n4}, nil, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now())
 	if v.Nodes[0].Runtime == nil || v.Nodes[1].Runtime == nil || v.Nodes[2].Runtime != nil || v.Nodes[3].Runtime != nil || len(v.Problems) != 2 || strings.ContainsRune(v.Problems[1], 0x1b) {
 		t.Fatalf("runtime %+v, %+v, %+v; problems %v", v.Nodes[0].Runtime, v.Nodes[1].Runtime, v.Nodes[2].Runtime, v.Problems)
 	}
@@ -213,7 +215,7 @@ func TestBuildShowsCordonedGPUs(t *testing.T) {
 	n1.Annotations[protocol.AnnotationCordonHAMi] = "GPU-a1"
 	n2 := node(t, "n2", a100(0))
 	n2.Annotations[protocol.AnnotationCordon] = "every\x1b[2J"
-	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now())
 	if v.Nodes[0].GPUs[0].Cordoned || !v.Nodes[0].GPUs[1].Cordoned || len(v.Problems) != 2 ||
 		!strings.Contains(v.Problems[0]+v.Problems[1], "cordon names GPU-gone, which the node does not have") || strings.ContainsRune(v.Problems[0]+v.Problems[1], 0x1b) {
 		t.Fatalf("GPUs %+v; problems %q", v.Nodes[0].GPUs, v.Problems)
@@ -233,7 +235,7 @@ func TestBuildNamesPodsOnAGoneGPU(t *testing.T) {
 	const sched = "vgpud-scheduler"
 	two := protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-a0", MemoryMiB: 1000, Cores: 10}, {UUID: "GPU-gone", MemoryMiB: 1000, Cores: 10}}}
 	a := protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{two}}
-	v := Build([]corev1.Node{node(t, "n1", a100(0))}, []corev1.Pod{pod(t, "ai", "orphan", sched, "n1", a, corev1.PodRunning)}, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	v := Build([]corev1.Node{node(t, "n1", a100(0))}, []corev1.Pod{pod(t, "ai", "orphan", sched, "n1", a, corev1.PodRunning)}, nil, sched, wellknown.DefaultResourceNames(), time.Now())
 	if len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "pod ai/orphan: its GPU GPU-gone is gone from node n1") {
 		t.Fatalf("problems %q", v.Problems)
 	}
@@ -257,10 +259,10 @@ func TestBuildShowsMadeAndHeldInstancesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: raw}}}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: raw}}}
 	held := protocol.OnDemandID("GPU-h", "1g.10gb", 2)
 	a := protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: held, MemoryMiB: 9984, Cores: 13, MIG: true, Make: true}}}}}
-	v := Build([]corev1.Node{n}, []corev1.Pod{pod(t, "ns", "p", "vgpud-scheduler", "n1", a, corev1.PodRunning)}, nil, "vgpud-scheduler", protocol.DefaultResourceNames(), time.Now())
+	v := Build([]corev1.Node{n}, []corev1.Pod{pod(t, "ns", "p", "vgpud-scheduler", "n1", a, corev1.PodRunning)}, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now())
 	var rows []string
 	for _, r := range v.Nodes[0].GPUs {
 		rows = append(rows, r.UUID)
@@ -281,11 +283,11 @@ func TestBuildShowsMemoryHeldBeyondBookings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1.Annotations[protocol.AnnotationUsage] = raw
+	n1.Annotations[wellknown.AnnotationUsage] = raw
 	n2 := node(t, "n2", a100(0))
-	n2.Annotations[protocol.AnnotationUsage] = `{"version":1,"mode":"enforce","containers":[],"held":[{"gpu":"GPU-a0","mib":-1}]}`
+	n2.Annotations[wellknown.AnnotationUsage] = `{"version":1,"mode":"enforce","containers":[],"held":[{"gpu":"GPU-a0","mib":-1}]}`
 	on := protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{slice("GPU-a0", 4000, 10)}}
-	v := Build([]corev1.Node{n1, n2}, []corev1.Pod{pod(t, "ai", "small", sched, "n1", on, corev1.PodRunning)}, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	v := Build([]corev1.Node{n1, n2}, []corev1.Pod{pod(t, "ai", "small", sched, "n1", on, corev1.PodRunning)}, nil, sched, wellknown.DefaultResourceNames(), time.Now())
 	g := v.Nodes[0].GPUs
 	if g[0].HeldMiB != 30000 || g[0].Full || g[0].MemoryUsedMiB != 4000 || g[1].HeldMiB != 40000 || !g[1].Full || g[2].HeldMiB != 0 || g[2].Full {
 		t.Fatalf("GPUs %+v", g)
@@ -318,8 +320,8 @@ func TestBuildShowsMemoryHeldBeyondBookings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n3 := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationUsage: raw}}}
-	v = Build([]corev1.Node{n3}, nil, nil, sched, protocol.DefaultResourceNames(), time.Now())
+	n3 := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{wellknown.AnnotationGPUs: inv, wellknown.AnnotationUsage: raw}}}
+	v = Build([]corev1.Node{n3}, nil, nil, sched, wellknown.DefaultResourceNames(), time.Now())
 	if g := v.Nodes[0].GPUs; len(g) != 1 || g[0].UUID != "MIG-a" || g[0].HeldMiB != 0 || g[0].Full {
 		t.Fatalf("MIG instance rows %+v", g)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // syntheticCache is 1000 nodes × 8 GPUs (80 GB, split 10) with 20000 pods
@@ -32,7 +33,7 @@ import (
 // same annotations a real leader reads.
 func syntheticCache(b *testing.B, nodes, pods int) (*books.Ledger, []string) {
 	b.Helper()
-	c := books.New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c := books.New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%05d", i)
@@ -45,7 +46,7 @@ func syntheticCache(b *testing.B, nodes, pods int) (*books.Ledger, []string) {
 			b.Fatal(err)
 		}
 		c.SetNode(&corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Annotations: map[string]string{protocol.AnnotationGPUs: raw, protocol.AnnotationPlugin: protocol.PluginServing}},
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Annotations: map[string]string{wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing}},
 			Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("80")}},
 		})
 	}
@@ -74,7 +75,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 			var after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			h := NewPlacer(c, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			h := NewPlacer(c, nil, wellknown.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			pod := `{"metadata":{"name":"train","namespace":"ai"},"spec":{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"10000","nvidia.com/gpucores":"20"}}}]}}`
 			nn, _ := json.Marshal(names)
 			body := `{"Pod":` + pod + `,"NodeNames":` + string(nn) + `}`
@@ -106,7 +107,7 @@ func BenchmarkFilterHTTP(b *testing.B) {
 func BenchmarkBindDistinctNodes(b *testing.B) {
 	c, names := syntheticCache(b, 1000, 0)
 	kube := fake.NewClientset()
-	binder := NewBinder(context.Background(), BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: time.Second, UnansweredHold: time.Minute},
+	binder := NewBinder(context.Background(), BindConfig{Names: wellknown.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: time.Second, UnansweredHold: time.Minute},
 		BinderDeps{API: kube.CoreV1(), Books: c, Clock: clock.RealClock{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	limits := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("10000"), "nvidia.com/gpucores": resource.MustParse("20")}
 	// The fake clientset's Binding leaves the pod as it was, so 1000 pods

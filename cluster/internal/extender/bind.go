@@ -17,6 +17,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Bind places the pod on args.Node and binds it there, or says why not.
@@ -227,7 +228,7 @@ func carriesNoAssignment(pod *slimpod.Pod) error {
 		return nil
 	}
 	return fmt.Errorf("pod %s/%s carries a %s annotation but no node, which vgpud never writes; vgpud will not bind over it: delete the pod and create it again",
-		pod.Namespace, pod.Name, protocol.AnnotationAssignment)
+		pod.Namespace, pod.Name, wellknown.AnnotationAssignment)
 }
 
 // waitForNode blocks while another pod on node is bound but not yet
@@ -268,12 +269,12 @@ var errStale = errors.New("the pod changed since vgpud read it")
 // needs no update on pods.) On a refusal the bind takes the booking back;
 // a Binding that got no answer holds it until it can tell (settle).
 func (b *Binder) commit(ctx context.Context, pod *slimpod.Pod, a protocol.Assignment, raw string, token uint64) error {
-	annotations := map[string]string{protocol.AnnotationAssignment: raw}
+	annotations := map[string]string{wellknown.AnnotationAssignment: raw}
 	// Where the node guesses which pod kubelet admits, it finds the one
 	// bound and waiting by this phase; where the runtime names pods,
 	// nothing needs it.
 	if !b.books.NamesPods(a.Node) {
-		annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+		annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion, Annotations: annotations},

@@ -35,6 +35,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func bindPod(name string, mem string) *corev1.Pod {
@@ -90,7 +91,7 @@ func (f fixedLimits) NamespaceLimits(ns string) podmodel.Quota { return f[ns] }
 
 // newBindEnv: one node "n1" with one 16000 MiB GPU shared by split.
 // record is what the leader's informer stores for p.
-func recordOf(p *corev1.Pod) *slimpod.Pod { return slimpod.Of(p, protocol.DefaultResourceNames()) }
+func recordOf(p *corev1.Pod) *slimpod.Pod { return slimpod.Of(p, wellknown.DefaultResourceNames()) }
 
 func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait time.Duration, initial ...*corev1.Pod) *bindEnv {
 	t.Helper()
@@ -99,10 +100,10 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 		objs = append(objs, p)
 	}
 	kube := fake.NewClientset(objs...)
-	e := &bindEnv{kube: kube, books: books.New(protocol.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{}), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk, observed: make(chan string, 100)}
+	e := &bindEnv{kube: kube, books: books.New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{}), limits: fixedLimits{}, bindings: make(chan string, 10), clk: clk, observed: make(chan string, 100)}
 	e.fences.Store(-1)
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: split, Healthy: true}}})
-	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
+	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: inv, wellknown.AnnotationPlugin: wellknown.PluginServing}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
 	// The apiserver's Binding: under the UID and resourceVersion given,
 	// it sets the node and copies the Binding's annotations onto the pod.
@@ -144,7 +145,7 @@ func newBindEnvWithClock(t testing.TB, clk clock.WithTicker, split int, wait tim
 	}
 	e.term, e.endTerm = context.WithCancel(context.Background())
 	t.Cleanup(e.endTerm)
-	e.binder = NewBinder(e.term, BindConfig{Names: protocol.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: wait, UnansweredHold: time.Minute},
+	e.binder = NewBinder(e.term, BindConfig{Names: wellknown.DefaultResourceNames(), Scheduler: "vgpud-scheduler", Policy: NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), Wait: wait, UnansweredHold: time.Minute},
 		BinderDeps{API: kube.CoreV1(), Books: e.books, Lookup: lookup, Limits: e.limits, Fence: e.fence, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Observe: func(outcome, reason string, _ time.Duration) {
 				select {
@@ -186,7 +187,7 @@ func (e *bindEnv) allocated(t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 	if err := e.books.SetPod(recordOf(p)); err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +207,8 @@ func TestBindWritesAssignmentBooksAndBinds(t *testing.T) {
 		t.Fatalf("binding %s", got)
 	}
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
-	if err != nil || a.Node != "n1" || a.Containers[0].GPUs[0].MemoryMiB != 4000 || p.Annotations[protocol.AnnotationPhase] != "bound" {
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
+	if err != nil || a.Node != "n1" || a.Containers[0].GPUs[0].MemoryMiB != 4000 || p.Annotations[wellknown.AnnotationPhase] != "bound" {
 		t.Fatalf("annotations %v: %v", p.Annotations, err)
 	}
 	if e.usedMiB() != 4000 {
@@ -348,7 +349,7 @@ func TestFailedBindingLeavesNothing(t *testing.T) {
 		t.Fatalf("%q", msg)
 	}
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
-	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok || e.usedMiB() != 0 || len(e.books.Pods()) != 0 {
+	if _, ok := p.Annotations[wellknown.AnnotationAssignment]; ok || e.usedMiB() != 0 || len(e.books.Pods()) != 0 {
 		t.Fatalf("left behind: annotations %v, usage %d, books %v", p.Annotations, e.usedMiB(), e.books.Pods())
 	}
 }
@@ -417,9 +418,9 @@ func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
 	// anyone but vgpud.)
 	raw, _ := protocol.EncodeAssignment(protocol.Assignment{Node: "n1", Containers: []protocol.ContainerAssignment{{Name: "main", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 4000}}}}})
 	allocated := bindPod("allocated", "4000")
-	allocated.Annotations = map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseAllocated)}
+	allocated.Annotations = map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(protocol.PhaseAllocated)}
 	garbled := bindPod("garbled", "4000")
-	garbled.Annotations = map[string]string{protocol.AnnotationAssignment: "{", protocol.AnnotationPhase: string(protocol.PhaseBound)}
+	garbled.Annotations = map[string]string{wellknown.AnnotationAssignment: "{", wellknown.AnnotationPhase: string(protocol.PhaseBound)}
 	e := newBindEnv(t, 10, time.Second, running, other, allocated, garbled, bindPod("fresh", "4000"))
 	for _, tc := range []struct{ body, want string }{
 		{`{"PodName":"allocated","PodNamespace":"ai","PodUID":"uid-allocated","Node":"n1"}`, "carries a vgpud.io/assignment annotation but no node"},
@@ -441,11 +442,11 @@ func TestBindRefusesWhatTheSchedulerWouldNeverAsk(t *testing.T) {
 		t.Fatalf("a refused bind booked or bound: usage %d, pods %v", e.usedMiB(), e.books.Pods())
 	}
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "running", metav1.GetOptions{})
-	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok {
+	if _, ok := p.Annotations[wellknown.AnnotationAssignment]; ok {
 		t.Fatal("a refused bind wrote an assignment on the running pod")
 	}
 	p, _ = e.kube.CoreV1().Pods("ai").Get(context.Background(), "allocated", metav1.GetOptions{})
-	if p.Annotations[protocol.AnnotationAssignment] != raw {
+	if p.Annotations[wellknown.AnnotationAssignment] != raw {
 		t.Fatal("a refused bind changed the assignment it refused to bind over")
 	}
 }
@@ -468,7 +469,7 @@ func TestConcurrentBindsHoldTheQuota(t *testing.T) {
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-x", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true}}})
 	for i := range n {
 		inv := strings.Replace(inv, "GPU-x", fmt.Sprintf("GPU-n%d", i), 1)
-		e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m%d", i), Annotations: map[string]string{protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing}},
+		e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m%d", i), Annotations: map[string]string{wellknown.AnnotationGPUs: inv, wellknown.AnnotationPlugin: wellknown.PluginServing}},
 			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
 	}
 	// The slow step sits between the quota check and the booking, outside
@@ -599,7 +600,7 @@ func TestBindIsFencedByLeadership(t *testing.T) {
 		t.Fatalf("bind without the Lease: %q", msg)
 	}
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
-	if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok || len(e.bindings) != 0 || len(e.books.Pods()) != 0 {
+	if _, ok := p.Annotations[wellknown.AnnotationAssignment]; ok || len(e.bindings) != 0 || len(e.books.Pods()) != 0 {
 		t.Fatalf("wrote without the Lease: %v, bindings %d, books %v", p.Annotations, len(e.bindings), e.books.Pods())
 	}
 	e.fences.Store(1) // one check: the Binding is the bind's one write
@@ -635,7 +636,7 @@ func TestBindingErrorButBoundIsKept(t *testing.T) {
 		t.Fatalf("bind: %q", msg)
 	}
 	p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), "p1", metav1.GetOptions{})
-	if _, ok := p.Annotations[protocol.AnnotationAssignment]; !ok || e.usedMiB() != 4000 {
+	if _, ok := p.Annotations[wellknown.AnnotationAssignment]; !ok || e.usedMiB() != 4000 {
 		t.Fatalf("a bound pod lost its assignment: %v, usage %d", p.Annotations, e.usedMiB())
 	}
 }
@@ -654,7 +655,7 @@ func TestQueuedBindReservesItsRoom(t *testing.T) {
 	for _, p := range []*corev1.Pod{p1, p2, p3} {
 		e.informer.Store("ai/"+p.Name, p.DeepCopy())
 	}
-	placer := NewPlacer(e.books, e.binder, protocol.DefaultResourceNames(), e.binder.cfg.Policy, nil, nil, quietLogger())
+	placer := NewPlacer(e.books, e.binder, wellknown.DefaultResourceNames(), e.binder.cfg.Policy, nil, nil, quietLogger())
 	filterP3 := func() (bool, string) {
 		fits, failed, err := placer.Filter(context.Background(), recordOf(p3), []string{"n1"})
 		if err != nil {
@@ -971,14 +972,14 @@ func TestBindNeedsNoOrderWhereTheRuntimeNamesPods(t *testing.T) {
 	e := newBindEnv(t, 10, time.Hour, bindPod("p1", "4000"), bindPod("p2", "3000"))
 	inv, _ := protocol.EncodeInventory(protocol.Inventory{GPUs: []protocol.GPU{{UUID: "GPU-0", Model: "A100", MemoryMiB: 16000, Cores: 100, Split: 10, Healthy: true}}})
 	e.books.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
-		protocol.AnnotationGPUs: inv, protocol.AnnotationPlugin: protocol.PluginServing, protocol.AnnotationIdentity: protocol.IdentityRuntime}},
+		wellknown.AnnotationGPUs: inv, wellknown.AnnotationPlugin: wellknown.PluginServing, wellknown.AnnotationIdentity: wellknown.IdentityRuntime}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("10")}}})
 	for _, name := range []string{"p1", "p2"} {
 		if msg := e.bind(name); msg != "" {
 			t.Fatalf("%s: %s", name, msg)
 		}
 		p, _ := e.kube.CoreV1().Pods("ai").Get(context.Background(), name, metav1.GetOptions{})
-		if _, ok := p.Annotations[protocol.AnnotationPhase]; ok || p.Annotations[protocol.AnnotationAssignment] == "" {
+		if _, ok := p.Annotations[wellknown.AnnotationPhase]; ok || p.Annotations[wellknown.AnnotationAssignment] == "" {
 			t.Fatalf("%s annotations %v: want an assignment and no phase", name, p.Annotations)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Books is the cache as bind needs it.
@@ -51,7 +52,7 @@ type Fence func() error
 
 // BindConfig is what a Binder needs to know besides its dependencies.
 type BindConfig struct {
-	Names     protocol.ResourceNames
+	Names     wellknown.ResourceNames
 	Scheduler string        // only pods of this scheduler are bound
 	Policy    *Policy       // the cluster-wide defaults in force
 	Wait      time.Duration // how long a bind waits for the node's in-flight pod

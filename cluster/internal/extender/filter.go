@@ -15,7 +15,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Nodes is the cache as the placer needs it.
@@ -46,7 +46,7 @@ type PodLookup func(namespace, name string) *slimpod.Pod
 type Placer struct {
 	nodes    Nodes
 	queue    BindQueue
-	names    protocol.ResourceNames
+	names    wellknown.ResourceNames
 	policy   *Policy
 	lookup   PodLookup
 	events   func(pod *corev1.Pod, reason, message string)
@@ -87,7 +87,7 @@ func (p *Placer) NotifyPodRead(f func(fromInformer bool)) { p.podRead = f }
 // NewPlacer returns a Placer. Events are recorded only on pods lookup
 // finds. lookup may be nil (every request's pod decoded, no Events),
 // events too (no Events), queue too (no binds counted).
-func NewPlacer(nodes Nodes, queue BindQueue, names protocol.ResourceNames, policy *Policy, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
+func NewPlacer(nodes Nodes, queue BindQueue, names wellknown.ResourceNames, policy *Policy, lookup PodLookup, events func(pod *corev1.Pod, reason, message string), log *slog.Logger) *Placer {
 	if events == nil {
 		events = func(*corev1.Pod, string, string) {}
 	}

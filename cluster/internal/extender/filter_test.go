@@ -21,6 +21,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // fakeNodes is a map-backed Nodes.
@@ -71,14 +72,14 @@ func placer(t testing.TB, events *[]string) *Placer {
 		t.Fatal(err)
 	}
 	api.ResourceVersion = "7"
-	record := slimpod.Of(&api, protocol.DefaultResourceNames())
+	record := slimpod.Of(&api, wellknown.DefaultResourceNames())
 	known := func(ns, name string) *slimpod.Pod {
 		if ns == "ai" && name == "train" {
 			return record
 		}
 		return nil
 	}
-	return NewPlacer(nodes, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return NewPlacer(nodes, nil, wellknown.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), known, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func postTo(h http.HandlerFunc, body string) *httptest.ResponseRecorder {
@@ -130,7 +131,7 @@ func TestFilterPassesOverQueuedNodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(fmt.Sprintf(podJSON, "")), pod); err != nil {
 		t.Fatal(err)
 	}
-	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
+	p := NewPlacer(nodes, fakeQueue{"roomy": maxQueued}, wellknown.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
 	if fits, _, err := p.Filter(context.Background(), recordOf(pod), []string{"roomy", "empty"}); err != nil || !slices.Equal(fits, []string{"empty"}) {
 		t.Errorf("roomy queued: fits %v (%v), want empty", fits, err)
 	}
@@ -215,7 +216,7 @@ func TestPrioritizeAvoidsQueuedNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	scores := func(q fakeQueue, names ...string) map[string]int64 {
-		p := NewPlacer(nodes, q, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
+		p := NewPlacer(nodes, q, wellknown.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), nil, nil, quietLogger())
 		list, err := p.Prioritize(context.Background(), recordOf(pod), names)
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // vgpud writes an assignment only in a Binding, which sets the node with
@@ -82,7 +83,7 @@ func TestNoBindOutcomeLeavesAnAssignmentWithoutANode(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range pods.Items {
-				if _, ok := p.Annotations[protocol.AnnotationAssignment]; ok && p.Spec.NodeName == "" {
+				if _, ok := p.Annotations[wellknown.AnnotationAssignment]; ok && p.Spec.NodeName == "" {
 					t.Errorf("pod %s has an assignment and no node", p.Name)
 				}
 			}

@@ -10,15 +10,15 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // HAMi's nvidia.com/numa-bind keeps a container's GPUs on one NUMA node.
 func TestNUMABindAnnotation(t *testing.T) {
 	d := Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread}
 	for value, want := range map[string]bool{"true": true, " True ": true, "false": false, "0": false} {
-		req, _, err := requestFor(podWith(protocol.AnnotationNUMABind, value), d)
+		req, _, err := requestFor(podWith(wellknown.AnnotationNUMABind, value), d)
 		if err != nil || req.SingleNUMA != want {
 			t.Errorf("%q: SingleNUMA %v, %v; want %v", value, req.SingleNUMA, err, want)
 		}
@@ -28,7 +28,7 @@ func TestNUMABindAnnotation(t *testing.T) {
 	}
 	// A value that is no boolean is a typo, refused by name rather than
 	// read as false.
-	if _, _, err := requestFor(podWith(protocol.AnnotationNUMABind, "yes"), d); err == nil || !strings.Contains(err.Error(), `nvidia.com/numa-bind="yes": want true or false`) {
+	if _, _, err := requestFor(podWith(wellknown.AnnotationNUMABind, "yes"), d); err == nil || !strings.Contains(err.Error(), `nvidia.com/numa-bind="yes": want true or false`) {
 		t.Errorf("yes: %v", err)
 	}
 }
@@ -58,5 +58,5 @@ func podWith(key, value string) *slimpod.Pod {
 	p.Name, p.Namespace, p.UID = "p", "ns", "uid-p"
 	p.Annotations = map[string]string{key: value}
 	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}}
-	return slimpod.Of(p, protocol.DefaultResourceNames())
+	return slimpod.Of(p, wellknown.DefaultResourceNames())
 }

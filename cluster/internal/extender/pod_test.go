@@ -14,8 +14,8 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The placer reads the informer's record of the pod when it is the very
@@ -36,7 +36,7 @@ func TestPodFromInformerOnlyAtTheSameVersion(t *testing.T) {
 		return nil
 	}
 	nodes := fakeNodes{"roomy": gpuNode("roomy", 2000), "empty": gpuNode("empty", 0)}
-	p := NewPlacer(nodes, nil, protocol.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}),
+	p := NewPlacer(nodes, nil, wellknown.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}),
 		lookup, func(*corev1.Pod, string, string) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// The body asks 10000 MiB: roomy (binpack's pick) fits that.
 	body := func(uid, rv string) string {

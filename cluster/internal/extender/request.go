@@ -11,8 +11,8 @@ import (
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Defaults are the cluster-wide policies a pod's annotations may override.
@@ -66,15 +66,15 @@ func requestFor(pod *slimpod.Pod, d Defaults) (fit.Request, string, error) {
 	if err := podmodel.CheckMode(req.Mode, req.Containers); err != nil {
 		return fit.Request{}, "", err
 	}
-	nodePolicy, err := policy(a, d.NodePolicy, protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi)
+	nodePolicy, err := policy(a, d.NodePolicy, wellknown.AnnotationNodePolicy, wellknown.AnnotationNodePolicyHAMi)
 	if err != nil {
 		return fit.Request{}, "", err
 	}
-	if v, ok := a[protocol.AnnotationNUMABind]; ok {
+	if v, ok := a[wellknown.AnnotationNUMABind]; ok {
 		// HAMi reads any value but true as false; a typo here would
 		// silently spread a container over NUMA nodes, so it is refused.
 		if req.SingleNUMA, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
-			return fit.Request{}, "", fmt.Errorf("annotation %s=%q: want true or false", protocol.AnnotationNUMABind, v)
+			return fit.Request{}, "", fmt.Errorf("annotation %s=%q: want true or false", wellknown.AnnotationNUMABind, v)
 		}
 	}
 	return req, nodePolicy, nil

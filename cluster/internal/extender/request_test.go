@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestNodePolicyIsOneName(t *testing.T) {
-	keys := []string{protocol.AnnotationNodePolicy, protocol.AnnotationNodePolicyHAMi}
+	keys := []string{wellknown.AnnotationNodePolicy, wellknown.AnnotationNodePolicyHAMi}
 	if p, err := policy(map[string]string{keys[0]: "spread", keys[1]: "binpack"}, podmodel.Binpack, keys...); err != nil || p != podmodel.Spread {
 		t.Errorf("vgpud's name wins: %q, %v", p, err)
 	}

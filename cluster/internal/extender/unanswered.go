@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // readTimeout bounds one read of a pod whose Binding went unanswered.
@@ -98,5 +98,5 @@ func (b *Binder) landed(ctx context.Context, pod *slimpod.Pod, node, raw string)
 	case err != nil:
 		return false, fmt.Errorf("read pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return got.UID == pod.UID && got.Spec.NodeName == node && got.Annotations[protocol.AnnotationAssignment] == raw, nil
+	return got.UID == pod.UID && got.Spec.NodeName == node && got.Annotations[wellknown.AnnotationAssignment] == raw, nil
 }

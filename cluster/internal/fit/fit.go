@@ -7,6 +7,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Place places req on n, or says why it cannot. It does not change n.
@@ -46,7 +47,7 @@ func fit(n Node, req Request, opts Options, record bool) (podmodel.Placement, *R
 	if req.Mode == podmodel.ModeMIG && !n.hasMIG() {
 		// Said once per node, not per GPU: most nodes of a cluster
 		// have no MIG GPU, and /filter asks every one.
-		return nil, &Reason{Kind: "no MIG instance", Text: "the node has no GPU in MIG mode; its GPUs serve shared slices (" + protocol.AnnotationGPUMode + ": mig asks instances)"}
+		return nil, &Reason{Kind: "no MIG instance", Text: "the node has no GPU in MIG mode; its GPUs serve shared slices (" + wellknown.AnnotationGPUMode + ": mig asks instances)"}
 	}
 	left := 0 // GPU containers still to place
 	for _, c := range req.Containers {
@@ -352,7 +353,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 		if r.selector > 0 {
 			also = fmt.Sprintf(", and %d excluded by use/nouse-gputype or -gpuuuid", r.selector)
 		}
-		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (MIG instances, one per container asking 1 GPU, only to pods with %s: mig; shared GPUs to the others)%s", need, r.mode, protocol.AnnotationGPUMode, also)}
+		return &Reason{Kind: "no gpu of the asked mode", Text: fmt.Sprintf("%s; %d GPU(s) serve another mode (MIG instances, one per container asking 1 GPU, only to pods with %s: mig; shared GPUs to the others)%s", need, r.mode, wellknown.AnnotationGPUMode, also)}
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
 	case r.cordoned > 0:

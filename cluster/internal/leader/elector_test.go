@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 const ns = "vgpud-system"
@@ -89,7 +89,7 @@ func labelled(t *testing.T, kube *fake.Clientset) []string {
 	}
 	var out []string
 	for _, p := range pods.Items {
-		if p.Labels[protocol.LabelRole] == protocol.RoleLeader {
+		if p.Labels[wellknown.LabelRole] == wellknown.RoleLeader {
 			out = append(out, p.Name)
 		}
 	}
@@ -107,7 +107,7 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 		// One pod starts with a stale label from a previous life.
 		labels := map[string]string{}
 		if id == "vgpud-c" {
-			labels[protocol.LabelRole] = protocol.RoleLeader
+			labels[wellknown.LabelRole] = wellknown.RoleLeader
 		}
 		if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestThreeElectorsOneLeaderAndHandover(t *testing.T) {
 // TestNewLeaderClearsLabelOfKilledLeader: a leader killed with SIGKILL
 // leaves its label behind; the next leader removes it.
 func TestNewLeaderClearsLabelOfKilledLeader(t *testing.T) {
-	leaderLabel := map[string]string{protocol.LabelRole: protocol.RoleLeader}
+	leaderLabel := map[string]string{wellknown.LabelRole: wellknown.RoleLeader}
 	kube := fake.NewClientset(
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: ns, Labels: leaderLabel}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "next", Namespace: ns}},
@@ -467,7 +467,7 @@ func TestServeLabelsAgainWhileTheApiserverCatchesUp(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 	p, err := kube.CoreV1().Pods(ns).Get(context.Background(), "solo", metav1.GetOptions{})
-	if err != nil || p.Labels[protocol.LabelRole] != protocol.RoleLeader || refusals != 0 {
+	if err != nil || p.Labels[wellknown.LabelRole] != wellknown.RoleLeader || refusals != 0 {
 		t.Fatalf("label %v (%v), %d refusals left", p.Labels, err, refusals)
 	}
 }

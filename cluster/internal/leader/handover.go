@@ -7,7 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 const (
@@ -83,7 +83,7 @@ func (e *Elector) labelState(ctx context.Context) labelState {
 		return podGone
 	case err != nil:
 		return stillLabelled
-	case pod.Labels[protocol.LabelRole] != protocol.RoleLeader:
+	case pod.Labels[wellknown.LabelRole] != wellknown.RoleLeader:
 		return unlabelled
 	}
 	return stillLabelled

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // podLabel sets and removes vgpud.io/role=leader on this replica's own pod.
@@ -20,12 +20,12 @@ type podLabel struct {
 }
 
 func (p *podLabel) set(ctx context.Context) error {
-	return p.patch(ctx, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, protocol.LabelRole, protocol.RoleLeader))
+	return p.patch(ctx, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, wellknown.LabelRole, wellknown.RoleLeader))
 }
 
 // remove is idempotent, and a pod that is gone has no label to remove.
 func (p *podLabel) remove(ctx context.Context) error {
-	err := p.patch(ctx, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, protocol.LabelRole))
+	err := p.patch(ctx, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, wellknown.LabelRole))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -35,7 +35,7 @@ func (p *podLabel) remove(ctx context.Context) error {
 func (p *podLabel) patch(ctx context.Context, body string) error {
 	_, err := p.pods.Pods(p.namespace).Patch(ctx, p.name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 	if err != nil {
-		return fmt.Errorf("patch pod %s/%s label %s: %w", p.namespace, p.name, protocol.LabelRole, err)
+		return fmt.Errorf("patch pod %s/%s label %s: %w", p.namespace, p.name, wellknown.LabelRole, err)
 	}
 	return nil
 }
@@ -48,7 +48,7 @@ func metaFor(namespace, name string) metav1.ObjectMeta {
 // namespace: a leader killed with SIGKILL never removed its own, and the
 // Service must route to exactly one replica.
 func (p *podLabel) clearOthers(ctx context.Context) error {
-	sel := protocol.LabelRole + "=" + protocol.RoleLeader
+	sel := wellknown.LabelRole + "=" + wellknown.RoleLeader
 	pods, err := p.pods.Pods(p.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list pods %s in %s: %w", sel, p.namespace, err)

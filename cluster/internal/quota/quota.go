@@ -10,22 +10,22 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Source reads quotas and pods from shared informers.
 type Source struct {
 	pods   slimpod.Store
 	quotas corelisters.ResourceQuotaLister
-	names  protocol.ResourceNames
+	names  wellknown.ResourceNames
 }
 
 // New reads pods from podInformer, whose transform must be
 // slimpod.Transform, and quotas from quotaInformer; both must be indexed by
 // namespace. Start them and wait for their sync before trusting the
 // answers.
-func New(podInformer, quotaInformer cache.SharedIndexInformer, names protocol.ResourceNames) *Source {
+func New(podInformer, quotaInformer cache.SharedIndexInformer, names wellknown.ResourceNames) *Source {
 	return &Source{
 		pods:   slimpod.NewStore(podInformer),
 		quotas: corelisters.NewResourceQuotaLister(quotaInformer.GetIndexer()),
@@ -82,7 +82,7 @@ func (s *Source) AllLimits() map[string]podmodel.Quota {
 
 // Compute is the pure part: the tightest hard limit over all quotas, and
 // the usage of the pods that are not terminated.
-func Compute(live []*slimpod.Pod, quotas []*corev1.ResourceQuota, names protocol.ResourceNames) podmodel.Quota {
+func Compute(live []*slimpod.Pod, quotas []*corev1.ResourceQuota, names wellknown.ResourceNames) podmodel.Quota {
 	var q podmodel.Quota
 	q.Memory = hardLimit(quotas, names.GPUMem)
 	q.Cores = hardLimit(quotas, names.GPUCores)

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func gpuPod(name, ns string, gpus, mem, cores string, phase corev1.PodPhase) *corev1.Pod {
@@ -37,7 +37,7 @@ func rq(name, ns string, hard map[string]string) *corev1.ResourceQuota {
 }
 
 func TestCompute(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	var live []*slimpod.Pod
 	for _, p := range []*corev1.Pod{
 		gpuPod("a", "ai", "2", "10000", "20", corev1.PodRunning), // 20000 MiB, 40 cores
@@ -71,8 +71,8 @@ func TestSourceReadsInformers(t *testing.T) {
 		gpuPod("other", "ml", "1", "99999", "", corev1.PodRunning),
 		rq("q", "ai", map[string]string{"requests.nvidia.com/gpumem": "40000"}),
 	)
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(slimpod.Transform(protocol.DefaultResourceNames())))
-	src := New(factory.Core().V1().Pods().Informer(), factory.Core().V1().ResourceQuotas().Informer(), protocol.DefaultResourceNames())
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(slimpod.Transform(wellknown.DefaultResourceNames())))
+	src := New(factory.Core().V1().Pods().Informer(), factory.Core().V1().ResourceQuotas().Informer(), wellknown.DefaultResourceNames())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	factory.Start(ctx.Done())

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // requeueWindow is how recent a refusal must be for a freed GPU to nudge
@@ -123,7 +123,7 @@ func (r *Requeuer) patch(ctx context.Context, uid types.UID, f refusal) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, uid, protocol.AnnotationRequeued, r.clock.Now().UTC().Format(time.RFC3339Nano))
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, uid, wellknown.AnnotationRequeued, r.clock.Now().UTC().Format(time.RFC3339Nano))
 	_, err := r.api.Pods(f.namespace).Patch(ctx, f.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }

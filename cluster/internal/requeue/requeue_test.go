@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // A pod refused just before a booking is dropped is annotated, so
@@ -28,9 +28,9 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 	kube := fake.NewClientset(pending("fresh"), pending("stale"))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	r := New(kube.CoreV1(), func() error { return nil }, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r.Refused(slimpod.Of(pending("stale"), protocol.DefaultResourceNames()))
+	r.Refused(slimpod.Of(pending("stale"), wellknown.DefaultResourceNames()))
 	clk.SetTime(clk.Now().Add(requeueWindow + time.Second))
-	r.Refused(slimpod.Of(pending("fresh"), protocol.DefaultResourceNames()))
+	r.Refused(slimpod.Of(pending("fresh"), wellknown.DefaultResourceNames()))
 	w, err := kube.CoreV1().Pods("ai").Watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 			if ev.Type != watch.Modified {
 				continue
 			}
-			if p.Name != "fresh" || p.Annotations[protocol.AnnotationRequeued] == "" {
+			if p.Name != "fresh" || p.Annotations[wellknown.AnnotationRequeued] == "" {
 				t.Fatalf("first write is to %s with %v", p.Name, p.Annotations)
 			}
 			nudged = true
@@ -55,7 +55,7 @@ func TestFreedGPUsNudgeRecentlyRefusedPods(t *testing.T) {
 		}
 	}
 	p, _ := kube.CoreV1().Pods("ai").Get(context.Background(), "stale", metav1.GetOptions{})
-	if _, ok := p.Annotations[protocol.AnnotationRequeued]; ok {
+	if _, ok := p.Annotations[wellknown.AnnotationRequeued]; ok {
 		t.Errorf("a pod refused %s before the GPUs freed was nudged", requeueWindow+time.Second)
 	}
 	// Nudged once: the next freed booking finds nothing to nudge and

@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Pod is the leader's record of a pod. Its ObjectMeta holds the name,
@@ -32,10 +34,10 @@ type Pod struct {
 	HasAssignment   bool
 	AssignmentPhase string
 	// HAMiAllocated and HAMiNode are HAMi's record of what its scheduler
-	// gave the pod (protocol.AnnotationHAMiAllocated), kept only on pods
+	// gave the pod (hamirecord.AnnotationHAMiAllocated), kept only on pods
 	// that have no assignment of vgpud's: the books count them so that
 	// nothing is placed on top of a pod HAMi placed. A value longer than
-	// protocol.MaxHAMiBytes is kept cut just past it, still refused.
+	// hamirecord.MaxHAMiBytes is kept cut just past it, still refused.
 	HAMiAllocated string
 	HAMiNode      string
 	NodeName      string
@@ -52,8 +54,8 @@ type Pod struct {
 }
 
 // Of reads p into a record; names are the resource names vgpud serves.
-func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
-	raw, has := p.Annotations[protocol.AnnotationAssignment]
+func Of(p *corev1.Pod, names wellknown.ResourceNames) *Pod {
+	raw, has := p.Annotations[wellknown.AnnotationAssignment]
 	r := &Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
@@ -65,21 +67,21 @@ func Of(p *corev1.Pod, names protocol.ResourceNames) *Pod {
 		},
 		Assignment:      raw,
 		HasAssignment:   has,
-		AssignmentPhase: p.Annotations[protocol.AnnotationPhase],
+		AssignmentPhase: p.Annotations[wellknown.AnnotationPhase],
 		NodeName:        p.Spec.NodeName,
 		SchedulerName:   p.Spec.SchedulerName,
 		Phase:           p.Status.Phase,
 		Wants:           podmodel.Wants(p, names),
 	}
 	if !has {
-		if v := p.Annotations[protocol.AnnotationHAMiAllocated]; v != "" {
-			if len(v) > protocol.MaxHAMiBytes {
-				v = strings.Clone(v[:protocol.MaxHAMiBytes+1])
+		if v := p.Annotations[hamirecord.AnnotationHAMiAllocated]; v != "" {
+			if len(v) > hamirecord.MaxHAMiBytes {
+				v = strings.Clone(v[:hamirecord.MaxHAMiBytes+1])
 			}
 			r.HAMiAllocated = v
 			// A node name is at most 253 bytes; a longer one is refused
 			// for naming no node, so a cut is enough.
-			r.HAMiNode = p.Annotations[protocol.AnnotationHAMiNode]
+			r.HAMiNode = p.Annotations[hamirecord.AnnotationHAMiNode]
 			if len(r.HAMiNode) > 254 {
 				r.HAMiNode = strings.Clone(r.HAMiNode[:254])
 			}
@@ -124,9 +126,9 @@ func leaderAnnotations(a map[string]string) map[string]string {
 // pod event allocates no list.
 func leaderKeys() [11]string {
 	sel := podmodel.SelectorKeys()
-	return [11]string{sel[0], sel[1], sel[2], sel[3], protocol.AnnotationNUMABind,
-		protocol.AnnotationNodePolicy, protocol.AnnotationGPUPolicy, protocol.AnnotationNodePolicyHAMi, protocol.AnnotationGPUPolicyHAMi,
-		protocol.AnnotationGPUMode, protocol.AnnotationGPUModeHAMi}
+	return [11]string{sel[0], sel[1], sel[2], sel[3], wellknown.AnnotationNUMABind,
+		wellknown.AnnotationNodePolicy, wellknown.AnnotationGPUPolicy, wellknown.AnnotationNodePolicyHAMi, wellknown.AnnotationGPUPolicyHAMi,
+		wellknown.AnnotationGPUMode, wellknown.AnnotationGPUModeHAMi}
 }
 
 // Terminated reports whether the pod has finished for good

@@ -9,20 +9,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{"team": "x", protocol.AnnotationPhase: "bound", protocol.AnnotationUseGPUType: "A100"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{"team": "x", wellknown.AnnotationPhase: "bound", wellknown.AnnotationUseGPUType: "A100"}},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "side", RestartPolicy: &always}},
 			Containers:     []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("0.5")}}}},
 		},
 	}
-	r := Of(p, protocol.DefaultResourceNames())
+	r := Of(p, wellknown.DefaultResourceNames())
 	if r.Invalid == nil || !strings.Contains(r.Invalid.Error(), `container "c": nvidia.com/gpumem`) {
 		t.Fatalf("Invalid = %v", r.Invalid)
 	}
@@ -40,9 +40,9 @@ func TestOfUnreadableRequestsKeepsKindsAndSaysWhy(t *testing.T) {
 		t.Errorf("kept annotations %v, phase %q, assignment %v: want the selector, bound, none", r.Annotations, r.AssignmentPhase, r.HasAssignment)
 	}
 	c := r.DeepCopyObject().(*Pod)
-	c.Annotations[protocol.AnnotationUseGPUType] = "H100"
+	c.Annotations[wellknown.AnnotationUseGPUType] = "H100"
 	c.Containers[0].Name = "x"
-	if r.Annotations[protocol.AnnotationUseGPUType] != "A100" || r.Containers[0].Name != "side" {
+	if r.Annotations[wellknown.AnnotationUseGPUType] != "A100" || r.Containers[0].Name != "side" {
 		t.Error("DeepCopyObject shares state with the original")
 	}
 }
@@ -54,13 +54,13 @@ func TestOfKeepsOnlyWhatTheLeaderReads(t *testing.T) {
 	long := strings.Repeat("A100,", 50000)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ai", Annotations: map[string]string{
 		"nvidia.com/padding": long, "vgpud.io/padding": long, "hami.io/padding": long,
-		protocol.AnnotationNoUseGPUType: long, protocol.AnnotationGPUPolicyHAMi: "spread",
+		wellknown.AnnotationNoUseGPUType: long, wellknown.AnnotationGPUPolicyHAMi: "spread",
 	}}}
-	r := Of(p, protocol.DefaultResourceNames())
-	if len(r.Annotations) != 2 || r.Annotations[protocol.AnnotationGPUPolicyHAMi] != "spread" {
+	r := Of(p, wellknown.DefaultResourceNames())
+	if len(r.Annotations) != 2 || r.Annotations[wellknown.AnnotationGPUPolicyHAMi] != "spread" {
 		t.Fatalf("kept %d annotations: want the selector and the policy", len(r.Annotations))
 	}
-	if got := len(r.Annotations[protocol.AnnotationNoUseGPUType]); got != podmodel.MaxSelectorBytes+1 {
+	if got := len(r.Annotations[wellknown.AnnotationNoUseGPUType]); got != podmodel.MaxSelectorBytes+1 {
 		t.Fatalf("kept %d bytes of a long selector, want %d", got, podmodel.MaxSelectorBytes+1)
 	}
 	if _, err := podmodel.SelectorsOf(r.Annotations); err == nil {

@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Store reads records from a pod informer whose transform is Of (see
@@ -45,7 +45,7 @@ func (s Store) List(namespace string) []*Pod {
 
 // Transform is an informer transform that turns pods into records (Of)
 // and passes everything else, records included, through unchanged.
-func Transform(names protocol.ResourceNames) cache.TransformFunc {
+func Transform(names wellknown.ResourceNames) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			return Of(p, names), nil

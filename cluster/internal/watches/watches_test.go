@@ -17,6 +17,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/quota"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // unstreamed is the fake's core client saying, as the fake clientset
@@ -33,7 +34,7 @@ func assignedPod(name, node string) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: "7",
-			Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+			Annotations: map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(protocol.PhaseBound)}},
 		Spec:   corev1.PodSpec{SchedulerName: "vgpud-scheduler", NodeName: node, Containers: []corev1.Container{{Name: "c"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending},
 	}
@@ -43,7 +44,7 @@ func assignedPod(name, node string) *corev1.Pod {
 // pods and nodes as the transform makes them, and index by namespace for
 // the pod store and the quota lister; stop returns once they have.
 func TestInformersFeedTheStores(t *testing.T) {
-	names := protocol.DefaultResourceNames()
+	names := wellknown.DefaultResourceNames()
 	kube := fake.NewClientset(
 		assignedPod("a", "n1"),
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // phaseWriteTimeout bounds the API write Allocate waits for; a slower
@@ -75,7 +76,7 @@ func (p *Plugin) allocateContainer(ctx context.Context, ids []string) (*pluginap
 	}
 	pr := p.progressOf(t.pod.UID)
 	pr.done[t.container.Name] = true
-	p.log.Info("allocated", "pod", t.pod.Namespace+"/"+t.pod.Name, "container", t.container.Name, "gpus", r.Envs[protocol.EnvVisibleDevices])
+	p.log.Info("allocated", "pod", t.pod.Namespace+"/"+t.pod.Name, "container", t.container.Name, "gpus", r.Envs[containerenv.EnvVisibleDevices])
 	if t.last {
 		p.finish(ctx, t.pod, protocol.PhaseAllocated)
 	}

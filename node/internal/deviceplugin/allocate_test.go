@@ -17,6 +17,8 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func allocate(p *Plugin, devIDs []string) (*pluginapi.ContainerAllocateResponse, error) {
@@ -60,8 +62,8 @@ func TestAllocateInitThenAppContainers(t *testing.T) {
 			t.Errorf("app container %s=%q, want %q", k, r.Envs[k], v)
 		}
 	}
-	if r.Envs[protocol.EnvOversubscribe] != "false" {
-		t.Errorf("CUDA_OVERSUBSCRIBE=%q without memory scaling, want false", r.Envs[protocol.EnvOversubscribe])
+	if r.Envs[containerenv.EnvOversubscribe] != "false" {
+		t.Errorf("CUDA_OVERSUBSCRIBE=%q without memory scaling, want false", r.Envs[containerenv.EnvOversubscribe])
 	}
 	if got := phases.phases("default/train"); len(got) != 1 || got[0] != protocol.PhaseAllocated {
 		t.Errorf("phases written = %v, want [allocated]", got)
@@ -75,7 +77,7 @@ func TestAllocateInitThenAppContainers(t *testing.T) {
 func TestAllocateWithoutBoundPodNamesNodeCountAndPods(t *testing.T) {
 	g := testGPUs(8)
 	done := boundPod("done", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
-	done.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	done.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 	other := boundPod("elsewhere", "n2", nil, [][]string{{g[1].UUID}}, []int64{1000})
 	p := testPlugin(t, newFakePods(done, other), newFakePhases(nil, 0))
 	start := time.Now()
@@ -100,7 +102,7 @@ func TestAllocateWaitsForTheInformer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := testGPUs(8)
 		pods := newFakePods()
-		p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+		p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 		type result struct {
 			r   *pluginapi.ContainerAllocateResponse
 			err error
@@ -221,7 +223,7 @@ func TestAllocateOutcomesAreObserved(t *testing.T) {
 	g := testGPUs(8)
 	obs := &countingObserver{}
 	pods := newFakePods(boundPod("one", "n1", nil, [][]string{{g[2].UUID}}, []int64{1000}))
-	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: 100 * time.Millisecond}, g, pods, newFakePhases(nil, 0), obs, clock.RealClock{}, quietLog())
 	if _, err := allocate(p, ids(g[2].UUID)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestAllocateEnvOptions(t *testing.T) {
 	if err := grant.PrepareInterposer(dir); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, Oversubscribe: true, Interposer: dir, ResolveWait: time.Second}, g, newFakePods(pod), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +387,7 @@ func TestDirectRPCs(t *testing.T) {
 func TestIdleWaitsForAllocateInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := testGPUs(8)
-		p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+		p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: 300 * time.Millisecond}, g, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 		started := time.Now()
 		go func() { _, _ = allocate(p, ids(g[0].UUID)) }() // waits 300 ms for a bound pod that never comes
 		synctest.Wait()                                    // it is in flight
@@ -407,7 +409,7 @@ func TestSettledCatchesABindDuringTheQuietPeriod(t *testing.T) {
 		g := testGPUs(8)
 		pods := newFakePods()
 		fc := clocktesting.NewFakeClock(time.Now())
-		p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, fc, quietLog())
+		p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, g, pods, newFakePhases(nil, 0), nil, fc, quietLog())
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan string, 1)
@@ -459,7 +461,7 @@ func TestAllocateWhereTheRuntimeNamesPodsPicksNoPod(t *testing.T) {
 	g := testGPUs(8)
 	phases := newFakePhases(nil, 0)
 	pod := boundPod("victim", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
-	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, g, newFakePods(pod), phases, nil, clock.RealClock{}, quietLog())
 	r, err := allocate(p, ids(g[0].UUID))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // BenchmarkAllocate1000Pods is one Allocate with 1000 pods on the node:
@@ -21,7 +22,7 @@ func BenchmarkAllocate1000Pods(b *testing.B) {
 	var pods []*corev1.Pod
 	for i := range 999 {
 		p := boundPod(fmt.Sprintf("old%04d", i), "n1", nil, [][]string{{g[i%8].UUID}}, []int64{1000})
-		p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+		p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 		pods = append(pods, p)
 	}
 	waiting := boundPod("new", "n1", nil, [][]string{{g[2].UUID, g[5].UUID}}, []int64{4000})

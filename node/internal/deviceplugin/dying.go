@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // freshReadTimeout bounds servesDying's read of the node's pods.
@@ -63,7 +64,7 @@ func (p *Plugin) awaitsGPUs(q *corev1.Pod) bool {
 	if pr := p.progress[q.UID]; pr != nil && pr.final != "" {
 		return false
 	}
-	phase := protocol.Phase(q.Annotations[protocol.AnnotationPhase])
+	phase := protocol.Phase(q.Annotations[wellknown.AnnotationPhase])
 	if _, failed := phase.IsFailed(); failed || phase == protocol.PhaseAllocated {
 		return false
 	}

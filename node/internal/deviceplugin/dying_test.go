@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func deleting(p *corev1.Pod) *corev1.Pod {
@@ -35,7 +37,7 @@ func TestAllocateServesTheOnlyWaitingPodBeingDeleted(t *testing.T) {
 	g := testGPUs(8)
 	pod := deleting(boundPod("gone", "n1", nil, [][]string{{g[3].UUID}}, []int64{2000}))
 	done := boundPod("done", "n1", nil, [][]string{{g[0].UUID}}, []int64{1000})
-	done.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	done.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 	pods := newFakePods(pod, done)
 	phases := newFakePhases(nil, 0)
 	p := testPlugin(t, pods, phases)
@@ -49,8 +51,8 @@ func TestAllocateServesTheOnlyWaitingPodBeingDeleted(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("Allocate took %v: it waited instead of reading the API", took)
 	}
-	if got := r.Envs[protocol.EnvVisibleDevices]; got != g[3].UUID {
-		t.Errorf("%s=%q, want %q", protocol.EnvVisibleDevices, got, g[3].UUID)
+	if got := r.Envs[containerenv.EnvVisibleDevices]; got != g[3].UUID {
+		t.Errorf("%s=%q, want %q", containerenv.EnvVisibleDevices, got, g[3].UUID)
 	}
 	if got := phases.phases("default/gone"); len(got) != 1 || got[0] != protocol.PhaseAllocated {
 		t.Errorf("phases written = %v, want [allocated]", got)
@@ -111,7 +113,7 @@ func TestAllocateServesNoDyingPodWhenItIsNotTheOnlyOne(t *testing.T) {
 		"a dying pod already allocated": {
 			pods: []*corev1.Pod{func() *corev1.Pod {
 				p := deleting(boundPod("gone", "n1", nil, [][]string{{g[3].UUID}}, []int64{2000}))
-				p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+				p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 				return p
 			}()},
 			ids: ids(g[3].UUID),
@@ -121,7 +123,7 @@ func TestAllocateServesNoDyingPodWhenItIsNotTheOnlyOne(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := testPlugin(t, newFakePods(c.pods...), newFakePhases(nil, 0))
 			if r, err := allocate(p, c.ids); err == nil {
-				t.Fatalf("Allocate served %s", r.Envs[protocol.EnvVisibleDevices])
+				t.Fatalf("Allocate served %s", r.Envs[containerenv.EnvVisibleDevices])
 			}
 		})
 	}

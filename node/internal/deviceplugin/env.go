@@ -4,12 +4,12 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // containerResponse is the env and mounts of one container's share, as
 // the guessing path hands it to kubelet.
-func containerResponse(t target, resources protocol.ResourceNames, o grant.Shape) (*pluginapi.ContainerAllocateResponse, error) {
+func containerResponse(t target, resources wellknown.ResourceNames, o grant.Shape) (*pluginapi.ContainerAllocateResponse, error) {
 	s := grant.For(t.container, string(t.pod.UID), grant.Priority(t.spec, resources), o)
 	if err := grant.MakeCacheDir(s); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // fakePods is an informer's store that tests edit.
@@ -80,7 +81,7 @@ func (f *fakePods) setPhase(uid types.UID, phase protocol.Phase) {
 		return
 	}
 	p := old.DeepCopy()
-	p.Annotations[protocol.AnnotationPhase] = string(phase)
+	p.Annotations[wellknown.AnnotationPhase] = string(phase)
 	f.put(p)
 }
 
@@ -147,8 +148,8 @@ func boundPod(name, node string, initGPUs [][]string, gpus [][]string, mem []int
 	if err != nil {
 		panic(err)
 	}
-	p.Annotations[protocol.AnnotationAssignment] = raw
-	p.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseBound)
+	p.Annotations[wellknown.AnnotationAssignment] = raw
+	p.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseBound)
 	return p
 }
 
@@ -182,7 +183,7 @@ func (b *lockedBuffer) String() string {
 
 func testPlugin(t testing.TB, pods PodSource, phases Phases) *Plugin {
 	t.Helper()
-	return New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, clock.RealClock{}, quietLog())
+	return New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: 200 * time.Millisecond}, testGPUs(8), pods, phases, nil, clock.RealClock{}, quietLog())
 }
 
 // ids returns kubelet-style device IDs: slice 0 of each GPU.

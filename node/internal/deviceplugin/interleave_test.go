@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // TestInterleavedBinds plays the leader and kubelet against one node: pods
@@ -26,14 +27,14 @@ func TestInterleavedBinds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	pods := newFakePods()
 	phases := newFakePhases(pods, 20*time.Millisecond)
-	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: 5 * time.Second}, g, pods, phases, nil, clock.RealClock{}, quietLog())
 
 	const n = 40
 	for i := range n {
 		pod := randomPod(rng, fmt.Sprintf("p%02d", i), g)
 		// kubelet sees the bind now; this replica's informer a little later.
 		time.AfterFunc(time.Duration(rng.IntN(40))*time.Millisecond, func() { pods.put(pod) })
-		a, _ := protocol.DecodeAssignment(pod.Annotations[protocol.AnnotationAssignment])
+		a, _ := protocol.DecodeAssignment(pod.Annotations[wellknown.AnnotationAssignment])
 		for _, c := range gpuContainers(pod, a) {
 			ca, _ := a.Container(c.Name)
 			devIDs := kubeletPick(t, p, rng, assignedGPUs(a), len(ca.GPUs))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // PodSource is this node's pods, from an informer.
@@ -44,7 +45,7 @@ type PluginObserver interface {
 // Params are what the plugin serves with.
 type Params struct {
 	Node      string
-	Resources protocol.ResourceNames // Resources.GPU is the name registered with kubelet
+	Resources wellknown.ResourceNames // Resources.GPU is the name registered with kubelet
 	Split     int
 	// Oversubscribe tells the interposer that memory is scaled above 1.
 	Oversubscribe bool

@@ -14,6 +14,7 @@ import (
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Mismatch is a pod whose devices, as kubelet's PodResources API reports
@@ -36,10 +37,10 @@ func CheckPodResources(node string, pods []*corev1.Pod, devices []kubeletapi.Pod
 	var out []Mismatch
 	checked := 0
 	for _, p := range pods {
-		if p.Spec.NodeName != node || podmodel.Terminated(p) || p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
+		if p.Spec.NodeName != node || podmodel.Terminated(p) || p.Annotations[wellknown.AnnotationPhase] != string(protocol.PhaseAllocated) {
 			continue
 		}
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil || a.Node != node {
 			continue
 		}

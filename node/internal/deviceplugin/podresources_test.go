@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestCheckPodResources(t *testing.T) {
@@ -15,8 +16,8 @@ func TestCheckPodResources(t *testing.T) {
 	ok := boundPod("ok", "n1", [][]string{{g[0].UUID}}, [][]string{{g[1].UUID}}, []int64{1000, 2000})
 	wrong := boundPod("wrong", "n1", nil, [][]string{{g[2].UUID}}, []int64{1000})
 	inFlight := boundPod("inflight", "n1", nil, [][]string{{g[3].UUID}}, []int64{1000})
-	ok.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
-	wrong.Annotations[protocol.AnnotationPhase] = string(protocol.PhaseAllocated)
+	ok.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
+	wrong.Annotations[wellknown.AnnotationPhase] = string(protocol.PhaseAllocated)
 	devices := []kubeletapi.PodDevices{
 		// The app container reuses the init container's device: fine.
 		{Namespace: "default", Name: "ok", Containers: map[string][]string{"init0": {deviceID(g[0].UUID, 1)}, "app0": {deviceID(g[0].UUID, 1)}}},

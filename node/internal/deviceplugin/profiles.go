@@ -18,11 +18,11 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/internal/kubeletwatch"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // ProfilePlugin offers one MIG profile's instances under the profile's
-// own resource (NVIDIA's "mixed" strategy, protocol.MIGProfiles). It
+// own resource (NVIDIA's "mixed" strategy, wellknown.MIGProfiles). It
 // serves only where the runtime names pods: the runtime hook hands each
 // container the instance its assignment names, and kubelet's device IDs
 // here are bookkeeping, counted as the GPU resource's are.
@@ -134,14 +134,14 @@ type ProfileServers struct {
 // NewProfileServers groups gpus' MIG instances by profile; a profile
 // that names no resource vgpud's scheduler serves is left out and logged. mainSocket is the
 // GPU resource's socket, whose name the others extend.
-func NewProfileServers(main *Plugin, gpus []AdvertisedGPU, names protocol.ResourceNames, dir, mainSocket string, clk clock.WithTicker, log *slog.Logger) *ProfileServers {
+func NewProfileServers(main *Plugin, gpus []AdvertisedGPU, names wellknown.ResourceNames, dir, mainSocket string, clk clock.WithTicker, log *slog.Logger) *ProfileServers {
 	s := &ProfileServers{dir: dir, retry: retryGone, clock: clk, log: log}
 	byProfile := map[string][]string{}
 	for _, g := range gpus {
 		if g.Parent == "" {
 			continue
 		}
-		if names.MIGResource(g.Profile) == "" || !protocol.KnownMIGProfile(g.Profile) {
+		if names.MIGResource(g.Profile) == "" || !wellknown.KnownMIGProfile(g.Profile) {
 			log.Warn("MIG instance not offered under a resource of its profile", "instance", g.UUID, "profile", g.Profile, "reason", "not among the profiles vgpud's scheduler serves, or names no resource")
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Each MIG profile on the node is its own resource, registered with
@@ -29,8 +29,8 @@ func TestProfileServersAgainstFakeKubelet(t *testing.T) {
 		{UUID: "MIG-c", Parent: "GPU-p", Profile: "3g.20gb", MemoryMiB: 19968},
 		{UUID: "MIG-d", Parent: "GPU-p", Profile: "1g.5gb+me", MemoryMiB: 4864}, // names no resource
 	}
-	main := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
-	s := NewProfileServers(main, gpus, protocol.DefaultResourceNames(), dir, "vgpud.sock", clock.RealClock{}, quietLog())
+	main := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: time.Second, RuntimeNamesPods: true}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	s := NewProfileServers(main, gpus, wellknown.DefaultResourceNames(), dir, "vgpud.sock", clock.RealClock{}, quietLog())
 	s.retry = 50 * time.Millisecond
 	if got := s.Resources(); !slices.Equal(got, []string{"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}) {
 		t.Fatalf("resources %v", got)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // progress is what this replica has allocated of one pod so far. It is
@@ -185,14 +186,14 @@ func waiting(node string, p *corev1.Pod, pr *progress) (target, string) {
 	case pr != nil && pr.final != "":
 		return target{}, string(pr.final)
 	}
-	raw, ok := p.Annotations[protocol.AnnotationPhase]
+	raw, ok := p.Annotations[wellknown.AnnotationPhase]
 	if !ok {
-		return target{}, "no " + protocol.AnnotationPhase
+		return target{}, "no " + wellknown.AnnotationPhase
 	}
 	if raw != string(protocol.PhaseBound) {
 		return target{}, raw
 	}
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		return target{}, "bad assignment: " + err.Error()
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/vgpud/vgpud/kubeletapi"
 	"github.com/vgpud/vgpud/node/internal/kubeletwatch"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // RegistrationState is the record of this plugin's registrations with kubelet.
@@ -70,7 +70,7 @@ func (s *PluginServer) AwaitKubeletPods(self string, list KubeletPods) {
 }
 
 // StateWriter tells the leader whether this node's plugin serves
-// (protocol.PluginServing) or is going away (protocol.PluginDraining).
+// (wellknown.PluginServing) or is going away (wellknown.PluginDraining).
 type StateWriter interface {
 	SetPluginState(ctx context.Context, state string) error
 }
@@ -187,7 +187,7 @@ func kubeletAnswers(dir string) bool {
 // when refresh says serving.
 func (s *PluginServer) kubeletGone(ctx context.Context) {
 	s.log.Warn("kubelet holds no device-plugin stream; no binds to this node until it reads the devices again")
-	s.setState(ctx, protocol.PluginWaiting)
+	s.setState(ctx, wellknown.PluginWaiting)
 }
 
 // refresh serves again if the socket is gone and registers if kubelet is
@@ -247,7 +247,7 @@ func (s *PluginServer) refresh(ctx context.Context, trigger string, at time.Time
 	case waited > 0:
 		s.log.Info("kubelet lists this replica's pod", "pod", s.self, "waited", waited.Round(time.Millisecond))
 	}
-	s.setState(ctx, protocol.PluginServing)
+	s.setState(ctx, wellknown.PluginServing)
 }
 
 // drain stops the plugin the way that fails no pod: it tells the leader
@@ -257,7 +257,7 @@ func (s *PluginServer) refresh(ctx context.Context, trigger string, at time.Time
 func (s *PluginServer) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	s.setState(ctx, protocol.PluginDraining)
+	s.setState(ctx, wellknown.PluginDraining)
 	if pod := s.plugin.settled(ctx, s.quiet); pod != "" {
 		s.log.Warn("stopping with a bound pod not yet allocated", "pod", pod, "waited", drainTimeout)
 	}

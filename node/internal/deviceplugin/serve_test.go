@@ -19,7 +19,7 @@ import (
 	"github.com/vgpud/vgpud/kubeletapi/fakekubelet"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/health"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestServerAgainstFakeKubelet(t *testing.T) {
@@ -40,7 +40,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	for i, d := range devs {
 		gpus[i], uuids[i] = AdvertisedGPU{UUID: d.UUID, NUMA: d.NUMA, MemoryMiB: d.MemoryMiB}, d.UUID
 	}
-	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
+	p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 10, ResolveWait: time.Second}, gpus, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watcher := health.NewWatcher(lib, uuids, health.NewTracker(health.DefaultIgnoredXIDs, 300*time.Millisecond), p.SetUnhealthy, clock.RealClock{}, quietLog())
@@ -55,7 +55,7 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	if r.Version != pluginapi.Version || r.Endpoint != "vgpud.sock" || r.ResourceName != "nvidia.com/gpu" || !r.Options.GetPreferredAllocationAvailable {
 		t.Fatalf("registration %+v", r)
 	}
-	if st := recv(t, states); st != protocol.PluginServing {
+	if st := recv(t, states); st != wellknown.PluginServing {
 		t.Fatalf("after registration the plugin says %q", st)
 	}
 	first := recv(t, lists)
@@ -86,8 +86,8 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	// plugin sees it go (its stream ends) and serves again on a new
 	// socket before kubelet is back.
 	kubelet.Stop()
-	if st := recv(t, states); st != protocol.PluginWaiting {
-		t.Fatalf("with kubelet gone the plugin says %q, want %q", st, protocol.PluginWaiting)
+	if st := recv(t, states); st != wellknown.PluginWaiting {
+		t.Fatalf("with kubelet gone the plugin says %q, want %q", st, wellknown.PluginWaiting)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 		_, err := os.Stat(filepath.Join(dir, "vgpud.sock"))
@@ -142,8 +142,8 @@ func TestServerAgainstFakeKubelet(t *testing.T) {
 	for len(states) > 0 {
 		last = <-states
 	}
-	if last != protocol.PluginDraining {
-		t.Fatalf("last state on stop %q, want %q", last, protocol.PluginDraining)
+	if last != wellknown.PluginDraining {
+		t.Fatalf("last state on stop %q, want %q", last, wellknown.PluginDraining)
 	}
 }
 
@@ -171,7 +171,7 @@ func TestKubeletGoneStopsBinds(t *testing.T) {
 		for {
 			select {
 			case st := <-states:
-				if st != protocol.PluginServing {
+				if st != wellknown.PluginServing {
 					t.Fatalf("the plugin says %q with kubelet following it", st)
 				}
 			case <-time.After(3 * s.retry):
@@ -180,22 +180,22 @@ func TestKubeletGoneStopsBinds(t *testing.T) {
 		}
 	}
 	recv(t, kubelet.Registrations)
-	want("registered", protocol.PluginServing)
+	want("registered", wellknown.PluginServing)
 	settle()
 
 	start := time.Now()
 	kubelet.Stop()
-	want("kubelet stopped", protocol.PluginWaiting)
-	t.Logf("kubelet's streams ended -> %q published after %v", protocol.PluginWaiting, time.Since(start).Round(time.Microsecond))
+	want("kubelet stopped", wellknown.PluginWaiting)
+	t.Logf("kubelet's streams ended -> %q published after %v", wellknown.PluginWaiting, time.Since(start).Round(time.Microsecond))
 	kubelet = startKubelet(t, dir, lists)
 	recv(t, kubelet.Registrations)
-	want("kubelet back", protocol.PluginServing)
+	want("kubelet back", wellknown.PluginServing)
 	settle()
 
 	kubelet.DropStreams()
-	want("streams dropped", protocol.PluginWaiting)
+	want("streams dropped", wellknown.PluginWaiting)
 	recv(t, kubelet.Registrations)
-	want("registered again", protocol.PluginServing)
+	want("registered again", wellknown.PluginServing)
 	settle()
 }
 
@@ -255,7 +255,7 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 		mu.Unlock()
 	})
 	recv(t, kubelet.Registrations)
-	if st := recv(t, states); st != protocol.PluginServing {
+	if st := recv(t, states); st != wellknown.PluginServing {
 		t.Fatalf("the plugin says %q", st)
 	}
 	mu.Lock()
@@ -270,7 +270,7 @@ func TestServingWaitsForKubeletsPodList(t *testing.T) {
 // drain, until the test ends; tune adjusts it before it starts.
 func runServer(t *testing.T, dir string, state StateWriter, tune func(*PluginServer)) *PluginServer {
 	t.Helper()
-	p := New(Params{Node: "n1", Resources: protocol.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
+	p := New(Params{Node: "n1", Resources: wellknown.DefaultResourceNames(), Split: 2, ResolveWait: time.Second},
 		[]AdvertisedGPU{{UUID: "GPU-a", MemoryMiB: 1000}}, newFakePods(), newFakePhases(nil, 0), nil, clock.RealClock{}, quietLog())
 	s := NewServer(p, dir, "vgpud.sock", state, clock.RealClock{}, quietLog())
 	s.quiet = 50 * time.Millisecond

@@ -9,7 +9,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // A kubelet that deletes the plugin's socket right after taking its first
@@ -32,8 +32,8 @@ func TestRegistrationGivesWayToSocketEvents(t *testing.T) {
 	states := make(chan string, 16)
 	start := time.Now()
 	runServer(t, dir, stateRecorder(states), func(s *PluginServer) { s.retry = time.Hour })
-	if got := recv(t, states); got != protocol.PluginServing {
-		t.Fatalf("the plugin says %q, want %q", got, protocol.PluginServing)
+	if got := recv(t, states); got != wellknown.PluginServing {
+		t.Fatalf("the plugin says %q, want %q", got, wellknown.PluginServing)
 	}
 	took := time.Since(start)
 	t.Logf("serving %v after start, %d registrations", took.Round(time.Millisecond), len(kubelet.Registrations))

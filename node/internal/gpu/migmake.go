@@ -9,8 +9,8 @@ import (
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/mig"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // MIGProfile is a GPU instance profile a GPU in MIG mode can make, with
@@ -43,7 +43,7 @@ func MIGProfiles(lib nvml.Interface, uuid string) ([]MIGProfile, error) {
 			continue // NOT_SUPPORTED or INVALID_ARGUMENT: not this GPU's
 		}
 		name := wholeName(names, id, p.MemorySizeMB, mem.Total)
-		if !protocol.ValidMIGProfile(name) {
+		if !wellknown.ValidMIGProfile(name) {
 			continue
 		}
 		ps, ret := d.GetGpuInstancePossiblePlacements(&p)

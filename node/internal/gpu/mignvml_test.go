@@ -10,7 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // TestMIGProfilesOnNVML reads, and never changes, each GPU's MIG mode,
@@ -71,8 +71,8 @@ func TestMIGProfilesOnNVML(t *testing.T) {
 				mock = presetRow(preset, id)
 			}
 			fmt.Fprintf(&b, "%-3d %-10s %6d %9d %4d %5d  %-28s %s\n", id, name, p.SliceCount, p.MemorySizeMB, p.MultiprocessorCount, p.InstanceCount, places, mock)
-			if name != "" && protocol.ValidMIGProfile(name) && !protocol.KnownMIGProfile(name) {
-				t.Errorf("GPU %d (%s) offers %s, which protocol.MIGProfiles lacks: the scheduler would never send a pod asking it to the extender", i, model, name)
+			if name != "" && wellknown.ValidMIGProfile(name) && !wellknown.KnownMIGProfile(name) {
+				t.Errorf("GPU %d (%s) offers %s, which wellknown.MIGProfiles lacks: the scheduler would never send a pod asking it to the extender", i, model, name)
 			}
 		}
 		if answered == 0 {

@@ -9,7 +9,7 @@ import (
 	nvdev "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Every whole GPU instance profile the presets' GPUs offer, that can
@@ -28,11 +28,11 @@ func TestPresetProfilesAreKnown(t *testing.T) {
 				s := p.String()
 				// "1c.2g.10gb" is part of a GPU instance, which vgpud does
 				// not offer; "+me" names no resource.
-				if strings.Contains(s, "c.") || !protocol.ValidMIGProfile(s) {
+				if strings.Contains(s, "c.") || !wellknown.ValidMIGProfile(s) {
 					continue
 				}
-				if !protocol.KnownMIGProfile(s) {
-					t.Errorf("%s offers %s, which protocol.MIGProfiles lacks", model, s)
+				if !wellknown.KnownMIGProfile(s) {
+					t.Errorf("%s offers %s, which wellknown.MIGProfiles lacks", model, s)
 				}
 			}
 		}

@@ -14,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Where the interposer's files appear inside a container. HAMi-core reads
@@ -65,9 +67,9 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Shape) 
 	env := make(map[string]string, len(c.GPUs)+5)
 	for i, g := range c.GPUs {
 		uuids[i] = g.UUID
-		env[protocol.EnvMemoryLimitPrefix+strconv.Itoa(i)] = fmt.Sprintf("%dm", g.MemoryMiB)
+		env[containerenv.EnvMemoryLimitPrefix+strconv.Itoa(i)] = fmt.Sprintf("%dm", g.MemoryMiB)
 	}
-	env[protocol.EnvVisibleDevices] = strings.Join(uuids, ",")
+	env[containerenv.EnvVisibleDevices] = strings.Join(uuids, ",")
 	// One SM limit per container: the leader gives every GPU of a
 	// container the same cores.
 	if len(c.GPUs) > 0 {
@@ -77,18 +79,18 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Shape) 
 			// its hardware already holds it to: it may use all it sees.
 			cores = protocol.MaxPercent
 		}
-		env[protocol.EnvSMLimit] = strconv.Itoa(cores)
+		env[containerenv.EnvSMLimit] = strconv.Itoa(cores)
 	}
 	// Always set, so no pod or image env can turn it on.
-	env[protocol.EnvOversubscribe] = strconv.FormatBool(o.Oversubscribe)
+	env[containerenv.EnvOversubscribe] = strconv.FormatBool(o.Oversubscribe)
 	if priority != nil {
-		env[protocol.EnvTaskPriority] = strconv.Itoa(*priority)
+		env[containerenv.EnvTaskPriority] = strconv.Itoa(*priority)
 	}
 	s := Slice{Env: env}
 	if o.Interposer != "" && !allMIG(c) {
 		s.Cache = containerCache
 		s.CacheDir = filepath.Join(o.Interposer, cachesDir, podUID+"_"+c.Name)
-		env[protocol.EnvSharedCache] = containerCache + "/" + podUID + ".cache"
+		env[containerenv.EnvSharedCache] = containerCache + "/" + podUID + ".cache"
 		s.Mounts = []Mount{
 			{Host: filepath.Join(o.Interposer, interposerLib), Container: containerLib, ReadOnly: true},
 			{Host: filepath.Join(o.Interposer, interposerLoad), Container: containerPreload, ReadOnly: true},
@@ -98,14 +100,14 @@ func For(c protocol.ContainerAssignment, podUID string, priority *int, o Shape) 
 }
 
 // Owned reports whether a granted container's env may not set name to
-// value: a name vgpud owns (protocol.OwnedEnv, either kind) that the
+// value: a name vgpud owns (containerenv.OwnedEnv, either kind) that the
 // slice does not set, unless to a value a pod may choose. A per-GPU
 // spelling whose suffix is no index names nothing the interposer reads.
 func Owned(name, value string) bool {
-	if protocol.OwnedEnv(name) == protocol.EnvFree || protocol.EnvAllowed(name, value) {
+	if containerenv.OwnedEnv(name) == containerenv.EnvFree || containerenv.EnvAllowed(name, value) {
 		return false
 	}
-	_, i, perGPU := protocol.PerGPUEnv(name)
+	_, i, perGPU := containerenv.PerGPUEnv(name)
 	return !perGPU || i >= 0
 }
 
@@ -123,7 +125,7 @@ const DeviceListDir = "/var/run/nvidia-container-devices"
 
 // Priority is the task priority container c asks, if it asks one (nil
 // for a nil c, or a value out of range, which admission refuses).
-func Priority(c *corev1.Container, names protocol.ResourceNames) *int {
+func Priority(c *corev1.Container, names wellknown.ResourceNames) *int {
 	if c == nil {
 		return nil
 	}

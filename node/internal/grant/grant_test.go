@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 func TestForSetsEverySliceName(t *testing.T) {
@@ -20,7 +21,7 @@ func TestForSetsEverySliceName(t *testing.T) {
 		if s.Env[k] != v {
 			t.Errorf("%s=%q, want %q", k, s.Env[k], v)
 		}
-		if protocol.OwnedEnv(k) == protocol.EnvFree {
+		if containerenv.OwnedEnv(k) == containerenv.EnvFree {
 			t.Errorf("the slice sets %s but does not own it", k)
 		}
 	}

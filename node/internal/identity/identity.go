@@ -22,13 +22,13 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/node/internal/usage"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // HookOptions are the node's settings the hook decides by.
 type HookOptions struct {
 	Node      string
-	Resources protocol.ResourceNames
+	Resources wellknown.ResourceNames
 	Slice     grant.Shape
 	// Exempt and Early are namespaces (nrihook.Rules).
 	Exempt, Early []string
@@ -107,11 +107,11 @@ func nriAnswers(socket string) bool {
 // loudly.
 func Mode(socket string, log *slog.Logger) string {
 	if socket != "" && nriAnswers(socket) {
-		return protocol.IdentityRuntime
+		return wellknown.IdentityRuntime
 	}
 	log.Warn("IDENTITY IS GUESSED: no NRI socket, so Allocate guesses which pod kubelet admits, the leader binds one pod at a time here, and a pod vgpud did not schedule can be handed another's GPUs; run containerd 2.2+ or CRI-O 1.34+ with NRI enabled and its validator requiring vgpud",
 		"nri-socket", socket)
-	return protocol.IdentityGuessed
+	return wellknown.IdentityGuessed
 }
 
 // Announce writes node's identity annotation before the plugin serves:

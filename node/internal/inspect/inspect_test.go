@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func pod(name, node string, phase protocol.Phase, slices ...protocol.GPUSlice) *corev1.Pod {
@@ -24,7 +25,7 @@ func pod(name, node string, phase protocol.Phase, slices ...protocol.GPUSlice) *
 	if err != nil {
 		panic(err)
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{protocol.AnnotationAssignment: raw, protocol.AnnotationPhase: string(phase)}}}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{wellknown.AnnotationAssignment: raw, wellknown.AnnotationPhase: string(phase)}}}
 }
 
 func TestUsageAndRender(t *testing.T) {
@@ -80,7 +81,7 @@ func TestUsageCountsInitAndSidecarLikeTheBooks(t *testing.T) {
 	}
 	always := corev1.ContainerRestartPolicyAlways
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: map[string]string{wellknown.AnnotationAssignment: raw}},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}},
 			Containers:     []corev1.Container{{Name: "main"}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestUsageListsMIGInstances(t *testing.T) {
@@ -22,7 +23,7 @@ func TestUsageListsMIGInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{wellknown.AnnotationAssignment: raw}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	gpus, allocs := Usage("n1", inv, []*corev1.Pod{p}, nil)
 	if len(gpus) != 2 || len(allocs) != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Usage fills the GPUs' used columns and lists the allocations from the
@@ -24,7 +25,7 @@ import (
 // vgpud.io/phase annotation, which the guessing path writes.
 func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p *corev1.Pod, container string) string) ([]inspectv1.GPUState, []inspectv1.Allocation) {
 	if phase == nil {
-		phase = func(p *corev1.Pod, _ string) string { return p.Annotations[protocol.AnnotationPhase] }
+		phase = func(p *corev1.Pod, _ string) string { return p.Annotations[wellknown.AnnotationPhase] }
 	}
 	rows := rowsOf(inv)
 	uuids := make([]string, len(rows))
@@ -34,7 +35,7 @@ func Usage(node string, inv protocol.Inventory, pods []*corev1.Pod, phase func(p
 	used := make([]podmodel.Usage, len(rows))
 	allocs := []inspectv1.Allocation{}
 	for _, p := range pods {
-		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		raw, ok := p.Annotations[wellknown.AnnotationAssignment]
 		if !ok || podmodel.Terminated(p) {
 			continue
 		}

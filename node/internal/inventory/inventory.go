@@ -20,6 +20,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/migmaker"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/mig"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Scaling is what the scheduler is told each GPU offers.
@@ -122,50 +123,50 @@ func migGPU(d gpu.Device, healthy bool, od OnDemand) protocol.MIGGPU {
 
 // SetIdentity writes the node's vgpud.io/identity annotation.
 func (p *Publisher) SetIdentity(ctx context.Context, mode string) error {
-	if err := p.annotate(ctx, protocol.AnnotationIdentity, mode); err != nil {
-		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationIdentity, mode, err)
+	if err := p.annotate(ctx, wellknown.AnnotationIdentity, mode); err != nil {
+		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, wellknown.AnnotationIdentity, mode, err)
 	}
 	return nil
 }
 
 // SetPluginState writes the node's vgpud.io/plugin annotation.
 func (p *Publisher) SetPluginState(ctx context.Context, state string) error {
-	if err := p.annotate(ctx, protocol.AnnotationPlugin, state); err != nil {
-		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, protocol.AnnotationPlugin, state, err)
+	if err := p.annotate(ctx, wellknown.AnnotationPlugin, state); err != nil {
+		return fmt.Errorf("patch node %s annotation %s=%s: %w", p.node, wellknown.AnnotationPlugin, state, err)
 	}
 	return nil
 }
 
 // SetUsage writes the node's vgpud.io/usage annotation.
 func (p *Publisher) SetUsage(ctx context.Context, value string) error {
-	if err := p.annotate(ctx, protocol.AnnotationUsage, value); err != nil {
-		return fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationUsage, err)
+	if err := p.annotate(ctx, wellknown.AnnotationUsage, value); err != nil {
+		return fmt.Errorf("patch node %s annotation %s: %w", p.node, wellknown.AnnotationUsage, err)
 	}
 	return nil
 }
 
 // SetRuntime writes the node's vgpud.io/runtime-check annotation.
 func (p *Publisher) SetRuntime(ctx context.Context, value string) error {
-	if err := p.annotate(ctx, protocol.AnnotationRuntime, value); err != nil {
-		return fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationRuntime, err)
+	if err := p.annotate(ctx, wellknown.AnnotationRuntime, value); err != nil {
+		return fmt.Errorf("patch node %s annotation %s: %w", p.node, wellknown.AnnotationRuntime, err)
 	}
 	return nil
 }
 
 // ClearRuntime removes the node's vgpud.io/runtime-check annotation.
 func (p *Publisher) ClearRuntime(ctx context.Context) error {
-	patch := []byte(`{"metadata":{"annotations":{"` + protocol.AnnotationRuntime + `":null}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + wellknown.AnnotationRuntime + `":null}}}`)
 	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch node %s: remove annotation %s: %w", p.node, protocol.AnnotationRuntime, err)
+		return fmt.Errorf("patch node %s: remove annotation %s: %w", p.node, wellknown.AnnotationRuntime, err)
 	}
 	return nil
 }
 
 // ClearUsage removes the node's vgpud.io/usage annotation.
 func (p *Publisher) ClearUsage(ctx context.Context) error {
-	patch := []byte(`{"metadata":{"annotations":{"` + protocol.AnnotationUsage + `":null}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + wellknown.AnnotationUsage + `":null}}}`)
 	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch node %s: remove annotation %s: %w", p.node, protocol.AnnotationUsage, err)
+		return fmt.Errorf("patch node %s: remove annotation %s: %w", p.node, wellknown.AnnotationUsage, err)
 	}
 	return nil
 }
@@ -202,8 +203,8 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	if raw == p.last {
 		return false, nil
 	}
-	if err := p.annotate(ctx, protocol.AnnotationGPUs, raw); err != nil {
-		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, protocol.AnnotationGPUs, err)
+	if err := p.annotate(ctx, wellknown.AnnotationGPUs, raw); err != nil {
+		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, wellknown.AnnotationGPUs, err)
 	}
 	p.last = raw
 	return true, nil

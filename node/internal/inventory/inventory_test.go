@@ -10,6 +10,7 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestBuildAndPublishOnlyOnChange(t *testing.T) {
@@ -36,7 +37,7 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 		t.Fatalf("unchanged inventory written again: %v %v", wrote, err)
 	}
 	n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	back, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	back, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil || len(back.GPUs) != 8 || back.GPUs[3].Healthy {
 		t.Fatalf("annotation %v: %v", back, err)
 	}
@@ -58,25 +59,25 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 // leaving the inventory as it was.
 func TestSetIdentityAndPluginState(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: "kept"}}})
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: "kept"}}})
 	p := NewPublisher(kube.CoreV1(), "n1")
-	if err := p.SetIdentity(ctx, protocol.IdentityRuntime); err != nil {
+	if err := p.SetIdentity(ctx, wellknown.IdentityRuntime); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetPluginState(ctx, protocol.PluginServing); err != nil {
+	if err := p.SetPluginState(ctx, wellknown.PluginServing); err != nil {
 		t.Fatal(err)
 	}
 	n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{protocol.AnnotationGPUs: "kept", protocol.AnnotationIdentity: protocol.IdentityRuntime, protocol.AnnotationPlugin: protocol.PluginServing}
+	want := map[string]string{wellknown.AnnotationGPUs: "kept", wellknown.AnnotationIdentity: wellknown.IdentityRuntime, wellknown.AnnotationPlugin: wellknown.PluginServing}
 	for k, v := range want {
 		if n.Annotations[k] != v {
 			t.Errorf("%s=%q, want %q (all: %v)", k, n.Annotations[k], v, n.Annotations)
 		}
 	}
-	if err := NewPublisher(kube.CoreV1(), "gone").SetIdentity(ctx, protocol.IdentityGuessed); err == nil {
+	if err := NewPublisher(kube.CoreV1(), "gone").SetIdentity(ctx, wellknown.IdentityGuessed); err == nil {
 		t.Error("SetIdentity on a node that does not exist: no error")
 	}
 }
@@ -85,7 +86,7 @@ func TestSetIdentityAndPluginState(t *testing.T) {
 // leaves every other annotation.
 func TestSetAndClearUsage(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{protocol.AnnotationGPUs: "kept"}}})
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: "kept"}}})
 	p := NewPublisher(kube.CoreV1(), "n1")
 	annotations := func() map[string]string {
 		n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
@@ -97,14 +98,14 @@ func TestSetAndClearUsage(t *testing.T) {
 	if err := p.SetUsage(ctx, `{"mode":"report"}`); err != nil {
 		t.Fatal(err)
 	}
-	if got := annotations()[protocol.AnnotationUsage]; got != `{"mode":"report"}` {
+	if got := annotations()[wellknown.AnnotationUsage]; got != `{"mode":"report"}` {
 		t.Fatalf("usage annotation %q after SetUsage", got)
 	}
 	if err := p.ClearUsage(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got := annotations()
-	if _, ok := got[protocol.AnnotationUsage]; ok || got[protocol.AnnotationGPUs] != "kept" {
+	if _, ok := got[wellknown.AnnotationUsage]; ok || got[wellknown.AnnotationGPUs] != "kept" {
 		t.Errorf("after ClearUsage: %v; want the usage gone, the rest kept", got)
 	}
 	// Clearing what is not there is no error: a node that never reported.

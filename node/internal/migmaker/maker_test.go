@@ -23,6 +23,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/mig"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 type rig struct {
@@ -242,7 +243,7 @@ func TestWantedAndPossible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-x" + name), Annotations: map[string]string{protocol.AnnotationAssignment: raw}},
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-x" + name), Annotations: map[string]string{wellknown.AnnotationAssignment: raw}},
 			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
 	}
 	stale := protocol.OnDemandID(r.parent, "1g.5gb", 0)

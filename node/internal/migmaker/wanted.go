@@ -10,6 +10,7 @@ import (
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/mig"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Catalog is every instance the node may make, by protocol.OnDemandID:
@@ -63,7 +64,7 @@ func Wanted(pods []*corev1.Pod, node string, catalog map[string]Slot) (want map[
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	for _, p := range pods {
-		raw, ok := p.Annotations[protocol.AnnotationAssignment]
+		raw, ok := p.Annotations[wellknown.AnnotationAssignment]
 		if !ok || p.Spec.NodeName != node || podmodel.Terminated(p) {
 			continue
 		}

@@ -25,8 +25,8 @@ import (
 	"github.com/vgpud/vgpud/node/internal/inventory"
 	"github.com/vgpud/vgpud/node/internal/migmaker"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
-	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/mig"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Instances are the node's MIG maker and what it may make. Its maker is
@@ -199,7 +199,7 @@ func Open(opts Options, lib nvml.Interface, devs []gpu.Device, mode string, log 
 	if len(opts.MIGOnDemand) == 0 {
 		return madeBefore(opts, log)
 	}
-	if mode != protocol.IdentityRuntime {
+	if mode != wellknown.IdentityRuntime {
 		log.Warn("MIG instances are not made on demand: that needs the runtime hook (NRI), which hands each container the instance made for it", "flag", FlagMIGOnDemand)
 		return madeBefore(opts, log)
 	}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpud/vgpud/internal/configapi"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The flags of Options.
@@ -56,7 +56,7 @@ func (o *Options) FileSettings() []configapi.Setting {
 func (o Options) Validate() field.ErrorList {
 	var errs field.ErrorList
 	for _, p := range o.MIGOnDemandProfiles {
-		if !protocol.ValidMIGProfile(p) {
+		if !wellknown.ValidMIGProfile(p) {
 			errs = append(errs, field.Invalid(field.NewPath(FlagMIGOnDemandProfiles), strings.Join(o.MIGOnDemandProfiles, ","), fmt.Sprintf("%q is no MIG profile; want names like 1g.10gb or 3g.40gb", p)))
 			break
 		}

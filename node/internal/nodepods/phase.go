@@ -11,6 +11,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // PhaseWriter records vgpud.io/phase on pods.
@@ -25,13 +26,13 @@ func NewPhaseWriter(pods corev1client.PodsGetter) PhaseWriter { return PhaseWrit
 func (w PhaseWriter) SetPhase(ctx context.Context, pod *corev1.Pod, phase protocol.Phase) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         pod.UID,
-		"annotations": map[string]string{protocol.AnnotationPhase: string(phase)},
+		"annotations": map[string]string{wellknown.AnnotationPhase: string(phase)},
 	}})
 	if err != nil {
 		return err
 	}
 	if _, err := w.pods.Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("set %s=%q on pod %s/%s: %w", protocol.AnnotationPhase, phase, pod.Namespace, pod.Name, err)
+		return fmt.Errorf("set %s=%q on pod %s/%s: %w", wellknown.AnnotationPhase, phase, pod.Namespace, pod.Name, err)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // unstreamed is the fake's core client saying, as the fake clientset
@@ -29,7 +30,7 @@ func pod(name, node string) *corev1.Pod {
 	always := corev1.ContainerRestartPolicyAlways
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name),
-			Annotations:   map[string]string{protocol.AnnotationPhase: string(protocol.PhaseBound)},
+			Annotations:   map[string]string{wellknown.AnnotationPhase: string(protocol.PhaseBound)},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec: corev1.PodSpec{
 			NodeName:       node,
@@ -62,7 +63,7 @@ func TestCacheTrimsAndSignalsChanges(t *testing.T) {
 	}
 	p := got[0]
 	switch {
-	case p.UID != "uid-a" || p.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseBound) || p.Spec.NodeName != "n1":
+	case p.UID != "uid-a" || p.Annotations[wellknown.AnnotationPhase] != string(protocol.PhaseBound) || p.Spec.NodeName != "n1":
 		t.Errorf("identity, annotations or node lost: %+v", p.ObjectMeta)
 	case len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].RestartPolicy == nil || podmodel.KindOf(&p.Spec.InitContainers[0], true) != podmodel.KindSidecar:
 		t.Errorf("sidecar lost: %+v", p.Spec.InitContainers)
@@ -111,11 +112,11 @@ func TestSetPhaseCarriesTheUIDPrecondition(t *testing.T) {
 	if err := json.Unmarshal(patch, &body); err != nil {
 		t.Fatalf("patch %s: %v", patch, err)
 	}
-	if body.Metadata.UID != p.UID || body.Metadata.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
+	if body.Metadata.UID != p.UID || body.Metadata.Annotations[wellknown.AnnotationPhase] != string(protocol.PhaseAllocated) {
 		t.Fatalf("patch %s: want uid %s and phase allocated", patch, p.UID)
 	}
 	got, err := kube.CoreV1().Pods("ns").Get(context.Background(), "a", metav1.GetOptions{})
-	if err != nil || got.Annotations[protocol.AnnotationPhase] != string(protocol.PhaseAllocated) {
+	if err != nil || got.Annotations[wellknown.AnnotationPhase] != string(protocol.PhaseAllocated) {
 		t.Fatalf("phase not written: %v %v", got.Annotations, err)
 	}
 	// A missing pod is an error that names it.

@@ -14,7 +14,9 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Action is what the hook does to one container.
@@ -67,7 +69,7 @@ type NamedContainer struct {
 // Ruleset are the node's settings the decision reads.
 type Ruleset struct {
 	Node      string
-	Resources protocol.ResourceNames
+	Resources wellknown.ResourceNames
 	Slice     grant.Shape
 	// Exempt says whether a namespace's containers keep every GPU their
 	// image or pod names (the GPU operator's, vgpud's own).
@@ -101,7 +103,7 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 	}
 	spec := containerSpec(pod, c.Name)
 	asks := spec != nil && len(podmodel.VGPUNames(spec, r.Resources)) > 0
-	if raw, ok := pod.Annotations[protocol.AnnotationAssignment]; ok {
+	if raw, ok := pod.Annotations[wellknown.AnnotationAssignment]; ok {
 		a, err := protocol.DecodeAssignment(raw)
 		switch {
 		case err != nil:
@@ -127,7 +129,7 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 		// "Coming from HAMi"), and holds it to them. Only a container
 		// that asks the GPU resource got any: the pod's others, and its
 		// ephemeral ones, are judged like any other pod's.
-		a, err := protocol.DecodeHAMiAllocation(pod.Annotations[protocol.AnnotationHAMiAllocated], r.Node)
+		a, err := hamirecord.DecodeHAMiAllocation(pod.Annotations[hamirecord.AnnotationHAMiAllocated], r.Node)
 		if err != nil {
 			return Decision{Action: Refuse, Reason: fmt.Sprintf("pod %s was placed by HAMi, but its record cannot be read, so vgpud cannot tell which GPUs container %q may have: %v", id, c.Name, err)}
 		}
@@ -139,7 +141,7 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 				}
 			}
 		}
-		return Decision{Action: Keep, Devices: uuids, Reason: "placed on this node by HAMi (" + protocol.AnnotationHAMiAllocated + ")"}
+		return Decision{Action: Keep, Devices: uuids, Reason: "placed on this node by HAMi (" + hamirecord.AnnotationHAMiAllocated + ")"}
 	case spec != nil && privileged(spec):
 		// A privileged container reaches every device node anyway; the
 		// NVIDIA container toolkit gives it every GPU too.
@@ -155,11 +157,11 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 // recorded its devices: only HAMi's scheduler can write that record
 // (policy vgpud-hami-records), and a pod vgpud assigned is vgpud's.
 func placedByHAMi(pod *corev1.Pod, node string) bool {
-	if _, ours := pod.Annotations[protocol.AnnotationAssignment]; ours {
+	if _, ours := pod.Annotations[wellknown.AnnotationAssignment]; ours {
 		return false
 	}
-	hamiNode := pod.Annotations[protocol.AnnotationHAMiNode]
-	return pod.Annotations[protocol.AnnotationHAMiAllocated] != "" && pod.Spec.NodeName == node && (hamiNode == "" || hamiNode == node)
+	hamiNode := pod.Annotations[hamirecord.AnnotationHAMiNode]
+	return pod.Annotations[hamirecord.AnnotationHAMiAllocated] != "" && pod.Spec.NodeName == node && (hamiNode == "" || hamiNode == node)
 }
 
 // getsDevices says whether kubelet asks some device plugin for devices

@@ -15,12 +15,14 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 const node = "n1"
 
 func rules() Ruleset {
-	return Ruleset{Node: node, Resources: protocol.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }, Early: func(ns string) bool { return ns == "kube-system" }}
+	return Ruleset{Node: node, Resources: wellknown.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }, Early: func(ns string) bool { return ns == "kube-system" }}
 }
 
 // gpuPod is a pod with one app container asking one GPU and a sidecar
@@ -40,7 +42,7 @@ func gpuPod(name, uuid string) *corev1.Pod {
 		if err != nil {
 			panic(err)
 		}
-		p.Annotations[protocol.AnnotationAssignment] = raw
+		p.Annotations[wellknown.AnnotationAssignment] = raw
 	}
 	return p
 }
@@ -59,15 +61,15 @@ func TestDecide(t *testing.T) {
 	elsewhere := gpuPod("elsewhere", "GPU-0")
 	elsewhere.Spec.NodeName = "n2"
 	hami := gpuPod("hami", "")
-	hami.Annotations[protocol.AnnotationHAMiAllocated] = "GPU-0,NVIDIA,1000,30:;"
-	hami.Annotations[protocol.AnnotationHAMiNode] = node
+	hami.Annotations[hamirecord.AnnotationHAMiAllocated] = "GPU-0,NVIDIA,1000,30:;"
+	hami.Annotations[hamirecord.AnnotationHAMiNode] = node
 	hamiRenamed := hami.DeepCopy()
 	hamiRenamed.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"hami.example/gpu": *resource.NewQuantity(1, resource.DecimalSI)}
 	cluster := gpuPod("cni", "")
 	cluster.Namespace = "kube-system"
 	cluster.Spec.Containers = cluster.Spec.Containers[1:]
 	hamiElsewhere := hami.DeepCopy()
-	hamiElsewhere.Annotations[protocol.AnnotationHAMiNode] = "n2"
+	hamiElsewhere.Annotations[hamirecord.AnnotationHAMiNode] = "n2"
 	for _, tc := range []struct {
 		name string
 		c    NamedContainer
@@ -104,7 +106,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideGrantIsTheAssignment(t *testing.T) {
-	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Ruleset{Node: node, Resources: protocol.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
+	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Ruleset{Node: node, Resources: wellknown.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
 	env := d.Slice.Env
 	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
 		t.Fatalf("env = %v", env)

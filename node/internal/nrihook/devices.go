@@ -10,7 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // nvidiaMajor is the NVIDIA driver's character device major: every
@@ -110,7 +110,7 @@ func beyondHAMi(ctr *api.Container, devices []string, parent func(uuid string) s
 	}
 	last := map[string]string{}
 	for _, kv := range ctr.GetEnv() {
-		if name, value, _ := strings.Cut(kv, "="); protocol.OwnedEnv(name) == protocol.EnvDevice {
+		if name, value, _ := strings.Cut(kv, "="); containerenv.OwnedEnv(name) == containerenv.EnvDevice {
 			last[name] = value
 		}
 	}
@@ -118,10 +118,10 @@ func beyondHAMi(ctr *api.Container, devices []string, parent func(uuid string) s
 	for _, name := range slices.Sorted(maps.Keys(last)) {
 		value := last[name]
 		switch {
-		case value == "" || value == protocol.VisibleDevicesNone || value == protocol.VisibleDevicesVoid:
-		case name == protocol.EnvVisibleDevices && value == grant.DeviceListDir:
+		case value == "" || value == containerenv.VisibleDevicesNone || value == containerenv.VisibleDevicesVoid:
+		case name == containerenv.EnvVisibleDevices && value == grant.DeviceListDir:
 			// The volume-mounts strategy: the mounts below name them.
-		case name == protocol.EnvVisibleDevices:
+		case name == containerenv.EnvVisibleDevices:
 			for _, d := range strings.Split(value, ",") {
 				if !ok(d) {
 					found = append(found, "env "+name+"="+value)

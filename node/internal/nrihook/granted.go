@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // Granted is told of each container the hook grants a slice, by the
@@ -43,7 +44,7 @@ func escaped(d Decision, ctr *api.Container, parent func(uuid string) string) bo
 	want := ""
 	switch d.Action {
 	case Grant:
-		want = d.Slice.Env[protocol.EnvVisibleDevices]
+		want = d.Slice.Env[containerenv.EnvVisibleDevices]
 	case Void:
 		want = grant.Void
 	case Keep:
@@ -61,13 +62,13 @@ func escaped(d Decision, ctr *api.Container, parent func(uuid string) string) bo
 	}
 	got, set := "", false
 	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == protocol.EnvVisibleDevices {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == containerenv.EnvVisibleDevices {
 			got, set = v, true
 		}
 	}
 	if d.Action == Void {
 		// No device env at all exposes no GPU either.
-		return set && got != grant.Void && got != protocol.VisibleDevicesNone
+		return set && got != grant.Void && got != containerenv.VisibleDevicesNone
 	}
 	return got != want
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // A container of a pod HAMi placed keeps exactly the GPUs HAMi's record
@@ -20,21 +20,21 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 		ctr  *api.Container
 		bad  string // in the refusal; "" to pass
 	}{
-		{"the device plugin's own", env("PATH=/bin", protocol.EnvVisibleDevices+"=GPU-1"), ""},
-		{"both of the pod's", env(protocol.EnvVisibleDevices + "=GPU-0,GPU-1"), ""},
-		{"none at all", env(protocol.EnvVisibleDevices + "=void"), ""},
-		{"an envFrom's all after the plugin's", env(protocol.EnvVisibleDevices+"=GPU-0", protocol.EnvVisibleDevices+"=all"), protocol.EnvVisibleDevices + "=all"},
-		{"a CUDA image's all before the plugin's", env(protocol.EnvVisibleDevices+"=all", protocol.EnvVisibleDevices+"=GPU-0"), ""},
-		{"the MIG instance HAMi's plugin hands out, of a GPU of the record", env(protocol.EnvVisibleDevices + "=MIG-a"), ""},
-		{"a MIG instance of another GPU", env(protocol.EnvVisibleDevices + "=MIG-b"), "MIG-b"},
+		{"the device plugin's own", env("PATH=/bin", containerenv.EnvVisibleDevices+"=GPU-1"), ""},
+		{"both of the pod's", env(containerenv.EnvVisibleDevices + "=GPU-0,GPU-1"), ""},
+		{"none at all", env(containerenv.EnvVisibleDevices + "=void"), ""},
+		{"an envFrom's all after the plugin's", env(containerenv.EnvVisibleDevices+"=GPU-0", containerenv.EnvVisibleDevices+"=all"), containerenv.EnvVisibleDevices + "=all"},
+		{"a CUDA image's all before the plugin's", env(containerenv.EnvVisibleDevices+"=all", containerenv.EnvVisibleDevices+"=GPU-0"), ""},
+		{"the MIG instance HAMi's plugin hands out, of a GPU of the record", env(containerenv.EnvVisibleDevices + "=MIG-a"), ""},
+		{"a MIG instance of another GPU", env(containerenv.EnvVisibleDevices + "=MIG-b"), "MIG-b"},
 		{"what HAMi's plugin sets for GDS and IMEX", env("NVIDIA_GDS=enabled", "NVIDIA_IMEX_CHANNELS=0,1"), ""},
 		{"every IMEX channel", env("NVIDIA_IMEX_CHANNELS=all"), "NVIDIA_IMEX_CHANNELS=all"},
-		{"the volume-mounts strategy, naming its own", &api.Container{Name: "app", Env: []string{protocol.EnvVisibleDevices + "=/var/run/nvidia-container-devices"},
+		{"the volume-mounts strategy, naming its own", &api.Container{Name: "app", Env: []string{containerenv.EnvVisibleDevices + "=/var/run/nvidia-container-devices"},
 			Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/GPU-0"}}}, ""},
 		{"a mount naming every GPU", &api.Container{Name: "app", Mounts: []*api.Mount{{Destination: "/var/run/nvidia-container-devices/all"}}}, "mount /var/run/nvidia-container-devices/all"},
 		{"the device plugin's generated CDI vendor", &api.Container{Name: "app", CDIDevices: []*api.CDIDevice{{Name: "k8s.device-plugin.nvidia.com/gpu=all"}}}, "CDI device"},
-		{"an index", env(protocol.EnvVisibleDevices + "=0"), protocol.EnvVisibleDevices + "=0"},
-		{"another GPU of the node", env(protocol.EnvVisibleDevices + "=GPU-0,GPU-7"), "GPU-7"},
+		{"an index", env(containerenv.EnvVisibleDevices + "=0"), containerenv.EnvVisibleDevices + "=0"},
+		{"another GPU of the node", env(containerenv.EnvVisibleDevices + "=GPU-0,GPU-7"), "GPU-7"},
 		{"another owned device name asking more", env("NVIDIA_MOFED=all"), "NVIDIA_MOFED=all"},
 		{"a CDI device", &api.Container{Name: "app", CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=all"}}}, "CDI device nvidia.com/gpu=all"},
 		{"a CDI annotation", &api.Container{Name: "app", Annotations: map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=3"}}, "CDI annotation"},
@@ -61,7 +61,7 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 // a GPU outside the books is an escape, whatever its env says.
 func TestEscapedJudgesDevicesAsCreateDoes(t *testing.T) {
 	void := Decision{Action: Void}
-	clean := &api.Container{Env: []string{protocol.EnvVisibleDevices + "=void"}}
+	clean := &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=void"}}
 	if escaped(void, clean, nil) {
 		t.Fatal("a voided container with nothing else escaped")
 	}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpud/vgpud/node/internal/grant"
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // PodIndex is the node's pod informer.
@@ -138,7 +138,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	}
 	if d.Action == Grant {
 		h.tellGranted(ctr.GetId(), c, d.Assigned)
-		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[protocol.EnvVisibleDevices], "took", h.clock.Since(start))
+		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[containerenv.EnvVisibleDevices], "took", h.clock.Since(start))
 	}
 	return adj, nil, nil
 }
@@ -207,7 +207,7 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 	}
 	want := d.Slice.Env
 	if d.Action == Void {
-		want = map[string]string{protocol.EnvVisibleDevices: grant.Void}
+		want = map[string]string{containerenv.EnvVisibleDevices: grant.Void}
 	}
 	if bad := overriding(ctr.GetEnv(), want, d.Action == Grant); len(bad) > 0 {
 		return nil, fmt.Errorf("container %q sets %s in its own env (pod spec, envFrom or image); vgpud decides these from the pod's GPU assignment: remove them", ctr.GetName(), strings.Join(bad, ", "))
@@ -255,7 +255,7 @@ func overriding(env []string, want map[string]string, granted bool) []string {
 		last[name] = value
 		owned[name] = owned[name] || grant.Owned(name, value)
 	}
-	gpus := strings.Count(want[protocol.EnvVisibleDevices], ",") + 1
+	gpus := strings.Count(want[containerenv.EnvVisibleDevices], ",") + 1
 	var bad []string
 	for name, n := range count {
 		w, set := want[name]
@@ -263,7 +263,7 @@ func overriding(env []string, want map[string]string, granted bool) []string {
 		case set && n > 1 && last[name] != w:
 			bad = append(bad, name)
 		case !set && granted && owned[name]:
-			if _, i, perGPU := protocol.PerGPUEnv(name); perGPU && i >= gpus {
+			if _, i, perGPU := containerenv.PerGPUEnv(name); perGPU && i >= gpus {
 				continue
 			}
 			bad = append(bad, name)
@@ -290,7 +290,7 @@ func (h *Hook) remember(c NamedContainer, d Decision, err error) {
 		return
 	}
 	delete(r.Refused, c.Name)
-	r.Granted[c.Name] = d.Slice.Env[protocol.EnvVisibleDevices]
+	r.Granted[c.Name] = d.Slice.Env[containerenv.EnvVisibleDevices]
 }
 
 // StopPodSandbox forgets the pod's grants: its containers are stopped for

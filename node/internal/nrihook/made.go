@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
 // InstanceMaker is what the hook asks of the node's MIG maker (migmaker.InstanceMaker):
@@ -93,7 +93,7 @@ func substitute(d Decision, lookup func(id string) (string, bool)) (Decision, st
 	}
 	d.Assigned.GPUs = gpus
 	d.Slice.Env = maps.Clone(d.Slice.Env)
-	d.Slice.Env[protocol.EnvVisibleDevices] = strings.Join(uuids, ",")
+	d.Slice.Env[containerenv.EnvVisibleDevices] = strings.Join(uuids, ",")
 	return d, ""
 }
 

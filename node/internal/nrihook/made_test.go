@@ -16,6 +16,8 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 type fakeMaker struct {
@@ -75,12 +77,12 @@ func TestResolveMade(t *testing.T) {
 			m.make(id, "MIG-made")
 		}()
 		d := h.resolveMade(context.Background(), grantOf(), NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"})
-		if d.Action != Grant || d.Slice.Env[protocol.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
+		if d.Action != Grant || d.Slice.Env[containerenv.EnvVisibleDevices] != "MIG-made" || d.Assigned.GPUs[0].UUID != "MIG-made" {
 			t.Errorf("made while waiting: %+v", d)
 		}
 		// A shared slice passes as it is.
-		plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{protocol.EnvVisibleDevices: "GPU-a"}}}
-		if d := h.resolveMade(context.Background(), plain, NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[protocol.EnvVisibleDevices] != "GPU-a" {
+		plain := Decision{Action: Grant, Assigned: protocol.ContainerAssignment{GPUs: []protocol.GPUSlice{{UUID: "GPU-a", MemoryMiB: 1}}}, Slice: grant.Slice{Env: map[string]string{containerenv.EnvVisibleDevices: "GPU-a"}}}
+		if d := h.resolveMade(context.Background(), plain, NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"}); d.Slice.Env[containerenv.EnvVisibleDevices] != "GPU-a" {
 			t.Errorf("shared: %+v", d)
 		}
 	})
@@ -102,10 +104,10 @@ func TestRecordedForRunningContainers(t *testing.T) {
 	m := &fakeMaker{made: map[string]string{id: "MIG-made"}, changed: make(chan struct{})}
 	h.SetMaker(m)
 	got, ok := h.recorded(d, c)
-	if !ok || escaped(got, &api.Container{Env: []string{protocol.EnvVisibleDevices + "=MIG-made"}}, nil) || !escaped(got, &api.Container{Env: []string{protocol.EnvVisibleDevices + "=MIG-other"}}, nil) {
+	if !ok || escaped(got, &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=MIG-made"}}, nil) || !escaped(got, &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=MIG-other"}}, nil) {
 		t.Errorf("recorded %+v %v: want judged by MIG-made", got, ok)
 	}
-	if d.Slice.Env[protocol.EnvVisibleDevices] != id {
+	if d.Slice.Env[containerenv.EnvVisibleDevices] != id {
 		t.Error("the decision's env was changed in place")
 	}
 }
@@ -121,7 +123,7 @@ func TestRunningOnMadeInstanceJudgedWhenTheMakerComes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Annotations[protocol.AnnotationAssignment] = raw
+	p.Annotations[wellknown.AnnotationAssignment] = raw
 	h, _ := testHook(p)
 	g := newGrants()
 	h.Tell(g)
@@ -130,7 +132,7 @@ func TestRunningOnMadeInstanceJudgedWhenTheMakerComes(t *testing.T) {
 	h.EvictWith(func(string, int) error { mu.Lock(); defer mu.Unlock(); evicted++; return nil })
 	sb := sandbox(p)
 	sb.Id = "sb1"
-	ctrs := []*api.Container{{Id: "c1", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING, Pid: 7, Env: []string{protocol.EnvVisibleDevices + "=MIG-made"}}}
+	ctrs := []*api.Container{{Id: "c1", PodSandboxId: "sb1", Name: "app", State: api.ContainerState_CONTAINER_RUNNING, Pid: 7, Env: []string{containerenv.EnvVisibleDevices + "=MIG-made"}}}
 	if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, ctrs); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // runtimeCheckPeriod is how often the node reads its runtime's
@@ -43,7 +44,7 @@ func Preflight(o Options, nriSocket string) (v preflight.Verdict, ok bool) {
 
 // Want is what vgpud's settings ask of the runtime, its hook on socket.
 func Want(socket string) preflight.Want {
-	return preflight.Want{Plugin: nrihook.PluginName, Tolerate: protocol.AnnotationHookOptional, Socket: socket}
+	return preflight.Want{Plugin: nrihook.PluginName, Tolerate: wellknown.AnnotationHookOptional, Socket: socket}
 }
 
 // Metrics take each verdict.

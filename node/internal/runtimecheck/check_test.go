@@ -18,6 +18,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodemetrics"
 	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The annotation stays small whatever the configuration says.
@@ -40,7 +41,7 @@ func TestEncodeRuntimeIsBounded(t *testing.T) {
 // earlier run stays on the node, and nothing is exported.
 func TestRuntimeCheckOffClearsTheNode(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
-		protocol.AnnotationRuntime: `{"result":"fails-closed","runtime":"containerd"}`, "other": "kept"}}})
+		wellknown.AnnotationRuntime: `{"result":"fails-closed","runtime":"containerd"}`, "other": "kept"}}})
 	reg := prometheus.NewRegistry()
 	c := New(Options{}, "", kube.CoreV1(), "n1", nodemetrics.New(reg), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := c.Run(context.Background()); err != nil {
@@ -50,7 +51,7 @@ func TestRuntimeCheckOffClearsTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := n.Annotations[protocol.AnnotationRuntime]; ok || n.Annotations["other"] != "kept" {
+	if _, ok := n.Annotations[wellknown.AnnotationRuntime]; ok || n.Annotations["other"] != "kept" {
 		t.Fatalf("node annotations after the check was turned off: %v", n.Annotations)
 	}
 	families, err := reg.Gather()

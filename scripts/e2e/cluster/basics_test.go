@@ -22,6 +22,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -135,14 +136,14 @@ func onePodEndToEnd(t *testing.T, e env, nodes []string) {
 	if p.Spec.SchedulerName != "vgpud-scheduler" {
 		t.Errorf("schedulerName %q", p.Spec.SchedulerName)
 	}
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The runtime named the pod to vgpud's NRI hook: no phase
 	// annotation is written on the way, and the node's inspect says
 	// the hook created the container with its slice.
-	if ph, ok := p.Annotations[protocol.AnnotationPhase]; ok {
+	if ph, ok := p.Annotations[wellknown.AnnotationPhase]; ok {
 		t.Errorf("phase %q written where the runtime names pods", ph)
 	}
 	node := p.Spec.NodeName
@@ -152,7 +153,7 @@ func onePodEndToEnd(t *testing.T, e env, nodes []string) {
 		t.Errorf("env %v, assignment %+v", env, a)
 	}
 	s := e.inspect(t, node)
-	if s.Identity != protocol.IdentityRuntime {
+	if s.Identity != wellknown.IdentityRuntime {
 		t.Errorf("inspect on %s: identity %q", node, s.Identity)
 	}
 	found := false
@@ -393,7 +394,7 @@ func leaderFailover(t *testing.T, e env, nodes []string) {
 			if p.Status.Phase == corev1.PodFailed {
 				t.Fatalf("%s, created during the failover, failed: %s: %s", name, p.Status.Reason, p.Status.Message)
 			}
-			if p.Annotations[protocol.AnnotationAssignment] == "" || p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
+			if p.Annotations[wellknown.AnnotationAssignment] == "" || p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
 				return fmt.Errorf("%s not running on a vgpud assignment yet (phase %s, node %q)", name, p.Status.Phase, p.Spec.NodeName)
 			}
 		}
@@ -638,13 +639,13 @@ func stateSurvivesRestart(t *testing.T, e env, nodes []string) {
 	back := time.Since(restarted)
 	// The Service may route to the new leader a moment after its label.
 	harness.Eventually(t, 60*time.Second, "the new pod admitted", func() error {
-		_, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("after", map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"}, map[string]string{protocol.AnnotationGPUPolicy: "binpack"}), metav1.CreateOptions{})
+		_, err := e.kube.CoreV1().Pods(ns).Create(ctx, gpuPod("after", map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"}, map[string]string{wellknown.AnnotationGPUPolicy: "binpack"}), metav1.CreateOptions{})
 		return err
 	})
 	e.waitRunning(t, ns, []string{"after"}, 120*time.Second)
 	t.Logf("every vgpud pod deleted -> replacements ready and leading: %v; -> a new GPU pod Running: %v", back.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 	p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "after", metav1.GetOptions{})
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // gpuChains: a chain of GPU policies applies in the order written. On
@@ -54,14 +55,14 @@ func gpuChains(t *testing.T, e env, nodes []string) {
 		return e.assignedIndices(t, ns, name, dgx)
 	}
 	// A the fullest, B the next: pinned by UUID, as a tenant may.
-	place("full", "20000", "1", map[string]string{protocol.AnnotationUseGPUUUID: gpuA.UUID})
-	place("half", "10000", "1", map[string]string{protocol.AnnotationUseGPUUUID: gpuB.UUID})
+	place("full", "20000", "1", map[string]string{wellknown.AnnotationUseGPUUUID: gpuA.UUID})
+	place("half", "10000", "1", map[string]string{wellknown.AnnotationUseGPUUUID: gpuB.UUID})
 
-	loadFirst := place("binpack-numa", "1000", "2", map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,numa"})
+	loadFirst := place("binpack-numa", "1000", "2", map[string]string{wellknown.AnnotationGPUPolicyHAMi: "binpack,numa"})
 	if want := fmt.Sprint([]int{gpuA.Index, gpuB.Index}); fmt.Sprint(loadFirst) != want {
 		t.Fatalf("binpack,numa got GPUs %v; want %s, the two fullest, across NUMA nodes", loadFirst, want)
 	}
-	numaFirst := place("numa-binpack", "1000", "2", map[string]string{protocol.AnnotationGPUPolicyHAMi: "numa,binpack"})
+	numaFirst := place("numa-binpack", "1000", "2", map[string]string{wellknown.AnnotationGPUPolicyHAMi: "numa,binpack"})
 	if want := fmt.Sprint([]int{gpuA.Index, sameNUMA}); fmt.Sprint(numaFirst) != want {
 		t.Fatalf("numa,binpack got GPUs %v; want %s, the fullest and the next on its NUMA node %d", numaFirst, want, gpuA.NUMA)
 	}
@@ -77,7 +78,7 @@ func (e env) assignedIndices(t *testing.T, ns, name string, inv protocol.Invento
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := protocol.DecodeAssignment(got.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(got.Annotations[wellknown.AnnotationAssignment])
 	if err != nil || len(a.Containers) != 1 {
 		t.Fatalf("pod %s: assignment %+v, %v", name, a, err)
 	}

@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -49,7 +51,7 @@ func slotCharge(t *testing.T, e env, ns string) {
 	kube := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
 	squat := func(name string) {
 		t.Helper()
-		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1"}, map[string]string{protocol.AnnotationUseGPUType: "A100"})
+		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1"}, map[string]string{wellknown.AnnotationUseGPUType: "A100"})
 		// Admission counts what the pod names (1 MiB, no cores) and
 		// lets it by; bind charges the slot.
 		if _, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -65,7 +67,7 @@ func slotCharge(t *testing.T, e env, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +77,10 @@ func slotCharge(t *testing.T, e env, ns string) {
 		t.Fatalf("the scenario wants a GPU whose slot is 3001..6000 MiB; %s has %d (%d MiB split %d)", g.UUID, slot.MemMiB, g.MemoryMiB, g.Split)
 	}
 	env := e.containerEnv(t, ns, "squat-0")
-	if want := fmt.Sprint(slot.Cores); env[protocol.EnvSMLimit] != want || a.Containers[0].GPUs[0].Cores != slot.Cores {
-		t.Fatalf("a container that names no gpucores got %s=%q (assignment %d cores), want a slot's share, %s", protocol.EnvSMLimit, env[protocol.EnvSMLimit], a.Containers[0].GPUs[0].Cores, want)
+	if want := fmt.Sprint(slot.Cores); env[containerenv.EnvSMLimit] != want || a.Containers[0].GPUs[0].Cores != slot.Cores {
+		t.Fatalf("a container that names no gpucores got %s=%q (assignment %d cores), want a slot's share, %s", containerenv.EnvSMLimit, env[containerenv.EnvSMLimit], a.Containers[0].GPUs[0].Cores, want)
 	}
-	t.Logf("squat-0 asks 1 MiB and no cores: runs with %s=%s, charged %d MiB (%d MiB split %d)", protocol.EnvSMLimit, env[protocol.EnvSMLimit], slot.MemMiB, g.MemoryMiB, g.Split)
+	t.Logf("squat-0 asks 1 MiB and no cores: runs with %s=%s, charged %d MiB (%d MiB split %d)", containerenv.EnvSMLimit, env[containerenv.EnvSMLimit], slot.MemMiB, g.MemoryMiB, g.Split)
 
 	squat("squat-1")
 	memMsg := fmt.Sprintf("gpumem quota 6000 MiB, in use %d, this pod is charged %d", slot.MemMiB, slot.MemMiB)
@@ -146,7 +148,7 @@ func (e env) inventory(t *testing.T, node string) protocol.Inventory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil {
 		t.Fatalf("node %s inventory: %v", node, err)
 	}
@@ -185,7 +187,7 @@ func wholeMemoryCharge(t *testing.T, e env, ns string) {
 	})
 	kube := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
 	whole := func(name string) error {
-		p := gpuPod(name, map[string]string{"nvidia.com/gpumem-percentage": "100", "nvidia.com/gpucores": "1"}, map[string]string{protocol.AnnotationUseGPUType: "A100"})
+		p := gpuPod(name, map[string]string{"nvidia.com/gpumem-percentage": "100", "nvidia.com/gpucores": "1"}, map[string]string{wellknown.AnnotationUseGPUType: "A100"})
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,7 +122,7 @@ func oversubscribed(t *testing.T, e env) []string {
 	}
 	var over []string
 	for _, n := range nodes.Items {
-		inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+		inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 		if err != nil {
 			t.Fatalf("node %s: %v", n.Name, err)
 		}

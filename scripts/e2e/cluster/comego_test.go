@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -37,7 +38,7 @@ func gpuComesAndGoes(t *testing.T, e env, nodes []string) {
 	last := before.GPUs[len(before.GPUs)-1]
 	create := func(name string) {
 		t.Helper()
-		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationUseGPUUUID: last.UUID})
+		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{wellknown.AnnotationUseGPUUUID: last.UUID})
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 		if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

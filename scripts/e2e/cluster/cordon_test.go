@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -34,7 +35,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil || len(inv.GPUs) < 2 {
 		t.Fatalf("node %s: %d GPUs, %v; the scenario needs two", node, len(inv.GPUs), err)
 	}
@@ -90,7 +91,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -104,7 +105,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 	}
 
 	// A pod on the first GPU before it is cordoned.
-	create(pinned("before", map[string]string{protocol.AnnotationUseGPUUUID: first.UUID}))
+	create(pinned("before", map[string]string{wellknown.AnnotationUseGPUUUID: first.UUID}))
 	e.waitRunning(t, ns, []string{"before"}, 90*time.Second)
 	before, err := e.kube.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{})
 	if err != nil {
@@ -164,7 +165,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		}
 	}
 	now, err := e.kube.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{})
-	if err != nil || now.UID != before.UID || now.Status.Phase != corev1.PodRunning || now.Annotations[protocol.AnnotationAssignment] != before.Annotations[protocol.AnnotationAssignment] {
+	if err != nil || now.UID != before.UID || now.Status.Phase != corev1.PodRunning || now.Annotations[wellknown.AnnotationAssignment] != before.Annotations[wellknown.AnnotationAssignment] {
 		t.Errorf("the pod on the cordoned GPU was disturbed: %v", err)
 	}
 	s := e.inspect(t, node)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -37,10 +38,10 @@ func TestFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id := n.Annotations[protocol.AnnotationIdentity]; id != protocol.IdentityGuessed {
-			t.Errorf("%s=%q, want %q", protocol.AnnotationIdentity, id, protocol.IdentityGuessed)
+		if id := n.Annotations[wellknown.AnnotationIdentity]; id != wellknown.IdentityGuessed {
+			t.Errorf("%s=%q, want %q", wellknown.AnnotationIdentity, id, wellknown.IdentityGuessed)
 		}
-		if s := e.inspect(t, node); s.Identity != protocol.IdentityGuessed {
+		if s := e.inspect(t, node); s.Identity != wellknown.IdentityGuessed {
 			t.Errorf("inspect identity %q", s.Identity)
 		} else if c := s.RuntimeCheck; c == nil || c.Result != protocol.RuntimeFailsOpen {
 			// containerd 1.6's configuration has no NRI validator.
@@ -78,7 +79,7 @@ func TestFallback(t *testing.T) {
 		e.waitRunning(t, ns, []string{"one", "two"}, 90*time.Second)
 		for _, name := range []string{"one", "two"} {
 			p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if ph := p.Annotations[protocol.AnnotationPhase]; ph != string(protocol.PhaseAllocated) {
+			if ph := p.Annotations[wellknown.AnnotationPhase]; ph != string(protocol.PhaseAllocated) {
 				t.Errorf("%s: phase %q, want %q (the guessing path records it)", name, ph, protocol.PhaseAllocated)
 			}
 			if env := e.containerEnv(t, ns, name); env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "2000m" {

@@ -28,7 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -100,14 +101,14 @@ spec:
 		}
 		// Every name vgpud owns, each kind where it is owned, at once.
 		var all []string
-		for _, n := range protocol.SliceEnvNames() {
+		for _, n := range containerenv.SliceEnvNames() {
 			all = append(all, fmt.Sprintf("{name: %s, value: x}", n))
 		}
-		for _, p := range protocol.SliceEnvPrefixes() {
+		for _, p := range containerenv.SliceEnvPrefixes() {
 			all = append(all, fmt.Sprintf("{name: %s0, value: x}", p))
 		}
 		var devices []string
-		for _, n := range protocol.DeviceEnvNames() {
+		for _, n := range containerenv.DeviceEnvNames() {
 			devices = append(devices, fmt.Sprintf("{name: %s, value: all}", n))
 		}
 		for _, tc := range []struct{ name, yaml, want string }{
@@ -115,8 +116,8 @@ spec:
 			{"env-devices", podWith("env-devices", "{name: NVIDIA_VISIBLE_DEVICES, value: all}", ""), "container init (NVIDIA_VISIBLE_DEVICES)"},
 			{"env-preload", podWith("env-preload", "", "{name: LD_PRELOAD, value: /tmp/x.so}"), "container main (LD_PRELOAD)"},
 			{"env-policy", podWith("env-policy", "", "{name: GPU_CORE_UTILIZATION_POLICY, value: disable}"), "container main (GPU_CORE_UTILIZATION_POLICY)"},
-			{"env-every-slice-name", podWith("env-every-slice-name", "", strings.Join(all, ", ")), "container main (" + strings.Join(append(protocol.SliceEnvNames(), protocol.SliceEnvPrefixes()[0]+"0", protocol.SliceEnvPrefixes()[1]+"0"), ", ") + ")"},
-			{"env-every-device-name", podWith("env-every-device-name", strings.Join(devices, ", "), ""), "container init (" + strings.Join(protocol.DeviceEnvNames(), ", ") + ")"},
+			{"env-every-slice-name", podWith("env-every-slice-name", "", strings.Join(all, ", ")), "container main (" + strings.Join(append(containerenv.SliceEnvNames(), containerenv.SliceEnvPrefixes()[0]+"0", containerenv.SliceEnvPrefixes()[1]+"0"), ", ") + ")"},
+			{"env-every-device-name", podWith("env-every-device-name", strings.Join(devices, ", "), ""), "container init (" + strings.Join(containerenv.DeviceEnvNames(), ", ") + ")"},
 		} {
 			out, err := asTenant(tc.yaml, "apply", "--dry-run=server", "-f", "-")
 			if err == nil || harness.Contains(out, "ValidatingAdmissionPolicy 'vgpud-slice-env'", tc.want) != nil {
@@ -185,7 +186,7 @@ spec:
 
 	t.Run("selector lists are bounded", func(t *testing.T) {
 		long := strings.Repeat("A100,", 40000)
-		p := gpuPod("long-selector", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationNoUseGPUType: long})
+		p := gpuPod("long-selector", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{wellknown.AnnotationNoUseGPUType: long})
 		_, err := e.impersonate(t, "system:serviceaccount:"+fencesNS+":tenant", nil).CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), "annotation nvidia.com/nouse-gputype is longer than 4096 bytes") {
 			t.Fatalf("long selector at create: %v", err)
@@ -193,14 +194,14 @@ spec:
 		// Patched onto a pending pod after admission: the filter refuses
 		// it at once rather than matching it against every GPU.
 		// Pending first: no GPU is of that type, so the filter says no.
-		p = gpuPod("patched-selector", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationUseGPUType: "NoSuchGPU"})
+		p = gpuPod("patched-selector", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{wellknown.AnnotationUseGPUType: "NoSuchGPU"})
 		if _, err := e.kube.CoreV1().Pods(fencesNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Eventually(t, 60*time.Second, "patched-selector refused for its GPU type", func() error {
 			return e.eventSays(fencesNS, "patched-selector", "use/nouse-gputype")
 		})
-		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{protocol.AnnotationUseGPUType: long}}})
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{wellknown.AnnotationUseGPUType: long}}})
 		if out, err := asTenant(string(body), "patch", "pod", "patched-selector", "--type=merge", "--patch-file=/dev/stdin"); err != nil {
 			t.Fatalf("%v %s", err, out)
 		}
@@ -346,7 +347,7 @@ spec:
 		// No pod is created already labelled leader, by anyone: a node's
 		// kubelet writing a mirror pod into vgpud-system would otherwise
 		// join the webhook's Service.
-		impostor := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "impostor", Labels: map[string]string{"app.kubernetes.io/name": "vgpud", protocol.LabelRole: protocol.RoleLeader},
+		impostor := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "impostor", Labels: map[string]string{"app.kubernetes.io/name": "vgpud", wellknown.LabelRole: wellknown.RoleLeader},
 			Annotations: map[string]string{"vgpud.io/runtime-hook-optional": "true"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1"}}}}
 		_, err = e.kube.CoreV1().Pods(system).Create(ctx, impostor, metav1.CreateOptions{})
@@ -354,7 +355,7 @@ spec:
 
 		// Nothing above changed the pod it aimed at.
 		after, err := e.kube.CoreV1().Pods(fencesNS).Get(ctx, pinned.Name, metav1.GetOptions{})
-		if err != nil || after.Spec.Containers[0].Image != pinned.Spec.Containers[0].Image || after.Annotations[protocol.AnnotationPhase] != pinned.Annotations[protocol.AnnotationPhase] {
+		if err != nil || after.Spec.Containers[0].Image != pinned.Spec.Containers[0].Image || after.Annotations[wellknown.AnnotationPhase] != pinned.Annotations[wellknown.AnnotationPhase] {
 			t.Fatalf("pinned pod changed: %v", err)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -30,7 +31,7 @@ func freedGPU(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func freedGPU(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	freed, err := protocol.DecodeAssignment(victim.Annotations[protocol.AnnotationAssignment])
+	freed, err := protocol.DecodeAssignment(victim.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func freedGPU(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -42,7 +44,7 @@ func fromHAMi(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inv, err := protocol.DecodeInventory(obj.Annotations[protocol.AnnotationGPUs])
+		inv, err := protocol.DecodeInventory(obj.Annotations[wellknown.AnnotationGPUs])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +95,7 @@ func fromHAMi(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,"hami.io/bind-phase":"success"}}}`,
-			protocol.AnnotationHAMiNode, node, protocol.AnnotationHAMiAllocated, records[name])
+			hamirecord.AnnotationHAMiNode, node, hamirecord.AnnotationHAMiAllocated, records[name])
 		// Anyone else is refused, the cluster's admin too.
 		_, err := e.kube.CoreV1().Pods(hamiNS).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		if err == nil || harness.Contains(err.Error(), "ValidatingAdmissionPolicy 'vgpud-hami-records'", "only HAMi's scheduler") != nil {
@@ -114,8 +116,8 @@ func fromHAMi(t *testing.T, e env, nodes []string) {
 kind: Pod
 metadata: {name: forged, annotations: {%s: %q, %s: %s}}
 spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, "3600"]}]}
-`, protocol.AnnotationHAMiAllocated, whole(gpus[3])+";", protocol.AnnotationHAMiNode, node)
-	if out, err := asTenant(forged, "apply", "-f", "-"); err == nil || harness.Contains(out, "vgpud-hami-records", protocol.AnnotationHAMiAllocated) != nil {
+`, hamirecord.AnnotationHAMiAllocated, whole(gpus[3])+";", hamirecord.AnnotationHAMiNode, node)
+	if out, err := asTenant(forged, "apply", "-f", "-"); err == nil || harness.Contains(out, "vgpud-hami-records", hamirecord.AnnotationHAMiAllocated) != nil {
 		t.Fatalf("a tenant's forged HAMi record: %v %s", err, out)
 	} else {
 		t.Logf("forged record refused: %s", lastLine(out))
@@ -188,7 +190,7 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 				waiting = n
 				continue
 			}
-			a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+			a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 			if err != nil {
 				return err
 			}
@@ -227,7 +229,7 @@ spec: {containers: [{name: main, image: vgpud.local/busybox:1, command: [sleep, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 	if err != nil || a.Containers[0].GPUs[0].UUID != gpus[2].UUID {
 		t.Fatalf("%s placed on %+v (%v); want GPU 2, %s, which hami-b held", waiting, a, err, gpus[2].UUID)
 	}
@@ -288,7 +290,7 @@ func hamiWidened(t *testing.T, e env, node string, gpu protocol.GPU, asTenant fu
 	t.Cleanup(func() { _ = e.kube.CoreV1().Pods(ns).Delete(context.Background(), "hami-c", metav1.DeleteOptions{}) })
 	record := fmt.Sprintf("%s,NVIDIA,1000,10:;", gpu.UUID)
 	rec := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,"hami.io/bind-phase":"success"}}}`,
-		protocol.AnnotationHAMiNode, node, protocol.AnnotationHAMiAllocated, record)
+		hamirecord.AnnotationHAMiNode, node, hamirecord.AnnotationHAMiAllocated, record)
 	if _, err := e.impersonate(t, hamiScheduler, nil).CoreV1().Pods(ns).Patch(ctx, "hami-c", types.MergePatchType, []byte(rec), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("HAMi's scheduler records hami-c: %v", err)
 	}

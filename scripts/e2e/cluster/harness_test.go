@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpud/vgpud/protocol/containerenv"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -124,8 +126,8 @@ func (e env) containerEnv(t *testing.T, ns, pod string) map[string]string {
 				out[k] = v
 			}
 		}
-		if out[protocol.EnvVisibleDevices] == "" {
-			return fmt.Errorf("no %s yet in %q", protocol.EnvVisibleDevices, raw)
+		if out[containerenv.EnvVisibleDevices] == "" {
+			return fmt.Errorf("no %s yet in %q", containerenv.EnvVisibleDevices, raw)
 		}
 		return nil
 	})
@@ -167,7 +169,7 @@ func (e env) waitRunning(t *testing.T, ns string, names []string, timeout time.D
 
 // leader returns the pod labelled leader, or an error unless exactly one is.
 func (e env) leader() (*corev1.Pod, error) {
-	pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{LabelSelector: protocol.LabelRole + "=" + protocol.RoleLeader})
+	pods, err := e.kube.CoreV1().Pods(system).List(context.Background(), metav1.ListOptions{LabelSelector: wellknown.LabelRole + "=" + wellknown.RoleLeader})
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +245,7 @@ func (e env) allocatable(node string) (got, want int64, err error) {
 		return 0, 0, err
 	}
 	q := n.Status.Allocatable["nvidia.com/gpu"]
-	inv, err := protocol.DecodeInventory(n.Annotations[protocol.AnnotationGPUs])
+	inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil {
 		return q.Value(), 0, fmt.Errorf("node %s inventory: %w", node, err)
 	}

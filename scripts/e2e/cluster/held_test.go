@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -122,7 +123,7 @@ spec:
 	e.declareProcess(t, vgpud, gpu, host, hold, -1)
 	t.Cleanup(func() { e.declareProcess(t, vgpud, gpu, host, 0, -1) })
 	harness.Eventually(t, 75*time.Second, "the node publishing what its GPU holds beyond bookings", func() error {
-		u, err := protocol.DecodeUsage(e.nodeAnnotation(t, node, protocol.AnnotationUsage))
+		u, err := protocol.DecodeUsage(e.nodeAnnotation(t, node, wellknown.AnnotationUsage))
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -96,7 +97,7 @@ spec:
 	back() // the descriptor outside the pod
 	e.emptyNamespace(t, ns)
 	harness.Eventually(t, 75*time.Second, "the node publishing the memory leaker's process holds", func() error {
-		u, err := protocol.DecodeUsage(e.nodeAnnotation(t, node, protocol.AnnotationUsage))
+		u, err := protocol.DecodeUsage(e.nodeAnnotation(t, node, wellknown.AnnotationUsage))
 		if err != nil {
 			return err
 		}

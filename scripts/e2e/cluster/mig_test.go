@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -58,14 +60,14 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 	}
-	mig := map[string]string{protocol.AnnotationGPUMode: "mig"}
+	mig := map[string]string{wellknown.AnnotationGPUMode: "mig"}
 	sliceOf := func(name string) protocol.GPUSlice {
 		t.Helper()
 		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil || len(a.Containers) != 1 || len(a.Containers[0].GPUs) != 1 {
 			t.Fatalf("%s: assignment %+v, %v", name, a, err)
 		}
@@ -85,7 +87,7 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	// Three sizes, smallest first so no pod takes a larger instance than
 	// it needs: 4000 MiB, 9000 MiB (HAMi's annotation), 40% of the GPU.
 	create(pod("small", map[string]string{"nvidia.com/gpumem": "4000"}, mig))
-	create(pod("medium", map[string]string{"nvidia.com/gpumem": "9000"}, map[string]string{protocol.AnnotationGPUModeHAMi: "mig"}))
+	create(pod("medium", map[string]string{"nvidia.com/gpumem": "9000"}, map[string]string{wellknown.AnnotationGPUModeHAMi: "mig"}))
 	create(pod("large", map[string]string{"nvidia.com/gpumem-percentage": "40"}, mig))
 	took := e.waitRunning(t, ns, []string{"small", "medium", "large"}, 120*time.Second)
 	for name, profile := range map[string]string{"small": "1g.5gb", "medium": "2g.10gb", "large": "3g.20gb"} {
@@ -94,7 +96,7 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 		if s.UUID != in.UUID || !s.MIG || s.MemoryMiB != in.MemoryMiB || s.Cores != parent.Cores(in) {
 			t.Errorf("%s got %+v; want the %s instance %s whole (%d MiB, %d%% of the SMs)", name, s, profile, in.UUID, in.MemoryMiB, parent.Cores(in))
 		}
-		if env := e.containerEnv(t, ns, name); env[protocol.EnvVisibleDevices] != in.UUID || env[protocol.EnvSMLimit] != "100" {
+		if env := e.containerEnv(t, ns, name); env[containerenv.EnvVisibleDevices] != in.UUID || env[containerenv.EnvSMLimit] != "100" {
 			t.Errorf("%s's container sees %v; want only %s, its SMs unthrottled", name, env, in.UUID)
 		}
 	}
@@ -192,7 +194,7 @@ func staticMIG(t *testing.T, e env, nodes []string) {
 	if s := sliceOf("by-profile"); s.UUID != in.UUID || !s.MIG || s.MemoryMiB != in.MemoryMiB {
 		t.Errorf("by-profile got %+v; want the 2g.10gb instance %s whole", s, in.UUID)
 	}
-	if env := e.containerEnv(t, ns, "by-profile"); env[protocol.EnvVisibleDevices] != in.UUID {
+	if env := e.containerEnv(t, ns, "by-profile"); env[containerenv.EnvVisibleDevices] != in.UUID {
 		t.Errorf("by-profile's container sees %v; want only %s", env, in.UUID)
 	}
 	harness.Eventually(t, 60*time.Second, "a held profile waits, saying so", func() error {
@@ -215,7 +217,7 @@ func (e env) profileResources(node string, byProfile map[string]protocol.MIGInst
 		return err
 	}
 	for profile := range byProfile {
-		res := corev1.ResourceName(protocol.DefaultResourceNames().MIGResource(profile))
+		res := corev1.ResourceName(wellknown.DefaultResourceNames().MIGResource(profile))
 		if q := n.Status.Allocatable[res]; q.Value() != 1 {
 			return fmt.Errorf("node %s: allocatable %s %s, want 1", node, res, q.String())
 		}

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -54,7 +56,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	tenant := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
 	create := func(name, mem string) {
 		t.Helper()
-		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": mem}, map[string]string{protocol.AnnotationGPUMode: "mig", protocol.AnnotationUseGPUUUID: h100.UUID})
+		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": mem}, map[string]string{wellknown.AnnotationGPUMode: "mig", wellknown.AnnotationUseGPUUUID: h100.UUID})
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 		if _, err := tenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -96,7 +98,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +115,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 		}
 		placed = append(placed, in)
 		env := e.containerEnv(t, ns, name)
-		if dev := env[protocol.EnvVisibleDevices]; dev != devices[id] || !strings.HasPrefix(dev, "MIG-") {
+		if dev := env[containerenv.EnvVisibleDevices]; dev != devices[id] || !strings.HasPrefix(dev, "MIG-") {
 			t.Errorf("%s's container sees %q; want the MIG device made for %s, %s", name, dev, id, devices[id])
 		}
 	}
@@ -220,7 +222,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	}
 	t.Cleanup(func() { _ = quotas.Delete(context.Background(), "gpu", metav1.DeleteOptions{}) })
 	harness.Eventually(t, 30*time.Second, "a pod refused: large's kept instance is charged to "+ns, func() error {
-		p := gpuPod("extra", map[string]string{"nvidia.com/gpumem": "15000"}, map[string]string{protocol.AnnotationGPUMode: "mig", protocol.AnnotationUseGPUUUID: h100.UUID})
+		p := gpuPod("extra", map[string]string{"nvidia.com/gpumem": "15000"}, map[string]string{wellknown.AnnotationGPUMode: "mig", wellknown.AnnotationUseGPUUUID: h100.UUID})
 		_, err := tenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		if err == nil {
 			// The webhook may not have read the quota yet.
@@ -233,7 +235,7 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 	// A process of a pod the node granted (a slice of an L4) that holds
 	// the kept instance too is past a slice of nothing there: the node,
 	// enforcing for this scenario, kills it as any process past its slice.
-	intruder := gpuPod("intruder", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationUseGPUType: "L4"})
+	intruder := gpuPod("intruder", map[string]string{"nvidia.com/gpumem": "1000"}, map[string]string{wellknown.AnnotationUseGPUType: "L4"})
 	intruder.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 	if _, err := tenant.CoreV1().Pods(ns).Create(ctx, intruder, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -50,7 +51,7 @@ func gpuMutex(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil || len(a.Containers) != 1 || len(a.Containers[0].GPUs) != 1 {
 			t.Fatalf("%s: assignment %+v, %v", name, a, err)
 		}
@@ -58,14 +59,14 @@ func gpuMutex(t *testing.T, e env, nodes []string) {
 	}
 
 	first := inv.GPUs[0]
-	create(others, pod("sharer", map[string]string{protocol.AnnotationUseGPUUUID: first.UUID}))
+	create(others, pod("sharer", map[string]string{wellknown.AnnotationUseGPUUUID: first.UUID}))
 	e.waitRunning(t, others, []string{"sharer"}, 90*time.Second)
 	// A chain the scheduler cannot honour is refused at create, saying why.
-	if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, pod("unknown", map[string]string{protocol.AnnotationGPUPolicyHAMi: "binpack,nvlink"}), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), `unknown policy "nvlink"`) {
+	if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, pod("unknown", map[string]string{wellknown.AnnotationGPUPolicyHAMi: "binpack,nvlink"}), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), `unknown policy "nvlink"`) {
 		t.Fatalf("a chain naming an unknown policy: %v", err)
 	}
 	// HAMi's own example chain: held alone, chosen by binpack, numa last.
-	create(ns, pod("alone", map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex,binpack,numa"}))
+	create(ns, pod("alone", map[string]string{wellknown.AnnotationGPUPolicyHAMi: "mutex,binpack,numa"}))
 	e.waitRunning(t, ns, []string{"alone"}, 90*time.Second)
 	held := gpuOf(ns, "alone")
 	if held.UUID == first.UUID || !held.Exclusive || held.MemoryMiB != 1000 || held.Cores != 30 {
@@ -74,8 +75,8 @@ func gpuMutex(t *testing.T, e env, nodes []string) {
 	env := e.containerEnv(t, ns, "alone")
 	t.Logf("the mutex pod holds %s alone; its container sees %v", held.UUID, env)
 
-	create(others, pod("joiner", map[string]string{protocol.AnnotationUseGPUUUID: held.UUID}))
-	create(others, pod("mutex-on-busy", map[string]string{protocol.AnnotationGPUPolicyHAMi: "mutex", protocol.AnnotationUseGPUUUID: first.UUID}))
+	create(others, pod("joiner", map[string]string{wellknown.AnnotationUseGPUUUID: held.UUID}))
+	create(others, pod("mutex-on-busy", map[string]string{wellknown.AnnotationGPUPolicyHAMi: "mutex", wellknown.AnnotationUseGPUUUID: first.UUID}))
 	harness.Eventually(t, 60*time.Second, "joiner refused: the GPU is held alone", func() error {
 		return e.eventSays(others, "joiner", "exclusive")
 	})

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -34,7 +34,7 @@ func nodePolicy(t *testing.T, e env, nodes []string) {
 	place := func(name string, annotations map[string]string) string { return e.placeOne(t, ns, name, annotations) }
 	spread := map[string]int{}
 	for i := range nodes {
-		spread[place(fmt.Sprintf("spread-%d", i), map[string]string{protocol.AnnotationNodePolicy: "spread"})]++
+		spread[place(fmt.Sprintf("spread-%d", i), map[string]string{wellknown.AnnotationNodePolicy: "spread"})]++
 	}
 	t.Logf("spread: %d pods on %v", len(nodes), spread)
 	if len(spread) != len(nodes) {
@@ -94,7 +94,7 @@ func (e env) placeOne(t *testing.T, ns, name string, annotations map[string]stri
 		if p.Spec.SchedulerName != "vgpud-scheduler" {
 			t.Fatalf("%s: schedulerName %q", name, p.Spec.SchedulerName)
 		}
-		if p.Spec.NodeName == "" || p.Annotations[protocol.AnnotationAssignment] == "" {
+		if p.Spec.NodeName == "" || p.Annotations[wellknown.AnnotationAssignment] == "" {
 			return fmt.Errorf("not bound yet")
 		}
 		node = p.Spec.NodeName
@@ -128,7 +128,7 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			return "", err
 		}
-		return n.Annotations[protocol.AnnotationPlugin], nil
+		return n.Annotations[wellknown.AnnotationPlugin], nil
 	}
 	before, err := e.vgpudPod(off)
 	if err != nil {
@@ -145,17 +145,17 @@ func nodeWithoutVgpud(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			return err
 		}
-		if state != protocol.PluginDraining {
-			return fmt.Errorf("%s is %q", protocol.AnnotationPlugin, state)
+		if state != wellknown.PluginDraining {
+			return fmt.Errorf("%s is %q", wellknown.AnnotationPlugin, state)
 		}
 		return nil
 	})
-	t.Logf("%s's label removed -> its vgpud says %q in %v", off, protocol.PluginDraining, said.Round(time.Millisecond))
+	t.Logf("%s's label removed -> its vgpud says %q in %v", off, wellknown.PluginDraining, said.Round(time.Millisecond))
 	const n = 6
 	var names []string
 	for i := range n {
 		// spread: an emptier node would be preferred, were it served.
-		p := gpuPod(fmt.Sprintf("avoid-%d", i), map[string]string{"nvidia.com/gpumem": "1500", "nvidia.com/gpucores": "10"}, map[string]string{protocol.AnnotationNodePolicy: "spread"})
+		p := gpuPod(fmt.Sprintf("avoid-%d", i), map[string]string{"nvidia.com/gpumem": "1500", "nvidia.com/gpucores": "10"}, map[string]string{wellknown.AnnotationNodePolicy: "spread"})
 		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func acrossNodes(t *testing.T, e env, nodes []string) {
 	// Only the leader's /bind writes the assignment: kube-scheduler's
 	// extender calls reached it on its node.
 	p, _ = e.kube.CoreV1().Pods(ns).Get(ctx, "across", metav1.GetOptions{})
-	if p.Annotations[protocol.AnnotationAssignment] == "" {
+	if p.Annotations[wellknown.AnnotationAssignment] == "" {
 		t.Fatal("running without a vgpud assignment")
 	}
 	t.Logf("create -> Running across nodes: %v (pod on %s)", time.Since(start).Round(time.Millisecond), p.Spec.NodeName)
@@ -301,8 +301,8 @@ func (e env) servedAgain(node string, before *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	if state := n.Annotations[protocol.AnnotationPlugin]; state != protocol.PluginServing {
-		return fmt.Errorf("%s is %q", protocol.AnnotationPlugin, state)
+	if state := n.Annotations[wellknown.AnnotationPlugin]; state != wellknown.PluginServing {
+		return fmt.Errorf("%s is %q", wellknown.AnnotationPlugin, state)
 	}
 	return e.advertising(node)
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -89,7 +90,7 @@ func monitoring(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := protocol.DecodeAssignment(watched.Annotations[protocol.AnnotationAssignment])
+	a, err := protocol.DecodeAssignment(watched.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -33,15 +34,15 @@ func runtimeIdentity(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id := node.Annotations[protocol.AnnotationIdentity]; id != protocol.IdentityRuntime {
-			t.Fatalf("node %s: %s=%q, want %q (containerd with NRI)", n, protocol.AnnotationIdentity, id, protocol.IdentityRuntime)
+		if id := node.Annotations[wellknown.AnnotationIdentity]; id != wellknown.IdentityRuntime {
+			t.Fatalf("node %s: %s=%q, want %q (containerd with NRI)", n, wellknown.AnnotationIdentity, id, wellknown.IdentityRuntime)
 		}
 		// Each node read its containerd's configuration through the
 		// drop-in it imports, and says it fails closed, to the API and
 		// to inspect.
 		var check protocol.RuntimeCheck
-		if err := json.Unmarshal([]byte(node.Annotations[protocol.AnnotationRuntime]), &check); err != nil || check.Result != protocol.RuntimeFailsClosed || len(check.Problems) > 0 {
-			t.Fatalf("node %s: %s=%q (%v), want fails-closed with no problem", n, protocol.AnnotationRuntime, node.Annotations[protocol.AnnotationRuntime], err)
+		if err := json.Unmarshal([]byte(node.Annotations[wellknown.AnnotationRuntime]), &check); err != nil || check.Result != protocol.RuntimeFailsClosed || len(check.Problems) > 0 {
+			t.Fatalf("node %s: %s=%q (%v), want fails-closed with no problem", n, wellknown.AnnotationRuntime, node.Annotations[wellknown.AnnotationRuntime], err)
 		}
 		s := e.inspect(t, n)
 		if c := s.RuntimeCheck; c == nil || c.Result != protocol.RuntimeFailsClosed || !slices.Contains(c.Files, "/etc/containerd/conf.d/vgpud.toml") {
@@ -118,7 +119,7 @@ metadata:
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+			a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +178,7 @@ data: {CUDA_DEVICE_MEMORY_LIMIT_0: "40000m", CUDA_DEVICE_SM_LIMIT: "100"}
 		e.waitRunning(t, ns, []string{"widen"}, 60*time.Second)
 		env := e.containerEnv(t, ns, "widen")
 		p, _ := e.kube.CoreV1().Pods(ns).Get(ctx, "widen", metav1.GetOptions{})
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil {
 			t.Fatal(err)
 		}

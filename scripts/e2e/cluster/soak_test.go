@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -209,8 +211,8 @@ func (e env) recovered(t *testing.T, ns string, old *corev1.Pod, moved bool) (se
 		}
 		for _, n := range nodes.Items {
 			q := n.Status.Allocatable["nvidia.com/gpu"]
-			if q.Value() == 0 || n.Annotations[protocol.AnnotationPlugin] != protocol.PluginServing {
-				return fmt.Errorf("node %s: allocatable %s, plugin %q", n.Name, q.String(), n.Annotations[protocol.AnnotationPlugin])
+			if q.Value() == 0 || n.Annotations[wellknown.AnnotationPlugin] != wellknown.PluginServing {
+				return fmt.Errorf("node %s: allocatable %s, plugin %q", n.Name, q.String(), n.Annotations[wellknown.AnnotationPlugin])
 			}
 		}
 		return nil
@@ -406,9 +408,9 @@ func restartKubelet(t *testing.T, e env) error {
 	}
 	defer func() {
 		seen := states()
-		t.Logf("%s's %s from the restart on: %s", node, protocol.AnnotationPlugin, strings.Join(seen, ", "))
-		if !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, protocol.PluginWaiting+" ") }) {
-			t.Errorf("kubelet of %s restarted, but vgpud there never said %q: the leader kept binding to a kubelet that could not admit", node, protocol.PluginWaiting)
+		t.Logf("%s's %s from the restart on: %s", node, wellknown.AnnotationPlugin, strings.Join(seen, ", "))
+		if !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, wellknown.PluginWaiting+" ") }) {
+			t.Errorf("kubelet of %s restarted, but vgpud there never said %q: the leader kept binding to a kubelet that could not admit", node, wellknown.PluginWaiting)
 		}
 	}()
 	// A restarted kubelet may start a container's readiness as failed and
@@ -449,8 +451,8 @@ func (e env) pluginStates(node string) (stop func() []string) {
 		last := ""
 		for ctx.Err() == nil {
 			n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err == nil && n.Annotations[protocol.AnnotationPlugin] != last {
-				last = n.Annotations[protocol.AnnotationPlugin]
+			if err == nil && n.Annotations[wellknown.AnnotationPlugin] != last {
+				last = n.Annotations[wellknown.AnnotationPlugin]
 				seen = append(seen, fmt.Sprintf("%s after %v", last, time.Since(start).Round(time.Millisecond)))
 			}
 			select {
@@ -602,7 +604,7 @@ func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, logs
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		a, err := protocol.DecodeAssignment(p.Annotations[protocol.AnnotationAssignment])
+		a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
 		if err != nil || len(a.Containers) != 1 {
 			violate("b", fmt.Sprintf("%s runs without a usable assignment: %v", p.Name, err))
 			continue
@@ -611,12 +613,12 @@ func (e env) checkInvariants(t *testing.T, ns string, seen map[string]bool, logs
 		var uuids []string
 		for i, g := range a.Containers[0].GPUs {
 			uuids = append(uuids, g.UUID)
-			if got, want := env[protocol.EnvMemoryLimitPrefix+strconv.Itoa(i)], fmt.Sprintf("%dm", g.MemoryMiB); got != want {
-				violate("b", fmt.Sprintf("%s: %s%d=%s, assignment says %s", p.Name, protocol.EnvMemoryLimitPrefix, i, got, want))
+			if got, want := env[containerenv.EnvMemoryLimitPrefix+strconv.Itoa(i)], fmt.Sprintf("%dm", g.MemoryMiB); got != want {
+				violate("b", fmt.Sprintf("%s: %s%d=%s, assignment says %s", p.Name, containerenv.EnvMemoryLimitPrefix, i, got, want))
 			}
 		}
-		if got, want := env[protocol.EnvVisibleDevices], strings.Join(uuids, ","); got != want {
-			violate("b", fmt.Sprintf("%s: %s=%s, assignment says %s", p.Name, protocol.EnvVisibleDevices, got, want))
+		if got, want := env[containerenv.EnvVisibleDevices], strings.Join(uuids, ","); got != want {
+			violate("b", fmt.Sprintf("%s: %s=%s, assignment says %s", p.Name, containerenv.EnvVisibleDevices, got, want))
 		}
 	}
 	// (c) the leader's books, from its metrics, equal the API's sum. A pod

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -75,7 +76,7 @@ func tenantAttacks(t *testing.T, e env) {
 	asTenant := newTenant(t, e, tenantNS)
 	// A victim: a running GPU pod whose booking must survive everything below.
 	// On an A100 node: the forged assignment below claims a whole 40960 MiB.
-	victim := gpuPod("victim", map[string]string{"nvidia.com/gpumem": "3000"}, map[string]string{protocol.AnnotationUseGPUType: "A100"})
+	victim := gpuPod("victim", map[string]string{"nvidia.com/gpumem": "3000"}, map[string]string{wellknown.AnnotationUseGPUType: "A100"})
 	if _, err := e.kube.CoreV1().Pods(tenantNS).Create(ctx, victim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ target: {kind: Node, name: %s}
 			_ = e.kube.CoreV1().Pods(tenantNS).Delete(context.Background(), "unbound", metav1.DeleteOptions{})
 		}()
 		err = e.impersonate(t, "system:kube-scheduler", nil).CoreV1().Pods(tenantNS).Bind(ctx, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: "unbound", Annotations: map[string]string{protocol.AnnotationAssignment: forged, protocol.AnnotationPhase: string(protocol.PhaseBound)}},
+			ObjectMeta: metav1.ObjectMeta{Name: "unbound", Annotations: map[string]string{wellknown.AnnotationAssignment: forged, wellknown.AnnotationPhase: string(protocol.PhaseBound)}},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 		}, metav1.CreateOptions{})
 		if err == nil || harness.Contains(err.Error(), "ValidatingAdmissionPolicy 'vgpud-annotations'", "vgpud.io/assignment") != nil {
@@ -215,7 +216,7 @@ target: {kind: Node, name: %s}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Annotations[protocol.AnnotationAssignment] != before.Annotations[protocol.AnnotationAssignment] || after.Status.Phase != corev1.PodRunning {
+		if after.Annotations[wellknown.AnnotationAssignment] != before.Annotations[wellknown.AnnotationAssignment] || after.Status.Phase != corev1.PodRunning {
 			t.Fatalf("victim changed: %v %s", after.Annotations, after.Status.Phase)
 		}
 		// Nothing above booked or unbooked anything: every GPU's usage is
@@ -276,7 +277,7 @@ spec:
 		}
 		e.waitQuotaEvent(t, "skipper")
 		p, err := e.kube.CoreV1().Pods(tenantNS).Get(ctx, "skipper", metav1.GetOptions{})
-		if err != nil || p.Spec.NodeName != "" || p.Annotations[protocol.AnnotationAssignment] != "" {
+		if err != nil || p.Spec.NodeName != "" || p.Annotations[wellknown.AnnotationAssignment] != "" {
 			t.Fatalf("over-quota pod bound: %v %v", err, p.Spec.NodeName)
 		}
 	})
@@ -293,7 +294,7 @@ spec:
 		created := make([]string, 20)
 		harness.Parallel(t, 20, 20, func(i int) error {
 			p := gpuPod(fmt.Sprintf("race-%02d", i), map[string]string{"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "10"},
-				map[string]string{protocol.AnnotationUseGPUType: "A100"})
+				map[string]string{wellknown.AnnotationUseGPUType: "A100"})
 			p.Labels = map[string]string{"vgpud.io/webhook": "ignore"}
 			p.Spec.SchedulerName = "vgpud-scheduler"
 			created[i] = p.Name

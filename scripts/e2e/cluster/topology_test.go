@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -36,7 +37,7 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 	}
 	t.Logf("%s publishes %v; %s %d sets, the first %v", l4, sets, nodes[0], len(dgx.Sets), dgx.Sets[0])
 
-	p := gpuPod("pair", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationGPUPolicyHAMi: "spread,topology-aware"})
+	p := gpuPod("pair", map[string]string{"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, map[string]string{wellknown.AnnotationGPUPolicyHAMi: "spread,topology-aware"})
 	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": l4}
 	if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 	// come from one NUMA node; five are refused, saying why.
 	bound := func(name, gpus string) {
 		t.Helper()
-		p := gpuPod(name, map[string]string{"nvidia.com/gpu": gpus, "nvidia.com/gpumem": "1000"}, map[string]string{protocol.AnnotationNUMABind: "true", protocol.AnnotationGPUPolicyHAMi: "binpack,topology-aware"})
+		p := gpuPod(name, map[string]string{"nvidia.com/gpu": gpus, "nvidia.com/gpumem": "1000"}, map[string]string{wellknown.AnnotationNUMABind: "true", wellknown.AnnotationGPUPolicyHAMi: "binpack,topology-aware"})
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": nodes[0]}
 		if _, err := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -65,7 +66,7 @@ func gpuTopology(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fa, err := protocol.DecodeAssignment(four.Annotations[protocol.AnnotationAssignment])
+	fa, err := protocol.DecodeAssignment(four.Annotations[wellknown.AnnotationAssignment])
 	if err != nil {
 		t.Fatal(err)
 	}

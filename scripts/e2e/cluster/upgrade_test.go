@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -46,7 +48,7 @@ func rollingUpgrade(t *testing.T, e env, nodes []string) {
 	var running []string
 	for i := range len(nodes) {
 		p := gpuPod(fmt.Sprintf("before-%d", i), map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"},
-			map[string]string{protocol.AnnotationNodePolicy: "spread"})
+			map[string]string{wellknown.AnnotationNodePolicy: "spread"})
 		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +108,7 @@ func rollingUpgrade(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			return err
 		}
-		if inv := n.Annotations[protocol.AnnotationGPUs]; !strings.Contains(inv, `"nextField":1`) {
+		if inv := n.Annotations[wellknown.AnnotationGPUs]; !strings.Contains(inv, `"nextField":1`) {
 			return fmt.Errorf("inventory %s", inv)
 		}
 		return nil
@@ -172,7 +174,7 @@ func (e env) sliceGranted(t *testing.T, ns, pod string, newerFormat bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := p.Annotations[protocol.AnnotationAssignment]
+	raw := p.Annotations[wellknown.AnnotationAssignment]
 	if got := strings.Contains(raw, `"nextField":1`); got != newerFormat {
 		t.Errorf("pod %s's assignment %s: newer fields %v, want %v", pod, raw, got, newerFormat)
 	}
@@ -181,7 +183,7 @@ func (e env) sliceGranted(t *testing.T, ns, pod string, newerFormat bool) {
 		t.Fatal(err)
 	}
 	env := e.containerEnv(t, ns, pod)
-	if g := a.Containers[0].GPUs[0]; env[protocol.EnvVisibleDevices] != g.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
+	if g := a.Containers[0].GPUs[0]; env[containerenv.EnvVisibleDevices] != g.UUID || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" {
 		t.Errorf("pod %s sees %v; its assignment gives it %+v", pod, env, g)
 	}
 }

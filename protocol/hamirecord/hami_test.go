@@ -1,30 +1,32 @@
-package protocol
+package hamirecord
 
 import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // The forms HAMi v2.3 to v2.10 write, from its Encode functions.
 func TestDecodeHAMiAllocation(t *testing.T) {
-	two := Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
-		{Name: "hami#0", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 3000, Cores: 30}}},
-		{Name: "hami#1", GPUs: []GPUSlice{{UUID: "GPU-bbb", MemoryMiB: 4000}, {UUID: "GPU-ccc", MemoryMiB: 4000}}},
+	two := protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{
+		{Name: "hami#0", GPUs: []protocol.GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 3000, Cores: 30}}},
+		{Name: "hami#1", GPUs: []protocol.GPUSlice{{UUID: "GPU-bbb", MemoryMiB: 4000}, {UUID: "GPU-ccc", MemoryMiB: 4000}}},
 	}}
 	for _, tc := range []struct {
 		name, raw string
-		want      Assignment
+		want      protocol.Assignment
 	}{
 		{"v2.6, a last container without GPU", "GPU-aaa,NVIDIA,3000,30:;GPU-bbb,NVIDIA,4000,0:GPU-ccc,NVIDIA,4000,0:;;", two},
 		{"v2.4, its padding device", "GPU-aaa,NVIDIA,3000,30:;GPU-bbb,NVIDIA,4000,0:GPU-ccc,NVIDIA,4000,0:;,,0,0:;", two},
-		{"v2.8, a leading empty entry", ";GPU-aaa,NVIDIA,3000,30:;", Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
-			{Name: "hami#1", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 3000, Cores: 30}}}}}},
-		{"a MIG instance books its GPU", "GPU-aaa[1-0],NVIDIA,5120,0:;", Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
-			{Name: "hami#0", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 5120}}}}}},
-		{"nothing held", ";;", Assignment{Version: Version, Node: "n1"}},
-		{"another vendor's device is not vgpud's", "DCU-1,DCU,3000,30:GPU-aaa,NVIDIA,1000,10:;", Assignment{Version: Version, Node: "n1", Containers: []ContainerAssignment{
-			{Name: "hami#0", GPUs: []GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 1000, Cores: 10}}}}}},
+		{"v2.8, a leading empty entry", ";GPU-aaa,NVIDIA,3000,30:;", protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{
+			{Name: "hami#1", GPUs: []protocol.GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 3000, Cores: 30}}}}}},
+		{"a MIG instance books its GPU", "GPU-aaa[1-0],NVIDIA,5120,0:;", protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{
+			{Name: "hami#0", GPUs: []protocol.GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 5120}}}}}},
+		{"nothing held", ";;", protocol.Assignment{Version: protocol.Version, Node: "n1"}},
+		{"another vendor's device is not vgpud's", "DCU-1,DCU,3000,30:GPU-aaa,NVIDIA,1000,10:;", protocol.Assignment{Version: protocol.Version, Node: "n1", Containers: []protocol.ContainerAssignment{
+			{Name: "hami#0", GPUs: []protocol.GPUSlice{{UUID: "GPU-aaa", MemoryMiB: 1000, Cores: 10}}}}}},
 	} {
 		got, err := DecodeHAMiAllocation(tc.raw, "n1")
 		if err != nil || !reflect.DeepEqual(got, tc.want) {

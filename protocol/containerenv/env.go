@@ -1,4 +1,4 @@
-package protocol
+package containerenv
 
 // Environment a GPU container receives, readable by HAMi-core's libvgpu.so.
 const (

@@ -1,9 +1,11 @@
-package protocol
+package hamirecord
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/vgpud/vgpud/protocol"
 )
 
 // HAMi's record of what its scheduler gave a running pod. vgpud reads it
@@ -31,30 +33,30 @@ const (
 // "hami#0", "hami#1"... Malformed entries are refused; other vendors'
 // devices, and the padding HAMi writes for containers without a device
 // (",,0,0" or nothing), are skipped.
-func DecodeHAMiAllocation(raw, node string) (Assignment, error) {
+func DecodeHAMiAllocation(raw, node string) (protocol.Assignment, error) {
 	if len(raw) > MaxHAMiBytes {
-		return Assignment{}, fmt.Errorf("%s of %d bytes: at most %d are read", AnnotationHAMiAllocated, len(raw), MaxHAMiBytes)
+		return protocol.Assignment{}, fmt.Errorf("%s of %d bytes: at most %d are read", AnnotationHAMiAllocated, len(raw), MaxHAMiBytes)
 	}
-	a := Assignment{Version: Version, Node: node}
+	a := protocol.Assignment{Version: protocol.Version, Node: node}
 	for i, entry := range strings.Split(strings.TrimSuffix(raw, ";"), ";") {
-		var gpus []GPUSlice
+		var gpus []protocol.GPUSlice
 		for _, dev := range strings.Split(strings.TrimSuffix(entry, ":"), ":") {
 			s, skip, err := decodeHAMiDevice(dev)
 			if err != nil {
-				return Assignment{}, fmt.Errorf("%s: container entry %d: %w", AnnotationHAMiAllocated, i, err)
+				return protocol.Assignment{}, fmt.Errorf("%s: container entry %d: %w", AnnotationHAMiAllocated, i, err)
 			}
 			if skip {
 				continue
 			}
 			for _, g := range gpus {
 				if g.UUID == s.UUID {
-					return Assignment{}, fmt.Errorf("%s: container entry %d names GPU %s twice", AnnotationHAMiAllocated, i, s.UUID)
+					return protocol.Assignment{}, fmt.Errorf("%s: container entry %d names GPU %s twice", AnnotationHAMiAllocated, i, s.UUID)
 				}
 			}
 			gpus = append(gpus, s)
 		}
 		if len(gpus) > 0 {
-			a.Containers = append(a.Containers, ContainerAssignment{Name: hamiContainer + strconv.Itoa(i), GPUs: gpus})
+			a.Containers = append(a.Containers, protocol.ContainerAssignment{Name: hamiContainer + strconv.Itoa(i), GPUs: gpus})
 		}
 	}
 	return a, nil
@@ -62,32 +64,32 @@ func DecodeHAMiAllocation(raw, node string) (Assignment, error) {
 
 // decodeHAMiDevice reads "UUID,TYPE,MiB,CORES"; skip is set for the
 // padding of a container without devices.
-func decodeHAMiDevice(dev string) (s GPUSlice, skip bool, err error) {
+func decodeHAMiDevice(dev string) (s protocol.GPUSlice, skip bool, err error) {
 	if dev == "" {
-		return GPUSlice{}, true, nil
+		return protocol.GPUSlice{}, true, nil
 	}
 	f := strings.Split(dev, ",")
 	if len(f) < 4 {
-		return GPUSlice{}, false, fmt.Errorf("device %q: want UUID,TYPE,MiB,CORES", dev)
+		return protocol.GPUSlice{}, false, fmt.Errorf("device %q: want UUID,TYPE,MiB,CORES", dev)
 	}
 	if f[0] == "" && f[1] == "" {
-		return GPUSlice{}, true, nil
+		return protocol.GPUSlice{}, true, nil
 	}
 	if f[1] != "NVIDIA" {
 		// Another vendor's device: not a GPU vgpud places on.
-		return GPUSlice{}, true, nil
+		return protocol.GPUSlice{}, true, nil
 	}
 	uuid, _, _ := strings.Cut(f[0], "[") // a MIG instance books its GPU
 	mem, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil || mem < 0 {
-		return GPUSlice{}, false, fmt.Errorf("device %q: memory %q is not MiB", dev, f[2])
+		return protocol.GPUSlice{}, false, fmt.Errorf("device %q: memory %q is not MiB", dev, f[2])
 	}
 	cores, err := strconv.Atoi(f[3])
 	if err != nil || cores < 0 || cores > 100 {
-		return GPUSlice{}, false, fmt.Errorf("device %q: cores %q is not a percentage", dev, f[3])
+		return protocol.GPUSlice{}, false, fmt.Errorf("device %q: cores %q is not a percentage", dev, f[3])
 	}
 	if uuid == "" {
-		return GPUSlice{}, false, fmt.Errorf("device %q: no UUID", dev)
+		return protocol.GPUSlice{}, false, fmt.Errorf("device %q: no UUID", dev)
 	}
-	return GPUSlice{UUID: uuid, MemoryMiB: mem, Cores: cores}, false, nil
+	return protocol.GPUSlice{UUID: uuid, MemoryMiB: mem, Cores: cores}, false, nil
 }

@@ -1,4 +1,4 @@
-package protocol
+package wellknown
 
 // Annotations and labels vgpud writes or reads.
 const (
