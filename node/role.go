@@ -112,7 +112,7 @@ type Role struct {
 func NewRole(cfg Config, nodeName string, resources wellknown.ResourceNames, api API, leader LeaderStatus, role string,
 	reg prometheus.Registerer, clk clock.WithTicker, log *slog.Logger) *Role {
 	metrics := nodemetrics.New(reg)
-	use := gpuuse.New(cfg.Usage, nodeName, metrics, clk, log)
+	use := gpuuse.New(nodeName, metrics, clk, log)
 	return &Role{cfg: cfg, node: nodeName, resources: resources, api: api, leader: leader, role: role, metrics: metrics, clock: clk, log: log, notReady: "starting", use: use, recordWait: migondemand.RecordWait,
 		cordon:  cordon.New(api.Core, nodeName, log),
 		runtime: runtimecheck.New(cfg.Runtime, cfg.Identity.NRISocket, api.Core, nodeName, metrics, clk, log)}
@@ -208,6 +208,8 @@ func (a *Role) Run(ctx context.Context) error {
 				hook.Settle(a.sliceOptions())
 			}
 		}
+		// The settings are the node's now, its overrides read.
+		a.use.Configure(a.cfg.Usage)
 		var err error
 		started, err = a.start(ctx, g, pods, stopPods, mode)
 		return err

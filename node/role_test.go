@@ -38,6 +38,43 @@ func (noLeader) IsLeader() bool { return false }
 // clientset and a fake kubelet: registration, inventory, an Allocate for a
 // bound pod answered from the informer with its phase written back, the
 // inspect view, and an injected XID flagged in the annotation.
+// A node's overrides reach the parts built before they are read: the
+// usage part runs in the mode the node's entry names, not the flags'.
+func TestOverridesReachTheUsagePart(t *testing.T) {
+	dir := t.TempDir()
+	kubelet, err := fakekubelet.Start(dir, make(chan []*pluginapi.Device, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Stop()
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	cfg := DefaultConfig()
+	cfg.GPUs.GPUBackend, cfg.Plugin.DevicePluginDir, cfg.Inspect.InspectSocket = "mock:dgxa100", dir, filepath.Join(dir, "inspect.sock")
+	cfg.Identity.NRISocket, cfg.Runtime.RuntimeConfig, cfg.Usage.GPUUsageRecord = filepath.Join(dir, "no-nri.sock"), "", ""
+	cfg.Overrides.NodeOverrides = filepath.Join(dir, "node-overrides.yaml")
+	if err := os.WriteFile(cfg.Overrides.NodeOverrides, []byte("version: v1\nnodes:\n- name: n1\n  gpuUsage: \"off\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := NewRole(cfg, "n1", wellknown.DefaultResourceNames(), API{Core: unstreamed{kube.CoreV1()}, Events: kube.EventsV1()}, noLeader{}, "node", prometheus.NewRegistry(), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the role ended: %v", err)
+	case <-kubelet.Registrations:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no registration within 10s")
+	}
+	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspectv1.NodeSnapshot) bool { return s.Use != nil })
+	if s.Use.Mode != "off" {
+		t.Errorf("usage runs in %q; want off, as the node's override says (the flags say %s)", s.Use.Mode, cfg.Usage.GPUUsage)
+	}
+	cancel()
+	<-done
+}
+
 func TestNodeRole(t *testing.T) {
 	dir := t.TempDir()
 	lists := make(chan []*pluginapi.Device, 64)
@@ -67,6 +104,8 @@ func TestNodeRole(t *testing.T) {
 		if r.ResourceName != "nvidia.com/gpu" {
 			t.Fatalf("registered %q", r.ResourceName)
 		}
+	case err := <-done:
+		t.Fatalf("the role ended before registering: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("no registration within 10s")
 	}

@@ -18,7 +18,7 @@ import (
 // The hook may grant before the node role has read its GPUs (a
 // restart), so the grant needs no inventory: the sample maps it.
 func TestGrantedMIGSliceIsFoundOnItsGPU(t *testing.T) {
-	w := New(Options{}, "n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
+	w := New("n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
 	g := w.Granted()
 	g.Granted("ctr", nrihook.NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
 		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "MIG-a", MemoryMiB: 4864, Cores: 15, MIG: true}}})
@@ -59,7 +59,7 @@ func TestMadeInstanceSampledOnItsGPU(t *testing.T) {
 // ended, kept by the process), is past a slice of nothing: in enforce it
 // is killed, as any process past its slice is (#50 item 7).
 func TestKnownPodsProcessOnAKeptInstanceIsEnded(t *testing.T) {
-	w := New(Options{}, "n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
+	w := New("n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
 	g := w.Granted()
 	g.Granted("ctr", nrihook.NamedContainer{Namespace: "ns", Pod: "p", UID: "uid", Name: "c"},
 		protocol.ContainerAssignment{Name: "c", GPUs: []protocol.GPUSlice{{UUID: "GPU-l4", MemoryMiB: 2000, Cores: 10}}})

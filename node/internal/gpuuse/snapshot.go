@@ -22,8 +22,9 @@ func (w *Monitor) Snapshot() *inspectv1.GPUUse {
 		return nil
 	}
 	v, at := e.Last()
-	out := &inspectv1.GPUUse{Mode: w.opts.GPUUsage, Taken: at, Containers: []inspectv1.ContainerUse{}, Unattributed: []inspectv1.ProcessUse{}}
-	margin := uint64(w.opts.GPUUsageMargin) << 20
+	opts := w.options()
+	out := &inspectv1.GPUUse{Mode: opts.GPUUsage, Taken: at, Containers: []inspectv1.ContainerUse{}, Unattributed: []inspectv1.ProcessUse{}}
+	margin := uint64(opts.GPUUsageMargin) << 20
 	stuck := map[string]bool{}
 	for _, u := range v.Stuck {
 		stuck[u.Container.ID+"/"+u.GPU] = true
@@ -72,7 +73,7 @@ func (w *Monitor) Snapshot() *inspectv1.GPUUse {
 // protocol.UsagePublishEvery, and only when it changed by more than
 // rounding (64 MiB, 5 % SM), so an idle node writes nothing.
 func (w *Monitor) Publish(ctx context.Context, pub *inventory.Publisher) error {
-	if w.opts.GPUUsage == usage.Off.String() {
+	if w.options().GPUUsage == usage.Off.String() {
 		// What an earlier run published would otherwise show for good.
 		if err := pub.ClearUsage(ctx); err != nil {
 			w.log.Warn("clear GPU usage annotation", "err", err)

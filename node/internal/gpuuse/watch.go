@@ -35,7 +35,6 @@ type Metrics interface {
 // per generation of GPUs, one register of granted containers and one
 // memory across them.
 type Monitor struct {
-	opts    Options
 	node    string
 	metrics Metrics
 	clock   clock.WithTicker
@@ -45,14 +44,31 @@ type Monitor struct {
 	containers *usage.Containers
 
 	mu       sync.Mutex
+	opts     Options // the node's, once Configure has set them
 	enforcer *usage.Enforcer // nil until the GPUs are found
 	rec      *recorder
 	mem      *usage.Memory // what the enforcer remembers, across generations
 }
 
 // New returns the part for node.
-func New(opts Options, node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *Monitor {
-	return &Monitor{opts: opts, node: node, metrics: metrics, clock: clk, log: log, containers: usage.NewContainers()}
+func New(node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *Monitor {
+	return &Monitor{node: node, metrics: metrics, clock: clk, log: log, containers: usage.NewContainers()}
+}
+
+// Configure sets the settings the monitor runs under: the node's, once
+// its overrides are read. Call it before NewEnforcer, Publish or
+// Snapshot; the hook's grants (Granted) need none.
+func (w *Monitor) Configure(opts Options) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.opts = opts
+}
+
+// options are the settings Configure set.
+func (w *Monitor) options() Options {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.opts
 }
 
 // NewEnforcer samples lib's processes for the containers the hook
@@ -60,14 +76,15 @@ func New(opts Options, node string, metrics Metrics, clk clock.WithTicker, log *
 // Its Events go through events, the role's, which outlives a rescan; so
 // does what it remembers (usageMemory).
 func (w *Monitor) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents func() map[string]string, pods *nodepods.Index, events podevents.Sink) *usage.Enforcer {
-	mode, _ := usage.ParseMode(w.opts.GPUUsage)
+	opts := w.options()
+	mode, _ := usage.ParseMode(opts.GPUUsage)
 	sample := usage.NVMLSampler(lib, devs, madeParents)
 	event := events.As(corev1.EventTypeWarning, "Enforcing")
 	rec := &recorder{metrics: w.metrics, pods: pods, event: event, mode: mode,
-		margin: w.opts.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: w.log.With("component", "usage")}
+		margin: opts.GPUUsageMargin, reported: map[string]bool{}, killed: map[string]int{}, log: w.log.With("component", "usage")}
 	host := usage.Procfs{Root: "/proc"}
-	rules := usage.Rules{Mode: mode, Margin: uint64(w.opts.GPUUsageMargin) << 20, Reserve: uint64(w.opts.GPUUsageReserve) << 20}
-	e := usage.NewEnforcer(usage.Options{Rules: rules, Period: w.opts.GPUUsagePeriod}, sample, w.containers, host,
+	rules := usage.Rules{Mode: mode, Margin: uint64(opts.GPUUsageMargin) << 20, Reserve: uint64(opts.GPUUsageReserve) << 20}
+	e := usage.NewEnforcer(usage.Options{Rules: rules, Period: opts.GPUUsagePeriod}, sample, w.containers, host,
 		func(ns, pod, uid string) []string { return runningContainers(pods.Get(ns, pod), uid) }, w.memory(host), rec, w.clock, w.log.With("component", "usage"))
 	w.metrics.ReportUsage(func() usage.Outcome { v, _ := e.Last(); return v })
 	w.mu.Lock()
@@ -79,10 +96,11 @@ func (w *Monitor) NewEnforcer(lib nvml.Interface, devs []gpu.Device, madeParents
 // memory is what the enforcer remembers, read from the node's file
 // once for the role's life: every generation's enforcer shares it.
 func (w *Monitor) memory(host usage.Procfs) *usage.Memory {
+	record := w.record()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mem == nil {
-		m, err := usage.LoadMemory(w.record(), host.BootID())
+		m, err := usage.LoadMemory(record, host.BootID())
 		if err != nil {
 			w.log.Warn("GPU process holders not remembered: starting fresh, ending nothing for one period", "err", err)
 		}
@@ -93,7 +111,7 @@ func (w *Monitor) memory(host usage.Procfs) *usage.Memory {
 
 // record is this node's record file; "" for none.
 func (w *Monitor) record() string {
-	return strings.ReplaceAll(w.opts.GPUUsageRecord, "{node}", w.node)
+	return strings.ReplaceAll(w.options().GPUUsageRecord, "{node}", w.node)
 }
 
 // KeepMockProcesses has the mock's process list outlive the process, as
