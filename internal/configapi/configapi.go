@@ -17,10 +17,10 @@ import (
 	"maps"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -29,8 +29,8 @@ import (
 // either kind written for v1 reads the same.
 const Version = "v1"
 
-// MaxBytes bounds a settings file: a ConfigMap key.
-const MaxBytes = 256 << 10
+// MaxBytes bounds a settings file: a ConfigMap's whole size.
+const MaxBytes = 1 << 20
 
 // A Setting is one key a file may set: the flag it overrides, and the
 // field its value is decoded onto.
@@ -93,14 +93,20 @@ type Document map[string]json.RawMessage
 // would be read as "left out": say which was meant). An empty file, or
 // one of comments alone, is an empty Document. A version other than
 // Version is refused; a file with none is read as Version.
-func Read(raw []byte) (Document, error) {
+func Read(raw []byte) (Document, error) { return read(raw) }
+
+// read is Read, where the top-level keys nullable may be null: read as
+// left out.
+func read(raw []byte, nullable ...string) (Document, error) {
 	if len(raw) > MaxBytes {
 		return nil, fmt.Errorf("%d bytes, more than %d", len(raw), MaxBytes)
 	}
 	if len(bytes.TrimSpace(uncommented(raw))) == 0 {
 		return Document{}, nil
 	}
-	if docs := documentStart.FindAllIndex(raw, -1); len(docs) > 1 || (len(docs) == 1 && len(bytes.TrimSpace(uncommented(raw[:docs[0][0]]))) > 0) {
+	if n, err := documents(raw); err != nil {
+		return nil, fmt.Errorf("want YAML with version: %s: %w", Version, err)
+	} else if n > 1 {
 		return nil, fmt.Errorf("more than one YAML document: keep one, with version: %s", Version)
 	}
 	j, err := yaml.YAMLToJSONStrict(raw)
@@ -110,6 +116,11 @@ func Read(raw []byte) (Document, error) {
 	var doc Document
 	if err := json.Unmarshal(j, &doc); err != nil || doc == nil {
 		return nil, fmt.Errorf("want a YAML mapping with version: %s", Version)
+	}
+	for _, k := range nullable {
+		if v, ok := doc[k]; ok && string(bytes.TrimSpace(v)) == "null" {
+			delete(doc, k)
+		}
 	}
 	if path, ok := firstNull(doc, ""); ok {
 		return nil, fmt.Errorf("%s is null: give it a value, or leave it out for its flag's", path)
@@ -141,7 +152,7 @@ func Load(raw []byte, settings []Setting) error {
 	}
 	typ := reflect.StructOf(append([]reflect.StructField{{Name: "Version", Type: reflect.TypeFor[string](), Tag: `json:"version"`}}, fields(settings)...))
 	v := reflect.New(typ)
-	if err := yaml.Unmarshal(raw, v.Interface()); err != nil {
+	if err := yaml.UnmarshalStrict(raw, v.Interface()); err != nil {
 		return fmt.Errorf("want %s: %w", types(settings), err)
 	}
 	set(v.Elem(), 1, settings)
@@ -269,8 +280,24 @@ func nullIn(raw json.RawMessage, path string) (string, bool) {
 	return "", false
 }
 
-// documentStart is a YAML document marker line.
-var documentStart = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
+// documents counts raw's YAML documents as a YAML parser does, whatever
+// the markers look like ("--- {a: b}", CRLF, "..."): the reader reads the
+// first alone, so a second would be in the file and not in force.
+func documents(raw []byte) (int, error) {
+	dec := yamlv2.NewDecoder(bytes.NewReader(raw))
+	n := 0
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+}
 
 // uncommented is raw without its comment lines.
 func uncommented(raw []byte) []byte {

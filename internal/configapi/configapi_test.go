@@ -44,6 +44,9 @@ func TestLoad(t *testing.T) {
 		{"a number as a string", "count: \"3\"\n", settings{}, "count"},
 		{"a list as a scalar", "list: p\n", settings{}, "list"},
 		{"two documents", "mode: a\n---\ncount: 2\n", settings{}, "more than one YAML document"},
+		{"two documents, the second on the marker's line", "mode: a\n--- {count: 2}\n", settings{}, "more than one YAML document"},
+		{"two documents, with CRLF", "mode: a\r\n---\r\ncount: 2\r\n", settings{}, "more than one YAML document"},
+		{"a second document after an end marker", "mode: a\n...\ncount: 2\n", settings{}, "document start"},
 		{"one document, marked", "---\nmode: b\n", settings{Mode: "b", Count: 1, List: []string{"x"}}, ""},
 		{"not a mapping", "- mode\n", settings{}, "want a YAML mapping"},
 		{"not YAML", "mode: [\n", settings{}, "want YAML"},
@@ -108,6 +111,14 @@ func TestOverrides(t *testing.T) {
 		"version: v1\nnode:\n- name: a\n":    `unknown field "node"`,
 		"nodes:\n- name: a\n  count: x\n":    "count",
 		"nodes:\n- selector: {matchLabels: {a: b}}\n- selector: {matchLabels: {c: d}}": "",
+		// A misspelt key below an entry's own is refused, not dropped.
+		"nodes:\n- selector: {matchLabels: {a: b}, matchExpresions: [{key: c, operator: Exists}]}\n": "matchExpresions",
+		// No entries, however written: every node on the flags.
+		"":                      "",
+		"# all commented out\n": "",
+		"version: v1\n":         "",
+		"version: v1\nnodes:\n": "",
+		"nodes: []\n":           "",
 	} {
 		_, err := Overrides([]byte(doc), proto.bind())
 		if want == "" {

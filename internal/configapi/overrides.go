@@ -44,16 +44,20 @@ var ErrNeedsLabels = errors.New("the node's labels are needed to select its entr
 // by settings: each entry selects by name or by a non-empty selector,
 // not both, sets only settings' keys, and no name is listed twice.
 func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
-	doc, err := Read(raw)
+	// "nodes:" with every entry gone (commented out, say) is no entry.
+	doc, err := read(raw, "nodes")
 	if err != nil {
 		return nil, err
 	}
 	if err := known(doc, nil, "", "nodes"); err != nil {
 		return nil, fmt.Errorf("%w: want version and nodes: [{name or selector, and %s}] (docs/settings.md)", err, Keys(settings))
 	}
+	// No nodes key, or none listed: no entries, every node on the flags.
 	var nodes []Document
-	if err := json.Unmarshal(doc["nodes"], &nodes); err != nil {
-		return nil, errors.New("nodes: want a list of entries, each a name or selector and the settings to change")
+	if raw, ok := doc["nodes"]; ok {
+		if err := json.Unmarshal(raw, &nodes); err != nil {
+			return nil, errors.New("nodes: want a list of entries, each a name or selector and the settings to change")
+		}
 	}
 	for i, n := range nodes {
 		if n == nil {
@@ -71,7 +75,7 @@ func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
 		{Name: "Version", Type: reflect.TypeFor[string](), Tag: `json:"version"`},
 		{Name: "Nodes", Type: reflect.SliceOf(entry), Tag: `json:"nodes"`},
 	}))
-	if err := yaml.Unmarshal(raw, file.Interface()); err != nil {
+	if err := yaml.UnmarshalStrict(raw, file.Interface()); err != nil {
 		return nil, fmt.Errorf("want nodes: [{name or selector, and %s}]: %w", types(settings), err)
 	}
 	list := file.Elem().Field(1)
