@@ -35,17 +35,23 @@ func flagsInParts(m *module) []string {
 			if cli == "" {
 				continue
 			}
+			// Any mention of a cli.*Flag type but the cli.Flag interface:
+			// a literal, new(cli.StringFlag), []*cli.IntFlag{{...}}.
 			ast.Inspect(f.ast, func(n ast.Node) bool {
-				lit, ok := n.(*ast.CompositeLit)
-				if !ok {
-					return true
+				var name string
+				switch n := n.(type) {
+				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.Ident); ok && x.Name == cli {
+						name = n.Sel.Name
+					}
+				case *ast.Ident:
+					if cli == "." {
+						name = n.Name
+					}
 				}
-				sel, ok := lit.Type.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == cli && strings.HasSuffix(sel.Sel.Name, "Flag") {
-					out = append(out, fmt.Sprintf("%s: flag outside a part's package: cli.%s in %s; declare it with the settings it sets, in their part's Options (under internal/)", m.pos(lit), sel.Sel.Name, filepath.ToSlash(dir)))
+				if name != "" && name != "Flag" && strings.HasSuffix(name, "Flag") && ast.IsExported(name) {
+					out = append(out, fmt.Sprintf("%s: flag outside a part's package: cli.%s in %s; declare it with the settings it sets, in their part's Options (under internal/)", m.pos(n), name, filepath.ToSlash(dir)))
+					return false
 				}
 				return true
 			})

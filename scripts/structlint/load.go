@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"go/ast"
+	"go/build/constraint"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -101,16 +102,26 @@ func load(root string) (*module, error) {
 	return m, err
 }
 
-// hasBuildConstraint says whether f has a //go:build line.
+// hasBuildConstraint says whether f's //go:build line keeps it out of a
+// plain go test on this project's machines (linux, amd64 or arm64, cgo):
+// the tagged suites' tags (e2e, bench, skewnext) are not set.
 func hasBuildConstraint(f *ast.File) bool {
 	for _, g := range f.Comments {
 		if g.Pos() > f.Package {
 			break
 		}
 		for _, c := range g.List {
-			if strings.HasPrefix(c.Text, "//go:build") {
-				return true
+			expr, err := constraint.Parse(c.Text)
+			if err != nil {
+				continue
 			}
+			return !expr.Eval(func(tag string) bool {
+				switch tag {
+				case "linux", "unix", "amd64", "arm64", "cgo", "gc":
+					return true
+				}
+				return strings.HasPrefix(tag, "go1.")
+			})
 		}
 	}
 	return false

@@ -25,14 +25,22 @@ func unitTestSleeps(m *module) []string {
 				continue
 			}
 			ast.Inspect(f.ast, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Sleep" {
-					if x, ok := sel.X.(*ast.Ident); ok && x.Name == timeName {
-						out = append(out, fmt.Sprintf("%s: a unit test sleeps on the wall clock: wait for what it waits for (a channel, synctest.Wait, a fake clock's Step), or give the file a %sREASON line where the wait is a real process's", m.pos(call), wallclock))
+				// time.Sleep, called or taken as a value; Sleep where time
+				// is dot-imported.
+				var at ast.Node
+				switch n := n.(type) {
+				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.Ident); ok && x.Name == timeName && n.Sel.Name == "Sleep" {
+						at = n
 					}
+				case *ast.Ident:
+					if timeName == "." && n.Name == "Sleep" {
+						at = n
+					}
+				}
+				if at != nil {
+					out = append(out, fmt.Sprintf("%s: a unit test sleeps on the wall clock: wait for what it waits for (a channel, synctest.Wait, a fake clock's Step), or give the file a %sREASON line where the wait is a real process's", m.pos(at), wallclock))
+					return false
 				}
 				return true
 			})

@@ -17,9 +17,12 @@ func TestPlantedFaultsFail(t *testing.T) {
 		{"clean", nil},
 		// node reaches cluster through its part and protocol, in between.
 		{"crossrole", []string{"role wall: node depends on cluster (node may not import cluster)", "role wall: node/internal/part depends on cluster (node may not import cluster)", "role wall: protocol depends on cluster (protocol may not import cluster)"}},
-		{"flag", []string{"node/flags.go:5: flag outside a part's package: cli.IntFlag in node"}},
+		// A literal in a role's package, and new(cli.StringFlag) in another.
+		{"flag", []string{"node/flags.go:5: flag outside a part's package: cli.IntFlag in node", "cluster/more.go:5: flag outside a part's package: cli.StringFlag in cluster"}},
 		{"names", []string{"repeated type name: Verdict is defined in cluster, node/internal/part"}},
-		{"sleep", []string{"cluster/role_test.go:8: a unit test sleeps on the wall clock"}},
+		// A plain unit test, and one a build constraint keeps on linux:
+		// go test builds it there all the same.
+		{"sleep", []string{"cluster/role_test.go:8: a unit test sleeps on the wall clock", "cluster/linux_test.go:10: a unit test sleeps on the wall clock"}},
 	} {
 		t.Run(tc.tree, func(t *testing.T) {
 			got, err := check(filepath.Join("testdata", tc.tree))

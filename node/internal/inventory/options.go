@@ -65,9 +65,12 @@ func (o Options) Validate() field.ErrorList {
 	if o.Split < MinSplit || o.Split > MaxSplit {
 		errs = append(errs, field.Invalid(field.NewPath(FlagSplit), o.Split, fmt.Sprintf("want %d..%d", MinSplit, MaxSplit)))
 	}
-	for flag, f := range map[string]float64{FlagMemoryScaling: o.MemoryScaling, FlagCoreScaling: o.CoreScaling} {
-		if f <= 0 || f > MaxScaling {
-			errs = append(errs, field.Invalid(field.NewPath(flag), f, fmt.Sprintf("want a factor above 0 and at most %d (1 = no oversubscription)", MaxScaling)))
+	for _, s := range []struct {
+		flag string
+		f    float64
+	}{{FlagMemoryScaling, o.MemoryScaling}, {FlagCoreScaling, o.CoreScaling}} {
+		if s.f <= 0 || s.f > MaxScaling {
+			errs = append(errs, field.Invalid(field.NewPath(s.flag), s.f, fmt.Sprintf("want a factor above 0 and at most %d (1 = no oversubscription)", MaxScaling)))
 		}
 	}
 	return errs

@@ -21,7 +21,8 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 // TestCluster runs the scenarios on one cluster, in this order to share
 // it. Each brings up what it needs, vgpud installed (e.installed), and
 // leaves the cluster as it found it, so that any one runs alone by its
-// name: go test -tags e2e -run 'TestCluster/per-GPU_cordon$'.
+// name on a cluster brought up for it (scripts/cluster.sh up):
+// go test -tags e2e -run 'TestCluster/per-GPU_cordon$'.
 func TestCluster(t *testing.T) {
 	e := setup(t)
 

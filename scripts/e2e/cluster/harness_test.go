@@ -369,6 +369,7 @@ func (e env) installed(t *testing.T) []string {
 	} else if err != nil {
 		t.Fatal(err)
 	}
+	var image string
 	harness.Eventually(t, 2*time.Minute, "vgpud ready on every node", func() error {
 		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
 		if err != nil {
@@ -377,7 +378,17 @@ func (e env) installed(t *testing.T) []string {
 		if st := ds.Status; st.DesiredNumberScheduled == 0 || st.NumberReady != st.DesiredNumberScheduled {
 			return fmt.Errorf("DaemonSet %+v", st)
 		}
+		image = ds.Spec.Template.Spec.Containers[0].Image
 		return nil
 	})
+	// What is installed must be this build, not one a reused cluster
+	// kept: a scenario would pass or fail on another binary.
+	pushed, err := os.ReadFile(filepath.Join(filepath.Dir(e.kubeconfig), "vgpud-image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, digest, _ := strings.Cut(strings.TrimSpace(string(pushed)), "@"); digest == "" || !strings.HasSuffix(image, "@"+digest) {
+		t.Fatalf("the cluster runs vgpud %s, not this build's %s: bring the cluster up again (scripts/cluster.sh down; scripts/cluster.sh up)", image, strings.TrimSpace(string(pushed)))
+	}
 	return e.nodes(t)
 }

@@ -1,0 +1,5 @@
+package cluster
+
+import "github.com/urfave/cli/v2"
+
+func more() cli.Flag { return new(cli.StringFlag) }
