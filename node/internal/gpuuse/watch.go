@@ -44,7 +44,7 @@ type Monitor struct {
 	containers *usage.Containers
 
 	mu       sync.Mutex
-	opts     Options // the node's, once Configure has set them
+	opts     Options         // the node's, once Configure has set them
 	enforcer *usage.Enforcer // nil until the GPUs are found
 	rec      *recorder
 	mem      *usage.Memory // what the enforcer remembers, across generations
