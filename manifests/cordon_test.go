@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The vgpud-gpu-cordon policy accepts what the leader parses: the same
@@ -19,8 +20,8 @@ func TestCordonPolicyMatchesTheParser(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("matches('%s')", protocol.CordonEntryPattern()),
 		fmt.Sprintf("size(bytes(object.metadata.annotations[k])) <= %d", protocol.MaxCordonBytes),
-		"'" + protocol.AnnotationCordon + "'",
-		"'" + protocol.AnnotationCordonHAMi + "'",
+		"'" + wellknown.AnnotationCordon + "'",
+		"'" + wellknown.AnnotationCordonHAMi + "'",
 	} {
 		if !strings.Contains(all+policy.Spec.Variables[0].Expression, want) {
 			t.Errorf("policy vgpud-gpu-cordon lacks %s", want)

@@ -34,10 +34,6 @@ type noLeader struct{}
 func (noLeader) Leader() string { return "vgpud-abc" }
 func (noLeader) IsLeader() bool { return false }
 
-// TestNodeRole runs the whole node role on the mock backend against a fake
-// clientset and a fake kubelet: registration, inventory, an Allocate for a
-// bound pod answered from the informer with its phase written back, the
-// inspect view, and an injected XID flagged in the annotation.
 // A node's overrides reach the parts built before they are read: the
 // usage part runs in the mode the node's entry names, not the flags'.
 func TestOverridesReachTheUsagePart(t *testing.T) {
@@ -68,6 +64,9 @@ func TestOverridesReachTheUsagePart(t *testing.T) {
 		t.Fatal("no registration within 10s")
 	}
 	s := waitSnapshot(t, cfg.Inspect.InspectSocket, func(s inspectv1.NodeSnapshot) bool { return s.Use != nil })
+	if s.APIVersion != inspectv1.NodeVersion {
+		t.Errorf("apiVersion %q, want %q", s.APIVersion, inspectv1.NodeVersion)
+	}
 	if s.Use.Mode != "off" {
 		t.Errorf("usage runs in %q; want off, as the node's override says (the flags say %s)", s.Use.Mode, cfg.Usage.GPUUsage)
 	}
@@ -75,6 +74,10 @@ func TestOverridesReachTheUsagePart(t *testing.T) {
 	<-done
 }
 
+// TestNodeRole runs the whole node role on the mock backend against a fake
+// clientset and a fake kubelet: registration, inventory, an Allocate for a
+// bound pod answered from the informer with its phase written back, the
+// inspect view, and an injected XID flagged in the annotation.
 func TestNodeRole(t *testing.T) {
 	dir := t.TempDir()
 	lists := make(chan []*pluginapi.Device, 64)

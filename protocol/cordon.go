@@ -5,18 +5,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
-
-// AnnotationCordon on a node takes some of its GPUs out of new
-// placements: a comma-separated list of GPU UUIDs (GPU-…) or indices.
-// Pods already on them run on. An operator writes it (kubectl annotate);
-// the vgpud-gpu-cordon policy lets only those RBAC grants the verb
-// "cordon" on gpus.vgpud.io change it. vgpud reads it and never writes it.
-const AnnotationCordon = "vgpud.io/cordon"
-
-// AnnotationCordonHAMi is HAMi's name for the same (UUIDs only there):
-// vgpud honours both, and the policy guards both.
-const AnnotationCordonHAMi = "hami.io/device-cordon"
 
 // MaxCordonBytes bounds the annotation, as the policy does.
 const MaxCordonBytes = 1024
@@ -28,17 +19,17 @@ var cordonEntry = regexp.MustCompile(`^(GPU-[0-9A-Za-z-]{1,64}|[0-9]{1,3})$`)
 // CordonEntryPattern is cordonEntry's source, for the policy's test.
 func CordonEntryPattern() string { return cordonEntry.String() }
 
-// Cordon is a parsed AnnotationCordon: the GPUs it names.
+// Cordon is a parsed wellknown.AnnotationCordon: the GPUs it names.
 type Cordon struct {
 	UUIDs   []string
 	Indices []int
 }
 
 // NodeCordon is the cordon a node's annotations hold: what
-// AnnotationCordon and AnnotationCordonHAMi name, together.
+// wellknown.AnnotationCordon and wellknown.AnnotationCordonHAMi name, together.
 func NodeCordon(annotations map[string]string) (Cordon, error) {
 	var c Cordon
-	for _, key := range []string{AnnotationCordon, AnnotationCordonHAMi} {
+	for _, key := range []string{wellknown.AnnotationCordon, wellknown.AnnotationCordonHAMi} {
 		one, err := parseCordon(key, annotations[key])
 		if err != nil {
 			return Cordon{}, err
@@ -49,9 +40,9 @@ func NodeCordon(annotations map[string]string) (Cordon, error) {
 	return c, nil
 }
 
-// ParseCordon parses an AnnotationCordon value; "" names no GPU, and
+// ParseCordon parses an wellknown.AnnotationCordon value; "" names no GPU, and
 // empty entries are skipped, as HAMi skips them.
-func ParseCordon(raw string) (Cordon, error) { return parseCordon(AnnotationCordon, raw) }
+func ParseCordon(raw string) (Cordon, error) { return parseCordon(wellknown.AnnotationCordon, raw) }
 
 func parseCordon(key, raw string) (Cordon, error) {
 	var c Cordon

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 func TestParseCordon(t *testing.T) {
@@ -47,14 +49,14 @@ func TestParseCordon(t *testing.T) {
 // HAMi's annotation counts beside vgpud's.
 func TestNodeCordonReadsHAMisToo(t *testing.T) {
 	gpus := []GPU{{UUID: "GPU-a", Index: 0}, {UUID: "GPU-b", Index: 1}, {UUID: "GPU-c", Index: 2}}
-	c, err := NodeCordon(map[string]string{AnnotationCordon: "0", AnnotationCordonHAMi: "GPU-c"})
+	c, err := NodeCordon(map[string]string{wellknown.AnnotationCordon: "0", wellknown.AnnotationCordonHAMi: "GPU-c"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := c.Resolve(gpus, nil); !reflect.DeepEqual(got, []bool{true, false, true}) {
 		t.Errorf("cordoned %v", got)
 	}
-	if _, err := NodeCordon(map[string]string{AnnotationCordonHAMi: "GPU-c;rm"}); err == nil || !strings.Contains(err.Error(), AnnotationCordonHAMi) {
+	if _, err := NodeCordon(map[string]string{wellknown.AnnotationCordonHAMi: "GPU-c;rm"}); err == nil || !strings.Contains(err.Error(), wellknown.AnnotationCordonHAMi) {
 		t.Errorf("a bad HAMi cordon: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// Phase is the value of AnnotationPhase: "bound" (leader, before the
+// Phase is the value of wellknown.AnnotationPhase: "bound" (leader, before the
 // Binding), then "allocated" or "failed: <reason>" (node, in Allocate).
 type Phase string
 

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -152,11 +153,31 @@ func Load(raw []byte, settings []Setting) error {
 	}
 	typ := reflect.StructOf(append([]reflect.StructField{{Name: "Version", Type: reflect.TypeFor[string](), Tag: `json:"version"`}}, fields(settings)...))
 	v := reflect.New(typ)
-	if err := yaml.UnmarshalStrict(raw, v.Interface()); err != nil {
+	if err := decodeStrict(raw, v); err != nil {
 		return fmt.Errorf("want %s: %w", types(settings), err)
 	}
 	set(v.Elem(), 1, settings)
 	return nil
+}
+
+// decodeStrict decodes raw into v by its types, as kubectl reads YAML,
+// refusing a key unknown at any depth, and, where encoding/json would
+// take a key in another case (MatchLabels for matchLabels) or twice,
+// that too: what the file says is what is read.
+func decodeStrict(raw []byte, v reflect.Value) error {
+	if err := yaml.UnmarshalStrict(raw, v.Interface()); err != nil {
+		return err
+	}
+	j, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return err
+	}
+	// The typed decode above read the values; this one only says whether
+	// every key is the exact one (its type errors are the YAML's
+	// booleans where strings are wanted, which the above read as kubectl
+	// does).
+	strict, _ := kjson.UnmarshalStrict(j, reflect.New(v.Elem().Type()).Interface())
+	return errors.Join(strict...)
 }
 
 // known refuses a key of doc that no setting has.

@@ -111,6 +111,8 @@ func TestOverrides(t *testing.T) {
 		"version: v1\nnode:\n- name: a\n":    `unknown field "node"`,
 		"nodes:\n- name: a\n  count: x\n":    "count",
 		"nodes:\n- selector: {matchLabels: {a: b}}\n- selector: {matchLabels: {c: d}}": "",
+		// A key below an entry's own in another case is refused too.
+		"nodes:\n- selector: {MatchLabels: {a: b}}\n": "MatchLabels",
 		// A misspelt key below an entry's own is refused, not dropped.
 		"nodes:\n- selector: {matchLabels: {a: b}, matchExpresions: [{key: c, operator: Exists}]}\n": "matchExpresions",
 		// No entries, however written: every node on the flags.

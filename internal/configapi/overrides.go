@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/yaml"
 )
 
 // node-overrides.yaml: entries that each select nodes by name or by label
@@ -75,7 +74,7 @@ func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
 		{Name: "Version", Type: reflect.TypeFor[string](), Tag: `json:"version"`},
 		{Name: "Nodes", Type: reflect.SliceOf(entry), Tag: `json:"nodes"`},
 	}))
-	if err := yaml.UnmarshalStrict(raw, file.Interface()); err != nil {
+	if err := decodeStrict(raw, file); err != nil {
 		return nil, fmt.Errorf("want nodes: [{name or selector, and %s}]: %w", types(settings), err)
 	}
 	list := file.Elem().Field(1)

@@ -1,3 +1,6 @@
+// Package containerenv is the env a GPU container receives (read by CUDA
+// and HAMi-core's interposer), and the names vgpud owns there, which
+// admission, the runtime hook and the docs are tested against.
 package containerenv
 
 // Environment a GPU container receives, readable by HAMi-core's libvgpu.so.

@@ -1,3 +1,5 @@
+// Package hamirecord reads HAMi's record of a pod it placed, so that vgpud,
+// installed beside HAMi's pods, never places on top of them.
 package hamirecord
 
 import (

@@ -2,7 +2,10 @@
 // version 1: `vgpud inspect --json` (NodeSnapshot, a node as its daemon
 // sees it) and `kubectl vgpud -o json|yaml` (ClusterView, the cluster as
 // vgpud books it). A reader checks APIVersion; fields are only added
-// within a version, never renamed or removed.
+// within a version, never renamed or removed. A node's published usage
+// and runtime check appear in ClusterView as the node wrote them
+// (protocol.NodeUsage, protocol.RuntimeCheck), whose wire versions only
+// add fields too (protocol's skew rules).
 package inspectv1
 
 import "time"
@@ -41,7 +44,7 @@ type NodeSnapshot struct {
 	Taken time.Time `json:"taken"`
 }
 
-// GPUState is one GPUState with what the pods on it hold.
+// GPUState is one GPU with what the pods on it hold.
 type GPUState struct {
 	Index         int    `json:"index"`
 	UUID          string `json:"uuid"`

@@ -1,3 +1,6 @@
+// Package wellknown is the names every part of vgpud, and its users, read:
+// the annotations and labels vgpud writes or reads, the extended resources
+// it serves, and the MIG profiles' resources.
 package wellknown
 
 // Annotations and labels vgpud writes or reads.
@@ -6,7 +9,7 @@ const (
 	AnnotationGPUs = "vgpud.io/gpus"
 	// AnnotationAssignment is the GPUs chosen for a pod, written by the leader in bind.
 	AnnotationAssignment = "vgpud.io/assignment"
-	// AnnotationPhase tracks a pod from bind to Allocate; see Phase.
+	// AnnotationPhase tracks a pod from bind to Allocate; see protocol.Phase.
 	AnnotationPhase = "vgpud.io/phase"
 	// AnnotationRequeued is the leader's nudge on a pending pod it refused
 	// just before GPUs freed: a change to the pod makes kube-scheduler try
@@ -34,10 +37,10 @@ const (
 	AnnotationIdentity = "vgpud.io/identity"
 
 	// AnnotationUsage is the node's latest sample of its GPUs' processes
-	// (NodeUsage), written by the node role for `vgpud inspect --cluster`.
+	// (protocol.NodeUsage), written by the node role for `vgpud inspect --cluster`.
 	AnnotationUsage = "vgpud.io/usage"
 
-	// AnnotationRuntime is the node's latest runtime check (RuntimeCheck):
+	// AnnotationRuntime is the node's latest runtime check (protocol.RuntimeCheck):
 	// whether its container runtime fails closed without vgpud, written by
 	// the node role for `vgpud inspect --cluster`.
 	AnnotationRuntime = "vgpud.io/runtime-check"
@@ -113,3 +116,14 @@ func DefaultResourceNames() ResourceNames {
 func (r ResourceNames) All() []string {
 	return []string{r.GPU, r.GPUMem, r.GPUMemPercentage, r.GPUCores, r.Priority}
 }
+
+// AnnotationCordon on a node takes some of its GPUs out of new
+// placements: a comma-separated list of GPU UUIDs (GPU-…) or indices.
+// Pods already on them run on. An operator writes it (kubectl annotate);
+// the vgpud-gpu-cordon policy lets only those RBAC grants the verb
+// "cordon" on gpus.vgpud.io change it. vgpud reads it and never writes it.
+const AnnotationCordon = "vgpud.io/cordon"
+
+// AnnotationCordonHAMi is HAMi's name for the same (UUIDs only there):
+// vgpud honours both, and the policy guards both.
+const AnnotationCordonHAMi = "hami.io/device-cordon"

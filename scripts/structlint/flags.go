@@ -11,6 +11,11 @@ import (
 
 const cliPath = "github.com/urfave/cli/v2"
 
+// cliInterfaces are urfave/cli's flag interfaces, which a role may name
+// (to list or render flags) without declaring one.
+var cliInterfaces = map[string]bool{"Flag": true, "DocGenerationFlag": true, "DocGenerationMultiValueFlag": true, "VisibleFlag": true,
+	"RequiredFlag": true, "CategorizableFlag": true, "ActionableFlag": true}
+
 // isPart says whether a package may declare flags: a part's, under an
 // internal/ directory, or webhook/, a part at the top level; and the
 // tools under scripts/, which are no part of vgpud.
@@ -49,7 +54,7 @@ func flagsInParts(m *module) []string {
 						name = n.Name
 					}
 				}
-				if name != "" && name != "Flag" && strings.HasSuffix(name, "Flag") && ast.IsExported(name) {
+				if name != "" && strings.HasSuffix(name, "Flag") && ast.IsExported(name) && !cliInterfaces[name] {
 					out = append(out, fmt.Sprintf("%s: flag outside a part's package: cli.%s in %s; declare it with the settings it sets, in their part's Options (under internal/)", m.pos(n), name, filepath.ToSlash(dir)))
 					return false
 				}

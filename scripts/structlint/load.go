@@ -92,7 +92,7 @@ func load(root string) (*module, error) {
 			pk = &pkg{dir: dir}
 			m.pkgs[dir] = pk
 		}
-		fl := &file{path: rel, ast: f, test: strings.HasSuffix(rel, "_test.go"), tagged: hasBuildConstraint(f)}
+		fl := &file{path: rel, ast: f, test: strings.HasSuffix(rel, "_test.go"), tagged: hasBuildConstraint(f) || otherPlatform(rel)}
 		if !fl.test && !fl.tagged && pk.name == "" {
 			pk.name = f.Name.Name
 		}
@@ -100,6 +100,19 @@ func load(root string) (*module, error) {
 		return nil
 	})
 	return m, err
+}
+
+// otherPlatform says whether a file's name keeps it to a system or an
+// architecture this project does not build for (x_windows.go,
+// x_darwin_test.go).
+func otherPlatform(path string) bool {
+	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".go"), "_test")
+	for _, p := range []string{"windows", "darwin", "freebsd", "netbsd", "openbsd", "plan9", "solaris", "aix", "illumos", "ios", "android", "js", "wasip1", "386", "arm", "ppc64le", "s390x", "riscv64", "mips", "wasm"} {
+		if strings.HasSuffix(name, "_"+p) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasBuildConstraint says whether f's //go:build line keeps it out of a

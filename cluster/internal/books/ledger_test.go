@@ -684,7 +684,7 @@ func usedMiB(u podmodel.Usage, err error) int64 {
 func TestCordonReachesTheBooks(t *testing.T) {
 	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	n := gpuNode("n1", 3, "3")
-	n.Annotations[protocol.AnnotationCordon] = "GPU-n1-0, 2"
+	n.Annotations[wellknown.AnnotationCordon] = "GPU-n1-0, 2"
 	c.SetNode(n)
 	if err := c.SetPod(record(assigned("running", "n1", 0, 1000))); err != nil {
 		t.Fatal(err)
@@ -703,12 +703,12 @@ func TestCordonReachesTheBooks(t *testing.T) {
 	if freed != 0 {
 		t.Fatal("pods nudged while the cordon stands")
 	}
-	delete(n.Annotations, protocol.AnnotationCordon)
+	delete(n.Annotations, wellknown.AnnotationCordon)
 	c.SetNode(n)
 	if got, _ := c.Node("n1"); got.GPUs[0].Cordoned || got.GPUs[2].Cordoned || freed != 1 {
 		t.Fatalf("after the cordon was lifted: %+v, nudged %d times", got.GPUs, freed)
 	}
-	n.Annotations[protocol.AnnotationCordon] = "all of them"
+	n.Annotations[wellknown.AnnotationCordon] = "all of them"
 	c.SetNode(n)
 	if _, r := c.Node("n1"); r == nil || r.Kind != "unreadable gpu cordon" || !strings.Contains(r.Text, `"all of them"`) {
 		t.Fatalf("unreadable cordon: %+v", r)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/hamirecord"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
@@ -211,10 +212,10 @@ func TestBuildShowsEachNodesRuntimeCheck(t *testing.T) {
 // node, or a value the leader cannot read, are problems.
 func TestBuildShowsCordonedGPUs(t *testing.T) {
 	n1 := node(t, "n1", a100(0), a100(1))
-	n1.Annotations[protocol.AnnotationCordon] = "GPU-gone"
-	n1.Annotations[protocol.AnnotationCordonHAMi] = "GPU-a1"
+	n1.Annotations[wellknown.AnnotationCordon] = "GPU-gone"
+	n1.Annotations[wellknown.AnnotationCordonHAMi] = "GPU-a1"
 	n2 := node(t, "n2", a100(0))
-	n2.Annotations[protocol.AnnotationCordon] = "every\x1b[2J"
+	n2.Annotations[wellknown.AnnotationCordon] = "every\x1b[2J"
 	v := Build([]corev1.Node{n1, n2}, nil, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now())
 	if v.Nodes[0].GPUs[0].Cordoned || !v.Nodes[0].GPUs[1].Cordoned || len(v.Problems) != 2 ||
 		!strings.Contains(v.Problems[0]+v.Problems[1], "cordon names GPU-gone, which the node does not have") || strings.ContainsRune(v.Problems[0]+v.Problems[1], 0x1b) {
@@ -324,5 +325,12 @@ func TestBuildShowsMemoryHeldBeyondBookings(t *testing.T) {
 	v = Build([]corev1.Node{n3}, nil, nil, sched, wellknown.DefaultResourceNames(), time.Now())
 	if g := v.Nodes[0].GPUs; len(g) != 1 || g[0].UUID != "MIG-a" || g[0].HeldMiB != 0 || g[0].Full {
 		t.Fatalf("MIG instance rows %+v", g)
+	}
+}
+
+// The view says which version of its shape it is.
+func TestViewSaysItsVersion(t *testing.T) {
+	if v := Build(nil, nil, nil, "vgpud-scheduler", wellknown.DefaultResourceNames(), time.Now()); v.APIVersion != inspectv1.ClusterVersion {
+		t.Errorf("apiVersion %q, want %q", v.APIVersion, inspectv1.ClusterVersion)
 	}
 }

@@ -357,7 +357,7 @@ func (r rejections) reason(c podmodel.ContainerRequest, fitting int, numaShort b
 	case r.selector > 0:
 		return &Reason{Kind: "no matching gpu", Text: fmt.Sprintf("%s; %d GPU(s) excluded by use/nouse-gputype or -gpuuuid", need, r.selector)}
 	case r.cordoned > 0:
-		return &Reason{Kind: "gpu cordoned", Text: fmt.Sprintf("%s; %d GPU(s) cordoned by an operator (%s)", need, r.cordoned, protocol.AnnotationCordon)}
+		return &Reason{Kind: "gpu cordoned", Text: fmt.Sprintf("%s; %d GPU(s) cordoned by an operator (%s)", need, r.cordoned, wellknown.AnnotationCordon)}
 	case r.unhealthy > 0:
 		return &Reason{Kind: "no healthy gpu", Text: fmt.Sprintf("%s; %d GPU(s) unhealthy", need, r.unhealthy)}
 	default:

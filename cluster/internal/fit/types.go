@@ -16,7 +16,7 @@ type CommittedGPU struct {
 	protocol.GPU
 	Used podmodel.Usage // committed on it
 	// Cordoned: an operator took it out of new placements
-	// (protocol.AnnotationCordon); what runs on it stays.
+	// (wellknown.AnnotationCordon); what runs on it stays.
 	Cordoned bool
 	// MIG, for a MIG instance, is what it is part of; nil for a GPU
 	// shared in slices. An instance's GPU fields are the instance: its

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Watch follows one node's cordon annotations.
@@ -58,7 +59,7 @@ func (w *Watch) Run(ctx context.Context) error {
 			return
 		}
 		now := map[string]string{}
-		for _, k := range []string{protocol.AnnotationCordon, protocol.AnnotationCordonHAMi} {
+		for _, k := range []string{wellknown.AnnotationCordon, wellknown.AnnotationCordonHAMi} {
 			if v, ok := n.Annotations[k]; ok {
 				now[k] = v
 			}

@@ -43,11 +43,12 @@ type Monitor struct {
 	// the enforcer attributes GPU processes to them.
 	containers *usage.Containers
 
-	mu       sync.Mutex
-	opts     Options         // the node's, once Configure has set them
-	enforcer *usage.Enforcer // nil until the GPUs are found
-	rec      *recorder
-	mem      *usage.Memory // what the enforcer remembers, across generations
+	mu         sync.Mutex
+	opts       Options // the node's, once Configure has set them
+	configured bool
+	enforcer   *usage.Enforcer // nil until the GPUs are found
+	rec        *recorder
+	mem        *usage.Memory // what the enforcer remembers, across generations
 }
 
 // New returns the part for node.
@@ -61,13 +62,17 @@ func New(node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *
 func (w *Monitor) Configure(opts Options) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.opts = opts
+	w.opts, w.configured = opts, true
 }
 
-// options are the settings Configure set.
+// options are the settings Configure set. Read before, they would be
+// none, and usage off by mistake: that is a bug of the caller's.
 func (w *Monitor) options() Options {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.configured {
+		panic("gpuuse: the Monitor's settings read before Configure")
+	}
 	return w.opts
 }
 

@@ -30,7 +30,7 @@ type HookOptions struct {
 	Node      string
 	Resources wellknown.ResourceNames
 	Slice     grant.Shape
-	// Exempt and Early are namespaces (nrihook.Rules).
+	// Exempt and Early are namespaces (nrihook.Ruleset).
 	Exempt, Early []string
 	// MIGParent is the GPU of a MIG device the node lists; "" for none.
 	MIGParent func(uuid string) string

@@ -10,7 +10,7 @@ import (
 	"github.com/vgpud/vgpud/protocol/containerenv"
 )
 
-// InstanceMaker is what the hook asks of the node's MIG maker (migmaker.InstanceMaker):
+// InstanceMaker is what the hook asks of the node's MIG maker (migmaker.Maker):
 // the MIG device made for a possible instance, and when that may have
 // changed.
 type InstanceMaker interface {

@@ -60,7 +60,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		}
 	}
 	t.Cleanup(func() {
-		_, _ = e.kubectl("annotate", "node", node, protocol.AnnotationCordon+"-", protocol.AnnotationCordonHAMi+"-")
+		_, _ = e.kubectl("annotate", "node", node, wellknown.AnnotationCordon+"-", wellknown.AnnotationCordonHAMi+"-")
 		for _, b := range bindings {
 			_ = e.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
 		}
@@ -73,7 +73,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		}
 		return e.kubectl("--as="+as, "annotate", "node", node, arg, "--overwrite")
 	}
-	annotate := func(as, value string) (string, error) { return annotateKey(as, protocol.AnnotationCordon, value) }
+	annotate := func(as, value string) (string, error) { return annotateKey(as, wellknown.AnnotationCordon, value) }
 	pinned := func(name string, annotations map[string]string) *corev1.Pod {
 		p := gpuPod(name, map[string]string{"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "10"}, annotations)
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
@@ -112,7 +112,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 
-	out, err := asTenant("", "annotate", "node", node, protocol.AnnotationCordon+"=0")
+	out, err := asTenant("", "annotate", "node", node, wellknown.AnnotationCordon+"=0")
 	// RBAC: edit reaches no node (kubectl's read of it is refused first).
 	if err == nil || !strings.Contains(out, `User "system:serviceaccount:`+ns+`:tenant" cannot`) || !strings.Contains(out, `resource "nodes"`) {
 		t.Fatalf("a tenant cordoned a GPU: %v %s", err, out)
@@ -122,7 +122,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 		t.Fatalf("an admin of nodes without the cordon verb cordoned a GPU: %v %s", err, out)
 	}
 	t.Logf("without the verb: %s", lastLine(err.Error()))
-	if out, err := annotateKey("e2e-node-admin", protocol.AnnotationCordonHAMi, first.UUID); err == nil || !strings.Contains(out+err.Error(), "needs the verb cordon") {
+	if out, err := annotateKey("e2e-node-admin", wellknown.AnnotationCordonHAMi, first.UUID); err == nil || !strings.Contains(out+err.Error(), "needs the verb cordon") {
 		t.Fatalf("HAMi's cordon changed without the verb: %v %s", err, out)
 	}
 	// A value that reads as "absent" to a careless comparison.
@@ -180,7 +180,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 
 	// Every GPU cordoned, the last through HAMi's annotation: a new pod
 	// waits, saying why; lifted, it runs.
-	if out, err := annotateKey("e2e-gpu-operator", protocol.AnnotationCordonHAMi, kept.UUID); err != nil {
+	if out, err := annotateKey("e2e-gpu-operator", wellknown.AnnotationCordonHAMi, kept.UUID); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	harness.Eventually(t, 30*time.Second, "the leader sees every GPU cordoned", func() error {
@@ -194,7 +194,7 @@ func gpuCordon(t *testing.T, e env, nodes []string) {
 	harness.Eventually(t, 60*time.Second, "waits refused for the cordon", func() error {
 		return e.eventSays(ns, "waits", "cordoned")
 	})
-	if out, err := annotateKey("e2e-gpu-operator", protocol.AnnotationCordonHAMi, ""); err != nil {
+	if out, err := annotateKey("e2e-gpu-operator", wellknown.AnnotationCordonHAMi, ""); err != nil {
 		t.Fatalf("lift the cordon: %v %s", err, out)
 	}
 	lifted := time.Now()

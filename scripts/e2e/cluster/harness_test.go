@@ -375,20 +375,33 @@ func (e env) installed(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
-		if st := ds.Status; st.DesiredNumberScheduled == 0 || st.NumberReady != st.DesiredNumberScheduled {
+		// Rolled out, not only ready: every pod runs the template.
+		if st := ds.Status; st.DesiredNumberScheduled == 0 || st.ObservedGeneration < ds.Generation || st.NumberReady != st.DesiredNumberScheduled ||
+			st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberUnavailable > 0 {
 			return fmt.Errorf("DaemonSet %+v", st)
 		}
 		image = ds.Spec.Template.Spec.Containers[0].Image
 		return nil
 	})
-	// What is installed must be this build, not one a reused cluster
-	// kept: a scenario would pass or fail on another binary.
+	// What runs must be this build, not one a reused cluster kept: a
+	// scenario would pass or fail on another binary.
+	again := "bring the cluster up again (scripts/cluster.sh down; scripts/cluster.sh up)"
 	pushed, err := os.ReadFile(filepath.Join(filepath.Dir(e.kubeconfig), "vgpud-image"))
+	if err != nil {
+		t.Fatalf("this build's image is not known (%v): %s", err, again)
+	}
+	_, digest, _ := strings.Cut(strings.TrimSpace(string(pushed)), "@")
+	if digest == "" || !strings.HasSuffix(image, "@"+digest) {
+		t.Fatalf("the cluster runs vgpud %s, not this build's %s: %s", image, strings.TrimSpace(string(pushed)), again)
+	}
+	pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, digest, _ := strings.Cut(strings.TrimSpace(string(pushed)), "@"); digest == "" || !strings.HasSuffix(image, "@"+digest) {
-		t.Fatalf("the cluster runs vgpud %s, not this build's %s: bring the cluster up again (scripts/cluster.sh down; scripts/cluster.sh up)", image, strings.TrimSpace(string(pushed)))
+	for _, p := range pods.Items {
+		if st := p.Status.ContainerStatuses; len(st) == 0 || !strings.HasSuffix(st[0].ImageID, "@"+digest) {
+			t.Fatalf("%s on %s runs %v, not this build's %s: %s", p.Name, p.Spec.NodeName, st, digest, again)
+		}
 	}
 	return e.nodes(t)
 }
