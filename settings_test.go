@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
@@ -201,4 +202,46 @@ func ownersUnder(typ reflect.Type, prefix, owner string) map[string]string {
 		}
 	}
 	return out
+}
+
+// The chart's nodeOverrides, in its values schema, are the entries
+// node-overrides.yaml takes (configapi): a name or a selector, and the
+// keys a node's entry may set, each with its type and bounds;
+// VGPUD_UPDATE_DOCS=1 writes them after a change.
+func TestChartNodeOverridesAreTheAPIs(t *testing.T) {
+	const path = "charts/vgpud/values.schema.json"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := []string{`          "name": {"type": "string", "minLength": 1}`, `          "selector": {"type": "object"}`}
+	for _, s := range node.OverrideSettings() {
+		v, err := json.Marshal(s.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		props = append(props, fmt.Sprintf("          %q: %s", s.Key, v))
+	}
+	block := "    \"nodeOverrides\": {\n      \"type\": \"array\",\n      \"items\": {\n        \"type\": \"object\",\n        \"additionalProperties\": false,\n        \"properties\": {\n" +
+		strings.Join(props, ",\n") + "\n        }\n      }\n    },\n"
+	text := string(raw)
+	if old := regexp.MustCompile(`(?s)    "nodeOverrides": \{\n.*?\n    \},\n`).FindString(text); old != "" {
+		text = strings.Replace(text, old, block, 1)
+	} else {
+		text = strings.Replace(text, "    \"runtime\": {\n", block+"    \"runtime\": {\n", 1)
+	}
+	var parsed map[string]any
+	if err := json.Unmarshal([]byte(text), &parsed); err != nil {
+		t.Fatalf("the schema written is not JSON: %v", err)
+	}
+	if text == string(raw) {
+		return
+	}
+	if os.Getenv("VGPUD_UPDATE_DOCS") != "" {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s's nodeOverrides are not the API's keys: run VGPUD_UPDATE_DOCS=1 go test -run TestChartNodeOverridesAreTheAPIs .", path)
 }

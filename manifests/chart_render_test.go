@@ -222,3 +222,21 @@ func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
 		}
 	}
 }
+
+// nodeOverrides is the ConfigMap's node-overrides.yaml, entry for entry;
+// a key no node entry takes is refused by the schema.
+func TestChartNodeOverridesAreTheFile(t *testing.T) {
+	got := helmTemplate(t, "vgpud-system", "nodeOverrides[0].name=gpu-a", "nodeOverrides[0].split=4",
+		"nodeOverrides[1].selector.matchLabels.gpu=l4", "nodeOverrides[1].gpuUsage=enforce")
+	data, _ := got["ConfigMap/vgpud"]["data"].(map[string]any)
+	want := "version: v1\nnodes:\n- name: gpu-a\n  split: 4\n- gpuUsage: enforce\n  selector:\n    matchLabels:\n      gpu: l4\n"
+	if file := data["node-overrides.yaml"]; file != want {
+		t.Errorf("the chart's node-overrides.yaml is %q, want %q", file, want)
+	}
+	if def := helmTemplate(t, "vgpud-system"); def["ConfigMap/vgpud"]["data"].(map[string]any)["node-overrides.yaml"] != "version: v1\nnodes: []\n" {
+		t.Errorf("by default, node-overrides.yaml is %q; want no entries", def["ConfigMap/vgpud"]["data"].(map[string]any)["node-overrides.yaml"])
+	}
+	if _, err := helmRender(t, "vgpud-system", "nodeOverrides[0].name=gpu-a", "nodeOverrides[0].splitt=4"); err == nil || !strings.Contains(err.Error(), "splitt") {
+		t.Errorf("a misspelt key: %v; want the schema to refuse it", err)
+	}
+}

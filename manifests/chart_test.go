@@ -99,6 +99,7 @@ func installEdits() []edit {
 			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
 		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image }}\n", 1},
 		{"{name: runtime-config, mountPath: /etc/containerd, readOnly: true}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}, readOnly: true}", 1},
+		{"  node-overrides.yaml: |\n    version: v1\n    nodes: []\n", "  node-overrides.yaml: |\n    version: v1\n    nodes:{{ if .Values.nodeOverrides }}\n    {{- toYaml .Values.nodeOverrides | nindent 4 }}\n    {{- else }} []\n    {{- end }}\n", 1},
 		{"  cluster-settings.yaml: |\n    version: v1\n", "  cluster-settings.yaml: |\n    version: v1\n    {{- with .Values.clusterSettings }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1},
 		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
 	}
