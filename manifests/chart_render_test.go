@@ -240,3 +240,23 @@ func TestChartNodeOverridesAreTheFile(t *testing.T) {
 		t.Errorf("a misspelt key: %v; want the schema to refuse it", err)
 	}
 }
+
+// gpuUsage, imagePullSecrets, podLabels and podAnnotations reach the node
+// pods; unset, they add nothing (TestChartRendersTheManifest).
+func TestChartNodePodValues(t *testing.T) {
+	got := helmTemplate(t, "vgpud-system", "gpuUsage=enforce", "imagePullSecrets[0].name=regcred", "podLabels.team=ml", "podAnnotations.example\\.com/owner=ml")
+	raw, err := json.Marshal(got["DaemonSet/vgpud"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, want := range []string{`{"name":"VGPUD_GPU_USAGE","value":"enforce"}`, `"imagePullSecrets":[{"name":"regcred"}]`, `"team":"ml"`, `"example.com/owner":"ml"`,
+		`"app.kubernetes.io/component":"node"`, `"vgpud.io/runtime-hook-optional":"true"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the DaemonSet lacks %s", want)
+		}
+	}
+	if _, err := helmRender(t, "vgpud-system", "gpuUsage=always"); err == nil {
+		t.Error("gpuUsage=always rendered; want the schema to refuse it")
+	}
+}

@@ -29,6 +29,10 @@ const chartHeader = "# Generated from manifests/%s by manifests/chart_test.go: e
 // defaults, so the default render is the manifest.
 const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
               value: utility
+            {{- with .Values.gpuUsage }}
+            - name: VGPUD_GPU_USAGE
+              value: {{ . | quote }}
+            {{- end }}
             {{- if ne .Values.schedulerName "vgpud-scheduler" }}
             - name: VGPUD_SCHEDULER_NAME
               value: {{ .Values.schedulerName | quote }}
@@ -95,6 +99,11 @@ func installEdits() []edit {
 		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      containers:\n        - name: vgpud\n",
 			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      containers:\n        - name: vgpud\n", 1},
 		{"            - name: NVIDIA_DRIVER_CAPABILITIES\n              value: utility\n", chartEnv, 1},
+		// The node pods' own labels and annotations, and the secrets to
+		// pull vgpud's image with.
+		{"      labels:\n        app.kubernetes.io/name: vgpud\n        app.kubernetes.io/component: node\n      annotations:\n",
+			"      labels:\n        app.kubernetes.io/name: vgpud\n        app.kubernetes.io/component: node\n        {{- with .Values.podLabels }}\n        {{- toYaml . | nindent 8 }}\n        {{- end }}\n      annotations:\n        {{- with .Values.podAnnotations }}\n        {{- toYaml . | nindent 8 }}\n        {{- end }}\n", 1},
+		{"      serviceAccountName: vgpud\n", "      serviceAccountName: vgpud\n      {{- with .Values.imagePullSecrets }}\n      imagePullSecrets:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n", 1},
 		{"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            requests: {cpu: 50m, memory: 64Mi}\n            limits: {memory: 512Mi}\n",
 			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
 		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image }}\n", 1},
