@@ -1,9 +1,11 @@
 # vgpud: see README.md. `make demo` and `make test` are the two entry points.
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# The release is version.go's (a clone carries no tags); VERSION=...
+# builds another's. The commit is the tree's, -dirty when it has changes.
+VERSION ?=
+COMMIT ?= $(shell git describe --always --dirty --abbrev=7 --exclude '*' 2>/dev/null || echo unknown)
+LDFLAGS := -X main.commit=$(COMMIT) $(if $(VERSION),-X main.version=$(VERSION))
 # As the image ships it: no paths or debug info in the binary, and
 # without urfave/cli's man-page and markdown generators, which vgpud never
 # calls and whose markdown library builds a 0.5 MB table at start.

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vgpud/vgpud/internal/process"
 	"github.com/vgpud/vgpud/manifests"
@@ -175,5 +177,24 @@ func TestGPUPodsPolicyNamesTheDefaults(t *testing.T) {
 		if !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+name+"'") {
 			t.Errorf("the vgpud-gpu-pods policy's match does not name %s", name)
 		}
+	}
+}
+
+// The release the binary reports is the chart's appVersion: the two move
+// together (docs/install.md).
+func TestVersionIsTheChartsAppVersion(t *testing.T) {
+	raw, err := os.ReadFile("charts/vgpud/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil {
+		t.Fatal(err)
+	}
+	if chart.AppVersion != version || "v"+chart.Version != version {
+		t.Errorf("version.go says %s, the chart's version %s and appVersion %s: move them together", version, chart.Version, chart.AppVersion)
 	}
 }

@@ -1,7 +1,10 @@
 package main
 
-// Set at build time: -ldflags "-X main.version=... -X main.commit=...".
+// version is the release main carries, kept in the tree because a clone
+// carries no tags: it moves with the chart's version and appVersion
+// (TestVersionIsTheChartsAppVersion). commit is the build's, stamped by
+// make; -ldflags "-X main.version=..." builds another release's.
 var (
-	version = "dev"
+	version = "v0.2.0"
 	commit  = "unknown"
 )
