@@ -197,4 +197,11 @@ func TestVersionIsTheChartsAppVersion(t *testing.T) {
 	if chart.AppVersion != version || "v"+chart.Version != version {
 		t.Errorf("version.go says %s, the chart's version %s and appVersion %s: move them together", version, chart.Version, chart.AppVersion)
 	}
+	manifest, err := os.ReadFile("manifests/vgpud.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(manifest), "image: ghcr.io/vgpud/vgpud:"+version+"\n") {
+		t.Errorf("manifests/vgpud.yaml does not name the image ghcr.io/vgpud/vgpud:%s: move it with version.go", version)
+	}
 }

@@ -214,7 +214,14 @@ func TestChartNodeOverridesAreTheAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	props := []string{`          "name": {"type": "string", "minLength": 1}`, `          "selector": {"type": "object"}`}
+	// An entry names a node or selects by label, never both, as the
+	// node's reader asks (configapi.Overrides); a selector is a label
+	// selector's two fields, neither empty.
+	selector := `{"type": "object", "additionalProperties": false, "minProperties": 1, "properties": {` +
+		`"matchLabels": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string"}}, ` +
+		`"matchExpressions": {"type": "array", "minItems": 1, "items": {"type": "object", "additionalProperties": false, "required": ["key", "operator"], "properties": {` +
+		`"key": {"type": "string", "minLength": 1}, "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]}, "values": {"type": "array", "items": {"type": "string"}}}}}}}`
+	props := []string{`          "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}`, `          "selector": ` + selector}
 	for _, s := range node.OverrideSettings() {
 		v, err := json.Marshal(s.Schema())
 		if err != nil {
@@ -222,7 +229,7 @@ func TestChartNodeOverridesAreTheAPIs(t *testing.T) {
 		}
 		props = append(props, fmt.Sprintf("          %q: %s", s.Key, v))
 	}
-	block := "    \"nodeOverrides\": {\n      \"type\": \"array\",\n      \"items\": {\n        \"type\": \"object\",\n        \"additionalProperties\": false,\n        \"properties\": {\n" +
+	block := "    \"nodeOverrides\": {\n      \"type\": \"array\",\n      \"items\": {\n        \"type\": \"object\",\n        \"additionalProperties\": false,\n        \"oneOf\": [{\"required\": [\"name\"]}, {\"required\": [\"selector\"]}],\n        \"properties\": {\n" +
 		strings.Join(props, ",\n") + "\n        }\n      }\n    },\n"
 	text := string(raw)
 	if old := regexp.MustCompile(`(?s)    "nodeOverrides": \{\n.*?\n    \},\n`).FindString(text); old != "" {

@@ -239,6 +239,23 @@ func TestChartNodeOverridesAreTheFile(t *testing.T) {
 	if _, err := helmRender(t, "vgpud-system", "nodeOverrides[0].name=gpu-a", "nodeOverrides[0].splitt=4"); err == nil || !strings.Contains(err.Error(), "splitt") {
 		t.Errorf("a misspelt key: %v; want the schema to refuse it", err)
 	}
+	// What the node's reader would refuse, and stop the node role for,
+	// the schema refuses at install.
+	for _, bad := range [][]string{
+		{"nodeOverrides[0].split=4"},
+		{"nodeOverrides[0].name=gpu-a", "nodeOverrides[0].selector.matchLabels.gpu=l4"},
+		{"nodeOverrides[0].selector.matchlabels.gpu=l4"},
+		{"nodeOverrides[0].selector.matchExpressions[0].key=gpu", "nodeOverrides[0].selector.matchExpressions[0].operator=Is"},
+	} {
+		if _, err := helmRender(t, "vgpud-system", bad...); err == nil {
+			t.Errorf("nodeOverrides %v rendered; want the schema to refuse it", bad)
+		}
+	}
+	// New entries roll the node pods, which read them at their start.
+	ds, _ := json.Marshal(got["DaemonSet/vgpud"])
+	if !strings.Contains(string(ds), `"checksum/node-overrides"`) {
+		t.Error("the DaemonSet's pods carry no checksum of nodeOverrides: a helm upgrade would not roll them")
+	}
 }
 
 // gpuUsage, imagePullSecrets, podLabels and podAnnotations reach the node
@@ -258,5 +275,15 @@ func TestChartNodePodValues(t *testing.T) {
 	}
 	if _, err := helmRender(t, "vgpud-system", "gpuUsage=always"); err == nil {
 		t.Error("gpuUsage=always rendered; want the schema to refuse it")
+	}
+	sched, _ := json.Marshal(got["Deployment/vgpud-scheduler"])
+	if !strings.Contains(string(sched), `"imagePullSecrets":[{"name":"regcred"}]`) {
+		t.Error("the scheduler's Deployment lacks the image pull secrets")
+	}
+	// Labels the DaemonSet selects by, and vgpud's own keys, stay its.
+	for _, bad := range []string{"podLabels.app\\.kubernetes\\.io/component=x", "podLabels.vgpud\\.io/role=leader", "podAnnotations.vgpud\\.io/runtime-hook-optional=false", "podAnnotations.checksum/node-overrides=x"} {
+		if _, err := helmRender(t, "vgpud-system", bad); err == nil {
+			t.Errorf("%s rendered; want the schema to refuse it", bad)
+		}
 	}
 }

@@ -102,8 +102,9 @@ func installEdits() []edit {
 		// The node pods' own labels and annotations, and the secrets to
 		// pull vgpud's image with.
 		{"      labels:\n        app.kubernetes.io/name: vgpud\n        app.kubernetes.io/component: node\n      annotations:\n",
-			"      labels:\n        app.kubernetes.io/name: vgpud\n        app.kubernetes.io/component: node\n        {{- with .Values.podLabels }}\n        {{- toYaml . | nindent 8 }}\n        {{- end }}\n      annotations:\n        {{- with .Values.podAnnotations }}\n        {{- toYaml . | nindent 8 }}\n        {{- end }}\n", 1},
+			"      labels:\n        app.kubernetes.io/name: vgpud\n        app.kubernetes.io/component: node\n        {{- with .Values.podLabels }}\n        {{- toYaml . | nindent 8 }}\n        {{- end }}\n      annotations:\n        {{- with .Values.podAnnotations }}\n        {{- toYaml . | nindent 8 }}\n        {{- end }}\n        {{- with .Values.nodeOverrides }}\n        # Each replica reads its overrides at its start: new ones roll it.\n        checksum/node-overrides: {{ toJson . | sha256sum | trunc 16 | quote }}\n        {{- end }}\n", 1},
 		{"      serviceAccountName: vgpud\n", "      serviceAccountName: vgpud\n      {{- with .Values.imagePullSecrets }}\n      imagePullSecrets:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n", 1},
+		{"      serviceAccountName: vgpud-scheduler\n", "      serviceAccountName: vgpud-scheduler\n      {{- with .Values.imagePullSecrets }}\n      imagePullSecrets:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n", 1},
 		{"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            requests: {cpu: 50m, memory: 64Mi}\n            limits: {memory: 512Mi}\n",
 			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
 		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image }}\n", 1},
