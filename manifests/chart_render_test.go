@@ -261,16 +261,24 @@ func TestChartNodeOverridesAreTheFile(t *testing.T) {
 // gpuUsage, imagePullSecrets, podLabels and podAnnotations reach the node
 // pods; unset, they add nothing (TestChartRendersTheManifest).
 func TestChartNodePodValues(t *testing.T) {
-	got := helmTemplate(t, "vgpud-system", "gpuUsage=enforce", "imagePullSecrets[0].name=regcred", "podLabels.team=ml", "podAnnotations.example\\.com/owner=ml")
+	got := helmTemplate(t, "vgpud-system", "gpuUsage=enforce", "imagePullSecrets[0].name=regcred", "podLabels.team=ml", "podAnnotations.example\\.com/owner=ml",
+		"interposerDir=/usr/local/vgpu", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+		"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists", "global.imageRegistry=example.com")
 	raw, err := json.Marshal(got["DaemonSet/vgpud"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
 	for _, want := range []string{`{"name":"VGPUD_GPU_USAGE","value":"enforce"}`, `"imagePullSecrets":[{"name":"regcred"}]`, `"team":"ml"`, `"example.com/owner":"ml"`,
+		`{"name":"VGPUD_INTERPOSER_DIR","value":"/usr/local/vgpu"}`, `{"mountPath":"/usr/local/vgpu","name":"interposer"}`, `"hostPath":{"path":"/usr/local/vgpu","type":"Directory"}`, `"affinity":{"nodeAffinity"`,
 		`"app.kubernetes.io/component":"node"`, `"vgpud.io/runtime-hook-optional":"true"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the DaemonSet lacks %s", want)
+		}
+	}
+	for _, bad := range []string{"interposerDir=relative/dir", "interposerDir=/var/lib/vgpud", "interposerDir=/usr/../etc"} {
+		if _, err := helmRender(t, "vgpud-system", bad); err == nil {
+			t.Errorf("%s rendered; want the schema to refuse it (relative, or a path vgpud's pod mounts itself)", bad)
 		}
 	}
 	if _, err := helmRender(t, "vgpud-system", "gpuUsage=always"); err == nil {

@@ -33,6 +33,10 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             - name: VGPUD_GPU_USAGE
               value: {{ . | quote }}
             {{- end }}
+            {{- with .Values.interposerDir }}
+            - name: VGPUD_INTERPOSER_DIR
+              value: {{ . | quote }}
+            {{- end }}
             {{- if ne .Values.schedulerName "vgpud-scheduler" }}
             - name: VGPUD_SCHEDULER_NAME
               value: {{ .Values.schedulerName | quote }}
@@ -97,7 +101,12 @@ func installEdits() []edit {
 		{"      priorityClassName: system-node-critical\n      runtimeClassName: nvidia\n",
 			"      priorityClassName: {{ .Values.priorityClassName }}\n      {{- with .Values.runtimeClassName }}\n      runtimeClassName: {{ . }}\n      {{- end }}\n", 1},
 		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      containers:\n        - name: vgpud\n",
-			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      containers:\n        - name: vgpud\n", 1},
+			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      {{- with .Values.affinity }}\n      affinity:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n      containers:\n        - name: vgpud\n", 1},
+		// HAMi-core's interposer, where the operator put it on the nodes:
+		// mounted at the same path, which the hook mounts into GPU
+		// containers, read-write for the ld.so.preload vgpud writes there.
+		{"            - {name: tmp, mountPath: /tmp}\n      volumes:\n", "            - {name: tmp, mountPath: /tmp}\n            {{- with .Values.interposerDir }}\n            - {name: interposer, mountPath: {{ . }}}\n            {{- end }}\n      volumes:\n", 1},
+		{"        - name: run\n          emptyDir: {}\n", "        - name: run\n          emptyDir: {}\n        {{- with .Values.interposerDir }}\n        - name: interposer\n          hostPath: {path: {{ . }}, type: Directory}\n        {{- end }}\n", 1},
 		{"            - name: NVIDIA_DRIVER_CAPABILITIES\n              value: utility\n", chartEnv, 1},
 		// The node pods' own labels and annotations, and the secrets to
 		// pull vgpud's image with.
