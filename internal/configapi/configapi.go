@@ -94,29 +94,32 @@ type Document map[string]json.RawMessage
 // would be read as "left out": say which was meant). An empty file, or
 // one of comments alone, is an empty Document. A version other than
 // Version is refused; a file with none is read as Version.
-func Read(raw []byte) (Document, error) { return read(raw) }
+func Read(raw []byte) (Document, error) {
+	doc, _, err := read(raw)
+	return doc, err
+}
 
 // read is Read, where the top-level keys nullable may be null: read as
-// left out.
-func read(raw []byte, nullable ...string) (Document, error) {
+// left out. It also returns the file as JSON, for decodeStrict.
+func read(raw []byte, nullable ...string) (Document, []byte, error) {
 	if len(raw) > MaxBytes {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(raw), MaxBytes)
+		return nil, nil, fmt.Errorf("%d bytes, more than %d", len(raw), MaxBytes)
 	}
 	if len(bytes.TrimSpace(uncommented(raw))) == 0 {
-		return Document{}, nil
+		return Document{}, nil, nil
 	}
 	if n, err := documents(raw); err != nil {
-		return nil, fmt.Errorf("want YAML with version: %s: %w", Version, err)
+		return nil, nil, fmt.Errorf("want YAML with version: %s: %w", Version, err)
 	} else if n > 1 {
-		return nil, fmt.Errorf("more than one YAML document: keep one, with version: %s", Version)
+		return nil, nil, fmt.Errorf("more than one YAML document: keep one, with version: %s", Version)
 	}
 	j, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
-		return nil, fmt.Errorf("want YAML with version: %s: %w", Version, err)
+		return nil, nil, fmt.Errorf("want YAML with version: %s: %w", Version, err)
 	}
 	var doc Document
 	if err := json.Unmarshal(j, &doc); err != nil || doc == nil {
-		return nil, fmt.Errorf("want a YAML mapping with version: %s", Version)
+		return nil, nil, fmt.Errorf("want a YAML mapping with version: %s", Version)
 	}
 	for _, k := range nullable {
 		if v, ok := doc[k]; ok && string(bytes.TrimSpace(v)) == "null" {
@@ -124,16 +127,16 @@ func read(raw []byte, nullable ...string) (Document, error) {
 		}
 	}
 	if path, ok := firstNull(doc, ""); ok {
-		return nil, fmt.Errorf("%s is null: give it a value, or leave it out for its flag's", path)
+		return nil, nil, fmt.Errorf("%s is null: give it a value, or leave it out for its flag's", path)
 	}
 	if v, ok := doc["version"]; ok {
 		var version string
 		if err := json.Unmarshal(v, &version); err != nil || version != Version {
-			return nil, fmt.Errorf("version %s is not one this vgpud reads; want %s", v, Version)
+			return nil, nil, fmt.Errorf("version %s is not one this vgpud reads; want %s", v, Version)
 		}
 		delete(doc, "version")
 	}
-	return doc, nil
+	return doc, j, nil
 }
 
 // Load reads a flat settings file (cluster-settings.yaml: version and
@@ -141,7 +144,7 @@ func read(raw []byte, nullable ...string) (Document, error) {
 // setting has is refused, with those that are. Nothing is set unless the
 // whole file reads.
 func Load(raw []byte, settings []Setting) error {
-	doc, err := Read(raw)
+	doc, j, err := read(raw)
 	if err != nil {
 		return err
 	}
@@ -153,7 +156,7 @@ func Load(raw []byte, settings []Setting) error {
 	}
 	typ := reflect.StructOf(append([]reflect.StructField{{Name: "Version", Type: reflect.TypeFor[string](), Tag: `json:"version"`}}, fields(settings)...))
 	v := reflect.New(typ)
-	if err := decodeStrict(raw, v); err != nil {
+	if err := decodeStrict(raw, j, v); err != nil {
 		return fmt.Errorf("want %s: %w", types(settings), err)
 	}
 	set(v.Elem(), 1, settings)
@@ -163,13 +166,9 @@ func Load(raw []byte, settings []Setting) error {
 // decodeStrict decodes raw into v by its types, as kubectl reads YAML,
 // refusing a key unknown at any depth, and, where encoding/json would
 // take a key in another case (MatchLabels for matchLabels) or twice,
-// that too: what the file says is what is read.
-func decodeStrict(raw []byte, v reflect.Value) error {
+// that too: what the file says is what is read. j is raw as read's JSON.
+func decodeStrict(raw, j []byte, v reflect.Value) error {
 	if err := yaml.UnmarshalStrict(raw, v.Interface()); err != nil {
-		return err
-	}
-	j, err := yaml.YAMLToJSONStrict(raw)
-	if err != nil {
 		return err
 	}
 	// The typed decode above read the values; this one only says whether

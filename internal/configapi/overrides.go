@@ -44,7 +44,7 @@ var ErrNeedsLabels = errors.New("the node's labels are needed to select its entr
 // not both, sets only settings' keys, and no name is listed twice.
 func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
 	// "nodes:" with every entry gone (commented out, say) is no entry.
-	doc, err := read(raw, "nodes")
+	doc, j, err := read(raw, "nodes")
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
 		{Name: "Version", Type: reflect.TypeFor[string](), Tag: `json:"version"`},
 		{Name: "Nodes", Type: reflect.SliceOf(entry), Tag: `json:"nodes"`},
 	}))
-	if err := decodeStrict(raw, file); err != nil {
+	if err := decodeStrict(raw, j, file); err != nil {
 		return nil, fmt.Errorf("want nodes: [{name or selector, and %s}]: %w", types(settings), err)
 	}
 	list := file.Elem().Field(1)
