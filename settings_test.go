@@ -26,15 +26,12 @@ var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "Exclu
 func TestEveryFlagSetsTheFieldOfItsName(t *testing.T) {
 	cfg := defaultConfig()
 	fields := fieldsByAddress(reflect.ValueOf(&cfg).Elem(), "")
+	owners := fieldOwners(reflect.TypeOf(cfg), "")
 	for _, g := range flagGroups(&cfg) {
 		for _, f := range g.flags {
 			name := f.Names()[0]
-			var path string
-			if dest := reflect.ValueOf(f).Elem().FieldByName("Destination"); dest.IsValid() && !dest.IsNil() {
-				path = fields[dest.Pointer()]
-			} else if field, ok := sliceFlagFields[name]; ok {
-				path = field
-			} else {
+			path := flagField(f, fields, owners)
+			if path == "" {
 				t.Errorf("--%s sets no field", name)
 				continue
 			}
@@ -44,6 +41,25 @@ func TestEveryFlagSetsTheFieldOfItsName(t *testing.T) {
 			}
 		}
 	}
+}
+
+// flagField is the path of the field f sets: its Destination's, or, for a
+// list flag (set by its Action), the field sliceFlagFields names, found
+// among paths; "" for none.
+func flagField(f cli.Flag, fields map[uintptr]string, paths map[string]string) string {
+	if dest := reflect.ValueOf(f).Elem().FieldByName("Destination"); dest.IsValid() && !dest.IsNil() {
+		return fields[dest.Pointer()]
+	}
+	field, ok := sliceFlagFields[f.Names()[0]]
+	if !ok {
+		return ""
+	}
+	for p := range paths {
+		if strings.HasSuffix(p, "."+field) {
+			return p
+		}
+	}
+	return ""
 }
 
 // fieldsByAddress maps the address of every field under v to its path.
@@ -147,16 +163,7 @@ func TestSettingsMapIsCurrent(t *testing.T) {
 	for _, g := range flagGroups(&cfg) {
 		for _, f := range g.flags {
 			name := f.Names()[0]
-			var path string
-			if dest := reflect.ValueOf(f).Elem().FieldByName("Destination"); dest.IsValid() && !dest.IsNil() {
-				path = fields[dest.Pointer()]
-			} else {
-				for p := range owners {
-					if strings.HasSuffix(p, "."+sliceFlagFields[name]) {
-						path = p
-					}
-				}
-			}
+			path := flagField(f, fields, owners)
 			owner, ok := owners[path]
 			if !ok {
 				t.Fatalf("--%s: no field found", name)
