@@ -49,10 +49,14 @@ images:
 #   make push IMAGE=registry/repo:tag     push it; prints IMAGE@digest
 #   make manifests IMAGE=registry/repo:tag   bin/vgpud.yaml, the install
 #                                         manifest pinned to IMAGE's digest
+#     KUBERNETES=v1.35.2                  made for a cluster of that version
+#                                         (kubectl version): what the chart
+#                                         renders there
 # REGISTRY_CA=ca.pem trusts a private registry's CA beside the system's;
 # credentials come from docker login's config or a credential helper.
 IMAGE ?=
 REGISTRY_CA ?=
+KUBERNETES ?=
 image:
 	bash scripts/images.sh vgpud >/dev/null
 
@@ -63,7 +67,7 @@ push: image
 manifests:
 	@[ -n "$(IMAGE)" ] || { echo "make manifests IMAGE=<registry>/<repository>:<tag>" >&2; exit 2; }
 	$(GO) build -o bin/image ./scripts/image
-	bin/image pin --image "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)") <manifests/vgpud.yaml >bin/vgpud.yaml
+	bin/image pin --image "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)") $(if $(KUBERNETES),--kubernetes "$(KUBERNETES)") <manifests/vgpud.yaml >bin/vgpud.yaml
 	@echo "bin/vgpud.yaml: vgpud as $$(grep -m1 -o 'image: .*vgpud.*' bin/vgpud.yaml | cut -d' ' -f2)"
 
 # Fast tests: no cluster, no root. scripts/promcheck is its own module
@@ -134,11 +138,13 @@ nvml:
 # manifests/chart_test.go): helm lint with its defaults and with other
 # names, and its renders compared with the manifest. Helm is built from
 # the Go module proxy, once (scripts/helm.sh).
+CHART_LINT := --set image.repository=registry.example.com/gpu/vgpud --namespace vgpud-system
 CHART_OTHER := --namespace gpu-share --set schedulerName=gpu-sched,resourceNames.gpu=example.com/vgpu,monitoring.serviceMonitor=true,monitoring.prometheusRule=true --set 'exemptNamespaces={gpu-operator,dcgm}'
 chart:
 	@set -o pipefail; helm=$$(bash scripts/helm.sh) && \
-	$$helm lint --strict charts/vgpud && \
-	$$helm lint --strict charts/vgpud $(CHART_OTHER) && \
+	$$helm lint --strict charts/vgpud $(CHART_LINT) && \
+	$$helm lint --strict charts/vgpud $(CHART_LINT) --kube-version 1.34.4 && \
+	$$helm lint --strict charts/vgpud $(CHART_LINT) $(CHART_OTHER) && \
 	VGPUD_HELM=$$helm $(GO) test -count=1 -v -run 'TestChart' ./manifests/ | grep -E '^(---|ok|FAIL|\s+chart)'
 
 # Everything the project has.

@@ -31,14 +31,23 @@ func helmRender(t *testing.T, namespace string, set ...string) (string, error) {
 	if helm == "" {
 		t.Skip("needs Helm: make chart sets VGPUD_HELM")
 	}
-	args := []string{"template", "vgpud", "../charts/vgpud", "--namespace", namespace, "--kube-version", "1.36.3"}
+	// A 1.36 cluster's, as the manifest is made for, unless a
+	// --kube-version=V says otherwise (then without the API 1.36 adds,
+	// unless an --api-versions=... names it); the image the manifest
+	// names, as a user must set one. Other --flags pass as they are.
+	kube := []string{"--kube-version", "1.36.3", "--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"}
+	args := []string{"template", "vgpud", "../charts/vgpud", "--namespace", namespace, "--set", "image.repository=ghcr.io/vgpud/vgpud"}
 	for _, s := range set {
-		if s == "--skip-schema-validation" {
+		switch {
+		case strings.HasPrefix(s, "--kube-version="):
+			kube = []string{s}
+		case strings.HasPrefix(s, "--"):
 			args = append(args, s)
-			continue
+		default:
+			args = append(args, "--set", s)
 		}
-		args = append(args, "--set", s)
 	}
+	args = append(args, kube...)
 	out, err := exec.Command(helm, args...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
@@ -292,6 +301,75 @@ func TestChartNodePodValues(t *testing.T) {
 	for _, bad := range []string{"podLabels.app\\.kubernetes\\.io/component=x", "podLabels.vgpud\\.io/role=leader", "podAnnotations.vgpud\\.io/runtime-hook-optional=false", "podAnnotations.checksum/node-overrides=x"} {
 		if _, err := helmRender(t, "vgpud-system", bad); err == nil {
 			t.Errorf("%s rendered; want the schema to refuse it", bad)
+		}
+	}
+}
+
+// The chart follows the cluster it is installed on: below 1.36, which
+// serves no MutatingAdmissionPolicy v1, it is the manifest ForKubernetes
+// makes for that version, object for object; the scheduler is the
+// cluster's own version unless set.
+func TestChartFollowsTheClusterVersion(t *testing.T) {
+	for _, v := range []string{"v1.34.4", "v1.35.2"} {
+		manifest, err := ForKubernetes(install, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := objects(t, manifest)
+		delete(want, "Namespace/vgpud-system")
+		got := helmTemplate(t, "vgpud-system", "--kube-version="+v)
+		for _, kind := range []string{"MutatingAdmissionPolicy/vgpud-gpu-pods", "MutatingAdmissionPolicyBinding/vgpud-gpu-pods"} {
+			if _, ok := got[kind]; ok {
+				t.Errorf("on %s the chart renders %s, which that apiserver does not serve", v, kind)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("on %s the chart renders %d objects, ForKubernetes's manifest %d", v, len(got), len(want))
+		}
+		for key, w := range want {
+			if !reflect.DeepEqual(got[key], w) {
+				gj, _ := json.Marshal(got[key])
+				wj, _ := json.Marshal(w)
+				t.Errorf("on %s, %s differs:\nchart:    %s\nmanifest: %s", v, key, gj, wj)
+			}
+		}
+	}
+	image := func(objs map[string]map[string]any) string {
+		raw, _ := json.Marshal(objs["Deployment/vgpud-scheduler"])
+		return regexp.MustCompile(`"image":"([^"]*)"`).FindStringSubmatch(string(raw))[1]
+	}
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"--kube-version=v1.34.4+k3s1"}, "registry.k8s.io/kube-scheduler:v1.34.4"},
+		{[]string{"--kube-version=v1.37.2-eks-1552ad0", "--api-versions=admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"}, "registry.k8s.io/kube-scheduler:v1.37.2"},
+		{[]string{"scheduler.image=mirror.example.com/kube-scheduler:v1.36.1"}, "mirror.example.com/kube-scheduler:v1.36.1"},
+	} {
+		got := helmTemplate(t, "vgpud-system", tc.set...)
+		if i := image(got); i != tc.want {
+			t.Errorf("%v: the scheduler runs %q, want %q", tc.set, i, tc.want)
+		}
+		_, policy := got["MutatingAdmissionPolicy/vgpud-gpu-pods"]
+		if want := !strings.Contains(tc.set[0], "1.34"); policy != want {
+			t.Errorf("%v: the gpu-pods policy rendered %v, want %v", tc.set, policy, want)
+		}
+	}
+	if _, err := helmRender(t, "vgpud-system", "--kube-version=v1.33.5"); err == nil || !strings.Contains(err.Error(), ">=1.34.0-0") {
+		t.Errorf("on Kubernetes 1.33: %v; want the chart's kubeVersion to refuse it", err)
+	}
+	if _, err := ForKubernetes(install, "v1.33.5"); err == nil || !strings.Contains(err.Error(), "1.34 or newer") {
+		t.Errorf("ForKubernetes on 1.33: %v; want refused", err)
+	}
+}
+
+// vgpud's image is published nowhere: without image.repository the
+// install stops with what to do, not at ImagePullBackOff.
+func TestChartWantsTheImageSet(t *testing.T) {
+	for _, set := range [][]string{{"image.repository="}, {"image.repository=", "--skip-schema-validation"}} {
+		_, err := helmRender(t, "vgpud-system", set...)
+		if err == nil || !strings.Contains(err.Error(), "make push IMAGE=") {
+			t.Errorf("%v: %v; want refused with how to push the image", set, err)
 		}
 	}
 }

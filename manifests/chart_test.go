@@ -63,6 +63,11 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             {{- end }}
 `
 
+// gpuPodsPolicyIf opens what only a cluster serving
+// MutatingAdmissionPolicy v1 gets (helm template: --api-versions
+// admissionregistration.k8s.io/v1/MutatingAdmissionPolicy).
+const gpuPodsPolicyIf = `{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" }}`
+
 // schedulerDefaults is what the scheduler's configuration is made of
 // with the chart's defaults, as its template prints it.
 const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu","gpucores":"nvidia.com/gpucores","gpumem":"nvidia.com/gpumem","gpumemPercentage":"nvidia.com/gpumem-percentage","priority":"nvidia.com/priority"}`
@@ -79,7 +84,7 @@ func installEdits() []edit {
 		// unless asked; its labels are the manifest's.
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
-		{"vgpud-system", "{{ .Release.Namespace }}", 40},
+		{"vgpud-system", "{{ .Release.Namespace }}", 41},
 		// Pods that may start without vgpud's hook: vgpud's and those
 		// that start before it (the pod network's).
 		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",
@@ -116,7 +121,14 @@ func installEdits() []edit {
 		{"      serviceAccountName: vgpud-scheduler\n", "      serviceAccountName: vgpud-scheduler\n      {{- with .Values.imagePullSecrets }}\n      imagePullSecrets:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n", 1},
 		{"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            requests: {cpu: 50m, memory: 64Mi}\n            limits: {memory: 512Mi}\n",
 			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
-		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image }}\n", 1},
+		// The stock kube-scheduler of the cluster's version, unless set.
+		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image | default (printf \"registry.k8s.io/kube-scheduler:%s\" (regexFind \"^v[0-9]+\\\\.[0-9]+\\\\.[0-9]+\" .Capabilities.KubeVersion.Version)) }}\n", 1},
+		// MutatingAdmissionPolicy v1 where the cluster serves it (1.36+);
+		// before, the webhook admits GPU pods alone. The manifest for such
+		// a cluster is ForKubernetes's.
+		{"apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n", gpuPodsPolicyIf + "\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n", 1},
+		{"\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\n", "\n{{- end }}\n---\n" + gpuPodsPolicyIf + "\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\n", 1},
+		{"values: [\"ignore\"]}\n---\n# Follows the leader", "values: [\"ignore\"]}\n{{- end }}\n---\n# Follows the leader", 1},
 		{"{name: runtime-config, mountPath: /etc/containerd, readOnly: true}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}, readOnly: true}", 1},
 		{"  node-overrides.yaml: |\n    version: v1\n    nodes: []\n", "  node-overrides.yaml: |\n    version: v1\n    nodes:{{ if .Values.nodeOverrides }}\n    {{- toYaml .Values.nodeOverrides | nindent 4 }}\n    {{- else }} []\n    {{- end }}\n", 1},
 		{"  cluster-settings.yaml: |\n    version: v1\n", "  cluster-settings.yaml: |\n    version: v1\n    {{- with .Values.clusterSettings }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1},

@@ -29,6 +29,19 @@ echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - sta
 KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 25m -run 'TestCluster|TestChaosSoak' ./scripts/e2e/cluster/
 "$here/cluster.sh" down
 
+# The Kubernetes versions around the suite's, as docs/compatibility.md
+# lists them: a fresh two-node cluster each (the leader's failover needs
+# a second replica), TestCompat alone.
+for v in ${VGPUD_COMPAT_VERSIONS:-v1.34.4 v1.37.2}; do
+	"$here/cluster.sh" down
+	start=$(date +%s%N)
+	kubeconfig=$(K8S_VERSION=$v VGPUD_NODES=2 "$here/cluster.sh" up)
+	echo "e2e: Kubernetes $v cluster of 2 nodes ready in $((($(date +%s%N) - start) / 1000000)) ms"
+	KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_COMPAT=1 gotest -tags e2e -count=1 -timeout 10m -run TestCompat ./scripts/e2e/cluster/
+	echo "e2e: Kubernetes $v: compatibility scenario and cluster in $((($(date +%s%N) - start) / 1000000000)) s"
+done
+"$here/cluster.sh" down
+
 # The fallback: one node on Debian's containerd 1.6, which has no NRI.
 start=$(date +%s%N)
 kubeconfig=$(VGPUD_CONTAINERD=1.6 VGPUD_NODES=1 "$here/cluster.sh" up)

@@ -12,7 +12,9 @@
 #   vgpud-prev       ghcr.io/vgpud/vgpud:$PREVIOUS_RELEASE built from that
 #                    release's source, for the upgrade-from-the-previous-
 #                    release scenario (which points its manifest at it)
-#   kube-scheduler   registry.k8s.io/kube-scheduler:v1.36.3 (the binary built by k8s-binaries.sh)
+#   kube-scheduler   registry.k8s.io/kube-scheduler at $K8S_VERSION and at
+#                    v1.36.3, which manifests/vgpud.yaml names (the binaries
+#                    built by k8s-binaries.sh)
 # Names match what manifests/ and the cluster config use, so pods find
 # them with imagePullPolicy IfNotPresent. Import with `ctr images import`,
 # or push with bin/image push. `scripts/images.sh NAME` builds NAME's alone.
@@ -133,11 +135,17 @@ if want vgpud-prev; then
 	oci "ghcr.io/vgpud/vgpud:$PREVIOUS_RELEASE" "$r" "$out/vgpud-prev.tar" Entrypoint /usr/bin/vgpud
 fi
 
+# The cluster's version, which the chart and a manifest made for the
+# cluster run, and the one manifests name as they are (the previous
+# release's too).
 if want kube-scheduler; then
-	kbin=$("$root/scripts/k8s-binaries.sh")
-	r=$work/kube-scheduler && mkdir -p "$r/tmp"
-	with_libs "$kbin/kube-scheduler" "$r" /usr/local/bin/kube-scheduler
-	oci "registry.k8s.io/kube-scheduler:$K8S_VERSION" "$r" "$out/kube-scheduler.tar" Entrypoint /usr/local/bin/kube-scheduler
+	rm -f "$out"/kube-scheduler*.tar
+	for v in $(printf '%s\n' "$K8S_VERSION" v1.36.3 | sort -u); do
+		kbin=$(K8S_VERSION=$v "$root/scripts/k8s-binaries.sh")
+		r=$work/kube-scheduler-$v && mkdir -p "$r/tmp"
+		with_libs "$kbin/kube-scheduler" "$r" /usr/local/bin/kube-scheduler
+		oci "registry.k8s.io/kube-scheduler:$v" "$r" "$out/kube-scheduler-$v.tar" Entrypoint /usr/local/bin/kube-scheduler
+	done
 fi
 
 echo "$out"

@@ -7,7 +7,8 @@
 #
 # VGPUD_INSTALL says how, as docs/install.md does it on a real cluster:
 #   manifest (default)  kubectl apply of manifests/vgpud.yaml (through
-#                       manifests/mock), pinned as make manifests pins it
+#                       manifests/mock), pinned and made for the cluster's
+#                       version as make manifests pins and makes it
 #   chart               helm upgrade --install of charts/vgpud, the overlay
 #                       applied by a post-renderer (scripts/mock-post-render.sh)
 set -euo pipefail
@@ -19,8 +20,10 @@ state=${VGPUD_CLUSTER_DIR:-/var/lib/vgpud-e2e/cluster}
 pushed=$(cat "$state/vgpud-image")
 case ${VGPUD_INSTALL:-manifest} in
 manifest)
+	# Made for the cluster's version, as make manifests KUBERNETES=... makes it.
 	kubectl kustomize --load-restrictor=LoadRestrictionsNone manifests/mock |
-		bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" >"$state/vgpud.yaml"
+		bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" \
+			--kubernetes "$(kubectl version -o json | jq -r .serverVersion.gitVersion)" >"$state/vgpud.yaml"
 	grep -qF "image: $pushed" "$state/vgpud.yaml" || { echo "install: the manifest does not name the image pushed, $pushed" >&2; exit 1; }
 	kubectl apply -f "$state/vgpud.yaml" >/dev/null
 	;;

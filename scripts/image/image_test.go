@@ -71,13 +71,13 @@ func TestBuildPushPin(t *testing.T) {
 
 	manifest := "containers:\n  - name: vgpud\n    image: ghcr.io/vgpud/vgpud:v0.2.0\n  - name: other\n    image: ghcr.io/vgpud/vgpud-other:1\n"
 	var out bytes.Buffer
-	if err := pinManifest(ctx, host+"/team/hello:1", ca, strings.NewReader(manifest), &out); err != nil {
+	if err := pinManifest(ctx, host+"/team/hello:1", ca, "", strings.NewReader(manifest), &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "image: "+want+"\n") || !strings.Contains(out.String(), "image: ghcr.io/vgpud/vgpud-other:1\n") {
 		t.Fatalf("pinned manifest:\n%s\nwant image %s", out.String(), want)
 	}
-	if err := pinManifest(ctx, host+"/team/absent:1", ca, strings.NewReader(manifest), &out); err == nil || !strings.Contains(err.Error(), "push it first") {
+	if err := pinManifest(ctx, host+"/team/absent:1", ca, "", strings.NewReader(manifest), &out); err == nil || !strings.Contains(err.Error(), "push it first") {
 		t.Fatalf("pin of an image never pushed: %v", err)
 	}
 	if _, err := pin("image: other/image:1\n", want); err == nil {

@@ -69,9 +69,10 @@ func main() {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "image", Required: true, Usage: "registry/repository:tag, or with @sha256:... already"},
 					&cli.StringFlag{Name: "ca", Usage: "a PEM CA the registry's certificate chains to, beside the system's"},
+					&cli.StringFlag{Name: "kubernetes", Usage: "the cluster's version (v1.35.2): below v1.36 the manifest leaves out the MutatingAdmissionPolicy, and kube-scheduler is that version's"},
 				},
 				Action: func(c *cli.Context) error {
-					return pinManifest(c.Context, c.String("image"), c.String("ca"), os.Stdin, os.Stdout)
+					return pinManifest(c.Context, c.String("image"), c.String("ca"), c.String("kubernetes"), os.Stdin, os.Stdout)
 				},
 			},
 		},

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/vgpud/vgpud/manifests"
 )
 
 // released is the image manifests/vgpud.yaml names, at its release's tag,
@@ -15,17 +17,24 @@ import (
 var released = regexp.MustCompile(`(?m)^(\s*image: )ghcr\.io/vgpud/vgpud:[^\s@]+(@sha256:[0-9a-f]+)?$`)
 
 // pinManifest copies the manifest on in to out with vgpud's image
-// replaced by image pinned to the digest the registry holds for it.
-func pinManifest(ctx context.Context, image, ca string, in io.Reader, out io.Writer) error {
-	ref, err := resolve(ctx, image, ca)
-	if err != nil {
-		return err
-	}
+// replaced by image pinned to the digest the registry holds for it and,
+// where kubernetes is set, made for a cluster of that version.
+func pinManifest(ctx context.Context, image, ca, kubernetes string, in io.Reader, out io.Writer) error {
 	raw, err := io.ReadAll(in)
 	if err != nil {
 		return err
 	}
-	pinned, err := pin(string(raw), ref)
+	manifest := string(raw)
+	if kubernetes != "" {
+		if manifest, err = manifests.ForKubernetes(manifest, kubernetes); err != nil {
+			return fmt.Errorf("--kubernetes: %w", err)
+		}
+	}
+	ref, err := resolve(ctx, image, ca)
+	if err != nil {
+		return err
+	}
+	pinned, err := pin(manifest, ref)
 	if err != nil {
 		return err
 	}

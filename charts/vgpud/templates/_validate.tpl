@@ -6,6 +6,9 @@ strings, so each is held to the shape of a name here too, even with
 call at the top of vgpud.yaml.
 */}}
 {{- define "vgpud.validate" -}}
+{{- if not .Values.image.repository -}}
+{{- fail "image.repository is not set: vgpud is published to no registry. Build and push it from a clone (make push IMAGE=registry.example.com/gpu/vgpud:v0.2.0), then install with --set image.repository=registry.example.com/gpu/vgpud --set image.digest=<the sha256:... it printed>" -}}
+{{- end -}}
 {{- $label := "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" -}}
 {{- $resource := "^([a-z0-9]([-a-z0-9]*[a-z0-9])?\\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" -}}
 {{- $node := "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" -}}

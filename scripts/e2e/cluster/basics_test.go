@@ -48,7 +48,8 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	// The chart with another namespace and other names, as the
 	// apiserver takes it: every policy's CEL compiles with them.
 	e.namespace(t, "e2e-chart-names", nil)
-	render := exec.Command("bash", "-c", `set -o pipefail; "$(scripts/helm.sh)" template vgpud charts/vgpud --namespace e2e-chart-names --kube-version 1.36.3 `+
+	render := exec.Command("bash", "-c", `set -o pipefail; "$(scripts/helm.sh)" template vgpud charts/vgpud --namespace e2e-chart-names --kube-version "$(kubectl version -o json | jq -r .serverVersion.gitVersion)" `+
+		`--api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy --set image.repository=registry.example.com/gpu/vgpud `+
 		`--set schedulerName=gpu-sched,resourceNames.gpu=example.com/vgpu,resourceNames.gpumem=example.com/vgpu-mem,monitoring.serviceMonitor=false `+
 		`--set 'exemptNamespaces={gpu-operator,dcgm}' | kubectl apply --dry-run=server -f -`)
 	render.Dir = filepath.Join(e.scripts, "..")

@@ -43,6 +43,9 @@ type env struct {
 	kubeconfig string
 	scripts    string
 	kube       kubernetes.Interface
+	// last: nothing runs on this cluster after the scenario at hand, so
+	// what it removes is not put back (the compatibility clusters).
+	last bool
 }
 
 func setup(t *testing.T) env {

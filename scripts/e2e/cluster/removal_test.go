@@ -52,9 +52,13 @@ func removal(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 
-	// Put back whatever happens: the drop-in on every node, a fresh
+	// Put back whatever happens (unless nothing runs after: the
+	// compatibility clusters): the drop-in on every node, a fresh
 	// kube-apiserver (its param informers, docs/install-upgrade-and-uninstall.md) and vgpud.
 	t.Cleanup(func() {
+		if e.last {
+			return
+		}
 		for _, n := range nodes {
 			if out, err := exec.Command(e.scripts+"/cluster.sh", "node-setup", nodeIndex(n), "install").CombinedOutput(); err != nil {
 				t.Errorf("put the drop-in back on %s: %v\n%s", n, err, out)
@@ -90,11 +94,21 @@ func removal(t *testing.T, e env, nodes []string) {
 	}
 	t.Log("vgpud preflight says FAILS OPEN on every node once the drop-in is gone")
 
-	// 2. What was applied, deleted.
+	// 2. What was installed, deleted: the Helm release where the chart
+	// installed vgpud, else the manifest applied.
 	start = time.Now()
-	manifest := filepath.Join(filepath.Dir(e.kubeconfig), "vgpud.yaml")
-	if out, err := e.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s"); err != nil {
-		t.Fatalf("kubectl delete -f %s: %v\n%s", manifest, err, out)
+	if release, err := e.kube.CoreV1().Secrets(system).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=vgpud,status=deployed"}); err == nil && len(release.Items) > 0 {
+		uninstall := exec.Command("bash", "-c", `"$(scripts/helm.sh)" uninstall vgpud --namespace vgpud-system --wait --timeout 120s && kubectl delete namespace vgpud-system --wait=true --timeout=120s`)
+		uninstall.Dir = filepath.Join(e.scripts, "..")
+		uninstall.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+		if out, err := uninstall.CombinedOutput(); err != nil {
+			t.Fatalf("helm uninstall: %v\n%s", err, out)
+		}
+	} else {
+		manifest := filepath.Join(filepath.Dir(e.kubeconfig), "vgpud.yaml")
+		if out, err := e.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s"); err != nil {
+			t.Fatalf("kubectl delete -f %s: %v\n%s", manifest, err, out)
+		}
 	}
 	harness.Eventually(t, 120*time.Second, "vgpud gone", func() error {
 		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, system, metav1.GetOptions{}); err == nil {
@@ -102,7 +116,7 @@ func removal(t *testing.T, e env, nodes []string) {
 		}
 		return nil
 	})
-	t.Logf("kubectl delete -f of the manifest: vgpud and its namespace gone in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("vgpud and its namespace gone in %v", time.Since(start).Round(time.Millisecond))
 
 	// 3. Every node starts containers, and the pod from before runs on.
 	var names []string
