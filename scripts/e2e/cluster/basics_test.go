@@ -46,10 +46,12 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 		t.Fatalf("no deployed Helm release vgpud in %s: %v", system, err)
 	}
 	// The chart with another namespace and other names, as the
-	// apiserver takes it: every policy's CEL compiles with them.
+	// apiserver takes it: every policy's CEL compiles with them. helm
+	// template is told the cluster's version and APIs, as Argo CD does.
 	e.namespace(t, "e2e-chart-names", nil)
 	render := exec.Command("bash", "-c", `set -o pipefail; "$(scripts/helm.sh)" template vgpud charts/vgpud --namespace e2e-chart-names --kube-version "$(kubectl version -o json | jq -r .serverVersion.gitVersion)" `+
-		`--api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy --set image.repository=registry.example.com/gpu/vgpud `+
+		`$(kubectl get --raw /apis/admissionregistration.k8s.io/v1 | grep -q '"kind":"MutatingAdmissionPolicy"' && echo --api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy) `+
+		`--set image.repository=registry.example.com/gpu/vgpud `+
 		`--set schedulerName=gpu-sched,resourceNames.gpu=example.com/vgpu,resourceNames.gpumem=example.com/vgpu-mem,monitoring.serviceMonitor=false `+
 		`--set 'exemptNamespaces={gpu-operator,dcgm}' | kubectl apply --dry-run=server -f -`)
 	render.Dir = filepath.Join(e.scripts, "..")
