@@ -84,7 +84,14 @@ func upgradeFromRelease(t *testing.T, e env, nodes []string) {
 	run("kubectl apply of "+previousRelease, "bash", "-c",
 		fmt.Sprintf("kubectl kustomize --load-restrictor=LoadRestrictionsNone %s/manifests/mock | sed 's|image: ghcr.io/vgpud/vgpud:dev$|image: %s|' | kubectl apply -f - >/dev/null", old, previousImage))
 	e.waitServing(t, nodes)
-	version := strings.TrimSpace(run("vgpud version", "kubectl", "-n", system, "exec", "ds/vgpud", "--", "vgpud", "version"))
+	// The line vgpud printed: kubectl may log beside it (a websocket
+	// warning from an older client).
+	version := ""
+	for _, l := range strings.Split(run("vgpud version", "kubectl", "-n", system, "exec", "ds/vgpud", "--", "vgpud", "version"), "\n") {
+		if strings.HasPrefix(l, "vgpud ") {
+			version = strings.TrimSpace(l)
+		}
+	}
 	if !strings.HasPrefix(version, "vgpud "+previousRelease+" ") {
 		t.Fatalf("the previous release runs %q, want %s", version, previousRelease)
 	}
