@@ -18,7 +18,7 @@ import (
 
 // sliceFlagFields are the list flags, which urfave/cli cannot bind to a
 // plain slice (their Action sets it), by the field they fill.
-var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs", "nri-exempt-namespaces": "NRIExemptNamespaces", "nri-early-namespaces": "NRIEarlyNamespaces", "mig-on-demand": "MIGOnDemand", "mig-on-demand-profiles": "MIGOnDemandProfiles"}
+var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs", "nri-exempt-namespaces": "NRIExemptNamespaces", "nri-early-namespaces": "NRIEarlyNamespaces", "mig-on-demand": "MIGOnDemand", "mig-on-demand-profiles": "MIGOnDemandProfiles", "webhook-hook-optional-namespaces": "HookOptionalNamespaces"}
 
 // Every flag sets the field of its own name (--allocate-wait sets
 // AllocateWait, --tls-cert-validity sets TLS.CertValidity), so a reader

@@ -162,7 +162,8 @@ func TestChartNamespaceListsAreTheValues(t *testing.T) {
 	}
 	text := string(raw)
 	for _, want := range []string{`"values":["gpu-share"]`, `{"name":"VGPUD_NRI_EXEMPT_NAMESPACES","value":"gpu-share"}`,
-		"request.namespace in ['gpu-share', 'calico-system']", "only pods in gpu-share, calico-system, and static pods"} {
+		"request.namespace in ['gpu-share', 'calico-system']", "only pods in gpu-share, calico-system, and static pods",
+		`{"name":"VGPUD_WEBHOOK_HOOK_OPTIONAL_NAMESPACES","value":"gpu-share,calico-system"}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("with exemptNamespaces empty and runtimeHookOptionalNamespaces={calico-system}, the chart lacks %q", want)
 		}

@@ -41,6 +41,11 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             - name: VGPUD_SCHEDULER_NAME
               value: {{ .Values.schedulerName | quote }}
             {{- end }}
+            {{- $optional := prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace | join "," }}
+            {{- if ne $optional "vgpud-system,kube-system,gpu-operator" }}
+            - name: VGPUD_WEBHOOK_HOOK_OPTIONAL_NAMESPACES
+              value: {{ $optional | quote }}
+            {{- end }}
             {{- $exempt := prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join "," }}
             {{- if ne $exempt "vgpud-system,gpu-operator" }}
             - name: VGPUD_NRI_EXEMPT_NAMESPACES
@@ -75,7 +80,7 @@ const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu",
 func installEdits() []edit {
 	res := func(name, key string) []edit {
 		return []edit{
-			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 16},
+			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 21},
 			{"{name: " + name + ",", "{name: {{ .Values.resourceNames." + key + " }},", 1},
 		}
 	}
@@ -84,11 +89,11 @@ func installEdits() []edit {
 		// unless asked; its labels are the manifest's.
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
-		{"vgpud-system", "{{ .Release.Namespace }}", 41},
+		{"vgpud-system", "{{ .Release.Namespace }}", 44},
 		// Pods that may start without vgpud's hook: vgpud's and those
 		// that start before it (the pod network's).
 		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",
-			"request.namespace in [{{ range $i, $n := prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace }}{{ if $i }}, {{ end }}'{{ $n }}'{{ end }}]", 1},
+			"request.namespace in [{{ range $i, $n := prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace }}{{ if $i }}, {{ end }}'{{ $n }}'{{ end }}]", 3},
 		{"only pods in {{ .Release.Namespace }}, kube-system, gpu-operator, and static pods",
 			"only pods in {{ prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace | join \", \" }}, and static pods", 1},
 		// The scheduler profile's name, not its Deployment's, which is
@@ -126,8 +131,9 @@ func installEdits() []edit {
 		// MutatingAdmissionPolicy v1 where the cluster serves it (1.36+);
 		// before, the webhook admits GPU pods alone. The manifest for such
 		// a cluster is ForKubernetes's.
-		{"apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n", gpuPodsPolicyIf + "\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n", 1},
-		{"\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\n", "\n{{- end }}\n---\n" + gpuPodsPolicyIf + "\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\n", 1},
+		{"apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n", gpuPodsPolicyIf + "\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n", 2},
+		{"\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\n", "\n{{- end }}\n---\n" + gpuPodsPolicyIf + "\napiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\n", 2},
+		{"values: [\"ignore\"]}\n---\n# Marks each pod", "values: [\"ignore\"]}\n{{- end }}\n---\n# Marks each pod", 1},
 		{"values: [\"ignore\"]}\n---\n# Follows the leader", "values: [\"ignore\"]}\n{{- end }}\n---\n# Follows the leader", 1},
 		{"{name: runtime-config, mountPath: /etc/containerd, readOnly: true}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}, readOnly: true}", 1},
 		{"  node-overrides.yaml: |\n    version: v1\n    nodes: []\n", "  node-overrides.yaml: |\n    version: v1\n    nodes:{{ if .Values.nodeOverrides }}\n    {{- toYaml .Values.nodeOverrides | nindent 4 }}\n    {{- else }} []\n    {{- end }}\n", 1},
@@ -142,7 +148,8 @@ func installEdits() []edit {
 	// The per-profile MIG resources: the GPU resource's domain, then
 	// "/mig-" (wellknown.ResourceNames.MIGPrefix).
 	mig := `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/mig-`
-	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 10}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(wellknown.MIGProfiles())})
+	edits = append(edits, edit{"'nvidia.com/'", "'" + `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/` + "'", 12})
+	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 8}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(wellknown.MIGProfiles())})
 	// The scheduler's configuration names the namespace, the scheduler
 	// and the resources: where those are not the defaults, its hash
 	// grows a suffix of them, so that changing them rolls the scheduler.

@@ -34,9 +34,10 @@ func KubernetesVersion(v string) (tag string, minor int, err error) {
 }
 
 // ForKubernetes returns the install manifest for a cluster of version v,
-// as the chart renders it there: below 1.36 without the vgpud-gpu-pods
-// MutatingAdmissionPolicy and its binding (the webhook then admits GPU
-// pods alone), and with the kube-scheduler of the cluster's own version.
+// as the chart renders it there: below 1.36 without its
+// MutatingAdmissionPolicies and their bindings (the webhook then admits
+// GPU pods alone, and marks those that could reach a GPU), and with the
+// kube-scheduler of the cluster's own version.
 func ForKubernetes(manifest, v string) (string, error) {
 	tag, minor, err := KubernetesVersion(v)
 	if err != nil {
@@ -57,8 +58,8 @@ func ForKubernetes(manifest, v string) (string, error) {
 		}
 		kept = append(kept, doc)
 	}
-	if len(docs)-len(kept) != 2 {
-		return "", fmt.Errorf("the manifest has no vgpud-gpu-pods MutatingAdmissionPolicy and binding to leave out for Kubernetes %s", tag)
+	if len(kept) == len(docs) {
+		return "", fmt.Errorf("the manifest has no MutatingAdmissionPolicy to leave out for Kubernetes %s", tag)
 	}
 	return strings.Join(kept, "\n---\n"), nil
 }

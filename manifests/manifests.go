@@ -30,6 +30,16 @@ func Document(kind string) (string, error) {
 	return "", fmt.Errorf("manifests/vgpud.yaml has no %s", kind)
 }
 
+// Named returns the document of vgpud.yaml of the given kind and name.
+func Named(kind, name string) (string, error) {
+	for _, doc := range strings.Split(install, "\n---\n") {
+		if strings.Contains(doc, "\nkind: "+kind+"\n") && strings.Contains(doc, "\nmetadata:\n  name: "+name+"\n") {
+			return doc, nil
+		}
+	}
+	return "", fmt.Errorf("manifests/vgpud.yaml has no %s %s", kind, name)
+}
+
 // WebhookConfiguration decodes the manifest's MutatingWebhookConfiguration,
 // rejecting fields the API does not know.
 func WebhookConfiguration() (*admissionregistrationv1.MutatingWebhookConfiguration, error) {

@@ -170,8 +170,12 @@ func (u NodeUsage) Validate() error {
 // node's container runtime fails closed without vgpud (node/internal/
 // preflight), for `vgpud inspect --cluster`. The books never read it.
 type RuntimeCheck struct {
-	Result   string   `json:"result"` // RuntimeFailsClosed, RuntimeFailsOpen or RuntimeUnknown
-	Runtime  string   `json:"runtime"`
+	Result  string `json:"result"` // RuntimeFailsClosed, RuntimeFailsOpen or RuntimeUnknown
+	Runtime string `json:"runtime"`
+	// Scope is what fails closed: RuntimeScopeAll or
+	// RuntimeScopeGPUPods; "" where nothing does, and from a node role
+	// older than scopes (every container then).
+	Scope    string   `json:"scope,omitempty"`
 	Problems []string `json:"problems,omitempty"`
 }
 
@@ -180,4 +184,16 @@ const (
 	RuntimeFailsClosed = "fails-closed" // no container is created without vgpud's hook
 	RuntimeFailsOpen   = "fails-open"   // containers are created while vgpud is away
 	RuntimeUnknown     = "unknown"      // the configuration could not be read, or is not yet run
+)
+
+// RuntimeCheck's scopes: what the runtime creates no container of while
+// vgpud's hook is away.
+const (
+	// RuntimeScopeAll: no container at all, but pods annotated
+	// vgpud.io/runtime-hook-optional (the validator requires vgpud).
+	RuntimeScopeAll = "all"
+	// RuntimeScopeGPUPods: none of a pod that could reach a GPU, which
+	// admission marks with NRI's required-plugins annotation; other pods
+	// start while vgpud is down.
+	RuntimeScopeGPUPods = "gpu-pods"
 )

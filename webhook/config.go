@@ -34,11 +34,15 @@ type Config struct {
 	// VisibleDevicesNone hides every GPU from the containers of a GPU pod
 	// that ask for none, so the NVIDIA runtime does not expose all of them.
 	VisibleDevicesNone bool
+	// HookOptionalNamespaces' pods are never marked as requiring vgpud's
+	// runtime hook, as the manifest's policies list them: vgpud's own,
+	// which start the hook, and those that start before it.
+	HookOptionalNamespaces []string
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
-	return Config{}
+	return Config{HookOptionalNamespaces: []string{"vgpud-system", "kube-system", "gpu-operator"}}
 }
 
 // CorePolicies lists the accepted core-limit policies; empty means none is injected.

@@ -1,9 +1,12 @@
 package webhook
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // The webhook's flags; Validate names a bad value by these.
@@ -11,6 +14,7 @@ const (
 	flagRuntimeClass       = "webhook-runtime-class"
 	flagCorePolicy         = "webhook-core-policy"
 	flagVisibleDevicesNone = "webhook-visible-devices-none"
+	flagHookOptional       = "webhook-hook-optional-namespaces"
 )
 
 // Flags are the webhook's own settings, bound to c; the scheduler and
@@ -20,5 +24,10 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: flagRuntimeClass, Usage: "runtimeClassName set on GPU pods that have none; empty sets nothing", Value: c.RuntimeClass, Destination: &c.RuntimeClass},
 		&cli.StringFlag{Name: flagCorePolicy, Usage: "core-limit policy injected as " + EnvCorePolicy + ": " + strings.Join(CorePolicies(), ", ") + "; empty injects nothing", Value: c.CorePolicy, Destination: &c.CorePolicy},
 		&cli.BoolFlag{Name: flagVisibleDevicesNone, Usage: "set " + EnvVisibleDevices + "=none in the containers of a GPU pod that ask for no GPU", Value: c.VisibleDevicesNone, Destination: &c.VisibleDevicesNone},
+		&cli.StringSliceFlag{Name: flagHookOptional, Usage: "namespaces whose pods start without vgpud's runtime hook: the webhook never marks them " + wellknown.AnnotationRequiredPlugins + " (vgpud's own, the pod network's; as the vgpud-runtime-hook-required policy lists them)", Value: cli.NewStringSlice(c.HookOptionalNamespaces...),
+			Action: func(_ *cli.Context, v []string) error {
+				c.HookOptionalNamespaces = slices.DeleteFunc(v, func(s string) bool { return s == "" })
+				return nil
+			}},
 	}
 }

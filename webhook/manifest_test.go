@@ -72,11 +72,12 @@ func TestWebhookConfigShape(t *testing.T) {
 }
 
 // The matchCondition decides which pods reach the handler; a pod it
-// wrongly skips is placed without the webhook's checks and completions.
-// It must agree with podmodel.Wants on every pod.
+// wrongly skips is placed without the webhook's checks and completions,
+// or not marked as requiring the runtime hook. It must agree with
+// podmodel.ReachesGPU on every pod, and take every pod podmodel.Wants.
 func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 	expr := readWebhookConfig(t).Webhooks[0].MatchConditions[0].Expression
-	env, err := cel.NewEnv(cel.Variable("object", cel.DynType))
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.OptionalTypes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +98,19 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		"priority only":      []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/priority":"1"}}}]}}`),
 		"no resources key":   []byte(`{"spec":{"containers":[{"name":"c"}]}}`),
 		"other resource":     []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"amd.com/gpu":"1"}}}]}}`),
+		"privileged":         []byte(`{"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`),
+		"privileged init":    []byte(`{"spec":{"initContainers":[{"name":"i","securityContext":{"privileged":true}}],"containers":[{"name":"c"}]}}`),
+		"not privileged":     []byte(`{"spec":{"containers":[{"name":"c","securityContext":{"privileged":false}}]}}`),
+		"ephemeral gpu":      []byte(`{"spec":{"containers":[{"name":"c"}],"ephemeralContainers":[{"name":"e","securityContext":{"privileged":true}}]}}`),
+		"runtime class":      []byte(`{"spec":{"runtimeClassName":"nvidia-cdi","containers":[{"name":"c"}]}}`),
+		"runc class":         []byte(`{"spec":{"runtimeClassName":"runc","containers":[{"name":"c"}]}}`),
+		"resource claim":     []byte(`{"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"x"}],"containers":[{"name":"c"}]}}`),
+		"host dev":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/dev/nvidia0"}}],"containers":[{"name":"c"}]}}`),
+		"host dev spelt":     []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"//./dev"}}],"containers":[{"name":"c"}]}}`),
+		"host root":          []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/"}}],"containers":[{"name":"c"}]}}`),
+		"host devices dir":   []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/devices"}}],"containers":[{"name":"c"}]}}`),
+		"host var":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/var/log"}}],"containers":[{"name":"c"}]}}`),
+		"other nvidia":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb":"1"}}}]}}`),
 		"second container":   []byte(`{"spec":{"containers":[{"name":"a"},{"name":"b","resources":{"limits":{"nvidia.com/gpumem-percentage":"50"}}}]}}`),
 	}
 	maps.Copy(pods, admissionPods(t))
@@ -118,8 +132,11 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: eval: %v", name, err)
 		}
-		if got, want := out.Value() == true, podmodel.Wants(&pod, names); got != want {
-			t.Errorf("%s: matchCondition says %v, PodWants says %v", name, got, want)
+		if got, want := out.Value() == true, podmodel.ReachesGPU(&pod, names); got != want {
+			t.Errorf("%s: matchCondition says %v, ReachesGPU says %v", name, got, want)
+		}
+		if podmodel.Wants(&pod, names) && out.Value() != true {
+			t.Errorf("%s: asks for vGPU resources, and the matchCondition skips it", name)
 		}
 		if out.Value() == true {
 			matched++

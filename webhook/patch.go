@@ -7,16 +7,25 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // podPatch is the JSON patch from original to mutated, given that Decide
-// changes only the scheduler, the RuntimeClass, and containers' resources
-// and env (replacing an env entry in place or appending). It is built
+// changes only NRI's required-plugins annotation, the scheduler, the
+// RuntimeClass, and containers' resources and env (replacing an env entry in place or appending). It is built
 // from those fields alone, in time linear in the pod: a generic JSON diff
 // of a pod with 90 000 env entries cost the leader 21 s of CPU.
 func podPatch(original, mutated *corev1.Pod) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	add := func(path string, v any) { ops = append(ops, jsonpatch.NewOperation("add", path, v)) }
+	if v, ok := mutated.Annotations[wellknown.AnnotationRequiredPlugins]; ok && original.Annotations[wellknown.AnnotationRequiredPlugins] != v {
+		if original.Annotations == nil {
+			add("/metadata/annotations", map[string]string{wellknown.AnnotationRequiredPlugins: v})
+		} else {
+			add("/metadata/annotations/"+wellknown.AnnotationRequiredPlugins, v)
+		}
+	}
 	if original.Spec.SchedulerName != mutated.Spec.SchedulerName {
 		add("/spec/schedulerName", mutated.Spec.SchedulerName)
 	}

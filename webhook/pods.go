@@ -75,16 +75,20 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 	}
 	v := p.Decide(&pod)
 	var resp *admissionv1.AdmissionResponse
-	switch {
+	pod.Namespace = original.Namespace
+	switch ops := podPatch(original, &pod); {
 	case v.Deny != "":
 		resp = denied(v.Deny)
-	case v.Skip != "":
+	case v.Skip != "" && len(ops) == 0:
 		resp = allowed(v.Skip)
 	default:
-		pod.Namespace = original.Namespace
+		// A skipped pod may still be marked as requiring the hook.
 		var err error
-		if resp, err = patchResponse(podPatch(original, &pod)); err != nil {
+		if resp, err = patchResponse(ops); err != nil {
 			return errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
+		}
+		if v.Skip != "" {
+			resp.Result = allowed(v.Skip).Result
 		}
 	}
 	resp.Warnings = v.Warnings
@@ -98,6 +102,7 @@ func (p *Pods) Decide(pod *corev1.Pod) Ruling {
 	if len(pod.Spec.Containers) == 0 {
 		return Ruling{Deny: "pod has no containers; add at least one under spec.containers"}
 	}
+	p.markHookRequired(pod)
 	if l := pod.Labels; l[wellknown.LabelWebhook] == wellknown.WebhookIgnore || l[wellknown.LabelWebhookHAMi] == wellknown.WebhookIgnore {
 		return Ruling{Skip: "opted out by label " + wellknown.LabelWebhook + "=" + wellknown.WebhookIgnore}
 	}

@@ -20,5 +20,11 @@ func (c Config) Validate() field.ErrorList {
 	if c.RuntimeClass != "" && len(validation.IsDNS1123Subdomain(c.RuntimeClass)) > 0 {
 		add(flagRuntimeClass, c.RuntimeClass, "want a RuntimeClass name such as nvidia")
 	}
+	for _, ns := range c.HookOptionalNamespaces {
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			add(flagHookOptional, strings.Join(c.HookOptionalNamespaces, ","), ns+" is not a namespace name")
+			break
+		}
+	}
 	return errs
 }

@@ -93,6 +93,9 @@ type RuntimeVerdict struct {
 	Result  string `json:"result"`  // fails-closed, fails-open or unknown
 	Runtime string `json:"runtime"` // "containerd" or "cri-o"
 	Config  string `json:"config"`  // the main file, as the runtime names it
+	// Scope is what fails closed: all, or gpu-pods (those admission
+	// marks as able to reach a GPU); empty when nothing does.
+	Scope string `json:"scope,omitempty"`
 	// Files are the files merged, in the runtime's order.
 	Files []string `json:"files,omitempty"`
 	// Problems say what to change, one each.

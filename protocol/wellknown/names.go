@@ -51,8 +51,18 @@ const (
 	// those that must start before it. Admission lets only vgpud's
 	// namespace and the cluster's early namespaces use it.
 	AnnotationHookOptional = "vgpud.io/runtime-hook-optional"
-	IdentityRuntime        = "runtime"
-	IdentityGuessed        = "guessed"
+
+	// AnnotationRequiredPlugins is NRI's own (its default validator's
+	// per-pod list, github.com/containerd/nri pkg/plugin): admission
+	// sets it to RequiredPluginsVgpud on every pod that could reach a
+	// GPU, so that the runtime creates none of its containers without
+	// vgpud's hook, while other pods start whether vgpud runs or not.
+	// Container-scoped keys (…/container.NAME) and …/pod override it;
+	// admission holds them to listing vgpud too.
+	AnnotationRequiredPlugins = "required-plugins.noderesource.dev"
+	RequiredPluginsVgpud      = `["vgpud"]`
+	IdentityRuntime           = "runtime"
+	IdentityGuessed           = "guessed"
 
 	// LabelRole marks the replica that leads; the Service selects on it.
 	LabelRole = "vgpud.io/role"

@@ -33,7 +33,7 @@ func Render(w io.Writer, s inspectv1.NodeSnapshot) error {
 		fmt.Fprintf(tw, "identity\tGUESSED: no NRI socket, so Allocate guesses which pod kubelet admits; one pod binds here at a time\n")
 	}
 	if c := s.RuntimeCheck; c != nil {
-		fmt.Fprintf(tw, "runtime\t%s\n", preflight.Summary(preflight.Verdict{Result: c.Result, Runtime: c.Runtime, Config: c.Config, Files: c.Files, Problems: c.Problems}))
+		fmt.Fprintf(tw, "runtime\t%s\n", preflight.Summary(preflight.Verdict{Result: c.Result, Runtime: c.Runtime, Config: c.Config, Scope: c.Scope, Files: c.Files, Problems: c.Problems}))
 		for _, p := range c.Problems {
 			fmt.Fprintf(tw, "\t- %s\n", p)
 		}

@@ -61,7 +61,7 @@ func Containerd(path string, w Want) Verdict {
 	if d := sec.DefaultValidator; d != nil {
 		s.Validator, s.Required, s.Tolerate = d.Enable, d.RequiredPlugins, d.TolerateMissingAnnotation
 	}
-	v.Result, v.Problems = judge(s, w, containerdDropIn)
+	v.Result, v.Scope, v.Problems = judge(s, w, containerdDropIn)
 	return v
 }
 

@@ -63,7 +63,7 @@ func CRIO(path string, w Want) Verdict {
 		set(&s.Tolerate, n.Validator.Tolerate)
 	}
 	v.Files = files
-	v.Result, v.Problems = judge(s, w, crioDropIn)
+	v.Result, v.Scope, v.Problems = judge(s, w, crioDropIn)
 	return v
 }
 

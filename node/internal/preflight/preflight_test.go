@@ -70,6 +70,31 @@ func judged(t *testing.T, v Verdict, result, problem string) {
 	if v.Closed() != (result == FailsClosed) {
 		t.Fatalf("Closed() %v for %s", v.Closed(), v.Result)
 	}
+	if (v.Scope != "") != (v.Result == FailsClosed) {
+		t.Fatalf("scope %q for %s", v.Scope, v.Result)
+	}
+}
+
+// The shipped drop-ins fail closed for the pods admission marks; with
+// vgpud required for every container, for all.
+func TestScope(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra, want string
+	}{{"shipped", "", ScopeGPUPods}, {"vgpud required for all", "    required_plugins = [\"vgpud\"]\n", ScopeAll}} {
+		dir := t.TempDir()
+		write(t, dir, map[string]string{
+			"config.toml":       "version = 3\nimports = [\"" + dir + "/conf.d/*.toml\"]\n",
+			"conf.d/vgpud.toml": strings.Replace(shipped(t), "enable = true\n", "enable = true\n"+tc.extra, 1),
+		})
+		v := Containerd(filepath.Join(dir, "config.toml"), want)
+		judged(t, v, FailsClosed, "")
+		if v.Scope != tc.want {
+			t.Errorf("%s: scope %q, want %q", tc.name, v.Scope, tc.want)
+		}
+		if s := Summary(v); !strings.Contains(s, map[string]string{ScopeGPUPods: "other pods start", ScopeAll: "creates no container vgpud's hook did not see"}[tc.want]) {
+			t.Errorf("%s: summary %q", tc.name, s)
+		}
+	}
 }
 
 func TestContainerd(t *testing.T) {
@@ -110,14 +135,20 @@ func TestContainerd(t *testing.T) {
 		{"NRI disabled as a plugin", func(d string) map[string]string {
 			return map[string]string{"config.toml": "disabled_plugins = [\"io.containerd.nri.v1.nri\"]\n" + main(d), "conf.d/vgpud.toml": dropIn}
 		}, FailsOpen, "NRI is off"},
+		// Another plugin required for every container: vgpud still for
+		// the pods admission marks.
 		{"another plugin required", func(d string) map[string]string {
-			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `["vgpud"]`, `["other"]`, 1)}
-		}, FailsOpen, `"vgpud"`},
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, "enable = true\n", "enable = true\n    required_plugins = [\"other\"]\n", 1)}
+		}, FailsClosed, ""},
 		{"another toleration annotation", func(d string) map[string]string {
 			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `= "vgpud.io/runtime-hook-optional"`, `= "example.com/optional"`, 1)}
 		}, FailsOpen, "does not keep tenants"},
 		{"no toleration annotation", func(d string) map[string]string {
 			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(dropIn, `tolerate_missing_plugins_annotation = "vgpud.io/runtime-hook-optional"`, "", 1)}
+		}, FailsClosed, ""},
+		// The stricter mode: vgpud required for every container.
+		{"no toleration annotation, vgpud required for all", func(d string) map[string]string {
+			return map[string]string{"config.toml": main(d), "conf.d/vgpud.toml": strings.Replace(strings.Replace(dropIn, `tolerate_missing_plugins_annotation = "vgpud.io/runtime-hook-optional"`, "", 1), "enable = true\n", "enable = true\n    required_plugins = [\"vgpud\"]\n", 1)}
 		}, FailsClosed, "lets no pod start"},
 		// An import this process cannot see could turn NRI off.
 		{"an import outside what is mounted", func(d string) map[string]string {
@@ -178,7 +209,7 @@ func TestCRIO(t *testing.T) {
 			"crio.conf.d/99-site.conf": "[crio.nri]\nnri_listen = \"/run/x.sock\"\n"}, FailsClosed, "--nri-socket"},
 		// A list is replaced whole, not appended to.
 		{"a later file's required list", map[string]string{"crio.conf.d/90-vgpud.conf": string(dropIn),
-			"crio.conf.d/99-site.conf": "[crio.nri.default_validator]\nnri_validator_required_plugins = [\"other\"]\n"}, FailsOpen, `"vgpud"`},
+			"crio.conf.d/99-site.conf": "[crio.nri.default_validator]\nnri_validator_required_plugins = [\"other\"]\n"}, FailsClosed, ""},
 		{"an earlier file does not win", map[string]string{"crio.conf.d/10-site.conf": "[crio.nri]\nenable_nri = false\n",
 			"crio.conf.d/90-vgpud.conf": string(dropIn)}, FailsClosed, ""},
 		{"nothing there", nil, Unknown, "neither"},
@@ -233,5 +264,19 @@ func TestCheckWantsTheRuntimeRestartedAfterTheFiles(t *testing.T) {
 	}
 	if v := spec.Check(w); v.Result != FailsClosed || strings.Contains(strings.Join(v.Problems, ""), "restart") {
 		t.Fatalf("socket newer than the files: %+v", v)
+	}
+}
+
+// A runtime older than NRI's validator fails open whatever its files say.
+func TestRuntimeVersion(t *testing.T) {
+	closed := Verdict{Result: FailsClosed, Scope: ScopeGPUPods}
+	for version, want := range map[string]string{
+		"containerd://2.4.2": FailsClosed, "containerd://2.2.0": FailsClosed, "containerd://v2.1.4": FailsOpen, "containerd://1.7.27": FailsOpen,
+		"cri-o://1.34.1": FailsClosed, "cri-o://1.33.5": FailsOpen, "docker://28.0.1": FailsClosed, "": FailsClosed,
+	} {
+		v := WithRuntimeVersion(closed, version)
+		if v.Result != want || (want == FailsOpen && (v.Scope != "" || len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "no default validator"))) {
+			t.Errorf("%q: %+v, want %s", version, v, want)
+		}
 	}
 }

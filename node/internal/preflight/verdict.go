@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // Results of a check, as the node's annotation carries them.
@@ -21,6 +22,9 @@ const (
 	FailsClosed = protocol.RuntimeFailsClosed
 	FailsOpen   = protocol.RuntimeFailsOpen
 	Unknown     = protocol.RuntimeUnknown
+
+	ScopeAll     = protocol.RuntimeScopeAll
+	ScopeGPUPods = protocol.RuntimeScopeGPUPods
 )
 
 // Verdict is what one node's runtime configuration says.
@@ -28,6 +32,9 @@ type Verdict struct {
 	Result  string `json:"result"`  // FailsClosed, FailsOpen or Unknown
 	Runtime string `json:"runtime"` // "containerd" or "cri-o"
 	Config  string `json:"config"`  // the main file, as the runtime names it
+	// Scope is what the runtime refuses without vgpud's hook where its
+	// files fail closed: ScopeAll or ScopeGPUPods.
+	Scope string `json:"scope,omitempty"`
 	// Files are the files merged, in the runtime's order.
 	Files []string `json:"files,omitempty"`
 	// Problems say what to change, one each; a verdict that fails closed
@@ -62,8 +69,12 @@ type nri struct {
 const defaultSocket = "/var/run/nri/nri.sock"
 
 // judge turns merged settings into a verdict; setup names the drop-in
-// that fixes what is wrong, for the problems' text.
-func judge(s nri, w Want, setup string) (result string, problems []string) {
+// that fixes what is wrong, for the problems' text. With the validator
+// on, the runtime refuses what NRI's per-pod required-plugins annotation
+// names, which admission sets on every pod that could reach a GPU
+// (ScopeGPUPods); where the validator requires vgpud itself, it refuses
+// every container (ScopeAll).
+func judge(s nri, w Want, setup string) (result, scope string, problems []string) {
 	result = FailsClosed
 	open := func(format string, a ...any) {
 		result = FailsOpen
@@ -74,8 +85,10 @@ func judge(s nri, w Want, setup string) (result string, problems []string) {
 		open("NRI is off, so vgpud's hook is never asked and containers get the GPUs their image or pod names: install %s", setup)
 	case !s.Validator:
 		open("NRI's default validator is off, so a container is created even when vgpud's hook is not connected: install %s", setup)
-	case !slices.Contains(s.Required, w.Plugin):
-		open("NRI's default validator does not require the plugin %q (required: %v), so a container is created even when vgpud's hook is not connected: install %s", w.Plugin, s.Required, setup)
+	case slices.Contains(s.Required, w.Plugin):
+		scope = ScopeAll
+	default:
+		scope = ScopeGPUPods
 	}
 	if s.Enabled && s.DisableConnections {
 		problems = append(problems, "NRI refuses plugins started outside the runtime (disable_connections), so vgpud's hook cannot connect: remove disable_connections")
@@ -92,19 +105,24 @@ func judge(s nri, w Want, setup string) (result string, problems []string) {
 	if result == FailsClosed && s.Tolerate != "" && s.Tolerate != w.Tolerate {
 		open("NRI's validator lets pods annotated %q start without vgpud's hook, an annotation vgpud's admission does not keep tenants from setting: set tolerate_missing_plugins_annotation to %q (install %s)", s.Tolerate, w.Tolerate, setup)
 	}
-	if result == FailsClosed && s.Tolerate == "" {
+	if result == FailsClosed && scope == ScopeAll && s.Tolerate == "" {
 		problems = append(problems, fmt.Sprintf("NRI's validator lets no pod start without vgpud's hook, vgpud's own pods and the pod network's included: set tolerate_missing_plugins_annotation to %q (install %s)", w.Tolerate, setup))
 	}
-	return result, problems
+	if result != FailsClosed {
+		scope = ""
+	}
+	return result, scope, problems
 }
 
 // Summary is the verdict in one line, for inspect and preflight.
 func Summary(v Verdict) string {
 	var what string
-	switch v.Result {
-	case FailsClosed:
+	switch {
+	case v.Result == FailsClosed && v.Scope == ScopeGPUPods:
+		what = "FAILS CLOSED for pods that could reach a GPU: the runtime creates none of their containers without vgpud's hook (admission marks them " + wellknown.AnnotationRequiredPlugins + "); other pods start while vgpud is down"
+	case v.Result == FailsClosed:
 		what = "FAILS CLOSED: the runtime creates no container vgpud's hook did not see, but those of pods annotated to start without it"
-	case FailsOpen:
+	case v.Result == FailsOpen:
 		what = "FAILS OPEN: containers are created while vgpud's hook is away, with the GPUs their image or pod names"
 	default:
 		what = "UNKNOWN: its configuration could not be read"

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
@@ -125,6 +126,9 @@ func (c *Check) Run(ctx context.Context) error {
 	}
 	for {
 		v := c.timedPreflight()
+		if n, err := c.core.Nodes().Get(ctx, c.node, metav1.GetOptions{}); err == nil {
+			v = preflight.WithRuntimeVersion(v, n.Status.NodeInfo.ContainerRuntimeVersion)
+		}
 		c.metrics.RuntimeFailsClosed(v.Closed())
 		c.mu.Lock()
 		c.latest = &v
@@ -170,7 +174,7 @@ func encodeRuntime(v preflight.Verdict) (string, error) {
 			p[i] = strings.ToValidUTF8(s[:maxLen], "") + "…"
 		}
 	}
-	b, err := json.Marshal(protocol.RuntimeCheck{Result: v.Result, Runtime: v.Runtime, Problems: p})
+	b, err := json.Marshal(protocol.RuntimeCheck{Result: v.Result, Runtime: v.Runtime, Scope: v.Scope, Problems: p})
 	if err != nil {
 		return "", fmt.Errorf("encode the runtime check: %w", err)
 	}

@@ -13,8 +13,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -257,7 +259,8 @@ data: {GPU_CORE_UTILIZATION_POLICY: disable}
 // hookStopped stops vgpud on one node (its DaemonSet label taken away)
 // while a GPU pod there restarts its container: the runtime's NRI
 // validator creates none without vgpud's hook, and once vgpud is back
-// the container runs again with its slice.
+// the container runs again with its slice. Meanwhile pods that could
+// reach no GPU start there, and a privileged one does not.
 func hookStopped(t *testing.T, e env, ns string, nodes []string) {
 	ctx := context.Background()
 	leader, err := e.leader()
@@ -294,6 +297,54 @@ func hookStopped(t *testing.T, e env, ns string, nodes []string) {
 		return harness.Contains(refused, `required plugin "vgpud" not present`)
 	})
 	t.Logf("hook stopped on %s: %s", off, refused)
+
+	// A vgpud outage stops only what could reach a GPU. On the node
+	// without vgpud: a tenant's CPU pod and a pod of the pod network's
+	// kind (privileged, host network, kube-system) start; a privileged
+	// pod in a namespace that allows one is marked at admission and its
+	// container refused, as the GPU pod's above.
+	outage := "e2e-outage"
+	e.namespace(t, outage, map[string]string{"pod-security.kubernetes.io/enforce": "privileged"})
+	pinned := func(ns, name string, privileged, hostNetwork bool) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/hostname": off}, HostNetwork: hostNetwork,
+				TerminationGracePeriodSeconds: ptr.To(int64(0)),
+				Containers: []corev1.Container{{Name: "c", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "infinity"},
+					SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(privileged)}}}},
+		}
+	}
+	cpu, network, priv := pinned(outage, "cpu", false, false), pinned("kube-system", "e2e-pod-network-like", true, true), pinned(outage, "privileged", true, false)
+	for _, p := range []*corev1.Pod{cpu, network, priv} {
+		if _, err := e.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s/%s: %v", p.Namespace, p.Name, err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = e.kube.CoreV1().Pods("kube-system").Delete(context.Background(), network.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+	})
+	started := time.Now()
+	e.waitRunning(t, outage, []string{"cpu"}, 60*time.Second)
+	e.waitRunning(t, "kube-system", []string{network.Name}, 60*time.Second)
+	t.Logf("vgpud down on %s: a CPU pod and a privileged host-network pod in kube-system run (%v)", off, time.Since(started).Round(time.Millisecond))
+	got, err := e.kube.CoreV1().Pods(outage).Get(ctx, "privileged", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !podmodel.RequiresHook(got.Annotations) {
+		t.Fatalf("the privileged pod is not marked as requiring vgpud's hook: %v", got.Annotations)
+	}
+	harness.Eventually(t, 60*time.Second, "the privileged pod refused by containerd's NRI validator", func() error {
+		got, err := e.kube.CoreV1().Pods(outage).Get(ctx, "privileged", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.Phase == corev1.PodRunning {
+			t.Fatalf("the privileged pod runs on %s while vgpud is down there", off)
+		}
+		return harness.Contains(waitingMessage(got), `required plugin "vgpud" not present`)
+	})
+	t.Logf("vgpud down on %s: the privileged pod, marked %s=%s, is refused its container", off, wellknown.AnnotationRequiredPlugins, got.Annotations[wellknown.AnnotationRequiredPlugins])
 	putBack()
 	back := time.Now()
 	harness.Eventually(t, 90*time.Second, "vgpud back on "+off, func() error {
@@ -318,6 +369,8 @@ func hookStopped(t *testing.T, e env, ns string, nodes []string) {
 	if env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1200m" || !strings.HasPrefix(env["NVIDIA_VISIBLE_DEVICES"], "GPU-") {
 		t.Errorf("after vgpud came back the container sees %v", env)
 	}
+	e.waitRunning(t, outage, []string{"privileged"}, 180*time.Second)
+	t.Logf("vgpud back on %s: the privileged pod runs", off)
 }
 
 // waitingMessage is why the pod's first container waits, if it does.
