@@ -117,7 +117,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "read this node's container runtime configuration, imports and drop-ins included, and say whether the runtime fails closed without vgpud (exit 0) or not (exit 1), as the node role does every minute",
 				Flags: preflightFlags,
 				Action: func(c *cli.Context) error {
-					return node.RunPreflight(preflightCfg, c.Bool("json"), stdout)
+					return node.RunPreflight(c, preflightCfg, stdout)
 				},
 			},
 			{

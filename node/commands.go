@@ -12,8 +12,8 @@ import (
 
 // RunPreflight is `vgpud preflight`: the runtime check the node role runs
 // every minute, once, under cfg's runtime settings.
-func RunPreflight(cfg Config, asJSON bool, stdout io.Writer) error {
-	return runtimecheck.Command(cfg.Runtime, cfg.Identity.NRISocket, asJSON, stdout)
+func RunPreflight(cl *cli.Context, cfg Config, stdout io.Writer) error {
+	return runtimecheck.Command(cfg.Runtime, cfg.Identity.NRISocket, cl.String(runtimecheck.FlagRuntimeVersion), cl.Bool("json"), stdout)
 }
 
 // RunNodeSetup is `vgpud node-setup install|remove` for the runtime cfg

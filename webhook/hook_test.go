@@ -38,6 +38,13 @@ var hookPods = map[string]string{
 	"scoped override":   `{"metadata":{"name":"p","annotations":{"required-plugins.noderesource.dev":"[\"vgpud\"]","required-plugins.noderesource.dev/container.c":"[]"}},"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`,
 	"scoped, vgpud":     `{"metadata":{"name":"p","annotations":{"required-plugins.noderesource.dev":"[\"vgpud\"]","required-plugins.noderesource.dev/pod":"[\"vgpud\"]"}},"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`,
 	"empty mark":        `{"metadata":{"name":"p","annotations":{"required-plugins.noderesource.dev":"[]"}},"spec":{"containers":[{"name":"c"}]}}`,
+	"cdi annotation":    `{"metadata":{"name":"p","annotations":{"nvidia.cdi.k8s.io/container.c":"nvidia.com/gpu=all"}},"spec":{"containers":[{"name":"c"}]}}`,
+	"cdi runtime key":   `{"metadata":{"name":"p","annotations":{"cdi.k8s.io/x":"nvidia.com/gpu=0"}},"spec":{"containers":[{"name":"c"}]}}`,
+	"dra extended":      `{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}]}}`,
+	"k3s runtime class": `{"metadata":{"name":"p"},"spec":{"runtimeClassName":"nvidia-experimental","containers":[{"name":"c"}]}}`,
+	"host root":         `{"metadata":{"name":"p"},"spec":{"volumes":[{"name":"d","hostPath":{"path":"/"}}],"containers":[{"name":"c"}]}}`,
+	"opted-out label":   `{"metadata":{"name":"p","labels":{"vgpud.io/webhook":"ignore"}},"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`,
+	"other prefix key":  `{"metadata":{"name":"p","annotations":{"required-plugins.noderesource.dev":"[\"vgpud\"]","required-plugins.noderesource.dev.example.com/x":"[]"}},"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`,
 }
 
 // The webhook marks what could reach a GPU, outside the hook-optional

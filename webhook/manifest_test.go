@@ -50,14 +50,19 @@ func TestWebhookConfigShape(t *testing.T) {
 	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore ||
 		w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
 		w.TimeoutSeconds == nil || *w.TimeoutSeconds != 5 ||
-		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
+		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
 		t.Fatalf("policies: failure %v sideEffects %v timeout %v reinvocation %v", w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.ReinvocationPolicy)
 	}
 	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
 		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
 		t.Fatalf("rules = %+v", w.Rules)
 	}
-	for what, sel := range map[string]any{"namespaceSelector": w.NamespaceSelector, "objectSelector": w.ObjectSelector} {
+	// An admin's opt-out, by namespace; a pod's own label is a tenant's,
+	// and must not keep it from being marked as requiring the hook.
+	if w.ObjectSelector != nil && len(w.ObjectSelector.MatchExpressions)+len(w.ObjectSelector.MatchLabels) > 0 {
+		t.Errorf("objectSelector %v: a pod's own labels must not skip the webhook", w.ObjectSelector)
+	}
+	for what, sel := range map[string]any{"namespaceSelector": w.NamespaceSelector} {
 		b, _ := json.Marshal(sel)
 		for _, label := range []string{wellknown.LabelWebhook, wellknown.LabelWebhookHAMi} {
 			want := `{"key":"` + label + `","operator":"NotIn","values":["` + wellknown.WebhookIgnore + `"]}`
@@ -108,6 +113,9 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		"host dev":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/dev/nvidia0"}}],"containers":[{"name":"c"}]}}`),
 		"host dev spelt":     []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"//./dev"}}],"containers":[{"name":"c"}]}}`),
 		"host root":          []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/"}}],"containers":[{"name":"c"}]}}`),
+		"cdi annotation":     []byte(`{"metadata":{"annotations":{"nvidia.cdi.k8s.io/container.c":"nvidia.com/gpu=all"}},"spec":{"containers":[{"name":"c"}]}}`),
+		"dra extended":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}]}}`),
+		"k3s runtime class":  []byte(`{"spec":{"runtimeClassName":"nvidia-experimental","containers":[{"name":"c"}]}}`),
 		"host devices dir":   []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/devices"}}],"containers":[{"name":"c"}]}}`),
 		"host var":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/var/log"}}],"containers":[{"name":"c"}]}}`),
 		"other nvidia":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb":"1"}}}]}}`),
@@ -121,6 +129,9 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 		var pod corev1.Pod
 		if err := json.Unmarshal(raw, &obj); err != nil {
 			t.Fatal(err)
+		}
+		if _, ok := obj["metadata"]; !ok {
+			obj["metadata"] = map[string]any{} // as the apiserver sends every pod
 		}
 		if err := json.Unmarshal(raw, &pod); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
@@ -20,9 +21,14 @@ func podPatch(original, mutated *corev1.Pod) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	add := func(path string, v any) { ops = append(ops, jsonpatch.NewOperation("add", path, v)) }
 	if v, ok := mutated.Annotations[wellknown.AnnotationRequiredPlugins]; ok && original.Annotations[wellknown.AnnotationRequiredPlugins] != v {
-		if original.Annotations == nil {
+		switch {
+		case apiequality.Semantic.DeepEqual(original.ObjectMeta, metav1.ObjectMeta{}):
+			// No metadata member to add to (the apiserver always sends
+			// one, with a name; a fuzzed review may not).
+			add("/metadata", map[string]any{"annotations": map[string]string{wellknown.AnnotationRequiredPlugins: v}})
+		case original.Annotations == nil:
 			add("/metadata/annotations", map[string]string{wellknown.AnnotationRequiredPlugins: v})
-		} else {
+		default:
 			add("/metadata/annotations/"+wellknown.AnnotationRequiredPlugins, v)
 		}
 	}

@@ -215,7 +215,7 @@ func assertMinimal(t *testing.T, patch []byte) {
 	}
 	for _, op := range ops {
 		p := op.Path
-		ok := p == "/spec/schedulerName" || p == "/spec/runtimeClassName" || p == "/metadata/annotations" || p == "/metadata/annotations/required-plugins.noderesource.dev"
+		ok := p == "/spec/schedulerName" || p == "/spec/runtimeClassName" || p == "/metadata" || p == "/metadata/annotations" || p == "/metadata/annotations/required-plugins.noderesource.dev"
 		for _, list := range []string{"/spec/containers/", "/spec/initContainers/"} {
 			if rest, found := strings.CutPrefix(p, list); found {
 				_, field, _ := strings.Cut(rest, "/")

@@ -86,7 +86,7 @@ func TestPodPatchOfAHugePodIsItsChanges(t *testing.T) {
 	for _, op := range ops {
 		paths = append(paths, op.Operation+" "+op.Path)
 	}
-	want := "add /metadata/annotations, add /spec/schedulerName, add /spec/initContainers/0/env, add /spec/containers/0/resources/limits, add /spec/containers/0/resources/requests, replace /spec/containers/0/env/42"
+	want := "add /metadata, add /spec/schedulerName, add /spec/initContainers/0/env, add /spec/containers/0/resources/limits, add /spec/containers/0/resources/requests, replace /spec/containers/0/env/42"
 	if got := strings.Join(paths, ", "); got != want {
 		t.Fatalf("ops %s\nwant %s", got, want)
 	}

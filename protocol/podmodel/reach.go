@@ -10,21 +10,37 @@ import (
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// NVIDIARuntimeClasses are the RuntimeClasses that hand a container the
-// GPUs its env names: the GPU Operator's. A pod that runs under one
-// could reach a GPU.
-var NVIDIARuntimeClasses = []string{"nvidia", "nvidia-cdi", "nvidia-legacy"}
+// A RuntimeClass whose name starts with NVIDIARuntimeClassPrefix hands a
+// container the GPUs its env names: the GPU Operator's nvidia,
+// nvidia-cdi and nvidia-legacy, k3s's nvidia-experimental.
+const NVIDIARuntimeClassPrefix = "nvidia"
+
+// Prefixes of what else hands a container devices: CDI annotations,
+// which the NVIDIA toolkit's NRI plugin (nvidia.cdi.k8s.io/) and
+// runtimes (cdi.k8s.io/) inject, and DRA's extended resources backed by
+// a device class (KEP-5004), which the scheduler turns into a claim.
+const (
+	cdiAnnotationPrefix    = "cdi.k8s.io/"
+	nvidiaCDIAnnotation    = "nvidia.cdi.k8s.io/"
+	deviceClassResourceDom = "deviceclass.resource.kubernetes.io/"
+)
 
 // ReachesGPU reports whether pod could reach a GPU by any way a runtime
 // gives one, so that the runtime must not create its containers without
-// vgpud's hook: a GPU resource (vGPU, per-profile MIG, or any of the
-// GPU domain's), an NVIDIA runtime class, a privileged container, a
-// host path under /dev (or the host's root), or a resource claim (DRA
-// hands devices through CDI). The manifest's vgpud-runtime-hook-required
-// policy says the same in CEL (webhook/hook_test.go holds them equal).
+// vgpud's hook: a GPU resource (vGPU, per-profile MIG, any of the GPU
+// domain's, or a DRA device class's), an NVIDIA runtime class, a
+// privileged container, a host path of /dev, a resource claim (DRA
+// hands devices through CDI), or a CDI annotation. The manifest's
+// policies and webhook configuration say the same in CEL
+// (webhook/hook_test.go and manifest_test.go hold them equal).
 func ReachesGPU(pod *corev1.Pod, names wellknown.ResourceNames) bool {
-	if slices.Contains(NVIDIARuntimeClasses, stringOr(pod.Spec.RuntimeClassName)) || len(pod.Spec.ResourceClaims) > 0 {
+	if strings.HasPrefix(stringOr(pod.Spec.RuntimeClassName), NVIDIARuntimeClassPrefix) || len(pod.Spec.ResourceClaims) > 0 {
 		return true
+	}
+	for k := range pod.Annotations {
+		if strings.HasPrefix(k, cdiAnnotationPrefix) || strings.HasPrefix(k, nvidiaCDIAnnotation) {
+			return true
+		}
 	}
 	for _, v := range pod.Spec.Volumes {
 		if h := v.HostPath; h != nil && hostDevicePath(h.Path) {
@@ -35,7 +51,7 @@ func ReachesGPU(pod *corev1.Pod, names wellknown.ResourceNames) bool {
 	vgpu := vgpuResources(names)
 	gpuResource := func(rl corev1.ResourceList) bool {
 		for r := range rl {
-			if strings.HasPrefix(string(r), domain+"/") || slices.Contains(vgpu[:], string(r)) {
+			if strings.HasPrefix(string(r), domain+"/") || strings.HasPrefix(string(r), deviceClassResourceDom) || slices.Contains(vgpu[:], string(r)) {
 				return true
 			}
 		}
@@ -58,12 +74,14 @@ func ReachesGPU(pod *corev1.Pod, names wellknown.ResourceNames) bool {
 	return false
 }
 
-// hostDevicePath: /dev, what is under it, or the host's root, however
-// spelt with extra slashes and dots (//dev, /./dev/nvidia0); the
-// policies' CEL matches the same expression.
+// hostDevicePath: /dev or what is under it, however spelt with extra
+// slashes and dots (//dev, /./dev/nvidia0); the policies' CEL matches the
+// same expression. (The device cgroup still denies a device node to a
+// container that is not privileged; the host's root, which node agents
+// mount, is not counted.)
 func hostDevicePath(p string) bool { return hostDevice.MatchString(p) }
 
-var hostDevice = regexp.MustCompile(`^[/.]*(dev([/.].*)?)?$`)
+var hostDevice = regexp.MustCompile(`^[/.]*dev([/.].*)?$`)
 
 func isPrivileged(sc *corev1.SecurityContext) bool {
 	return sc != nil && sc.Privileged != nil && *sc.Privileged

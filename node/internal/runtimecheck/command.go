@@ -13,8 +13,10 @@ import (
 // Command is `vgpud preflight`: it reads the runtime configuration o
 // names, as the node role does every minute, prints the verdict and
 // fails unless the runtime fails closed without vgpud. Run on a node (or
-// in vgpud's pod there) before or after the node setup step.
-func Command(o Options, nriSocket string, asJSON bool, stdout io.Writer) error {
+// in vgpud's pod there) before or after the node setup step. With the
+// runtime's version (the node's containerRuntimeVersion), a runtime
+// older than NRI's validator fails open, as the node role judges it.
+func Command(o Options, nriSocket, runtimeVersion string, asJSON bool, stdout io.Writer) error {
 	if _, err := preflight.ParseSpec(o.RuntimeConfig); err != nil {
 		return cli.Exit("--"+FlagRuntimeConfig+": "+err.Error(), 2)
 	}
@@ -22,6 +24,7 @@ func Command(o Options, nriSocket string, asJSON bool, stdout io.Writer) error {
 	if !ok {
 		return cli.Exit("--"+FlagRuntimeConfig+" is empty: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", 2)
 	}
+	v = preflight.WithRuntimeVersion(v, runtimeVersion)
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -40,7 +43,11 @@ func Command(o Options, nriSocket string, asJSON bool, stdout io.Writer) error {
 	return nil
 }
 
+// FlagRuntimeVersion is `vgpud preflight --runtime-version`.
+const FlagRuntimeVersion = "runtime-version"
+
 // CommandFlags are `vgpud preflight`'s own flags, beside the runtime's.
 func CommandFlags() []cli.Flag {
-	return []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"}}
+	return []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
+		&cli.StringFlag{Name: FlagRuntimeVersion, Usage: "the runtime's version as the node reports it (kubectl get node NODE -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}', e.g. containerd://2.4.2): one older than NRI's validator (containerd 2.2, CRI-O 1.34) fails open whatever its files say; empty judges the files alone"}}
 }
