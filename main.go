@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"github.com/vgpud/vgpud/internal/kubeclient"
 	"github.com/vgpud/vgpud/internal/logging"
 	"github.com/vgpud/vgpud/internal/metricsserver"
+	"github.com/vgpud/vgpud/internal/nslabels"
 	"github.com/vgpud/vgpud/internal/process"
 	"github.com/vgpud/vgpud/node"
 )
@@ -68,6 +70,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	inspectFlags, preflightFlags := inspectCfg.InspectFlags(), preflightCfg.PreflightFlags()
 	withEnv(inspectFlags[:1])
 	withEnv(preflightFlags[:2])
+	var nsCfg nslabels.Options
+	nsKube := kubeclient.DefaultOptions()
+	kubeFlags := nsKube.Flags()
 	var runFlags []cli.Flag
 	for _, g := range flagGroups(&cfg) {
 		runFlags = append(runFlags, g.flags...)
@@ -130,6 +135,22 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 						return cli.Exit("vgpud node-setup install|remove", 2)
 					}
 					return node.RunNodeSetup(preflightCfg, c.Args().First(), stdout)
+				},
+			},
+			{
+				Name:  "namespace-labels",
+				Usage: "set labels on vgpud's namespace (the chart's install hook: Pod Security privileged and vgpud's webhook skipped, where Helm made the namespace)",
+				Flags: append(nsCfg.Flags(), kubeFlags...),
+				Action: func(c *cli.Context) error {
+					labels, err := nslabels.Parse(nsCfg.Labels)
+					if err != nil {
+						return cli.Exit(err.Error(), 2)
+					}
+					kube, err := kubeclient.New(nsKube, "vgpud/"+version+" namespace-labels", func(rt http.RoundTripper) http.RoundTripper { return rt })
+					if err != nil {
+						return err
+					}
+					return nslabels.Apply(c.Context, kube.Core, nsCfg.Namespace, labels, stdout)
 				},
 			},
 			{

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,7 +83,7 @@ func objects(t *testing.T, stream string) map[string]map[string]any {
 // Namespace only when asked (Helm makes it with --create-namespace).
 func TestChartRendersTheManifest(t *testing.T) {
 	want := objects(t, install)
-	got := helmTemplate(t, "vgpud-system")
+	got := withoutHooks(helmTemplate(t, "vgpud-system"))
 	ns := want["Namespace/vgpud-system"]
 	delete(want, "Namespace/vgpud-system")
 	compare := func(what string, got, want map[string]map[string]any) {
@@ -318,7 +319,7 @@ func TestChartFollowsTheClusterVersion(t *testing.T) {
 		}
 		want := objects(t, manifest)
 		delete(want, "Namespace/vgpud-system")
-		got := helmTemplate(t, "vgpud-system", "--kube-version="+v)
+		got := withoutHooks(helmTemplate(t, "vgpud-system", "--kube-version="+v))
 		for _, kind := range []string{"MutatingAdmissionPolicy/vgpud-gpu-pods", "MutatingAdmissionPolicyBinding/vgpud-gpu-pods"} {
 			if _, ok := got[kind]; ok {
 				t.Errorf("on %s the chart renders %s, which that apiserver does not serve", v, kind)
@@ -371,6 +372,84 @@ func TestChartWantsTheImageSet(t *testing.T) {
 		_, err := helmRender(t, "vgpud-system", set...)
 		if err == nil || !strings.Contains(err.Error(), "make push IMAGE=") {
 			t.Errorf("%v: %v; want refused with how to push the image", set, err)
+		}
+	}
+}
+
+// withoutHooks drops the Helm hooks' objects, which the manifest has no
+// need of (TestChartLabelsTheNamespaceHelmMade).
+func withoutHooks(objs map[string]map[string]any) map[string]map[string]any {
+	for key, o := range objs {
+		meta, _ := o["metadata"].(map[string]any)
+		if ann, _ := meta["annotations"].(map[string]any); ann["helm.sh/hook"] != nil {
+			delete(objs, key)
+		}
+	}
+	return objs
+}
+
+// Where Helm made the namespace (--create-namespace) the chart's
+// install hook puts the manifest's Namespace labels on it, with rights
+// to that namespace alone; with namespace.create the Namespace carries
+// them and there is no hook.
+func TestChartLabelsTheNamespaceHelmMade(t *testing.T) {
+	var ns struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	doc, err := Document("Namespace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(doc), &ns); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k, v := range ns.Metadata.Labels {
+		want = append(want, "--label="+k+"="+v)
+	}
+	got := helmTemplate(t, "gpu-share")
+	job, ok := got["Job/vgpud-namespace-labels"]
+	if !ok {
+		t.Fatal("no namespace-labels Job where Helm makes the namespace")
+	}
+	raw, _ := json.Marshal(job)
+	var j struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Image string   `json:"image"`
+						Args  []string `json:"args"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &j); err != nil {
+		t.Fatal(err)
+	}
+	c := j.Spec.Template.Spec.Containers[0]
+	args := append([]string(nil), c.Args[1:]...)
+	slices.Sort(args)
+	slices.Sort(want)
+	if c.Args[0] != "namespace-labels" || !slices.Equal(args, want) {
+		t.Errorf("the hook runs %v, want namespace-labels %v (the manifest Namespace's labels)", c.Args, want)
+	}
+	if j.Metadata.Annotations["helm.sh/hook"] != "pre-install,pre-upgrade" || c.Image != "ghcr.io/vgpud/vgpud:v0.2.0" {
+		t.Errorf("hook %q image %q", j.Metadata.Annotations["helm.sh/hook"], c.Image)
+	}
+	role, _ := json.Marshal(got["ClusterRole/vgpud-namespace-labels-gpu-share"])
+	if !strings.Contains(string(role), `"resourceNames":["gpu-share"]`) || !strings.Contains(string(role), `"verbs":["get","patch"]`) {
+		t.Errorf("the hook's ClusterRole %s: want get and patch on namespace gpu-share alone", role)
+	}
+	for key := range helmTemplate(t, "gpu-share", "namespace.create=true") {
+		if strings.Contains(key, "namespace-labels") {
+			t.Errorf("with namespace.create the chart still renders %s", key)
 		}
 	}
 }

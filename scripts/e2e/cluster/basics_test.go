@@ -45,6 +45,20 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	if release, err := e.kube.CoreV1().Secrets(system).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=vgpud,status=deployed"}); err != nil || len(release.Items) == 0 {
 		t.Fatalf("no deployed Helm release vgpud in %s: %v", system, err)
 	}
+	// Helm made the namespace (--create-namespace); the chart's hook
+	// labelled it as the manifest's Namespace is, and went.
+	ns, err := e.kube.CoreV1().Namespaces().Get(ctx, system, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"pod-security.kubernetes.io/enforce": "privileged", "vgpud.io/webhook": "ignore"} {
+		if ns.Labels[k] != v {
+			t.Errorf("namespace %s: label %s=%q, want %q (labels %v)", system, k, ns.Labels[k], v, ns.Labels)
+		}
+	}
+	if jobs, err := e.kube.BatchV1().Jobs(system).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) > 0 {
+		t.Errorf("the namespace-labels hook left %v (%v)", jobs, err)
+	}
 	// The chart with another namespace and other names, as the
 	// apiserver takes it: every policy's CEL compiles with them. helm
 	// template is told the cluster's version and APIs, as Argo CD does.
