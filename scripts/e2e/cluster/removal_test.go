@@ -52,11 +52,14 @@ func removal(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 
-	// Put back whatever happens (unless nothing runs after: the
-	// compatibility clusters): the drop-in on every node, a fresh
-	// kube-apiserver (its param informers, docs/install-upgrade-and-uninstall.md) and vgpud.
+	// Put back, should the scenario stop before it installs vgpud again
+	// itself (and unless nothing runs after: the compatibility
+	// clusters): the drop-in on every node, a fresh kube-apiserver (in
+	// case the params vgpud's fences read were lost,
+	// docs/install-upgrade-and-uninstall.md) and vgpud.
+	reinstalled := false
 	t.Cleanup(func() {
-		if e.last {
+		if e.last || reinstalled {
 			return
 		}
 		for _, n := range nodes {
@@ -105,8 +108,10 @@ func removal(t *testing.T, e env, nodes []string) {
 			t.Fatalf("helm uninstall: %v\n%s", err, out)
 		}
 	} else {
+		// As docs/install-upgrade-and-uninstall.md removes it: all but
+		// the policies kept for a reinstall.
 		manifest := filepath.Join(filepath.Dir(e.kubeconfig), "vgpud.yaml")
-		if out, err := e.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s"); err != nil {
+		if out, err := e.kubectl("delete", "-f", manifest, "-l", "vgpud.io/keep!=true", "--wait=true", "--timeout=120s"); err != nil {
 			t.Fatalf("kubectl delete -f %s: %v\n%s", manifest, err, out)
 		}
 	}
@@ -133,4 +138,30 @@ func removal(t *testing.T, e env, nodes []string) {
 		t.Fatalf("the pod running before the removal: %v, phase %s, %d restarts (was %d)", err, now.Status.Phase, restarts(now), restarts(before))
 	}
 	t.Logf("after removal: a new pod runs on each of %d nodes (%v), and the pod from before runs on without a restart", len(nodes), took.Round(time.Millisecond))
+
+	// What stays: the two policies that keep the apiserver resolving
+	// vgpud's params (kubernetes/kubernetes#130887), and nothing else
+	// of vgpud's cluster-scoped admission objects.
+	keep, err := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{LabelSelector: "vgpud.io/keep=true"})
+	if err != nil || len(keep.Items) != 2 {
+		t.Fatalf("after removal, the kept bindings: %v (%v); want vgpud-keep-lease-params and vgpud-keep-configmap-params", keep, err)
+	}
+	if e.last {
+		return
+	}
+	// 4. Installed again on the same kube-apiserver, never restarted:
+	// the fences that read the Lease and the ConfigMap as params hold.
+	start = time.Now()
+	for _, n := range nodes {
+		cluster("node-setup", nodeIndex(n), "install")
+	}
+	install := exec.Command(e.scripts + "/install.sh")
+	install.Env = append(os.Environ(), "VGPUD_INSTALL=manifest", "KUBECONFIG="+e.kubeconfig)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("install vgpud again: %v\n%s", err, out)
+	}
+	reinstalled = true
+	t.Logf("installed again, kube-apiserver not restarted: serving in %v", time.Since(start).Round(time.Millisecond))
+	leaseWriters(t, e, e.installed(t))
+	t.Log("the Lease and leader-node fences hold after the reinstall: the apiserver still resolves their params")
 }
