@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/cel-go/cel"
 	"sigs.k8s.io/yaml"
 )
 
@@ -450,6 +451,93 @@ func TestChartLabelsTheNamespaceHelmMade(t *testing.T) {
 	for key := range helmTemplate(t, "gpu-share", "namespace.create=true") {
 		if strings.Contains(key, "namespace-labels") {
 			t.Errorf("with namespace.create the chart still renders %s", key)
+		}
+	}
+}
+
+// The hook's token may set vgpud's four namespace labels and nothing
+// else: no owner (the garbage collector would delete the namespace), no
+// finalizer, no annotation, no other label, no label removed.
+func TestChartNamespaceHookIsHeldToItsLabels(t *testing.T) {
+	got := helmTemplate(t, "gpu-share")
+	raw, _ := json.Marshal(got["ValidatingAdmissionPolicy/vgpud-namespace-labels-gpu-share"])
+	var p struct {
+		Spec struct {
+			MatchConditions []struct{ Expression string } `json:"matchConditions"`
+			Variables       []struct{ Name, Expression string }
+			Validations     []struct{ Expression string }
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Spec.Validations) != 1 {
+		t.Fatalf("the hook's policy: %v %s", err, raw)
+	}
+	if _, ok := got["ValidatingAdmissionPolicyBinding/vgpud-namespace-labels-gpu-share"]; !ok || !strings.Contains(p.Spec.MatchConditions[0].Expression, "system:serviceaccount:gpu-share:vgpud-namespace-labels") {
+		t.Fatalf("the hook's policy is not bound to its ServiceAccount: %s", raw)
+	}
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType),
+		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)), cel.OptionalTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(expr string, act map[string]any) any {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("compile %s: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := prg.Eval(act)
+		if err != nil {
+			t.Fatalf("eval %s: %v", expr, err)
+		}
+		return out.Value()
+	}
+	ns := func(labels map[string]any, extra map[string]any) map[string]any {
+		meta := map[string]any{"name": "gpu-share", "labels": labels}
+		for k, v := range extra {
+			meta[k] = v
+		}
+		return map[string]any{"metadata": meta}
+	}
+	old := ns(map[string]any{"kubernetes.io/metadata.name": "gpu-share"}, nil)
+	want := map[string]any{"kubernetes.io/metadata.name": "gpu-share", "app.kubernetes.io/name": "vgpud", "vgpud.io/webhook": "ignore",
+		"pod-security.kubernetes.io/enforce": "privileged", "pod-security.kubernetes.io/enforce-version": "latest"}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for a, b := range want {
+			m[a] = b
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		new     map[string]any
+		allowed bool
+	}{
+		{"the four labels", ns(want, nil), true},
+		{"an owner", ns(want, map[string]any{"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "0"}}}), false},
+		{"a finalizer", ns(want, map[string]any{"finalizers": []any{"example.com/hold"}}), false},
+		{"an annotation", ns(want, map[string]any{"annotations": map[string]any{"a": "b"}}), false},
+		{"another label", ns(with("team", "x"), nil), false},
+		{"a baseline namespace", ns(with("pod-security.kubernetes.io/enforce", "baseline"), nil), false},
+		{"a label removed", ns(with("kubernetes.io/metadata.name", nil), nil), false},
+	} {
+		act := map[string]any{"object": tc.new, "oldObject": old, "request": map[string]any{"operation": "UPDATE", "subResource": ""}}
+		vars := map[string]any{}
+		for _, v := range p.Spec.Variables {
+			act["variables"] = vars
+			vars[v.Name] = eval(v.Expression, act)
+		}
+		act["variables"] = vars
+		if got := eval(p.Spec.Validations[0].Expression, act) == true; got != tc.allowed {
+			t.Errorf("%s: allowed %v, want %v", tc.name, got, tc.allowed)
 		}
 	}
 }

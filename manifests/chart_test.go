@@ -140,6 +140,16 @@ func installEdits() []edit {
 		{"  cluster-settings.yaml: |\n    version: v1\n", "  cluster-settings.yaml: |\n    version: v1\n    {{- with .Values.clusterSettings }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1},
 		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
 	}
+	// The policies a removal leaves (kubernetes#130887): rendered unless
+	// they are there already and not this release's (left by the
+	// manifest's removal, or another release's), which a helm install
+	// could not take over; kept either way.
+	edits = append(edits,
+		edit{"apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: vgpud-keep-lease-params\n",
+			`{{- $kept := lookup "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding" "" "vgpud-keep-lease-params" }}` + "\n" +
+				`{{- if or (not $kept) (eq (printf "%s/%s" (dig "metadata" "annotations" "meta.helm.sh/release-namespace" "" $kept) (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $kept)) (printf "%s/%s" .Release.Namespace .Release.Name)) }}` + "\n" +
+				"apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: vgpud-keep-lease-params\n", 1},
+		edit{"\n---\n# Every change of the leader Lease's holder", "\n{{- end }}\n---\n# Every change of the leader Lease's holder", 1})
 	edits = append(edits, res("nvidia.com/gpumem-percentage", "gpumemPercentage")...)
 	edits = append(edits, res("nvidia.com/gpumem", "gpumem")...)
 	edits = append(edits, res("nvidia.com/gpucores", "gpucores")...)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -58,6 +59,12 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	}
 	if jobs, err := e.kube.BatchV1().Jobs(system).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) > 0 {
 		t.Errorf("the namespace-labels hook left %v (%v)", jobs, err)
+	}
+	if _, err := e.kube.CoreV1().ServiceAccounts(system).Get(ctx, "vgpud-namespace-labels", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the namespace-labels hook left its ServiceAccount (%v)", err)
+	}
+	if _, err := e.kube.RbacV1().ClusterRoleBindings().Get(ctx, "vgpud-namespace-labels-"+system, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the namespace-labels hook left its ClusterRoleBinding (%v)", err)
 	}
 	// The chart with another namespace and other names, as the
 	// apiserver takes it: every policy's CEL compiles with them. helm

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -162,6 +163,19 @@ func removal(t *testing.T, e env, nodes []string) {
 	}
 	reinstalled = true
 	t.Logf("installed again, kube-apiserver not restarted: serving in %v", time.Since(start).Round(time.Millisecond))
-	leaseWriters(t, e, e.installed(t))
-	t.Log("the Lease and leader-node fences hold after the reinstall: the apiserver still resolves their params")
+	again := e.installed(t)
+	// The Lease as a param (vgpud-own-writes): a replica that does not
+	// hold it may not label itself leader.
+	leader, err := e.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.otherReplica(t, leader, again, leader.Spec.NodeName)
+	_, err = e.asReplica(t, other).CoreV1().Pods(system).Patch(ctx, other.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"vgpud.io/role":"leader"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), "only the replica holding the vgpud-leader Lease labels a pod leader") {
+		t.Fatalf("after the reinstall, replica %s labelling itself leader: %v; want vgpud-own-writes to refuse it by the Lease", other.Name, err)
+	}
+	// The ConfigMap as a param (vgpud-lease), and the Lease's holder.
+	leaseWriters(t, e, again)
+	t.Log("after the reinstall the fences that read the Lease and the ConfigMap hold: the apiserver still resolves both params")
 }
