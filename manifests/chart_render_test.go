@@ -529,7 +529,7 @@ func TestChartNamespaceHookIsHeldToItsLabels(t *testing.T) {
 		{"a baseline namespace", ns(with("pod-security.kubernetes.io/enforce", "baseline"), nil), false},
 		{"a label removed", ns(with("kubernetes.io/metadata.name", nil), nil), false},
 	} {
-		act := map[string]any{"object": tc.new, "oldObject": old, "request": map[string]any{"operation": "UPDATE", "subResource": ""}}
+		act := map[string]any{"object": tc.new, "oldObject": old, "request": map[string]any{"operation": "UPDATE"}} // as the apiserver sends it: no subResource key
 		vars := map[string]any{}
 		for _, v := range p.Spec.Variables {
 			act["variables"] = vars
