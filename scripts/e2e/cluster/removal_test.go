@@ -91,7 +91,16 @@ func removal(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "preflight")
+		// kubelet's connection to a containerd just restarted may still
+		// be backing off: exec is retried until it reaches the pod.
+		var out string
+		harness.Eventually(t, 60*time.Second, "exec in "+vp.Name, func() error {
+			out, err = e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "preflight")
+			if err != nil && strings.Contains(err.Error()+out, "unable to upgrade connection") {
+				return fmt.Errorf("exec did not reach the pod: %v", err)
+			}
+			return nil
+		})
 		if err == nil || !strings.Contains(out, "FAILS OPEN") || !strings.Contains(out, "validator is off") {
 			t.Fatalf("vgpud preflight on %s after the drop-in went: %v\n%s\nwant exit 1, FAILS OPEN, validator is off", n, err, out)
 		}
