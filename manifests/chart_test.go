@@ -107,7 +107,7 @@ func installEdits() []edit {
 		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join \", \" }}]", 1},
 		{`  leader-nodes: ""`, `  leader-nodes: {{ .Values.leaderNodes | join "," | quote }}`, 1},
 		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
-			"          image: {{ printf \"%s%s\" .Values.image.repository (ternary (printf \"@%s\" .Values.image.digest) (printf \":%s\" (.Values.image.tag | default .Chart.AppVersion)) (ne .Values.image.digest \"\")) }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 1},
+			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 1},
 		{"      priorityClassName: system-node-critical\n      runtimeClassName: nvidia\n",
 			"      priorityClassName: {{ .Values.priorityClassName }}\n      {{- with .Values.runtimeClassName }}\n      runtimeClassName: {{ . }}\n      {{- end }}\n", 1},
 		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      containers:\n        - name: vgpud\n",
@@ -127,7 +127,7 @@ func installEdits() []edit {
 		{"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            requests: {cpu: 50m, memory: 64Mi}\n            limits: {memory: 512Mi}\n",
 			"              command: [\"vgpud\", \"inspect\", \"--ready\"]\n            periodSeconds: 5\n            timeoutSeconds: 5\n          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n", 1},
 		// The stock kube-scheduler of the cluster's version, unless set.
-		{"          image: registry.k8s.io/kube-scheduler:v1.36.3\n", "          image: {{ .Values.scheduler.image | default (printf \"registry.k8s.io/kube-scheduler:%s\" (regexFind \"^v[0-9]+\\\\.[0-9]+\\\\.[0-9]+\" .Capabilities.KubeVersion.Version)) }}\n", 1},
+		{"          image: " + manifestSchedulerImage + "\n", "          image: {{ .Values.scheduler.image | default (printf \"registry.k8s.io/kube-scheduler:%s\" (regexFind \"^v[0-9]+\\\\.[0-9]+\\\\.[0-9]+\" .Capabilities.KubeVersion.Version)) }}\n", 1},
 		// MutatingAdmissionPolicy v1 where the cluster serves it (1.36+);
 		// before, the webhook admits GPU pods alone. The manifest for such
 		// a cluster is ForKubernetes's.

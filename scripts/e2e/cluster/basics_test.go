@@ -462,13 +462,7 @@ func leaderFailover(t *testing.T, e env, nodes []string) {
 		t.Error(err)
 	}
 	// The DaemonSet pod comes back and the node is served again.
-	harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
-		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
-		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
-			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
-		}
-		return nil
-	})
+	e.daemonSetReady(t)
 
 	// The node's own vgpud pod restarts while a GPU pod is created: the
 	// plugin drains first, so the pod waits for the new plugin instead
@@ -500,13 +494,7 @@ func leaderFailover(t *testing.T, e env, nodes []string) {
 		return nil
 	})
 	t.Logf("node's vgpud pod deleted -> a GPU pod created then runs: %v", time.Since(restarted).Round(time.Millisecond))
-	harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
-		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
-		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
-			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
-		}
-		return nil
-	})
+	e.daemonSetReady(t)
 	// Leave the cluster as found: the restart may have moved the
 	// leadership, and the next scenario needs the webhook reachable.
 	n := 0

@@ -138,13 +138,7 @@ func sigkillFailover(t *testing.T, e env, policy bool) {
 		}
 		return nil
 	})
-	harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
-		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
-		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
-			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
-		}
-		return nil
-	})
+	e.daemonSetReady(t)
 	if err := e.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

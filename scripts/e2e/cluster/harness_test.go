@@ -408,3 +408,16 @@ func (e env) installed(t *testing.T) []string {
 	}
 	return e.nodes(t)
 }
+
+// daemonSetReady waits until every vgpud pod the DaemonSet wants is
+// ready again, after a pod of it was killed or deleted.
+func (e env) daemonSetReady(t *testing.T) {
+	t.Helper()
+	harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
+		ds, err := e.kube.AppsV1().DaemonSets(system).Get(context.Background(), "vgpud", metav1.GetOptions{})
+		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
+			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
+		}
+		return nil
+	})
+}
