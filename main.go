@@ -65,6 +65,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	cfg := defaultConfig()
 	inspectCfg := node.DefaultConfig()   // only its socket: inspect's own copy
 	preflightCfg := node.DefaultConfig() // only the runtime's settings
+	setup, setupKube := node.NewNodeSetup(), kubeclient.DefaultOptions()
 	// The settings these commands share with the role read the role's
 	// environment too; their own flags do not.
 	inspectFlags, preflightFlags := inspectCfg.InspectFlags(), preflightCfg.PreflightFlags()
@@ -127,14 +128,19 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			},
 			{
 				Name:      "node-setup",
-				Usage:     "install or remove vgpud's drop-in in this node's runtime configuration (root, on the node): with install, containerd's main file is made to import it; then prints the preflight's verdict and the restart it needs. Opt-in: nothing runs it for you",
-				ArgsUsage: "install|remove",
-				Flags:     withEnv(preflightCfg.NodeSetupFlags()),
+				Usage:     "install or remove vgpud's drop-in in this node's runtime configuration: by hand as root on the node, files only (containerd's main file is made to import it), then the preflight's verdict and the restart it needs; with --node, as the chart's init containers run it: preflight first, the runtime restarted where its files changed (one node at a time), the outcome on the node's vgpud.io/node-setup label. hold and wait-reverted are the chart's removal steps",
+				ArgsUsage: "install|remove|hold|wait-reverted",
+				Flags:     slices.Concat(withEnv(setup.SharedFlags()), setup.OwnFlags(), setupKube.Flags()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return cli.Exit("vgpud node-setup install|remove", 2)
+						return cli.Exit("vgpud node-setup install|remove|hold|wait-reverted", 2)
 					}
-					return node.RunNodeSetup(preflightCfg, c.Args().First(), stdout)
+					kube := func() (kubeclient.Clients, error) {
+						return kubeclient.New(setupKube, "vgpud/"+version+" node-setup", func(rt http.RoundTripper) http.RoundTripper { return rt })
+					}
+					return runWithSignals(c.Context, time.Minute, slog.New(slog.NewTextHandler(stderr, nil)), func(ctx context.Context) error {
+						return setup.Run(ctx, c.Args().First(), kube, stdout)
+					})
 				},
 			},
 			{

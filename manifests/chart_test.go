@@ -58,7 +58,7 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
               value: {{ $name | quote }}
             {{- end }}
             {{- end }}
-            {{- $rt := printf "%s:%s/%s" .Values.runtime.kind .Values.runtime.configDir (eq .Values.runtime.kind "cri-o" | ternary "crio.conf" "config.toml") }}
+            {{- $rt := include "vgpud.runtimeConfig" . }}
             {{- if ne $rt "containerd:/etc/containerd/config.toml" }}
             - name: VGPUD_RUNTIME_CONFIG
               value: {{ $rt | quote }}
@@ -89,7 +89,7 @@ func installEdits() []edit {
 		// unless asked; its labels are the manifest's.
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
-		{"vgpud-system", "{{ .Release.Namespace }}", 46},
+		{"vgpud-system", "{{ .Release.Namespace }}", 47},
 		// Pods that may start without vgpud's hook: vgpud's and those
 		// that start before it (the pod network's).
 		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",
@@ -107,11 +107,19 @@ func installEdits() []edit {
 		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join \", \" }}]", 1},
 		{`  leader-nodes: ""`, `  leader-nodes: {{ .Values.leaderNodes | join "," | quote }}`, 1},
 		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
-			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 1},
+			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 2},
 		{"      priorityClassName: system-node-critical\n      runtimeClassName: nvidia\n",
 			"      priorityClassName: {{ .Values.priorityClassName }}\n      {{- with .Values.runtimeClassName }}\n      runtimeClassName: {{ . }}\n      {{- end }}\n", 1},
-		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      containers:\n        - name: vgpud\n",
-			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      {{- with .Values.affinity }}\n      affinity:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n      containers:\n        - name: vgpud\n", 1},
+		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      # The node's runtime set up",
+			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      {{- with .Values.affinity }}\n      affinity:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n      {{- if .Values.nodeSetup.enabled }}\n      # The node's runtime set up", 1},
+		// The node setup: on unless turned off, for the runtime the values
+		// name, restarted as they say.
+		{"            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      containers:\n", "            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      {{- end }}\n      containers:\n", 1},
+		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "install"]`,
+			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ .Values.nodeSetup.restart }}", "--runtime-socket={{ .Values.runtime.socket }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "install"]`, 1},
+		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
+		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ dir .Values.runtime.socket }}, readOnly: true}", 1},
+		{"        - name: runtime-socket\n          hostPath: {path: /run/containerd, type: Directory}\n", "        {{- if .Values.nodeSetup.enabled }}\n        - name: runtime-socket\n          hostPath: {path: {{ dir .Values.runtime.socket }}, type: Directory}\n        {{- end }}\n", 1},
 		// HAMi-core's interposer, where the operator put it on the nodes:
 		// mounted at the same path, which the hook mounts into GPU
 		// containers, read-write for the ld.so.preload vgpud writes there.

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpud/vgpud/internal/kubeclient"
 	"github.com/vgpud/vgpud/node/internal/inspect"
 	"github.com/vgpud/vgpud/node/internal/nodesetup"
+	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/node/internal/runtimecheck"
 )
 
@@ -16,10 +21,71 @@ func RunPreflight(cl *cli.Context, cfg Config, stdout io.Writer) error {
 	return runtimecheck.Command(cfg.Runtime, cfg.Identity.NRISocket, cl.String(runtimecheck.FlagRuntimeVersion), cl.Bool("json"), stdout)
 }
 
-// RunNodeSetup is `vgpud node-setup install|remove` for the runtime cfg
-// names.
-func RunNodeSetup(cfg Config, action string, stdout io.Writer) error {
-	return nodesetup.Run(cfg.Runtime, cfg.Identity.NRISocket, action, stdout)
+// NodeSetup is `vgpud node-setup`: the runtime's settings, shared with
+// the role, and its own.
+type NodeSetup struct {
+	cfg  Config
+	opts nodesetup.Options
+}
+
+// NewNodeSetup is `vgpud node-setup` with its defaults.
+func NewNodeSetup() *NodeSetup {
+	return &NodeSetup{cfg: DefaultConfig(), opts: nodesetup.DefaultOptions()}
+}
+
+// SharedFlags are the settings node-setup shares with the role, which
+// read the role's environment too.
+func (n *NodeSetup) SharedFlags() []cli.Flag {
+	return []cli.Flag{n.cfg.Runtime.RuntimeConfigFlag(), n.cfg.Identity.NRISocketFlag()}
+}
+
+// OwnFlags are node-setup's own flags.
+func (n *NodeSetup) OwnFlags() []cli.Flag { return n.opts.Flags() }
+
+// Run is `vgpud node-setup ACTION`: install or remove by hand on the
+// host, or, with --node, as the chart's init containers run it; hold
+// (block until stopped: the revert DaemonSet's main container) and
+// wait-reverted (the chart's pre-delete hook). kube is called only by
+// what calls the API.
+func (n *NodeSetup) Run(ctx context.Context, action string, kube func() (kubeclient.Clients, error), stdout io.Writer) error {
+	if errs := n.opts.Validate(); len(errs) > 0 {
+		return cli.Exit(errs.ToAggregate().Error(), 2)
+	}
+	switch action {
+	case "hold":
+		<-ctx.Done()
+		return nil
+	case "wait-reverted":
+		k, err := kube()
+		if err != nil {
+			return err
+		}
+		return nodesetup.WaitReverted(ctx, k.Core, n.opts.WaitTimeout, 2*time.Second, stdout)
+	case "install", "remove":
+	default:
+		return cli.Exit(fmt.Sprintf("node-setup %q: want install, remove, hold or wait-reverted", action), 2)
+	}
+	if n.opts.Node == "" {
+		return nodesetup.Run(n.cfg.Runtime, n.cfg.Identity.NRISocket, action, stdout)
+	}
+	spec, err := preflight.ParseSpec(n.cfg.Runtime.RuntimeConfig)
+	if err != nil || spec.Runtime == "" {
+		return cli.Exit(fmt.Sprintf("--%s %q: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", runtimecheck.FlagRuntimeConfig, n.cfg.Runtime.RuntimeConfig), 2)
+	}
+	k, err := kube()
+	if err != nil {
+		return err
+	}
+	s := nodesetup.InCluster{
+		Spec: spec, NRISocket: n.cfg.Identity.NRISocket, RuntimeSocket: n.opts.RuntimeSocket,
+		Restart: n.opts.Restart, RestartTimeout: n.opts.RestartTimeout,
+		Node: n.opts.Node, Nodes: k.Core, Leases: k.Coordination, Namespace: n.opts.Namespace, Holder: n.opts.Holder,
+		Out: stdout,
+	}
+	if action == "install" {
+		return s.Install(ctx)
+	}
+	return s.Revert(ctx)
 }
 
 // InspectFlags are `vgpud inspect`'s flags for this node: the socket, and
@@ -37,9 +103,4 @@ func Inspect(cl *cli.Context, cfg Config, stdout io.Writer) error {
 // and the command's own.
 func (c *Config) PreflightFlags() []cli.Flag {
 	return append([]cli.Flag{c.Runtime.RuntimeConfigFlag(), c.Identity.NRISocketFlag()}, runtimecheck.CommandFlags()...)
-}
-
-// NodeSetupFlags are `vgpud node-setup`'s flags: the runtime's settings.
-func (c *Config) NodeSetupFlags() []cli.Flag {
-	return []cli.Flag{c.Runtime.RuntimeConfigFlag(), c.Identity.NRISocketFlag()}
 }

@@ -56,6 +56,11 @@ HOOK_OPTIONAL=vgpud.io/runtime-hook-optional
 # /etc/containerd: a bind of its etc-containerd directory, in its mount
 # namespace (node 1's in the host's). vgpud's runtime check mounts it.
 RUNTIME_ETC=$rund/etc/containerd
+# And its containerd's socket directory, as a node's /run/containerd: a
+# bind of its sock directory. vgpud's node setup stops the containerd
+# serving it, which its supervisor (supervise.sh, as systemd's
+# Restart=always) starts again.
+RUNTIME_RUN=$rund/run/containerd
 control=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 per_node=(containerd kubelet kube-proxy)
 
@@ -99,7 +104,7 @@ ctr_() {
 	shift
 	local b
 	b=$(containerd_bin)
-	"${b:+$b/}ctr" -a "$n_run/containerd.sock" "$@"
+	"${b:+$b/}ctr" -a "$n_run/sock/containerd.sock" "$@"
 }
 
 packages() {
@@ -158,9 +163,10 @@ network() {
 # where its directory is /var/lib/kubelet.
 mount_ns() {
 	node_vars "$1"
-	mkdir -p "$RUNTIME_ETC"
+	mkdir -p "$RUNTIME_ETC" "$RUNTIME_RUN" "$n_run/sock"
 	if [ "$1" = 1 ]; then
 		mountpoint -q "$RUNTIME_ETC" || mount --bind "$n_dir/etc-containerd" "$RUNTIME_ETC"
+		mountpoint -q "$RUNTIME_RUN" || mount --bind "$n_run/sock" "$RUNTIME_RUN"
 		return
 	fi
 	mkdir -p "$rund/mnt"
@@ -181,6 +187,7 @@ mount_ns() {
 			nsenter --mount="$n_mnt" mount --bind "$n_dir$d" "$d"
 		done
 		nsenter --mount="$n_mnt" mount --bind "$n_dir/etc-containerd" "$RUNTIME_ETC"
+		nsenter --mount="$n_mnt" mount --bind "$n_run/sock" "$RUNTIME_RUN"
 	fi
 }
 
@@ -250,7 +257,7 @@ version = 2
 root = "$d/containerd/root"
 state = "$n_run/containerd"
 [grpc]
-  address = "$n_run/containerd.sock"
+  address = "$n_run/sock/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.10"
   [plugins."io.containerd.grpc.v1.cri".registry]
@@ -267,21 +274,20 @@ state = "$n_run/containerd"
     conf_dir = "$d/cni"
 TOML
 	else
-		# NRI on, at the default socket (each node's own /run/nri), and
-		# its validator requiring vgpud's hook for every container but
-		# those annotated HOOK_OPTIONAL: no container is created without
-		# vgpud's word on its GPUs. That is the drop-in docs/install.md
-		# ships, put in place by its documented step, vgpud node-setup
-		# install, below. The import is relative to config.toml, so that
-		# it resolves the same in vgpud's container, where RUNTIME_ETC is
-		# mounted; node-setup finds it covers the drop-in and keeps it.
+		# As a node comes: containerd's own defaults (NRI on, at each
+		# node's own /run/nri), without vgpud's drop-in, which vgpud's
+		# DaemonSet puts in place itself (its node-setup init container)
+		# and restarts containerd for. The import is relative to
+		# config.toml, so that it resolves the same in vgpud's container,
+		# where RUNTIME_ETC is mounted; node-setup finds it covers the
+		# drop-in and keeps it.
 		cat >"$d/etc-containerd/config.toml" <<TOML
 version = 3
 root = "$d/containerd/root"
 state = "$n_run/containerd"
 imports = ["conf.d/*.toml"]
 [grpc]
-  address = "$n_run/containerd.sock"
+  address = "$n_run/sock/containerd.sock"
 [plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = "registry.k8s.io/pause:3.10"
 [plugins."io.containerd.cri.v1.images".registry]
@@ -297,8 +303,6 @@ imports = ["conf.d/*.toml"]
   bin_dirs = ["/usr/lib/cni"]
   conf_dir = "$d/cni"
 TOML
-		"$(vgpud_bin)" node-setup --runtime-config "containerd:$d/etc-containerd/config.toml" install >&2
-		grep -qF "tolerate_missing_plugins_annotation = \"$HOOK_OPTIONAL\"" "$d/etc-containerd/conf.d/vgpud.toml"
 	fi
 	# The cluster's registry, trusted through the cluster CA, as a node
 	# trusts a private registry.
@@ -321,7 +325,7 @@ kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
 failSwapOn: false
-containerRuntimeEndpoint: unix://$n_run/containerd.sock
+containerRuntimeEndpoint: unix://$n_run/sock/containerd.sock
 cgroupRoot: "$([ "$n_k" = 1 ] && echo / || echo /$n_name)"
 authentication:
   anonymous: {enabled: false}
@@ -423,7 +427,7 @@ start_node() {
 	local cb
 	cb=$(containerd_bin)
 	# The shim is found on PATH, beside the containerd that starts it.
-	running containerd$n_sfx || PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/etc-containerd/config.toml"
+	running containerd$n_sfx || PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "$here/supervise.sh" "${cb:+$cb/}containerd" --config "$n_dir/etc-containerd/config.toml"
 	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 	local img
 	for img in "$images"/*.tar; do
@@ -483,7 +487,7 @@ restart_containerd() {
 	stop containerd$n_sfx
 	[ -f "$logs/containerd$n_sfx.log" ] && mv "$logs/containerd$n_sfx.log" "$logs/containerd$n_sfx.log.$(date +%s%N)"
 	cb=$(containerd_bin)
-	PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "${cb:+$cb/}containerd" --config "$n_dir/etc-containerd/config.toml"
+	PATH=${cb:+$cb:}$PATH in_ns containerd$n_sfx $n_ns "$here/supervise.sh" "${cb:+$cb/}containerd" --config "$n_dir/etc-containerd/config.toml"
 	wait_for 30 "containerd of $n_name" ctr_ "$k" version
 }
 
@@ -579,6 +583,7 @@ down() {
 	# mock GPU's process list) belongs to this cluster's processes only.
 	rm -f /var/lib/vgpud/gpu-usage-*.json /var/lib/vgpud/mock-processes-*.json
 	umount "$RUNTIME_ETC" 2>/dev/null || true
+	umount "$RUNTIME_RUN" 2>/dev/null || true
 	rm -f /run/nri/nri.sock # node 1's containerd 2.x; a 1.6 node must find none
 	rm -f "$logs"/kubelet*.log.* # the logs of kubelets before a restart
 	# Pod netns of nodes after the first were mounts in their mount

@@ -69,6 +69,19 @@ const (
 	// RoleLeader is the value of LabelRole on the leader's pod.
 	RoleLeader = "leader"
 
+	// LabelNodeSetup is the outcome of the chart's node setup on a node,
+	// written by its init container: NodeSetupDone, NodeSetupFailed or
+	// NodeSetupRestartNeeded; removed when the node is reverted.
+	// AnnotationNodeSetup beside it says why, for a person.
+	LabelNodeSetup         = "vgpud.io/node-setup"
+	AnnotationNodeSetup    = "vgpud.io/node-setup"
+	NodeSetupDone          = "done"
+	NodeSetupFailed        = "failed"
+	NodeSetupRestartNeeded = "restart-needed"
+	// LeaseNodeSetup is the Lease a node's setup holds while it restarts
+	// the node's runtime: one node at a time across the cluster.
+	LeaseNodeSetup = "vgpud-node-setup"
+
 	// LabelWebhook set to WebhookIgnore on a pod or namespace opts it out of admission.
 	LabelWebhook = "vgpud.io/webhook"
 	// LabelWebhookHAMi is HAMi's opt-out label, honoured so workloads move over unchanged.

@@ -1,7 +1,9 @@
-// Package nodesetup is `vgpud node-setup`: the opt-in step that installs or removes vgpud's
-// drop-in in the node's runtime configuration, run as root on the node.
-// It changes files only; the operator restarts the runtime, which keeps
-// running containers running.
+// Package nodesetup is `vgpud node-setup`: it installs or removes vgpud's
+// drop-in in the node's runtime configuration. By hand on the host it
+// changes files only, and the operator restarts the runtime; in the
+// DaemonSet's privileged init container (InCluster) it also restarts the
+// runtime where its files changed, one node at a time, and reports the
+// outcome on the node. Running containers keep running either way.
 package nodesetup
 
 import (
@@ -12,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/urfave/cli/v2"
@@ -30,33 +33,30 @@ func dropIn(spec preflight.Spec) (path, body string) {
 	return filepath.Join(dir, "conf.d", "vgpud.toml"), manifests.ContainerdDropIn
 }
 
-// Run installs (install) or removes (remove) vgpud's drop-in for the
-// runtime o names, for vgpud's hook on nriSocket, then prints the preflight's
-// verdict on the result and the restart it needs.
+// Run is `vgpud node-setup install|remove` on the node's host, by hand:
+// it changes vgpud's drop-in for the runtime o names, for vgpud's hook on
+// nriSocket, then prints the preflight's verdict on the result and the
+// restart it needs. An install whose files would not fail closed is
+// undone.
 func Run(o runtimecheck.Options, nriSocket string, action string, stdout io.Writer) error {
 	spec, err := preflight.ParseSpec(o.RuntimeConfig)
 	if err != nil || spec.Runtime == "" {
 		return cli.Exit(fmt.Sprintf("--%s %q: name the runtime's configuration, e.g. containerd:/etc/containerd/config.toml", runtimecheck.FlagRuntimeConfig, o.RuntimeConfig), 2)
 	}
-	path, body := dropIn(spec)
+	var done Applied
 	switch action {
 	case "install":
-		if spec.Runtime == preflight.RuntimeContainerd {
-			if err := ensureImport(spec.Path, path, stdout); err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-		}
-		if err := writeFile(path, body); err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", path)
+		done, err = Install(spec, nriSocket)
 	case "remove":
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return cli.Exit(fmt.Sprintf("remove %s: %v", path, err), 1)
-		}
-		fmt.Fprintf(stdout, "removed %s\n", path)
+		done, err = Remove(spec)
 	default:
 		return cli.Exit(fmt.Sprintf("node-setup %q: want install or remove", action), 2)
+	}
+	for _, n := range done.Notes {
+		fmt.Fprintln(stdout, n)
+	}
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
 	}
 	// The files alone: the runtime runs them only once restarted.
 	v := spec.Read(runtimecheck.Want(nriSocket))
@@ -66,69 +66,167 @@ func Run(o runtimecheck.Options, nriSocket string, action string, stdout io.Writ
 	}
 	unit := map[string]string{preflight.RuntimeContainerd: "containerd", preflight.RuntimeCRIO: "crio"}[spec.Runtime]
 	fmt.Fprintf(stdout, "restart the runtime for it to apply (running containers keep running): systemctl restart %s\n", unit)
-	if action == "install" && !v.Closed() {
-		return cli.Exit("the runtime would not fail closed without vgpud: fix what is listed above", 1)
-	}
 	return nil
 }
 
-// ensureImport makes containerd's main file import the drop-in: it
-// creates a main file that only imports it where there is none, adds an
-// imports line where the file has none, and refuses to rewrite an
-// imports list that does not cover it, or a file below version 3, whose
-// containerd refuses a version 3 drop-in.
-func ensureImport(main, dropInPath string, stdout io.Writer) error {
+// Applied is what Install or Remove changed.
+type Applied struct {
+	// Changed is set when a file's content changed.
+	Changed bool
+	// Notes say what was done to which file, for a person.
+	Notes []string
+}
+
+// edit is one file's new content, and what it held before, to undo it.
+type edit struct {
+	path    string
+	after   string
+	remove  bool   // delete the file instead
+	before  []byte // nil when there was no file
+	existed bool
+}
+
+// Install puts vgpud's drop-in in place for spec and, for containerd,
+// makes the main file import it; it changes nothing it would have to
+// refuse. Files that would then not fail closed for vgpud's hook on
+// nriSocket are put back as they were, and the error says why.
+func Install(spec preflight.Spec, nriSocket string) (Applied, error) {
+	path, body := dropIn(spec)
+	var edits []edit
+	var notes []string
+	if spec.Runtime == preflight.RuntimeContainerd {
+		e, note, err := importEdit(spec.Path, path)
+		if err != nil {
+			return Applied{}, err
+		}
+		if e != nil {
+			edits, notes = append(edits, *e), append(notes, note)
+		}
+	}
+	edits = append(edits, edit{path: path, after: body})
+	done, err := apply(edits)
+	done.Notes = append(notes, done.Notes...)
+	if err != nil {
+		return done, err
+	}
+	if v := spec.Read(runtimecheck.Want(nriSocket)); !v.Closed() {
+		if uerr := undo(edits); uerr != nil {
+			return done, fmt.Errorf("the files would not fail closed (%s), and putting them back failed: %w", strings.Join(v.Problems, "; "), uerr)
+		}
+		return Applied{Notes: []string{"put every file back as it was"}}, fmt.Errorf("with vgpud's drop-in the runtime would still not fail closed, so nothing was changed: %s", strings.Join(v.Problems, "; "))
+	}
+	return done, nil
+}
+
+// Remove deletes vgpud's drop-in for spec. containerd's imports line
+// stays: it imports a directory, which may hold other files.
+func Remove(spec preflight.Spec) (Applied, error) {
+	path, _ := dropIn(spec)
+	return apply([]edit{{path: path, remove: true}})
+}
+
+// apply makes edits in order, each file replaced at once, skipping those
+// whose content is already right; on a failure it undoes the ones made.
+func apply(edits []edit) (Applied, error) {
+	var done Applied
+	for i := range edits {
+		e := &edits[i]
+		raw, err := os.ReadFile(e.path)
+		switch {
+		case err == nil:
+			e.before, e.existed = raw, true
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return done, fmt.Errorf("read %s: %w", e.path, err)
+		}
+		if e.remove {
+			if !e.existed {
+				continue
+			}
+			if err := os.Remove(e.path); err != nil {
+				return done, errors.Join(fmt.Errorf("remove %s: %w", e.path, err), undo(edits[:i]))
+			}
+			done.Changed = true
+			done.Notes = append(done.Notes, "removed "+e.path)
+			continue
+		}
+		if e.existed && string(e.before) == e.after {
+			continue
+		}
+		if err := writeFile(e.path, e.after); err != nil {
+			return done, errors.Join(err, undo(edits[:i]))
+		}
+		done.Changed = true
+		done.Notes = append(done.Notes, "wrote "+e.path)
+	}
+	return done, nil
+}
+
+// undo puts back what apply changed of edits, last first.
+func undo(edits []edit) error {
+	var errs []error
+	for i := len(edits) - 1; i >= 0; i-- {
+		e := edits[i]
+		switch {
+		case e.existed:
+			errs = append(errs, writeFile(e.path, string(e.before)))
+		default:
+			if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove %s: %w", e.path, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// importEdit is the edit that makes containerd's main file import the
+// drop-in, nil where it does already: a main file that only imports it
+// where there is none, an imports line where the file has none. It
+// refuses to rewrite an imports list that does not cover the drop-in, or
+// a file below version 3, whose containerd refuses a version 3 drop-in.
+func importEdit(main, dropInPath string) (*edit, string, error) {
 	glob := filepath.Join(filepath.Dir(dropInPath), "*.toml")
 	if fi, err := os.Lstat(main); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("%s is a symlink: add imports = [%q] to the file it points to, by hand", main, glob)
+		return nil, "", fmt.Errorf("%s is a symlink: add imports = [%q] to the file it points to, by hand", main, glob)
 	}
 	raw, err := os.ReadFile(main)
 	if errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(stdout, "wrote %s, which imports %s (containerd's defaults otherwise)\n", main, glob)
-		return writeFile(main, fmt.Sprintf("version = 3\nimports = [%q]\n", glob))
+		return &edit{path: main, after: fmt.Sprintf("version = 3\nimports = [%q]\n", glob)},
+			fmt.Sprintf("%s imports %s (containerd's defaults otherwise)", main, glob), nil
 	}
 	if err != nil {
-		return fmt.Errorf("read %s: %w", main, err)
+		return nil, "", fmt.Errorf("read %s: %w", main, err)
 	}
 	var top struct {
 		Version int      `toml:"version"`
 		Imports []string `toml:"imports"`
 	}
 	if err := toml.Unmarshal(raw, &top); err != nil {
-		return fmt.Errorf("%s is not TOML containerd reads: %w", main, err)
+		return nil, "", fmt.Errorf("%s is not TOML containerd reads: %w", main, err)
 	}
 	if top.Version < 3 {
-		return fmt.Errorf("%s says version = %d: containerd refuses a version 3 drop-in beside it; run containerd config migrate > %s.new, check it and put it in place, then run this again", main, top.Version, main)
+		return nil, "", fmt.Errorf("%s says version = %d: containerd refuses a version 3 drop-in beside it; run containerd config migrate > %s.new, check it and put it in place, then run this again", main, top.Version, main)
 	}
 	for _, imp := range top.Imports {
 		if !filepath.IsAbs(imp) {
 			imp = filepath.Join(filepath.Dir(main), imp)
 		}
 		if ok, _ := filepath.Match(filepath.Clean(imp), dropInPath); ok {
-			return nil
+			return nil, "", nil
 		}
 	}
 	if top.Imports != nil {
-		return fmt.Errorf("%s imports %q, which does not cover %s: add %q to that list and run this again", main, top.Imports, dropInPath, glob)
+		return nil, "", fmt.Errorf("%s imports %q, which does not cover %s: add %q to that list and run this again", main, top.Imports, dropInPath, glob)
 	}
 	// A top-level key must come before the first table: right after the
 	// version line, which is top-level.
 	versionLine := regexp.MustCompile(`(?m)^version\s*=\s*\d+[ \t]*(#.*)?$`)
 	loc := versionLine.FindIndex(raw)
 	if loc == nil {
-		return fmt.Errorf("%s: no top-level version line to add imports after: add imports = [%q] at its top", main, glob)
+		return nil, "", fmt.Errorf("%s: no top-level version line to add imports after: add imports = [%q] at its top", main, glob)
 	}
-	line := fmt.Sprintf("\nimports = [%q]", glob)
-	out := string(raw[:loc[1]]) + line + string(raw[loc[1]:])
-	backup := main + ".vgpud-backup"
-	if err := writeFile(backup, string(raw)); err != nil {
-		return err
-	}
-	if err := writeFile(main, out); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "added imports = [%q] to %s (the file before: %s)\n", glob, main, backup)
-	return nil
+	out := string(raw[:loc[1]]) + fmt.Sprintf("\nimports = [%q]", glob) + string(raw[loc[1]:])
+	return &edit{path: main, after: out}, fmt.Sprintf("added imports = [%q] to %s", glob, main), nil
 }
 
 // writeFile replaces path's content at once, so the runtime never reads

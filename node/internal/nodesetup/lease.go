@@ -1,0 +1,65 @@
+package nodesetup
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// The node-setup Lease's timing: a holder that dies mid-restart holds up
+// the other nodes for leaseDuration at most.
+const (
+	leaseDuration = 30 * time.Second
+	leaseRenew    = 20 * time.Second
+	leaseRetry    = 2 * time.Second
+)
+
+// holdLease runs fn while holding the Lease namespace/name as holder,
+// waiting for it first (every node's init container starts at once on
+// an install), and releases it when fn returns. fn's context ends should
+// the hold be lost.
+func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, namespace, name, holder string, out io.Writer, fn func(context.Context) error) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Client:     leases,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: holder},
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	started, result := make(chan struct{}), make(chan error, 1)
+	waited := time.Now()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   leaseDuration,
+		RenewDeadline:   leaseRenew,
+		RetryPeriod:     leaseRetry,
+		ReleaseOnCancel: true,
+		Name:            name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				close(started)
+				fmt.Fprintf(out, "node-setup: holding Lease %s/%s after %s\n", namespace, name, time.Since(waited).Round(time.Millisecond))
+				result <- fn(ctx)
+				cancel()
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("Lease %s/%s: %w", namespace, name, err)
+	}
+	le.Run(ctx)
+	select {
+	case <-started:
+		// fn runs on after a lost hold, its context ended: its error.
+		return <-result
+	default:
+		return fmt.Errorf("the Lease %s/%s was never held: %w", namespace, name, context.Cause(ctx))
+	}
+}

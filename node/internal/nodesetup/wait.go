@@ -1,0 +1,68 @@
+package nodesetup
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
+)
+
+// WaitReverted waits until no node carries vgpud.io/node-setup, which
+// each node's revert takes off, polling every poll: the chart's
+// pre-delete hook, so that nothing else of vgpud is removed while a node
+// still needs it. It gives up after timeout naming the nodes left, and
+// which of them are not Ready (a node gone or down cannot revert).
+func WaitReverted(ctx context.Context, nodes typedcorev1.NodesGetter, timeout, poll time.Duration, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	said := ""
+	for {
+		list, err := nodes.Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.LabelNodeSetup})
+		var left []string
+		if err == nil {
+			for _, n := range list.Items {
+				state := n.Labels[wellknown.LabelNodeSetup]
+				if !ready(n) {
+					state += ", not Ready"
+				}
+				left = append(left, n.Name+" ("+state+")")
+			}
+			slices.Sort(left)
+			if len(left) == 0 {
+				fmt.Fprintln(out, "node-setup: every node is reverted")
+				return nil
+			}
+			if now := strings.Join(left, ", "); now != said {
+				said = now
+				fmt.Fprintln(out, "node-setup: waiting for the revert of", now)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("list nodes: %w", err)
+			}
+			return fmt.Errorf("after %s these nodes still carry %s: %s. Each is reverted by the vgpud-node-revert DaemonSet's pod on it; a node that cannot run it: delete /etc/containerd/conf.d/vgpud.toml there, restart containerd, then kubectl label node NODE %s-", timeout, wellknown.LabelNodeSetup, strings.Join(left, ", "), wellknown.LabelNodeSetup)
+		case <-t.C:
+		}
+	}
+}
+
+func ready(n corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
