@@ -68,7 +68,8 @@ manifests:
 	@[ -n "$(IMAGE)" ] || { echo "make manifests IMAGE=<registry>/<repository>:<tag>" >&2; exit 2; }
 	$(GO) build -o bin/image ./scripts/image
 	bin/image pin --image "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)") $(if $(KUBERNETES),--kubernetes "$(KUBERNETES)") <manifests/vgpud.yaml >bin/vgpud.yaml
-	@echo "bin/vgpud.yaml: vgpud as $$(grep -m1 -o 'image: .*vgpud.*' bin/vgpud.yaml | cut -d' ' -f2)"
+	bin/image pin --image "$(IMAGE)" $(if $(REGISTRY_CA),--ca "$(REGISTRY_CA)") <manifests/node-revert.yaml >bin/node-revert.yaml
+	@echo "bin/vgpud.yaml: vgpud as $$(grep -m1 -o 'image: .*vgpud.*' bin/vgpud.yaml | cut -d' ' -f2); bin/node-revert.yaml: removal's first step"
 
 # Fast tests: no cluster, no root. scripts/promcheck is its own module
 # (Prometheus's discovery and the Operator's types, kept out of go.mod).

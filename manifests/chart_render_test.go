@@ -3,6 +3,7 @@ package manifests
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"reflect"
@@ -105,8 +106,59 @@ func TestChartRendersTheManifest(t *testing.T) {
 	}
 	compare("helm template", got, want)
 	want["Namespace/vgpud-system"] = ns
-	compare("helm template --set namespace.create=true", helmTemplate(t, "vgpud-system", "namespace.create=true"), want)
+	compare("helm template --set namespace.create=true", withoutHooks(helmTemplate(t, "vgpud-system", "namespace.create=true")), want)
 	t.Logf("the chart's defaults render the manifest's %d objects", len(want))
+}
+
+// The chart's removal reverts every node first: its pre-delete hook is
+// manifests/node-revert.yaml, object for object, the DaemonSet before
+// the Job that waits for it; with nodeSetup.enabled=false there is
+// neither the init container nor the hook.
+func TestChartRevertsNodesBeforeRemoval(t *testing.T) {
+	want := objects(t, NodeRevert)
+	got := map[string]map[string]any{}
+	weights := map[string]any{}
+	for key, o := range helmTemplate(t, "vgpud-system") {
+		meta, _ := o["metadata"].(map[string]any)
+		ann, _ := meta["annotations"].(map[string]any)
+		if ann["helm.sh/hook"] != "pre-delete" {
+			continue
+		}
+		weights[key] = ann["helm.sh/hook-weight"]
+		delete(meta, "annotations")
+		got[key] = o
+	}
+	if len(got) != len(want) {
+		t.Fatalf("pre-delete hooks %v, want node-revert.yaml's %d objects", slices.Sorted(maps.Keys(got)), len(want))
+	}
+	for key, w := range want {
+		if !reflect.DeepEqual(got[key], w) {
+			gj, _ := json.Marshal(got[key])
+			wj, _ := json.Marshal(w)
+			t.Errorf("pre-delete hook %s differs from node-revert.yaml's:\nchart:    %s\nmanifest: %s", key, gj, wj)
+		}
+	}
+	if weights["DaemonSet/vgpud-node-revert"] != "-10" || weights["Job/vgpud-node-revert"] != "0" {
+		t.Errorf("hook weights %v: the DaemonSet must come before the Job that waits for it", weights)
+	}
+	off := helmTemplate(t, "vgpud-system", "nodeSetup.enabled=false")
+	if _, ok := off["DaemonSet/vgpud-node-revert"]; ok {
+		t.Error("nodeSetup.enabled=false still renders the revert hook")
+	}
+	if ds, _ := json.Marshal(off["DaemonSet/vgpud"]); strings.Contains(string(ds), "node-setup") || strings.Contains(string(ds), "runtime-socket") {
+		t.Errorf("nodeSetup.enabled=false still renders the node setup: %s", ds)
+	}
+	// The runtime's paths and restart reach both the init container and
+	// the hook, with --runtime-config matching what the role reads.
+	crio := helmTemplate(t, "vgpud-system", "runtime.kind=cri-o", "runtime.configDir=/etc/crio", "runtime.socket=/var/run/crio/crio.sock", "nodeSetup.restart=none")
+	for _, key := range []string{"DaemonSet/vgpud", "DaemonSet/vgpud-node-revert"} {
+		raw, _ := json.Marshal(crio[key])
+		for _, wantS := range []string{`"--restart=none"`, `"--runtime-socket=/var/run/crio/crio.sock"`, `"--runtime-config=cri-o:/etc/crio/crio.conf"`, `"path":"/var/run/crio"`, `"mountPath":"/etc/crio"`} {
+			if !strings.Contains(string(raw), wantS) {
+				t.Errorf("%s with CRI-O's values lacks %s", key, wantS)
+			}
+		}
+	}
 }
 
 // Another namespace and other names reach every place that names them:

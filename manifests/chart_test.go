@@ -178,6 +178,31 @@ func installEdits() []edit {
 	return edits
 }
 
+// revertEdits make charts/vgpud's pre-delete hook of
+// manifests/node-revert.yaml: the chart's namespace, image and runtime
+// paths (Helm 3 does not post-render hooks), Helm's hook annotations.
+func revertEdits() []edit {
+	hook := func(weight string) string {
+		return "  labels:\n    app.kubernetes.io/name: vgpud\n  annotations:\n    helm.sh/hook: pre-delete\n    helm.sh/hook-weight: \"" + weight + "\"\n    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded\nspec:\n"
+	}
+	return []edit{
+		{"vgpud-system", "{{ .Release.Namespace }}", 3},
+		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
+			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 3},
+		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "remove"]`,
+			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ .Values.nodeSetup.restart }}", "--runtime-socket={{ .Values.runtime.socket }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "remove"]`, 1},
+		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
+		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ dir .Values.runtime.socket }}, readOnly: true}", 1},
+		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
+		{"hostPath: {path: /run/containerd, type: Directory}", "hostPath: {path: {{ dir .Values.runtime.socket }}, type: Directory}", 1},
+		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  selector:",
+			"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n" + hook("-10") + "  selector:", 1},
+		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  backoffLimit:",
+			"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n" + hook("0") + "  backoffLimit:", 1},
+		{"      serviceAccountName: vgpud\n", "      serviceAccountName: vgpud\n      {{- with .Values.imagePullSecrets }}\n      imagePullSecrets:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n", 2},
+	}
+}
+
 // monitoringTemplate wraps the Prometheus Operator's files in the
 // chart's switches; the alerts' own {{ }} reach Prometheus unexpanded.
 func monitoringTemplate(t *testing.T) string {
@@ -208,9 +233,17 @@ func TestChartTemplatesAreGenerated(t *testing.T) {
 		}
 		tmpl = strings.ReplaceAll(tmpl, e.old, e.new)
 	}
+	revert := NodeRevert
+	for _, e := range revertEdits() {
+		if n := strings.Count(revert, e.old); n != e.n {
+			t.Fatalf("manifests/node-revert.yaml has %q %d times, the chart's edit expects %d: update revertEdits", e.old, n, e.n)
+		}
+		revert = strings.ReplaceAll(revert, e.old, e.new)
+	}
 	want := map[string]string{
-		"../charts/vgpud/templates/vgpud.yaml":      strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + "{{- include \"vgpud.validate\" . }}\n" + tmpl,
-		"../charts/vgpud/templates/monitoring.yaml": strings.Replace(chartHeader, "%s", "monitoring/", 1) + monitoringTemplate(t),
+		"../charts/vgpud/templates/node-revert.yaml": strings.Replace(chartHeader, "%s", "node-revert.yaml", 1) + "{{- if .Values.nodeSetup.enabled }}\n" + revert + "{{- end }}\n",
+		"../charts/vgpud/templates/vgpud.yaml":       strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + "{{- include \"vgpud.validate\" . }}\n" + tmpl,
+		"../charts/vgpud/templates/monitoring.yaml":  strings.Replace(chartHeader, "%s", "monitoring/", 1) + monitoringTemplate(t),
 	}
 	for path, body := range want {
 		if os.Getenv("VGPUD_UPDATE_DOCS") != "" {

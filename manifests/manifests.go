@@ -14,6 +14,12 @@ import (
 //go:embed vgpud.yaml
 var install string
 
+// NodeRevert is manifests/node-revert.yaml, removal's first step: every
+// node's runtime set back.
+//
+//go:embed node-revert.yaml
+var NodeRevert string
+
 // TenantExample is manifests/tenant-example.yaml, a tenant namespace as
 // docs/security-tenants.md asks for it.
 //

@@ -10,7 +10,9 @@
 #                       manifests/mock), pinned and made for the cluster's
 #                       version as make manifests pins and makes it
 #   chart               helm upgrade --install of charts/vgpud, the overlay
-#                       applied by a post-renderer (scripts/mock-post-render.sh)
+#                       applied by a post-renderer (scripts/mock-post-render.sh),
+#                       and the nodes' runtime paths by values, for the
+#                       removal hook, which Helm 3 does not post-render
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s%N)
@@ -25,6 +27,9 @@ manifest)
 		bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" \
 			--kubernetes "$(kubectl version -o json | jq -r .serverVersion.gitVersion)" >"$state/vgpud.yaml"
 	grep -qF "image: $pushed" "$state/vgpud.yaml" || { echo "install: the manifest does not name the image pushed, $pushed" >&2; exit 1; }
+	# Removal's first step, pinned alike (docs/install-upgrade-and-uninstall.md).
+	kubectl kustomize --load-restrictor=LoadRestrictionsNone manifests/mock/node-revert |
+		bin/image pin --image "${pushed%@*}" --ca "$state/pki/ca.crt" >"$state/node-revert.yaml"
 	kubectl apply -f "$state/vgpud.yaml" >/dev/null
 	;;
 chart)
@@ -33,6 +38,7 @@ chart)
 	repo=${repo%:*}
 	"$helm" upgrade --install vgpud charts/vgpud --namespace vgpud-system --create-namespace \
 		--set image.repository="$repo" --set image.digest="${pushed#*@}" \
+		--set runtime.configDir=/run/vgpud-e2e/etc/containerd --set runtime.socket=/run/vgpud-e2e/run/containerd/containerd.sock \
 		--post-renderer scripts/mock-post-render.sh >/dev/null
 	image=$(kubectl -n vgpud-system get ds vgpud -o jsonpath='{.spec.template.spec.containers[0].image}')
 	[ "$image" = "$repo@${pushed#*@}" ] || { echo "install: the chart installed $image, not the image pushed, $pushed" >&2; exit 1; }

@@ -4,7 +4,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,24 +18,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
-// removal takes vgpud out as docs/install-upgrade-and-uninstall.md says: first each node's
-// runtime stops requiring vgpud's hook (the drop-in deleted, containerd
-// restarted), then what was applied is deleted. Every node must still
-// start containers, and a pod already running keeps running. vgpud is
-// then put back (drop-in, kube-apiserver restarted, install) for what
-// runs after.
+// removal takes vgpud out as docs/install-upgrade-and-uninstall.md says,
+// with no step on a node: first every node's runtime is reverted (the
+// chart's pre-delete hook, or node-revert.yaml by kubectl: the drop-in
+// deleted, containerd restarted, one node at a time), then the rest is
+// deleted. Every node must then start containers, even one that names
+// vgpud as a required NRI plugin, and a pod already running keeps
+// running. vgpud is then installed again, on the same kube-apiserver,
+// and sets every node up again itself.
 func removal(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
-	cluster := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command(e.scripts+"/cluster.sh", args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("cluster.sh %v: %v\n%s", args, err, out)
-		}
-	}
 	ns := "e2e-removal"
 	e.namespace(t, ns, nil)
 	plain := func(name, node string) *corev1.Pod {
@@ -52,21 +50,21 @@ func removal(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, n := range nodes {
+		if node, err := e.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil || node.Labels[wellknown.LabelNodeSetup] != wellknown.NodeSetupDone {
+			t.Fatalf("before the removal, node %s: %v, %s=%q; want %s", n, err, wellknown.LabelNodeSetup, node.Labels[wellknown.LabelNodeSetup], wellknown.NodeSetupDone)
+		}
+	}
 
 	// Put back, should the scenario stop before it installs vgpud again
 	// itself (and unless nothing runs after: the compatibility
-	// clusters): the drop-in on every node, a fresh kube-apiserver (in
-	// case the params vgpud's fences read were lost,
-	// docs/install-upgrade-and-uninstall.md) and vgpud.
+	// clusters): a fresh kube-apiserver (in case the params vgpud's
+	// fences read were lost, docs/install-upgrade-and-uninstall.md) and
+	// vgpud, whose init containers set the nodes up again.
 	reinstalled := false
 	t.Cleanup(func() {
 		if e.last || reinstalled {
 			return
-		}
-		for _, n := range nodes {
-			if out, err := exec.Command(e.scripts+"/cluster.sh", "node-setup", nodeIndex(n), "install").CombinedOutput(); err != nil {
-				t.Errorf("put the drop-in back on %s: %v\n%s", n, err, out)
-			}
 		}
 		if out, err := exec.Command(e.scripts+"/cluster.sh", "restart-apiserver").CombinedOutput(); err != nil {
 			t.Errorf("restart kube-apiserver: %v\n%s", err, out)
@@ -78,51 +76,33 @@ func removal(t *testing.T, e env, nodes []string) {
 		}
 	})
 
-	// 1. The node step: no runtime requires vgpud's hook any more.
+	// 1 and 2. Every node reverted first, then what was installed
+	// deleted: the Helm release where the chart installed vgpud (its
+	// pre-delete hook reverts the nodes), else the manifest applied,
+	// after node-revert.yaml's Job says every node is reverted.
 	start := time.Now()
-	for _, n := range nodes {
-		cluster("node-setup", nodeIndex(n), "remove")
-	}
-	t.Logf("drop-in removed and containerd restarted on %d nodes in %v", len(nodes), time.Since(start).Round(time.Millisecond))
-	// The preflight says so on every node, as an operator checks it
-	// before deleting vgpud: the runtime no longer fails closed.
-	for _, n := range nodes {
-		vp, err := e.vgpudPod(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// kubelet's connection to a containerd just restarted may still
-		// be backing off: exec is retried until it reaches the pod.
-		var out string
-		harness.Eventually(t, 60*time.Second, "exec in "+vp.Name, func() error {
-			out, err = e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "preflight")
-			if err != nil && strings.Contains(err.Error()+out, "unable to upgrade connection") {
-				return fmt.Errorf("exec did not reach the pod: %v", err)
-			}
-			return nil
-		})
-		if err == nil || !strings.Contains(out, "FAILS OPEN") || !strings.Contains(out, "validator is off") {
-			t.Fatalf("vgpud preflight on %s after the drop-in went: %v\n%s\nwant exit 1, FAILS OPEN, validator is off", n, err, out)
-		}
-	}
-	t.Log("vgpud preflight says FAILS OPEN on every node once the drop-in is gone")
-
-	// 2. What was installed, deleted: the Helm release where the chart
-	// installed vgpud, else the manifest applied.
-	start = time.Now()
+	root := filepath.Join(e.scripts, "..")
 	if release, err := e.kube.CoreV1().Secrets(system).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=vgpud,status=deployed"}); err == nil && len(release.Items) > 0 {
-		uninstall := exec.Command("bash", "-c", `"$(scripts/helm.sh)" uninstall vgpud --namespace vgpud-system --wait --timeout 120s && kubectl delete namespace vgpud-system --wait=true --timeout=120s`)
-		uninstall.Dir = filepath.Join(e.scripts, "..")
+		uninstall := exec.Command("bash", "-c", `"$(scripts/helm.sh)" uninstall vgpud --namespace vgpud-system --wait --timeout 300s && kubectl delete namespace vgpud-system --wait=true --timeout=120s`)
+		uninstall.Dir = root
 		uninstall.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 		if out, err := uninstall.CombinedOutput(); err != nil {
 			t.Fatalf("helm uninstall: %v\n%s", err, out)
 		}
 	} else {
-		// As docs/install-upgrade-and-uninstall.md removes it: all but
-		// the policies kept for a reinstall.
-		manifest := filepath.Join(filepath.Dir(e.kubeconfig), "vgpud.yaml")
-		if out, err := e.kubectl("delete", "-f", manifest, "-l", "vgpud.io/keep!=true", "--wait=true", "--timeout=120s"); err != nil {
-			t.Fatalf("kubectl delete -f %s: %v\n%s", manifest, err, out)
+		// As docs/install-upgrade-and-uninstall.md removes it.
+		dir := filepath.Dir(e.kubeconfig)
+		revert, manifest := filepath.Join(dir, "node-revert.yaml"), filepath.Join(dir, "vgpud.yaml")
+		for _, args := range [][]string{
+			{"apply", "-f", revert},
+			{"-n", system, "wait", "--for=condition=Complete", "job/vgpud-node-revert", "--timeout=240s"},
+			{"delete", "-f", revert, "--wait=true", "--timeout=120s"},
+			{"delete", "-f", manifest, "-l", "vgpud.io/keep!=true", "--wait=true", "--timeout=120s"},
+		} {
+			if out, err := e.kubectl(args...); err != nil {
+				logs, _ := e.kubectl("-n", system, "logs", "job/vgpud-node-revert")
+				t.Fatalf("kubectl %v: %v\n%s\nthe revert Job's log:\n%s", args, err, out, logs)
+			}
 		}
 	}
 	harness.Eventually(t, 120*time.Second, "vgpud gone", func() error {
@@ -131,7 +111,20 @@ func removal(t *testing.T, e env, nodes []string) {
 		}
 		return nil
 	})
-	t.Logf("vgpud and its namespace gone in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("every node reverted, then vgpud and its namespace gone, in %v", time.Since(start).Round(time.Millisecond))
+	// On every node: no label, no drop-in on the host.
+	for _, n := range nodes {
+		node, err := e.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := node.Labels[wellknown.LabelNodeSetup]; ok {
+			t.Errorf("after removal node %s still says %s=%s", n, wellknown.LabelNodeSetup, v)
+		}
+		if _, err := os.Stat(dropInOnHost(e, n)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("after removal node %s's drop-in %s: %v, want it gone", n, dropInOnHost(e, n), err)
+		}
+	}
 
 	// 3. Every node starts containers, and the pod from before runs on.
 	var names []string
@@ -142,12 +135,23 @@ func removal(t *testing.T, e env, nodes []string) {
 		}
 		names = append(names, p.Name)
 	}
+	// One that names vgpud as a required NRI plugin, as admission marked
+	// what could reach a GPU: it starts only where the runtime no longer
+	// requires vgpud's hook, which is gone.
+	for i, n := range nodes {
+		p := plain(fmt.Sprintf("marked-%d", i), n)
+		p.Annotations = map[string]string{wellknown.AnnotationRequiredPlugins: wellknown.RequiredPluginsVgpud}
+		if _, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name)
+	}
 	took := e.waitRunning(t, ns, names, 90*time.Second)
 	now, err := e.kube.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{})
 	if err != nil || now.UID != before.UID || now.Status.Phase != corev1.PodRunning || restarts(now) != restarts(before) {
 		t.Fatalf("the pod running before the removal: %v, phase %s, %d restarts (was %d)", err, now.Status.Phase, restarts(now), restarts(before))
 	}
-	t.Logf("after removal: a new pod runs on each of %d nodes (%v), and the pod from before runs on without a restart", len(nodes), took.Round(time.Millisecond))
+	t.Logf("after removal: a new pod, and one requiring vgpud's hook, run on each of %d nodes (%v), and the pod from before runs on without a restart", len(nodes), took.Round(time.Millisecond))
 
 	// What stays: the two policies that keep the apiserver resolving
 	// vgpud's params (kubernetes/kubernetes#130887), and nothing else
@@ -160,11 +164,9 @@ func removal(t *testing.T, e env, nodes []string) {
 		return
 	}
 	// 4. Installed again on the same kube-apiserver, never restarted:
-	// the fences that read the Lease and the ConfigMap as params hold.
+	// the fences that read the Lease and the ConfigMap hold, and every
+	// node is set up again by vgpud's own init containers.
 	start = time.Now()
-	for _, n := range nodes {
-		cluster("node-setup", nodeIndex(n), "install")
-	}
 	install := exec.Command(e.scripts + "/install.sh")
 	install.Env = append(os.Environ(), "VGPUD_INSTALL=manifest", "KUBECONFIG="+e.kubeconfig)
 	if out, err := install.CombinedOutput(); err != nil {
@@ -172,6 +174,14 @@ func removal(t *testing.T, e env, nodes []string) {
 	}
 	reinstalled = true
 	t.Logf("installed again, kube-apiserver not restarted: serving in %v", time.Since(start).Round(time.Millisecond))
+	for _, n := range nodes {
+		if node, err := e.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil || node.Labels[wellknown.LabelNodeSetup] != wellknown.NodeSetupDone {
+			t.Errorf("after the reinstall node %s: %v, %s=%q; want %s", n, err, wellknown.LabelNodeSetup, node.Labels[wellknown.LabelNodeSetup], wellknown.NodeSetupDone)
+		}
+		if _, err := os.Stat(dropInOnHost(e, n)); err != nil {
+			t.Errorf("after the reinstall node %s's drop-in: %v", n, err)
+		}
+	}
 	again := e.installed(t)
 	// The Lease as a param (vgpud-own-writes): a replica that does not
 	// hold it may not label itself leader.
@@ -187,4 +197,15 @@ func removal(t *testing.T, e env, nodes []string) {
 	// The ConfigMap as a param (vgpud-lease), and the Lease's holder.
 	leaseWriters(t, e, again)
 	t.Log("after the reinstall the fences that read the Lease and the ConfigMap hold: the apiserver still resolves both params")
+}
+
+// dropInOnHost is where node's vgpud drop-in lies on this machine
+// (scripts/cluster.sh: node 1's directory is the cluster's, node K's
+// nodeK/ in it).
+func dropInOnHost(e env, node string) string {
+	dir := filepath.Dir(e.kubeconfig)
+	if k := nodeIndex(node); k != "1" {
+		dir = filepath.Join(dir, "node"+k)
+	}
+	return filepath.Join(dir, "etc-containerd", "conf.d", "vgpud.toml")
 }

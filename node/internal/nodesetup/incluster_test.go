@@ -1,0 +1,219 @@
+package nodesetup
+
+//vgpud:wallclock the fake runtime is a real process, started, signalled and started again by the kernel
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vgpud/vgpud/node/internal/preflight"
+	"github.com/vgpud/vgpud/protocol/wellknown"
+)
+
+// A stand-in for the runtime, run as this test binary with
+// VGPUD_FAKE_RUNTIME=SOCKET:NRI: it makes its NRI socket (a file: only its
+// age is read) as it starts, as containerd does, serves SOCKET, and exits
+// on SIGTERM.
+func init() {
+	spec := os.Getenv("VGPUD_FAKE_RUNTIME")
+	if spec == "" {
+		return
+	}
+	sock, nri, _ := strings.Cut(spec, ":")
+	_ = os.Remove(sock)
+	if err := os.WriteFile(nri, nil, 0o600); err != nil {
+		os.Exit(3)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		os.Exit(3)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
+	<-stop
+	l.Close()
+	os.Exit(0)
+}
+
+// supervise runs the fake runtime, and again whenever it exits, as
+// systemd's Restart=always, until the test ends; it counts the starts.
+func supervise(t *testing.T, sock, nri string) *atomic.Int32 {
+	t.Helper()
+	var starts atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var cur atomic.Pointer[exec.Cmd]
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "VGPUD_FAKE_RUNTIME="+sock+":"+nri)
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			cur.Store(cmd)
+			starts.Add(1)
+			_ = cmd.Wait()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if c := cur.Load(); c != nil {
+			_ = c.Process.Kill()
+		}
+		<-done
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := servingPID(context.Background(), sock); err == nil {
+			return &starts
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fake runtime never served its socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func node(version string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	n.Status.NodeInfo.ContainerRuntimeVersion = version
+	return n
+}
+
+func setupCase(t *testing.T, version string) (InCluster, *fake.Clientset, *atomic.Int32, string) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "config.toml"), []byte("version = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock, nri := filepath.Join(dir, "runtime.sock"), filepath.Join(dir, "nri.sock")
+	starts := supervise(t, sock, nri)
+	kube := fake.NewSimpleClientset(node(version))
+	s := InCluster{
+		Spec: preflight.Spec{Runtime: preflight.RuntimeContainerd, Path: filepath.Join(etc, "config.toml")}, NRISocket: nri,
+		RuntimeSocket: sock, Restart: RestartSignal, RestartTimeout: 20 * time.Second,
+		Node: "n1", Nodes: kube.CoreV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Holder: "vgpud-abcde",
+		Out: io.Discard,
+	}
+	return s, kube, starts, filepath.Join(etc, "conf.d", "vgpud.toml")
+}
+
+func outcome(t *testing.T, kube *fake.Clientset) (label, message string, labelled bool) {
+	t.Helper()
+	n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	label, labelled = n.Labels[wellknown.LabelNodeSetup]
+	return label, n.Annotations[wellknown.AnnotationNodeSetup], labelled
+}
+
+// The init container sets a node up, restarting its runtime once, finds
+// it set up the next time and restarts nothing, and the revert restarts
+// it once more without the drop-in and takes the label off.
+func TestInClusterInstallRestartsOnceThenRevert(t *testing.T) {
+	s, kube, starts, dropIn := setupCase(t, "containerd://2.4.2")
+	ctx := context.Background()
+	if err := s.Install(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if label, msg, _ := outcome(t, kube); label != wellknown.NodeSetupDone || !strings.Contains(msg, "restarted the runtime") {
+		t.Fatalf("after the first install: %s=%q, %q", wellknown.LabelNodeSetup, label, msg)
+	}
+	if n := starts.Load(); n != 2 {
+		t.Fatalf("the runtime started %d times, want 2 (one restart)", n)
+	}
+	if _, err := os.Stat(dropIn); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := kube.CoordinationV1().Leases("vgpud-system").Get(ctx, wellknown.LeaseNodeSetup, metav1.GetOptions{}); err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "" {
+		t.Fatalf("the node-setup Lease after the restart: %+v, %v; want it released", l, err)
+	}
+	// Again (a reboot, an upgrade): nothing to do.
+	if err := s.Install(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if label, msg, _ := outcome(t, kube); label != wellknown.NodeSetupDone || !strings.Contains(msg, "nothing changed") || starts.Load() != 2 {
+		t.Fatalf("the second install: %s=%q, %q, %d starts; want no restart", wellknown.LabelNodeSetup, label, msg, starts.Load())
+	}
+	if err := s.Revert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the drop-in after the revert: %v", err)
+	}
+	if _, _, labelled := outcome(t, kube); labelled || starts.Load() != 3 {
+		t.Fatalf("after the revert: labelled %v, %d starts; want no label and one more restart", labelled, starts.Load())
+	}
+	// A revert again finds nothing to do.
+	if err := s.Revert(ctx); err != nil || starts.Load() != 3 {
+		t.Fatalf("a second revert: %v, %d starts", err, starts.Load())
+	}
+}
+
+// A runtime that cannot fail closed, or another runtime than the one set
+// up for, is labelled failed with the reason, and nothing is written or
+// restarted; restart none writes and says so.
+func TestInClusterPreflightAndRestartNone(t *testing.T) {
+	for _, tc := range []struct{ version, label, says string }{
+		{"containerd://2.1.4", wellknown.NodeSetupFailed, "no default validator"},
+		{"containerd://1.6.20", wellknown.NodeSetupFailed, "no default validator"},
+		{"cri-o://1.34.1", wellknown.NodeSetupFailed, "set up for containerd"},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			s, kube, starts, dropIn := setupCase(t, tc.version)
+			if err := s.Install(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			label, msg, _ := outcome(t, kube)
+			if label != tc.label || !strings.Contains(msg, tc.says) || !strings.Contains(msg, "nothing was changed") {
+				t.Errorf("%s=%q, %q; want %s saying %q", wellknown.LabelNodeSetup, label, msg, tc.label, tc.says)
+			}
+			if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) || starts.Load() != 1 {
+				t.Errorf("refused, yet the drop-in %v, %d starts", err, starts.Load())
+			}
+		})
+	}
+	t.Run("restart none", func(t *testing.T) {
+		s, kube, starts, dropIn := setupCase(t, "containerd://2.4.2")
+		s.Restart = RestartNone
+		if err := s.Install(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if label, _, _ := outcome(t, kube); label != wellknown.NodeSetupRestartNeeded || starts.Load() != 1 {
+			t.Errorf("%s=%q, %d starts; want %s and no restart", wellknown.LabelNodeSetup, label, starts.Load(), wellknown.NodeSetupRestartNeeded)
+		}
+		if _, err := os.Stat(dropIn); err != nil {
+			t.Error(err)
+		}
+	})
+}
