@@ -138,19 +138,25 @@ func TestChartRevertsNodesBeforeRemoval(t *testing.T) {
 			t.Errorf("pre-delete hook %s differs from node-revert.yaml's:\nchart:    %s\nmanifest: %s", key, gj, wj)
 		}
 	}
-	if weights["DaemonSet/vgpud-node-revert"] != "-10" || weights["Job/vgpud-node-revert"] != "0" {
+	if raw, _ := json.Marshal(helmTemplate(t, "vgpud-system", "nodeSetup.revertTimeout=9m", "priorityClassName=gpu-infra")); !strings.Contains(string(raw), `"--wait-timeout=9m"`) || strings.Count(string(raw), `"priorityClassName":"gpu-infra"`) < 2 {
+		t.Error("nodeSetup.revertTimeout or priorityClassName does not reach the revert hook")
+	}
+		if weights["DaemonSet/vgpud-node-revert"] != "-10" || weights["Job/vgpud-node-revert"] != "0" {
 		t.Errorf("hook weights %v: the DaemonSet must come before the Job that waits for it", weights)
 	}
+	// Off, the init container goes, but not the revert: nodes an earlier
+	// release set up are still reverted (none labelled: nothing runs).
 	off := helmTemplate(t, "vgpud-system", "nodeSetup.enabled=false")
-	if _, ok := off["DaemonSet/vgpud-node-revert"]; ok {
-		t.Error("nodeSetup.enabled=false still renders the revert hook")
+	if _, ok := off["DaemonSet/vgpud-node-revert"]; !ok {
+		t.Error("nodeSetup.enabled=false renders no revert hook: nodes set up before would never be reverted")
 	}
 	if ds, _ := json.Marshal(off["DaemonSet/vgpud"]); strings.Contains(string(ds), "node-setup") || strings.Contains(string(ds), "runtime-socket") {
 		t.Errorf("nodeSetup.enabled=false still renders the node setup: %s", ds)
 	}
 	// The runtime's paths and restart reach both the init container and
 	// the hook, with --runtime-config matching what the role reads.
-	crio := helmTemplate(t, "vgpud-system", "runtime.kind=cri-o", "runtime.configDir=/etc/crio", "runtime.socket=/var/run/crio/crio.sock", "nodeSetup.restart=none")
+	// CRI-O's socket and no restart follow from runtime.kind.
+	crio := helmTemplate(t, "vgpud-system", "runtime.kind=cri-o", "runtime.configDir=/etc/crio")
 	for _, key := range []string{"DaemonSet/vgpud", "DaemonSet/vgpud-node-revert"} {
 		raw, _ := json.Marshal(crio[key])
 		for _, wantS := range []string{`"--restart=none"`, `"--runtime-socket=/var/run/crio/crio.sock"`, `"--runtime-config=cri-o:/etc/crio/crio.conf"`, `"path":"/var/run/crio"`, `"mountPath":"/etc/crio"`} {

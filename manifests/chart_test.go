@@ -116,10 +116,10 @@ func installEdits() []edit {
 		// name, restarted as they say.
 		{"            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      containers:\n", "            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      {{- end }}\n      containers:\n", 1},
 		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "install"]`,
-			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ .Values.nodeSetup.restart }}", "--runtime-socket={{ .Values.runtime.socket }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "install"]`, 1},
+			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "install"]`, 1},
 		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
-		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ dir .Values.runtime.socket }}, readOnly: true}", 1},
-		{"        - name: runtime-socket\n          hostPath: {path: /run/containerd, type: Directory}\n", "        {{- if .Values.nodeSetup.enabled }}\n        - name: runtime-socket\n          hostPath: {path: {{ dir .Values.runtime.socket }}, type: Directory}\n        {{- end }}\n", 1},
+		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ include \"vgpud.runtimeSocket\" . | dir }}, readOnly: true}", 1},
+		{"        - name: runtime-socket\n          hostPath: {path: /run/containerd, type: DirectoryOrCreate}\n", "        {{- if .Values.nodeSetup.enabled }}\n        - name: runtime-socket\n          hostPath: {path: {{ include \"vgpud.runtimeSocket\" . | dir }}, type: DirectoryOrCreate}\n        {{- end }}\n", 1},
 		// HAMi-core's interposer, where the operator put it on the nodes:
 		// mounted at the same path, which the hook mounts into GPU
 		// containers, read-write for the ld.so.preload vgpud writes there.
@@ -190,11 +190,13 @@ func revertEdits() []edit {
 		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
 			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 3},
 		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "remove"]`,
-			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ .Values.nodeSetup.restart }}", "--runtime-socket={{ .Values.runtime.socket }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "remove"]`, 1},
+			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "remove"]`, 1},
 		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
-		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ dir .Values.runtime.socket }}, readOnly: true}", 1},
+		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ include \"vgpud.runtimeSocket\" . | dir }}, readOnly: true}", 1},
 		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
-		{"hostPath: {path: /run/containerd, type: Directory}", "hostPath: {path: {{ dir .Values.runtime.socket }}, type: Directory}", 1},
+		{"hostPath: {path: /run/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ include \"vgpud.runtimeSocket\" . | dir }}, type: DirectoryOrCreate}", 1},
+		{"      priorityClassName: system-node-critical\n", "      priorityClassName: {{ .Values.priorityClassName }}\n", 1},
+		{`args: ["node-setup", "--wait-timeout=4m", "wait-reverted"]`, `args: ["node-setup", "--wait-timeout={{ .Values.nodeSetup.revertTimeout }}", "wait-reverted"]`, 1},
 		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  selector:",
 			"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n" + hook("-10") + "  selector:", 1},
 		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  backoffLimit:",
@@ -241,7 +243,7 @@ func TestChartTemplatesAreGenerated(t *testing.T) {
 		revert = strings.ReplaceAll(revert, e.old, e.new)
 	}
 	want := map[string]string{
-		"../charts/vgpud/templates/node-revert.yaml": strings.Replace(chartHeader, "%s", "node-revert.yaml", 1) + "{{- if .Values.nodeSetup.enabled }}\n" + revert + "{{- end }}\n",
+		"../charts/vgpud/templates/node-revert.yaml": strings.Replace(chartHeader, "%s", "node-revert.yaml", 1) + revert,
 		"../charts/vgpud/templates/vgpud.yaml":       strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + "{{- include \"vgpud.validate\" . }}\n" + tmpl,
 		"../charts/vgpud/templates/monitoring.yaml":  strings.Replace(chartHeader, "%s", "monitoring/", 1) + monitoringTemplate(t),
 	}

@@ -70,14 +70,18 @@ const (
 	RoleLeader = "leader"
 
 	// LabelNodeSetup is the outcome of the chart's node setup on a node,
-	// written by its init container: NodeSetupDone, NodeSetupFailed or
-	// NodeSetupRestartNeeded; removed when the node is reverted.
-	// AnnotationNodeSetup beside it says why, for a person.
-	LabelNodeSetup         = "vgpud.io/node-setup"
-	AnnotationNodeSetup    = "vgpud.io/node-setup"
-	NodeSetupDone          = "done"
-	NodeSetupFailed        = "failed"
-	NodeSetupRestartNeeded = "restart-needed"
+	// written by its init container: NodeSetupPending while it changes
+	// files, then NodeSetupDone, NodeSetupFailed or
+	// NodeSetupRestartNeeded; removed when the node is reverted, or
+	// NodeSetupRevertRestartNeeded where the revert may not restart the
+	// runtime. AnnotationNodeSetup beside it says why, for a person.
+	LabelNodeSetup               = "vgpud.io/node-setup"
+	AnnotationNodeSetup          = "vgpud.io/node-setup"
+	NodeSetupPending             = "pending"
+	NodeSetupDone                = "done"
+	NodeSetupFailed              = "failed"
+	NodeSetupRestartNeeded       = "restart-needed"
+	NodeSetupRevertRestartNeeded = "revert-restart-needed"
 	// LeaseNodeSetup is the Lease a node's setup holds while it restarts
 	// the node's runtime: one node at a time across the cluster.
 	LeaseNodeSetup = "vgpud-node-setup"

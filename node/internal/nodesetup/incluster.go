@@ -32,22 +32,37 @@ type InCluster struct {
 	RuntimeSocket  string
 	Restart        string // RestartNone or RestartSignal
 	RestartTimeout time.Duration
+	// Binaries are the names the runtime's process may run as; empty:
+	// the runtime kind's (containerd, crio).
+	Binaries []string
 	// Node is this node; its outcome is written there.
 	Node  string
 	Nodes typedcorev1.NodesGetter
-	// The Lease (wellknown.LeaseNodeSetup) held while restarting, by Holder.
+	// The Lease (wellknown.LeaseNodeSetup) held while restarting, by
+	// Holder, waited for LeaseWait at most.
 	Leases    coordinationv1client.LeasesGetter
 	Namespace string
 	Holder    string
+	LeaseWait time.Duration
 	Out       io.Writer
 }
 
-// Install runs preflight, then sets up the node's runtime: files written,
-// and the runtime restarted where they changed or it runs older ones,
-// holding the Lease. A node that fails preflight is labelled failed and
-// left as it was; the node role then runs and reports its runtime as it
-// finds it. An error is a fault worth a retry (the apiserver, the
-// runtime not coming back).
+func (s InCluster) binaries() []string {
+	if len(s.Binaries) > 0 {
+		return s.Binaries
+	}
+	return map[string][]string{preflight.RuntimeContainerd: {"containerd"}, preflight.RuntimeCRIO: {"crio"}}[s.Spec.Runtime]
+}
+
+// Install runs preflight, then sets up the node's runtime: its files
+// written (unless they fail closed already: an admin's stricter drop-in
+// stays), and the runtime restarted where this changed them or it runs
+// an older drop-in of vgpud's, holding the Lease. A node that fails
+// preflight is labelled failed and left as it was; so is one whose
+// runtime does not come back, or not failing closed, with vgpud's
+// drop-in, which is then taken back out. The node role then runs and
+// reports the runtime as it finds it. An error is a fault worth a retry
+// (the apiserver, the Lease).
 func (s InCluster) Install(ctx context.Context) error {
 	node, err := s.Nodes.Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if err != nil {
@@ -61,15 +76,31 @@ func (s InCluster) Install(ctx context.Context) error {
 	if v := s.Spec.Check(want); v.Closed() {
 		return s.report(ctx, wellknown.NodeSetupDone, fmt.Sprintf("%s (%s) already runs vgpud's drop-in; nothing changed", version, s.Spec.Path))
 	}
-	applied, err := Install(s.Spec, s.NRISocket)
-	for _, n := range applied.Notes {
-		fmt.Fprintln(s.Out, "node-setup:", n)
+	if s.Restart == RestartSignal {
+		if _, err := servingRuntime(ctx, s.RuntimeSocket, s.binaries()); err != nil {
+			return s.report(ctx, wellknown.NodeSetupFailed, "preflight refused, nothing was changed: "+err.Error())
+		}
 	}
-	if err != nil {
-		return s.report(ctx, wellknown.NodeSetupFailed, err.Error())
+	// Before any file changes, so that a removal running meanwhile
+	// reverts this node too.
+	if err := s.report(ctx, wellknown.NodeSetupPending, "setting up "+version); err != nil {
+		return err
+	}
+	var applied Applied
+	if !s.Spec.Read(want).Closed() {
+		applied, err = Install(s.Spec, s.NRISocket)
+		for _, n := range applied.Notes {
+			fmt.Fprintln(s.Out, "node-setup:", n)
+		}
+		if err != nil {
+			return s.report(ctx, wellknown.NodeSetupFailed, err.Error())
+		}
 	}
 	if v := s.Spec.Check(want); v.Closed() {
 		return s.report(ctx, wellknown.NodeSetupDone, fmt.Sprintf("%s already ran these files", version))
+	}
+	if !applied.Changed && !s.ownDropInUnapplied() {
+		return s.report(ctx, wellknown.NodeSetupRestartNeeded, fmt.Sprintf("the files fail closed, but another than vgpud's drop-in changed after %s started: restart it for them to apply (vgpud restarts the runtime only for its own change)", version))
 	}
 	if s.Restart == RestartNone {
 		return s.report(ctx, wellknown.NodeSetupRestartNeeded, fmt.Sprintf("wrote vgpud's drop-in; restart %s for it to apply (nodeSetup.restart is none)", version))
@@ -84,9 +115,49 @@ func (s InCluster) Install(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return err
+		return s.rollBack(ctx, applied, err)
 	}
 	return s.report(ctx, wellknown.NodeSetupDone, said+" with vgpud's drop-in")
+}
+
+// rollBack takes vgpud's change back out after a restart that failed
+// (cause), restarts the runtime on the old files where one serves, and
+// labels the node failed.
+func (s InCluster) rollBack(ctx context.Context, applied Applied, cause error) error {
+	msg := cause.Error()
+	switch {
+	case applied.Undo == nil:
+		msg += "; vgpud changed no file this time"
+	default:
+		if err := applied.Undo(); err != nil {
+			msg += "; putting the files back failed: " + err.Error()
+			break
+		}
+		msg += "; vgpud's drop-in was taken back out"
+		if _, err := servingPID(ctx, s.RuntimeSocket); err != nil {
+			msg += ", for the runtime's next start"
+			break
+		}
+		if said, err := s.restart(ctx, func(context.Context) error { return nil }); err != nil {
+			msg += "; restarting the runtime on the old files failed: " + err.Error()
+		} else {
+			msg += "; " + said + " on the old files"
+		}
+	}
+	return s.report(ctx, wellknown.NodeSetupFailed, msg)
+}
+
+// ownDropInUnapplied says whether vgpud's drop-in changed after the
+// runtime started (its NRI socket is older, or missing): a change of
+// vgpud's that a restart never applied.
+func (s InCluster) ownDropInUnapplied() bool {
+	path, _ := dropIn(s.Spec)
+	f, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	sock, err := os.Stat(s.NRISocket)
+	return err != nil || f.ModTime().After(sock.ModTime())
 }
 
 // refused is why preflight refuses to set up a runtime of version (the
@@ -103,8 +174,8 @@ func (s InCluster) refused(version string) string {
 }
 
 // Revert removes vgpud's drop-in and restarts the runtime where it still
-// runs it, holding the Lease, then takes the outcome off the node: the
-// node is as it was before vgpud.
+// runs it, holding the Lease, then takes the outcome off the node. With
+// restart none the node says revert-restart-needed instead.
 func (s InCluster) Revert(ctx context.Context) error {
 	applied, err := Remove(s.Spec)
 	for _, n := range applied.Notes {
@@ -113,14 +184,15 @@ func (s InCluster) Revert(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.runsOlderFiles() && s.Restart == RestartSignal {
+	if (applied.Changed || s.runsOlderFiles()) && s.Restart == RestartNone {
+		return s.report(ctx, wellknown.NodeSetupRevertRestartNeeded, "removed vgpud's drop-in; restart the runtime for the removal to apply (nodeSetup.restart is none), then remove this label")
+	}
+	if applied.Changed || s.runsOlderFiles() {
 		said, err := s.restart(ctx, func(context.Context) error { return nil })
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(s.Out, "node-setup:", said+" without vgpud's drop-in")
-	} else if s.runsOlderFiles() {
-		fmt.Fprintln(s.Out, "node-setup: restart the runtime for the removal to apply (nodeSetup.restart is none)")
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{wellknown.LabelNodeSetup: nil},
@@ -150,10 +222,10 @@ func (s InCluster) runsOlderFiles() bool {
 // for ready before it lets the Lease go; it says what it did.
 func (s InCluster) restart(ctx context.Context, ready func(context.Context) error) (string, error) {
 	var said string
-	err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.Out, func(ctx context.Context) error {
+	err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeoutCause(ctx, s.RestartTimeout, fmt.Errorf("the runtime did not come back within %s (--restart-timeout)", s.RestartTimeout))
 		defer cancel()
-		old, now, err := signalRestart(ctx, s.RuntimeSocket, 200*time.Millisecond)
+		old, now, err := signalRestart(ctx, s.RuntimeSocket, s.binaries(), 200*time.Millisecond)
 		if err != nil {
 			return err
 		}

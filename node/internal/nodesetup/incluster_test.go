@@ -35,6 +35,12 @@ func init() {
 		return
 	}
 	sock, nri, _ := strings.Cut(spec, ":")
+	// As containerd refusing a configuration it cannot start with.
+	if refuse := os.Getenv("VGPUD_FAKE_RUNTIME_REFUSES"); refuse != "" {
+		if _, err := os.Stat(refuse); err == nil {
+			os.Exit(1)
+		}
+	}
 	_ = os.Remove(sock)
 	if err := os.WriteFile(nri, nil, 0o600); err != nil {
 		os.Exit(3)
@@ -61,7 +67,7 @@ func init() {
 
 // supervise runs the fake runtime, and again whenever it exits, as
 // systemd's Restart=always, until the test ends; it counts the starts.
-func supervise(t *testing.T, sock, nri string) *atomic.Int32 {
+func supervise(t *testing.T, sock, nri string, env ...string) *atomic.Int32 {
 	t.Helper()
 	var starts atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,7 +77,7 @@ func supervise(t *testing.T, sock, nri string) *atomic.Int32 {
 		defer close(done)
 		for ctx.Err() == nil {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "VGPUD_FAKE_RUNTIME="+sock+":"+nri)
+			cmd.Env = append(append(os.Environ(), "VGPUD_FAKE_RUNTIME="+sock+":"+nri), env...)
 			if err := cmd.Start(); err != nil {
 				t.Error(err)
 				return
@@ -79,6 +85,7 @@ func supervise(t *testing.T, sock, nri string) *atomic.Int32 {
 			cur.Store(cmd)
 			starts.Add(1)
 			_ = cmd.Wait()
+			time.Sleep(50 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(func() {
@@ -106,7 +113,7 @@ func node(version string) *corev1.Node {
 	return n
 }
 
-func setupCase(t *testing.T, version string) (InCluster, *fake.Clientset, *atomic.Int32, string) {
+func setupCase(t *testing.T, version string, env ...string) (InCluster, *fake.Clientset, *atomic.Int32, string) {
 	dir := t.TempDir()
 	etc := filepath.Join(dir, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
@@ -116,12 +123,15 @@ func setupCase(t *testing.T, version string) (InCluster, *fake.Clientset, *atomi
 		t.Fatal(err)
 	}
 	sock, nri := filepath.Join(dir, "runtime.sock"), filepath.Join(dir, "nri.sock")
-	starts := supervise(t, sock, nri)
+	for i, e := range env {
+		env[i] = strings.ReplaceAll(e, "DIR", dir)
+	}
+	starts := supervise(t, sock, nri, env...)
 	kube := fake.NewSimpleClientset(node(version))
 	s := InCluster{
 		Spec: preflight.Spec{Runtime: preflight.RuntimeContainerd, Path: filepath.Join(etc, "config.toml")}, NRISocket: nri,
-		RuntimeSocket: sock, Restart: RestartSignal, RestartTimeout: 20 * time.Second,
-		Node: "n1", Nodes: kube.CoreV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Holder: "vgpud-abcde",
+		RuntimeSocket: sock, Restart: RestartSignal, RestartTimeout: 20 * time.Second, Binaries: []string{filepath.Base(os.Args[0])},
+		Node: "n1", Nodes: kube.CoreV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Holder: "vgpud-abcde", LeaseWait: time.Minute,
 		Out: io.Discard,
 	}
 	return s, kube, starts, filepath.Join(etc, "conf.d", "vgpud.toml")
@@ -214,6 +224,49 @@ func TestInClusterPreflightAndRestartNone(t *testing.T) {
 		}
 		if _, err := os.Stat(dropIn); err != nil {
 			t.Error(err)
+		}
+	})
+}
+
+// A socket served by another program than the runtime is refused before
+// anything changes; a runtime that does not come back with vgpud's
+// drop-in gets the files back as they were and the node says failed.
+func TestInClusterNeverBreaksTheRuntime(t *testing.T) {
+	t.Run("another program serves the socket", func(t *testing.T) {
+		s, kube, starts, dropIn := setupCase(t, "containerd://2.4.2")
+		s.Binaries = nil // containerd, which the test binary is not
+		if err := s.Install(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if label, msg, _ := outcome(t, kube); label != wellknown.NodeSetupFailed || !strings.Contains(msg, "not containerd") {
+			t.Errorf("%s=%q, %q", wellknown.LabelNodeSetup, label, msg)
+		}
+		if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) || starts.Load() != 1 {
+			t.Errorf("refused, yet the drop-in %v, %d starts", err, starts.Load())
+		}
+	})
+	t.Run("the runtime does not start with the drop-in", func(t *testing.T) {
+		s, kube, starts, dropIn := setupCase(t, "containerd://2.4.2", "VGPUD_FAKE_RUNTIME_REFUSES=DIR/etc/conf.d/vgpud.toml")
+		s.RestartTimeout = 2 * time.Second
+		if err := s.Install(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		label, msg, _ := outcome(t, kube)
+		if label != wellknown.NodeSetupFailed || !strings.Contains(msg, "did not come back") || !strings.Contains(msg, "taken back out") {
+			t.Errorf("%s=%q, %q; want failed, the drop-in taken back out", wellknown.LabelNodeSetup, label, msg)
+		}
+		if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the drop-in after the rollback: %v", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := servingPID(context.Background(), s.RuntimeSocket); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the runtime does not serve again on the old files (%d starts)", starts.Load())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }

@@ -22,9 +22,10 @@ const (
 
 // holdLease runs fn while holding the Lease namespace/name as holder,
 // waiting for it first (every node's init container starts at once on
-// an install), and releases it when fn returns. fn's context ends should
-// the hold be lost.
-func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, namespace, name, holder string, out io.Writer, fn func(context.Context) error) error {
+// an install) for wait at most, and releases it when fn returns. fn's
+// context ends should the hold be lost. Gave up waiting, it names who
+// holds the Lease.
+func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, namespace, name, holder string, wait time.Duration, out io.Writer, fn func(context.Context) error) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Client:     leases,
@@ -34,6 +35,19 @@ func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, na
 	defer cancel()
 	started, result := make(chan struct{}), make(chan error, 1)
 	waited := time.Now()
+	// Not held within wait: stop trying.
+	gaveUp := make(chan struct{})
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-started:
+		case <-ctx.Done():
+		case <-timer.C:
+			close(gaveUp)
+			cancel()
+		}
+	}()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   leaseDuration,
@@ -59,6 +73,12 @@ func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, na
 	case <-started:
 		// fn runs on after a lost hold, its context ended: its error.
 		return <-result
+	case <-gaveUp:
+		who := "no one it could read"
+		if l, err := leases.Leases(namespace).Get(context.WithoutCancel(ctx), name, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+			who = fmt.Sprintf("%q (renewed %v)", *l.Spec.HolderIdentity, l.Spec.RenewTime)
+		}
+		return fmt.Errorf("waited %s for the Lease %s/%s, held by %s: each node's setup holds it only while it restarts its runtime", wait, namespace, name, who)
 	default:
 		return fmt.Errorf("the Lease %s/%s was never held: %w", namespace, name, context.Cause(ctx))
 	}

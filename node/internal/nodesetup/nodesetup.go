@@ -75,6 +75,8 @@ type Applied struct {
 	Changed bool
 	// Notes say what was done to which file, for a person.
 	Notes []string
+	// Undo puts back what was changed; nil when nothing was.
+	Undo func() error
 }
 
 // edit is one file's new content, and what it held before, to undo it.
@@ -84,6 +86,8 @@ type edit struct {
 	remove  bool   // delete the file instead
 	before  []byte // nil when there was no file
 	existed bool
+	changed bool   // apply changed it: undo puts it back
+	madeDir string // the directory apply made for it, which undo removes
 }
 
 // Install puts vgpud's drop-in in place for spec and, for containerd,
@@ -109,6 +113,9 @@ func Install(spec preflight.Spec, nriSocket string) (Applied, error) {
 	if err != nil {
 		return done, err
 	}
+	if done.Changed {
+		done.Undo = func() error { return undo(edits) }
+	}
 	if v := spec.Read(runtimecheck.Want(nriSocket)); !v.Closed() {
 		if uerr := undo(edits); uerr != nil {
 			return done, fmt.Errorf("the files would not fail closed (%s), and putting them back failed: %w", strings.Join(v.Problems, "; "), uerr)
@@ -122,7 +129,12 @@ func Install(spec preflight.Spec, nriSocket string) (Applied, error) {
 // stays: it imports a directory, which may hold other files.
 func Remove(spec preflight.Spec) (Applied, error) {
 	path, _ := dropIn(spec)
-	return apply([]edit{{path: path, remove: true}})
+	edits := []edit{{path: path, remove: true}}
+	done, err := apply(edits)
+	if done.Changed {
+		done.Undo = func() error { return undo(edits) }
+	}
+	return done, err
 }
 
 // apply makes edits in order, each file replaced at once, skipping those
@@ -146,34 +158,41 @@ func apply(edits []edit) (Applied, error) {
 			if err := os.Remove(e.path); err != nil {
 				return done, errors.Join(fmt.Errorf("remove %s: %w", e.path, err), undo(edits[:i]))
 			}
-			done.Changed = true
+			e.changed, done.Changed = true, true
 			done.Notes = append(done.Notes, "removed "+e.path)
 			continue
 		}
 		if e.existed && string(e.before) == e.after {
 			continue
 		}
-		if err := writeFile(e.path, e.after); err != nil {
-			return done, errors.Join(err, undo(edits[:i]))
+		if _, err := os.Stat(filepath.Dir(e.path)); errors.Is(err, fs.ErrNotExist) {
+			e.madeDir = filepath.Dir(e.path)
 		}
-		done.Changed = true
+		if err := writeFile(e.path, e.after); err != nil {
+			return done, errors.Join(err, undo(edits[:i+1]))
+		}
+		e.changed, done.Changed = true, true
 		done.Notes = append(done.Notes, "wrote "+e.path)
 	}
 	return done, nil
 }
 
-// undo puts back what apply changed of edits, last first.
+// undo puts back what apply changed of edits, last first, and removes
+// the directories it made (where they are empty again).
 func undo(edits []edit) error {
 	var errs []error
 	for i := len(edits) - 1; i >= 0; i-- {
 		e := edits[i]
 		switch {
-		case e.existed:
+		case e.changed && e.existed:
 			errs = append(errs, writeFile(e.path, string(e.before)))
-		default:
+		case e.changed:
 			if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", e.path, err))
 			}
+		}
+		if e.madeDir != "" {
+			_ = os.Remove(e.madeDir) // only if empty: another file may have come
 		}
 	}
 	return errors.Join(errs...)

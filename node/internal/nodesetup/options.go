@@ -23,13 +23,15 @@ type Options struct {
 	RuntimeSocket string
 	// RestartTimeout bounds the wait for the runtime to serve again.
 	RestartTimeout time.Duration
+	// LeaseWait bounds the wait for the node-setup Lease.
+	LeaseWait time.Duration
 	// WaitTimeout bounds wait-reverted.
 	WaitTimeout time.Duration
 }
 
 // DefaultOptions restart containerd by signal.
 func DefaultOptions() Options {
-	return Options{Restart: RestartSignal, RuntimeSocket: "/run/containerd/containerd.sock", RestartTimeout: 2 * time.Minute, WaitTimeout: 10 * time.Minute}
+	return Options{Restart: RestartSignal, RuntimeSocket: "/run/containerd/containerd.sock", RestartTimeout: 2 * time.Minute, LeaseWait: 10 * time.Minute, WaitTimeout: 10 * time.Minute}
 }
 
 // Flags are o's flags, bound to it.
@@ -41,6 +43,7 @@ func (o *Options) Flags() []cli.Flag {
 		&cli.StringFlag{Name: "restart", Usage: "how the node setup restarts the runtime once its files changed: signal (SIGTERM to the process serving --runtime-socket, for a runtime whose supervisor starts it again, as containerd's systemd unit does) or none (the node is labelled restart-needed)", Value: o.Restart, Destination: &o.Restart},
 		&cli.StringFlag{Name: "runtime-socket", Usage: "the runtime's API socket, as mounted in the container, whose serving process --restart=signal stops", Value: o.RuntimeSocket, Destination: &o.RuntimeSocket},
 		&cli.DurationFlag{Name: "restart-timeout", Usage: "how long the node setup waits for the runtime to serve again after the signal", Value: o.RestartTimeout, Destination: &o.RestartTimeout},
+		&cli.DurationFlag{Name: "lease-wait", Usage: "how long the node setup waits for the vgpud-node-setup Lease, which one node at a time holds while it restarts its runtime, before it gives up naming the holder (and its pod starts it again)", Value: o.LeaseWait, Destination: &o.LeaseWait},
 		&cli.DurationFlag{Name: "wait-timeout", Usage: "how long wait-reverted waits for every node to be reverted", Value: o.WaitTimeout, Destination: &o.WaitTimeout},
 	}
 }
@@ -54,8 +57,10 @@ func (o Options) Validate() field.ErrorList {
 	if o.Node != "" && (o.Namespace == "" || o.Holder == "") {
 		errs = append(errs, field.Required(field.NewPath("holder"), "with --node, --namespace and --holder (POD_NAMESPACE, POD_NAME) name the Lease and its holder"))
 	}
-	if o.RestartTimeout <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("restart-timeout"), o.RestartTimeout, "must be positive"))
+	for name, d := range map[string]time.Duration{"restart-timeout": o.RestartTimeout, "lease-wait": o.LeaseWait, "wait-timeout": o.WaitTimeout} {
+		if d <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath(name), d.String(), "must be positive"))
+		}
 	}
 	return errs
 }

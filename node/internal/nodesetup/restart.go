@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"syscall"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,18 +52,47 @@ func servingPID(ctx context.Context, path string) (int, error) {
 	return int(cred.Pid), nil
 }
 
-// signalRestart stops the runtime serving socket with SIGTERM and waits
-// until another process serves it, polling every poll; it returns the
-// old and new PIDs.
-func signalRestart(ctx context.Context, socket string, poll time.Duration) (old, now int, err error) {
-	old, err = servingPID(ctx, socket)
+// servingRuntime is the PID of the process serving socket, which must
+// run one of binaries (its /proc/PID/exe's name): nothing else is ever
+// signalled.
+func servingRuntime(ctx context.Context, socket string, binaries []string) (int, error) {
+	pid, err := servingPID(ctx, socket)
 	if err != nil {
-		return 0, 0, fmt.Errorf("find the runtime by its socket %s: %w", socket, err)
+		return 0, fmt.Errorf("find the runtime by its socket %s: %w", socket, err)
 	}
-	if old <= 1 {
-		return 0, 0, fmt.Errorf("the process serving %s is not visible from here (PID %d): the pod needs hostPID", socket, old)
+	if pid <= 1 {
+		return 0, fmt.Errorf("the process serving %s is not visible from here (PID %d): the pod needs hostPID", socket, pid)
 	}
-	if err := unix.Kill(old, syscall.SIGTERM); err != nil {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return 0, fmt.Errorf("what PID %d serving %s runs: %w (the container needs to be privileged)", pid, socket, err)
+	}
+	name := filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+	if !slices.Contains(binaries, name) {
+		return 0, fmt.Errorf("%s is served by PID %d, which runs %s, not %s: set the runtime's socket (runtime.socket)", socket, pid, exe, strings.Join(binaries, " or "))
+	}
+	return pid, nil
+}
+
+// signalRestart stops the runtime serving socket (running one of
+// binaries) with SIGTERM, through a pidfd taken while that very process
+// serves it, so that a reused PID is never hit; then it waits until
+// another process serves the socket, polling every poll. It returns the
+// old and new PIDs.
+func signalRestart(ctx context.Context, socket string, binaries []string, poll time.Duration) (old, now int, err error) {
+	old, err = servingRuntime(ctx, socket, binaries)
+	if err != nil {
+		return 0, 0, err
+	}
+	fd, err := unix.PidfdOpen(old, 0)
+	if err != nil {
+		return old, 0, fmt.Errorf("open the runtime's process (PID %d): %w", old, err)
+	}
+	defer unix.Close(fd)
+	if again, err := servingPID(ctx, socket); err != nil || again != old {
+		return old, 0, fmt.Errorf("the runtime serving %s changed while it was being stopped (PID %d, now %d, %v): try again", socket, old, again, err)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0); err != nil {
 		return old, 0, fmt.Errorf("signal the runtime (PID %d): %w", old, err)
 	}
 	t := time.NewTicker(poll)

@@ -28,18 +28,26 @@ func WaitReverted(ctx context.Context, nodes typedcorev1.NodesGetter, timeout, p
 	said := ""
 	for {
 		list, err := nodes.Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.LabelNodeSetup})
-		var left []string
+		var left, restart []string
 		if err == nil {
 			for _, n := range list.Items {
 				state := n.Labels[wellknown.LabelNodeSetup]
+				if state == wellknown.NodeSetupRevertRestartNeeded {
+					restart = append(restart, n.Name)
+					continue
+				}
 				if !ready(n) {
 					state += ", not Ready"
 				}
 				left = append(left, n.Name+" ("+state+")")
 			}
 			slices.Sort(left)
+			slices.Sort(restart)
 			if len(left) == 0 {
 				fmt.Fprintln(out, "node-setup: every node is reverted")
+				if len(restart) > 0 {
+					fmt.Fprintf(out, "node-setup: restart the runtime on %s (nodeSetup.restart is none), then kubectl label node NODE %s-\n", strings.Join(restart, ", "), wellknown.LabelNodeSetup)
+				}
 				return nil
 			}
 			if now := strings.Join(left, ", "); now != said {
@@ -52,7 +60,7 @@ func WaitReverted(ctx context.Context, nodes typedcorev1.NodesGetter, timeout, p
 			if err != nil {
 				return fmt.Errorf("list nodes: %w", err)
 			}
-			return fmt.Errorf("after %s these nodes still carry %s: %s. Each is reverted by the vgpud-node-revert DaemonSet's pod on it; a node that cannot run it: delete /etc/containerd/conf.d/vgpud.toml there, restart containerd, then kubectl label node NODE %s-", timeout, wellknown.LabelNodeSetup, strings.Join(left, ", "), wellknown.LabelNodeSetup)
+			return fmt.Errorf("after %s these nodes still carry %s: %s. Each is reverted by the vgpud-node-revert DaemonSet's pod on it (kubectl -n NAMESPACE logs ds/vgpud-node-revert -c node-revert); a node that cannot run it: delete vgpud's drop-in there (conf.d/vgpud.toml in containerd's configuration directory, crio.conf.d/90-vgpud.conf in CRI-O's), restart the runtime, then kubectl label node NODE %s-", timeout, wellknown.LabelNodeSetup, strings.Join(left, ", "), wellknown.LabelNodeSetup)
 		case <-t.C:
 		}
 	}
