@@ -281,6 +281,9 @@ TOML
 		# config.toml, so that it resolves the same in vgpud's container,
 		# where RUNTIME_ETC is mounted; node-setup finds it covers the
 		# drop-in and keeps it.
+		# (Node 1's directory outlives the cluster: a drop-in an earlier
+		# one left goes.)
+		running containerd$n_sfx || rm -f "$d/etc-containerd/conf.d/vgpud.toml"
 		cat >"$d/etc-containerd/config.toml" <<TOML
 version = 3
 root = "$d/containerd/root"

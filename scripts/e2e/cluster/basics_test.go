@@ -91,6 +91,26 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 		t.Fatal(err)
 	}
 	t.Logf("%d nodes %v; leader %s on %s", len(nodes), nodes, leader.Name, leader.Spec.NodeName)
+	// No node was set up by hand: each node's init container set its
+	// containerd up (scripts/cluster.sh starts them without vgpud's
+	// drop-in) and said so on the node; the restarts took turns on the
+	// node-setup Lease.
+	for _, n := range nodes {
+		node, err := e.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		label, msg := node.Labels[wellknown.LabelNodeSetup], node.Annotations[wellknown.AnnotationNodeSetup]
+		if label != wellknown.NodeSetupDone || !(strings.Contains(msg, "restarted the runtime") || strings.Contains(msg, "already runs vgpud's drop-in")) {
+			t.Errorf("node %s: %s=%q, %q; want done by the chart's node setup", n, wellknown.LabelNodeSetup, label, msg)
+		}
+		t.Logf("node %s: node setup %s: %s", n, label, msg)
+	}
+	if l, err := e.kube.CoordinationV1().Leases(system).Get(ctx, wellknown.LeaseNodeSetup, metav1.GetOptions{}); err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "" {
+		t.Errorf("the node-setup Lease after the install: %v, %v; want it released", l, err)
+	} else {
+		t.Logf("node-setup Lease: %d hand-overs, released", ptrInt32(l.Spec.LeaseTransitions))
+	}
 	// Every node pulled vgpud from the cluster's registry, by the tag
 	// and digest that push printed, as a real cluster pulls it.
 	// (scripts/cluster.sh keeps it beside the kubeconfig.)
@@ -672,4 +692,11 @@ func stateSurvivesRestart(t *testing.T, e env, nodes []string) {
 			}
 		}
 	}
+}
+
+func ptrInt32(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

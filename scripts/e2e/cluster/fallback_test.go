@@ -38,6 +38,11 @@ func TestFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// containerd 1.6 cannot fail closed: the node setup's preflight
+		// refused it, changed nothing, and said so on the node.
+		if l, msg := n.Labels[wellknown.LabelNodeSetup], n.Annotations[wellknown.AnnotationNodeSetup]; l != wellknown.NodeSetupFailed || !strings.Contains(msg, "preflight refused, nothing was changed") || !strings.Contains(msg, "containerd://1.6") {
+			t.Errorf("node setup on containerd 1.6: %s=%q, %q; want failed by preflight", wellknown.LabelNodeSetup, l, msg)
+		}
 		if id := n.Annotations[wellknown.AnnotationIdentity]; id != wellknown.IdentityGuessed {
 			t.Errorf("%s=%q, want %q", wellknown.AnnotationIdentity, id, wellknown.IdentityGuessed)
 		}
