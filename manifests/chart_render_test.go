@@ -141,7 +141,7 @@ func TestChartRevertsNodesBeforeRemoval(t *testing.T) {
 	if raw, _ := json.Marshal(helmTemplate(t, "vgpud-system", "nodeSetup.revertTimeout=9m", "priorityClassName=gpu-infra")); !strings.Contains(string(raw), `"--wait-timeout=9m"`) || strings.Count(string(raw), `"priorityClassName":"gpu-infra"`) < 2 {
 		t.Error("nodeSetup.revertTimeout or priorityClassName does not reach the revert hook")
 	}
-		if weights["DaemonSet/vgpud-node-revert"] != "-10" || weights["Job/vgpud-node-revert"] != "0" {
+	if weights["DaemonSet/vgpud-node-revert"] != "-10" || weights["Job/vgpud-node-revert"] != "0" {
 		t.Errorf("hook weights %v: the DaemonSet must come before the Job that waits for it", weights)
 	}
 	// Off, the init container goes, but not the revert: nodes an earlier
