@@ -57,12 +57,14 @@ func (s InCluster) binaries() []string {
 // Install runs preflight, then sets up the node's runtime: its files
 // written (unless they fail closed already: an admin's stricter drop-in
 // stays), and the runtime restarted where this changed them or it runs
-// an older drop-in of vgpud's, holding the Lease. A node that fails
-// preflight is labelled failed and left as it was; so is one whose
-// runtime does not come back, or not failing closed, with vgpud's
-// drop-in, which is then taken back out. The node role then runs and
-// reports the runtime as it finds it. An error is a fault worth a retry
-// (the apiserver, the Lease).
+// an older drop-in of vgpud's. What changes the node happens while this
+// node holds the Lease, a failed restart's rollback included, so that no
+// other node restarts meanwhile. A node that fails preflight is labelled
+// failed and left as it was; so is one whose runtime does not come back,
+// or not failing closed, with vgpud's drop-in, which is then taken back
+// out. The node role then runs and reports the runtime as it finds it.
+// An error (the apiserver, the Lease not had in time) leaves the node as
+// it was, labelled pending, for the pod to try again.
 func (s InCluster) Install(ctx context.Context) error {
 	node, err := s.Nodes.Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if err != nil {
@@ -83,29 +85,58 @@ func (s InCluster) Install(ctx context.Context) error {
 	}
 	// Before any file changes, so that a removal running meanwhile
 	// reverts this node too.
-	if err := s.report(ctx, wellknown.NodeSetupPending, "setting up "+version); err != nil {
+	if err := s.report(ctx, wellknown.NodeSetupPending, "setting up "+version+": waiting for the "+wellknown.LeaseNodeSetup+" Lease"); err != nil {
 		return err
 	}
+	if s.Restart == RestartNone {
+		result, message := s.setUp(ctx, version)
+		return s.report(ctx, result, message)
+	}
+	var result, message string
+	if err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
+		result, message = s.setUp(ctx, version)
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Said even as the pod is stopped: the node changed.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return s.report(wctx, result, message)
+}
+
+// setUp writes the files and restarts the runtime where needed, rolling
+// back a restart that fails; it says the outcome.
+func (s InCluster) setUp(ctx context.Context, version string) (result, message string) {
+	want := runtimecheck.Want(s.NRISocket)
 	var applied Applied
 	if !s.Spec.Read(want).Closed() {
+		var err error
 		applied, err = Install(s.Spec, s.NRISocket)
 		for _, n := range applied.Notes {
 			fmt.Fprintln(s.Out, "node-setup:", n)
 		}
 		if err != nil {
-			return s.report(ctx, wellknown.NodeSetupFailed, err.Error())
+			return wellknown.NodeSetupFailed, err.Error()
 		}
 	}
 	if v := s.Spec.Check(want); v.Closed() {
-		return s.report(ctx, wellknown.NodeSetupDone, fmt.Sprintf("%s already ran these files", version))
+		return wellknown.NodeSetupDone, fmt.Sprintf("%s already ran these files", version)
 	}
-	if !applied.Changed && !s.ownDropInUnapplied() {
-		return s.report(ctx, wellknown.NodeSetupRestartNeeded, fmt.Sprintf("the files fail closed, but another than vgpud's drop-in changed after %s started: restart it for them to apply (vgpud restarts the runtime only for its own change)", version))
+	undo := applied.Undo
+	switch {
+	case applied.Changed:
+	case s.ownDropInUnapplied():
+		// vgpud's drop-in, written before and never run: should the
+		// runtime not come back with it, it goes.
+		undo = func() error { _, err := Remove(s.Spec); return err }
+	default:
+		return wellknown.NodeSetupRestartNeeded, fmt.Sprintf("the files fail closed, but another than vgpud's drop-in changed after %s started: restart it for them to apply (vgpud restarts the runtime only for its own change)", version)
 	}
 	if s.Restart == RestartNone {
-		return s.report(ctx, wellknown.NodeSetupRestartNeeded, fmt.Sprintf("wrote vgpud's drop-in; restart %s for it to apply (nodeSetup.restart is none)", version))
+		return wellknown.NodeSetupRestartNeeded, fmt.Sprintf("wrote vgpud's drop-in; restart %s for it to apply (nodeSetup.restart is none)", version)
 	}
-	said, err := s.restart(ctx, func(ctx context.Context) error {
+	said, sent, err := s.restart(ctx, func(ctx context.Context) error {
 		// NRI's socket is made as the runtime starts with the files.
 		return poll(ctx, func() error {
 			if v := s.Spec.Check(want); !v.Closed() {
@@ -114,37 +145,37 @@ func (s InCluster) Install(ctx context.Context) error {
 			return nil
 		})
 	})
-	if err != nil {
-		return s.rollBack(ctx, applied, err)
+	if err == nil {
+		return wellknown.NodeSetupDone, said + " with vgpud's drop-in"
 	}
-	return s.report(ctx, wellknown.NodeSetupDone, said+" with vgpud's drop-in")
+	return wellknown.NodeSetupFailed, s.rollBack(ctx, undo, sent, err)
 }
 
 // rollBack takes vgpud's change back out after a restart that failed
-// (cause), restarts the runtime on the old files where one serves, and
-// labels the node failed.
-func (s InCluster) rollBack(ctx context.Context, applied Applied, cause error) error {
+// (cause) and, where the signal went, restarts the runtime again on the
+// old files once one serves: a runtime that started with the drop-in,
+// however late, does not keep it. It says what it did.
+func (s InCluster) rollBack(ctx context.Context, undo func() error, sent bool, cause error) string {
 	msg := cause.Error()
-	switch {
-	case applied.Undo == nil:
-		msg += "; vgpud changed no file this time"
-	default:
-		if err := applied.Undo(); err != nil {
-			msg += "; putting the files back failed: " + err.Error()
-			break
-		}
-		msg += "; vgpud's drop-in was taken back out"
-		if _, err := servingPID(ctx, s.RuntimeSocket); err != nil {
-			msg += ", for the runtime's next start"
-			break
-		}
-		if said, err := s.restart(ctx, func(context.Context) error { return nil }); err != nil {
-			msg += "; restarting the runtime on the old files failed: " + err.Error()
-		} else {
-			msg += "; " + said + " on the old files"
-		}
+	if err := undo(); err != nil {
+		return msg + "; putting the files back failed: " + err.Error()
 	}
-	return s.report(ctx, wellknown.NodeSetupFailed, msg)
+	msg += "; vgpud's drop-in was taken back out"
+	if !sent {
+		return msg + "; the runtime was not signalled"
+	}
+	// Its supervisor may start it late: wait for one to serve (a pod
+	// stopped meanwhile still finishes this).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.RestartTimeout)
+	defer cancel()
+	if err := poll(wctx, func() error { _, err := servingPID(wctx, s.RuntimeSocket); return err }); err != nil {
+		return msg + fmt.Sprintf("; no runtime served %s within %s after that: its next start reads the old files", s.RuntimeSocket, s.RestartTimeout)
+	}
+	said, _, err := s.restart(wctx, func(context.Context) error { return nil })
+	if err != nil {
+		return msg + "; restarting the runtime on the old files failed: " + err.Error()
+	}
+	return msg + "; " + said + " on the old files"
 }
 
 // ownDropInUnapplied says whether vgpud's drop-in changed after the
@@ -170,6 +201,13 @@ func (s InCluster) refused(version string) string {
 	if v := preflight.WithRuntimeVersion(preflight.Verdict{Result: preflight.FailsClosed}, version); !v.Closed() {
 		return strings.Join(v.Problems, "; ")
 	}
+	// k3s and RKE2 write config.toml anew from this template at each
+	// start of their agent, which also runs containerd as its child.
+	if tmpl := filepath.Join(filepath.Dir(s.Spec.Path), "config.toml.tmpl"); s.Spec.Runtime == preflight.RuntimeContainerd {
+		if _, err := os.Stat(tmpl); err == nil {
+			return fmt.Sprintf("%s is generated from %s (k3s, RKE2): vgpud's import would not last; add vgpud's drop-in to that template by hand and set nodeSetup.enabled=false", s.Spec.Path, tmpl)
+		}
+	}
 	return ""
 }
 
@@ -188,11 +226,15 @@ func (s InCluster) Revert(ctx context.Context) error {
 		return s.report(ctx, wellknown.NodeSetupRevertRestartNeeded, "removed vgpud's drop-in; restart the runtime for the removal to apply (nodeSetup.restart is none), then remove this label")
 	}
 	if applied.Changed || s.runsOlderFiles() {
-		said, err := s.restart(ctx, func(context.Context) error { return nil })
-		if err != nil {
+		if err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
+			said, _, err := s.restart(ctx, func(context.Context) error { return nil })
+			if err == nil {
+				fmt.Fprintln(s.Out, "node-setup:", said+" without vgpud's drop-in")
+			}
+			return err
+		}); err != nil {
 			return err
 		}
-		fmt.Fprintln(s.Out, "node-setup:", said+" without vgpud's drop-in")
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{wellknown.LabelNodeSetup: nil},
@@ -218,22 +260,23 @@ func (s InCluster) runsOlderFiles() bool {
 	return err == nil && dir.ModTime().After(sock.ModTime())
 }
 
-// restart restarts the runtime holding the node-setup Lease, then waits
-// for ready before it lets the Lease go; it says what it did.
-func (s InCluster) restart(ctx context.Context, ready func(context.Context) error) (string, error) {
-	var said string
-	err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeoutCause(ctx, s.RestartTimeout, fmt.Errorf("the runtime did not come back within %s (--restart-timeout)", s.RestartTimeout))
-		defer cancel()
-		old, now, err := signalRestart(ctx, s.RuntimeSocket, s.binaries(), 200*time.Millisecond)
-		if err != nil {
-			return err
-		}
-		said = fmt.Sprintf("restarted the runtime (PID %d, now %d)", old, now)
-		fmt.Fprintln(s.Out, "node-setup:", said)
-		return ready(ctx)
-	})
-	return said, err
+// restart restarts the runtime (the caller holds the node-setup Lease),
+// then waits for ready; it says what it did, with when, and whether the
+// signal went.
+func (s InCluster) restart(ctx context.Context, ready func(context.Context) error) (said string, sent bool, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.RestartTimeout, fmt.Errorf("the runtime did not come back within %s (--restart-timeout)", s.RestartTimeout))
+	defer cancel()
+	from := time.Now()
+	old, now, sent, err := signalRestart(ctx, s.RuntimeSocket, s.binaries(), 200*time.Millisecond)
+	if err != nil {
+		return "", sent, err
+	}
+	if err := ready(ctx); err != nil {
+		return "", sent, err
+	}
+	said = fmt.Sprintf("restarted the runtime (PID %d, now %d) from %s to %s", old, now, from.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano))
+	fmt.Fprintln(s.Out, "node-setup:", said)
+	return said, true, nil
 }
 
 // report writes the outcome on the node, label and message, and prints it.

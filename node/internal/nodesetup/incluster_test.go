@@ -270,3 +270,77 @@ func TestInClusterNeverBreaksTheRuntime(t *testing.T) {
 		}
 	})
 }
+
+// vgpud's drop-in written before and never run (a restart left to
+// someone, a pod stopped before its restart), with which the runtime
+// does not start: it goes again, and the runtime serves on the old files.
+func TestInClusterRollsBackAnEarlierDropIn(t *testing.T) {
+	s, kube, _, dropIn := setupCase(t, "containerd://2.4.2", "VGPUD_FAKE_RUNTIME_REFUSES=DIR/etc/conf.d/vgpud.toml")
+	s.RestartTimeout = 2 * time.Second
+	if _, err := Install(s.Spec, s.NRISocket); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Install(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if label, msg, _ := outcome(t, kube); label != wellknown.NodeSetupFailed || !strings.Contains(msg, "taken back out") {
+		t.Errorf("%s=%q, %q; want failed, the drop-in taken back out", wellknown.LabelNodeSetup, label, msg)
+	}
+	if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier drop-in after the rollback: %v", err)
+	}
+}
+
+// With the Lease held elsewhere past --lease-wait nothing changes: the
+// error names the holder, the node stays pending for the pod to try
+// again.
+func TestInClusterGivesUpOnAHeldLease(t *testing.T) {
+	s, kube, starts, dropIn := setupCase(t, "containerd://2.4.2")
+	s.LeaseWait = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := make(chan struct{})
+	go func() {
+		_ = holdLease(ctx, kube.CoordinationV1(), s.Namespace, wellknown.LeaseNodeSetup, "vgpud-other", time.Minute, io.Discard, func(ctx context.Context) error {
+			close(held)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-held
+	err := s.Install(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `"vgpud-other"`) {
+		t.Fatalf("Install with the Lease held elsewhere: %v; want an error naming vgpud-other", err)
+	}
+	if label, _, _ := outcome(t, kube); label != wellknown.NodeSetupPending {
+		t.Errorf("%s=%q, want pending", wellknown.LabelNodeSetup, label)
+	}
+	if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) || starts.Load() != 1 {
+		t.Errorf("gave up, yet the drop-in %v, %d starts", err, starts.Load())
+	}
+}
+
+// wait-reverted ends once no node is labelled, and fails naming a node
+// whose runtime still runs the drop-in, or one left after its timeout.
+func TestWaitReverted(t *testing.T) {
+	labelled := func(name, value string) *corev1.Node {
+		n := node("containerd://2.4.2")
+		n.Name = name
+		if value != "" {
+			n.Labels = map[string]string{wellknown.LabelNodeSetup: value}
+		}
+		return n
+	}
+	ctx := context.Background()
+	if err := WaitReverted(ctx, fake.NewSimpleClientset(labelled("a", ""), labelled("b", "")).CoreV1(), time.Second, 10*time.Millisecond, io.Discard); err != nil {
+		t.Errorf("no node labelled: %v", err)
+	}
+	err := WaitReverted(ctx, fake.NewSimpleClientset(labelled("a", wellknown.NodeSetupRevertRestartNeeded)).CoreV1(), time.Second, 10*time.Millisecond, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "restart the runtime") {
+		t.Errorf("a node whose runtime was not restarted: %v", err)
+	}
+	err = WaitReverted(ctx, fake.NewSimpleClientset(labelled("a", wellknown.NodeSetupDone)).CoreV1(), 100*time.Millisecond, 10*time.Millisecond, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "a (done, not Ready)") {
+		t.Errorf("a node never reverted: %v", err)
+	}
+}

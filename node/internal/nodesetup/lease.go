@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,21 +34,18 @@ func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, na
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	started, result := make(chan struct{}), make(chan error, 1)
+	// Whoever moves state from waiting first wins: the hold (fn runs) or
+	// the timer (it gives up). Never both.
+	const waiting, holding, gaveUp = 0, 1, 2
+	var state atomic.Int32
+	result := make(chan error, 1)
 	waited := time.Now()
-	// Not held within wait: stop trying.
-	gaveUp := make(chan struct{})
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	go func() {
-		select {
-		case <-started:
-		case <-ctx.Done():
-		case <-timer.C:
-			close(gaveUp)
+	timer := time.AfterFunc(wait, func() {
+		if state.CompareAndSwap(waiting, gaveUp) {
 			cancel()
 		}
-	}()
+	})
+	defer timer.Stop()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   leaseDuration,
@@ -57,7 +55,9 @@ func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, na
 		Name:            name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				close(started)
+				if !state.CompareAndSwap(waiting, holding) {
+					return
+				}
 				fmt.Fprintf(out, "node-setup: holding Lease %s/%s after %s\n", namespace, name, time.Since(waited).Round(time.Millisecond))
 				result <- fn(ctx)
 				cancel()
@@ -69,13 +69,15 @@ func holdLease(ctx context.Context, leases coordinationv1client.LeasesGetter, na
 		return fmt.Errorf("Lease %s/%s: %w", namespace, name, err)
 	}
 	le.Run(ctx)
-	select {
-	case <-started:
+	switch state.Load() {
+	case holding:
 		// fn runs on after a lost hold, its context ended: its error.
 		return <-result
-	case <-gaveUp:
+	case gaveUp:
 		who := "no one it could read"
-		if l, err := leases.Leases(namespace).Get(context.WithoutCancel(ctx), name, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+		getCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer done()
+		if l, err := leases.Leases(namespace).Get(getCtx, name, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
 			who = fmt.Sprintf("%q (renewed %v)", *l.Spec.HolderIdentity, l.Spec.RenewTime)
 		}
 		return fmt.Errorf("waited %s for the Lease %s/%s, held by %s: each node's setup holds it only while it restarts its runtime", wait, namespace, name, who)

@@ -86,8 +86,7 @@ type edit struct {
 	remove  bool   // delete the file instead
 	before  []byte // nil when there was no file
 	existed bool
-	changed bool   // apply changed it: undo puts it back
-	madeDir string // the directory apply made for it, which undo removes
+	changed bool // apply changed it: undo puts it back
 }
 
 // Install puts vgpud's drop-in in place for spec and, for containerd,
@@ -165,9 +164,6 @@ func apply(edits []edit) (Applied, error) {
 		if e.existed && string(e.before) == e.after {
 			continue
 		}
-		if _, err := os.Stat(filepath.Dir(e.path)); errors.Is(err, fs.ErrNotExist) {
-			e.madeDir = filepath.Dir(e.path)
-		}
 		if err := writeFile(e.path, e.after); err != nil {
 			return done, errors.Join(err, undo(edits[:i+1]))
 		}
@@ -177,22 +173,35 @@ func apply(edits []edit) (Applied, error) {
 	return done, nil
 }
 
-// undo puts back what apply changed of edits, last first, and removes
-// the directories it made (where they are empty again).
+// undo puts back what apply changed of edits, last first, where a file
+// still reads as apply left it: one changed since (by configuration
+// management, an admin) is left as it is, and said. A directory apply
+// made stays: its time says the runtime's files changed
+// (InCluster.runsOlderFiles).
 func undo(edits []edit) error {
 	var errs []error
 	for i := len(edits) - 1; i >= 0; i-- {
 		e := edits[i]
+		if !e.changed {
+			continue
+		}
+		now, err := os.ReadFile(e.path)
+		gone := errors.Is(err, fs.ErrNotExist)
+		if err != nil && !gone {
+			errs = append(errs, fmt.Errorf("read %s: %w", e.path, err))
+			continue
+		}
+		if (e.remove && !gone) || (!e.remove && (gone || string(now) != e.after)) {
+			errs = append(errs, fmt.Errorf("%s changed since vgpud wrote it: left as it is", e.path))
+			continue
+		}
 		switch {
-		case e.changed && e.existed:
+		case e.existed:
 			errs = append(errs, writeFile(e.path, string(e.before)))
-		case e.changed:
+		case !gone:
 			if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", e.path, err))
 			}
-		}
-		if e.madeDir != "" {
-			_ = os.Remove(e.madeDir) // only if empty: another file may have come
 		}
 	}
 	return errors.Join(errs...)

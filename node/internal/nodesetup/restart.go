@@ -71,6 +71,13 @@ func servingRuntime(ctx context.Context, socket string, binaries []string) (int,
 	if !slices.Contains(binaries, name) {
 		return 0, fmt.Errorf("%s is served by PID %d, which runs %s, not %s: set the runtime's socket (runtime.socket)", socket, pid, exe, strings.Join(binaries, " or "))
 	}
+	// The signal goes through a pidfd (Linux 5.3+): known before any
+	// file changes.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0, fmt.Errorf("open the runtime's process (PID %d) as a pidfd, which needs Linux 5.3 or newer: %w", pid, err)
+	}
+	unix.Close(fd)
 	return pid, nil
 }
 
@@ -78,22 +85,22 @@ func servingRuntime(ctx context.Context, socket string, binaries []string) (int,
 // binaries) with SIGTERM, through a pidfd taken while that very process
 // serves it, so that a reused PID is never hit; then it waits until
 // another process serves the socket, polling every poll. It returns the
-// old and new PIDs.
-func signalRestart(ctx context.Context, socket string, binaries []string, poll time.Duration) (old, now int, err error) {
+// old and new PIDs, and whether the signal went.
+func signalRestart(ctx context.Context, socket string, binaries []string, poll time.Duration) (old, now int, sent bool, err error) {
 	old, err = servingRuntime(ctx, socket, binaries)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	fd, err := unix.PidfdOpen(old, 0)
 	if err != nil {
-		return old, 0, fmt.Errorf("open the runtime's process (PID %d): %w", old, err)
+		return old, 0, false, fmt.Errorf("open the runtime's process (PID %d): %w", old, err)
 	}
 	defer unix.Close(fd)
 	if again, err := servingPID(ctx, socket); err != nil || again != old {
-		return old, 0, fmt.Errorf("the runtime serving %s changed while it was being stopped (PID %d, now %d, %v): try again", socket, old, again, err)
+		return old, 0, false, fmt.Errorf("the runtime serving %s changed while it was being stopped (PID %d, now %d, %v): try again", socket, old, again, err)
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0); err != nil {
-		return old, 0, fmt.Errorf("signal the runtime (PID %d): %w", old, err)
+		return old, 0, false, fmt.Errorf("signal the runtime (PID %d): %w", old, err)
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
@@ -102,7 +109,7 @@ func signalRestart(ctx context.Context, socket string, binaries []string, poll t
 		now, err := servingPID(ctx, socket)
 		switch {
 		case err == nil && now != old && now > 1:
-			return old, now, nil
+			return old, now, true, nil
 		case err == nil:
 			last = fmt.Errorf("PID %d still serves it", now)
 		default:
@@ -110,7 +117,7 @@ func signalRestart(ctx context.Context, socket string, binaries []string, poll t
 		}
 		select {
 		case <-ctx.Done():
-			return old, 0, fmt.Errorf("no new runtime served %s after PID %d was stopped (%w): is it run by a supervisor that starts it again, as systemd's Restart=always? last: %v", socket, old, context.Cause(ctx), last)
+			return old, 0, true, fmt.Errorf("no new runtime served %s after PID %d was stopped (%w): is it run by a supervisor that starts it again, as systemd's Restart=always? last: %v", socket, old, context.Cause(ctx), last)
 		case <-t.C:
 		}
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // WaitReverted waits until no node carries vgpud.io/node-setup, which
-// each node's revert takes off, polling every poll: the chart's
+// each node's revert takes off, polling every poll, and fails where a
+// revert could not restart the runtime (revert-restart-needed): the chart's
 // pre-delete hook, so that nothing else of vgpud is removed while a node
 // still needs it. It gives up after timeout naming the nodes left, and
 // which of them are not Ready (a node gone or down cannot revert).
@@ -43,11 +44,13 @@ func WaitReverted(ctx context.Context, nodes typedcorev1.NodesGetter, timeout, p
 			}
 			slices.Sort(left)
 			slices.Sort(restart)
+			if len(left) == 0 && len(restart) > 0 {
+				// Their runtime runs vgpud's drop-in until restarted: a
+				// removal now would leave them refusing pods vgpud marked.
+				return fmt.Errorf("vgpud's drop-in is gone from %s, but the runtime there runs it until restarted (nodeSetup.restart is none): restart the runtime on each, kubectl label node NODE %s-, then remove vgpud again", strings.Join(restart, ", "), wellknown.LabelNodeSetup)
+			}
 			if len(left) == 0 {
 				fmt.Fprintln(out, "node-setup: every node is reverted")
-				if len(restart) > 0 {
-					fmt.Fprintf(out, "node-setup: restart the runtime on %s (nodeSetup.restart is none), then kubectl label node NODE %s-\n", strings.Join(restart, ", "), wellknown.LabelNodeSetup)
-				}
 				return nil
 			}
 			if now := strings.Join(left, ", "); now != said {

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,24 +94,44 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	}
 	t.Logf("%d nodes %v; leader %s on %s", len(nodes), nodes, leader.Name, leader.Spec.NodeName)
 	// No node was set up by hand: each node's init container set its
-	// containerd up (scripts/cluster.sh starts them without vgpud's
-	// drop-in) and said so on the node; the restarts took turns on the
-	// node-setup Lease.
+	// containerd up (the cluster starts them without vgpud's drop-in),
+	// restarted it, and said so on the node; the restarts took turns on
+	// the node-setup Lease, so their windows never overlap.
+	window := regexp.MustCompile(`restarted the runtime \(PID \d+, now \d+\) from (\S+) to (\S+) with vgpud's drop-in`)
+	type span struct {
+		node     string
+		from, to time.Time
+	}
+	var spans []span
 	for _, n := range nodes {
 		node, err := e.kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		label, msg := node.Labels[wellknown.LabelNodeSetup], node.Annotations[wellknown.AnnotationNodeSetup]
-		if label != wellknown.NodeSetupDone || !(strings.Contains(msg, "restarted the runtime") || strings.Contains(msg, "already runs vgpud's drop-in")) {
-			t.Errorf("node %s: %s=%q, %q; want done by the chart's node setup", n, wellknown.LabelNodeSetup, label, msg)
+		m := window.FindStringSubmatch(msg)
+		if label != wellknown.NodeSetupDone || m == nil {
+			t.Errorf("node %s: %s=%q, %q; want done, its containerd restarted by the chart's node setup", n, wellknown.LabelNodeSetup, label, msg)
+			continue
 		}
-		t.Logf("node %s: node setup %s: %s", n, label, msg)
+		from, err1 := time.Parse(time.RFC3339Nano, m[1])
+		to, err2 := time.Parse(time.RFC3339Nano, m[2])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("node %s: restart window %q: %v %v", n, m[0], err1, err2)
+		}
+		spans = append(spans, span{n, from, to})
+		t.Logf("node %s: containerd restarted by the node setup in %v", n, to.Sub(from).Round(time.Millisecond))
 	}
-	if l, err := e.kube.CoordinationV1().Leases(system).Get(ctx, wellknown.LeaseNodeSetup, metav1.GetOptions{}); err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "" {
-		t.Errorf("the node-setup Lease after the install: %v, %v; want it released", l, err)
+	sort.Slice(spans, func(i, j int) bool { return spans[i].from.Before(spans[j].from) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].from.Before(spans[i-1].to) {
+			t.Errorf("containerd restarts overlap: %s from %v, while %s's ran to %v", spans[i].node, spans[i].from, spans[i-1].node, spans[i-1].to)
+		}
+	}
+	if l, err := e.kube.CoordinationV1().Leases(system).Get(ctx, wellknown.LeaseNodeSetup, metav1.GetOptions{}); err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "" || int(ptrInt32(l.Spec.LeaseTransitions)) < len(nodes) {
+		t.Errorf("the node-setup Lease after the install: %+v, %v; want it released, after a hand-over per node", l, err)
 	} else {
-		t.Logf("node-setup Lease: %d hand-overs, released", ptrInt32(l.Spec.LeaseTransitions))
+		t.Logf("node-setup Lease: %d hand-overs for %d restarts, one at a time, released", ptrInt32(l.Spec.LeaseTransitions), len(spans))
 	}
 	// Every node pulled vgpud from the cluster's registry, by the tag
 	// and digest that push printed, as a real cluster pulls it.

@@ -51,9 +51,10 @@ func upgradeFromRelease(t *testing.T, e env, nodes []string) {
 	rev := strings.TrimSpace(run("the previous release's commit", "bash", "-c",
 		fmt.Sprintf("git rev-parse -q --verify 'refs/tags/%s^{commit}' || git rev-parse --verify '%s^{commit}'", previousRelease, previousCommit)))
 
-	// What a install left goes, as docs/install-upgrade-and-uninstall.md removes it (the
-	// runtime keeps requiring vgpud's hook: the release installed next
-	// brings it back).
+	// What the install left goes, as docs/install-upgrade-and-uninstall.md
+	// removes it: the chart's pre-delete hook reverts every node first.
+	// v0.1.0 then runs on nodes without vgpud's drop-in (it set up none),
+	// and this release's init containers set them up again.
 	start := time.Now()
 	run("helm uninstall", "bash", "-c", `"$(scripts/helm.sh)" uninstall vgpud --namespace vgpud-system --wait --timeout 120s`)
 	harness.Eventually(t, 120*time.Second, "vgpud's pods gone", func() error {
