@@ -18,6 +18,9 @@ need_root demo
 kubeconfig=$("$here/cluster.sh" up)
 export KUBECONFIG=$kubeconfig
 "$here/install.sh"
+# No node was set up by hand: each vgpud pod's init container set its
+# node's containerd up (docs/install-node-setup.md).
+kubectl get nodes -L vgpud.io/node-setup
 
 ns=vgpud-demo
 kubectl delete namespace $ns --ignore-not-found --wait >/dev/null
