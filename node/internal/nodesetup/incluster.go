@@ -11,10 +11,13 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 
 	"github.com/vgpud/vgpud/node/internal/preflight"
 	"github.com/vgpud/vgpud/node/internal/runtimecheck"
@@ -35,9 +38,11 @@ type InCluster struct {
 	// Binaries are the names the runtime's process may run as; empty:
 	// the runtime kind's (containerd, crio).
 	Binaries []string
-	// Node is this node; its outcome is written there.
-	Node  string
-	Nodes typedcorev1.NodesGetter
+	// Node is this node; its outcome is written there, and an outcome
+	// that needs a person is also an Event on it (Events may be nil).
+	Node   string
+	Nodes  typedcorev1.NodesGetter
+	Events eventsv1client.EventsGetter
 	// The Lease (wellknown.LeaseNodeSetup) held while restarting, by
 	// Holder, waited for LeaseWait at most.
 	Leases    coordinationv1client.LeasesGetter
@@ -279,7 +284,9 @@ func (s InCluster) restart(ctx context.Context, ready func(context.Context) erro
 	return said, true, nil
 }
 
-// report writes the outcome on the node, label and message, and prints it.
+// report writes the outcome on the node, label and message, and prints
+// it; one that needs a person (failed, restart-needed) is also a Warning
+// Event on the Node, which kubectl describe node shows.
 func (s InCluster) report(ctx context.Context, result, message string) error {
 	fmt.Fprintf(s.Out, "node-setup: %s: %s\n", result, message)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
@@ -288,6 +295,34 @@ func (s InCluster) report(ctx context.Context, result, message string) error {
 	}})
 	if _, err := s.Nodes.Nodes().Patch(ctx, s.Node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("write %s=%s on node %s: %w", wellknown.LabelNodeSetup, result, s.Node, err)
+	}
+	reason := map[string]string{wellknown.NodeSetupFailed: "VgpudNodeSetupFailed", wellknown.NodeSetupRestartNeeded: "VgpudNodeSetupRestartNeeded"}[result]
+	if reason == "" || s.Events == nil {
+		return nil
+	}
+	// Best effort: the label said it already.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	note := message
+	if len(note) > 1024 { // the apiserver's limit on an Event's note
+		note = note[:1021] + "..."
+	}
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", s.Node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
+		EventTime:  metav1.NewMicroTime(now),
+		// UID the node's name, as kubelet's Node Events have it: kubectl
+		// describe node looks for that.
+		Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: s.Node, UID: types.UID(s.Node)},
+		Type:                corev1.EventTypeWarning,
+		Reason:              reason,
+		Action:              "SetUp",
+		ReportingController: "vgpud.io/node-setup",
+		ReportingInstance:   s.Holder,
+		Note:                note,
+	}
+	if _, err := s.Events.Events(metav1.NamespaceDefault).Create(ectx, ev, metav1.CreateOptions{}); err != nil {
+		fmt.Fprintf(s.Out, "node-setup: record an Event on node %s: %v\n", s.Node, err)
 	}
 	return nil
 }

@@ -131,7 +131,7 @@ func setupCase(t *testing.T, version string, env ...string) (InCluster, *fake.Cl
 	s := InCluster{
 		Spec: preflight.Spec{Runtime: preflight.RuntimeContainerd, Path: filepath.Join(etc, "config.toml")}, NRISocket: nri,
 		RuntimeSocket: sock, Restart: RestartSignal, RestartTimeout: 20 * time.Second, Binaries: []string{filepath.Base(os.Args[0])},
-		Node: "n1", Nodes: kube.CoreV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Holder: "vgpud-abcde", LeaseWait: time.Minute,
+		Node: "n1", Nodes: kube.CoreV1(), Events: kube.EventsV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Holder: "vgpud-abcde", LeaseWait: time.Minute,
 		Out: io.Discard,
 	}
 	return s, kube, starts, filepath.Join(etc, "conf.d", "vgpud.toml")
@@ -210,6 +210,11 @@ func TestInClusterPreflightAndRestartNone(t *testing.T) {
 			}
 			if _, err := os.Stat(dropIn); !errors.Is(err, os.ErrNotExist) || starts.Load() != 1 {
 				t.Errorf("refused, yet the drop-in %v, %d starts", err, starts.Load())
+			}
+			// Reported where kubectl describe node shows it.
+			evs, err := kube.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+			if err != nil || len(evs.Items) != 1 || evs.Items[0].Reason != "VgpudNodeSetupFailed" || evs.Items[0].Regarding.Name != "n1" || !strings.Contains(evs.Items[0].Note, tc.says) {
+				t.Errorf("Events on the node: %+v, %v; want one VgpudNodeSetupFailed saying %q", evs, err, tc.says)
 			}
 		})
 	}

@@ -6,10 +6,12 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -42,6 +44,14 @@ func TestFallback(t *testing.T) {
 		// refused it, changed nothing, and said so on the node.
 		if l, msg := n.Labels[wellknown.LabelNodeSetup], n.Annotations[wellknown.AnnotationNodeSetup]; l != wellknown.NodeSetupFailed || !strings.Contains(msg, "preflight refused, nothing was changed") || !strings.Contains(msg, "containerd://1.6") {
 			t.Errorf("node setup on containerd 1.6: %s=%q, %q; want failed by preflight", wellknown.LabelNodeSetup, l, msg)
+		}
+		// And reported where kubectl describe node shows it.
+		if evs, err := e.kube.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Error(err)
+		} else if !slices.ContainsFunc(evs.Items, func(ev eventsv1.Event) bool {
+			return ev.Regarding.Kind == "Node" && ev.Regarding.Name == node && ev.Reason == "VgpudNodeSetupFailed" && ev.Type == "Warning"
+		}) {
+			t.Errorf("no VgpudNodeSetupFailed Warning Event on node %s among %d Events", node, len(evs.Items))
 		}
 		if id := n.Annotations[wellknown.AnnotationIdentity]; id != wellknown.IdentityGuessed {
 			t.Errorf("%s=%q, want %q", wellknown.AnnotationIdentity, id, wellknown.IdentityGuessed)
