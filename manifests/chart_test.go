@@ -115,10 +115,6 @@ func installEdits() []edit {
 		// The node setup: on unless turned off, for the runtime the values
 		// name, restarted as they say.
 		{"            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      containers:\n", "            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      {{- end }}\n      containers:\n", 1},
-		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "install"]`,
-			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "install"]`, 1},
-		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
-		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ include \"vgpud.runtimeSocket\" . | dir }}, readOnly: true}", 1},
 		{"        - name: runtime-socket\n          hostPath: {path: /run/containerd, type: DirectoryOrCreate}\n", "        {{- if .Values.nodeSetup.enabled }}\n        - name: runtime-socket\n          hostPath: {path: {{ include \"vgpud.runtimeSocket\" . | dir }}, type: DirectoryOrCreate}\n        {{- end }}\n", 1},
 		// HAMi-core's interposer, where the operator put it on the nodes:
 		// mounted at the same path, which the hook mounts into GPU
@@ -148,6 +144,7 @@ func installEdits() []edit {
 		{"  cluster-settings.yaml: |\n    version: v1\n", "  cluster-settings.yaml: |\n    version: v1\n    {{- with .Values.clusterSettings }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n", 1},
 		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
 	}
+	edits = append(edits, nodeSetupContainerEdits("install")...)
 	// The policies a removal leaves (kubernetes#130887): rendered unless
 	// they are there already and not this release's (left by the
 	// manifest's removal, or another release's), which a helm install
@@ -185,14 +182,10 @@ func revertEdits() []edit {
 	hook := func(weight string) string {
 		return "  labels:\n    app.kubernetes.io/name: vgpud\n  annotations:\n    helm.sh/hook: pre-delete\n    helm.sh/hook-weight: \"" + weight + "\"\n    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded\nspec:\n"
 	}
-	return []edit{
+	return append(nodeSetupContainerEdits("remove"), []edit{
 		{"vgpud-system", "{{ .Release.Namespace }}", 3},
 		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
 			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 3},
-		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "remove"]`,
-			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "remove"]`, 1},
-		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
-		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ include \"vgpud.runtimeSocket\" . | dir }}, readOnly: true}", 1},
 		{"hostPath: {path: /etc/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ .Values.runtime.configDir }}, type: DirectoryOrCreate}", 1},
 		{"hostPath: {path: /run/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ include \"vgpud.runtimeSocket\" . | dir }}, type: DirectoryOrCreate}", 1},
 		{"      priorityClassName: system-node-critical\n", "      priorityClassName: {{ .Values.priorityClassName }}\n", 1},
@@ -202,6 +195,18 @@ func revertEdits() []edit {
 		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  backoffLimit:",
 			"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n" + hook("0") + "  backoffLimit:", 1},
 		{"      serviceAccountName: vgpud\n", "      serviceAccountName: vgpud\n      {{- with .Values.imagePullSecrets }}\n      imagePullSecrets:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n", 2},
+	}...)
+}
+
+// nodeSetupContainerEdits give the privileged node-setup container
+// (vgpud.yaml's init container running action install, node-revert.yaml's
+// running remove) the runtime the values name and the restart they ask.
+func nodeSetupContainerEdits(action string) []edit {
+	return []edit{
+		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "` + action + `"]`,
+			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "` + action + `"]`, 1},
+		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
+		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ include \"vgpud.runtimeSocket\" . | dir }}, readOnly: true}", 1},
 	}
 }
 
