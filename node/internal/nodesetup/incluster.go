@@ -56,7 +56,7 @@ func (s InCluster) binaries() []string {
 	if len(s.Binaries) > 0 {
 		return s.Binaries
 	}
-	return map[string][]string{preflight.RuntimeContainerd: {"containerd"}, preflight.RuntimeCRIO: {"crio"}}[s.Spec.Runtime]
+	return []string{daemon(s.Spec.Runtime)}
 }
 
 // Install runs preflight, then sets up the node's runtime: its files
@@ -227,10 +227,11 @@ func (s InCluster) Revert(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if (applied.Changed || s.runsOlderFiles()) && s.Restart == RestartNone {
+	restart := applied.Changed || s.runsOlderFiles()
+	if restart && s.Restart == RestartNone {
 		return s.report(ctx, wellknown.NodeSetupRevertRestartNeeded, "removed vgpud's drop-in; restart the runtime for the removal to apply (nodeSetup.restart is none), then remove this label")
 	}
-	if applied.Changed || s.runsOlderFiles() {
+	if restart {
 		if err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
 			said, _, err := s.restart(ctx, func(context.Context) error { return nil })
 			if err == nil {
@@ -272,7 +273,7 @@ func (s InCluster) restart(ctx context.Context, ready func(context.Context) erro
 	ctx, cancel := context.WithTimeoutCause(ctx, s.RestartTimeout, fmt.Errorf("the runtime did not come back within %s (--restart-timeout)", s.RestartTimeout))
 	defer cancel()
 	from := time.Now()
-	old, now, sent, err := signalRestart(ctx, s.RuntimeSocket, s.binaries(), 200*time.Millisecond)
+	old, now, sent, err := signalRestart(ctx, s.RuntimeSocket, s.binaries())
 	if err != nil {
 		return "", sent, err
 	}

@@ -64,8 +64,7 @@ func Run(o runtimecheck.Options, nriSocket string, action string, stdout io.Writ
 	for _, p := range v.Problems {
 		fmt.Fprintln(stdout, "  -", p)
 	}
-	unit := map[string]string{preflight.RuntimeContainerd: "containerd", preflight.RuntimeCRIO: "crio"}[spec.Runtime]
-	fmt.Fprintf(stdout, "restart the runtime for it to apply (running containers keep running): systemctl restart %s\n", unit)
+	fmt.Fprintf(stdout, "restart the runtime for it to apply (running containers keep running): systemctl restart %s\n", daemon(spec.Runtime))
 	return nil
 }
 

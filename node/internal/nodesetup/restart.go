@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpud/vgpud/node/internal/preflight"
 )
 
 // Restart modes: how the one-shot restarts the runtime once its files
@@ -84,9 +85,9 @@ func servingRuntime(ctx context.Context, socket string, binaries []string) (int,
 // signalRestart stops the runtime serving socket (running one of
 // binaries) with SIGTERM, through a pidfd taken while that very process
 // serves it, so that a reused PID is never hit; then it waits until
-// another process serves the socket, polling every poll. It returns the
-// old and new PIDs, and whether the signal went.
-func signalRestart(ctx context.Context, socket string, binaries []string, poll time.Duration) (old, now int, sent bool, err error) {
+// another process serves the socket. It returns the old and new PIDs,
+// and whether the signal went.
+func signalRestart(ctx context.Context, socket string, binaries []string) (old, now int, sent bool, err error) {
 	old, err = servingRuntime(ctx, socket, binaries)
 	if err != nil {
 		return 0, 0, false, err
@@ -102,23 +103,24 @@ func signalRestart(ctx context.Context, socket string, binaries []string, poll t
 	if err := unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0); err != nil {
 		return old, 0, false, fmt.Errorf("signal the runtime (PID %d): %w", old, err)
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	var last error
-	for {
-		now, err := servingPID(ctx, socket)
+	err = poll(ctx, func() error {
+		pid, err := servingPID(ctx, socket)
 		switch {
-		case err == nil && now != old && now > 1:
-			return old, now, true, nil
-		case err == nil:
-			last = fmt.Errorf("PID %d still serves it", now)
-		default:
-			last = err
+		case err != nil:
+			return err
+		case pid == old || pid <= 1:
+			return fmt.Errorf("PID %d still serves it", pid)
 		}
-		select {
-		case <-ctx.Done():
-			return old, 0, true, fmt.Errorf("no new runtime served %s after PID %d was stopped (%w): is it run by a supervisor that starts it again, as systemd's Restart=always? last: %v", socket, old, context.Cause(ctx), last)
-		case <-t.C:
-		}
+		now = pid
+		return nil
+	})
+	if err != nil {
+		return old, 0, true, fmt.Errorf("no new runtime served %s after PID %d was stopped: is it run by a supervisor that starts it again, as systemd's Restart=always? %w", socket, old, err)
 	}
+	return old, now, true, nil
+}
+
+// daemon is the runtime's process and systemd unit name.
+func daemon(runtime string) string {
+	return map[string]string{preflight.RuntimeContainerd: "containerd", preflight.RuntimeCRIO: "crio"}[runtime]
 }
