@@ -63,6 +63,20 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             - name: VGPUD_RUNTIME_CONFIG
               value: {{ $rt | quote }}
             {{- end }}
+            {{- $fullname := include "vgpud.fullname" . }}
+            {{- if ne $fullname "vgpud" }}
+            # The objects the binary finds by name, under the chart's.
+            - name: VGPUD_LEASE_NAME
+              value: {{ printf "%s-leader" $fullname | quote }}
+            - name: VGPUD_TLS_SECRET_NAME
+              value: {{ printf "%s-tls" $fullname | quote }}
+            - name: VGPUD_WEBHOOK_CONFIG_NAME
+              value: {{ $fullname | quote }}
+            - name: VGPUD_SERVICE_NAME
+              value: {{ $fullname | quote }}
+            - name: VGPUD_SCHEDULER_DEPLOYMENT
+              value: {{ printf "%s-scheduler" $fullname | quote }}
+            {{- end }}
             {{- with .Values.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -75,7 +89,7 @@ const gpuPodsPolicyIf = `{{- if .Capabilities.APIVersions.Has "admissionregistra
 
 // schedulerDefaults is what the scheduler's configuration is made of
 // with the chart's defaults, as its template prints it.
-const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu","gpucores":"nvidia.com/gpucores","gpumem":"nvidia.com/gpumem","gpumemPercentage":"nvidia.com/gpumem-percentage","priority":"nvidia.com/priority"}`
+const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu","gpucores":"nvidia.com/gpucores","gpumem":"nvidia.com/gpumem","gpumemPercentage":"nvidia.com/gpumem-percentage","priority":"nvidia.com/priority"}|vgpud`
 
 func installEdits() []edit {
 	res := func(name, key string) []edit {
@@ -102,6 +116,8 @@ func installEdits() []edit {
 		{"'default-scheduler', 'vgpud-scheduler']", "'default-scheduler', '{{ .Values.schedulerName }}']", 1},
 		{"schedulerName: 'vgpud-scheduler'}", "schedulerName: '{{ .Values.schedulerName }}'}", 1},
 		{"only vgpud-scheduler places", "only {{ .Values.schedulerName }} places", 1},
+		{"get schedulerName vgpud-scheduler from", "get schedulerName {{ .Values.schedulerName }} from", 1},
+		{"kube-scheduler profile, vgpud-scheduler, whose", "kube-scheduler profile, {{ .Values.schedulerName }}, whose", 1},
 		{"      - schedulerName: vgpud-scheduler\n", "      - schedulerName: {{ .Values.schedulerName }}\n", 1},
 		// The namespaces exempt from the slice's env, as the node's.
 		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join \", \" }}]", 1},
@@ -151,7 +167,7 @@ func installEdits() []edit {
 	// could not take over; kept either way.
 	edits = append(edits,
 		edit{"apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: vgpud-keep-lease-params\n",
-			`{{- $kept := lookup "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding" "" "vgpud-keep-lease-params" }}` + "\n" +
+			`{{- $kept := lookup "admissionregistration.k8s.io/v1" "ValidatingAdmissionPolicyBinding" "" (printf "%s-keep-lease-params" (include "vgpud.fullname" .)) }}` + "\n" +
 				`{{- if or (not $kept) (eq (printf "%s/%s" (dig "metadata" "annotations" "meta.helm.sh/release-namespace" "" $kept) (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $kept)) (printf "%s/%s" .Release.Namespace .Release.Name)) }}` + "\n" +
 				"apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: vgpud-keep-lease-params\n", 1},
 		edit{"\n---\n# Every change of the leader Lease's holder", "\n{{- end }}\n---\n# Every change of the leader Lease's holder", 1})
@@ -165,12 +181,12 @@ func installEdits() []edit {
 	mig := `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/mig-`
 	edits = append(edits, edit{"'nvidia.com/'", "'" + `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/` + "'", 12})
 	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 8}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(wellknown.MIGProfiles())})
-	// The scheduler's configuration names the namespace, the scheduler
-	// and the resources: where those are not the defaults, its hash
+	// The scheduler's configuration names the namespace, the scheduler,
+	// the resources and the Service and Lease by the chart's name: where those are not the defaults, its hash
 	// grows a suffix of them, so that changing them rolls the scheduler.
 	hash := regexp.MustCompile(`vgpud.io/scheduler-config: "([0-9a-f]+)"`).FindStringSubmatch(install)
 	if hash != nil {
-		edits = append(edits, edit{hash[0], `vgpud.io/scheduler-config: "` + hash[1] + `{{ $in := printf "%s|%s|%s" .Release.Namespace .Values.schedulerName (toJson .Values.resourceNames) }}{{ if ne $in ` + "`" + schedulerDefaults + "`" + ` }}-{{ $in | sha256sum | trunc 8 }}{{ end }}"`, 1})
+		edits = append(edits, edit{hash[0], `vgpud.io/scheduler-config: "` + hash[1] + `{{ $in := printf "%s|%s|%s|%s" .Release.Namespace .Values.schedulerName (toJson .Values.resourceNames) (include "vgpud.fullname" .) }}{{ if ne $in ` + "`" + schedulerDefaults + "`" + ` }}-{{ $in | sha256sum | trunc 8 }}{{ end }}"`, 1})
 	}
 	return edits
 }
@@ -203,8 +219,8 @@ func revertEdits() []edit {
 // running remove) the runtime the values name and the restart they ask.
 func nodeSetupContainerEdits(action string) []edit {
 	return []edit{
-		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "` + action + `"]`,
-			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "` + action + `"]`, 1},
+		{`args: ["node-setup", "--node=$(NODE_NAME)", "--restart=signal", "--runtime-socket=/run/containerd/containerd.sock", "--runtime-config=containerd:/etc/containerd/config.toml", "--lease=vgpud-node-setup", "` + action + `"]`,
+			`args: ["node-setup", "--node=$(NODE_NAME)", "--restart={{ include "vgpud.nodeSetupRestart" . }}", "--runtime-socket={{ include "vgpud.runtimeSocket" . }}", {{ include "vgpud.runtimeConfig" . | printf "--runtime-config=%s" | quote }}, "--lease=vgpud-node-setup", "` + action + `"]`, 1},
 		{"{name: runtime-config, mountPath: /etc/containerd}", "{name: runtime-config, mountPath: {{ .Values.runtime.configDir }}}", 1},
 		{"{name: runtime-socket, mountPath: /run/containerd, readOnly: true}", "{name: runtime-socket, mountPath: {{ include \"vgpud.runtimeSocket\" . | dir }}, readOnly: true}", 1},
 	}
@@ -240,6 +256,7 @@ func TestChartTemplatesAreGenerated(t *testing.T) {
 		}
 		tmpl = strings.ReplaceAll(tmpl, e.old, e.new)
 	}
+	tmpl = chartNames(t, "vgpud.yaml", tmpl)
 	revert := NodeRevert
 	for _, e := range revertEdits() {
 		if n := strings.Count(revert, e.old); n != e.n {
@@ -247,10 +264,11 @@ func TestChartTemplatesAreGenerated(t *testing.T) {
 		}
 		revert = strings.ReplaceAll(revert, e.old, e.new)
 	}
+	revert = chartNames(t, "node-revert.yaml", revert)
 	want := map[string]string{
 		"../charts/vgpud/templates/node-revert.yaml": strings.Replace(chartHeader, "%s", "node-revert.yaml", 1) + revert,
 		"../charts/vgpud/templates/vgpud.yaml":       strings.Replace(chartHeader, "%s", "vgpud.yaml", 1) + "{{- include \"vgpud.validate\" . }}\n" + tmpl,
-		"../charts/vgpud/templates/monitoring.yaml":  strings.Replace(chartHeader, "%s", "monitoring/", 1) + monitoringTemplate(t),
+		"../charts/vgpud/templates/monitoring.yaml":  strings.Replace(chartHeader, "%s", "monitoring/", 1) + chartNames(t, "monitoring/", monitoringTemplate(t)),
 	}
 	for path, body := range want {
 		if os.Getenv("VGPUD_UPDATE_DOCS") != "" {

@@ -79,7 +79,7 @@ func (n *NodeSetup) Run(ctx context.Context, action string, kube func() (kubecli
 	s := nodesetup.InCluster{
 		Spec: spec, NRISocket: n.cfg.Identity.NRISocket, RuntimeSocket: n.opts.RuntimeSocket,
 		Restart: n.opts.Restart, RestartTimeout: n.opts.RestartTimeout,
-		Node: n.opts.Node, Nodes: k.Core, Events: k.Events, Leases: k.Coordination, Namespace: n.opts.Namespace, Holder: n.opts.Holder, LeaseWait: n.opts.LeaseWait,
+		Node: n.opts.Node, Nodes: k.Core, Events: k.Events, Leases: k.Coordination, Namespace: n.opts.Namespace, Lease: n.opts.Lease, Holder: n.opts.Holder, LeaseWait: n.opts.LeaseWait,
 		Out: stdout,
 	}
 	if action == "install" {

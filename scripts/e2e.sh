@@ -32,13 +32,17 @@ KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 25
 # The Kubernetes versions around the suite's, as docs/compatibility.md
 # lists them: a fresh two-node cluster each (the leader's failover needs
 # a second replica), TestCompat alone.
+# The first installs every object under another name (the chart's
+# fullnameOverride): a real install, failover and removal that way.
+fullname=gpushare
 for v in ${VGPUD_COMPAT_VERSIONS:-v1.34.4 v1.37.2}; do
 	"$here/cluster.sh" down
 	start=$(date +%s%N)
 	kubeconfig=$(K8S_VERSION=$v VGPUD_NODES=2 "$here/cluster.sh" up)
 	echo "e2e: Kubernetes $v cluster of 2 nodes ready in $((($(date +%s%N) - start) / 1000000)) ms"
-	KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_COMPAT=1 gotest -tags e2e -count=1 -timeout 10m -run TestCompat ./scripts/e2e/cluster/
-	echo "e2e: Kubernetes $v: compatibility scenario and cluster in $((($(date +%s%N) - start) / 1000000000)) s"
+	KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here VGPUD_COMPAT=1 VGPUD_FULLNAME=$fullname gotest -tags e2e -count=1 -timeout 10m -run TestCompat ./scripts/e2e/cluster/
+	echo "e2e: Kubernetes $v (objects named $fullname): compatibility scenario and cluster in $((($(date +%s%N) - start) / 1000000000)) s"
+	fullname=vgpud
 done
 "$here/cluster.sh" down
 

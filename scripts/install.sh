@@ -13,6 +13,8 @@
 #                       applied by a post-renderer (scripts/mock-post-render.sh),
 #                       and the nodes' runtime paths by values, for the
 #                       removal hook, which Helm 3 does not post-render
+# VGPUD_FULLNAME (chart only) installs every object under that name
+# (fullnameOverride) rather than vgpud.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s%N)
@@ -20,6 +22,8 @@ start=$(date +%s%N)
 # pinned to the digest the registry holds for its tag.
 state=${VGPUD_CLUSTER_DIR:-/var/lib/vgpud-e2e/cluster}
 pushed=$(cat "$state/vgpud-image")
+name=${VGPUD_FULLNAME:-vgpud}
+[ "$name" = vgpud ] || [ "${VGPUD_INSTALL:-manifest}" = chart ] || { echo "install: VGPUD_FULLNAME=$name needs VGPUD_INSTALL=chart" >&2; exit 2; }
 case ${VGPUD_INSTALL:-manifest} in
 manifest)
 	# Made for the cluster's version, as make manifests KUBERNETES=... makes it.
@@ -39,8 +43,8 @@ chart)
 	"$helm" upgrade --install vgpud charts/vgpud --namespace vgpud-system --create-namespace \
 		--set image.repository="$repo" --set image.digest="${pushed#*@}" \
 		--set runtime.configDir=/run/vgpud-e2e/etc/containerd --set runtime.socket=/run/vgpud-e2e/run/containerd/containerd.sock \
-		--post-renderer scripts/mock-post-render.sh >/dev/null
-	image=$(kubectl -n vgpud-system get ds vgpud -o jsonpath='{.spec.template.spec.containers[0].image}')
+		--set fullnameOverride="$name" --post-renderer scripts/mock-post-render.sh >/dev/null
+	image=$(kubectl -n vgpud-system get ds "$name" -o jsonpath='{.spec.template.spec.containers[0].image}')
 	[ "$image" = "$repo@${pushed#*@}" ] || { echo "install: the chart installed $image, not the image pushed, $pushed" >&2; exit 1; }
 	;;
 *)
@@ -48,11 +52,11 @@ chart)
 	exit 2
 	;;
 esac
-kubectl -n vgpud-system rollout status ds/vgpud --timeout=180s >/dev/null
-kubectl -n vgpud-system rollout status deploy/vgpud-scheduler --timeout=180s >/dev/null
+kubectl -n vgpud-system rollout status "ds/$name" --timeout=180s >/dev/null
+kubectl -n vgpud-system rollout status "deploy/$name-scheduler" --timeout=180s >/dev/null
 for _ in $(seq 1 120); do
 	leader=$(kubectl -n vgpud-system get pods -l vgpud.io/role=leader -o name)
-	ca=$(kubectl get mutatingwebhookconfiguration vgpud -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
+	ca=$(kubectl get mutatingwebhookconfiguration "$name" -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
 	# The fewest any node advertises: 0 until every node's plugin serves.
 	gpus=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' | awk '{n = $1 + 0; if (NR == 1 || n < m) m = n} END {print m + 0}')
 	[ -n "$leader" ] && [ -n "$ca" ] && [ "${gpus:-0}" -gt 0 ] && break

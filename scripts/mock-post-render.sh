@@ -10,6 +10,13 @@ trap 'rm -rf "$dir"' EXIT
 cat >"$dir/rendered.yaml"
 # kustomize takes a component by a relative path only.
 cp -r "$overlay" "$dir/overlay"
+# The overlay patches vgpud's objects by name: under fullnameOverride
+# (VGPUD_FULLNAME, scripts/install.sh) theirs.
+name=${VGPUD_FULLNAME:-vgpud}
+if [ "$name" != vgpud ]; then
+	sed -i -e "s/{name: vgpud, namespace:/{name: $name, namespace:/" -e "s/{name: vgpud-scheduler, namespace:/{name: $name-scheduler, namespace:/" \
+		-e "s/\[vgpud\.vgpud-system\.svc\]/[$name.vgpud-system.svc]/" "$dir/overlay/kustomization.yaml"
+fi
 cat >"$dir/kustomization.yaml" <<EOK
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization

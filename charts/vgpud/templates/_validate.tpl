@@ -15,6 +15,12 @@ call at the top of vgpud.yaml.
 {{- if has .Release.Namespace (list "default" "kube-system" "kube-public" "kube-node-lease") -}}
 {{- fail (printf "namespace %s: vgpud's namespace is exempt from its own policies; install it in a namespace of its own (--namespace vgpud-system)" .Release.Namespace) -}}
 {{- end -}}
+{{- range $key := list "nameOverride" "fullnameOverride" -}}
+{{- $v := get $.Values $key | default "" -}}
+{{- if and $v (or (not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $v)) (gt (len $v) 40)) -}}
+{{- fail (printf "%s %q: want a name of at most 40 lower-case letters, digits and dashes, starting with a letter: it names every object of vgpud's (its Service among them), with suffixes such as -leader" $key $v) -}}
+{{- end -}}
+{{- end -}}
 {{- if or (not (regexMatch $label .Values.schedulerName)) (eq .Values.schedulerName "default-scheduler") -}}
 {{- fail (printf "schedulerName %q: want a name of vgpud's own kube-scheduler profile (lower-case letters, digits, dashes), not default-scheduler" .Values.schedulerName) -}}
 {{- end -}}

@@ -43,10 +43,11 @@ type InCluster struct {
 	Node   string
 	Nodes  typedcorev1.NodesGetter
 	Events eventsv1client.EventsGetter
-	// The Lease (wellknown.LeaseNodeSetup) held while restarting, by
-	// Holder, waited for LeaseWait at most.
+	// The Lease held while restarting (Namespace/Lease), by Holder,
+	// waited for LeaseWait at most.
 	Leases    coordinationv1client.LeasesGetter
 	Namespace string
+	Lease     string
 	Holder    string
 	LeaseWait time.Duration
 	Out       io.Writer
@@ -90,7 +91,7 @@ func (s InCluster) Install(ctx context.Context) error {
 	}
 	// Before any file changes, so that a removal running meanwhile
 	// reverts this node too.
-	if err := s.report(ctx, wellknown.NodeSetupPending, "setting up "+version+": waiting for the "+wellknown.LeaseNodeSetup+" Lease"); err != nil {
+	if err := s.report(ctx, wellknown.NodeSetupPending, "setting up "+version+": waiting for the "+s.Lease+" Lease"); err != nil {
 		return err
 	}
 	if s.Restart == RestartNone {
@@ -98,7 +99,7 @@ func (s InCluster) Install(ctx context.Context) error {
 		return s.report(ctx, result, message)
 	}
 	var result, message string
-	if err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
+	if err := holdLease(ctx, s.Leases, s.Namespace, s.Lease, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
 		result, message = s.setUp(ctx, version)
 		return nil
 	}); err != nil {
@@ -232,7 +233,7 @@ func (s InCluster) Revert(ctx context.Context) error {
 		return s.report(ctx, wellknown.NodeSetupRevertRestartNeeded, "removed vgpud's drop-in; restart the runtime for the removal to apply (nodeSetup.restart is none), then remove this label")
 	}
 	if restart {
-		if err := holdLease(ctx, s.Leases, s.Namespace, wellknown.LeaseNodeSetup, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
+		if err := holdLease(ctx, s.Leases, s.Namespace, s.Lease, s.Holder, s.LeaseWait, s.Out, func(ctx context.Context) error {
 			said, _, err := s.restart(ctx, func(context.Context) error { return nil })
 			if err == nil {
 				fmt.Fprintln(s.Out, "node-setup:", said+" without vgpud's drop-in")

@@ -131,7 +131,7 @@ func setupCase(t *testing.T, version string, env ...string) (InCluster, *fake.Cl
 	s := InCluster{
 		Spec: preflight.Spec{Runtime: preflight.RuntimeContainerd, Path: filepath.Join(etc, "config.toml")}, NRISocket: nri,
 		RuntimeSocket: sock, Restart: RestartSignal, RestartTimeout: 20 * time.Second, Binaries: []string{filepath.Base(os.Args[0])},
-		Node: "n1", Nodes: kube.CoreV1(), Events: kube.EventsV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Holder: "vgpud-abcde", LeaseWait: time.Minute,
+		Node: "n1", Nodes: kube.CoreV1(), Events: kube.EventsV1(), Leases: kube.CoordinationV1(), Namespace: "vgpud-system", Lease: wellknown.LeaseNodeSetup, Holder: "vgpud-abcde", LeaseWait: time.Minute,
 		Out: io.Discard,
 	}
 	return s, kube, starts, filepath.Join(etc, "conf.d", "vgpud.toml")

@@ -39,7 +39,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	// manifest object for object (make chart).
 	start := time.Now()
 	install := exec.Command(e.scripts + "/install.sh")
-	install.Env = append(os.Environ(), "VGPUD_INSTALL=chart")
+	install.Env = append(os.Environ(), "VGPUD_INSTALL=chart", "VGPUD_FULLNAME="+e.fullname)
 	out, err := install.CombinedOutput()
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
@@ -62,10 +62,10 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	if jobs, err := e.kube.BatchV1().Jobs(system).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) > 0 {
 		t.Errorf("the namespace-labels hook left %v (%v)", jobs, err)
 	}
-	if _, err := e.kube.CoreV1().ServiceAccounts(system).Get(ctx, "vgpud-namespace-labels", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.kube.CoreV1().ServiceAccounts(system).Get(ctx, e.name("-namespace-labels"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the namespace-labels hook left its ServiceAccount (%v)", err)
 	}
-	if _, err := e.kube.RbacV1().ClusterRoleBindings().Get(ctx, "vgpud-namespace-labels-"+system, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.kube.RbacV1().ClusterRoleBindings().Get(ctx, e.name("-namespace-labels-")+system, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the namespace-labels hook left its ClusterRoleBinding (%v)", err)
 	}
 	// The chart with another namespace and other names, as the
@@ -75,7 +75,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	render := exec.Command("bash", "-c", `set -o pipefail; "$(scripts/helm.sh)" template vgpud charts/vgpud --namespace e2e-chart-names --kube-version "$(kubectl version -o json | jq -r .serverVersion.gitVersion)" `+
 		`$(kubectl get --raw /apis/admissionregistration.k8s.io/v1 | grep -q '"kind":"MutatingAdmissionPolicy"' && echo --api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy) `+
 		`--set image.repository=registry.example.com/gpu/vgpud `+
-		`--set schedulerName=gpu-sched,resourceNames.gpu=example.com/vgpu,resourceNames.gpumem=example.com/vgpu-mem,monitoring.serviceMonitor=false `+
+		`--set schedulerName=gpu-sched,fullnameOverride=gpu-names,resourceNames.gpu=example.com/vgpu,resourceNames.gpumem=example.com/vgpu-mem,monitoring.serviceMonitor=false `+
 		`--set 'exemptNamespaces={gpu-operator,dcgm}' | kubectl apply --dry-run=server -f -`)
 	render.Dir = filepath.Join(e.scripts, "..")
 	render.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
@@ -84,7 +84,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	}
 	t.Log("the chart rendered with other names passes the apiserver's validation (dry run)")
 	nodes = e.nodes(t)
-	ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
+	ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, e.name(""), metav1.GetOptions{})
 	if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || int(ds.Status.NumberReady) != len(nodes) {
 		t.Fatalf("DaemonSet %+v on %d nodes, %v", ds.Status, len(nodes), err)
 	}

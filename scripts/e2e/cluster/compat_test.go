@@ -54,11 +54,11 @@ func TestCompat(t *testing.T) {
 		if served != policy {
 			t.Fatalf("Kubernetes %s serves MutatingAdmissionPolicy v1: %v; want %v", tag, served, policy)
 		}
-		_, err := e.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, "vgpud-gpu-pods", metav1.GetOptions{})
+		_, err := e.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, e.name("-gpu-pods"), metav1.GetOptions{})
 		if policy && err != nil {
 			t.Errorf("the chart installed no vgpud-gpu-pods policy where the apiserver serves it: %v", err)
 		}
-		d, err := e.kube.AppsV1().Deployments(system).Get(ctx, "vgpud-scheduler", metav1.GetOptions{})
+		d, err := e.kube.AppsV1().Deployments(system).Get(ctx, e.name("-scheduler"), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,6 +66,24 @@ func TestCompat(t *testing.T) {
 			t.Errorf("the chart runs %s; want the cluster's own version, registry.k8s.io/kube-scheduler:%s", img, tag)
 		}
 		t.Logf("the chart chose: gpu-pods policy %v, kube-scheduler %s", policy, tag)
+		if e.fullname != "vgpud" {
+			// Installed under fullnameOverride: the replicas lead by the
+			// Lease of that name, and nothing is named vgpud.
+			harness.Eventually(t, 30*time.Second, "the leader Lease "+e.name("-leader")+" held", func() error {
+				l, err := e.kube.CoordinationV1().Leases(system).Get(ctx, e.name("-leader"), metav1.GetOptions{})
+				if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+					return fmt.Errorf("lease %v: %v", l, err)
+				}
+				return nil
+			})
+			if _, err := e.kube.CoordinationV1().Leases(system).Get(ctx, "vgpud-leader", metav1.GetOptions{}); err == nil {
+				t.Error("installed under fullnameOverride, but a vgpud-leader Lease is there")
+			}
+			if _, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{}); err == nil {
+				t.Error("installed under fullnameOverride, but a vgpud DaemonSet is there")
+			}
+			t.Logf("every object named %s: the leader holds Lease %s", e.fullname, e.name("-leader"))
+		}
 	})
 	if len(nodes) == 0 {
 		t.FailNow()

@@ -46,13 +46,24 @@ type env struct {
 	// last: nothing runs on this cluster after the scenario at hand, so
 	// what it removes is not put back (the compatibility clusters).
 	last bool
+	// fullname names vgpud's objects: vgpud, or the chart's
+	// fullnameOverride where VGPUD_FULLNAME says (scripts/e2e.sh).
+	fullname string
 }
 
 func setup(t *testing.T) env {
 	t.Helper()
 	v := harness.Getenv(t, "make e2e", "KUBECONFIG", "VGPUD_SCRIPTS")
-	return env{kubeconfig: v[0], scripts: v[1], kube: harness.Client(t, v[0], 200)}
+	fullname := os.Getenv("VGPUD_FULLNAME")
+	if fullname == "" {
+		fullname = "vgpud"
+	}
+	return env{kubeconfig: v[0], scripts: v[1], kube: harness.Client(t, v[0], 200), fullname: fullname}
 }
+
+// name is the name of vgpud's object with suffix ("" for the
+// DaemonSet's, "-leader" for the Lease...).
+func (e env) name(suffix string) string { return e.fullname + suffix }
 
 // kubectl runs the real kubectl; the error carries its stderr.
 func (e env) kubectl(args ...string) (string, error) {
@@ -366,7 +377,7 @@ func (e env) viewerKubeconfig(t *testing.T) string {
 func (e env) installed(t *testing.T) []string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if _, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, e.name(""), metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		t.Log("no vgpud in the cluster: installing it with the chart")
 		return installWithChart(t, e)
 	} else if err != nil {
@@ -374,7 +385,7 @@ func (e env) installed(t *testing.T) []string {
 	}
 	var image string
 	harness.Eventually(t, 2*time.Minute, "vgpud ready on every node", func() error {
-		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, "vgpud", metav1.GetOptions{})
+		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, e.name(""), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -414,7 +425,7 @@ func (e env) installed(t *testing.T) []string {
 func (e env) daemonSetReady(t *testing.T) {
 	t.Helper()
 	harness.Eventually(t, 120*time.Second, "DaemonSet ready again", func() error {
-		ds, err := e.kube.AppsV1().DaemonSets(system).Get(context.Background(), "vgpud", metav1.GetOptions{})
+		ds, err := e.kube.AppsV1().DaemonSets(system).Get(context.Background(), e.name(""), metav1.GetOptions{})
 		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
 			return fmt.Errorf("DaemonSet %+v %v", ds.Status, err)
 		}
