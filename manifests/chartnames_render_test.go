@@ -26,10 +26,16 @@ func walkStrings(path string, v any, f func(path, s string)) {
 	}
 }
 
-// vgpudObjectName finds a name the manifests give an object in a string
-// the chart rendered: one that fullnameOverride should have renamed. A
-// path under /etc (the container's) and longer names are not one.
-var vgpudObjectName = regexp.MustCompile(`(^|[^-._/A-Za-z0-9]|[^c]/)vgpud(-(` + strings.Join(append(slices.Clone(objectSuffixes), "metrics", "namespace-labels"), "|") + `))?(['")\s.,;:]|$)`)
+// leftoverName finds what may name an object of vgpud's in a string the
+// chart rendered under fullnameOverride: any vgpud-<name>, and vgpud
+// quoted (a CEL literal). keptVgpud are the strings that keep the name:
+// the NRI plugin in required-plugins, paths in the containers, the
+// metrics token's audience, a match condition's name.
+var (
+	leftoverName = regexp.MustCompile(`(^|[^-._/A-Za-z0-9])vgpud-[a-z0-9-]+|['"]vgpud['"]`)
+	keptVgpud    = strings.NewReplacer(`'["vgpud"]'`, "", `\\["vgpud"(`, "", `"vgpud" first, as ["vgpud", ...]`, "",
+		"/etc/vgpud-tls", "", "/etc/vgpud-scheduler", "", "/var/run/secrets/vgpud-metrics", "", "for-vgpud-to-place", "")
+)
 
 // What keeps the name vgpud under any override: the container (kubectl's
 // default), its binary, the NRI plugin, a PrometheusRule group and the
@@ -40,8 +46,21 @@ func TestChartNamesEveryObjectByTheOverrides(t *testing.T) {
 	const ns, name, full = "gpu-share", "gshare", "gpushare"
 	// The profile too: its default is vgpud-scheduler, a name the chart
 	// keeps unless told.
-	got := helmTemplate(t, ns, "nameOverride="+name, "fullnameOverride="+full, "schedulerName=gshare-sched",
-		"monitoring.serviceMonitor=true", "monitoring.prometheusRule=true")
+	set := []string{"nameOverride=" + name, "fullnameOverride=" + full, "schedulerName=gshare-sched", "monitoring.serviceMonitor=true", "monitoring.prometheusRule=true"}
+	// And for a 1.34 cluster (no MutatingAdmissionPolicy), with the
+	// chart's own Namespace.
+	for _, more := range [][]string{nil, {"--kube-version=1.34.4"}, {"namespace.create=true"}} {
+		t.Run(strings.Join(append([]string{"as set"}, more...), " "), func(t *testing.T) {
+			namedByOverrides(t, helmTemplate(t, ns, append(slices.Clone(set), more...)...), ns, name, full)
+		})
+	}
+	// nameOverride alone names the objects too.
+	if _, ok := helmTemplate(t, ns, "nameOverride="+name)["DaemonSet/"+name]; !ok {
+		t.Errorf("nameOverride=%s alone: no DaemonSet/%s", name, name)
+	}
+}
+
+func namedByOverrides(t *testing.T, got map[string]map[string]any, ns, name, full string) {
 	for key, o := range got {
 		kind, objName, _ := strings.Cut(key, "/")
 		if kind != "Namespace" && !strings.HasPrefix(objName, full) {
@@ -57,15 +76,8 @@ func TestChartNamesEveryObjectByTheOverrides(t *testing.T) {
 				}
 				return
 			}
-			if strings.Contains(path, "audience") || strings.Contains(s, "audience vgpud-metrics") {
-				return
-			}
-			for _, line := range strings.Split(s, "\n") {
-				// A pod's required-plugins names the NRI plugin vgpud.
-				line = strings.NewReplacer(`["vgpud"]`, "", `\\["vgpud"`, "", `"vgpud" first, as ["vgpud", ...]`, "").Replace(line)
-				if m := vgpudObjectName.FindString(line); m != "" && !proseVgpud(line, m) {
-					t.Errorf("%s still names vgpud's object %q: %.200s", path, strings.TrimSpace(m), strings.TrimSpace(line))
-				}
+			if m := leftoverName.FindString(keptVgpud.Replace(s)); m != "" {
+				t.Errorf("%s still names vgpud's object %q: %.200s", path, strings.TrimSpace(m), s)
 			}
 		})
 	}
@@ -86,11 +98,17 @@ func TestChartNamesEveryObjectByTheOverrides(t *testing.T) {
 		`{"name":"VGPUD_LEASE_NAME","value":"gpushare-leader"}`, `{"name":"VGPUD_TLS_SECRET_NAME","value":"gpushare-tls"}`,
 		`{"name":"VGPUD_WEBHOOK_CONFIG_NAME","value":"gpushare"}`, `{"name":"VGPUD_SERVICE_NAME","value":"gpushare"}`,
 		`{"name":"VGPUD_SCHEDULER_DEPLOYMENT","value":"gpushare-scheduler"}`, `"--lease=gpushare-node-setup"`,
-		"https://gpushare.gpu-share.svc:8443", "system:serviceaccount:gpu-share:gpushare'", "system:serviceaccount:gpu-share:gpushare-scheduler'",
-		"system:serviceaccount:gpu-share:gpushare-namespace-labels'", "--label=app.kubernetes.io/name=gshare",
+		"https://" + full + "." + ns + ".svc:8443", "system:serviceaccount:" + ns + ":" + full + "'", "system:serviceaccount:" + ns + ":" + full + "-scheduler'",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("with fullnameOverride, the chart lacks %s", want)
+		}
+	}
+	if has("Job", full+"-namespace-labels") {
+		for _, want := range []string{"system:serviceaccount:" + ns + ":" + full + "-namespace-labels'", "--label=app.kubernetes.io/name=" + name} {
+			if !strings.Contains(text, want) {
+				t.Errorf("with fullnameOverride, the namespace hook lacks %s", want)
+			}
 		}
 	}
 	for key, o := range got {
@@ -100,10 +118,54 @@ func TestChartNamesEveryObjectByTheOverrides(t *testing.T) {
 			}
 		}
 	}
-	// nameOverride alone names the objects too.
-	if _, ok := helmTemplate(t, ns, "nameOverride="+name)["DaemonSet/"+name]; !ok {
-		t.Errorf("nameOverride=%s alone: no DaemonSet/%s", name, name)
+	// Selectors select the pods the chart labels; the policy that lets
+	// the leader delete kube-scheduler's pods knows their label; each
+	// node-setup container holds the renamed Lease.
+	sched := fmt.Sprint(dig(got["Deployment/"+full+"-scheduler"], "spec", "template", "metadata", "labels", "app.kubernetes.io/name"))
+	if !strings.Contains(jsonText(t, got["ValidatingAdmissionPolicy/"+full+"-own-writes"]), "orValue('') == '"+sched+"'") {
+		t.Errorf("%s-own-writes does not know kube-scheduler's pods by their label %q", full, sched)
 	}
+	for key, o := range got {
+		kind, _, _ := strings.Cut(key, "/")
+		if kind != "DaemonSet" && kind != "Deployment" {
+			continue
+		}
+		labels, _ := dig(o, "spec", "template", "metadata", "labels").(map[string]any)
+		sel, _ := dig(o, "spec", "selector", "matchLabels").(map[string]any)
+		for k, v := range sel {
+			if labels[k] != v {
+				t.Errorf("%s selects %s=%v; its pods carry %v", key, k, v, labels[k])
+			}
+		}
+		for _, list := range []string{"initContainers", "containers"} {
+			cs, _ := dig(o, "spec", "template", "spec", list).([]any)
+			for _, c := range cs {
+				args := fmt.Sprint(dig(c.(map[string]any), "args"))
+				if strings.Contains(args, "node-setup --node=") && !strings.Contains(args, "--lease="+full+"-node-setup") {
+					t.Errorf("%s: node setup %s holds another Lease than %s-node-setup", key, args, full)
+				}
+			}
+		}
+	}
+	for _, svc := range []string{"Service/" + full, "Service/" + full + "-metrics"} {
+		sel, _ := dig(got[svc], "spec", "selector").(map[string]any)
+		labels, _ := dig(got["DaemonSet/"+full], "spec", "template", "metadata", "labels").(map[string]any)
+		if _, ok := got[svc]; ok && (len(sel) == 0 || sel["app.kubernetes.io/name"] != labels["app.kubernetes.io/name"]) {
+			t.Errorf("%s selects %v; vgpud's pods carry %v", svc, sel, labels)
+		}
+	}
+}
+
+// dig is v's value at keys, nil where there is none.
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }
 
 // references are the kind/name pairs o refers to by name in the fields
@@ -150,13 +212,6 @@ func references(o map[string]any) [][2]string {
 		}
 	}
 	return refs
-}
-
-// proseVgpud tells the product named in a sentence ("vgpud's hook", "a
-// vgpud replica") from an object's name.
-func proseVgpud(line, m string) bool {
-	return strings.HasSuffix(strings.TrimRight(m, "'\")\t .,;:"), "vgpud") && !strings.Contains(line, "name: vgpud") &&
-		!strings.Contains(line, ":vgpud'") && !strings.Contains(line, "== 'vgpud'") && !strings.Contains(line, "//vgpud.")
 }
 
 func TestChartRefusesBadNameOverrides(t *testing.T) {

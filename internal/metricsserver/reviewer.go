@@ -75,7 +75,7 @@ func (rv *Reviewer) Wrap(h *http.ServeMux) http.Handler {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vgpud"`)
-			http.Error(w, "vgpud's metrics need a token: send Authorization: Bearer <ServiceAccount token> of an identity bound to the vgpud-metrics-reader ClusterRole", http.StatusUnauthorized)
+			http.Error(w, "vgpud's metrics need a token: send Authorization: Bearer <ServiceAccount token> of an identity bound to the vgpud-metrics-reader ClusterRole (the chart's fullnameOverride, if set, replaces vgpud)", http.StatusUnauthorized)
 			return
 		}
 		// One answer per token and path served: a handful of paths.
@@ -131,7 +131,7 @@ func (rv *Reviewer) review(ctx context.Context, token, path string) (answer, err
 		return answer{}, fmt.Errorf("SubjectAccessReview: %w", err)
 	}
 	if !sar.Status.Allowed {
-		return answer{code: http.StatusForbidden, why: fmt.Sprintf("%s may not get %s: bind it to the vgpud-metrics-reader ClusterRole", u.Username, path)}, nil
+		return answer{code: http.StatusForbidden, why: fmt.Sprintf("%s may not get %s: bind it to the vgpud-metrics-reader ClusterRole (the chart's fullnameOverride, if set, replaces vgpud)", u.Username, path)}, nil
 	}
 	return answer{}, nil
 }

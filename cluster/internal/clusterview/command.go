@@ -38,7 +38,7 @@ func PluginApp(stdout, stderr io.Writer, scheduler string, names wellknown.Resou
 		Name:      "kubectl vgpud",
 		Usage:     "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), as vgpud books them",
 		UsageText: "kubectl vgpud [-n NAMESPACE] [--node NODE] [-o wide|json|yaml] [--context NAME] [--kubeconfig FILE]",
-		Description: "Reads nodes, pods and resource quotas from the API: bind the shipped vgpud-viewer ClusterRole " +
+		Description: "Reads nodes, pods and resource quotas from the API: bind the shipped vgpud-viewer ClusterRole (the chart's fullnameOverride, if set, replaces vgpud) " +
 			"to the operators who run it (kubectl create clusterrolebinding <name> --clusterrole vgpud-viewer --user <user>); it reads every pod spec, so it is not a role for tenants.",
 		Version:         version,
 		Writer:          stdout,

@@ -173,7 +173,7 @@ func SetPlugged(ctx context.Context, path, gpu string, plugged bool) error {
 
 func call(ctx context.Context, path, method, target string) (*http.Response, error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("no vgpud daemon on this node: %s does not exist (is the vgpud DaemonSet pod running here? from outside it: kubectl -n vgpud-system exec ds/vgpud -- vgpud inspect)", path)
+		return nil, fmt.Errorf("no vgpud daemon on this node: %s does not exist (is the vgpud DaemonSet pod running here? from outside it: kubectl -n vgpud-system exec ds/vgpud -- vgpud inspect, with your namespace and, where the chart's fullnameOverride is set, that name)", path)
 	}
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer

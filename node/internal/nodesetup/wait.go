@@ -63,7 +63,7 @@ func WaitReverted(ctx context.Context, nodes typedcorev1.NodesGetter, timeout, p
 			if err != nil {
 				return fmt.Errorf("list nodes: %w", err)
 			}
-			return fmt.Errorf("after %s these nodes still carry %s: %s. Each is reverted by the vgpud-node-revert DaemonSet's pod on it (kubectl -n NAMESPACE logs ds/vgpud-node-revert -c node-revert); a node that cannot run it: delete vgpud's drop-in there (conf.d/vgpud.toml in containerd's configuration directory, crio.conf.d/90-vgpud.conf in CRI-O's), restart the runtime, then kubectl label node NODE %s-", timeout, wellknown.LabelNodeSetup, strings.Join(left, ", "), wellknown.LabelNodeSetup)
+			return fmt.Errorf("after %s these nodes still carry %s: %s. Each is reverted by the node-revert DaemonSet's pod on it (kubectl -n NAMESPACE logs ds/vgpud-node-revert -c node-revert; the chart's fullnameOverride, if set, replaces vgpud); a node that cannot run it: delete vgpud's drop-in there (conf.d/vgpud.toml in containerd's configuration directory, crio.conf.d/90-vgpud.conf in CRI-O's), restart the runtime, then kubectl label node NODE %s-", timeout, wellknown.LabelNodeSetup, strings.Join(left, ", "), wellknown.LabelNodeSetup)
 		case <-t.C:
 		}
 	}

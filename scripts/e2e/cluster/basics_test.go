@@ -128,7 +128,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 			t.Errorf("containerd restarts overlap: %s from %v, while %s's ran to %v", spans[i].node, spans[i].from, spans[i-1].node, spans[i-1].to)
 		}
 	}
-	if l, err := e.kube.CoordinationV1().Leases(system).Get(ctx, wellknown.LeaseNodeSetup, metav1.GetOptions{}); err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "" || int(ptrInt32(l.Spec.LeaseTransitions)) < len(nodes) {
+	if l, err := e.kube.CoordinationV1().Leases(system).Get(ctx, e.name("-node-setup"), metav1.GetOptions{}); err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "" || int(ptrInt32(l.Spec.LeaseTransitions)) < len(nodes) {
 		t.Errorf("the node-setup Lease after the install: %+v, %v; want it released, after a hand-over per node", l, err)
 	} else {
 		t.Logf("node-setup Lease: %d hand-overs for %d restarts, one at a time, released", ptrInt32(l.Spec.LeaseTransitions), len(spans))
@@ -156,7 +156,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 	}
 	t.Logf("every node pulled %s", image)
 	harness.Eventually(t, 30*time.Second, "Service endpoints are the leader", func() error {
-		slices, err := e.kube.DiscoveryV1().EndpointSlices(system).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=vgpud"})
+		slices, err := e.kube.DiscoveryV1().EndpointSlices(system).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + e.name("")})
 		if err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 		}
 		return nil
 	})
-	mwc, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "vgpud", metav1.GetOptions{})
+	mwc, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, e.name(""), metav1.GetOptions{})
 	if err != nil || len(mwc.Webhooks[0].ClientConfig.CABundle) == 0 {
 		t.Fatalf("caBundle not set: %v", err)
 	}
