@@ -82,6 +82,28 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             {{- end }}
 `
 
+// daemonSetPlacement is where the manifest puts vgpud's pods, which the
+// chart's nodeSelector, affinity and tolerations say (values.yaml's
+// affinity is the manifest's).
+const daemonSetPlacement = `      # GPU nodes, by any of: Node Feature Discovery's label for an NVIDIA
+      # PCI device (vendor 10de, as the GPU Operator sets NFD up), GPU
+      # feature discovery's, or vgpud.io/gpu=true put on by hand where
+      # neither runs. Edit to select yours.
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: feature.node.kubernetes.io/pci-10de.present, operator: In, values: ["true"]}]
+              - matchExpressions: [{key: nvidia.com/gpu.present, operator: In, values: ["true"]}]
+              - matchExpressions: [{key: vgpud.io/gpu, operator: In, values: ["true"]}]
+      tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoSchedule
+        - key: CriticalAddonsOnly
+          operator: Exists
+      # The node's runtime set up`
+
 // gpuPodsPolicyIf opens what only a cluster serving
 // MutatingAdmissionPolicy v1 gets (helm template: --api-versions
 // admissionregistration.k8s.io/v1/MutatingAdmissionPolicy).
@@ -126,8 +148,8 @@ func installEdits() []edit {
 			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 2},
 		{"      priorityClassName: system-node-critical\n      runtimeClassName: nvidia\n",
 			"      priorityClassName: {{ .Values.priorityClassName }}\n      {{- with .Values.runtimeClassName }}\n      runtimeClassName: {{ . }}\n      {{- end }}\n", 1},
-		{"      nodeSelector:\n        # Edit to select your GPU nodes (this is the label NVIDIA's GPU\n        # feature discovery sets).\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n        - key: nvidia.com/gpu\n          operator: Exists\n          effect: NoSchedule\n        - key: CriticalAddonsOnly\n          operator: Exists\n      # The node's runtime set up",
-			"      nodeSelector:\n        {{- toYaml .Values.nodeSelector | nindent 8 }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      {{- with .Values.affinity }}\n      affinity:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n      {{- if .Values.nodeSetup.enabled }}\n      # The node's runtime set up", 1},
+		{daemonSetPlacement,
+			"      {{- with .Values.nodeSelector }}\n      nodeSelector:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n      {{- with .Values.affinity }}\n      affinity:\n        {{- toYaml . | nindent 8 }}\n      {{- end }}\n      tolerations:\n        {{- toYaml .Values.tolerations | nindent 8 }}\n      {{- if .Values.nodeSetup.enabled }}\n      # The node's runtime set up", 1},
 		// The node setup: on unless turned off, for the runtime the values
 		// name, restarted as they say.
 		{"            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      containers:\n", "            - {name: nri, mountPath: /var/run/nri, readOnly: true}\n      {{- end }}\n      containers:\n", 1},

@@ -345,6 +345,9 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 		RuntimeNamesPods: mode == wellknown.IdentityRuntime,
 	}, gpus, pods, nodepods.NewPhaseWriter(a.api.Core), a.metrics, a.clock, a.log.With("component", "plugin"))
 	parts := &nodeParts{publisher: inventory.NewPublisher(a.api.Core, a.node), healthChanged: make(chan protocol.Inventory, 1)}
+	// What the node serves, as labels a nodeSelector can use: each
+	// generation (a rescan that found the GPUs changed) writes them anew.
+	parts.publisher.SetLabels(inventory.Labels(devs, scaling))
 	parts.server = deviceplugin.NewServer(p, a.cfg.Plugin.DevicePluginDir, a.cfg.Plugin.DevicePluginSocket, parts.publisher, a.clock, a.log.With("component", "plugin"))
 	if a.cfg.Plugin.PodResourcesSocket != "" && a.cfg.Pod != "" {
 		parts.server.AwaitKubeletPods(a.cfg.Pod, func(ctx context.Context) ([]string, error) {

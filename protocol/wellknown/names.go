@@ -86,6 +86,27 @@ const (
 	// the node's runtime: one node at a time across the cluster.
 	LeaseNodeSetup = "vgpud-node-setup"
 
+	// The node's own report of what it serves, each replica on its own
+	// node (inventory.Labels): the model (NVIDIA's name with spaces as
+	// dashes; "mixed" where they differ), how many GPUs, the smallest
+	// GPU's memory as offered in MiB (after memoryScaling), the split,
+	// and whether a GPU can run MIG and whether it does
+	// (MIGEnabled, MIGDisabled or MIGMixed).
+	LabelGPUProduct = "vgpud.io/gpu.product"
+	LabelGPUCount   = "vgpud.io/gpu.count"
+	LabelGPUMemory  = "vgpud.io/gpu.memory"
+	LabelGPUSplit   = "vgpud.io/gpu.split"
+	LabelMIGCapable = "vgpud.io/mig.capable"
+	LabelMIGMode    = "vgpud.io/mig.mode"
+	MIGEnabled      = "enabled"
+	MIGDisabled     = "disabled"
+	MIGMixed        = "mixed"
+	// (NodeReportLabels lists them.)
+	// LabelGPUNode set to "true" by an administrator places vgpud's
+	// DaemonSet on a node that neither NFD nor GPU feature discovery
+	// labels; vgpud never writes it.
+	LabelGPUNode = "vgpud.io/gpu"
+
 	// LabelWebhook set to WebhookIgnore on a pod or namespace opts it out of admission.
 	LabelWebhook = "vgpud.io/webhook"
 	// LabelWebhookHAMi is HAMi's opt-out label, honoured so workloads move over unchanged.
@@ -154,3 +175,9 @@ const AnnotationCordon = "vgpud.io/cordon"
 // AnnotationCordonHAMi is HAMi's name for the same (UUIDs only there):
 // vgpud honours both, and the policy guards both.
 const AnnotationCordonHAMi = "hami.io/device-cordon"
+
+// NodeReportLabels are the labels the node role writes on its node: a
+// node's revert takes them off with vgpud.
+func NodeReportLabels() []string {
+	return []string{LabelGPUProduct, LabelGPUCount, LabelGPUMemory, LabelGPUSplit, LabelMIGCapable, LabelMIGMode}
+}

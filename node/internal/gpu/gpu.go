@@ -21,6 +21,8 @@ type Device struct {
 	NVLink, PCIeSwitch []int
 	// MIG is the GPU's MIG state; nil when MIG mode is off.
 	MIG *MIG
+	// MIGCapable: NVML answers the GPU's MIG mode, on or off.
+	MIGCapable bool
 }
 
 // Discover initialises lib and lists its GPUs in index order. The error
@@ -56,6 +58,8 @@ func list(lib nvml.Interface) ([]Device, error) {
 		if err != nil {
 			return nil, err
 		}
+		_, _, ret = d.GetMigMode()
+		dev.MIGCapable = ret == nvml.SUCCESS
 		if dev.MIG, err = migOf(lib, d); err != nil {
 			return nil, fmt.Errorf("GPU %d (%s): %w", i, dev.UUID, err)
 		}

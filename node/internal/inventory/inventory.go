@@ -181,12 +181,19 @@ func (p *Publisher) annotate(ctx context.Context, key, value string) error {
 	return err
 }
 
-// Publisher writes the annotation on one node.
+// Publisher writes the annotation, and the node's labels beside it, on
+// one node.
 type Publisher struct {
 	nodes corev1client.NodesGetter
 	node  string
 	last  string
+	// labels are written with the next Publish where they differ from
+	// wrote, what the last write said.
+	labels, wrote map[string]string
 }
+
+// SetLabels has the next Publish write labels (Labels) too.
+func (p *Publisher) SetLabels(labels map[string]string) { p.labels = labels }
 
 // NewPublisher returns a Publisher for node.
 func NewPublisher(nodes corev1client.NodesGetter, node string) *Publisher {
@@ -200,13 +207,25 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	if err != nil {
 		return false, fmt.Errorf("encode inventory of node %s: %w", p.node, err)
 	}
-	if raw == p.last {
+	relabel := p.labels != nil && !maps.Equal(p.labels, p.wrote)
+	if raw == p.last && !relabel {
 		return false, nil
 	}
-	if err := p.annotate(ctx, wellknown.AnnotationGPUs, raw); err != nil {
-		return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, wellknown.AnnotationGPUs, err)
+	meta := map[string]any{"annotations": map[string]string{wellknown.AnnotationGPUs: raw}}
+	if relabel {
+		meta["labels"] = p.labels
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return false, err
+	}
+	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("patch node %s annotation %s and its labels: %w", p.node, wellknown.AnnotationGPUs, err)
 	}
 	p.last = raw
+	if relabel {
+		p.wrote = p.labels
+	}
 	return true, nil
 }
 

@@ -27,8 +27,10 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 		t.Fatalf("inventory %+v", inv.GPUs)
 	}
 
-	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kept": "yes"}}})
 	p := NewPublisher(kube.CoreV1(), "n1")
+	labels := Labels(devs, Scaling{Split: 10, Memory: 1.5, Cores: 1})
+	p.SetLabels(labels)
 	ctx := context.Background()
 	if wrote, err := p.Publish(ctx, inv); err != nil || !wrote {
 		t.Fatalf("first publish: wrote %v, err %v", wrote, err)
@@ -40,6 +42,15 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 	back, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
 	if err != nil || len(back.GPUs) != 8 || back.GPUs[3].Healthy {
 		t.Fatalf("annotation %v: %v", back, err)
+	}
+	// The labels in the same patch, beside the node's own.
+	for k, v := range labels {
+		if n.Labels[k] != v {
+			t.Errorf("label %s=%q, want %q", k, n.Labels[k], v)
+		}
+	}
+	if n.Labels["kept"] != "yes" || n.Labels[wellknown.LabelGPUCount] != "8" {
+		t.Errorf("labels %v", n.Labels)
 	}
 	patches := 0
 	for _, a := range kube.Actions() {

@@ -243,8 +243,13 @@ func (s InCluster) Revert(ctx context.Context) error {
 			return err
 		}
 	}
+	// The node role's report of what the node serves goes with vgpud.
+	labels := map[string]any{wellknown.LabelNodeSetup: nil}
+	for _, k := range wellknown.NodeReportLabels() {
+		labels[k] = nil
+	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{wellknown.LabelNodeSetup: nil},
+		"labels":      labels,
 		"annotations": map[string]any{wellknown.AnnotationNodeSetup: nil},
 	}})
 	if _, err := s.Nodes.Nodes().Patch(ctx, s.Node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

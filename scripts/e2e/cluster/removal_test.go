@@ -118,8 +118,10 @@ func removal(t *testing.T, e env, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := node.Labels[wellknown.LabelNodeSetup]; ok {
-			t.Errorf("after removal node %s still says %s=%s", n, wellknown.LabelNodeSetup, v)
+		for _, k := range append(wellknown.NodeReportLabels(), wellknown.LabelNodeSetup) {
+			if v, ok := node.Labels[k]; ok {
+				t.Errorf("after removal node %s still says %s=%s", n, k, v)
+			}
 		}
 		if _, err := os.Stat(dropInOnHost(e, n)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("after removal node %s's drop-in %s: %v, want it gone", n, dropInOnHost(e, n), err)
