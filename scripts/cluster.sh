@@ -19,7 +19,7 @@
 # node's containerd trusts (certs.d), and pulled from it by tag and
 # digest; the rest (pause, busybox, kube-scheduler) are imported.
 # Every node is labelled nvidia.com/gpu.present=true, as GPU feature
-# discovery labels a GPU node, so the DaemonSet's own nodeSelector applies.
+# discovery labels a GPU node, so the DaemonSet's own node affinity applies.
 # Node k is vgpud-node (k=1) or vgpud-node-k, at 10.201.0.(k+1) on a veth
 # in netns vgpud-e2e(-k), bridged on the host (10.201.0.1), with pod CIDR
 # 10.88.(32(k-1)).0/19 routed between the nodes. Nodes after the first

@@ -100,12 +100,15 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("no labels func: %v", err)
 	}
 	for doc, want := range map[string]string{
-		"nodes:\n- name: a\n  counts: 4\n":                            `nodes[0].counts: unknown field "counts"; want mode, count, list`,
-		"nodes:\n- name: a\n- name: a\n":                              "listed twice",
-		"nodes:\n- count: 3\n":                                        "neither name nor selector",
-		"nodes:\n- name: a\n  selector: {matchLabels: {x: y}}\n":      "both name and selector",
-		"nodes:\n- selector: {}\n  count: 2\n":                        "would select every node",
-		"nodes:\n- selector: {matchLabels: {\"a b\": c}}\n  count: 2": "selector",
+		"nodes:\n- name: a\n  counts: 4\n":                       `nodes[0].counts: unknown field "counts"; want mode, count, list`,
+		"nodes:\n- name: a\n- name: a\n":                         "listed twice",
+		"nodes:\n- count: 3\n":                                   "neither name nor selector",
+		"nodes:\n- name: a\n  selector: {matchLabels: {x: y}}\n": "both name and selector",
+		// vgpud's own report of the node is written from these settings.
+		"nodes:\n- selector: {matchLabels: {vgpud.io/gpu.product: NVIDIA-L4}}\n  count: 2":                 "vgpud.io/gpu.product is vgpud's own report",
+		"nodes:\n- selector: {matchExpressions: [{key: vgpud.io/mig.mode, operator: Exists}]}\n  count: 2": "vgpud.io/mig.mode is vgpud's own report",
+		"nodes:\n- selector: {}\n  count: 2\n":                                                             "would select every node",
+		"nodes:\n- selector: {matchLabels: {\"a b\": c}}\n  count: 2":                                      "selector",
 		"nodes: {}":                          "nodes: want a list",
 		"nodes:\n- name: a\n  count: null\n": "nodes[0].count is null",
 		"version: v1\nnode:\n- name: a\n":    `unknown field "node"`,

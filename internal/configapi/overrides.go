@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
+
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // node-overrides.yaml: entries that each select nodes by name or by label
@@ -97,6 +101,9 @@ func Overrides(raw []byte, settings []Setting) ([]NodeEntry, error) {
 			if _, err := metav1.LabelSelectorAsSelector(e.Selector); err != nil {
 				return nil, fmt.Errorf("%s.selector: %w", Path(i), err)
 			}
+			if k := reportLabel(e.Selector); k != "" {
+				return nil, fmt.Errorf("%s.selector: %s is vgpud's own report of the node, written after these settings are read and from them; select by a label of yours or GPU feature discovery's (nvidia.com/gpu.product)", Path(i), k)
+			}
 		}
 		if e.Name != "" {
 			names[e.Name] = true
@@ -148,4 +155,19 @@ func Select(entries []NodeEntry, node string, labels func() (map[string]string, 
 		return matched[0], nil
 	}
 	return -1, fmt.Errorf("%s and %s both select node %s by label; make the selectors exclusive or name the node", Path(matched[0]), Path(matched[1]), node)
+}
+
+// reportLabel is a label of wellknown.NodeReportLabels that sel selects
+// by, "" for none.
+func reportLabel(sel *metav1.LabelSelector) string {
+	keys := slices.Collect(maps.Keys(sel.MatchLabels))
+	for _, r := range sel.MatchExpressions {
+		keys = append(keys, r.Key)
+	}
+	for _, k := range keys {
+		if slices.Contains(wellknown.NodeReportLabels(), k) {
+			return k
+		}
+	}
+	return ""
 }

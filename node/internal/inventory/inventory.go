@@ -207,26 +207,26 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	if err != nil {
 		return false, fmt.Errorf("encode inventory of node %s: %w", p.node, err)
 	}
-	relabel := p.labels != nil && !maps.Equal(p.labels, p.wrote)
-	if raw == p.last && !relabel {
-		return false, nil
+	wrote := false
+	if raw != p.last {
+		if err := p.annotate(ctx, wellknown.AnnotationGPUs, raw); err != nil {
+			return false, fmt.Errorf("patch node %s annotation %s: %w", p.node, wellknown.AnnotationGPUs, err)
+		}
+		p.last, wrote = raw, true
 	}
-	meta := map[string]any{"annotations": map[string]string{wellknown.AnnotationGPUs: raw}}
-	if relabel {
-		meta["labels"] = p.labels
+	// The labels after, in a patch of their own: a refusal of them
+	// must not keep the scheduler from the node's inventory.
+	if p.labels != nil && !maps.Equal(p.labels, p.wrote) {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": p.labels}})
+		if err != nil {
+			return wrote, err
+		}
+		if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return wrote, fmt.Errorf("patch node %s labels %v: %w", p.node, p.labels, err)
+		}
+		p.wrote, wrote = p.labels, true
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": meta})
-	if err != nil {
-		return false, err
-	}
-	if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return false, fmt.Errorf("patch node %s annotation %s and its labels: %w", p.node, wellknown.AnnotationGPUs, err)
-	}
-	p.last = raw
-	if relabel {
-		p.wrote = p.labels
-	}
-	return true, nil
+	return wrote, nil
 }
 
 // Keep writes the inventory annotation, inv at first and each one

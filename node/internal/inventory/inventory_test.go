@@ -2,11 +2,15 @@ package inventory
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/protocol"
@@ -58,8 +62,8 @@ func TestBuildAndPublishOnlyOnChange(t *testing.T) {
 			patches++
 		}
 	}
-	if patches != 1 {
-		t.Errorf("%d patches, want 1", patches)
+	if patches != 2 {
+		t.Errorf("%d patches, want 2: the annotation, then the labels", patches)
 	}
 	if _, err := NewPublisher(kube.CoreV1(), "missing").Publish(ctx, inv); err == nil {
 		t.Error("a missing node must be an error")
@@ -122,5 +126,53 @@ func TestSetAndClearUsage(t *testing.T) {
 	// Clearing what is not there is no error: a node that never reported.
 	if err := p.ClearUsage(ctx); err != nil {
 		t.Errorf("ClearUsage twice: %v", err)
+	}
+}
+
+// The labels go in a patch of their own, after the annotation: refused,
+// the inventory is written all the same and the labels are tried again
+// at the next Publish, unchanged inventory or not; a Publisher given no
+// labels writes none.
+func TestLabelsApartFromTheInventory(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	refuse := true
+	kube.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse && strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"labels"`) {
+			return true, nil, errors.New("refused by a policy")
+		}
+		return false, nil, nil
+	})
+	inv := protocol.Inventory{Version: protocol.Version, GPUs: []protocol.GPU{{UUID: "GPU-1", MemoryMiB: 1000, Cores: 100, Split: 2, Healthy: true}}}
+	p := NewPublisher(kube.CoreV1(), "n1")
+	labels := map[string]string{wellknown.LabelGPUCount: "1"}
+	p.SetLabels(labels)
+	if wrote, err := p.Publish(ctx, inv); err == nil || !wrote {
+		t.Fatalf("labels refused: wrote %v, err %v; want the inventory written and the refusal said", wrote, err)
+	}
+	n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if n.Annotations[wellknown.AnnotationGPUs] == "" || len(n.Labels) != 0 {
+		t.Fatalf("after a refusal of the labels: annotations %v, labels %v", n.Annotations, n.Labels)
+	}
+	refuse = false
+	if wrote, err := p.Publish(ctx, inv); err != nil || !wrote {
+		t.Fatalf("labels again, inventory unchanged: wrote %v, err %v", wrote, err)
+	}
+	if n, _ = kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); n.Labels[wellknown.LabelGPUCount] != "1" {
+		t.Fatalf("labels %v", n.Labels)
+	}
+	if wrote, err := p.Publish(ctx, inv); err != nil || wrote {
+		t.Errorf("nothing changed, written again: %v %v", wrote, err)
+	}
+	// A Publisher given no labels writes none (the identity's, the
+	// runtime check's).
+	other := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kept": "yes"}}})
+	if _, err := NewPublisher(other.CoreV1(), "n1").Publish(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range other.Actions() {
+		if pa, ok := a.(k8stesting.PatchAction); ok && strings.Contains(string(pa.GetPatch()), `"labels"`) {
+			t.Errorf("a Publisher without labels patched %s", pa.GetPatch())
+		}
 	}
 }

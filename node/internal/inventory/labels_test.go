@@ -3,6 +3,7 @@ package inventory
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vgpud/vgpud/node/internal/gpu"
@@ -30,6 +31,10 @@ func TestLabelsReportWhatTheNodeServes(t *testing.T) {
 			map[string]string{"product": "none", "count": "0", "memory": "0", "split": "0", "capable": "false", "mode": wellknown.MIGDisabled}},
 		{"a name no label can hold", []gpu.Device{{Model: " Tesla (R) V100/PCIe  " + string(make([]byte, 80)), MemoryMiB: 16}}, Scaling{Split: 1, Memory: 1},
 			map[string]string{"product": "Tesla-R-V100-PCIe", "count": "1", "memory": "16", "split": "1", "capable": "false", "mode": wellknown.MIGDisabled}},
+		// Cut to a label's 63 characters, then trimmed of what may not
+		// end one.
+		{"a long name", []gpu.Device{{Model: strings.Repeat("ab", 31) + "-cd", MemoryMiB: 16}}, Scaling{Split: 1, Memory: 1},
+			map[string]string{"product": strings.Repeat("ab", 31), "count": "1", "memory": "16", "split": "1", "capable": "false", "mode": wellknown.MIGDisabled}},
 	} {
 		got := Labels(c.devs, c.s)
 		want := map[string]string{

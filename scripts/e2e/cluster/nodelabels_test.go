@@ -64,6 +64,7 @@ func nodeLabels(t *testing.T, e env, nodes []string) {
 	for _, c := range []struct{ node, key, want string }{
 		{nodes[1], wellknown.LabelGPUCount, "may change only the Node it runs on"},
 		{nodes[0], wellknown.LabelGPUNode, "vgpud changes no labels but"},
+		{nodes[0], "vgpud.io/gpu.pool", "vgpud changes no labels but"},
 		{nodes[0], "node-role.kubernetes.io/gpu", "vgpud changes no labels but"},
 	} {
 		if err := label(c.node, c.key, "true"); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -127,6 +128,10 @@ func expectedLabels(inv protocol.Inventory) map[string]string {
 			memory = g.MemoryMiB
 		}
 	}
+	if len(models) == 0 {
+		return map[string]string{wellknown.LabelGPUProduct: "none", wellknown.LabelGPUCount: "0"}
+	}
+	// The mocks' models have no character a label refuses but spaces.
 	product := strings.ReplaceAll(models[0], " ", "-")
 	for _, m := range models {
 		if m != models[0] {

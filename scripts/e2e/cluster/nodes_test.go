@@ -21,7 +21,8 @@ import (
 // between nodes through the real kube-scheduler, a node whose vgpud pod is
 // gone, and the webhook and extender reached across nodes.
 
-// gpuLabel is what makes a node a GPU node for the DaemonSet's nodeSelector.
+// gpuLabel is what makes a node a GPU node for the DaemonSet's node
+// affinity here (GPU feature discovery's; NFD's and vgpud.io/gpu would too).
 const gpuLabel = "nvidia.com/gpu.present"
 
 // nodePolicy places pods one at a time, each after the one before is
