@@ -19,8 +19,9 @@ kubeconfig=$("$here/cluster.sh" up)
 export KUBECONFIG=$kubeconfig
 "$here/install.sh"
 # No node was set up by hand: each vgpud pod's init container set its
-# node's containerd up (docs/install-node-setup.md).
-kubectl get nodes -L vgpud.io/node-setup
+# node's containerd up (docs/install-node-setup.md); and each replica
+# labels its node with what it serves (docs/install.md, "Node labels").
+kubectl get nodes -L vgpud.io/node-setup,vgpud.io/gpu.product,vgpud.io/gpu.count,vgpud.io/gpu.memory,vgpud.io/mig.mode
 
 ns=vgpud-demo
 kubectl delete namespace $ns --ignore-not-found --wait >/dev/null
