@@ -196,20 +196,14 @@ func references(o map[string]any) [][2]string {
 			refs = append(refs, [2]string{"Service", s})
 		}
 	})
-	if spec, ok := o["spec"].(map[string]any); ok {
-		if p, ok := spec["paramRef"].(map[string]any); ok {
-			// The param's kind is the policy's paramKind; a name is
-			// either the Lease or the ConfigMap.
-			refs = append(refs, [2]string{"Lease|ConfigMap", p["name"].(string)})
+	// A binding's param is of its policy's paramKind: vgpud's are the
+	// leader Lease and its ConfigMap.
+	if name, ok := dig(o, "spec", "paramRef", "name").(string); ok {
+		kind := "ConfigMap"
+		if strings.HasSuffix(name, "-leader") {
+			kind = "Lease"
 		}
-	}
-	for i, r := range refs {
-		if r[0] == "Lease|ConfigMap" {
-			refs[i][0] = "Lease"
-			if !strings.HasSuffix(r[1], "-leader") {
-				refs[i][0] = "ConfigMap"
-			}
-		}
+		refs = append(refs, [2]string{kind, name})
 	}
 	return refs
 }

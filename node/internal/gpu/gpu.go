@@ -58,10 +58,15 @@ func list(lib nvml.Interface) ([]Device, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, _, ret = d.GetMigMode()
+		// NVML answers the mode of a GPU that can run MIG (NOT_SUPPORTED,
+		// or an old driver's error, for one that cannot); MIG state is
+		// read only where it is on.
+		mode, _, ret := d.GetMigMode()
 		dev.MIGCapable = ret == nvml.SUCCESS
-		if dev.MIG, err = migOf(lib, d); err != nil {
-			return nil, fmt.Errorf("GPU %d (%s): %w", i, dev.UUID, err)
+		if dev.MIGCapable && mode == nvml.DEVICE_MIG_ENABLE {
+			if dev.MIG, err = migOf(lib, d); err != nil {
+				return nil, fmt.Errorf("GPU %d (%s): %w", i, dev.UUID, err)
+			}
 		}
 		out = append(out, dev)
 		handles = append(handles, d)

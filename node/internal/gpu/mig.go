@@ -47,13 +47,8 @@ type MIGDevice struct {
 	whole bool
 }
 
-// migOf reads d's MIG state: nil when MIG mode is off or the GPU has
-// none (NVML answers NOT_SUPPORTED, or an old driver lacks the call).
+// migOf reads the MIG state of d, whose MIG mode is on (list asks).
 func migOf(lib nvml.Interface, d nvml.Device) (*MIG, error) {
-	mode, _, ret := d.GetMigMode()
-	if ret != nvml.SUCCESS || mode != nvml.DEVICE_MIG_ENABLE {
-		return nil, nil
-	}
 	out := &MIG{}
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
 		if p, ret := d.GetGpuInstanceProfileInfo(id); ret == nvml.SUCCESS {

@@ -173,7 +173,13 @@ func (p *Publisher) ClearUsage(ctx context.Context) error {
 
 // annotate sets one annotation on the node with a merge patch.
 func (p *Publisher) annotate(ctx context.Context, key, value string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	return p.merge(ctx, "annotations", map[string]string{key: value})
+}
+
+// merge sets kv in the node's metadata field (annotations, labels) with
+// a merge patch.
+func (p *Publisher) merge(ctx context.Context, field string, kv map[string]string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{field: kv}})
 	if err != nil {
 		return err
 	}
@@ -217,11 +223,7 @@ func (p *Publisher) Publish(ctx context.Context, inv protocol.Inventory) (bool, 
 	// The labels after, in a patch of their own: a refusal of them
 	// must not keep the scheduler from the node's inventory.
 	if p.labels != nil && !maps.Equal(p.labels, p.wrote) {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": p.labels}})
-		if err != nil {
-			return wrote, err
-		}
-		if _, err := p.nodes.Nodes().Patch(ctx, p.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if err := p.merge(ctx, "labels", p.labels); err != nil {
 			return wrote, fmt.Errorf("patch node %s labels %v: %w", p.node, p.labels, err)
 		}
 		p.wrote, wrote = p.labels, true
