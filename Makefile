@@ -140,7 +140,7 @@ nvml:
 # names, and its renders compared with the manifest. Helm is built from
 # the Go module proxy, once (scripts/helm.sh).
 CHART_LINT := --set image.repository=registry.example.com/gpu/vgpud --namespace vgpud-system
-CHART_OTHER := --namespace gpu-share --set schedulerName=gpu-sched,fullnameOverride=gpu-share,nameOverride=gshare,resourceNames.gpu=example.com/vgpu,monitoring.serviceMonitor=true,monitoring.prometheusRule=true --set 'exemptNamespaces={gpu-operator,dcgm}'
+CHART_OTHER := --namespace gpu-share --set schedulerName=gpu-sched,fullnameOverride=gpu-share,nameOverride=gshare,resourceNames.gpu=example.com/vgpu,monitoring.serviceMonitor=true,monitoring.prometheusRule=true --set 'gpuAgentAccounts={nvidia-dcgm-exporter,dcgm}'
 chart:
 	@set -o pipefail; helm=$$(bash scripts/helm.sh) && \
 	$$helm lint --strict charts/vgpud $(CHART_LINT) && \

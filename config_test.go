@@ -117,7 +117,7 @@ func TestVersion(t *testing.T) {
 // A list flag's entries are trimmed and its empty ones dropped, from
 // the command line and the environment alike.
 func TestListFlagsDropEmptyEntries(t *testing.T) {
-	t.Setenv("VGPUD_NRI_EXEMPT_NAMESPACES", "a, b,")
+	t.Setenv("VGPUD_GPU_AGENT_ACCOUNTS", "a, b,")
 	cfg := defaultConfig()
 	var flags []cli.Flag
 	for _, g := range flagGroups(&cfg) {
@@ -130,8 +130,8 @@ func TestListFlagsDropEmptyEntries(t *testing.T) {
 	if got := strings.Join(cfg.Node.GPUs.ExcludeGPUs, "|"); got != "0|GPU-1" {
 		t.Errorf("--exclude-gpus read as %q", got)
 	}
-	if got := strings.Join(cfg.Node.Identity.NRIExemptNamespaces, "|"); got != "a|b" {
-		t.Errorf("VGPUD_NRI_EXEMPT_NAMESPACES read as %q", got)
+	if got := strings.Join(cfg.Node.Identity.GPUAgentAccounts, "|"); got != "a|b" {
+		t.Errorf("VGPUD_GPU_AGENT_ACCOUNTS read as %q", got)
 	}
 	if got := strings.Join(cfg.Process.Roles, "|"); got != "node" {
 		t.Errorf("--roles read as %q", got)
@@ -203,5 +203,27 @@ func TestVersionIsTheChartsAppVersion(t *testing.T) {
 	}
 	if !strings.Contains(string(manifest), "image: ghcr.io/vgpud/vgpud:"+version+"\n") {
 		t.Errorf("manifests/vgpud.yaml does not name the image ghcr.io/vgpud/vgpud:%s: move it with version.go", version)
+	}
+}
+
+// A retired setting stops the binary with what replaced it, from the
+// command line and from the environment alike.
+func TestRetiredExemptNamespacesSaysWhatReplacedIt(t *testing.T) {
+	run := func(args ...string) error {
+		cfg := defaultConfig()
+		var flags []cli.Flag
+		for _, g := range flagGroups(&cfg) {
+			flags = append(flags, g.flags...)
+		}
+		app := &cli.App{Flags: flags, Action: func(*cli.Context) error { return nil }}
+		return app.Run(append([]string{"vgpud"}, args...))
+	}
+	for name, err := range map[string]error{
+		"flag": run("--nri-exempt-namespaces=gpu-operator"),
+		"env":  func() error { t.Setenv("VGPUD_NRI_EXEMPT_NAMESPACES", "gpu-operator"); return run() }(),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "vgpud.io/gpu-agents=true") || !strings.Contains(err.Error(), "--gpu-agent-accounts") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

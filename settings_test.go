@@ -18,7 +18,7 @@ import (
 
 // sliceFlagFields are the list flags, which urfave/cli cannot bind to a
 // plain slice (their Action sets it), by the field they fill.
-var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs", "nri-exempt-namespaces": "NRIExemptNamespaces", "nri-early-namespaces": "NRIEarlyNamespaces", "mig-on-demand": "MIGOnDemand", "mig-on-demand-profiles": "MIGOnDemandProfiles", "webhook-hook-optional-namespaces": "HookOptionalNamespaces"}
+var sliceFlagFields = map[string]string{"roles": "Roles", "exclude-gpus": "ExcludeGPUs", "health-ignore-xids": "HealthIgnoreXIDs", "gpu-agent-accounts": "GPUAgentAccounts", "nri-early-namespaces": "NRIEarlyNamespaces", "mig-on-demand": "MIGOnDemand", "mig-on-demand-profiles": "MIGOnDemandProfiles", "webhook-hook-optional-namespaces": "HookOptionalNamespaces"}
 
 // Every flag sets the field of its own name (--allocate-wait sets
 // AllocateWait, --tls-cert-validity sets TLS.CertValidity), so a reader
@@ -28,7 +28,7 @@ func TestEveryFlagSetsTheFieldOfItsName(t *testing.T) {
 	fields := fieldsByAddress(reflect.ValueOf(&cfg).Elem(), "")
 	owners := fieldOwners(reflect.TypeOf(cfg), "")
 	for _, g := range flagGroups(&cfg) {
-		for _, f := range g.flags {
+		for _, f := range visible(g.flags) {
 			name := f.Names()[0]
 			path := flagField(f, fields, owners)
 			if path == "" {
@@ -41,6 +41,18 @@ func TestEveryFlagSetsTheFieldOfItsName(t *testing.T) {
 			}
 		}
 	}
+}
+
+// visible are the flags of the settings: a hidden one is a retired name,
+// kept only to say what replaced it.
+func visible(flags []cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range flags {
+		if v, ok := f.(cli.VisibleFlag); !ok || v.IsVisible() {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // flagField is the path of the field f sets: its Destination's, or, for a
@@ -122,7 +134,7 @@ func TestSettingsDocTablesMatchTheFlags(t *testing.T) {
 func flagTable(flags []cli.Flag) string {
 	var b strings.Builder
 	b.WriteString("| flag | default | what |\n| --- | --- | --- |\n")
-	for _, f := range flags {
+	for _, f := range visible(flags) {
 		doc := f.(cli.DocGenerationFlag)
 		def := strings.ReplaceAll(doc.GetDefaultText(), `"`, "")
 		if def != "" {
@@ -161,7 +173,7 @@ func TestSettingsMapIsCurrent(t *testing.T) {
 	b.WriteString("# Settings map\n\nEvery flag of `vgpud run`, the part that owns it (the package whose `Options` declare its default, flag and check) and the field of `vgpud run`'s settings it sets. A setting is changed in its part alone. Rendered from the flags by `settings_test.go`; [settings.md](settings.md) says what each does.\n\n")
 	b.WriteString("| flag | part | field |\n| --- | --- | --- |\n")
 	for _, g := range flagGroups(&cfg) {
-		for _, f := range g.flags {
+		for _, f := range visible(g.flags) {
 			name := f.Names()[0]
 			path := flagField(f, fields, owners)
 			owner, ok := owners[path]

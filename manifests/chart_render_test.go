@@ -174,7 +174,7 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 	got := helmTemplate(t, "gpu-share",
 		"schedulerName=gpu-sched", "resourceNames.gpu=example.com/vgpu", "resourceNames.gpumem=example.com/vgpu-mem",
 		"resourceNames.gpumemPercentage=example.com/vgpu-mem-pct", "resourceNames.gpucores=example.com/vgpu-cores",
-		"resourceNames.priority=example.com/vgpu-prio", "exemptNamespaces={gpu-operator,dcgm}", "leaderNodes={gpu-1,gpu-2}",
+		"resourceNames.priority=example.com/vgpu-prio", "gpuAgentAccounts={nvidia-dcgm-exporter,my-exporter}", "leaderNodes={gpu-1,gpu-2}",
 		"image.digest=sha256:"+strings.Repeat("ab", 32), "monitoring.serviceMonitor=true", "monitoring.prometheusRule=true")
 	raw, err := json.Marshal(got)
 	if err != nil {
@@ -189,9 +189,9 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 	for _, want := range []string{
 		"system:serviceaccount:gpu-share:vgpud", "'gpu-sched'", "schedulerName: gpu-sched", "'example.com/vgpu-mem-pct'",
 		"https://vgpud.gpu-share.svc:8443", "ghcr.io/vgpud/vgpud@sha256:abab", `"leader-nodes":"gpu-1,gpu-2"`,
-		`{"name":"VGPUD_SCHEDULER_NAME","value":"gpu-sched"}`, `{"name":"VGPUD_NRI_EXEMPT_NAMESPACES","value":"gpu-share,gpu-operator,dcgm"}`,
+		`{"name":"VGPUD_SCHEDULER_NAME","value":"gpu-sched"}`, `{"name":"VGPUD_GPU_AGENT_ACCOUNTS","value":"vgpud,nvidia-dcgm-exporter,my-exporter"}`,
 		`{"name":"VGPUD_RESOURCE_GPUMEM_PERCENTAGE","value":"example.com/vgpu-mem-pct"}`, `{"name":"VGPUD_RESOURCE_PRIORITY","value":"example.com/vgpu-prio"}`,
-		`"values":["gpu-share","gpu-operator","dcgm"]`, "{{ $labels.uuid }}",
+		"orValue('') in ['vgpud', 'nvidia-dcgm-exporter', 'my-exporter']", "{{ $labels.uuid }}",
 		"r.startsWith('example.com/mig-')", "name: example.com/mig-1g.5gb, ignoredByScheduler: false",
 	} {
 		if !strings.Contains(text, want) {
@@ -211,24 +211,24 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 	}
 }
 
-// No exempt namespace but the release's, and the pod network's namespace
-// allowed to start without the hook: the lists the policies and the node
-// read are the values, not the defaults.
+// No GPU agent but vgpud's own, and the pod network's namespace allowed
+// to start without the hook: the lists the policies and the node read
+// are the values, not the defaults.
 func TestChartNamespaceListsAreTheValues(t *testing.T) {
-	got := helmTemplate(t, "gpu-share", "exemptNamespaces=null", "runtimeHookOptionalNamespaces={calico-system}")
+	got := helmTemplate(t, "gpu-share", "gpuAgentAccounts=null", "runtimeHookOptionalNamespaces={calico-system}")
 	raw, err := json.Marshal(got)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	for _, want := range []string{`"values":["gpu-share"]`, `{"name":"VGPUD_NRI_EXEMPT_NAMESPACES","value":"gpu-share"}`,
+	for _, want := range []string{"orValue('') in ['vgpud']", `{"name":"VGPUD_GPU_AGENT_ACCOUNTS","value":"vgpud"}`,
 		"request.namespace in ['gpu-share', 'calico-system']", "only pods in gpu-share, calico-system, and static pods",
 		`{"name":"VGPUD_WEBHOOK_HOOK_OPTIONAL_NAMESPACES","value":"gpu-share,calico-system"}`} {
 		if !strings.Contains(text, want) {
-			t.Errorf("with exemptNamespaces empty and runtimeHookOptionalNamespaces={calico-system}, the chart lacks %q", want)
+			t.Errorf("with gpuAgentAccounts empty and runtimeHookOptionalNamespaces={calico-system}, the chart lacks %q", want)
 		}
 	}
-	if strings.Contains(text, "gpu-operator") || strings.Contains(text, "'kube-system'") {
+	if strings.Contains(text, "gpu-operator") || strings.Contains(text, "'kube-system'") || strings.Contains(text, "nvidia-dcgm") {
 		t.Error("a namespace left out of the values is still exempt")
 	}
 }
@@ -269,7 +269,9 @@ func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
 		{"vgpud-system", "schedulerName=x' || true || 'y", "schedulerName"},
 		{"vgpud-system", "schedulerName=default-scheduler", "not default-scheduler"},
 		{"vgpud-system", "resourceNames.gpumem=x' ].exists(n, false) || ['", "resourceNames.gpumem"},
-		{"vgpud-system", "exemptNamespaces={a'b}", "want a namespace name"},
+		{"vgpud-system", "gpuAgentAccounts={a'b}", "want a ServiceAccount name"},
+		{"vgpud-system", "runtimeHookOptionalNamespaces={a'b}", "want a namespace name"},
+		{"vgpud-system", "exemptNamespaces={gpu-operator}", "exemptNamespaces is gone: a namespace's name exempted whoever"},
 		{"vgpud-system", "leaderNodes={gpu-1\\,x}", "not a node name"},
 		{"kube-system", "schedulerName=vgpud-scheduler", "install it in a namespace of its own"},
 		{"vgpud-system", "runtime.configDir=/etc/crio\\, type: File}", "runtime.configDir"},
@@ -503,8 +505,10 @@ func TestChartLabelsTheNamespaceHelmMade(t *testing.T) {
 		t.Errorf("hook %q image %q", j.Metadata.Annotations["helm.sh/hook"], c.Image)
 	}
 	role, _ := json.Marshal(got["ClusterRole/vgpud-namespace-labels-gpu-share"])
-	if !strings.Contains(string(role), `"resourceNames":["gpu-share"]`) || !strings.Contains(string(role), `"verbs":["get","patch"]`) {
-		t.Errorf("the hook's ClusterRole %s: want get and patch on namespace gpu-share alone", role)
+	if !strings.Contains(string(role), `{"apiGroups":[""],"resourceNames":["gpu-share"],"resources":["namespaces"],"verbs":["get","patch"]}`) ||
+		!strings.Contains(string(role), `{"apiGroups":["vgpud.io"],"resourceNames":["gpu-share"],"resources":["gpuagents"],"verbs":["exempt"]}`) ||
+		strings.Count(string(role), `"apiGroups"`) != 2 {
+		t.Errorf("the hook's ClusterRole %s: want get and patch on namespace gpu-share, and exempt on gpuagents.vgpud.io gpu-share, alone", role)
 	}
 	for key := range helmTemplate(t, "gpu-share", "namespace.create=true") {
 		if strings.Contains(key, "namespace-labels") {
@@ -513,7 +517,7 @@ func TestChartLabelsTheNamespaceHelmMade(t *testing.T) {
 	}
 }
 
-// The hook's token may set vgpud's four namespace labels and nothing
+// The hook's token may set vgpud's five namespace labels and nothing
 // else: no owner (the garbage collector would delete the namespace), no
 // finalizer, no annotation, no other label, no label removed.
 func TestChartNamespaceHookIsHeldToItsLabels(t *testing.T) {
@@ -561,7 +565,7 @@ func TestChartNamespaceHookIsHeldToItsLabels(t *testing.T) {
 	}
 	old := ns(map[string]any{"kubernetes.io/metadata.name": "gpu-share"}, nil)
 	want := map[string]any{"kubernetes.io/metadata.name": "gpu-share", "app.kubernetes.io/name": "vgpud", "vgpud.io/webhook": "ignore",
-		"pod-security.kubernetes.io/enforce": "privileged", "pod-security.kubernetes.io/enforce-version": "latest"}
+		"pod-security.kubernetes.io/enforce": "privileged", "pod-security.kubernetes.io/enforce-version": "latest", "vgpud.io/gpu-agents": "true"}
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
 		for a, b := range want {
@@ -579,7 +583,7 @@ func TestChartNamespaceHookIsHeldToItsLabels(t *testing.T) {
 		new     map[string]any
 		allowed bool
 	}{
-		{"the four labels", ns(want, nil), true},
+		{"the five labels", ns(want, nil), true},
 		{"an owner", ns(want, map[string]any{"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "0"}}}), false},
 		{"a finalizer", ns(want, map[string]any{"finalizers": []any{"example.com/hold"}}), false},
 		{"an annotation", ns(want, map[string]any{"annotations": map[string]any{"a": "b"}}), false},

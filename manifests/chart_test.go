@@ -46,10 +46,10 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             - name: VGPUD_WEBHOOK_HOOK_OPTIONAL_NAMESPACES
               value: {{ $optional | quote }}
             {{- end }}
-            {{- $exempt := prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join "," }}
-            {{- if ne $exempt "vgpud-system,gpu-operator" }}
-            - name: VGPUD_NRI_EXEMPT_NAMESPACES
-              value: {{ $exempt | quote }}
+            {{- $agents := include "vgpud.gpuAgentAccounts" . | fromJsonArray | join "," }}
+            {{- if ne $agents "vgpud,nvidia-dcgm-exporter,nvidia-dcgm,nvidia-gpu-feature-discovery,nvidia-operator-validator,nvidia-mig-manager" }}
+            - name: VGPUD_GPU_AGENT_ACCOUNTS
+              value: {{ $agents | quote }}
             {{- end }}
             {{- range $flag, $default := dict "GPU" "nvidia.com/gpu" "GPUMEM" "nvidia.com/gpumem" "GPUMEM_PERCENTAGE" "nvidia.com/gpumem-percentage" "GPUCORES" "nvidia.com/gpucores" "PRIORITY" "nvidia.com/priority" }}
             {{- $name := get $.Values.resourceNames ($flag | lower | camelcase | untitle) }}
@@ -125,7 +125,7 @@ func installEdits() []edit {
 		// unless asked; its labels are the manifest's.
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
-		{"vgpud-system", "{{ .Release.Namespace }}", 47},
+		{"vgpud-system", "{{ .Release.Namespace }}", 46},
 		// Pods that may start without vgpud's hook: vgpud's and those
 		// that start before it (the pod network's).
 		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",
@@ -141,8 +141,9 @@ func installEdits() []edit {
 		{"get schedulerName vgpud-scheduler from", "get schedulerName {{ .Values.schedulerName }} from", 1},
 		{"kube-scheduler profile, vgpud-scheduler, whose", "kube-scheduler profile, {{ .Values.schedulerName }}, whose", 1},
 		{"      - schedulerName: vgpud-scheduler\n", "      - schedulerName: {{ .Values.schedulerName }}\n", 1},
-		// The namespaces exempt from the slice's env, as the node's.
-		{"values: [{{ .Release.Namespace }}, gpu-operator]", "values: [{{ prepend (default (list) .Values.exemptNamespaces) .Release.Namespace | join \", \" }}]", 1},
+		// The GPU agents exempt from the slice's env, as the node's.
+		{"object.spec.?serviceAccountName.orValue('') in ['vgpud', 'nvidia-dcgm-exporter', 'nvidia-dcgm', 'nvidia-gpu-feature-discovery', 'nvidia-operator-validator', 'nvidia-mig-manager']",
+			"object.spec.?serviceAccountName.orValue('') in [{{ range $i, $n := include \"vgpud.gpuAgentAccounts\" . | fromJsonArray }}{{ if $i }}, {{ end }}'{{ $n }}'{{ end }}]", 1},
 		{`  leader-nodes: ""`, `  leader-nodes: {{ .Values.leaderNodes | join "," | quote }}`, 1},
 		{"          image: ghcr.io/vgpud/vgpud:v0.2.0\n          imagePullPolicy: IfNotPresent\n",
 			"          image: {{ include \"vgpud.image\" . }}\n          imagePullPolicy: {{ .Values.image.pullPolicy }}\n", 2},

@@ -27,7 +27,7 @@ var objectSuffixes = []string{
 	"scheduler-authentication-reader", "scheduler-volume", "scheduler-lease", "scheduler",
 	"keep-configmap-params", "keep-lease-params", "lease-takeover", "leader", "lease",
 	"runtime-hook-optional", "runtime-hook-required", "hook-required", "gpu-pods",
-	"annotations", "gpu-cordoner", "gpu-cordon", "hami-records", "scheduled-only",
+	"annotations", "gpu-cordoner", "gpu-cordon", "gpu-agents-admin", "gpu-agents", "hami-records", "scheduled-only",
 	"own-writes", "slice-env", "node-setup", "node-revert", "tls",
 	"auth-delegator", "metrics-reader", "viewer",
 }
@@ -135,7 +135,7 @@ func chartNames(t *testing.T, file, tmpl string) string {
 	t.Helper()
 	switch file {
 	case "vgpud.yaml":
-		tmpl = renameObjects(t, file, tmpl, installNames(), 128)
+		tmpl = renameObjects(t, file, tmpl, installNames(), 137)
 		return renameBare(t, file, tmpl, 17)
 	case "node-revert.yaml":
 		tmpl = renameObjects(t, file, tmpl, nameEdits(map[string]int{"app.kubernetes.io/name: vgpud": 5, "serviceAccountName: vgpud\n": 2}), 4)

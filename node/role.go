@@ -21,6 +21,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/cordon"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
 	"github.com/vgpud/vgpud/node/internal/gpu"
+	"github.com/vgpud/vgpud/node/internal/gpuagents"
 	"github.com/vgpud/vgpud/node/internal/gpuuse"
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/node/internal/health"
@@ -88,7 +89,9 @@ type Role struct {
 	server   *deviceplugin.PluginServer
 	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
-	cordon   *cordon.Watch // the node's GPU cordon, for inspect
+	// agents says which pods are GPU agents, for the hook.
+	agents gpuagents.Rule
+	cordon *cordon.Watch // the node's GPU cordon, for inspect
 	// runtime reads the runtime's configuration every minute.
 	runtime *runtimecheck.Check
 	// use samples the GPUs' processes against the hook's grants.
@@ -166,6 +169,12 @@ func (a *Role) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	agentNamespaces, err := gpuagents.NewNamespaces(a.api.Core)
+	if err != nil {
+		return err
+	}
+	agentNamespaces.Start(ctx)
+	a.agents = gpuagents.Rule{Accounts: a.cfg.Identity.GPUAgentAccounts, Namespaces: agentNamespaces}
 	// The informer outlives ctx until the plugin has drained: a pod bound
 	// here just before "draining" must still show up, or kubelet's
 	// Allocate for it waits in vain and meets a stopped plugin.
@@ -452,7 +461,7 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 // hookOptions are the settings the NRI hook decides by.
 func (a *Role) hookOptions() identity.HookOptions {
 	return identity.HookOptions{Node: a.node, Resources: a.resources, Slice: a.sliceOptions(),
-		Exempt: a.cfg.Identity.NRIExemptNamespaces, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent}
+		Agent: a.agents.Exempt, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent}
 }
 
 // migParent is the GPU of the node's MIG device uuid, as the node's

@@ -107,6 +107,11 @@ const (
 	// labels; vgpud never writes it.
 	LabelGPUNode = "vgpud.io/gpu"
 
+	// LabelGPUAgents set to "true" on a namespace by a cluster
+	// administrator (policy vgpud-gpu-agents fences it) lets the pods of
+	// that namespace's agent ServiceAccounts (--gpu-agent-accounts) keep
+	// every GPU their image or pod names: DCGM exporter and the like.
+	LabelGPUAgents = "vgpud.io/gpu-agents"
 	// LabelWebhook set to WebhookIgnore on a pod or namespace opts it out of admission.
 	LabelWebhook = "vgpud.io/webhook"
 	// LabelWebhookHAMi is HAMi's opt-out label, honoured so workloads move over unchanged.

@@ -29,9 +29,17 @@ call at the top of vgpud.yaml.
 {{- fail (printf "resourceNames.%s %q: want an extended resource name, domain/name" $key $name) -}}
 {{- end -}}
 {{- end -}}
-{{- range $ns := concat (default (list) .Values.exemptNamespaces) (default (list) .Values.runtimeHookOptionalNamespaces) -}}
+{{- if .Values.exemptNamespaces -}}
+{{- fail "exemptNamespaces is gone: a namespace's name exempted whoever could make a namespace of that name. Label each namespace of GPU agents vgpud.io/gpu-agents=true (kubectl label namespace NAME vgpud.io/gpu-agents=true, as a cluster admin) and list their ServiceAccounts in gpuAgentAccounts; then remove exemptNamespaces (docs/security-tenants.md)" -}}
+{{- end -}}
+{{- range $ns := default (list) .Values.runtimeHookOptionalNamespaces -}}
 {{- if not (regexMatch $label $ns) -}}
-{{- fail (printf "namespace %q in exemptNamespaces or runtimeHookOptionalNamespaces: want a namespace name" $ns) -}}
+{{- fail (printf "namespace %q in runtimeHookOptionalNamespaces: want a namespace name" $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- range $sa := default (list) .Values.gpuAgentAccounts -}}
+{{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" $sa)) (gt (len $sa) 253) -}}
+{{- fail (printf "ServiceAccount %q in gpuAgentAccounts: want a ServiceAccount name" $sa) -}}
 {{- end -}}
 {{- end -}}
 {{- range $k, $v := default (dict) .Values.clusterSettings -}}

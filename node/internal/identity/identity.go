@@ -30,8 +30,10 @@ type HookOptions struct {
 	Node      string
 	Resources wellknown.ResourceNames
 	Slice     grant.Shape
-	// Exempt and Early are namespaces (nrihook.Ruleset).
-	Exempt, Early []string
+	// Agent says whether a pod is a GPU agent (nrihook.Ruleset).
+	Agent func(namespace, serviceAccount string) (bool, error)
+	// Early are namespaces (nrihook.Ruleset).
+	Early []string
 	// MIGParent is the GPU of a MIG device the node lists; "" for none.
 	MIGParent func(uuid string) string
 }
@@ -42,7 +44,7 @@ func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metri
 	h := nrihook.New(nrihook.Ruleset{
 		Node: o.Node, Resources: o.Resources,
 		Slice:     o.Slice,
-		Exempt:    inList(o.Exempt),
+		Agent:     o.Agent,
 		Early:     inList(o.Early),
 		MIGParent: o.MIGParent,
 	}, pods, hookWait, metrics, clk, log.With("component", "nri"))

@@ -13,9 +13,12 @@ import (
 
 // The flags of Options.
 const (
-	FlagNRISocket           = "nri-socket"
-	FlagNRIExemptNamespaces = "nri-exempt-namespaces"
-	FlagNRIEarlyNamespaces  = "nri-early-namespaces"
+	FlagNRISocket          = "nri-socket"
+	FlagGPUAgentAccounts   = "gpu-agent-accounts"
+	FlagNRIEarlyNamespaces = "nri-early-namespaces"
+	// flagNRIExemptNamespaces is gone: a namespace's name exempted
+	// whoever made a namespace of that name.
+	flagNRIExemptNamespaces = "nri-exempt-namespaces"
 )
 
 // Options are how the node learns each container's pod.
@@ -24,10 +27,12 @@ type Options struct {
 	// present the runtime names each container's pod to vgpud's hook;
 	// where it is not, or "" here, the node guesses, without NRI.
 	NRISocket string
-	// NRIExemptNamespaces keep every GPU their containers' images or pods
-	// name: vgpud's own and the GPU operator's, whose pods read or serve
-	// every GPU. Never a tenant's.
-	NRIExemptNamespaces []string
+	// GPUAgentAccounts are the ServiceAccounts whose pods keep every GPU
+	// their image or pod names (vgpud's own, DCGM exporter, the GPU
+	// operator's validators), in a namespace labelled
+	// vgpud.io/gpu-agents=true, which only a cluster administrator may
+	// set; anywhere else they are pods like any other.
+	GPUAgentAccounts []string
 	// NRIEarlyNamespaces' containers start even before vgpud's informer
 	// has seen their pod, with no GPU, rather than wait: the cluster's,
 	// whose network pods must start before vgpud after a reboot. A pod of
@@ -36,13 +41,21 @@ type Options struct {
 }
 
 // DefaultOptions are containerd's NRI socket, vgpud's and the GPU
-// operator's namespaces exempt and the cluster's early.
+// operator's agents and the cluster's namespace early.
 func DefaultOptions() Options {
 	return Options{
-		NRISocket:           "/var/run/nri/nri.sock",
-		NRIExemptNamespaces: []string{"vgpud-system", "gpu-operator"},
-		NRIEarlyNamespaces:  []string{"kube-system"},
+		NRISocket:          "/var/run/nri/nri.sock",
+		GPUAgentAccounts:   DefaultGPUAgentAccounts(),
+		NRIEarlyNamespaces: []string{"kube-system"},
 	}
+}
+
+// DefaultGPUAgentAccounts are vgpud's own ServiceAccount and those of the
+// GPU operator's agents that read every GPU (its assets' names): DCGM
+// and its exporter, GPU feature discovery, the validators and the MIG
+// manager. Not its device plugin, whose work vgpud does.
+func DefaultGPUAgentAccounts() []string {
+	return []string{"vgpud", "nvidia-dcgm-exporter", "nvidia-dcgm", "nvidia-gpu-feature-discovery", "nvidia-operator-validator", "nvidia-mig-manager"}
 }
 
 // NRISocketFlag is --nri-socket, which `vgpud preflight` shares with the
@@ -56,8 +69,12 @@ func (o *Options) Flags() []cli.Flag {
 	notEmpty := func(v []string) []string { return slices.DeleteFunc(v, func(s string) bool { return s == "" }) }
 	return []cli.Flag{
 		o.NRISocketFlag(),
-		&cli.StringSliceFlag{Name: FlagNRIExemptNamespaces, Usage: "namespaces whose containers keep the GPUs their image or pod names, and are never held up by vgpud's informer (vgpud's own, the GPU operator's; never a tenant's)", Value: cli.NewStringSlice(o.NRIExemptNamespaces...),
-			Action: func(_ *cli.Context, v []string) error { o.NRIExemptNamespaces = notEmpty(v); return nil }},
+		&cli.StringSliceFlag{Name: FlagGPUAgentAccounts, Usage: "ServiceAccounts whose pods keep every GPU their image or pod names (vgpud's own, the GPU operator's agents), only in a namespace a cluster administrator labelled vgpud.io/gpu-agents=true; never a tenant's", Value: cli.NewStringSlice(o.GPUAgentAccounts...),
+			Action: func(_ *cli.Context, v []string) error { o.GPUAgentAccounts = notEmpty(v); return nil }},
+		&cli.StringSliceFlag{Name: flagNRIExemptNamespaces, Hidden: true,
+			Action: func(*cli.Context, []string) error {
+				return fmt.Errorf("--%s is gone: a namespace's name exempted whoever could make a namespace of that name. Label each namespace of GPU agents vgpud.io/gpu-agents=true (only a cluster administrator may) and list their ServiceAccounts in --%s (docs/security-tenants.md)", flagNRIExemptNamespaces, FlagGPUAgentAccounts)
+			}},
 		&cli.StringSliceFlag{Name: FlagNRIEarlyNamespaces, Usage: "namespaces whose containers start with no GPU when vgpud's informer has not seen their pod yet, rather than wait (the cluster's pod network); a pod vgpud has seen is judged like any other", Value: cli.NewStringSlice(o.NRIEarlyNamespaces...),
 			Action: func(_ *cli.Context, v []string) error { o.NRIEarlyNamespaces = notEmpty(v); return nil }},
 	}
@@ -72,10 +89,12 @@ func (o Options) Validate() field.ErrorList {
 	for _, l := range []struct {
 		flag string
 		list []string
-	}{{FlagNRIExemptNamespaces, o.NRIExemptNamespaces}, {FlagNRIEarlyNamespaces, o.NRIEarlyNamespaces}} {
-		for _, ns := range l.list {
-			if len(validation.IsDNS1123Label(ns)) > 0 {
-				errs = append(errs, field.Invalid(field.NewPath(l.flag), strings.Join(l.list, ","), fmt.Sprintf("%q is not a namespace name", ns)))
+		what string
+		test func(string) []string
+	}{{FlagGPUAgentAccounts, o.GPUAgentAccounts, "a ServiceAccount name", validation.IsDNS1123Subdomain}, {FlagNRIEarlyNamespaces, o.NRIEarlyNamespaces, "a namespace name", validation.IsDNS1123Label}} {
+		for _, name := range l.list {
+			if len(l.test(name)) > 0 {
+				errs = append(errs, field.Invalid(field.NewPath(l.flag), strings.Join(l.list, ","), fmt.Sprintf("%q is not %s", name, l.what)))
 				break
 			}
 		}

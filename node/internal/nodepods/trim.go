@@ -16,6 +16,8 @@ func trim(obj any) (any, error) {
 	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Status: corev1.PodStatus{Phase: p.Status.Phase}}
 	out.ManagedFields, out.OwnerReferences = nil, nil
 	out.Spec.NodeName = p.Spec.NodeName
+	// The runtime hook knows a GPU agent by its ServiceAccount.
+	out.Spec.ServiceAccountName = p.Spec.ServiceAccountName
 	out.Spec.InitContainers = containers(p.Spec.InitContainers)
 	out.Spec.Containers = containers(p.Spec.Containers)
 	return out, nil

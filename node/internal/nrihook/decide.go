@@ -71,9 +71,11 @@ type Ruleset struct {
 	Node      string
 	Resources wellknown.ResourceNames
 	Slice     grant.Shape
-	// Exempt says whether a namespace's containers keep every GPU their
-	// image or pod names (the GPU operator's, vgpud's own).
-	Exempt func(namespace string) bool
+	// Agent says whether a pod's containers keep every GPU their image
+	// or pod names: a GPU agent's (DCGM exporter, vgpud's own), by its
+	// namespace and ServiceAccount; an error when it cannot tell yet.
+	// Nil exempts none.
+	Agent func(namespace, serviceAccount string) (bool, error)
 	// Early says whether a namespace's containers start, with no GPU,
 	// when the informer has not seen their pod (the pod network's, after
 	// a reboot); its pods the informer has seen get no exemption.
@@ -93,10 +95,9 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 	}
 	id := c.Namespace + "/" + c.Pod
 	if pod == nil {
-		switch {
-		case r.Exempt(c.Namespace):
-			return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
-		case c.Static || (r.Early != nil && r.Early(c.Namespace)):
+		// An agent is known by its pod's ServiceAccount: one vgpud has not
+		// seen waits like any other.
+		if c.Static || (r.Early != nil && r.Early(c.Namespace)) {
 			return Decision{Action: Void}
 		}
 		return Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s has not seen pod %s (uid %s) yet, so it cannot tell which GPUs container %q may have; kubelet retries the container", r.Node, id, c.UID, c.Name)}
@@ -120,9 +121,15 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 			}
 		}
 	}
+	if r.Agent != nil && !c.Static {
+		switch agent, err := r.Agent(pod.Namespace, pod.Spec.ServiceAccountName); {
+		case err != nil:
+			return Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s cannot tell yet whether pod %s is a GPU agent (ServiceAccount %s): %v; kubelet retries the container", r.Node, id, pod.Spec.ServiceAccountName, err)}
+		case agent:
+			return Decision{Action: Exempt, Reason: "GPU agent: ServiceAccount " + pod.Spec.ServiceAccountName + " in namespace " + pod.Namespace + ", labelled " + wellknown.LabelGPUAgents + "=true"}
+		}
+	}
 	switch {
-	case r.Exempt(c.Namespace):
-		return Decision{Action: Exempt, Reason: "namespace " + c.Namespace + " is exempt"}
 	case placedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec):
 		// Its GPUs are what HAMi's device plugin gave it, which kubelet
 		// keeps for its containers' restarts; vgpud books them (README

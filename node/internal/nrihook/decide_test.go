@@ -1,6 +1,7 @@
 package nrihook
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -21,8 +22,17 @@ import (
 
 const node = "n1"
 
+// agentRule: the account "dcgm" in namespace "agents" is a GPU agent;
+// namespace "unread" cannot be told yet.
+func agentRule(ns, account string) (bool, error) {
+	if ns == "unread" {
+		return false, errors.New("not in yet")
+	}
+	return ns == "agents" && account == "dcgm", nil
+}
+
 func rules() Ruleset {
-	return Ruleset{Node: node, Resources: wellknown.DefaultResourceNames(), Exempt: func(ns string) bool { return ns == "vgpud-system" }, Early: func(ns string) bool { return ns == "kube-system" }}
+	return Ruleset{Node: node, Resources: wellknown.DefaultResourceNames(), Agent: agentRule, Early: func(ns string) bool { return ns == "kube-system" }}
 }
 
 // gpuPod is a pod with one app container asking one GPU and a sidecar
@@ -68,6 +78,16 @@ func TestDecide(t *testing.T) {
 	cluster := gpuPod("cni", "")
 	cluster.Namespace = "kube-system"
 	cluster.Spec.Containers = cluster.Spec.Containers[1:]
+	agent := gpuPod("dcgm", "")
+	agent.Namespace, agent.Spec.ServiceAccountName = "agents", "dcgm"
+	agentOtherAccount := agent.DeepCopy()
+	agentOtherAccount.Spec.ServiceAccountName = "default"
+	agentElsewhere := agent.DeepCopy()
+	agentElsewhere.Namespace = "gpu-operator"
+	agentUnread := agent.DeepCopy()
+	agentUnread.Namespace = "unread"
+	assignedAgent := gpuPod("dcgm2", "GPU-0")
+	assignedAgent.Namespace, assignedAgent.Spec.ServiceAccountName = "agents", "dcgm"
 	hamiElsewhere := hami.DeepCopy()
 	hamiElsewhere.Annotations[hamirecord.AnnotationHAMiNode] = "n2"
 	for _, tc := range []struct {
@@ -84,7 +104,13 @@ func TestDecide(t *testing.T) {
 		{"a recreated pod under the name is not its predecessor", NamedContainer{Namespace: "t", Pod: "victim", UID: "uid-other", Name: "app", Known: victim}, Refuse, "has not seen pod t/victim"},
 		{"an unknown pod is refused", NamedContainer{Namespace: "t", Pod: "new", UID: "u", Name: "app"}, Refuse, "kubelet retries"},
 		{"an unknown static pod gets no GPU", NamedContainer{Namespace: "kube-system", Pod: "etcd", UID: "u", Name: "etcd", Static: true}, Void, ""},
-		{"an exempt namespace is left alone", NamedContainer{Namespace: "vgpud-system", Pod: "x", UID: "u", Name: "c"}, Exempt, "exempt"},
+		{"a GPU agent is left alone", containerOf(agent, "app"), Exempt, "GPU agent: ServiceAccount dcgm in namespace agents"},
+		{"so is each of its containers", containerOf(agent, "sidecar"), Exempt, "GPU agent"},
+		{"an agent's pod vgpud has not seen waits like any other", NamedContainer{Namespace: "agents", Pod: "x", UID: "u", Name: "c"}, Refuse, "has not seen pod agents/x"},
+		{"another account in the agents' namespace is no agent", containerOf(agentOtherAccount, "app"), Refuse, "assigned it no GPUs"},
+		{"the agent's account in another namespace is no agent", containerOf(agentElsewhere, "sidecar"), Void, ""},
+		{"an agent is refused while its namespace cannot be told", containerOf(agentUnread, "sidecar"), Refuse, "cannot tell yet whether pod unread/dcgm is a GPU agent"},
+		{"an agent's assignment is its slice", containerOf(assignedAgent, "app"), Grant, ""},
 		{"an assignment for another node is refused", containerOf(elsewhere, "app"), Refuse, "not this node"},
 		{"an ephemeral container gets no GPU", containerOf(victim, "debugger"), Void, ""},
 		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Keep, "placed on this node by HAMi"},
@@ -106,7 +132,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideGrantIsTheAssignment(t *testing.T) {
-	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Ruleset{Node: node, Resources: wellknown.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}, Exempt: func(string) bool { return false }})
+	d := Decide(containerOf(gpuPod("victim", "GPU-0"), "app"), Ruleset{Node: node, Resources: wellknown.DefaultResourceNames(), Slice: grant.Shape{Interposer: "/opt/vgpu"}})
 	env := d.Slice.Env
 	if env["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1000m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" {
 		t.Fatalf("env = %v", env)

@@ -154,7 +154,7 @@ func (h *Hook) lookup(ctx context.Context, c NamedContainer) *corev1.Pod {
 		p := h.pods.Get(c.Namespace, c.Pod)
 		// Before the first list, a wait would only hold every other
 		// container start on the node (NRI answers one call at a time).
-		if p != nil && samePod(p, c.UID, c.Static) || c.Static || h.rules.Exempt(c.Namespace) || !h.pods.HasSynced() {
+		if p != nil && samePod(p, c.UID, c.Static) || c.Static || !h.pods.HasSynced() {
 			return p
 		}
 		select {

@@ -212,7 +212,7 @@ func TestDrainWaitsForTheCallInFlight(t *testing.T) {
 func TestAHeldHookRefusesSlicesUntilSettled(t *testing.T) {
 	victim := gpuPod("victim", "GPU-0")
 	exempt := gpuPod("operator", "")
-	exempt.Namespace = "vgpud-system"
+	exempt.Namespace, exempt.Spec.ServiceAccountName = "agents", "dcgm"
 	h, obs := testHook(victim, exempt)
 	h.Hold("is reading its node's labels")
 	_, _, err := h.CreateContainer(context.Background(), sandbox(victim), &api.Container{Name: "app"})
@@ -220,7 +220,7 @@ func TestAHeldHookRefusesSlicesUntilSettled(t *testing.T) {
 		t.Fatalf("held: %v", err)
 	}
 	if _, _, err := h.CreateContainer(context.Background(), sandbox(exempt), &api.Container{Name: "app"}); err != nil {
-		t.Errorf("an exempt namespace's container, held: %v", err)
+		t.Errorf("a GPU agent's container, held: %v", err)
 	}
 	opts := rules().Slice
 	opts.Oversubscribe = true

@@ -76,7 +76,7 @@ func installWithChart(t *testing.T, e env) (nodes []string) {
 		`$(kubectl get --raw /apis/admissionregistration.k8s.io/v1 | grep -q '"kind":"MutatingAdmissionPolicy"' && echo --api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy) `+
 		`--set image.repository=registry.example.com/gpu/vgpud `+
 		`--set schedulerName=gpu-sched,fullnameOverride=gpu-names,resourceNames.gpu=example.com/vgpu,resourceNames.gpumem=example.com/vgpu-mem,monitoring.serviceMonitor=false `+
-		`--set 'exemptNamespaces={gpu-operator,dcgm}' | kubectl apply --dry-run=server -f -`)
+		`--set 'gpuAgentAccounts={nvidia-dcgm-exporter,dcgm}' | kubectl apply --dry-run=server -f -`)
 	render.Dir = filepath.Join(e.scripts, "..")
 	render.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 	if out, err := render.CombinedOutput(); err != nil {

@@ -44,6 +44,7 @@ func TestCluster(t *testing.T) {
 	t.Run("runtime identity", func(t *testing.T) { runtimeIdentity(t, e, e.installed(t)) })
 	t.Run("fences", func(t *testing.T) { fences(t, e, e.installed(t)) })
 	t.Run("node labels and placement without GPU feature discovery", func(t *testing.T) { nodeLabels(t, e, e.installed(t)) })
+	t.Run("GPU agents exempt only where an admin said", func(t *testing.T) { gpuAgents(t, e, e.installed(t)) })
 	t.Run("a GPU by another way is refused", func(t *testing.T) { sideDoor(t, e, e.installed(t)) })
 	t.Run("GPU pods admitted with no GPU node", func(t *testing.T) { noGPUNode(t, e, e.installed(t)) })
 	t.Run("per-GPU cordon", func(t *testing.T) { gpuCordon(t, e, e.installed(t)) })
