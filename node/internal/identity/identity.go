@@ -36,6 +36,8 @@ type HookOptions struct {
 	Early []string
 	// MIGParent is the GPU of a MIG device the node lists; "" for none.
 	MIGParent func(uuid string) string
+	// CDI names GPUs as the node's CDI devices (nrihook.Ruleset).
+	CDI func(gpus []string) (names, nodes []string, err error)
 }
 
 // NewHook is the NRI hook for this node's containers; what it grants is
@@ -47,6 +49,7 @@ func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metri
 		Agent:     o.Agent,
 		Early:     inList(o.Early),
 		MIGParent: o.MIGParent,
+		CDI:       o.CDI,
 	}, pods, hookWait, metrics, clk, log.With("component", "nri"))
 	h.Tell(granted)
 	// The kill checks the PID's cgroup names the container first.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vgpud/vgpud/node/internal/cdidevices"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -16,6 +18,7 @@ const (
 	FlagNRISocket          = "nri-socket"
 	FlagGPUAgentAccounts   = "gpu-agent-accounts"
 	FlagNRIEarlyNamespaces = "nri-early-namespaces"
+	FlagCDI                = "cdi"
 	// flagNRIExemptNamespaces is gone: a namespace's name exempted
 	// whoever made a namespace of that name.
 	flagNRIExemptNamespaces = "nri-exempt-namespaces"
@@ -38,6 +41,11 @@ type Options struct {
 	// whose network pods must start before vgpud after a reboot. A pod of
 	// theirs that vgpud has seen is judged like any other.
 	NRIEarlyNamespaces []string
+	// CDI is how the hook hands a container its GPUs besides the slice's
+	// env: also as the devices of the node's NVIDIA CDI spec, where the
+	// runtime injects CDI devices and the spec names the GPU (auto);
+	// always, refusing a grant it cannot name (on); never (off).
+	CDI string
 }
 
 // DefaultOptions are containerd's NRI socket, vgpud's and the GPU
@@ -47,6 +55,7 @@ func DefaultOptions() Options {
 		NRISocket:          "/var/run/nri/nri.sock",
 		GPUAgentAccounts:   DefaultGPUAgentAccounts(),
 		NRIEarlyNamespaces: []string{"kube-system"},
+		CDI:                cdidevices.ModeAuto,
 	}
 }
 
@@ -75,6 +84,7 @@ func (o *Options) Flags() []cli.Flag {
 			Action: func(*cli.Context, []string) error {
 				return fmt.Errorf("--%s is gone: a namespace's name exempted whoever could make a namespace of that name. Label each namespace of GPU agents vgpud.io/gpu-agents=true (only a cluster administrator may) and list their ServiceAccounts in --%s (docs/security-tenants.md)", flagNRIExemptNamespaces, FlagGPUAgentAccounts)
 			}},
+		&cli.StringFlag{Name: FlagCDI, Usage: "hand each container its GPUs also as CDI devices of the node's NVIDIA spec (nvidia-ctk cdi generate), with the slice's env: auto where the runtime injects CDI devices (preflight reads its configuration) and the spec names the GPU; on to require it, refusing a grant it cannot name; off for env alone", Value: o.CDI, Destination: &o.CDI},
 		&cli.StringSliceFlag{Name: FlagNRIEarlyNamespaces, Usage: "namespaces whose containers start with no GPU when vgpud's informer has not seen their pod yet, rather than wait (the cluster's pod network); a pod vgpud has seen is judged like any other", Value: cli.NewStringSlice(o.NRIEarlyNamespaces...),
 			Action: func(_ *cli.Context, v []string) error { o.NRIEarlyNamespaces = notEmpty(v); return nil }},
 	}
@@ -83,6 +93,9 @@ func (o *Options) Flags() []cli.Flag {
 // Validate reports what in o cannot work, by its flag.
 func (o Options) Validate() field.ErrorList {
 	var errs field.ErrorList
+	if !slices.Contains(cdidevices.Modes(), o.CDI) {
+		errs = append(errs, field.NotSupported(field.NewPath(FlagCDI), o.CDI, cdidevices.Modes()))
+	}
 	if o.NRISocket != "" && !filepath.IsAbs(o.NRISocket) {
 		errs = append(errs, field.Invalid(field.NewPath(FlagNRISocket), o.NRISocket, "want an absolute path such as /var/run/nri/nri.sock, or empty to guess which pod kubelet admits"))
 	}

@@ -83,6 +83,11 @@ type Ruleset struct {
 	// MIGParent is the GPU of a MIG device of this node, by its UUID; ""
 	// for one the node does not know. Nil knows none.
 	MIGParent func(uuid string) string
+	// CDI names GPUs (UUIDs) as the node's NVIDIA CDI devices, with the
+	// device nodes they bring: none where the node hands GPUs out by
+	// env alone; an error where a grant cannot be handed out so. Nil:
+	// env alone.
+	CDI func(gpus []string) (names, nodes []string, err error)
 }
 
 // Decide is the verdict on c. It reads only what vgpud wrote (the

@@ -28,28 +28,38 @@ const cdiAnnotationPrefix = "cdi.k8s.io/"
 // plugin hands out none of these, and the NVIDIA runtime adds its own
 // only after the hook, from the env the hook set; so any of them is a
 // GPU outside the books.
-func foreignGPUs(ctr *api.Container) []string {
+//
+// What granted names is inside the books: the grant's own CDI devices,
+// the device nodes they bring, and the device rules of those nodes.
+func foreignGPUs(ctr *api.Container, granted cdiGrant) []string {
 	var found []string
 	for _, d := range ctr.GetLinux().GetDevices() {
+		if slices.Contains(granted.nodes, d.GetPath()) {
+			continue
+		}
 		if strings.HasPrefix(d.GetPath(), "/dev/nvidia") || (d.GetType() == "c" && d.GetMajor() == nvidiaMajor) {
 			found = append(found, "device node "+d.GetPath())
 		}
 	}
 	for _, d := range ctr.GetCDIDevices() {
-		if cdiNVIDIA(d.GetName()) {
+		if cdiNVIDIA(d.GetName()) && !slices.Contains(granted.names, d.GetName()) {
 			found = append(found, "CDI device "+d.GetName())
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(ctr.GetAnnotations())) {
-		if v := ctr.GetAnnotations()[k]; strings.HasPrefix(k, cdiAnnotationPrefix) && cdiNVIDIA(v) {
+		if v := ctr.GetAnnotations()[k]; strings.HasPrefix(k, cdiAnnotationPrefix) && cdiNVIDIA(granted.others(v)) {
 			found = append(found, fmt.Sprintf("CDI annotation %s=%s", k, v))
 		}
 	}
+	minors := granted.minors()
 	for _, r := range ctr.GetLinux().GetResources().GetDevices() {
 		if !r.GetAllow() || (r.GetType() != "c" && r.GetType() != "a" && r.GetType() != "") {
 			continue
 		}
-		switch m := r.GetMajor().Get(); {
+		switch m, n := r.GetMajor().Get(), r.GetMinor().Get(); {
+		case m != nil && *m == nvidiaMajor && r.GetType() == "c" && n != nil && slices.Contains(minors, *n):
+		case m != nil && *m == nvidiaMajor && n != nil:
+			found = append(found, fmt.Sprintf("device cgroup rule %s %d:%d %s", r.GetType(), nvidiaMajor, *n, r.GetAccess()))
 		case m != nil && *m == nvidiaMajor:
 			found = append(found, fmt.Sprintf("device cgroup rule %s %d:* %s", r.GetType(), nvidiaMajor, r.GetAccess()))
 		case m == nil && strings.ContainsAny(r.GetAccess(), "rw"):
@@ -139,7 +149,7 @@ func beyondHAMi(ctr *api.Container, devices []string, parent func(uuid string) s
 			found = append(found, "mount "+dst)
 		}
 	}
-	for _, f := range foreignGPUs(ctr) {
+	for _, f := range foreignGPUs(ctr, cdiGrant{}) {
 		if strings.HasPrefix(f, "CDI ") {
 			found = append(found, f)
 		}

@@ -39,7 +39,7 @@ func (h *Hook) EvictWith(evict func(id string, pid int) error) { h.evict = evict
 
 // escaped reports whether env (the container's, as the runtime created
 // it) lacks the devices d would have set: the granted GPUs, or "void".
-func escaped(d Decision, ctr *api.Container, parent func(uuid string) string) bool {
+func escaped(d Decision, ctr *api.Container, rules Ruleset) bool {
 	env := ctr.GetEnv()
 	want := ""
 	switch d.Action {
@@ -48,14 +48,16 @@ func escaped(d Decision, ctr *api.Container, parent func(uuid string) string) bo
 	case Void:
 		want = grant.Void
 	case Keep:
-		return len(beyondHAMi(ctr, d.Devices, parent)) > 0
+		return len(beyondHAMi(ctr, d.Devices, rules.MIGParent)) > 0
 	default:
 		return false
 	}
 	// What CreateContainer refuses: device nodes, device rules and CDI
-	// devices that reach a GPU outside the books.
-	if len(foreignGPUs(ctr)) > 0 {
-		return true
+	// devices that reach a GPU outside the books (the grant's own CDI
+	// devices are inside them).
+	granted, err := cdiFor(d, rules)
+	if err != nil || len(foreignGPUs(ctr, granted)) > 0 {
+		return err == nil
 	}
 	if len(env) == 0 {
 		return false // the runtime did not say: never end a container on a guess
@@ -158,7 +160,7 @@ func (h *Hook) judge(r running, rules Ruleset) bool {
 	if !known {
 		return false
 	}
-	if escaped(d, r.ctr, rules.MIGParent) && h.evict != nil {
+	if escaped(d, r.ctr, rules) && h.evict != nil {
 		err := h.evict(r.id, r.pid)
 		h.log.Warn("container runs without the hook's devices (created while the hook was stopped mid-call): ended, to restart through the hook",
 			"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "err", err)

@@ -49,7 +49,7 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 				t.Fatalf("got %v; want a refusal naming %q and the record's GPUs", err, tc.bad)
 			}
 			// The same judgement when the hook reconnects to a running one.
-			if got := escaped(d, tc.ctr, parent); got != (tc.bad != "") {
+			if got := escaped(d, tc.ctr, Ruleset{MIGParent: parent}); got != (tc.bad != "") {
 				t.Errorf("escaped = %v on reconnection", got)
 			}
 		})
@@ -62,7 +62,7 @@ func TestKeepHoldsAHAMiContainerToItsRecord(t *testing.T) {
 func TestEscapedJudgesDevicesAsCreateDoes(t *testing.T) {
 	void := Decision{Action: Void}
 	clean := &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=void"}}
-	if escaped(void, clean, nil) {
+	if escaped(void, clean, Ruleset{}) {
 		t.Fatal("a voided container with nothing else escaped")
 	}
 	for name, ctr := range map[string]*api.Container{
@@ -70,7 +70,7 @@ func TestEscapedJudgesDevicesAsCreateDoes(t *testing.T) {
 		"a CDI device":  {Env: clean.Env, CDIDevices: []*api.CDIDevice{{Name: "nvidia.com/gpu=0"}}},
 		"a device rule": {Env: clean.Env, Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{{Allow: true, Type: "c", Major: &api.OptionalInt64{Value: 195}, Access: "rw"}}}}},
 	} {
-		if !escaped(void, ctr, nil) {
+		if !escaped(void, ctr, Ruleset{}) {
 			t.Errorf("%s: not an escape at reconnection", name)
 		}
 	}

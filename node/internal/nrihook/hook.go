@@ -202,7 +202,11 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 		}
 		return nil, nil
 	}
-	if found := foreignGPUs(ctr); len(found) > 0 {
+	granted, err := cdiFor(d, h.rules)
+	if err != nil {
+		return nil, fmt.Errorf("vgpud on node %s cannot hand container %q its GPUs as CDI devices: %w; kubelet retries the container", h.rules.Node, ctr.GetName(), err)
+	}
+	if found := foreignGPUs(ctr, granted); len(found) > 0 {
 		return nil, fmt.Errorf("container %q reaches GPUs vgpud did not grant it, through %s: remove them; a container's GPUs come from the vGPU resources it asks for, which vgpud books", ctr.GetName(), strings.Join(found, ", "))
 	}
 	want := d.Slice.Env
@@ -215,6 +219,11 @@ func (h *Hook) apply(d Decision, ctr *api.Container) (*api.ContainerAdjustment, 
 	adj := &api.ContainerAdjustment{}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		adj.AddEnv(k, want[k])
+	}
+	// The runtime injects them after the hook; one the container already
+	// asked for is injected once.
+	for _, n := range granted.names {
+		adj.AddCDIDevice(&api.CDIDevice{Name: n})
 	}
 	for _, m := range ctr.GetMounts() {
 		if grant.DeviceListMount(m.GetDestination()) {

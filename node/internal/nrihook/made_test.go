@@ -104,7 +104,7 @@ func TestRecordedForRunningContainers(t *testing.T) {
 	m := &fakeMaker{made: map[string]string{id: "MIG-made"}, changed: make(chan struct{})}
 	h.SetMaker(m)
 	got, ok := h.recorded(d, c)
-	if !ok || escaped(got, &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=MIG-made"}}, nil) || !escaped(got, &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=MIG-other"}}, nil) {
+	if !ok || escaped(got, &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=MIG-made"}}, Ruleset{}) || !escaped(got, &api.Container{Env: []string{containerenv.EnvVisibleDevices + "=MIG-other"}}, Ruleset{}) {
 		t.Errorf("recorded %+v %v: want judged by MIG-made", got, ok)
 	}
 	if d.Slice.Env[containerenv.EnvVisibleDevices] != id {

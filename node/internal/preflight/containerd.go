@@ -62,6 +62,18 @@ func Containerd(path string, w Want) Verdict {
 		s.Validator, s.Required, s.Tolerate = d.Enable, d.RequiredPlugins, d.TolerateMissingAnnotation
 	}
 	v.Result, v.Scope, v.Problems = judge(s, w, containerdDropIn)
+	// containerd migrates a version 2 file's CRI keys as it starts,
+	// which its loader alone does not: read them where that file has them.
+	plugin := containerdCRIRuntime
+	if rootVersion(path) < criRuntimeVersion {
+		plugin = containerdCRIv2
+	}
+	var cdi containerdCDI
+	if _, err := cfg.Decode(ctx, plugin, &cdi); err != nil {
+		v.Problems = append(v.Problems, fmt.Sprintf("decode %s's settings: %v; CDI is taken as off", plugin, err))
+		return v
+	}
+	v.CDI = cdi.cdi(slices.Contains(cfg.DisabledPlugins, plugin))
 	return v
 }
 

@@ -27,6 +27,9 @@ type crioFile struct {
 				Tolerate *string   `toml:"nri_validator_tolerate_missing_plugins_annotation"`
 			} `toml:"default_validator"`
 		} `toml:"nri"`
+		Runtime struct {
+			CDISpecDirs *[]string `toml:"cdi_spec_dirs"`
+		} `toml:"runtime"`
 	} `toml:"crio"`
 }
 
@@ -38,6 +41,8 @@ type crioFile struct {
 func CRIO(path string, w Want) Verdict {
 	v := Verdict{Runtime: "cri-o", Config: path}
 	s := nri{Enabled: true}
+	// CRI-O always injects CDI devices.
+	cdiDirs := defaultCDISpecDirs()
 	dir := filepath.Join(filepath.Dir(path), "crio.conf.d")
 	files, err := crioFiles(path, dir)
 	if err != nil {
@@ -61,7 +66,9 @@ func CRIO(path string, w Want) Verdict {
 		set(&s.Validator, n.Validator.Enable)
 		set(&s.Required, n.Validator.Required)
 		set(&s.Tolerate, n.Validator.Tolerate)
+		set(&cdiDirs, c.Crio.Runtime.CDISpecDirs)
 	}
+	v.CDI = CDI{Enabled: len(cdiDirs) > 0, SpecDirs: cdiDirs}
 	v.Files = files
 	v.Result, v.Scope, v.Problems = judge(s, w, crioDropIn)
 	return v

@@ -280,3 +280,43 @@ func TestRuntimeVersion(t *testing.T) {
 		}
 	}
 }
+
+// CDI as each runtime merges it: containerd's default on, from CDI's two
+// directories, unless its CRI runtime plugin says otherwise (a version 2
+// file's keys migrated there); CRI-O's always on.
+func TestCDI(t *testing.T) {
+	dropIn := shipped(t)
+	defaults := CDI{Enabled: true, SpecDirs: []string{"/etc/cdi", "/var/run/cdi"}}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  CDI
+	}{
+		{"containerd's defaults", map[string]string{"config.toml": "version = 3\n"}, defaults},
+		{"turned off", map[string]string{"config.toml": "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\"]\n  enable_cdi = false\n"}, CDI{}},
+		{"other directories", map[string]string{"config.toml": "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\"]\n  cdi_spec_dirs = [\"/opt/cdi\"]\n"}, CDI{Enabled: true, SpecDirs: []string{"/opt/cdi"}}},
+		{"no directories", map[string]string{"config.toml": "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\"]\n  cdi_spec_dirs = []\n"}, CDI{}},
+		{"the CRI runtime disabled", map[string]string{"config.toml": "version = 3\ndisabled_plugins = [\"io.containerd.cri.v1.runtime\"]\n"}, CDI{}},
+		{"a version 2 file's key", map[string]string{"config.toml": "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n"}, CDI{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.files["conf.d/vgpud.toml"] = dropIn
+			write(t, dir, tc.files)
+			v := Containerd(filepath.Join(dir, "config.toml"), want)
+			if v.CDI.Enabled != tc.want.Enabled || !slices.Equal(v.CDI.SpecDirs, tc.want.SpecDirs) {
+				t.Errorf("CDI %+v, want %+v (verdict %+v)", v.CDI, tc.want, v)
+			}
+		})
+	}
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"crio.conf": "[crio.runtime]\ncdi_spec_dirs = [\"/etc/cdi\"]\n", "crio.conf.d/10-x.conf": "[crio.runtime]\ncdi_spec_dirs = [\"/run/cdi\"]\n"})
+	if v := CRIO(filepath.Join(dir, "crio.conf"), want); !v.CDI.Enabled || !slices.Equal(v.CDI.SpecDirs, []string{"/run/cdi"}) {
+		t.Errorf("CRI-O: CDI %+v, want on from /run/cdi", v.CDI)
+	}
+	dir = t.TempDir()
+	write(t, dir, map[string]string{"crio.conf": ""})
+	if v := CRIO(filepath.Join(dir, "crio.conf"), want); !v.CDI.Enabled || !slices.Equal(v.CDI.SpecDirs, defaults.SpecDirs) {
+		t.Errorf("CRI-O's defaults: CDI %+v", v.CDI)
+	}
+}

@@ -40,6 +40,9 @@ type Verdict struct {
 	// Problems say what to change, one each; a verdict that fails closed
 	// may still have some (vgpud's own pods could not start, say).
 	Problems []string `json:"problems,omitempty"`
+	// CDI is whether the runtime injects CDI devices, and from where;
+	// zero where its configuration could not be read.
+	CDI CDI `json:"cdi"`
 
 	newest time.Time // the newest file's modification time
 }

@@ -1,0 +1,107 @@
+package cdidevices
+
+//vgpud:wallclock the CDI library follows spec files with fsnotify, on its own goroutine
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpud/vgpud/node/internal/preflight"
+)
+
+// spec is what nvidia-ctk cdi generate writes, in short: a device per GPU
+// by index, one by UUID, "all", and the control nodes for every device.
+const spec = `cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+  - name: "0"
+    containerEdits:
+      deviceNodes: [{path: /dev/nvidia0}]
+  - name: GPU-bbbb
+    containerEdits:
+      deviceNodes: [{path: /dev/nvidia1}]
+  - name: all
+    containerEdits:
+      deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1}]
+containerEdits:
+  deviceNodes: [{path: /dev/nvidiactl}, {path: /dev/nvidia-uvm}]
+`
+
+func resolver(t *testing.T, mode string, cdi preflight.CDI) *Resolver {
+	t.Helper()
+	r := &Resolver{Mode: mode,
+		Runtime: func() (preflight.CDI, bool) { return cdi, true },
+		Index: func(uuid string) (int, bool) {
+			i := slices.Index([]string{"GPU-aaaa", "GPU-bbbb", "GPU-cccc"}, uuid)
+			return i, i >= 0
+		}}
+	t.Cleanup(r.Close)
+	return r
+}
+
+func TestDevicesNameEachGPUAsTheSpecDoes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	on := preflight.CDI{Enabled: true, SpecDirs: []string{dir}}
+	names, nodes, err := resolver(t, ModeAuto, on).Devices([]string{"GPU-aaaa", "GPU-bbbb"})
+	if err != nil || !slices.Equal(names, []string{"nvidia.com/gpu=0", "nvidia.com/gpu=GPU-bbbb"}) ||
+		!slices.Equal(nodes, []string{"/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"}) {
+		t.Errorf("Devices = %v, %v, %v", names, nodes, err)
+	}
+	// A GPU the spec does not name: env alone in auto, refused when on.
+	if names, _, err := resolver(t, ModeAuto, on).Devices([]string{"GPU-cccc"}); err != nil || names != nil {
+		t.Errorf("auto, unnamed GPU: %v, %v", names, err)
+	}
+	if _, _, err := resolver(t, ModeOn, on).Devices([]string{"GPU-cccc"}); err == nil || !strings.Contains(err.Error(), "names GPU GPU-cccc") {
+		t.Errorf("on, unnamed GPU: %v", err)
+	}
+	// The runtime injects none: nothing in auto, refused when on; off
+	// never asks.
+	for _, tc := range []struct {
+		mode string
+		cdi  preflight.CDI
+		err  string
+	}{{ModeAuto, preflight.CDI{}, ""}, {ModeOn, preflight.CDI{}, "injects no CDI devices"}, {ModeOff, on, ""}} {
+		names, _, err := resolver(t, tc.mode, tc.cdi).Devices([]string{"GPU-aaaa"})
+		if names != nil || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s with %+v: %v, %v; want none, %q", tc.mode, tc.cdi, names, err, tc.err)
+		}
+	}
+	// Before the runtime's configuration is read, nothing is guessed.
+	unread := &Resolver{Mode: ModeAuto, Runtime: func() (preflight.CDI, bool) { return preflight.CDI{}, false }, Index: func(string) (int, bool) { return 0, false }}
+	if _, _, err := unread.Devices([]string{"GPU-aaaa"}); err == nil || !strings.Contains(err.Error(), "not been read yet") {
+		t.Errorf("before a reading: %v", err)
+	}
+	// A spec written later is read.
+	dir2 := t.TempDir()
+	r := resolver(t, ModeOn, preflight.CDI{Enabled: true, SpecDirs: []string{dir2}})
+	if _, _, err := r.Devices([]string{"GPU-bbbb"}); err == nil {
+		t.Fatal("named a GPU from an empty directory")
+	}
+	// Written whole (renamed in), as nvidia-ctk does.
+	tmp := filepath.Join(t.TempDir(), "nvidia.yaml")
+	if err := os.WriteFile(tmp, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir2, "nvidia.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// The library's watcher rescans on its own goroutine.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		names, _, err := r.Devices([]string{"GPU-bbbb"})
+		if err == nil && len(names) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the spec was written: %v, %v", names, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
