@@ -215,7 +215,7 @@ func TestChartRendersOtherNamesEverywhere(t *testing.T) {
 // to start without the hook: the lists the policies and the node read
 // are the values, not the defaults.
 func TestChartNamespaceListsAreTheValues(t *testing.T) {
-	got := helmTemplate(t, "gpu-share", "gpuAgentAccounts=null", "runtimeHookOptionalNamespaces={calico-system}")
+	got := helmTemplate(t, "gpu-share", "--set-json=gpuAgentAccounts=[]", "runtimeHookOptionalNamespaces={calico-system}")
 	raw, err := json.Marshal(got)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,8 @@ func TestChartRefusesValuesThatRewritePolicies(t *testing.T) {
 		{"vgpud-system", "resourceNames.gpumem=x' ].exists(n, false) || ['", "resourceNames.gpumem"},
 		{"vgpud-system", "gpuAgentAccounts={a'b}", "want a ServiceAccount name"},
 		{"vgpud-system", "runtimeHookOptionalNamespaces={a'b}", "want a namespace name"},
-		{"vgpud-system", "exemptNamespaces={gpu-operator}", "exemptNamespaces is gone: a namespace's name exempted whoever"},
+		{"vgpud-system", "exemptNamespaces={gpu-operator,dcgm}", "exemptNamespaces is gone: a namespace's name exempted whoever"},
+		{"vgpud-system", "gpuAgentAccounts={nvidia-dcgm-exporter,default}", "gpuAgentAccounts lists default"},
 		{"vgpud-system", "leaderNodes={gpu-1\\,x}", "not a node name"},
 		{"kube-system", "schedulerName=vgpud-scheduler", "install it in a namespace of its own"},
 		{"vgpud-system", "runtime.configDir=/etc/crio\\, type: File}", "runtime.configDir"},
@@ -601,5 +602,24 @@ func TestChartNamespaceHookIsHeldToItsLabels(t *testing.T) {
 		if got := eval(p.Spec.Validations[0].Expression, act) == true; got != tc.allowed {
 			t.Errorf("%s: allowed %v, want %v", tc.name, got, tc.allowed)
 		}
+	}
+}
+
+// helm upgrade --reuse-values from a chart before GPU agents carries the
+// old default exemptNamespaces=[gpu-operator] and no gpuAgentAccounts:
+// it renders, with the GPU operator's agents, as a fresh install does.
+func TestChartUpgradeReusingOldValuesKeepsTheAgents(t *testing.T) {
+	fresh := helmTemplate(t, "vgpud-system")
+	reused := helmTemplate(t, "vgpud-system", "exemptNamespaces={gpu-operator}", "gpuAgentAccounts=null")
+	for _, key := range []string{"ValidatingAdmissionPolicy/vgpud-slice-env", "DaemonSet/vgpud"} {
+		a, _ := json.Marshal(fresh[key])
+		b, _ := json.Marshal(reused[key])
+		if string(a) != string(b) {
+			t.Errorf("%s differs with the old values reused:\n%s\n%s", key, a, b)
+		}
+	}
+	raw, _ := json.Marshal(reused["ValidatingAdmissionPolicy/vgpud-slice-env"])
+	if !strings.Contains(string(raw), "'nvidia-dcgm-exporter'") {
+		t.Errorf("the reused values' policy lacks the GPU operator's agents: %s", raw)
 	}
 }

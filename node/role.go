@@ -171,7 +171,7 @@ func (a *Role) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	agentNamespaces, err := gpuagents.NewNamespaces(a.api.Core)
+	agentNamespaces, err := gpuagents.NewNamespaces(a.api.Core, a.log.With("component", "gpu-agents"))
 	if err != nil {
 		return err
 	}
@@ -463,7 +463,7 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 // hookOptions are the settings the NRI hook decides by.
 func (a *Role) hookOptions() identity.HookOptions {
 	return identity.HookOptions{Node: a.node, Resources: a.resources, Slice: a.sliceOptions(),
-		Agent: a.agents.Exempt, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent,
+		Agent: a.agents.Exempt, AgentsSynced: a.agents.Synced, Self: a.cfg.Pod, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent,
 		CDI: (&cdidevices.Resolver{Mode: a.cfg.Identity.CDI, Runtime: a.runtimeCDI, Index: a.gpuIndex}).Devices}
 }
 

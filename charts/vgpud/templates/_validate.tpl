@@ -29,13 +29,19 @@ call at the top of vgpud.yaml.
 {{- fail (printf "resourceNames.%s %q: want an extended resource name, domain/name" $key $name) -}}
 {{- end -}}
 {{- end -}}
-{{- if .Values.exemptNamespaces -}}
-{{- fail "exemptNamespaces is gone: a namespace's name exempted whoever could make a namespace of that name. Label each namespace of GPU agents vgpud.io/gpu-agents=true (kubectl label namespace NAME vgpud.io/gpu-agents=true, as a cluster admin) and list their ServiceAccounts in gpuAgentAccounts; then remove exemptNamespaces (docs/security-tenants.md)" -}}
+{{- /* The old default, carried by helm upgrade --reuse-values, says
+nothing gpuAgentAccounts' defaults do not; any other list is a choice
+that must be made again. */ -}}
+{{- if and .Values.exemptNamespaces (ne (toJson .Values.exemptNamespaces) "[\"gpu-operator\"]") -}}
+{{- fail "exemptNamespaces is gone: a namespace's name exempted whoever could make a namespace of that name. Label each namespace of GPU agents vgpud.io/gpu-agents=true (kubectl label namespace NAME vgpud.io/gpu-agents=true, as a cluster admin), list their ServiceAccounts in gpuAgentAccounts, and upgrade without exemptNamespaces (with --reuse-values: --reset-then-reuse-values, or --set exemptNamespaces=null) (docs/security-tenants.md)" -}}
 {{- end -}}
 {{- range $ns := default (list) .Values.runtimeHookOptionalNamespaces -}}
 {{- if not (regexMatch $label $ns) -}}
 {{- fail (printf "namespace %q in runtimeHookOptionalNamespaces: want a namespace name" $ns) -}}
 {{- end -}}
+{{- end -}}
+{{- if has "default" (default (list) .Values.gpuAgentAccounts) -}}
+{{- fail "gpuAgentAccounts lists default, the ServiceAccount of every pod that names none: it would make every pod of a labelled namespace a GPU agent; give the agent a ServiceAccount of its own" -}}
 {{- end -}}
 {{- range $sa := default (list) .Values.gpuAgentAccounts -}}
 {{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" $sa)) (gt (len $sa) 253) -}}

@@ -9,6 +9,8 @@ package gpuagents
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,9 @@ import (
 // API for them alone, and a label taken off drops its namespace.
 type Namespaces struct {
 	informer cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	lastErr error // the list's or watch's latest failure, until one succeeds
 }
 
 // Labelled is the selector of an agents' namespace.
@@ -33,8 +38,10 @@ func Labelled() string {
 	return labels.Set{wellknown.LabelGPUAgents: "true"}.String()
 }
 
-// NewNamespaces watches the labelled namespaces through c; call Start.
-func NewNamespaces(c corev1client.NamespacesGetter) (*Namespaces, error) {
+// NewNamespaces watches the labelled namespaces through c, logging each
+// that is labelled or unlabelled (an audit of who holds every GPU); call
+// Start.
+func NewNamespaces(c corev1client.NamespacesGetter, log *slog.Logger) (*Namespaces, error) {
 	sel := Labelled()
 	// The typed client says whether it streams lists (a fake does not).
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -58,8 +65,48 @@ func NewNamespaces(c corev1client.NamespacesGetter) (*Namespaces, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch namespaces labelled %s: %w", sel, err)
 	}
-	return &Namespaces{informer: inf}, nil
+	n := &Namespaces{informer: inf}
+	// A list refused (RBAC without namespaces) would otherwise only say
+	// "not in yet" for ever.
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		n.mu.Lock()
+		n.lastErr = err
+		n.mu.Unlock()
+		log.Error("list or watch of the namespaces labelled for GPU agents failed", "selector", sel, "err", err)
+	}); err != nil {
+		return nil, fmt.Errorf("watch namespaces labelled %s: %w", sel, err)
+	}
+	name := func(obj any) string {
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			return ns.Name
+		}
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			return d.Key
+		}
+		return ""
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			n.clearErr()
+			log.Info("namespace labelled "+wellknown.LabelGPUAgents+"=true: pods of its GPU agent ServiceAccounts keep every GPU", "namespace", name(obj))
+		},
+		DeleteFunc: func(obj any) {
+			log.Info("namespace no longer labelled "+wellknown.LabelGPUAgents+"=true, or gone", "namespace", name(obj))
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("watch namespaces labelled %s: %w", sel, err)
+	}
+	return n, nil
 }
+
+func (n *Namespaces) clearErr() {
+	n.mu.Lock()
+	n.lastErr = nil
+	n.mu.Unlock()
+}
+
+// HasSynced says whether the first list is in.
+func (n *Namespaces) HasSynced() bool { return n.informer.HasSynced() }
 
 // Start runs the watch until ctx ends.
 func (n *Namespaces) Start(ctx context.Context) { go n.informer.RunWithContext(ctx) }
@@ -68,6 +115,12 @@ func (n *Namespaces) Start(ctx context.Context) { go n.informer.RunWithContext(c
 // now; an error before the first list is in.
 func (n *Namespaces) Labelled(ns string) (bool, error) {
 	if !n.informer.HasSynced() {
+		n.mu.Lock()
+		last := n.lastErr
+		n.mu.Unlock()
+		if last != nil {
+			return false, fmt.Errorf("vgpud cannot list the namespaces labelled %s=true: %w", wellknown.LabelGPUAgents, last)
+		}
 		return false, fmt.Errorf("vgpud's list of the namespaces labelled %s=true is not in yet", wellknown.LabelGPUAgents)
 	}
 	obj, ok, err := n.informer.GetStore().GetByKey(ns)
@@ -81,6 +134,7 @@ func (n *Namespaces) Labelled(ns string) (bool, error) {
 // LabelledNamespaces is what Rule reads of the namespaces.
 type LabelledNamespaces interface {
 	Labelled(ns string) (bool, error)
+	HasSynced() bool
 }
 
 // Rule is who is a GPU agent: a pod of one of Accounts in a namespace
@@ -89,6 +143,9 @@ type Rule struct {
 	Accounts   []string
 	Namespaces LabelledNamespaces
 }
+
+// Synced says whether the namespaces' first list is in.
+func (r Rule) Synced() bool { return r.Namespaces == nil || r.Namespaces.HasSynced() }
 
 // Exempt says whether a pod of namespace ns and ServiceAccount account is
 // a GPU agent. An account not listed is none, whatever its namespace; a

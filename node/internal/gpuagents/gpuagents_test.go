@@ -3,6 +3,7 @@ package gpuagents
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -22,6 +23,8 @@ type unstreamed struct{ corev1client.CoreV1Interface }
 func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }
 
 type labelled map[string]bool
+
+func (labelled) HasSynced() bool { return true }
 
 func (l labelled) Labelled(ns string) (bool, error) {
 	if ns == "unread" {
@@ -62,7 +65,7 @@ func TestNamespacesFollowTheLabel(t *testing.T) {
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "named-alike", Labels: map[string]string{wellknown.LabelGPUAgents: "yes"}}},
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
 		)
-		n, err := NewNamespaces(unstreamed{cs.CoreV1()})
+		n, err := NewNamespaces(unstreamed{cs.CoreV1()}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

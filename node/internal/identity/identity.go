@@ -30,8 +30,12 @@ type HookOptions struct {
 	Node      string
 	Resources wellknown.ResourceNames
 	Slice     grant.Shape
-	// Agent says whether a pod is a GPU agent (nrihook.Ruleset).
-	Agent func(namespace, serviceAccount string) (bool, error)
+	// Agent says whether a pod is a GPU agent, AgentsSynced whether it
+	// can tell (nrihook.Ruleset).
+	Agent        func(namespace, serviceAccount string) (bool, error)
+	AgentsSynced func() bool
+	// Self is the hook's own pod, namespace/name (nrihook.Ruleset).
+	Self string
 	// Early are namespaces (nrihook.Ruleset).
 	Early []string
 	// MIGParent is the GPU of a MIG device the node lists; "" for none.
@@ -45,11 +49,13 @@ type HookOptions struct {
 func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metrics nrihook.HookObserver, clk clock.WithTicker, log *slog.Logger) *nrihook.Hook {
 	h := nrihook.New(nrihook.Ruleset{
 		Node: o.Node, Resources: o.Resources,
-		Slice:     o.Slice,
-		Agent:     o.Agent,
-		Early:     inList(o.Early),
-		MIGParent: o.MIGParent,
-		CDI:       o.CDI,
+		Slice:        o.Slice,
+		Agent:        o.Agent,
+		AgentsSynced: o.AgentsSynced,
+		Self:         o.Self,
+		Early:        inList(o.Early),
+		MIGParent:    o.MIGParent,
+		CDI:          o.CDI,
 	}, pods, hookWait, metrics, clk, log.With("component", "nri"))
 	h.Tell(granted)
 	// The kill checks the PID's cgroup names the container first.

@@ -106,6 +106,10 @@ func (o Options) Validate() field.ErrorList {
 		test func(string) []string
 	}{{FlagGPUAgentAccounts, o.GPUAgentAccounts, "a ServiceAccount name", validation.IsDNS1123Subdomain}, {FlagNRIEarlyNamespaces, o.NRIEarlyNamespaces, "a namespace name", validation.IsDNS1123Label}} {
 		for _, name := range l.list {
+			if l.flag == FlagGPUAgentAccounts && name == "default" {
+				errs = append(errs, field.Invalid(field.NewPath(l.flag), strings.Join(l.list, ","), `"default" is every namespace's ServiceAccount of pods that name none: it would make every pod of a labelled namespace a GPU agent; give the agent a ServiceAccount of its own`))
+				break
+			}
 			if len(l.test(name)) > 0 {
 				errs = append(errs, field.Invalid(field.NewPath(l.flag), strings.Join(l.list, ","), fmt.Sprintf("%q is not %s", name, l.what)))
 				break

@@ -76,6 +76,12 @@ type Ruleset struct {
 	// namespace and ServiceAccount; an error when it cannot tell yet.
 	// Nil exempts none.
 	Agent func(namespace, serviceAccount string) (bool, error)
+	// AgentsSynced says whether Agent can tell yet; nil: always.
+	AgentsSynced func() bool
+	// Self is the hook's own pod, namespace/name: its containers are
+	// never judged at a reconnection (one created while the hook was
+	// down is the hook's own).
+	Self string
 	// Early says whether a namespace's containers start, with no GPU,
 	// when the informer has not seen their pod (the pod network's, after
 	// a reboot); its pods the informer has seen get no exemption.
@@ -128,6 +134,8 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 	}
 	if r.Agent != nil && !c.Static {
 		switch agent, err := r.Agent(pod.Namespace, pod.Spec.ServiceAccountName); {
+		case err != nil && spec != nil && privileged(spec):
+			// Exempt below whatever the namespace says.
 		case err != nil:
 			return Decision{Action: Refuse, Reason: fmt.Sprintf("vgpud on node %s cannot tell yet whether pod %s is a GPU agent (ServiceAccount %s): %v; kubelet retries the container", r.Node, id, pod.Spec.ServiceAccountName, err)}
 		case agent:

@@ -86,6 +86,8 @@ func TestDecide(t *testing.T) {
 	agentElsewhere.Namespace = "gpu-operator"
 	agentUnread := agent.DeepCopy()
 	agentUnread.Namespace = "unread"
+	privUnread := agentUnread.DeepCopy()
+	privUnread.Spec.Containers[1].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
 	assignedAgent := gpuPod("dcgm2", "GPU-0")
 	assignedAgent.Namespace, assignedAgent.Spec.ServiceAccountName = "agents", "dcgm"
 	hamiElsewhere := hami.DeepCopy()
@@ -111,6 +113,7 @@ func TestDecide(t *testing.T) {
 		{"the agent's account in another namespace is no agent", containerOf(agentElsewhere, "sidecar"), Void, ""},
 		{"an agent is refused while its namespace cannot be told", containerOf(agentUnread, "sidecar"), Refuse, "cannot tell yet whether pod unread/dcgm is a GPU agent"},
 		{"an agent's assignment is its slice", containerOf(assignedAgent, "app"), Grant, ""},
+		{"a privileged container is exempt while agents cannot be told", containerOf(privUnread, "sidecar"), Exempt, "privileged"},
 		{"an assignment for another node is refused", containerOf(elsewhere, "app"), Refuse, "not this node"},
 		{"an ephemeral container gets no GPU", containerOf(victim, "debugger"), Void, ""},
 		{"a pod HAMi placed here keeps what its device plugin gave it", containerOf(hami, "app"), Keep, "placed on this node by HAMi"},

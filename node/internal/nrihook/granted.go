@@ -112,11 +112,14 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 	go func() {
 		deadline := h.clock.NewTimer(resyncWait)
 		defer deadline.Stop()
-		for !h.pods.HasSynced() {
+		// The namespaces labelled for GPU agents decide too: a container
+		// judged before they are in would be left as it runs.
+		for !h.pods.HasSynced() || (h.rules.AgentsSynced != nil && !h.rules.AgentsSynced()) {
 			select {
 			case <-h.pods.Changed():
+			case <-h.clock.After(resyncPoll):
 			case <-deadline.C():
-				h.log.Warn("the node's pods did not sync: running containers' slices are not measured until they restart", "containers", len(todo))
+				h.log.Warn("the node's pods or the namespaces labelled for GPU agents did not sync: running containers are not judged, nor their slices measured, until they restart", "containers", len(todo))
 				return
 			}
 		}
@@ -155,6 +158,9 @@ type running struct {
 // that no maker can name yet: then nothing is ended or measured on a
 // guess, and SetMaker judges it again.
 func (h *Hook) judge(r running, rules Ruleset) bool {
+	if rules.Self != "" && r.c.Namespace+"/"+r.c.Pod == rules.Self {
+		return true
+	}
 	r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
 	d, known := h.recorded(Decide(r.c, rules), r.c)
 	if !known {
@@ -174,3 +180,7 @@ func (h *Hook) judge(r running, rules Ruleset) bool {
 
 // resyncWait bounds how long resync waits for the pod informer.
 const resyncWait = 5 * time.Minute
+
+// resyncPoll is how often resync looks at the namespaces' list, which
+// says nothing when it comes in.
+const resyncPoll = 100 * time.Millisecond

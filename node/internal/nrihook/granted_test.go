@@ -2,6 +2,7 @@ package nrihook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/vgpud/vgpud/protocol"
 )
@@ -180,6 +182,64 @@ func TestSynchronizeEndsContainersThatEscapedTheHook(t *testing.T) {
 		}
 		if _, ok := g.get("bare"); ok {
 			t.Error("an escaped container was told as granted")
+		}
+	})
+}
+
+// At a reconnection the hook judges no container of its own pod (vgpud's
+// own sets NVIDIA_VISIBLE_DEVICES=all, and ending it would end the hook),
+// and judges a GPU agent's only once the namespaces labelled for agents
+// are in: before that an escaped container would count as refused and be
+// left running.
+func TestSynchronizeWaitsForTheAgentsAndSparesItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		self := gpuPod("vgpud-x", "")
+		self.Namespace = "vgpud-system"
+		tenant := gpuPod("tenant", "")
+		tenant.Spec.ServiceAccountName = "dcgm" // an agent's name, in no agents' namespace
+		h, _ := testHook(self, tenant)
+		fake := testingclock.NewFakeClock(time.Now())
+		h.clock = fake
+		synced := false
+		var mu sync.Mutex
+		h.rules.Self = "vgpud-system/vgpud-x"
+		h.rules.AgentsSynced = func() bool { mu.Lock(); defer mu.Unlock(); return synced }
+		h.rules.Agent = func(ns, account string) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !synced {
+				return false, errors.New("not in yet")
+			}
+			return false, nil
+		}
+		h.Tell(newGrants())
+		evicted := map[string]bool{}
+		h.EvictWith(func(id string, _ int) error { mu.Lock(); defer mu.Unlock(); evicted[id] = true; return nil })
+		sbSelf, sbTenant := sandbox(self), sandbox(tenant)
+		sbSelf.Id, sbTenant.Id = "sb-self", "sb-tenant"
+		running := api.ContainerState_CONTAINER_RUNNING
+		ctrs := []*api.Container{
+			{Id: "self", PodSandboxId: "sb-self", Name: "sidecar", State: running, Pid: 21, Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}},
+			{Id: "wide", PodSandboxId: "sb-tenant", Name: "sidecar", State: running, Pid: 22, Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}},
+		}
+		if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sbSelf, sbTenant}, ctrs); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		fake.Step(time.Second) // the namespaces' list still not in
+		synctest.Wait()
+		mu.Lock()
+		if len(evicted) != 0 {
+			t.Errorf("judged before the agents' namespaces were in: evicted %v", evicted)
+		}
+		synced = true
+		mu.Unlock()
+		fake.Step(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if !evicted["wide"] || evicted["self"] {
+			t.Errorf("evicted %v; want the tenant's escaped container, never the hook's own", evicted)
 		}
 	})
 }
