@@ -100,6 +100,16 @@ type RuntimeVerdict struct {
 	Files []string `json:"files,omitempty"`
 	// Problems say what to change, one each.
 	Problems []string `json:"problems,omitempty"`
+	// CDI is whether the runtime injects CDI devices, and from which
+	// directories: where it does, the hook also hands out GPUs as the
+	// devices of the node's NVIDIA spec (--cdi).
+	CDI RuntimeCDI `json:"cdi"`
+}
+
+// RuntimeCDI is the runtime's CDI settings, as its configuration says.
+type RuntimeCDI struct {
+	Enabled  bool     `json:"enabled"`
+	SpecDirs []string `json:"specDirs,omitempty"`
 }
 
 // GPUUse is what the node's latest sample of its GPUs' processes showed

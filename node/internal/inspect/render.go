@@ -3,6 +3,7 @@ package inspect
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +37,9 @@ func Render(w io.Writer, s inspectv1.NodeSnapshot) error {
 		fmt.Fprintf(tw, "runtime\t%s\n", preflight.Summary(preflight.Verdict{Result: c.Result, Runtime: c.Runtime, Config: c.Config, Scope: c.Scope, Files: c.Files, Problems: c.Problems}))
 		for _, p := range c.Problems {
 			fmt.Fprintf(tw, "\t- %s\n", p)
+		}
+		if c.CDI.Enabled {
+			fmt.Fprintf(tw, "cdi\tthe runtime injects CDI devices from %s: a GPU the NVIDIA spec there names is handed out as its device too\n", strings.Join(c.CDI.SpecDirs, ", "))
 		}
 	}
 	r := s.Registration

@@ -118,5 +118,6 @@ func RuntimeVerdict(v *preflight.Verdict) *inspectv1.RuntimeVerdict {
 	if v == nil {
 		return nil
 	}
-	return &inspectv1.RuntimeVerdict{Result: v.Result, Runtime: v.Runtime, Config: v.Config, Scope: v.Scope, Files: v.Files, Problems: v.Problems}
+	return &inspectv1.RuntimeVerdict{Result: v.Result, Runtime: v.Runtime, Config: v.Config, Scope: v.Scope, Files: v.Files, Problems: v.Problems,
+		CDI: inspectv1.RuntimeCDI{Enabled: v.CDI.Enabled, SpecDirs: v.CDI.SpecDirs}}
 }
