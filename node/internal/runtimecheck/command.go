@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,6 +36,11 @@ func Command(o Options, nriSocket, runtimeVersion string, asJSON bool, stdout io
 		fmt.Fprintln(stdout, preflight.Summary(v))
 		for _, p := range v.Problems {
 			fmt.Fprintln(stdout, "  -", p)
+		}
+		if v.CDI.Enabled {
+			fmt.Fprintf(stdout, "CDI: the runtime injects CDI devices from %s (vgpud's --cdi=auto hands a GPU out as the NVIDIA spec's device there)\n", strings.Join(v.CDI.SpecDirs, ", "))
+		} else if v.Result != preflight.Unknown {
+			fmt.Fprintln(stdout, "CDI: the runtime injects no CDI devices (vgpud hands GPUs out by env)")
 		}
 	}
 	if !v.Closed() {
