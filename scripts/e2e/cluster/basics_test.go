@@ -647,7 +647,8 @@ func stateSurvivesRestart(t *testing.T, e env, nodes []string) {
 	pods, _ := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=vgpud"})
 	grace := int64(0)
 	for _, p := range pods.Items {
-		if err := e.kube.CoreV1().Pods(system).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		// One an earlier scenario deleted may be gone by now.
+		if err := e.kube.CoreV1().Pods(system).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
 	}
