@@ -150,16 +150,20 @@ func cdiDevices(t *testing.T, e env, nodes []string) {
 	t.Logf("two GPU pods ran with their CDI devices in %s", time.Since(start).Round(time.Millisecond))
 
 	// A forged request: a device plugin hands the container another GPU
-	// of the same spec, beside the one vgpud grants it.
-	other := -1
+	// of the same spec, beside the one vgpud grants it (pinned by UUID to
+	// a third GPU, so that the two differ).
+	other, own := -1, ""
 	for _, g := range inv.GPUs {
-		if !granted[g.UUID] {
+		switch {
+		case granted[g.UUID]:
+		case other < 0:
 			other = g.Index
-			break
+		case own == "":
+			own = g.UUID
 		}
 	}
-	if other < 0 {
-		t.Fatal("every GPU of the node is granted; the scenario needs one left")
+	if own == "" {
+		t.Fatal("fewer than two GPUs of the node are free; the scenario needs them")
 	}
 	forged := fmt.Sprintf("nvidia.com/gpu=%d", other)
 	servePlugin(t, "e2e.example/gpu-forged", filepath.Join(pluginapi.DevicePluginPath, "e2e-cdi-forged.sock"),
@@ -175,6 +179,7 @@ func cdiDevices(t *testing.T, e env, nodes []string) {
 		return nil
 	})
 	p := pod("forged", corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("1000"), "e2e.example/gpu-forged": resource.MustParse("1")})
+	p.Annotations = map[string]string{wellknown.AnnotationUseGPUUUID: own}
 	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create forged: %v", err)
 	}
@@ -182,5 +187,5 @@ func cdiDevices(t *testing.T, e env, nodes []string) {
 	if strings.Contains(msg, "nvidiactl") {
 		t.Errorf("the refusal names the granted GPU's control node: %s", msg)
 	}
-	t.Logf("forged %s beside a granted GPU: %s", forged, msg)
+	t.Logf("forged %s beside its granted GPU %s (/dev/nvidia%d): %s", forged, own, index[own], msg)
 }
