@@ -88,6 +88,7 @@ type Role struct {
 	mu       sync.Mutex
 	notReady string
 	inv      protocol.Inventory
+	invReady bool // the GPUs were discovered at least once
 	server   *deviceplugin.PluginServer
 	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
@@ -376,7 +377,7 @@ func (a *Role) build(ctx context.Context, lib nvml.Interface, devs []gpu.Device,
 	}
 	a.mu.Lock()
 	a.server, a.podCache, a.notReady = parts.server, pods, ""
-	a.inv = inv
+	a.inv, a.invReady = inv, true
 	a.mu.Unlock()
 	if len(unhealthy) > 0 {
 		p.SetUnhealthy(unhealthy)
@@ -464,7 +465,7 @@ func (a *Role) discover(ctx context.Context, lib nvml.Interface) ([]gpu.Device, 
 func (a *Role) hookOptions() identity.HookOptions {
 	return identity.HookOptions{Node: a.node, Resources: a.resources, Slice: a.sliceOptions(),
 		Agent: a.agents.Exempt, AgentsSynced: a.agents.Synced, Self: a.cfg.Pod, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent,
-		CDI: (&cdidevices.Resolver{Mode: a.cfg.Identity.CDI, Runtime: a.runtimeCDI, Index: a.gpuIndex}).Devices}
+		CDI: (&cdidevices.Resolver{Mode: a.cfg.Identity.CDI, Runtime: a.runtimeCDI, Index: a.gpuIndex}).Devices, CDIKnown: a.cdiKnown}
 }
 
 // runtimeCDI is whether the runtime injects CDI devices, by its latest
@@ -478,6 +479,24 @@ func (a *Role) runtimeCDI() (preflight.CDI, bool) {
 		return preflight.CDI{}, false
 	}
 	return v.CDI, true
+}
+
+// cdiKnown says whether the node can tell which CDI devices a grant
+// brings: the runtime's configuration read and understood, the GPUs
+// discovered. Until then a running container's device nodes are no sign
+// that it escaped the hook.
+func (a *Role) cdiKnown() bool {
+	if a.cfg.Identity.CDI == cdidevices.ModeOff {
+		return true
+	}
+	if a.cfg.Runtime.RuntimeConfig != "" {
+		if v := a.runtime.Latest(); v == nil || v.Result == preflight.Unknown {
+			return false
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.invReady
 }
 
 // gpuIndex is a whole GPU's NVML index by its UUID, as the inventory

@@ -65,7 +65,7 @@ func (r *Resolver) Devices(gpus []string) (names, nodes []string, err error) {
 	case !rt.Enabled:
 		return nil, nil, nil
 	}
-	cache := r.cacheFor(rt.SpecDirs)
+	cache := r.cacheFor(mounted(rt.SpecDirs))
 	for _, uuid := range gpus {
 		dev := r.device(cache, uuid)
 		if dev == nil {
@@ -94,11 +94,53 @@ func (r *Resolver) device(cache *cdi.Cache, uuid string) *cdi.Device {
 		names = append(names, strconv.Itoa(i), "gpu"+strconv.Itoa(i))
 	}
 	for _, n := range names {
-		if d := cache.GetDevice(kind + "=" + n); d != nil {
+		if d := cache.GetDevice(kind + "=" + n); d != nil && oneGPU(d) {
 			return d
 		}
 	}
 	return nil
+}
+
+// oneGPU says whether d brings at most one GPU's device node
+// (/dev/nvidiaN; a MIG instance brings its parent's), and its spec none
+// to every device: a device that brings more ("all", a hand-written
+// spec) would hand out GPUs outside the grant, so it names none.
+func oneGPU(d *cdi.Device) bool {
+	n := 0
+	for _, node := range d.ContainerEdits.DeviceNodes {
+		if gpuNode(node.Path) {
+			n++
+		}
+	}
+	for _, node := range d.GetSpec().ContainerEdits.DeviceNodes {
+		if gpuNode(node.Path) {
+			return false
+		}
+	}
+	return n <= 1
+}
+
+// gpuNode says whether path is a GPU's own device node, /dev/nvidiaN.
+func gpuNode(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/dev/nvidia")
+	if !ok || rest == "" {
+		return false
+	}
+	_, err := strconv.Atoi(rest)
+	return err == nil
+}
+
+// mounted are dirs as vgpud's container sees them: the DaemonSet mounts
+// the host's /var/run/cdi, which is its /run/cdi.
+func mounted(dirs []string) []string {
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		if strings.HasPrefix(d, "/run/") {
+			d = "/var" + d
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // cacheFor is the CDI cache of dirs, made anew where the runtime's

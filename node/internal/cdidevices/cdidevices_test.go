@@ -27,6 +27,9 @@ devices:
   - name: all
     containerEdits:
       deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1}]
+  - name: GPU-cccc
+    containerEdits:
+      deviceNodes: [{path: /dev/nvidia2}, {path: /dev/nvidia0}]
 containerEdits:
   deviceNodes: [{path: /dev/nvidiactl}, {path: /dev/nvidia-uvm}]
 `
@@ -54,6 +57,7 @@ func TestDevicesNameEachGPUAsTheSpecDoes(t *testing.T) {
 		!slices.Equal(nodes, []string{"/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"}) {
 		t.Errorf("Devices = %v, %v, %v", names, nodes, err)
 	}
+	// GPU-cccc's device brings another GPU's node too: it names none.
 	// A GPU the spec does not name: env alone in auto, refused when on.
 	if names, _, err := resolver(t, ModeAuto, on).Devices([]string{"GPU-cccc"}); err != nil || names != nil {
 		t.Errorf("auto, unnamed GPU: %v, %v", names, err)
@@ -103,5 +107,11 @@ func TestDevicesNameEachGPUAsTheSpecDoes(t *testing.T) {
 			t.Fatalf("5 s after the spec was written: %v, %v", names, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMountedReadsRunAsVarRun(t *testing.T) {
+	if got := mounted([]string{"/etc/cdi", "/run/cdi", "/var/run/cdi"}); !slices.Equal(got, []string{"/etc/cdi", "/var/run/cdi", "/var/run/cdi"}) {
+		t.Errorf("mounted = %v", got)
 	}
 }

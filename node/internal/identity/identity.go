@@ -40,8 +40,10 @@ type HookOptions struct {
 	Early []string
 	// MIGParent is the GPU of a MIG device the node lists; "" for none.
 	MIGParent func(uuid string) string
-	// CDI names GPUs as the node's CDI devices (nrihook.Ruleset).
-	CDI func(gpus []string) (names, nodes []string, err error)
+	// CDI names GPUs as the node's CDI devices, CDIKnown says whether it
+	// can tell (nrihook.Ruleset).
+	CDI      func(gpus []string) (names, nodes []string, err error)
+	CDIKnown func() bool
 }
 
 // NewHook is the NRI hook for this node's containers; what it grants is
@@ -56,6 +58,7 @@ func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metri
 		Early:        inList(o.Early),
 		MIGParent:    o.MIGParent,
 		CDI:          o.CDI,
+		CDIKnown:     o.CDIKnown,
 	}, pods, hookWait, metrics, clk, log.With("component", "nri"))
 	h.Tell(granted)
 	// The kill checks the PID's cgroup names the container first.

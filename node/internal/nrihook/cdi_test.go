@@ -91,3 +91,28 @@ func TestGrantRefusedWhenCDICannotNameIt(t *testing.T) {
 		t.Errorf("sidecar: %v %v", adj, err)
 	}
 }
+
+// At a reconnection a node that cannot tell which devices a grant
+// brought (CDI's resolution failing, or not known yet) ends no container
+// for its device nodes, only for its env.
+func TestEscapedOnlyByEnvWhileCDIUnknown(t *testing.T) {
+	victim := gpuPod("victim", "GPU-0")
+	own := &api.LinuxContainer{Devices: []*api.LinuxDevice{{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0}},
+		Resources: &api.LinuxResources{Devices: []*api.LinuxDeviceCgroup{rule(195, 0)}}}
+	for name, r := range map[string]Ruleset{
+		"not known yet": func() Ruleset { r := cdiRules(); r.CDIKnown = func() bool { return false }; return r }(),
+		"resolution fails": func() Ruleset {
+			r := cdiRules()
+			r.CDI = func([]string) ([]string, []string, error) { return nil, nil, errors.New("spec unreadable") }
+			return r
+		}(),
+	} {
+		d := Decide(containerOf(victim, "app"), r)
+		if escaped(d, &api.Container{Env: []string{"NVIDIA_VISIBLE_DEVICES=GPU-0"}, Linux: own}, r) {
+			t.Errorf("%s: a granted container with its device nodes counts as escaped", name)
+		}
+		if !escaped(d, &api.Container{Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}, Linux: own}, r) {
+			t.Errorf("%s: a container whose env names every GPU does not count as escaped", name)
+		}
+	}
+}

@@ -94,6 +94,9 @@ type Ruleset struct {
 	// env alone; an error where a grant cannot be handed out so. Nil:
 	// env alone.
 	CDI func(gpus []string) (names, nodes []string, err error)
+	// CDIKnown says whether CDI can tell which devices a grant brings
+	// yet (the runtime read, the GPUs discovered); nil: always.
+	CDIKnown func() bool
 }
 
 // Decide is the verdict on c. It reads only what vgpud wrote (the

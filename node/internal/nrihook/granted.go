@@ -54,10 +54,13 @@ func escaped(d Decision, ctr *api.Container, rules Ruleset) bool {
 	}
 	// What CreateContainer refuses: device nodes, device rules and CDI
 	// devices that reach a GPU outside the books (the grant's own CDI
-	// devices are inside them).
+	// devices are inside them). Where the node cannot tell which devices
+	// the grant brought (the runtime not read, the GPUs not discovered,
+	// the spec unreadable now), a device is no sign: the env alone is.
 	granted, err := cdiFor(d, rules)
-	if err != nil || len(foreignGPUs(ctr, granted)) > 0 {
-		return err == nil
+	known := err == nil && (d.Action != Grant || rules.CDI == nil || rules.CDIKnown == nil || rules.CDIKnown())
+	if known && len(foreignGPUs(ctr, granted)) > 0 {
+		return true
 	}
 	if len(env) == 0 {
 		return false // the runtime did not say: never end a container on a guess
@@ -114,7 +117,7 @@ func (h *Hook) resync(pods []*api.PodSandbox, ctrs []*api.Container) {
 		defer deadline.Stop()
 		// The namespaces labelled for GPU agents decide too: a container
 		// judged before they are in would be left as it runs.
-		for !h.pods.HasSynced() || (h.rules.AgentsSynced != nil && !h.rules.AgentsSynced()) {
+		for !h.pods.HasSynced() || (h.rules.AgentsSynced != nil && !h.rules.AgentsSynced()) || (h.rules.CDIKnown != nil && !h.rules.CDIKnown()) {
 			select {
 			case <-h.pods.Changed():
 			case <-h.clock.After(resyncPoll):
