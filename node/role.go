@@ -303,11 +303,14 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	if a.od.Making() {
 		// It hands out nothing before the maker's first pass has
 		// checked the record against the GPUs (migmaker.Maker.Made).
+		// Not under a.mu: the hook judges the containers it found running
+		// on made instances now, which reads the inventory (CDI names).
 		a.mu.Lock()
-		if a.hook != nil {
-			a.hook.SetMaker(a.od.Maker())
-		}
+		hook := a.hook
 		a.mu.Unlock()
+		if hook != nil {
+			hook.SetMaker(a.od.Maker())
+		}
 	}
 	a.metrics.Identity(mode)
 	if err := identity.Announce(ctx, a.api.Core, a.node, mode, a.clock, a.log); err != nil || ctx.Err() != nil {
