@@ -125,6 +125,19 @@ func (c *Ledger) recompute(name string) {
 // usage is the node's GPUs with what its pods, except one, hold.
 func (c *Ledger) usage(name string, except types.UID) fit.Node {
 	st := c.node(name)
+	n := c.bare(name, st)
+	for uid := range st.pods {
+		if uid != except {
+			fit.Add(&n, c.pods[uid].placement)
+		}
+	}
+	return n
+}
+
+// bare is node name's GPUs as fit sees them with no pod booked: their
+// cordons, the memory the node reports held beyond its bookings, the MIG
+// instances it made.
+func (c *Ledger) bare(name string, st *nodeState) fit.Node {
 	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features, Sets: st.sets}
 	for i, g := range st.gpus {
 		n.GPUs[i] = fit.CommittedGPU{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
@@ -133,11 +146,6 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 		}
 	}
 	fit.BlockMade(&n)
-	for uid := range st.pods {
-		if uid != except {
-			fit.Add(&n, c.pods[uid].placement)
-		}
-	}
 	return n
 }
 

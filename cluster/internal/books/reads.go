@@ -52,6 +52,34 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	return st.current, nil
 }
 
+// Booked is a pod the books hold on a node, as preemption weighs it.
+type Booked struct {
+	UID             types.UID
+	Namespace, Name string
+	Placement       podmodel.Placement
+}
+
+// Residents is node name's GPUs with nothing booked, as fit sees them,
+// and the pods booked there (bound or binding, vgpud's and HAMi's); a
+// reason where nothing could be placed there at all (NodeFor's).
+func (c *Ledger) Residents(name string) (fit.Node, []Booked, *fit.Reason) {
+	if _, r := c.NodeFor(name, ""); r != nil {
+		return fit.Node{}, nil, r
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.nodes[name]
+	if !ok {
+		return fit.Node{}, nil, &fit.Reason{Kind: "no vgpud inventory", Text: "node is gone from the books"}
+	}
+	out := make([]Booked, 0, len(st.pods))
+	for uid := range st.pods {
+		p := c.pods[uid]
+		out = append(out, Booked{UID: uid, Namespace: p.namespace, Name: p.name, Placement: p.placement})
+	}
+	return c.bare(name, st), out, nil
+}
+
 // NamespaceUsage is what the booked pods of namespace are charged,
 // summed over their GPUs (podmodel.Placement.Charge), leaving out the pod
 // except: the figure bind checks quota against. It is an error while a

@@ -34,9 +34,10 @@ func (p Preemption) Better(o Preemption) bool {
 // booked) whose slices, once freed, let req fit by fit's own rules
 // (memory, cores, slots, mode, MIG, topology), each of a priority below
 // prio; must are victims chosen already (kube-scheduler's, for the
-// resources it sees), counted in and never spared. ok is false where no
-// such set exists, or where req fits with none but must. A victim is
-// never of prio or higher, whatever must says.
+// resources it sees), counted in and never spared (a key of no resident
+// is the caller's to keep). ok is false where no such set exists, or
+// where req fits with none but must. A victim is never of prio or
+// higher, whatever must says.
 //
 // It tries, for each GPU, the lower residents on that GPU alone, and the
 // node's lower residents together; each lowest priority first until req
@@ -47,15 +48,13 @@ func Preempt(bare Node, residents []Resident, must []string, prio int32, req Req
 	var forced, lower []Resident
 	for _, r := range residents {
 		switch {
-		case r.Priority >= prio:
+		case slices.Contains(must, r.Key) && r.Priority >= prio:
+			return Preemption{}, false // never a victim, whoever chose it
 		case slices.Contains(must, r.Key):
 			forced = append(forced, r)
-		default:
+		case r.Priority < prio:
 			lower = append(lower, r)
 		}
-	}
-	if len(forced) != len(must) {
-		return Preemption{}, false // kube-scheduler named one vgpud may not evict
 	}
 	slices.SortStableFunc(lower, func(a, b Resident) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Key, b.Key))
