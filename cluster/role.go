@@ -221,6 +221,7 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
 		"/bind":       extender.BindHandler(t.binder),
+		"/preempt":    extender.PreemptHandler(placer),
 	} {
 		t.extender.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, t.synced, h)))
 	}

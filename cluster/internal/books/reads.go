@@ -52,17 +52,11 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	return st.current, nil
 }
 
-// Booked is a pod the books hold on a node, as preemption weighs it.
-type Booked struct {
-	UID             types.UID
-	Namespace, Name string
-	Placement       podmodel.Placement
-}
-
 // Residents is node name's GPUs with nothing booked, as fit sees them,
-// and the pods booked there (bound or binding, vgpud's and HAMi's); a
-// reason where nothing could be placed there at all (NodeFor's).
-func (c *Ledger) Residents(name string) (fit.Node, []Booked, *fit.Reason) {
+// and the pods booked there (bound or binding, vgpud's and HAMi's), keyed
+// by UID, their priority left to the caller; a reason where nothing
+// could be placed there at all (NodeFor's).
+func (c *Ledger) Residents(name string) (fit.Node, []fit.Resident, *fit.Reason) {
 	if _, r := c.NodeFor(name, ""); r != nil {
 		return fit.Node{}, nil, r
 	}
@@ -72,10 +66,10 @@ func (c *Ledger) Residents(name string) (fit.Node, []Booked, *fit.Reason) {
 	if !ok {
 		return fit.Node{}, nil, &fit.Reason{Kind: "no vgpud inventory", Text: "node is gone from the books"}
 	}
-	out := make([]Booked, 0, len(st.pods))
+	out := make([]fit.Resident, 0, len(st.pods))
 	for uid := range st.pods {
 		p := c.pods[uid]
-		out = append(out, Booked{UID: uid, Namespace: p.namespace, Name: p.name, Placement: p.placement})
+		out = append(out, fit.Resident{Key: string(uid), Namespace: p.namespace, Name: p.name, Placement: p.placement})
 	}
 	return c.bare(name, st), out, nil
 }

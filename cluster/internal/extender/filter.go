@@ -44,16 +44,17 @@ type PodLookup func(namespace, name string) *slimpod.Pod
 // Placer answers filter and prioritize from the books; http.go carries
 // them over HTTP.
 type Placer struct {
-	nodes    Nodes
-	queue    BindQueue
-	names    wellknown.ResourceNames
-	policy   *Policy
-	lookup   PodLookup
-	events   func(pod *corev1.Pod, reason, message string)
-	refused  func(pod *slimpod.Pod)
-	podRead  func(fromInformer bool)
-	filtered func(outcome string, reasons map[string]fit.Reason)
-	log      *slog.Logger
+	nodes     Nodes
+	residents Residents // nil: preemption is not weighed
+	queue     BindQueue
+	names     wellknown.ResourceNames
+	policy    *Policy
+	lookup    PodLookup
+	events    func(pod *corev1.Pod, reason, message string)
+	refused   func(pod *slimpod.Pod)
+	podRead   func(fromInformer bool)
+	filtered  func(outcome string, reasons map[string]fit.Reason)
+	log       *slog.Logger
 }
 
 // NotifyRefused has f told of every pod the leader knows that Filter
@@ -97,7 +98,8 @@ func NewPlacer(nodes Nodes, queue BindQueue, names wellknown.ResourceNames, poli
 	if queue == nil {
 		queue = &bindQueue{}
 	}
-	return &Placer{nodes: nodes, queue: queue, names: names, policy: policy, lookup: lookup, events: events, log: log}
+	r, _ := nodes.(Residents)
+	return &Placer{nodes: nodes, residents: r, queue: queue, names: names, policy: policy, lookup: lookup, events: events, log: log}
 }
 
 // Filter returns the nodes, of names, that pod fits and its node policy

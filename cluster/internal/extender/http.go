@@ -77,6 +77,59 @@ func PrioritizeHandler(p *Placer) http.HandlerFunc {
 	}
 }
 
+// PreemptHandler serves kube-scheduler's preempt verb over p. Its body
+// is the pod and, per candidate node, the victims kube-scheduler chose
+// (by UID: nodeCacheCapable); the answer is the victims per node that
+// vgpud's rules also need.
+func PreemptHandler(p *Placer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !post(w, r, "ExtenderPreemptionArgs") {
+			return
+		}
+		// ExtenderPreemptionArgs with the pod kept raw, for Placer.Pod.
+		var args struct {
+			Pod                   json.RawMessage
+			NodeNameToVictims     map[string]*extenderv1.Victims
+			NodeNameToMetaVictims map[string]*extenderv1.MetaVictims
+		}
+		if !decode(w, r, maxArgsBody, "ExtenderPreemptionArgs", &args) {
+			return
+		}
+		if len(args.Pod) == 0 || string(args.Pod) == "null" {
+			http.Error(w, "ExtenderPreemptionArgs has no Pod", http.StatusBadRequest)
+			return
+		}
+		pod, err := p.Pod(args.Pod)
+		if err != nil {
+			http.Error(w, "malformed ExtenderPreemptionArgs Pod: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		proposed := args.NodeNameToMetaVictims
+		if proposed == nil {
+			// A scheduler that is not nodeCacheCapable sends whole pods.
+			proposed = make(map[string]*extenderv1.MetaVictims, len(args.NodeNameToVictims))
+			for node, v := range args.NodeNameToVictims {
+				mv := &extenderv1.MetaVictims{}
+				if v != nil {
+					mv.NumPDBViolations = v.NumPDBViolations
+					for _, vp := range v.Pods {
+						if vp != nil {
+							mv.Pods = append(mv.Pods, &extenderv1.MetaPod{UID: string(vp.UID)})
+						}
+					}
+				}
+				proposed[node] = mv
+			}
+		}
+		res, err := p.Preempt(r.Context(), pod, proposed)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: res})
+	}
+}
+
 // BindHandler serves kube-scheduler's bind verb over b. A failed bind is
 // an answer (ExtenderBindingResult.Error), not an HTTP error.
 func BindHandler(b *Binder) http.HandlerFunc {

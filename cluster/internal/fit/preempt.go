@@ -9,9 +9,10 @@ import (
 
 // Resident is a pod booked on a node, as preemption weighs it.
 type Resident struct {
-	Key       string // the pod's namespace/name
-	Priority  int32
-	Placement podmodel.Placement
+	Key             string // the pod's UID
+	Namespace, Name string
+	Priority        int32
+	Placement       podmodel.Placement
 }
 
 // Preemption is what preempting on one node takes: its victims' keys,
@@ -35,9 +36,10 @@ func (p Preemption) Better(o Preemption) bool {
 // (memory, cores, slots, mode, MIG, topology), each of a priority below
 // prio; must are victims chosen already (kube-scheduler's, for the
 // resources it sees), counted in and never spared (a key of no resident
-// is the caller's to keep). ok is false where no such set exists, or
-// where req fits with none but must. A victim is never of prio or
-// higher, whatever must says.
+// is the caller's to keep). ok is false where no such set exists; the
+// set is must alone where req fits once those are gone (empty where it
+// fits already). A victim is never of prio or higher, whatever must
+// says.
 //
 // It tries, for each GPU, the lower residents on that GPU alone, and the
 // node's lower residents together; each lowest priority first until req
@@ -65,7 +67,7 @@ func Preempt(bare Node, residents []Resident, must []string, prio int32, req Req
 	}
 	fits := func() bool { return Fits(without(bare, residents, removed), req, opts) == nil }
 	if fits() {
-		return preemption(forced), len(forced) > 0
+		return preemption(forced), true
 	}
 	var best Preemption
 	found := false

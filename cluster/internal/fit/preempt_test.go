@@ -15,7 +15,9 @@ func resident(key string, prio int32, uuid string, mem int64) Resident {
 
 func TestPreempt(t *testing.T) {
 	bare := node(gpu(0, "A100", 10000, 0), gpu(1, "A100", 10000, 0))
-	one := func(mem int64) Request { return Request{Containers: []podmodel.ContainerRequest{app("main", 1, mem, 10)}} }
+	one := func(mem int64) Request {
+		return Request{Containers: []podmodel.ContainerRequest{app("main", 1, mem, 10)}}
+	}
 	// Both GPUs full by memory with two pods each: slots are free, so
 	// kube-scheduler alone would see room and propose no victim.
 	full := []Resident{
@@ -36,7 +38,7 @@ func TestPreempt(t *testing.T) {
 		{"never one of equal or higher priority", []Resident{resident("x", 5, "GPU-0", 9000), resident("y", 5, "GPU-1", 9000)}, nil, 5, one(8000), nil},
 		{"nothing helps a pod bigger than a GPU", full, nil, 10, one(20000), nil},
 		{"nothing helps where the lower priorities hold too little", full, nil, 10, Request{Containers: []podmodel.ContainerRequest{app("main", 2, 9500, 10)}}, nil},
-		{"a pod that fits evicts nothing", full[:1], nil, 10, one(3000), nil},
+		{"a pod that fits evicts nothing", full[:1], nil, 10, one(3000), []string{}},
 		{"kube-scheduler's victims stay, and vgpud adds what its rules need", full, []string{"b2"}, 10, one(9000), []string{"b2", "a1", "a2"}},
 		{"kube-scheduler's victims alone, where they are enough", full, []string{"a1"}, 10, one(6500), []string{"a1"}},
 		{"kube-scheduler's victim of higher priority is refused", full, []string{"b1"}, 10, one(9000), nil},

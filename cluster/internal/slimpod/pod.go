@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/hamirecord"
@@ -42,7 +43,10 @@ type Pod struct {
 	HAMiNode      string
 	NodeName      string
 	SchedulerName string
-	Phase         corev1.PodPhase
+	// Priority is spec.priority, what admission resolved from the
+	// pod's priority class (0 without one): preemption weighs it.
+	Priority int32
+	Phase    corev1.PodPhase
 	// Containers are the pod's containers in the order kubelet admits them
 	// (init containers first), each with what it asks of vgpud. When
 	// Invalid is set they carry only names and kinds.
@@ -70,6 +74,7 @@ func Of(p *corev1.Pod, names wellknown.ResourceNames) *Pod {
 		AssignmentPhase: p.Annotations[wellknown.AnnotationPhase],
 		NodeName:        p.Spec.NodeName,
 		SchedulerName:   p.Spec.SchedulerName,
+		Priority:        ptr.Deref(p.Spec.Priority, 0),
 		Phase:           p.Status.Phase,
 		Wants:           podmodel.Wants(p, names),
 	}
