@@ -80,6 +80,12 @@ for mode in any mig; do
 	fi
 	row "core, MIG nodes in the mix" "$what" "$(awk -v x="$ns" 'BEGIN { printf "%.2f ms", x / 1e6 }'), $allocs allocs" "$target" "$met"
 done
+# The leader's preemption decision: every node weighed for the fewest
+# lower-priority victims (BenchmarkPreemptDecision).
+pre=$(get "$med" BenchmarkPreemptDecision ns/op)
+row "core, preemption" "1000 nodes x 8 GPUs full by memory (4 pods each, slots free); 1 GPU of 40000 MiB at a higher priority: the fewest victims over every node" \
+	"$(awk -v x="$pre" 'BEGIN { printf "%.1f ms", x / 1e6 }'), $(get "$med" BenchmarkPreemptDecision allocs/op) allocs" "<= 100 ms" \
+	"$(awk -v x="$pre" 'BEGIN { print (x <= 1e8) ? "yes" : "NO" }')"
 for pods in 0 20000; do
 	b=BenchmarkFilterHTTP/nodes=1000/pods=$pods
 	p99=$(get "$med" "$b" p99-µs) target="-" met="-"

@@ -47,92 +47,189 @@ func (p Preemption) Better(o Preemption) bool {
 // first). The cheapest result wins: a request for one GPU empties no
 // more than one GPU's worth.
 func Preempt(bare Node, residents []Resident, must []string, prio int32, req Request, opts Options) (Preemption, bool) {
-	var forced, lower []Resident
-	for _, r := range residents {
+	var forced, lower []int // indexes into residents
+	for i, r := range residents {
 		switch {
 		case slices.Contains(must, r.Key) && r.Priority >= prio:
 			return Preemption{}, false // never a victim, whoever chose it
 		case slices.Contains(must, r.Key):
-			forced = append(forced, r)
+			forced = append(forced, i)
 		case r.Priority < prio:
-			lower = append(lower, r)
+			lower = append(lower, i)
 		}
 	}
-	slices.SortStableFunc(lower, func(a, b Resident) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Key, b.Key))
+	slices.SortStableFunc(lower, func(a, b int) int {
+		return cmp.Or(cmp.Compare(residents[a].Priority, residents[b].Priority), cmp.Compare(residents[a].Key, residents[b].Key))
 	})
-	removed := make(map[string]bool, len(residents))
-	for _, r := range forced {
-		removed[r.Key] = true
+	t := newTally(bare, residents)
+	for _, i := range forced {
+		t.remove(i)
 	}
-	fits := func() bool { return Fits(without(bare, residents, removed), req, opts) == nil }
+	fits := func() bool { return Fits(t.node(), req, opts) == nil }
 	if fits() {
-		return preemption(forced), true
+		return preemption(residents, forced), true
+	}
+	// Where even every lower resident gone leaves no room, nothing helps.
+	for _, i := range lower {
+		t.remove(i)
+	}
+	room := fits()
+	for _, i := range lower {
+		t.restore(i)
+	}
+	if !room {
+		return Preemption{}, false
 	}
 	var best Preemption
 	found := false
-	try := func(cands []Resident) {
-		var taken []Resident
-		for _, r := range cands {
-			removed[r.Key] = true
-			taken = append(taken, r)
-			if fits() {
+	try := func(cands []int) {
+		var taken []int
+		ok := false
+		for _, i := range cands {
+			t.remove(i)
+			taken = append(taken, i)
+			if ok = fits(); ok {
 				break
 			}
 		}
-		if !fits() {
-			for _, r := range taken {
-				delete(removed, r.Key)
+		if !ok {
+			for _, i := range taken {
+				t.restore(i)
 			}
 			return
 		}
 		// Spare what the fit does without, the highest priority first.
-		var kept []Resident
-		for i := len(taken) - 1; i >= 0; i-- {
-			delete(removed, taken[i].Key)
+		var kept []int
+		for k := len(taken) - 1; k >= 0; k-- {
+			t.restore(taken[k])
 			if !fits() {
-				removed[taken[i].Key] = true
-				kept = append(kept, taken[i])
+				t.remove(taken[k])
+				kept = append(kept, taken[k])
 			}
 		}
-		for _, r := range kept {
-			delete(removed, r.Key)
+		for _, i := range kept {
+			t.restore(i)
 		}
 		slices.Reverse(kept)
-		if p := preemption(append(slices.Clone(forced), kept...)); !found || p.Better(best) {
+		if p := preemption(residents, append(slices.Clone(forced), kept...)); !found || p.Better(best) {
 			best, found = p, true
 		}
 	}
-	for _, uuid := range gpusOf(lower) {
-		var on []Resident
-		for _, r := range lower {
-			if holds(r.Placement, uuid) {
-				on = append(on, r)
+	for _, uuid := range gpusOf(residents, lower) {
+		var on []int
+		for _, i := range lower {
+			if holds(residents[i].Placement, uuid) {
+				on = append(on, i)
 			}
 		}
 		try(on)
 	}
-	try(lower)
+	// A pod of one GPU needs one GPU freed, which the tries above weigh
+	// each; more GPUs may need victims across them.
+	if !found || gpusAsked(req) > 1 {
+		try(lower)
+	}
 	return best, found
 }
 
-// without is bare with every resident's placement booked but removed's.
-func without(bare Node, residents []Resident, removed map[string]bool) Node {
-	n := bare
-	n.GPUs = slices.Clone(bare.GPUs)
-	for _, r := range residents {
-		if !removed[r.Key] {
-			Add(&n, r.Placement)
+// gpusAsked is how many GPUs req's containers ask in all.
+func gpusAsked(req Request) int {
+	n := 0
+	for _, c := range req.Containers {
+		n += c.GPUs
+	}
+	return n
+}
+
+// tally is a node's usage by its residents, kept as they are removed and
+// restored, so that each fit costs a pass over the GPUs, not a recount
+// of every resident.
+type tally struct {
+	bare    Node
+	scratch []CommittedGPU
+	sum     []podmodel.Usage // numbers summed; the flags are counted
+	excl    []int
+	mutex   []int
+	foot    [][]gpuUse // each resident's total per GPU it holds
+	removed []bool
+}
+
+type gpuUse struct {
+	i int
+	u podmodel.Usage
+}
+
+func newTally(bare Node, residents []Resident) *tally {
+	k := len(bare.GPUs)
+	t := &tally{bare: bare, scratch: make([]CommittedGPU, k), sum: make([]podmodel.Usage, k), excl: make([]int, k), mutex: make([]int, k),
+		foot: make([][]gpuUse, len(residents)), removed: make([]bool, len(residents))}
+	peaks := make([]podmodel.Peak, k)
+	for r := range residents {
+		clear(peaks)
+		residents[r].Placement.AddPeaks(peaks, bare.index)
+		for i := range peaks {
+			if u := peaks[i].Total(); !u.Idle() || u.Exclusive || u.Mutex {
+				t.foot[r] = append(t.foot[r], gpuUse{i, u})
+			}
+		}
+		t.add(r, 1)
+	}
+	return t
+}
+
+func (t *tally) remove(r int) {
+	if !t.removed[r] {
+		t.removed[r] = true
+		t.add(r, -1)
+	}
+}
+
+func (t *tally) restore(r int) {
+	if t.removed[r] {
+		t.removed[r] = false
+		t.add(r, 1)
+	}
+}
+
+func (t *tally) add(r, sign int) {
+	for _, g := range t.foot[r] {
+		s := &t.sum[g.i]
+		s.MemMiB += int64(sign) * g.u.MemMiB
+		s.Cores += sign * g.u.Cores
+		s.Slots += sign * g.u.Slots
+		if g.u.Exclusive {
+			t.excl[g.i] += sign
+		}
+		if g.u.Mutex {
+			t.mutex[g.i] += sign
+		}
+	}
+}
+
+// node is the bare node with what the residents left hold, as Add would
+// make it; shared scratch, valid until the next call.
+func (t *tally) node() Node {
+	n := t.bare
+	copy(t.scratch, t.bare.GPUs)
+	n.GPUs = t.scratch
+	for i := range n.GPUs {
+		u := t.sum[i]
+		u.Exclusive, u.Mutex = t.excl[i] > 0, t.mutex[i] > 0
+		n.GPUs[i].Used = n.GPUs[i].Used.Plus(u)
+	}
+	for i := range n.GPUs {
+		if n.GPUs[i].MIG != nil && n.GPUs[i].MIG.OnDemand && !n.GPUs[i].Used.Idle() {
+			n.block(i)
 		}
 	}
 	return n
 }
 
-// gpusOf lists the GPUs the residents hold, in first-seen order.
-func gpusOf(residents []Resident) []string {
+// gpusOf lists the GPUs the residents of which hold, in first-seen order.
+func gpusOf(residents []Resident, which []int) []string {
 	var out []string
-	for _, r := range residents {
-		for _, c := range r.Placement {
+	for _, i := range which {
+		for _, c := range residents[i].Placement {
 			for _, s := range c.GPUs {
 				if !slices.Contains(out, s.UUID) {
 					out = append(out, s.UUID)
@@ -154,13 +251,13 @@ func holds(p podmodel.Placement, uuid string) bool {
 	return false
 }
 
-// preemption lists victims' keys with their highest priority.
-func preemption(victims []Resident) Preemption {
-	p := Preemption{}
-	for i, v := range victims {
-		p.Victims = append(p.Victims, v.Key)
-		if i == 0 || v.Priority > p.Highest {
-			p.Highest = v.Priority
+// preemption lists the victims' keys with their highest priority.
+func preemption(residents []Resident, victims []int) Preemption {
+	p := Preemption{Victims: []string{}}
+	for k, i := range victims {
+		p.Victims = append(p.Victims, residents[i].Key)
+		if k == 0 || residents[i].Priority > p.Highest {
+			p.Highest = residents[i].Priority
 		}
 	}
 	return p

@@ -72,3 +72,43 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// without is bare with every resident booked but removed's, by Add: the
+// books' own count, against which Preempt's tally is checked.
+func without(bare Node, residents []Resident, removed map[string]bool) Node {
+	n := bare
+	n.GPUs = slices.Clone(bare.GPUs)
+	for _, r := range residents {
+		if !removed[r.Key] {
+			Add(&n, r.Placement)
+		}
+	}
+	return n
+}
+
+// The tally agrees with the books' count, resident by resident removed
+// and restored, exclusive and mutex slices included.
+func TestTallyIsTheBooksCount(t *testing.T) {
+	bare := node(gpu(0, "A100", 10000, 0), gpu(1, "A100", 10000, 0))
+	res := []Resident{resident("a", 0, "GPU-0", 3000), resident("b", 0, "GPU-1", 2000),
+		{Key: "x", Placement: podmodel.Placement{{Name: "m", GPUs: []protocol.GPUSlice{{UUID: "GPU-0", MemoryMiB: 1000, Cores: 100}}}}},
+		{Key: "m", Placement: podmodel.Placement{{Name: "m", GPUs: []protocol.GPUSlice{{UUID: "GPU-1", MemoryMiB: 500, Cores: 10, Exclusive: true}}}}}}
+	tl := newTally(bare, res)
+	removed := map[string]bool{}
+	for _, order := range [][]int{{2}, {3}, {0, 2}, {1, 3}} {
+		for _, i := range order {
+			tl.remove(i)
+			removed[res[i].Key] = true
+		}
+		got, want := tl.node(), without(bare, res, removed)
+		for g := range want.GPUs {
+			if got.GPUs[g].Used != want.GPUs[g].Used {
+				t.Errorf("removed %v, GPU %d: tally %+v, books %+v", removed, g, got.GPUs[g].Used, want.GPUs[g].Used)
+			}
+		}
+		for _, i := range order {
+			tl.restore(i)
+			delete(removed, res[i].Key)
+		}
+	}
+}
