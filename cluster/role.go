@@ -34,6 +34,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/extender"
 	"github.com/vgpud/vgpud/cluster/internal/filewatch"
 	"github.com/vgpud/vgpud/cluster/internal/leader"
+	"github.com/vgpud/vgpud/cluster/internal/preemptor"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
 	"github.com/vgpud/vgpud/cluster/internal/requeue"
 	"github.com/vgpud/vgpud/cluster/internal/schedulerskew"
@@ -193,9 +194,14 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
 	placer := extender.NewPlacer(ledger, t.binder, r.names, t.policy, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
-	// A pod refused just before GPUs freed is nudged to be tried again.
+	// A pod refused just before GPUs freed is nudged to be tried again;
+	// one that lower-priority pods keep out is preempted for.
 	nudge := requeue.New(r.api.Core, term.Fence, r.clock, log.With("component", "requeue"))
-	placer.NotifyRefused(nudge.Refused)
+	pre := preemptor.New(preemptor.Deps{Choose: placer, Books: ledger, Node: nodeGetter(inf.Nodes), Lookup: lookup, API: r.api.Core, Fence: term.Fence,
+		Events: events.As(corev1.EventTypeNormal, "Preemption"), Clock: r.clock, Log: log.With("component", "preemptor")})
+	placer.NotifyRefused(func(p *slimpod.Pod) { nudge.Refused(p); pre.Refused(p) })
+	placer.NotifyPreemptAsked(pre.Asked)
+	go func() { _ = pre.Run(ctx) }()
 	placer.NotifyPodRead(r.metrics.PodRead)
 	placer.NotifyFiltered(r.metrics.Filtered)
 	ledger.NotifyFreed(func() { nudge.Freed(ctx) })
@@ -208,6 +214,18 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		events.Shutdown()
 	}
 	return t, nil
+}
+
+// nodeGetter reads the nodes' informer by name.
+func nodeGetter(nodes toolscache.SharedIndexInformer) func(name string) *corev1.Node {
+	return func(name string) *corev1.Node {
+		obj, ok, err := nodes.GetStore().GetByKey(name)
+		if err != nil || !ok {
+			return nil
+		}
+		n, _ := obj.(*corev1.Node)
+		return n
+	}
 }
 
 // extenderConcurrent is how many extender calls are served at once.

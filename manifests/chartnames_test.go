@@ -135,7 +135,7 @@ func chartNames(t *testing.T, file, tmpl string) string {
 	t.Helper()
 	switch file {
 	case "vgpud.yaml":
-		tmpl = renameObjects(t, file, tmpl, installNames(), 137)
+		tmpl = renameObjects(t, file, tmpl, installNames(), 139)
 		return renameBare(t, file, tmpl, 17)
 	case "node-revert.yaml":
 		tmpl = renameObjects(t, file, tmpl, nameEdits(map[string]int{"app.kubernetes.io/name: vgpud": 5, "serviceAccountName: vgpud\n": 2}), 4)

@@ -52,6 +52,17 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	return st.current, nil
 }
 
+// NodeNames are the nodes the books know, in no order.
+func (c *Ledger) NodeNames() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.nodes))
+	for name := range c.nodes {
+		out = append(out, name)
+	}
+	return out
+}
+
 // Residents is node name's GPUs with nothing booked, as fit sees them,
 // and the pods booked there (bound or binding, vgpud's and HAMi's), keyed
 // by UID, their priority left to the caller; a reason where nothing

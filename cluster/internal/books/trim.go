@@ -28,7 +28,9 @@ func trimNode(o *corev1.Node) *corev1.Node {
 	return &corev1.Node{
 		TypeMeta:   o.TypeMeta,
 		ObjectMeta: metaOnly(o.ObjectMeta),
-		Status:     corev1.NodeStatus{Allocatable: o.Status.Allocatable, Capacity: o.Status.Capacity},
+		// What the leader's own preemption checks as kube-scheduler does.
+		Spec:   corev1.NodeSpec{Taints: o.Spec.Taints, Unschedulable: o.Spec.Unschedulable},
+		Status: corev1.NodeStatus{Allocatable: o.Status.Allocatable, Capacity: o.Status.Capacity},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,20 +47,30 @@ type PodLookup func(namespace, name string) *slimpod.Pod
 type Placer struct {
 	nodes     Nodes
 	residents Residents // nil: preemption is not weighed
-	queue     BindQueue
-	names     wellknown.ResourceNames
-	policy    *Policy
-	lookup    PodLookup
-	events    func(pod *corev1.Pod, reason, message string)
-	refused   func(pod *slimpod.Pod)
-	podRead   func(fromInformer bool)
-	filtered  func(outcome string, reasons map[string]fit.Reason)
-	log       *slog.Logger
+	// nominated are the nodes held for pods that preempted there
+	// (Nominate); nominateMu orders writers.
+	nominated  atomic.Pointer[nominations]
+	nominateMu sync.Mutex
+	queue      BindQueue
+	names      wellknown.ResourceNames
+	policy     *Policy
+	lookup     PodLookup
+	events     func(pod *corev1.Pod, reason, message string)
+	refused    func(pod *slimpod.Pod)
+	// preemptAsked is told of each pod Preempt weighs.
+	preemptAsked func(pod types.UID)
+	podRead      func(fromInformer bool)
+	filtered     func(outcome string, reasons map[string]fit.Reason)
+	log          *slog.Logger
 }
 
 // NotifyRefused has f told of every pod the leader knows that Filter
 // found no node for; call before serving.
 func (p *Placer) NotifyRefused(f func(pod *slimpod.Pod)) { p.refused = f }
+
+// NotifyPreemptAsked has f told of every pod kube-scheduler asked the
+// preempt verb for; call before serving.
+func (p *Placer) NotifyPreemptAsked(f func(pod types.UID)) { p.preemptAsked = f }
 
 // Filter outcomes, as NotifyFiltered tells them.
 const (
@@ -127,11 +138,15 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 	defer func() { sc.fits, sc.fullness = fits[:0], fullness[:0] }()
 	failed := extenderv1.FailedNodesMap{}
 	reasons := map[string]fit.Reason{}
+	held := p.nominated.Load()
 	for i, name := range names {
 		if err := given(ctx, i); err != nil {
 			return nil, nil, err
 		}
 		n, reason := p.nodes.NodeFor(name, pod.UID)
+		if reason == nil {
+			reason = reservation(held, name, pod)
+		}
 		if reason == nil {
 			reason = fit.Fits(n, req, d.Options)
 		}

@@ -37,6 +37,9 @@ func (p *Placer) Preempt(ctx context.Context, pod *slimpod.Pod, proposed map[str
 	if len(proposed) > maxPreemptNodes {
 		return nil, fmt.Errorf("%d candidate nodes, more than the %d one preempt call weighs", len(proposed), maxPreemptNodes)
 	}
+	if p.preemptAsked != nil {
+		p.preemptAsked(pod.UID)
+	}
 	d := p.policy.Get()
 	req, _, err := requestFor(pod, d)
 	if err != nil {
@@ -89,4 +92,75 @@ func (p *Placer) Preempt(ctx context.Context, pod *slimpod.Pod, proposed map[str
 		out[node] = res
 	}
 	return out, nil
+}
+
+// Choice is where the leader's own preemption makes room for a pod: the
+// node, and the victims there, lowest priority first.
+type Choice struct {
+	Node    string
+	Victims []fit.Resident
+}
+
+// Books lists the nodes the leader's own preemption weighs.
+type NodeLister interface {
+	NodeNames() []string
+}
+
+// Choose is where evicting the fewest lower-priority pods (then the
+// lowest priorities, then the node's name) lets pod fit by vgpud's own
+// rules, over every node the books know that kube-scheduler would take
+// for it (names filters them: its node selector, affinity, taints,
+// whatever else it checks); ok is false where pod fits some node
+// already, or where no preemption helps it.
+func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister, names func(node string) bool) (Choice, bool, error) {
+	if p.residents == nil {
+		return Choice{}, false, nil
+	}
+	d := p.policy.Get()
+	req, _, err := requestFor(pod, d)
+	if err != nil {
+		return Choice{}, false, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	all := nodes.NodeNames()
+	slices.Sort(all)
+	var best Choice
+	var bestCost fit.Preemption
+	found := false
+	for i, node := range all {
+		if err := given(ctx, i); err != nil {
+			return Choice{}, false, err
+		}
+		if !names(node) {
+			continue
+		}
+		n, reason := p.nodes.NodeFor(node, pod.UID)
+		if reason != nil {
+			continue
+		}
+		if fit.Fits(n, req, d.Options) == nil && !p.reservedAgainst(node, pod) {
+			return Choice{}, false, nil // room already: kube-scheduler places it
+		}
+		bare, residents, reason := p.residents.Residents(node)
+		if reason != nil {
+			continue
+		}
+		byKey := map[string]fit.Resident{}
+		residents = slices.DeleteFunc(residents, func(r fit.Resident) bool { return r.Key == string(pod.UID) })
+		for j := range residents {
+			residents[j].Priority = math.MaxInt32
+			if known := p.lookup(residents[j].Namespace, residents[j].Name); known != nil && string(known.UID) == residents[j].Key && known.DeletionTimestamp == nil {
+				residents[j].Priority = known.Priority
+			}
+			byKey[residents[j].Key] = residents[j]
+		}
+		got, ok := fit.Preempt(bare, residents, nil, pod.Priority, req, d.Options)
+		if !ok || len(got.Victims) == 0 || (found && !got.Better(bestCost)) {
+			continue
+		}
+		best, bestCost, found = Choice{Node: node}, got, true
+		for _, k := range got.Victims {
+			best.Victims = append(best.Victims, byKey[k])
+		}
+	}
+	return best, found, nil
 }

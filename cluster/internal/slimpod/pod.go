@@ -46,7 +46,10 @@ type Pod struct {
 	// Priority is spec.priority, what admission resolved from the
 	// pod's priority class (0 without one): preemption weighs it.
 	Priority int32
-	Phase    corev1.PodPhase
+	// PreemptNever: spec.preemptionPolicy Never, the pod waits rather
+	// than evict anyone.
+	PreemptNever bool
+	Phase        corev1.PodPhase
 	// Containers are the pod's containers in the order kubelet admits them
 	// (init containers first), each with what it asks of vgpud. When
 	// Invalid is set they carry only names and kinds.
@@ -75,6 +78,7 @@ func Of(p *corev1.Pod, names wellknown.ResourceNames) *Pod {
 		NodeName:        p.Spec.NodeName,
 		SchedulerName:   p.Spec.SchedulerName,
 		Priority:        ptr.Deref(p.Spec.Priority, 0),
+		PreemptNever:    ptr.Deref(p.Spec.PreemptionPolicy, corev1.PreemptLowerPriority) == corev1.PreemptNever,
 		Phase:           p.Status.Phase,
 		Wants:           podmodel.Wants(p, names),
 	}
