@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -84,4 +85,74 @@ func TestPreemptAddsWhatVgpudsRulesNeed(t *testing.T) {
 	if w := postTo(PreemptHandler(p), `{"NodeNameToMetaVictims":{}}`); w.Code != 400 {
 		t.Errorf("no pod: %d %s", w.Code, w.Body)
 	}
+}
+
+// The leader's own preemption picks the cheapest node of those
+// kube-scheduler could use; while it holds that node for the pod, Filter
+// refuses the node to pods not of higher priority.
+func TestChooseThenHoldTheNode(t *testing.T) {
+	nodes := residentNodes{fakeNodes: fakeNodes{"full": gpuNode("full", 0, 0), "other": gpuNode("other", 0), "out": gpuNode("out", 0)}, pods: map[string][]fit.Resident{
+		"full":  {booked("a1", "GPU-full-0", 9000), booked("a2", "GPU-full-0", 3000), booked("b1", "GPU-full-1", 14000)},
+		"other": {booked("o1", "GPU-other-0", 7000), booked("o2", "GPU-other-0", 7000)},
+		"out":   {booked("x1", "GPU-out-0", 15000)},
+	}}
+	for name, n := range map[string]fit.Node{"full": nodes.fakeNodes["full"], "other": nodes.fakeNodes["other"], "out": nodes.fakeNodes["out"]} {
+		// NodeFor shows the books' usage: the residents booked.
+		for _, r := range nodes.pods[name] {
+			fit.Add(&n, r.Placement)
+		}
+		nodes.fakeNodes[name] = n
+	}
+	bare := map[string]fit.Node{"full": gpuNode("full", 0, 0), "other": gpuNode("other", 0), "out": gpuNode("out", 0)}
+	rn := bareResidents{residentNodes: nodes, bare: bare}
+	prio := map[string]int32{"a1": 10, "a2": 10, "b1": 10, "o1": 5, "o2": 5, "x1": 0}
+	lookup := func(ns, name string) *slimpod.Pod {
+		p, ok := prio[name]
+		if !ok {
+			return nil
+		}
+		sp := &slimpod.Pod{Priority: p}
+		sp.Namespace, sp.Name, sp.UID = ns, name, types.UID("uid-"+name)
+		return sp
+	}
+	p := NewPlacer(rn, nil, wellknown.DefaultResourceNames(), NewPolicy(Defaults{NodePolicy: podmodel.Binpack, GPUPolicy: podmodel.Spread, Options: fit.Options{DefaultMemPercent: 100}}), lookup, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	pod := &slimpod.Pod{Priority: 100, Containers: []podmodel.ContainerRequest{{Name: "main", GPUs: 1, HasGPUs: true, MemoryMiB: 14000}}}
+	pod.Namespace, pod.Name, pod.UID = "ai", "train", "uid-train"
+	got, ok, err := p.Choose(context.Background(), pod, names{"full", "other", "out"}, func(n string) bool { return n != "out" })
+	if err != nil || !ok || got.Node != "full" || len(got.Victims) != 1 || got.Victims[0].Name != "b1" {
+		t.Fatalf("Choose = %+v, %v, %v; want b1 on full (one victim; other needs two, out is not the pod's)", got, ok, err)
+	}
+	p.Nominate("full", pod)
+	lower := &slimpod.Pod{Priority: 100, Containers: []podmodel.ContainerRequest{{Name: "main", GPUs: 1, HasGPUs: true, MemoryMiB: 100}}}
+	lower.Namespace, lower.Name, lower.UID = "ai", "small", "uid-small"
+	if _, failed, _ := p.Filter(context.Background(), lower, []string{"full"}); failed["full"] == "" {
+		t.Error("a pod of the nominee's priority took the held node")
+	}
+	higher := *lower
+	higher.Priority = 101
+	if fits, _, _ := p.Filter(context.Background(), &higher, []string{"full"}); len(fits) != 1 {
+		t.Error("a pod of higher priority is kept from the held node")
+	}
+	p.Unnominate(pod.UID)
+	if fits, _, _ := p.Filter(context.Background(), lower, []string{"full"}); len(fits) != 1 {
+		t.Error("the node is still held once let go")
+	}
+}
+
+type names []string
+
+func (n names) NodeNames() []string { return n }
+
+// bareResidents answers Residents with the bare nodes.
+type bareResidents struct {
+	residentNodes
+	bare map[string]fit.Node
+}
+
+func (b bareResidents) Residents(name string) (fit.Node, []fit.Resident, *fit.Reason) {
+	n, ok := b.bare[name]
+	if !ok {
+		return fit.Node{}, nil, &fit.Reason{Kind: "gone"}
+	}
+	return n, slices.Clone(b.pods[name]), nil
 }

@@ -77,7 +77,7 @@ type Preemptor struct {
 	mu      sync.Mutex
 	pending map[types.UID]refusal
 	asked   map[types.UID]time.Time // kube-scheduler asked to preempt for it
-	held    map[types.UID]time.Time // nominated until
+	held    map[types.UID]nominee
 }
 
 type refusal struct {
@@ -85,9 +85,15 @@ type refusal struct {
 	at              time.Time
 }
 
+// nominee is a pod the leader preempted for, and how long its node is held.
+type nominee struct {
+	namespace, name string
+	until           time.Time
+}
+
 // New returns a Preemptor over d.
 func New(d Deps) *Preemptor {
-	return &Preemptor{d: d, pending: map[types.UID]refusal{}, asked: map[types.UID]time.Time{}, held: map[types.UID]time.Time{}}
+	return &Preemptor{d: d, pending: map[types.UID]refusal{}, asked: map[types.UID]time.Time{}, held: map[types.UID]nominee{}}
 }
 
 // Refused is told of each pod the extender found no node for.
@@ -131,8 +137,9 @@ func (p *Preemptor) round(ctx context.Context) {
 	var due []refusal
 	var dueUID []types.UID
 	p.mu.Lock()
-	for uid, until := range p.held {
-		if now.After(until) {
+	for uid, h := range p.held {
+		// Bound, gone, or past its time: the node is let go.
+		if pod := p.d.Lookup(h.namespace, h.name); now.After(h.until) || pod == nil || pod.UID != uid || pod.NodeName != "" {
 			delete(p.held, uid)
 			p.d.Choose.Unnominate(uid)
 		}
@@ -207,7 +214,7 @@ func (p *Preemptor) preempt(ctx context.Context, uid types.UID, r refusal) error
 	}
 	p.d.Choose.Nominate(choice.Node, sp)
 	p.mu.Lock()
-	p.held[uid] = p.d.Clock.Now().Add(hold)
+	p.held[uid] = nominee{namespace: r.namespace, name: r.name, until: p.d.Clock.Now().Add(hold)}
 	p.mu.Unlock()
 	p.d.Events(sp.Ref(), "Preempting", fmt.Sprintf("vgpud evicted %s of lower priority on node %s, whose GPU memory or cores this pod needs (kube-scheduler, which sees free GPU slots there, proposed none); the node is held for it", list(evicted), choice.Node))
 	p.d.Log.Info("preempted for a pod", "pod", r.namespace+"/"+r.name, "priority", sp.Priority, "node", choice.Node, "victims", evicted)
