@@ -51,6 +51,9 @@ type Placer struct {
 	// (Nominate); nominateMu orders writers.
 	nominated  atomic.Pointer[nominations]
 	nominateMu sync.Mutex
+	// refusals are the candidate nodes of pods Filter refused lately.
+	refusals   map[types.UID][]string
+	refusalsMu sync.Mutex
 	queue      BindQueue
 	names      wellknown.ResourceNames
 	policy     *Policy
@@ -164,6 +167,7 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 		if known := p.lookup(pod.Namespace, pod.Name); known != nil && known.UID == pod.UID && len(reasons) > 0 {
 			p.events(known.Ref(), "FilteredNodes", fit.Summarize(len(names), 0, reasons))
 			if p.refused != nil {
+				p.remember(known.UID, names)
 				p.refused(known)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 )
@@ -37,9 +39,6 @@ func (p *Placer) Preempt(ctx context.Context, pod *slimpod.Pod, proposed map[str
 	if len(proposed) > maxPreemptNodes {
 		return nil, fmt.Errorf("%d candidate nodes, more than the %d one preempt call weighs", len(proposed), maxPreemptNodes)
 	}
-	if p.preemptAsked != nil {
-		p.preemptAsked(pod.UID)
-	}
 	d := p.policy.Get()
 	req, _, err := requestFor(pod, d)
 	if err != nil {
@@ -64,14 +63,7 @@ func (p *Placer) Preempt(ctx context.Context, pod *slimpod.Pod, proposed map[str
 				}
 			}
 		}
-		residents = slices.DeleteFunc(residents, func(r fit.Resident) bool { return r.Key == string(pod.UID) })
-		for j := range residents {
-			// A pod the informer does not show is never a victim.
-			residents[j].Priority = math.MaxInt32
-			if known := p.lookup(residents[j].Namespace, residents[j].Name); known != nil && string(known.UID) == residents[j].Key {
-				residents[j].Priority = known.Priority
-			}
-		}
+		residents = p.weigh(residents, pod)
 		got, ok := fit.Preempt(bare, residents, must, pod.Priority, req, d.Options)
 		if !ok {
 			continue
@@ -90,6 +82,10 @@ func (p *Placer) Preempt(ctx context.Context, pod *slimpod.Pod, proposed map[str
 			}
 		}
 		out[node] = res
+	}
+	if len(out) > 0 && p.preemptAsked != nil {
+		// kube-scheduler preempts for the pod: the leader leaves it be.
+		p.preemptAsked(pod.UID)
 	}
 	return out, nil
 }
@@ -121,7 +117,12 @@ func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister,
 	if err != nil {
 		return Choice{}, false, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	all := nodes.NodeNames()
+	// The nodes kube-scheduler sent when the extender refused the pod
+	// passed every filter of its own; the books' nodes otherwise.
+	all := p.candidates(pod.UID)
+	if all == nil {
+		all = nodes.NodeNames()
+	}
 	slices.Sort(all)
 	var best Choice
 	var bestCost fit.Preemption
@@ -130,7 +131,7 @@ func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister,
 		if err := given(ctx, i); err != nil {
 			return Choice{}, false, err
 		}
-		if !names(node) {
+		if !names(node) || p.reservedAgainst(node, pod) {
 			continue
 		}
 		n, reason := p.nodes.NodeFor(node, pod.UID)
@@ -144,17 +145,16 @@ func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister,
 		if reason != nil {
 			continue
 		}
-		byKey := map[string]fit.Resident{}
-		residents = slices.DeleteFunc(residents, func(r fit.Resident) bool { return r.Key == string(pod.UID) })
-		for j := range residents {
-			residents[j].Priority = math.MaxInt32
-			if known := p.lookup(residents[j].Namespace, residents[j].Name); known != nil && string(known.UID) == residents[j].Key && known.DeletionTimestamp == nil {
-				residents[j].Priority = known.Priority
-			}
-			byKey[residents[j].Key] = residents[j]
+		residents = p.weigh(residents, pod)
+		byKey := make(map[string]fit.Resident, len(residents))
+		for _, r := range residents {
+			byKey[r.Key] = r
 		}
 		got, ok := fit.Preempt(bare, residents, nil, pod.Priority, req, d.Options)
-		if !ok || len(got.Victims) == 0 || (found && !got.Better(bestCost)) {
+		if ok && len(got.Victims) == 0 {
+			return Choice{}, false, nil // room once pods already ending end
+		}
+		if !ok || (found && !got.Better(bestCost)) {
 			continue
 		}
 		best, bestCost, found = Choice{Node: node}, got, true
@@ -163,4 +163,46 @@ func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister,
 		}
 	}
 	return best, found, nil
+}
+
+// weigh gives each resident its priority from the informer, leaving out
+// pod itself; one the informer does not show is never a victim, and one
+// already ending is going.
+func (p *Placer) weigh(residents []fit.Resident, pod *slimpod.Pod) []fit.Resident {
+	residents = slices.DeleteFunc(residents, func(r fit.Resident) bool { return r.Key == string(pod.UID) })
+	for j := range residents {
+		residents[j].Priority = math.MaxInt32
+		if known := p.lookup(residents[j].Namespace, residents[j].Name); known != nil && string(known.UID) == residents[j].Key {
+			residents[j].Priority = known.Priority
+			residents[j].Going = known.DeletionTimestamp != nil
+		}
+	}
+	return residents
+}
+
+// maxRefusals bounds the refused pods whose candidate nodes are kept.
+const maxRefusals = 64
+
+// remember keeps the nodes kube-scheduler sent for a pod Filter refused.
+func (p *Placer) remember(pod types.UID, names []string) {
+	p.refusalsMu.Lock()
+	defer p.refusalsMu.Unlock()
+	if p.refusals == nil {
+		p.refusals = map[types.UID][]string{}
+	}
+	if _, ok := p.refusals[pod]; !ok && len(p.refusals) >= maxRefusals {
+		for k := range p.refusals {
+			delete(p.refusals, k)
+			break
+		}
+	}
+	p.refusals[pod] = slices.Clone(names)
+}
+
+// candidates are the nodes kube-scheduler last sent for pod when Filter
+// refused it; nil where none are kept.
+func (p *Placer) candidates(pod types.UID) []string {
+	p.refusalsMu.Lock()
+	defer p.refusalsMu.Unlock()
+	return slices.Clone(p.refusals[pod])
 }

@@ -13,6 +13,9 @@ type Resident struct {
 	Namespace, Name string
 	Priority        int32
 	Placement       podmodel.Placement
+	// Going: the pod is ending already (an earlier preemption's victim):
+	// what it holds counts as free, and it is no victim.
+	Going bool
 }
 
 // Preemption is what preempting on one node takes: its victims' keys,
@@ -48,8 +51,11 @@ func (p Preemption) Better(o Preemption) bool {
 // more than one GPU's worth.
 func Preempt(bare Node, residents []Resident, must []string, prio int32, req Request, opts Options) (Preemption, bool) {
 	var forced, lower []int // indexes into residents
+	var going []int
 	for i, r := range residents {
 		switch {
+		case r.Going:
+			going = append(going, i)
 		case slices.Contains(must, r.Key) && r.Priority >= prio:
 			return Preemption{}, false // never a victim, whoever chose it
 		case slices.Contains(must, r.Key):
@@ -62,7 +68,7 @@ func Preempt(bare Node, residents []Resident, must []string, prio int32, req Req
 		return cmp.Or(cmp.Compare(residents[a].Priority, residents[b].Priority), cmp.Compare(residents[a].Key, residents[b].Key))
 	})
 	t := newTally(bare, residents)
-	for _, i := range forced {
+	for _, i := range append(slices.Clone(going), forced...) {
 		t.remove(i)
 	}
 	fits := func() bool { return Fits(t.node(), req, opts) == nil }

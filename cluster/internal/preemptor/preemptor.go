@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpud/vgpud/cluster/internal/extender"
+	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 )
 
@@ -173,8 +174,8 @@ func (p *Preemptor) round(ctx context.Context) {
 // preempt makes room for the pod, if evicting lower-priority pods can.
 func (p *Preemptor) preempt(ctx context.Context, uid types.UID, r refusal) error {
 	sp := p.d.Lookup(r.namespace, r.name)
-	if sp == nil || sp.UID != uid || sp.NodeName != "" || sp.DeletionTimestamp != nil || sp.PreemptNever {
-		return nil
+	if sp == nil || sp.UID != uid || sp.NodeName != "" || sp.DeletionTimestamp != nil || sp.PreemptNever || sp.Nominated != "" {
+		return nil // bound, gone, or kube-scheduler's to preempt for
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -189,11 +190,27 @@ func (p *Preemptor) preempt(ctx context.Context, uid types.UID, r refusal) error
 	if err := p.d.Fence(); err != nil {
 		return nil // another replica leads now
 	}
+	eviction := func(v fit.Resident, dry bool) error {
+		opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID(v.Key))}}
+		if dry {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		return p.d.API.Pods(v.Namespace).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace}, DeleteOptions: opts})
+	}
+	// Every victim's disruption budget is asked first (a dry run), so
+	// that a refusal evicts none of them, rather than some in vain.
+	for _, v := range choice.Victims {
+		if err := eviction(v, true); apierrors.IsTooManyRequests(err) {
+			p.d.Events(sp.Ref(), "PreemptionBlocked", fmt.Sprintf("a disruption budget keeps pod %s/%s from eviction on node %s, so vgpud evicts none there; tried again in %s", v.Namespace, v.Name, choice.Node, retry))
+			p.mu.Lock()
+			p.pending[uid] = refusal{namespace: r.namespace, name: r.name, at: p.d.Clock.Now().Add(retry - settle)}
+			p.mu.Unlock()
+			return nil
+		}
+	}
 	var evicted []string
 	for _, v := range choice.Victims {
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace},
-			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID(v.Key))}}}
-		err := p.d.API.Pods(v.Namespace).EvictV1(ctx, ev)
+		err := eviction(v, false)
 		switch {
 		case err == nil:
 			evicted = append(evicted, v.Namespace+"/"+v.Name)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,13 +68,20 @@ func TestPreemptorEvictsOnceKubeSchedulerHadItsTurn(t *testing.T) {
 	cs := fake.NewClientset(high, pod("low-1", 0), pod("low-2", 0))
 	var evicted []string
 	var mu sync.Mutex
+	blocked := "low-2" // its disruption budget refuses, at first
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "eviction" {
 			return false, nil, nil
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		evicted = append(evicted, a.(k8stesting.CreateAction).GetObject().(interface{ GetName() string }).GetName())
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		if ev.Name == blocked {
+			return true, nil, apierrors.NewTooManyRequests("budget", 1)
+		}
+		if len(ev.DeleteOptions.DryRun) == 0 {
+			evicted = append(evicted, ev.Name)
+		}
 		return true, nil, nil
 	})
 	nodes := map[string]*corev1.Node{
@@ -104,6 +113,14 @@ func TestPreemptorEvictsOnceKubeSchedulerHadItsTurn(t *testing.T) {
 		t.Fatalf("evicted %v before kube-scheduler had its turn", evicted)
 	}
 	clk.Step(settle)
+	p.round(ctx)
+	if len(evicted) != 0 || !slices.Contains(events, "high:PreemptionBlocked") {
+		t.Fatalf("evicted %v (events %v) while a victim's budget refuses; want none", evicted, events)
+	}
+	mu.Lock()
+	blocked = ""
+	mu.Unlock()
+	clk.Step(retry)
 	p.round(ctx)
 	if !slices.Equal(evicted, []string{"low-1", "low-2"}) {
 		t.Fatalf("evicted %v; want low-1 and low-2 for high alone", evicted)

@@ -49,7 +49,10 @@ type Pod struct {
 	// PreemptNever: spec.preemptionPolicy Never, the pod waits rather
 	// than evict anyone.
 	PreemptNever bool
-	Phase        corev1.PodPhase
+	// Nominated is status.nominatedNodeName: kube-scheduler preempted
+	// for the pod there.
+	Nominated string
+	Phase     corev1.PodPhase
 	// Containers are the pod's containers in the order kubelet admits them
 	// (init containers first), each with what it asks of vgpud. When
 	// Invalid is set they carry only names and kinds.
@@ -79,6 +82,7 @@ func Of(p *corev1.Pod, names wellknown.ResourceNames) *Pod {
 		SchedulerName:   p.Spec.SchedulerName,
 		Priority:        ptr.Deref(p.Spec.Priority, 0),
 		PreemptNever:    ptr.Deref(p.Spec.PreemptionPolicy, corev1.PreemptLowerPriority) == corev1.PreemptNever,
+		Nominated:       p.Status.NominatedNodeName,
 		Phase:           p.Status.Phase,
 		Wants:           podmodel.Wants(p, names),
 	}

@@ -34,7 +34,9 @@ func preemption(t *testing.T, e env, nodes []string) {
 		if _, err := e.kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = e.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 	// The node with the fewest GPUs, each filled to 90% of its memory
 	// by two pods of low priority (its split leaves free slots).
