@@ -372,6 +372,8 @@ up() {
 	bin=$("$here/k8s-binaries.sh")
 	images=$("$here/images.sh")
 	mkdir -p "$state" "$logs" "$rund"
+	# CDI specs an aborted e2e run left on the host's first node.
+	rm -f /etc/cdi/vgpud-e2e-*.yaml /var/run/cdi/vgpud-e2e-*.yaml
 	network
 	certs
 	kubeconfig

@@ -49,6 +49,22 @@ func gpuAgents(t *testing.T, e env, nodes []string) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "e2e-agents-admins"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: e.name("-gpu-agents-admin")},
 			Subjects: []rbacv1.Subject{{Kind: "User", Name: "e2e-agents-admin"}}},
 	}
+	remove := func() {
+		for _, b := range bindings {
+			_ = e.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+		}
+		_ = e.kube.RbacV1().ClusterRoles().Delete(context.Background(), maker.Name, metav1.DeleteOptions{})
+	}
+	remove() // an aborted run's
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dump(t, fakeNS)
+		}
+		remove()
+		grace := int64(0)
+		_ = e.kube.CoreV1().Pods(fakeNS).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), fakeNS, metav1.DeleteOptions{})
+	})
 	if _, err := e.kube.RbacV1().ClusterRoles().Create(ctx, maker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,15 +73,6 @@ func gpuAgents(t *testing.T, e env, nodes []string) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, b := range bindings {
-			_ = e.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
-		}
-		_ = e.kube.RbacV1().ClusterRoles().Delete(context.Background(), maker.Name, metav1.DeleteOptions{})
-		grace := int64(0)
-		_ = e.kube.CoreV1().Pods(fakeNS).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
-		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), fakeNS, metav1.DeleteOptions{})
-	})
 
 	// The label is an admin's: the maker can neither create a namespace
 	// with it nor add it; the agents' admin can, with "true" alone.

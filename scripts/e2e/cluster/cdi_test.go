@@ -74,7 +74,9 @@ func cdiDevices(t *testing.T, e env, nodes []string) {
 	}
 	fmt.Fprintf(&spec, "  - name: all\n    containerEdits:\n      deviceNodes: [%s]\n", strings.Join(all, ", "))
 	fmt.Fprintf(&spec, "containerEdits:\n  deviceNodes: [{path: /dev/nvidiactl, hostPath: %s}]\n", mknod("nvidiactl", 255))
-	specPath := "/etc/cdi/nvidia.yaml"
+	// Not nvidia.yaml: a runner's own spec stays; cluster.sh up removes
+	// what an aborted run left (vgpud-e2e-*).
+	specPath := "/etc/cdi/vgpud-e2e-nvidia.yaml"
 	tmp := specPath + ".tmp"
 	if err := os.WriteFile(tmp, []byte(spec.String()), 0o644); err != nil {
 		t.Fatal(err)

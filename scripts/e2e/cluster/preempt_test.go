@@ -28,6 +28,7 @@ func preemption(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	const ns = "e2e-preempt"
 	e.namespace(t, ns, nil)
+	e.idleGPUs(t)
 	for name, value := range map[string]int32{"e2e-low": 100, "e2e-high": 100000} {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
 		_ = e.kube.SchedulingV1().PriorityClasses().Delete(ctx, name, metav1.DeleteOptions{})
@@ -110,27 +111,34 @@ func preemption(t *testing.T, e env, nodes []string) {
 			gone = append(gone, name)
 		}
 	}
-	if len(gone) != 2 || gpuOf[gone[0]] != gpuOf[gone[1]] {
-		t.Fatalf("preempted %v (GPUs %s, %s); want the two pods of one GPU", gone, gpuOf[gone[0]], gpuOf[gone[len(gone)-1]])
+	if len(gone) != 2 {
+		t.Fatalf("preempted %v; want the two pods of one GPU", gone)
+	}
+	if gpuOf[gone[0]] != gpuOf[gone[1]] {
+		t.Fatalf("preempted %v on GPUs %s and %s; want the two pods of one GPU", gone, gpuOf[gone[0]], gpuOf[gone[1]])
 	}
 	p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "high", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, err := protocol.DecodeAssignment(p.Annotations[wellknown.AnnotationAssignment])
-	if err != nil || len(a.Containers) != 1 || a.Containers[0].GPUs[0].UUID != gpuOf[gone[0]] {
+	if err != nil || len(a.Containers) != 1 || len(a.Containers[0].GPUs) == 0 || a.Containers[0].GPUs[0].UUID != gpuOf[gone[0]] {
 		t.Errorf("high's assignment %+v (%v); want the freed GPU %s", a, err, gpuOf[gone[0]])
 	}
-	evs, _ := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=high"})
 	said := ""
-	for _, ev := range evs.Items {
-		if ev.Reason == "Preempting" {
-			said = ev.Message
+	harness.Eventually(t, 30*time.Second, "the Preempting event on high", func() error {
+		evs, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=high"})
+		if err != nil {
+			return err
 		}
-	}
-	if said == "" {
-		t.Errorf("no Preempting event on high: %v", evs.Items)
-	}
+		for _, ev := range evs.Items {
+			if ev.Reason == "Preempting" {
+				said = ev.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("not yet among %d events", len(evs.Items))
+	})
 	t.Logf("high (1 GPU, 100%% memory) preempted %v on %s and ran %s after its create: %s", gone, gpuOf[gone[0]], took.Round(time.Millisecond), said)
 
 	// No preemption helps a pod bigger than any GPU: nothing is evicted.
