@@ -6,9 +6,8 @@ import (
 	"math"
 	"slices"
 
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-
 	"k8s.io/apimachinery/pkg/types"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
@@ -30,8 +29,8 @@ const maxPreemptNodes = 5000
 // lower-priority pods whose slices, once freed, let pod fit by vgpud's
 // own rules (fit.Preempt); a node where none would is left out, so
 // kube-scheduler evicts nothing there. kube-scheduler counts the PDBs
-// its own victims violate; vgpud's additions are evicted through the
-// same API, which honours them.
+// its own victims violate, not vgpud's additions, and deletes them all
+// (docs/how-it-works.md, "Not yet").
 func (p *Placer) Preempt(ctx context.Context, pod *slimpod.Pod, proposed map[string]*extenderv1.MetaVictims) (map[string]*extenderv1.MetaVictims, error) {
 	if p.residents == nil {
 		return nil, fmt.Errorf("vgpud's extender cannot weigh preemption here")
@@ -97,17 +96,18 @@ type Choice struct {
 	Victims []fit.Resident
 }
 
-// Books lists the nodes the leader's own preemption weighs.
+// NodeLister lists the nodes the leader's own preemption weighs where
+// kube-scheduler's candidates for the pod are not kept.
 type NodeLister interface {
 	NodeNames() []string
 }
 
 // Choose is where evicting the fewest lower-priority pods (then the
 // lowest priorities, then the node's name) lets pod fit by vgpud's own
-// rules, over every node the books know that kube-scheduler would take
-// for it (names filters them: its node selector, affinity, taints,
-// whatever else it checks); ok is false where pod fits some node
-// already, or where no preemption helps it.
+// rules, over the nodes kube-scheduler sent when Filter refused pod (else
+// every node the books know) that names admits and no other pod holds;
+// ok is false where pod fits some node already, or will once pods
+// already ending end, or where no preemption helps it.
 func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister, names func(node string) bool) (Choice, bool, error) {
 	if p.residents == nil {
 		return Choice{}, false, nil
@@ -138,7 +138,7 @@ func (p *Placer) Choose(ctx context.Context, pod *slimpod.Pod, nodes NodeLister,
 		if reason != nil {
 			continue
 		}
-		if fit.Fits(n, req, d.Options) == nil && !p.reservedAgainst(node, pod) {
+		if fit.Fits(n, req, d.Options) == nil {
 			return Choice{}, false, nil // room already: kube-scheduler places it
 		}
 		bare, residents, reason := p.residents.Residents(node)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,8 +34,8 @@ type Namespaces struct {
 	lastErr error // the list's or watch's latest failure, until one succeeds
 }
 
-// Labelled is the selector of an agents' namespace.
-func Labelled() string {
+// selector picks the agents' namespaces.
+func selector() string {
 	return labels.Set{wellknown.LabelGPUAgents: "true"}.String()
 }
 
@@ -42,7 +43,7 @@ func Labelled() string {
 // that is labelled or unlabelled (an audit of who holds every GPU); call
 // Start.
 func NewNamespaces(c corev1client.NamespacesGetter, log *slog.Logger) (*Namespaces, error) {
-	sel := Labelled()
+	sel := selector()
 	// The typed client says whether it streams lists (a fake does not).
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -151,11 +152,7 @@ func (r Rule) Synced() bool { return r.Namespaces == nil || r.Namespaces.HasSync
 // a GPU agent. An account not listed is none, whatever its namespace; a
 // listed one is asked of the namespace, which may not know yet.
 func (r Rule) Exempt(ns, account string) (bool, error) {
-	listed := false
-	for _, a := range r.Accounts {
-		listed = listed || a == account
-	}
-	if !listed || account == "" || r.Namespaces == nil {
+	if !slices.Contains(r.Accounts, account) || account == "" || r.Namespaces == nil {
 		return false, nil
 	}
 	ok, err := r.Namespaces.Labelled(ns)
