@@ -150,8 +150,10 @@ func TestManifestNamesWhatTheLeaderKeeps(t *testing.T) {
 	if mwc.Name != def.WebhookConfigName {
 		t.Errorf("webhook configuration %q; --webhook-config-name defaults to %q", mwc.Name, def.WebhookConfigName)
 	}
-	if len(mwc.Webhooks) != 1 || mwc.Webhooks[0].ClientConfig.Service == nil || mwc.Webhooks[0].ClientConfig.Service.Name != def.ServiceName {
-		t.Errorf("the webhook does not call Service %q (--service-name)", def.ServiceName)
+	for _, w := range mwc.Webhooks {
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Name != def.ServiceName {
+			t.Errorf("webhook %s does not call Service %q (--service-name)", w.Name, def.ServiceName)
+		}
 	}
 }
 

@@ -136,7 +136,7 @@ func chartNames(t *testing.T, file, tmpl string) string {
 	switch file {
 	case "vgpud.yaml":
 		tmpl = renameObjects(t, file, tmpl, installNames(), 139)
-		return renameBare(t, file, tmpl, 17)
+		return renameBare(t, file, tmpl, 18)
 	case "node-revert.yaml":
 		tmpl = renameObjects(t, file, tmpl, nameEdits(map[string]int{"app.kubernetes.io/name: vgpud": 5, "serviceAccountName: vgpud\n": 2}), 4)
 		return renameBare(t, file, tmpl, 0)

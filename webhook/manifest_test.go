@@ -32,10 +32,16 @@ func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookCon
 
 func TestWebhookConfigShape(t *testing.T) {
 	mwc := readWebhookConfig(t)
-	if len(mwc.Webhooks) != 1 {
-		t.Fatalf("%d webhooks; want 1", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 2 || mwc.Webhooks[0].Name != "pods.vgpud.io" || mwc.Webhooks[1].Name != "jobs.vgpud.io" {
+		t.Fatalf("%d webhooks; want pods.vgpud.io and jobs.vgpud.io", len(mwc.Webhooks))
 	}
-	w := mwc.Webhooks[0]
+	for i, rule := range []struct{ group, resource string }{{"", "pods"}, {"batch", "jobs"}} {
+		checkWebhookShape(t, mwc.Webhooks[i], rule.group, rule.resource)
+	}
+}
+
+func checkWebhookShape(t *testing.T, w admissionregistrationv1.MutatingWebhook, group, resource string) {
+	t.Helper()
 	// Which object and Service: main's TestManifestNamesWhatTheLeaderKeeps.
 	svc := w.ClientConfig.Service
 	if svc == nil || svc.Namespace != "vgpud-system" || svc.Path == nil || *svc.Path != "/webhook" || svc.Port == nil || *svc.Port != 443 {
@@ -54,7 +60,7 @@ func TestWebhookConfigShape(t *testing.T) {
 		t.Fatalf("policies: failure %v sideEffects %v timeout %v reinvocation %v", w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.ReinvocationPolicy)
 	}
 	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
+		!slices.Equal(w.Rules[0].Resources, []string{resource}) || !slices.Equal(w.Rules[0].APIGroups, []string{group}) {
 		t.Fatalf("rules = %+v", w.Rules)
 	}
 	// An admin's opt-out, by namespace; a pod's own label is a tenant's,
@@ -81,47 +87,8 @@ func TestWebhookConfigShape(t *testing.T) {
 // or not marked as requiring the runtime hook. It must agree with
 // podmodel.ReachesGPU on every pod, and take every pod podmodel.Wants.
 func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
-	expr := readWebhookConfig(t).Webhooks[0].MatchConditions[0].Expression
-	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.OptionalTypes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		t.Fatalf("compile matchCondition: %v", iss.Err())
-	}
-	if ast.OutputType() != cel.BoolType {
-		t.Fatalf("matchCondition yields %s, want bool", ast.OutputType())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	pods := map[string][]byte{
-		"init requests only": []byte(`{"spec":{"initContainers":[{"name":"i","resources":{"requests":{"nvidia.com/gpucores":"10"}}}],"containers":[{"name":"c"}]}}`),
-		"priority only":      []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/priority":"1"}}}]}}`),
-		"no resources key":   []byte(`{"spec":{"containers":[{"name":"c"}]}}`),
-		"other resource":     []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"amd.com/gpu":"1"}}}]}}`),
-		"privileged":         []byte(`{"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`),
-		"privileged init":    []byte(`{"spec":{"initContainers":[{"name":"i","securityContext":{"privileged":true}}],"containers":[{"name":"c"}]}}`),
-		"not privileged":     []byte(`{"spec":{"containers":[{"name":"c","securityContext":{"privileged":false}}]}}`),
-		"ephemeral gpu":      []byte(`{"spec":{"containers":[{"name":"c"}],"ephemeralContainers":[{"name":"e","securityContext":{"privileged":true}}]}}`),
-		"runtime class":      []byte(`{"spec":{"runtimeClassName":"nvidia-cdi","containers":[{"name":"c"}]}}`),
-		"runc class":         []byte(`{"spec":{"runtimeClassName":"runc","containers":[{"name":"c"}]}}`),
-		"resource claim":     []byte(`{"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"x"}],"containers":[{"name":"c"}]}}`),
-		"host dev":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/dev/nvidia0"}}],"containers":[{"name":"c"}]}}`),
-		"host dev spelt":     []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"//./dev"}}],"containers":[{"name":"c"}]}}`),
-		"host root":          []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/"}}],"containers":[{"name":"c"}]}}`),
-		"cdi annotation":     []byte(`{"metadata":{"annotations":{"nvidia.cdi.k8s.io/container.c":"nvidia.com/gpu=all"}},"spec":{"containers":[{"name":"c"}]}}`),
-		"dra extended":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}]}}`),
-		"k3s runtime class":  []byte(`{"spec":{"runtimeClassName":"nvidia-experimental","containers":[{"name":"c"}]}}`),
-		"host devices dir":   []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/devices"}}],"containers":[{"name":"c"}]}}`),
-		"host var":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/var/log"}}],"containers":[{"name":"c"}]}}`),
-		"other nvidia":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb":"1"}}}]}}`),
-		"second container":   []byte(`{"spec":{"containers":[{"name":"a"},{"name":"b","resources":{"limits":{"nvidia.com/gpumem-percentage":"50"}}}]}}`),
-	}
-	maps.Copy(pods, admissionPods(t))
+	prg := matchCondition(t, 0)
+	pods := conditionPods(t)
 	names := wellknown.DefaultResourceNames()
 	matched := 0
 	for name, raw := range pods {
@@ -156,6 +123,92 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 	if matched < 10 {
 		t.Fatalf("only %d pods matched; the test data should exercise the condition", matched)
 	}
+}
+
+// The Job webhook's matchCondition takes exactly the Jobs whose pod
+// template asks for vGPU resources, as podmodel.Wants reads a pod.
+func TestJobMatchConditionAgreesWithPodWants(t *testing.T) {
+	prg := matchCondition(t, 1)
+	names := wellknown.DefaultResourceNames()
+	matched := 0
+	for name, raw := range conditionPods(t) {
+		var tmpl map[string]any
+		var pod corev1.Pod
+		if err := json.Unmarshal(raw, &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &pod); err != nil {
+			t.Fatal(err)
+		}
+		if len(pod.Spec.Containers) == 0 {
+			continue
+		}
+		job := map[string]any{"metadata": map[string]any{}, "spec": map[string]any{"template": tmpl}}
+		out, _, err := prg.Eval(map[string]any{"object": job})
+		if err != nil {
+			t.Fatalf("%s: eval: %v", name, err)
+		}
+		if got, want := out.Value() == true, podmodel.Wants(&pod, names); got != want {
+			t.Errorf("%s: the Job matchCondition says %v, Wants says %v", name, got, want)
+		}
+		if out.Value() == true {
+			matched++
+		}
+	}
+	if matched < 10 {
+		t.Fatalf("only %d templates matched; the test data should exercise the condition", matched)
+	}
+}
+
+// matchCondition compiles the first matchCondition of webhook i.
+func matchCondition(t *testing.T, i int) cel.Program {
+	t.Helper()
+	expr := readWebhookConfig(t).Webhooks[i].MatchConditions[0].Expression
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.OptionalTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("compile matchCondition: %v", iss.Err())
+	}
+	if ast.OutputType() != cel.BoolType {
+		t.Fatalf("matchCondition yields %s, want bool", ast.OutputType())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prg
+}
+
+// conditionPods are pods that could reach a GPU or not, by name.
+func conditionPods(t *testing.T) map[string][]byte {
+	pods := map[string][]byte{
+		"init requests only": []byte(`{"spec":{"initContainers":[{"name":"i","resources":{"requests":{"nvidia.com/gpucores":"10"}}}],"containers":[{"name":"c"}]}}`),
+		"priority only":      []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/priority":"1"}}}]}}`),
+		"no resources key":   []byte(`{"spec":{"containers":[{"name":"c"}]}}`),
+		"other resource":     []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"amd.com/gpu":"1"}}}]}}`),
+		"privileged":         []byte(`{"spec":{"containers":[{"name":"c","securityContext":{"privileged":true}}]}}`),
+		"privileged init":    []byte(`{"spec":{"initContainers":[{"name":"i","securityContext":{"privileged":true}}],"containers":[{"name":"c"}]}}`),
+		"not privileged":     []byte(`{"spec":{"containers":[{"name":"c","securityContext":{"privileged":false}}]}}`),
+		"ephemeral gpu":      []byte(`{"spec":{"containers":[{"name":"c"}],"ephemeralContainers":[{"name":"e","securityContext":{"privileged":true}}]}}`),
+		"runtime class":      []byte(`{"spec":{"runtimeClassName":"nvidia-cdi","containers":[{"name":"c"}]}}`),
+		"runc class":         []byte(`{"spec":{"runtimeClassName":"runc","containers":[{"name":"c"}]}}`),
+		"resource claim":     []byte(`{"spec":{"resourceClaims":[{"name":"gpu","resourceClaimName":"x"}],"containers":[{"name":"c"}]}}`),
+		"host dev":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/dev/nvidia0"}}],"containers":[{"name":"c"}]}}`),
+		"host dev spelt":     []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"//./dev"}}],"containers":[{"name":"c"}]}}`),
+		"host root":          []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/"}}],"containers":[{"name":"c"}]}}`),
+		"cdi annotation":     []byte(`{"metadata":{"annotations":{"nvidia.cdi.k8s.io/container.c":"nvidia.com/gpu=all"}},"spec":{"containers":[{"name":"c"}]}}`),
+		"dra extended":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"deviceclass.resource.kubernetes.io/gpu.nvidia.com":"1"}}}]}}`),
+		"k3s runtime class":  []byte(`{"spec":{"runtimeClassName":"nvidia-experimental","containers":[{"name":"c"}]}}`),
+		"host devices dir":   []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/devices"}}],"containers":[{"name":"c"}]}}`),
+		"host var":           []byte(`{"spec":{"volumes":[{"name":"d","hostPath":{"path":"/var/log"}}],"containers":[{"name":"c"}]}}`),
+		"other nvidia":       []byte(`{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/mig-1g.5gb":"1"}}}]}}`),
+		"second container":   []byte(`{"spec":{"containers":[{"name":"a"},{"name":"b","resources":{"limits":{"nvidia.com/gpumem-percentage":"50"}}}]}}`),
+	}
+	maps.Copy(pods, admissionPods(t))
+	return pods
 }
 
 // admissionPods are the pods of the admission test data, by file name:

@@ -12,14 +12,16 @@ import (
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// podPatch is the JSON patch from original to mutated, given that Decide
+// podPatch is the JSON patch from original to mutated, the pod's metadata
+// and spec under root ("" for a pod, "/spec/template" for a Job's pod
+// template), given that Decide
 // changes only NRI's required-plugins annotation, the scheduler, the
 // RuntimeClass, and containers' resources and env (replacing an env entry in place or appending). It is built
 // from those fields alone, in time linear in the pod: a generic JSON diff
 // of a pod with 90 000 env entries cost the leader 21 s of CPU.
-func podPatch(original, mutated *corev1.Pod) []jsonpatch.Operation {
+func podPatch(root string, original, mutated *corev1.Pod) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
-	add := func(path string, v any) { ops = append(ops, jsonpatch.NewOperation("add", path, v)) }
+	add := func(path string, v any) { ops = append(ops, jsonpatch.NewOperation("add", root+path, v)) }
 	if v, ok := mutated.Annotations[wellknown.AnnotationRequiredPlugins]; ok && original.Annotations[wellknown.AnnotationRequiredPlugins] != v {
 		switch {
 		case apiequality.Semantic.DeepEqual(original.ObjectMeta, metav1.ObjectMeta{}):
@@ -47,7 +49,7 @@ func podPatch(original, mutated *corev1.Pod) []jsonpatch.Operation {
 	}
 	for _, l := range lists {
 		for i := range l.after {
-			ops = containerPatch(ops, l.path+"/"+strconv.Itoa(i), &l.before[i], &l.after[i])
+			ops = containerPatch(ops, root+l.path+"/"+strconv.Itoa(i), &l.before[i], &l.after[i])
 		}
 	}
 	return ops

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -28,7 +29,7 @@ type Handler interface {
 	Handle(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
 }
 
-// Pods is the Handler for pod CREATE.
+// Pods is the Handler for pod CREATE, and for Job CREATE (jobs.go).
 type Pods struct {
 	cfg       Config
 	scheduler string // the kube-scheduler profile that calls vgpud's extender
@@ -55,13 +56,17 @@ type Ruling struct {
 
 // Handle decodes the pod, decides, and answers with a patch.
 func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.SubResource != "" {
-		r := allowed("not a pod")
-		r.Warnings = []string{fmt.Sprintf("vgpud webhook was sent %s %s; it handles only pods: check the rules of its MutatingWebhookConfiguration", req.Kind.String(), req.SubResource)}
+	isJob := req.Kind.Group == "batch" && req.Kind.Kind == "Job"
+	if (!isJob && (req.Kind.Group != "" || req.Kind.Kind != "Pod")) || req.SubResource != "" {
+		r := allowed("not a pod or a Job")
+		r.Warnings = []string{fmt.Sprintf("vgpud webhook was sent %s %s; it handles only pods and Jobs: check the rules of its MutatingWebhookConfiguration", req.Kind.String(), req.SubResource)}
 		return r
 	}
 	if req.Operation != admissionv1.Create {
 		return allowed("only CREATE is mutated")
+	}
+	if isJob {
+		return p.handleJob(req)
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
@@ -74,9 +79,15 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 		pod.Namespace = req.Namespace
 	}
 	v := p.Decide(&pod)
-	var resp *admissionv1.AdmissionResponse
 	pod.Namespace = original.Namespace
-	switch ops := podPatch(original, &pod); {
+	return respond(v, podPatch("", original, &pod), "pod "+req.Namespace+"/"+req.Name)
+}
+
+// respond answers ruling v with the patch ops; what names the object in
+// an error.
+func respond(v Ruling, ops []jsonpatch.Operation, what string) *admissionv1.AdmissionResponse {
+	var resp *admissionv1.AdmissionResponse
+	switch {
 	case v.Deny != "":
 		resp = denied(v.Deny)
 	case v.Skip != "" && len(ops) == 0:
@@ -85,7 +96,7 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 		// A skipped pod may still be marked as requiring the hook.
 		var err error
 		if resp, err = patchResponse(ops); err != nil {
-			return errored(http.StatusInternalServerError, fmt.Errorf("pod %s/%s: %w", req.Namespace, req.Name, err))
+			return errored(http.StatusInternalServerError, fmt.Errorf("%s: %w", what, err))
 		}
 		if v.Skip != "" {
 			resp.Result = allowed(v.Skip).Result
@@ -98,6 +109,25 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 // Decide applies the rules to pod in place. It reads pod.Namespace for the
 // quota and writes nothing outside pod.
 func (p *Pods) Decide(pod *corev1.Pod) Ruling {
+	v := p.complete(pod)
+	if v.Deny != "" || v.Skip != "" || p.quotas == nil {
+		return v
+	}
+	// After mutation: the GPU count just defaulted counts too.
+	ask, err := podmodel.PodUsage(pod, p.names, p.quotas.SmallestGPUMiB())
+	if err != nil {
+		return Ruling{Deny: err.Error(), Warnings: v.Warnings}
+	}
+	if msg := podmodel.CheckQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, p.names); msg != "" {
+		return Ruling{Deny: msg, Warnings: v.Warnings}
+	}
+	return v
+}
+
+// complete checks pod and completes it in place (every rule of Decide but
+// the quota): also what a Job's pod template gets, so that whatever counts
+// the template before its pods exist counts what they will ask for.
+func (p *Pods) complete(pod *corev1.Pod) Ruling {
 	names := p.names
 	if len(pod.Spec.Containers) == 0 {
 		return Ruling{Deny: "pod has no containers; add at least one under spec.containers"}
@@ -169,16 +199,6 @@ func (p *Pods) Decide(pod *corev1.Pod) Ruling {
 	if p.cfg.RuntimeClass != "" && pod.Spec.RuntimeClassName == nil {
 		rc := p.cfg.RuntimeClass
 		pod.Spec.RuntimeClassName = &rc
-	}
-	if p.quotas != nil {
-		// After mutation: the GPU count just defaulted counts too.
-		ask, err := podmodel.PodUsage(pod, names, p.quotas.SmallestGPUMiB())
-		if err != nil {
-			return Ruling{Deny: err.Error(), Warnings: warnings}
-		}
-		if msg := podmodel.CheckQuota(pod.Namespace, p.quotas.NamespaceQuota(pod.Namespace), ask, names); msg != "" {
-			return Ruling{Deny: msg, Warnings: warnings}
-		}
 	}
 	return Ruling{Warnings: warnings}
 }

@@ -23,7 +23,7 @@ func TestPodPatchTouchesOnlyTheChange(t *testing.T) {
 	}
 	original := pod.DeepCopy()
 	pod.Spec.SchedulerName = "vgpud-scheduler"
-	resp, err := patchResponse(podPatch(original, &pod))
+	resp, err := patchResponse(podPatch("", original, &pod))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestPodPatchNoChange(t *testing.T) {
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := patchResponse(podPatch(pod.DeepCopy(), &pod))
+	resp, err := patchResponse(podPatch("", pod.DeepCopy(), &pod))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPodPatchOfAHugePodIsItsChanges(t *testing.T) {
 		t.Fatalf("verdict %+v", v)
 	}
 	setEnv(&pod.Spec.InitContainers[0], "ADDED", "1")
-	ops := podPatch(original, &pod)
+	ops := podPatch("", original, &pod)
 	var paths []string
 	for _, op := range ops {
 		paths = append(paths, op.Operation+" "+op.Path)
