@@ -98,3 +98,31 @@ func TestJobTemplateRefusedOrLeft(t *testing.T) {
 		}
 	}
 }
+
+// A Job in a Kueue queue is told what its pods will hold that its
+// template does not name, which Kueue cannot count; one that names all
+// of it, or is in no queue, is told nothing.
+func TestJobInKueueWarnedOfWhatItsTemplateLeavesUnnamed(t *testing.T) {
+	p := newPods(testConfig(), nil)
+	for _, tc := range []struct {
+		name, labels, limits string
+		want                 []string
+	}{
+		{"memory only", `{"kueue.x-k8s.io/queue-name":"q"}`, `{"nvidia.com/gpumem":"3000"}`, []string{`names no nvidia.com/gpucores:`}},
+		{"whole GPU", `{"kueue.x-k8s.io/queue-name":"q"}`, `{"nvidia.com/gpu":"1"}`, []string{`names no nvidia.com/gpumem:`}},
+		{"percentage", `{"kueue.x-k8s.io/queue-name":"q"}`, `{"nvidia.com/gpumem-percentage":"50","nvidia.com/gpucores":"20"}`, []string{`as nvidia.com/gpumem-percentage`}},
+		{"named", `{"kueue.x-k8s.io/queue-name":"q"}`, `{"nvidia.com/gpumem":"3000","nvidia.com/gpucores":"20"}`, nil},
+		{"no queue", `{}`, `{"nvidia.com/gpumem":"3000"}`, nil},
+	} {
+		raw := `{"metadata":{"name":"j","labels":` + tc.labels + `},"spec":{"template":{"spec":{"containers":[{"name":"c","resources":{"limits":` + tc.limits + `}}]}}}}`
+		resp, _ := handleJobRaw(t, p, raw)
+		if !resp.Allowed || len(resp.Warnings) != len(tc.want) {
+			t.Fatalf("%s: allowed %v, warnings %q; want %q", tc.name, resp.Allowed, resp.Warnings, tc.want)
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(resp.Warnings[i], w) || !strings.Contains(resp.Warnings[i], "docs/batch.md") {
+				t.Errorf("%s: warning %q lacks %q", tc.name, resp.Warnings[i], w)
+			}
+		}
+	}
+}

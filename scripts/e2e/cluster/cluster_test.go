@@ -60,6 +60,7 @@ func TestCluster(t *testing.T) {
 	t.Run("pod network across nodes", func(t *testing.T) { acrossNodes(t, e, e.installed(t)) })
 	t.Run("GPU freed to a waiting pod", func(t *testing.T) { freedGPU(t, e, e.installed(t)) })
 	t.Run("priority preemption by GPU memory", func(t *testing.T) { preemption(t, e, e.installed(t)) })
+	t.Run("Kueue queues, admits and gangs GPU Jobs", func(t *testing.T) { kueueJobs(t, e, e.installed(t)) })
 	t.Run("pods HAMi placed are avoided", func(t *testing.T) { fromHAMi(t, e, e.installed(t)) })
 	t.Run("dashboards and alerts on a real Prometheus", func(t *testing.T) { monitoring(t, e, e.installed(t)) })
 	t.Run("rolling upgrade, one node ahead", func(t *testing.T) { rollingUpgrade(t, e, e.installed(t)) })
