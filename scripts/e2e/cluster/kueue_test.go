@@ -201,6 +201,16 @@ spec: {clusterQueue: %[1]s}
 		}
 	}
 	e.deleteJob(t, ns, "gang")
+
+	// A scheduler of its own: refused at create, pointed to the page
+	// that says what to do instead.
+	volcano := gpuPod("volcano", map[string]string{"nvidia.com/gpumem": "1000"}, nil)
+	volcano.Spec.SchedulerName = "volcano"
+	_, err = e.kube.CoreV1().Pods(ns).Create(ctx, volcano, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "vgpud-scheduled-only") || !strings.Contains(err.Error(), "docs/batch.md") {
+		t.Fatalf("a vGPU pod for Volcano: %v; want vgpud-scheduled-only's refusal pointing to docs/batch.md", err)
+	}
+	t.Logf("a vGPU pod for Volcano: %v", err)
 }
 
 // gpuJob is a Job of n busybox pods, each with limits, in Kueue's queue.
