@@ -4,8 +4,8 @@
 #   scripts/kueue.sh install    builds Kueue once (cached), pushes its image
 #                               to the cluster's registry, applies it and
 #                               waits until its webhooks answer
-#   scripts/kueue.sh uninstall  removes all of it (its CRDs, and with them
-#                               every queue and workload)
+#   scripts/kueue.sh uninstall  removes all of it: every Job queued in it,
+#                               its queues and workloads, its CRDs
 #   scripts/kueue.sh manifest   prints the manifest install applies
 # The manifest is Kueue's own kustomize bases at $KUEUE_VERSION (CRDs,
 # RBAC, manager, its internal certificates, webhooks) with the settings
@@ -13,6 +13,7 @@
 # integrations not enabled there that intercept every pod, Deployment
 # or StatefulSet: a Kueue that is down must not stop the cluster's pods.
 set -euo pipefail
+shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")" && pwd)
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/vgpud-e2e/kueue-$KUEUE_VERSION
@@ -33,12 +34,12 @@ binary() {
 image() {
 	local bin tar=$cache/kueue.tar work
 	bin=$(binary)
+	(cd "$here/.." && go build -o bin/image ./scripts/image)
 	if [ ! -f "$tar" ] || [ "$bin" -nt "$tar" ]; then
 		work=$(mktemp -d)
 		mkdir -p "$work/root/tmp"
 		cp "$bin" "$work/root/manager"
 		tar -C "$work/root" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$work/layer.tar" .
-		(cd "$here/.." && go build -o bin/image ./scripts/image)
 		"$here/../bin/image" build --layer "$work/layer.tar" --name "vgpud.local/kueue:$KUEUE_VERSION" --out "$tar.tmp" --entrypoint /manager >&2
 		mv "$tar.tmp" "$tar"
 		rm -rf "$work"
@@ -111,7 +112,8 @@ case ${1:-} in
 binary) binary ;;
 manifest) manifest "vgpud.local/kueue:$KUEUE_VERSION" ;;
 install)
-	ref=$("$here/../bin/image" push --from "$(image)" --to "$REGISTRY/kueue/kueue:$KUEUE_VERSION" --ca "$state/pki/ca.crt")
+	tar=$(image)
+	ref=$("$here/../bin/image" push --from "$tar" --to "$REGISTRY/kueue/kueue:$KUEUE_VERSION" --ca "$state/pki/ca.crt")
 	manifest "$ref" | kubectl apply --server-side -f - >/dev/null
 	# Kueue writes its webhook certificate into the Secret its pod
 	# mounts, and waits for the files with a backoff that doubles; kubelet
@@ -145,16 +147,34 @@ YAML
 	exit 1
 	;;
 uninstall)
-	# Queues and workloads first, while Kueue runs to release the
-	# finalizers it put on them; then Kueue.
+	# Kueue's webhooks first (they refuse every Job while Kueue is down),
+	# then the queued Jobs, whose Workloads Kueue would make again, then
+	# its objects while it runs to release their finalizers; whatever
+	# still holds one after that is released by hand, so that the CRDs
+	# go and a later install does not land on ones being deleted.
+	kubectl delete mutatingwebhookconfiguration kueue-mutating-webhook-configuration --ignore-not-found >/dev/null || true
+	kubectl delete validatingwebhookconfiguration kueue-validating-webhook-configuration --ignore-not-found >/dev/null || true
 	if kubectl get crd workloads.kueue.x-k8s.io >/dev/null 2>&1; then
-		kubectl delete workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io --all -A --timeout=60s >/dev/null
-		kubectl delete clusterqueues.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io --all --timeout=60s >/dev/null
+		kubectl delete jobs -A -l kueue.x-k8s.io/queue-name --timeout=60s >/dev/null 2>&1 || true
+		for kind in workloads localqueues clusterqueues resourceflavors; do
+			kubectl delete "$kind.kueue.x-k8s.io" --all -A --timeout=30s >/dev/null 2>&1 || true
+			kubectl get "$kind.kueue.x-k8s.io" -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{"\n"}{end}' 2>/dev/null |
+				while read -r ns name; do
+					[ -n "$name" ] || { name=$ns; ns=""; }
+					kubectl ${ns:+-n "$ns"} patch "$kind.kueue.x-k8s.io" "$name" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+				done
+		done
 	fi
-	manifest "vgpud.local/kueue:$KUEUE_VERSION" | kubectl delete --ignore-not-found --wait=false -f - >/dev/null
-	# Gone before it returns: an install into a namespace still being
-	# deleted would lose what it applied.
+	manifest "vgpud.local/kueue:$KUEUE_VERSION" | kubectl delete --ignore-not-found --wait=false -f - >/dev/null || true
+	# Gone before it returns: an install onto a namespace or CRDs still
+	# being deleted would lose what it applied.
 	kubectl wait --for=delete namespace/kueue-system --timeout=120s >/dev/null 2>&1 || true
+	for _ in $(seq 60); do
+		kubectl get crd -o name 2>/dev/null | grep -q 'kueue\.x-k8s\.io$' || exit 0
+		sleep 1
+	done
+	echo "kueue: its CRDs are still being deleted after 60 s" >&2
+	exit 1
 	;;
 *)
 	echo "usage: scripts/kueue.sh install|uninstall|manifest" >&2

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // handleJob completes a Job's pod template as each of its pods will be
@@ -31,6 +32,12 @@ func (p *Pods) handleJob(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	pod := original.DeepCopy()
 	// The template's pods are created in the Job's namespace.
 	pod.Namespace = req.Namespace
+	// A tenant's opt-out label on the template is not honoured: it may
+	// be taken off a suspended Job's template after Kueue counted the
+	// template, and the pods then be completed to more than was counted.
+	// Labels are not patched, so a pod that keeps it is skipped as ever.
+	delete(pod.Labels, wellknown.LabelWebhook)
+	delete(pod.Labels, wellknown.LabelWebhookHAMi)
 	v := p.complete(pod)
 	pod.Namespace = original.Namespace
 	if v.Deny != "" {

@@ -51,6 +51,7 @@ func TestJobTemplateCompletedAsItsPods(t *testing.T) {
 	}{
 		{"memory only", `{"metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"3000"}}}]}}}}`, "1", "", "3000"},
 		{"whole GPU, no metadata", `{"metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","resources":{"requests":{"nvidia.com/gpu":"2"}}}]}}}}`, "2", "100", ""},
+		{"opted out by the template's label", `{"metadata":{"name":"j"},"spec":{"template":{"metadata":{"labels":{"vgpud.io/webhook":"ignore"}},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpumem":"3000"}}}]}}}}`, "1", "", "3000"},
 		{"complete already", `{"metadata":{"name":"j"},"spec":{"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2","nvidia.com/gpumem":"2000","nvidia.com/gpucores":"25"}}}]}}}}`, "2", "25", "2000"},
 	} {
 		resp, job := handleJobRaw(t, p, tc.raw)
@@ -73,6 +74,9 @@ func TestJobTemplateCompletedAsItsPods(t *testing.T) {
 		}
 		if tmpl.Spec.SchedulerName != "vgpud-scheduler" || tmpl.Annotations["required-plugins.noderesource.dev"] == "" {
 			t.Errorf("%s: template scheduler %q annotations %v", tc.name, tmpl.Spec.SchedulerName, tmpl.Annotations)
+		}
+		if tc.name == "opted out by the template's label" && tmpl.Labels["vgpud.io/webhook"] != "ignore" {
+			t.Errorf("%s: the template's labels changed: %v", tc.name, tmpl.Labels)
 		}
 		if tmpl.Namespace != "" || job.Namespace != "" {
 			t.Errorf("%s: the patch added a namespace", tc.name)

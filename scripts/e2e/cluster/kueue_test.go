@@ -16,6 +16,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,14 +41,18 @@ func kueueJobs(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	const ns, queue = "e2e-kueue", "e2e-gpus"
 	e.idleGPUs(t)
-	start := time.Now()
-	e.kueueScript(t, "install")
-	t.Logf("Kueue installed in %v", time.Since(start).Round(time.Millisecond))
+	// Before the install: one that applied and then failed leaves
+	// Kueue's webhooks, which refuse every Job while it is down.
 	t.Cleanup(func() {
+		start := time.Now()
 		if err := e.kueueRun("uninstall"); err != nil {
 			t.Errorf("uninstall Kueue: %v", err)
 		}
+		t.Logf("Kueue removed in %v", time.Since(start).Round(time.Millisecond))
 	})
+	start := time.Now()
+	e.kueueScript(t, "install")
+	t.Logf("Kueue installed in %v", time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() { e.namespaceGone(t, ns) })
 	e.namespace(t, ns, nil)
 	e.apply(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
@@ -93,6 +98,7 @@ spec: {clusterQueue: %[1]s}
 	t.Logf("mem-only's create warned: %s", warned.all())
 	wl := e.admittedWorkload(t, ns, "mem-only")
 	running := e.jobRunning(t, ns, "mem-only", 2)
+	e.podsReady(t, ns, "mem-only")
 	kueue, vgpud := e.books(t, wl, running)
 	if kueue != (books{gpus: 2, mem: 6000}) || vgpud.gpus != 2 || vgpud.mem != 6000 || vgpud.cores <= 0 {
 		t.Errorf("mem-only: Kueue charged %+v, vgpud assigned %+v; want 2 GPUs and 6000 MiB both, and cores from vgpud alone", kueue, vgpud)
@@ -126,6 +132,7 @@ spec: {clusterQueue: %[1]s}
 	e.deleteJob(t, ns, "mem-only")
 	wl = e.admittedWorkload(t, ns, "two-gpus")
 	running = e.jobRunning(t, ns, "two-gpus", 1)
+	e.podsReady(t, ns, "two-gpus")
 	if kueue, vgpud := e.books(t, wl, running); kueue != vgpud || vgpud != (books{gpus: 2, mem: 4000, cores: 50}) {
 		t.Errorf("two-gpus: Kueue charged %+v, vgpud assigned %+v; want 2 GPUs, 4000 MiB and 50 cores both", kueue, vgpud)
 	}
@@ -160,20 +167,44 @@ spec: {clusterQueue: %[1]s}
 	}
 	first := e.jobRunning(t, ns, "gang", 1)[0]
 	evictedAt := time.Now()
+	// The other pod waits, unschedulable: no GPU on the node is free.
+	harness.Eventually(t, 30*time.Second, "the gang's second pod unschedulable", func() error {
+		for _, p := range e.jobPods(t, ns, "gang") {
+			if p.Spec.NodeName != "" {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					t.Logf("%s waits: %s", p.Name, c.Message)
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no pod of gang is unschedulable")
+	})
 	harness.Eventually(t, 90*time.Second, "gang evicted by waitForPodsReady", func() error {
 		w, err := e.workloadOf(ns, "gang")
 		if err != nil {
 			return err
 		}
-		if w.Status.RequeueState == nil || w.Status.RequeueState.Count < 1 {
-			return fmt.Errorf("not requeued yet; conditions %+v", w.Status.Conditions)
+		if w.Status.SchedulingStats != nil {
+			for _, ev := range w.Status.SchedulingStats.Evictions {
+				if ev.Reason == "PodsReadyTimeout" && ev.Count >= 1 {
+					return nil
+				}
+			}
 		}
-		return nil
+		return fmt.Errorf("not evicted for PodsReadyTimeout yet; conditions %+v", w.Status.Conditions)
 	})
 	t.Logf("gang evicted %v after its first pod ran", time.Since(evictedAt).Round(time.Millisecond))
 	harness.Eventually(t, 30*time.Second, "the gang's running pod ended with the eviction", func() error {
 		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
-		if err == nil && p.UID == first.UID && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case p.UID == first.UID && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning:
 			return fmt.Errorf("%s still running", first.Name)
 		}
 		return nil
@@ -184,16 +215,7 @@ spec: {clusterQueue: %[1]s}
 	}
 	freed := time.Now()
 	running = e.jobRunning(t, ns, "gang", 2)
-	harness.Eventually(t, 60*time.Second, "gang's PodsReady", func() error {
-		w, err := e.workloadOf(ns, "gang")
-		if err != nil {
-			return err
-		}
-		if c := w.condition("PodsReady"); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("PodsReady %+v", c)
-		}
-		return nil
-	})
+	e.podsReady(t, ns, "gang")
 	t.Logf("gang ran whole %v after the GPU it lacked was freed", time.Since(freed).Round(time.Millisecond))
 	for _, p := range running {
 		if p.Spec.NodeName != node {
@@ -242,9 +264,12 @@ type kueueWorkload struct {
 				Count         int32                        `json:"count"`
 			} `json:"podSetAssignments"`
 		} `json:"admission"`
-		RequeueState *struct {
-			Count int32 `json:"count"`
-		} `json:"requeueState"`
+		SchedulingStats *struct {
+			Evictions []struct {
+				Reason string `json:"reason"`
+				Count  int32  `json:"count"`
+			} `json:"evictions"`
+		} `json:"schedulingStats"`
 	} `json:"status"`
 }
 
@@ -294,6 +319,21 @@ func (e env) admittedWorkload(t *testing.T, ns, job string) *kueueWorkload {
 		return nil
 	})
 	return w
+}
+
+// podsReady waits for Kueue to see every pod of job ready.
+func (e env) podsReady(t *testing.T, ns, job string) {
+	t.Helper()
+	harness.Eventually(t, 60*time.Second, job+"'s PodsReady", func() error {
+		w, err := e.workloadOf(ns, job)
+		if err != nil {
+			return err
+		}
+		if c := w.condition("PodsReady"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("PodsReady %+v", c)
+		}
+		return nil
+	})
 }
 
 // jobPods lists job's pods that are not being deleted.
