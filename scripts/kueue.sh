@@ -158,19 +158,23 @@ uninstall)
 		kubectl delete jobs -A -l kueue.x-k8s.io/queue-name --timeout=60s >/dev/null 2>&1 || true
 		for kind in workloads localqueues clusterqueues resourceflavors; do
 			kubectl delete "$kind.kueue.x-k8s.io" --all -A --timeout=30s >/dev/null 2>&1 || true
-			kubectl get "$kind.kueue.x-k8s.io" -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{"\n"}{end}' 2>/dev/null |
-				while read -r ns name; do
-					[ -n "$name" ] || { name=$ns; ns=""; }
-					kubectl ${ns:+-n "$ns"} patch "$kind.kueue.x-k8s.io" "$name" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
-				done
+			left=$(kubectl get "$kind.kueue.x-k8s.io" -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{"\n"}{end}' 2>/dev/null) || left=""
+			while read -r ns name; do
+				[ -n "$ns" ] || continue
+				[ -n "$name" ] || { name=$ns; ns=""; }
+				kubectl ${ns:+-n "$ns"} patch "$kind.kueue.x-k8s.io" "$name" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+			done <<<"$left"
 		done
 	fi
-	manifest "vgpud.local/kueue:$KUEUE_VERSION" | kubectl delete --ignore-not-found --wait=false -f - >/dev/null || true
+	m=$(manifest "vgpud.local/kueue:$KUEUE_VERSION") || { echo "kueue: cannot render its manifest to remove it" >&2; exit 1; }
+	kubectl delete --ignore-not-found --wait=false -f - <<<"$m" >/dev/null || true
 	# Gone before it returns: an install onto a namespace or CRDs still
 	# being deleted would lose what it applied.
 	kubectl wait --for=delete namespace/kueue-system --timeout=120s >/dev/null 2>&1 || true
 	for _ in $(seq 60); do
-		kubectl get crd -o name 2>/dev/null | grep -q 'kueue\.x-k8s\.io$' || exit 0
+		if crds=$(kubectl get crd -o name 2>/dev/null) && [[ $crds != *.kueue.x-k8s.io* ]]; then
+			exit 0
+		fi
 		sleep 1
 	done
 	echo "kueue: its CRDs are still being deleted after 60 s" >&2

@@ -168,7 +168,8 @@ spec: {clusterQueue: %[1]s}
 	first := e.jobRunning(t, ns, "gang", 1)[0]
 	evictedAt := time.Now()
 	// The other pod waits, unschedulable: no GPU on the node is free.
-	harness.Eventually(t, 30*time.Second, "the gang's second pod unschedulable", func() error {
+	// Within a minute: Kueue admits it again after each eviction.
+	harness.Eventually(t, 60*time.Second, "the gang's second pod unschedulable", func() error {
 		for _, p := range e.jobPods(t, ns, "gang") {
 			if p.Spec.NodeName != "" {
 				continue
