@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -15,6 +16,9 @@ type booksCollector struct {
 	mu     sync.Mutex
 	books  BookStats
 	quotas QuotaStats
+	// scrape serialises Collect, which keeps labels between scrapes.
+	scrape sync.Mutex
+	labels labelCache
 
 	mem, cores, capMem, capCores      renamed
 	slots, capSlots, healthy, serving *prometheus.Desc
@@ -82,6 +86,13 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	shared := func(d *prometheus.Desc, v float64, labels []*dto.LabelPair) {
+		ch <- sharedGauge{desc: d, labels: labels, value: v}
+	}
+	c.scrape.Lock()
+	defer c.scrape.Unlock()
+	c.labels.begin()
+	defer c.labels.end()
 	stats := b.Stats()
 	for _, n := range stats {
 		gauge(c.serving, boolValue(n.Serving), n.Name)
@@ -92,20 +103,23 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 				// those that are.
 				continue
 			}
-			c.mem.emit(ch, float64(g.Used.MemMiB), n.Name, g.UUID)
-			c.cores.emit(ch, float64(g.Used.Cores), n.Name, g.UUID)
-			gauge(c.slots, float64(g.Used.Slots), n.Name, g.UUID)
-			c.capMem.emit(ch, float64(g.MemoryMiB), n.Name, g.UUID, g.Model)
-			c.capCores.emit(ch, float64(g.Cores), n.Name, g.UUID, g.Model)
-			gauge(c.capSlots, float64(g.Split), n.Name, g.UUID, g.Model)
-			gauge(c.healthy, boolValue(g.Healthy), n.Name, g.UUID, g.Model)
-			gauge(c.cordoned, boolValue(g.Cordoned), n.Name, g.UUID, g.Model)
+			// Values reach the labels unchecked here; client_golang
+			// still checks them (UTF-8) when it gathers.
+			l := c.labels.of(c.slots, c.capSlots, n.Name, g.UUID, g.Model)
+			c.mem.emitShared(ch, float64(g.Used.MemMiB), l.gpu)
+			c.cores.emitShared(ch, float64(g.Used.Cores), l.gpu)
+			shared(c.slots, float64(g.Used.Slots), l.gpu)
+			c.capMem.emitShared(ch, float64(g.MemoryMiB), l.inv)
+			c.capCores.emitShared(ch, float64(g.Cores), l.inv)
+			shared(c.capSlots, float64(g.Split), l.inv)
+			shared(c.healthy, boolValue(g.Healthy), l.inv)
+			shared(c.cordoned, boolValue(g.Cordoned), l.inv)
 			if g.MIG != nil {
 				gauge(c.migInstance, 1, n.Name, g.UUID, g.MIG.GPU, g.MIG.Profile)
 				continue
 			}
-			gauge(c.held, float64(g.Held)*bytesPerMiB, n.Name, g.UUID)
-			gauge(c.full, boolValue(g.Full), n.Name, g.UUID, g.Model)
+			shared(c.held, float64(g.Held)*bytesPerMiB, l.gpu)
+			shared(c.full, boolValue(g.Full), l.inv)
 		}
 	}
 	charged := b.Charged()

@@ -1,6 +1,9 @@
 package clustermetrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
 
 // Units the renamed gauges convert from: the books count memory in MiB
 // and cores in percent of a GPU; Prometheus asks for bytes and ratios.
@@ -37,4 +40,10 @@ func (r renamed) describe(ch chan<- *prometheus.Desc) {
 func (r renamed) emit(ch chan<- prometheus.Metric, v float64, labels ...string) {
 	ch <- prometheus.MustNewConstMetric(r.now, prometheus.GaugeValue, v*r.perOld, labels...)
 	ch <- prometheus.MustNewConstMetric(r.old, prometheus.GaugeValue, v, labels...)
+}
+
+// emitShared is emit with label pairs shared among series (labelCache).
+func (r renamed) emitShared(ch chan<- prometheus.Metric, v float64, labels []*dto.LabelPair) {
+	ch <- sharedGauge{desc: r.now, labels: labels, value: v * r.perOld}
+	ch <- sharedGauge{desc: r.old, labels: labels, value: v}
 }
