@@ -81,6 +81,10 @@ func (c *booksCollector) Collect(ch chan<- prometheus.Metric) {
 	b, q := c.books, c.quotas
 	c.mu.Unlock()
 	if b == nil {
+		// Not leading: nothing to report, and no GPU's labels to keep.
+		c.scrape.Lock()
+		c.labels = labelCache{}
+		c.scrape.Unlock()
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {

@@ -39,8 +39,13 @@ func TestSharedLabelsFollowTheBooks(t *testing.T) {
 	m := New(reg)
 	b := &changingBooks{mem: 1000, second: true}
 	done := m.Lead(b, nil)
-	defer done()
 	body := scrape(t, reg)
+	kept := func() *cachedPairs {
+		m.books.scrape.Lock()
+		defer m.books.scrape.Unlock()
+		return m.books.labels.pairs[labelKey{"n1", "GPU-0", "A100"}]
+	}
+	first := kept()
 	for _, want := range []string{`vgpud_gpu_allocated_memory_mib{node="n1",uuid="GPU-0"} 1000`, `vgpud_gpu_healthy{model="L4",node="n1",uuid="GPU-1"} 0`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("first scrape lacks %q", want)
@@ -62,8 +67,21 @@ func TestSharedLabelsFollowTheBooks(t *testing.T) {
 		}
 	}
 	m.books.scrape.Lock()
-	defer m.books.scrape.Unlock()
-	if len(m.books.labels.pairs) != 1 {
-		t.Fatalf("%d GPUs' labels kept; want the one the books still list", len(m.books.labels.pairs))
+	n := len(m.books.labels.pairs)
+	m.books.scrape.Unlock()
+	if n != 1 {
+		t.Fatalf("%d GPUs' labels kept; want the one the books still list", n)
+	}
+	if p := kept(); p == nil || first == nil || &p.gpu[0] != &first.gpu[0] {
+		t.Fatal("GPU-0's label pairs were built again; want the first scrape's kept")
+	}
+	// No longer leading: none kept.
+	done()
+	_ = scrape(t, reg)
+	m.books.scrape.Lock()
+	n = len(m.books.labels.pairs)
+	m.books.scrape.Unlock()
+	if n != 0 {
+		t.Fatalf("%d GPUs' labels kept after leading; want none", n)
 	}
 }
