@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,16 +21,7 @@ func handleJobRaw(t *testing.T, p *Pods, raw string) (*admissionv1.AdmissionResp
 	req := &admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "team-a", Object: runtime.RawExtension{Raw: []byte(raw)}}
 	req.Kind.Group, req.Kind.Version, req.Kind.Kind = "batch", "v1", "Job"
 	resp := p.Handle(t.Context(), req)
-	patched := []byte(raw)
-	if len(resp.Patch) > 0 {
-		ops, err := jsonpatchapply.DecodePatch(resp.Patch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if patched, err = ops.Apply(patched); err != nil {
-			t.Fatalf("apply %s: %v", resp.Patch, err)
-		}
-	}
+	_, patched := applyPatch(t, []byte(raw), resp)
 	var job batchv1.Job
 	if err := json.Unmarshal(patched, &job); err != nil {
 		t.Fatal(err)

@@ -31,13 +31,9 @@ func gpuAgents(t *testing.T, e env, nodes []string) {
 	const agentNS, fakeNS, exporter = "e2e-agents", "gpu-operator", "nvidia-dcgm-exporter"
 	e.namespace(t, agentNS, map[string]string{wellknown.LabelGPUAgents: "true"})
 	// An earlier run's namespace of the operator's name goes first.
-	_ = e.kube.CoreV1().Namespaces().Delete(ctx, fakeNS, metav1.DeleteOptions{})
-	harness.Eventually(t, 120*time.Second, "namespace "+fakeNS+" gone", func() error {
-		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, fakeNS, metav1.GetOptions{}); err == nil {
-			return fmt.Errorf("still there")
-		}
-		return nil
-	})
+	if err := e.namespaceGone(fakeNS); err != nil {
+		t.Fatal(err)
+	}
 
 	// A user who may make and edit namespaces, not exempt them; and one
 	// who also holds vgpud's agents-admin role.

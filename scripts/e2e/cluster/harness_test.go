@@ -81,13 +81,9 @@ func (e env) kubectl(args ...string) (string, error) {
 func (e env) namespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	_ = e.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
-	harness.Eventually(t, 120*time.Second, "namespace "+name+" gone", func() error {
-		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
-			return fmt.Errorf("still there")
-		}
-		return nil
-	})
+	if err := e.namespaceGone(name); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +99,23 @@ func (e env) namespace(t *testing.T, name string, labels map[string]string) {
 		_ = e.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+}
+
+// namespaceGone deletes namespace name and waits up to two minutes
+// until it is gone.
+func (e env) namespaceGone(name string) error {
+	ctx := context.Background()
+	_ = e.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	err := harness.Poll(120*time.Second, func() error {
+		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s gone: not within 2m0s: %w", name, err)
+	}
+	return nil
 }
 
 // gpuPod is a busybox pod that prints its GPU env and sleeps.

@@ -53,7 +53,13 @@ func kueueJobs(t *testing.T, e env, nodes []string) {
 	start := time.Now()
 	e.kueueScript(t, "install")
 	t.Logf("Kueue installed in %v", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() { e.namespaceGone(t, ns) })
+	// While Kueue runs, to release the finalizers it put on the
+	// namespace's objects.
+	t.Cleanup(func() {
+		if err := e.namespaceGone(ns); err != nil {
+			t.Error(err)
+		}
+	})
 	e.namespace(t, ns, nil)
 	e.apply(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
@@ -466,36 +472,11 @@ func (e env) deleteJob(t *testing.T, ns, job string) {
 // apply applies manifest with kubectl.
 func (e env) apply(t *testing.T, manifest string) {
 	t.Helper()
-	// Not under t.TempDir(): kubectl splits -f at the commas a test's
-	// name puts there.
-	f, err := os.CreateTemp("", "vgpud-e2e-*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.WriteString(manifest); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.kubectl("apply", "-f", f.Name()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// namespaceGone deletes ns and waits until it is gone, while whatever
-// holds finalizers on its objects (Kueue) still runs.
-func (e env) namespaceGone(t *testing.T, ns string) {
-	ctx := context.Background()
-	_ = e.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	if err := harness.Poll(120*time.Second, func() error {
-		if _, err := e.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
-			return fmt.Errorf("still there")
-		}
-		return nil
-	}); err != nil {
-		t.Errorf("namespace %s: %v", ns, err)
+	cmd := exec.Command("kubectl", "apply", "-f", "-")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
 	}
 }
 
