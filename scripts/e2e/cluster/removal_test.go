@@ -95,7 +95,7 @@ func removal(t *testing.T, e env, nodes []string) {
 		revert, manifest := filepath.Join(dir, "node-revert.yaml"), filepath.Join(dir, "vgpud.yaml")
 		for _, args := range [][]string{
 			{"apply", "-f", revert},
-			{"-n", system, "wait", "--for=condition=Complete", "job/vgpud-node-revert", "--timeout=240s"},
+			{"-n", system, "wait", "--for=condition=Complete", "job/vgpud-node-revert", "--timeout=300s"},
 			{"delete", "-f", revert, "--wait=true", "--timeout=120s"},
 			{"delete", "-f", manifest, "-l", "vgpud.io/keep!=true", "--wait=true", "--timeout=120s"},
 		} {
