@@ -141,6 +141,13 @@ func TestChartRevertsNodesBeforeRemoval(t *testing.T) {
 	if raw, _ := json.Marshal(helmTemplate(t, "vgpud-system", "nodeSetup.revertTimeout=9m", "priorityClassName=gpu-infra")); !strings.Contains(string(raw), `"--wait-timeout=9m"`) || strings.Count(string(raw), `"priorityClassName":"gpu-infra"`) < 2 {
 		t.Error("nodeSetup.revertTimeout or priorityClassName does not reach the revert hook")
 	}
+	// The Job's deadline follows the wait's timeout, 45 s after it.
+	for timeout, deadline := range map[string]string{"9m": "585", "1h2m3s": "3768", "30s": "75"} {
+		raw, _ := json.Marshal(helmTemplate(t, "vgpud-system", "nodeSetup.revertTimeout="+timeout)["Job/vgpud-node-revert"])
+		if !strings.Contains(string(raw), `"activeDeadlineSeconds":`+deadline+`,`) {
+			t.Errorf("nodeSetup.revertTimeout=%s: the revert Job %s; want activeDeadlineSeconds %s", timeout, raw, deadline)
+		}
+	}
 	if weights["DaemonSet/vgpud-node-revert"] != "-10" || weights["Job/vgpud-node-revert"] != "0" {
 		t.Errorf("hook weights %v: the DaemonSet must come before the Job that waits for it", weights)
 	}

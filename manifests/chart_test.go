@@ -229,6 +229,7 @@ func revertEdits() []edit {
 		{"hostPath: {path: /run/containerd, type: DirectoryOrCreate}", "hostPath: {path: {{ include \"vgpud.runtimeSocket\" . | dir }}, type: DirectoryOrCreate}", 1},
 		{"      priorityClassName: system-node-critical\n", "      priorityClassName: {{ .Values.priorityClassName }}\n", 1},
 		{`args: ["node-setup", "--wait-timeout=4m", "wait-reverted"]`, `args: ["node-setup", "--wait-timeout={{ .Values.nodeSetup.revertTimeout }}", "wait-reverted"]`, 1},
+		{"  activeDeadlineSeconds: 285\n", "  activeDeadlineSeconds: {{ include \"vgpud.revertDeadline\" . }}\n", 1},
 		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  selector:",
 			"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n" + hook("-10") + "  selector:", 1},
 		{"  name: vgpud-node-revert\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: vgpud\nspec:\n  backoffLimit:",

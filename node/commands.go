@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -60,7 +61,14 @@ func (n *NodeSetup) Run(ctx context.Context, action string, kube func() (kubecli
 		if err != nil {
 			return err
 		}
-		return nodesetup.WaitReverted(ctx, k.Core, n.opts.WaitTimeout, 2*time.Second, stdout)
+		err = nodesetup.WaitReverted(ctx, k.Core, n.opts.WaitTimeout, 2*time.Second, stdout)
+		if errors.Is(err, nodesetup.ErrInterrupted) {
+			// 128+SIGTERM, as a killed process: the Job replaces its pod
+			// (exit 1 and 2 fail it, manifests/node-revert.yaml), and
+			// never context.Canceled, which would exit 0 as done.
+			return cli.Exit(err.Error(), 143)
+		}
+		return err
 	case "install", "remove":
 	default:
 		return cli.Exit(fmt.Sprintf("node-setup %q: want install, remove, hold or wait-reverted", action), 2)

@@ -348,4 +348,11 @@ func TestWaitReverted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "a (done, not Ready)") {
 		t.Errorf("a node never reverted: %v", err)
 	}
+	// Stopped (SIGTERM) while a node is left: neither done nor a verdict.
+	stopped, cancel := context.WithCancel(ctx)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	err = WaitReverted(stopped, fake.NewSimpleClientset(labelled("a", wellknown.NodeSetupDone)).CoreV1(), time.Minute, 10*time.Millisecond, io.Discard)
+	if !errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "a (done, not Ready)") {
+		t.Errorf("stopped while a node is left: %v; want ErrInterrupted naming it, not context.Canceled", err)
+	}
 }

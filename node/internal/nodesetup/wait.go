@@ -2,6 +2,7 @@ package nodesetup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +15,11 @@ import (
 
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
+
+// ErrInterrupted is WaitReverted stopped (its pod stopped) before every
+// node was reverted: neither a success nor a verdict, so that whatever
+// runs it may try again.
+var ErrInterrupted = errors.New("stopped before every node was reverted")
 
 // WaitReverted waits until no node carries vgpud.io/node-setup, which
 // each node's revert takes off, polling every poll, and fails where a
@@ -60,6 +66,9 @@ func WaitReverted(ctx context.Context, nodes typedcorev1.NodesGetter, timeout, p
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return fmt.Errorf("%w; left: %s", ErrInterrupted, strings.Join(slices.Concat(left, restart), ", "))
+			}
 			if err != nil {
 				return fmt.Errorf("list nodes: %w", err)
 			}

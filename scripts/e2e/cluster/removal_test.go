@@ -100,8 +100,12 @@ func removal(t *testing.T, e env, nodes []string) {
 			{"delete", "-f", manifest, "-l", "vgpud.io/keep!=true", "--wait=true", "--timeout=120s"},
 		} {
 			if out, err := e.kubectl(args...); err != nil {
-				logs, _ := e.kubectl("-n", system, "logs", "job/vgpud-node-revert")
-				t.Fatalf("kubectl %v: %v\n%s\nthe revert Job's log:\n%s", args, err, out, logs)
+				// Every pod the Job ran, and how each ended.
+				logs, _ := e.kubectl("-n", system, "logs", "-l", "batch.kubernetes.io/job-name=vgpud-node-revert", "--prefix", "--tail=50")
+				ended, _ := e.kubectl("-n", system, "get", "pods", "-l", "batch.kubernetes.io/job-name=vgpud-node-revert", "-o",
+					`jsonpath={range .items[*]}{.metadata.name} on {.spec.nodeName}: {.status.containerStatuses[0].state}{"\n"}{end}`)
+				job, _ := e.kubectl("-n", system, "get", "job", "vgpud-node-revert", "-o", "jsonpath={.status}")
+				t.Fatalf("kubectl %v: %v\n%s\nthe revert Job: %s\nits pods:\n%s\ntheir logs:\n%s", args, err, out, job, ended, logs)
 			}
 		}
 	}
