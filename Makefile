@@ -35,9 +35,10 @@ build-arm64:
 build-next:
 	$(GO) build -tags $(TAGS),skewnext -trimpath -ldflags "-s -w -X main.version=next -X main.commit=$(COMMIT)" -o bin/vgpud-next .
 
-# make bench's node memory floor (scripts/bench/nodefloor), built as vgpud is.
+# make bench's memory floors (scripts/bench/nodefloor, leaderfloor), built as vgpud is.
 bench-floor:
 	$(GO) build -tags bench,$(TAGS) $(BUILDFLAGS) -o bin/nodefloor ./scripts/bench/nodefloor
+	$(GO) build -tags bench,$(TAGS) $(BUILDFLAGS) -o bin/leaderfloor ./scripts/bench/leaderfloor
 
 # OCI tarballs for the local cluster (pause, busybox, vgpud, kube-scheduler) in bin/images.
 images:

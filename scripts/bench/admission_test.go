@@ -1,0 +1,120 @@
+//go:build bench
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/vgpud/vgpud/manifests"
+	"github.com/vgpud/vgpud/protocol/wellknown"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// admission measures what the webhook adds to a GPU pod's create, per
+// request: with the webhook registered, the same pod is created in turn
+// in a namespace the webhook serves and in one it skips (vgpud.io/webhook:
+// ignore), 300 pairs, the order swapped every pair, and each pair's
+// difference counted; beside it, the apiserver's own measure of the call
+// (apiserver_admission_webhook_admission_duration_seconds, its mean over
+// the same creates).
+func (e env) admission(t *testing.T) {
+	ctx := context.Background()
+	harness.EnsureNamespace(t, e.kube, "admit", nil)
+	harness.EnsureNamespace(t, e.kube, "admit-skip", map[string]string{"vgpud.io/webhook": "ignore"})
+	mwc, err := manifests.WebhookConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No kube-proxy here: the Service's host name by URL, on loopback. The
+	// leader fills caBundle in at start; this configuration comes later.
+	s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(ctx, "vgpud-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mwc.Webhooks[0].ClientConfig.CABundle = s.Data["ca.crt"]
+	mwc.Webhooks[0].ClientConfig.Service = nil
+	mwc.Webhooks[0].ClientConfig.URL = ptr.To("https://" + host + ":9443/webhook")
+	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
+		for _, ns := range []string{"admit", "admit-skip"} {
+			_ = e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+	}()
+	create := func(ns, name string) (time.Duration, bool) {
+		p := gpuPodSpec(name)
+		p.Spec.SchedulerName = ""
+		start := time.Now()
+		got, err := e.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The apiserver itself copies limits to requests; the webhook's
+		// own mark is the runtime hook required of the pod.
+		_, marked := got.Annotations[wellknown.AnnotationRequiredPlugins]
+		return time.Since(start), marked
+	}
+	harness.Eventually(t, 30*time.Second, "webhook mutating", func() error {
+		if _, mutated := create("admit", fmt.Sprintf("probe-%d", time.Now().UnixNano())); !mutated {
+			return fmt.Errorf("not mutated yet")
+		}
+		return nil
+	})
+	if _, mutated := create("admit-skip", "probe"); mutated {
+		t.Fatal("the webhook mutated a pod in a namespace labelled vgpud.io/webhook=ignore: the pairs would compare it with itself")
+	}
+	const pairs = 300
+	sum0, n0 := e.webhookCalls(t)
+	var without, with, added []time.Duration
+	for i := range pairs {
+		var a, b time.Duration
+		if i%2 == 0 {
+			a, _ = create("admit-skip", fmt.Sprintf("plain-%d", i))
+			b, _ = create("admit", fmt.Sprintf("hooked-%d", i))
+		} else {
+			b, _ = create("admit", fmt.Sprintf("hooked-%d", i))
+			a, _ = create("admit-skip", fmt.Sprintf("plain-%d", i))
+		}
+		without, with, added = append(without, a), append(with, b), append(added, b-a)
+	}
+	sum1, n1 := e.webhookCalls(t)
+	without, with, added = sortDur(without), sortDur(with), sortDur(added)
+	e.record(t, "admission", "GPU pod create through kube-apiserver, in a namespace the webhook skips (p50 / p99)", fmt.Sprintf("%.2f / %.2f ms", pct(without, 0.5), pct(without, 0.99)), "-", "-")
+	e.record(t, "admission", "the same, in a namespace the webhook serves (p50 / p99)", fmt.Sprintf("%.2f / %.2f ms", pct(with, 0.5), pct(with, 0.99)), "-", "-")
+	e.record(t, "admission", fmt.Sprintf("added by the webhook, per request: %d pairs of creates, each pair's difference (p50 / p90)", pairs),
+		fmt.Sprintf("%.2f / %.2f ms", pct(added, 0.5), pct(added, 0.9)), "p50 <= 1 ms", metIf(pct(added, 0.5) <= 1))
+	if n1 > n0 {
+		e.record(t, "admission", fmt.Sprintf("the webhook's call as kube-apiserver times it (apiserver_admission_webhook_admission_duration_seconds), mean of %.0f calls", n1-n0),
+			fmt.Sprintf("%.2f ms", (sum1-sum0)/(n1-n0)*1000), "-", "-")
+	}
+}
+
+// webhookCalls is the sum (seconds) and count of kube-apiserver's
+// admission webhook duration histogram, over every webhook.
+func (e env) webhookCalls(t *testing.T) (sum, count float64) {
+	raw, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+		sum += m.GetHistogram().GetSampleSum()
+		count += float64(m.GetHistogram().GetSampleCount())
+	}
+	return sum, count
+}
