@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Where did it go: the leader's part of make bench (VGPUD_BENCH_ONLY=leader:
-# the extender against a real kube-apiserver with 1000 nodes at 0, 5000
-# and 20 000 placed pods, leader memory, binds) at each commit given, in
-# a clone of each, with the leader's CPU and heap profiles, then the
-# rows side by side and the heap's largest holders at each. About 3
-# minutes a commit. Root (it starts etcd and kube-apiserver).
+# the extender against a real kube-apiserver with 1000 nodes, the
+# caller's view where the commit has it, then at 0, 5000 and 20 000 placed
+# pods, leader memory, binds) at each commit given, in a clone of each,
+# with the leader's CPU and heap profiles, then the rows side by side and
+# the heap's largest holders at each. About 3 to 4 minutes a commit. Root
+# (it starts etcd and kube-apiserver).
 #   scripts/bench-compare.sh b855cb4 HEAD     -> bench/compare/<commit>/
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,10 @@ for rev in "$@"; do
 		scripts/apiserver.sh down >/dev/null 2>&1 || true
 		kubeconfig=$(scripts/apiserver.sh up)
 		make -s build bench-floor >/dev/null
-		KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_NODE_FLOOR=$PWD/bin/nodefloor VGPUD_K8S_BIN=$(scripts/k8s-binaries.sh) \
+		# The leader's floor where the commit has one (80ff0f5 and later).
+		floor=
+		[ -x bin/leaderfloor ] && floor=$PWD/bin/leaderfloor
+		KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_NODE_FLOOR=$PWD/bin/nodefloor VGPUD_LEADER_FLOOR=$floor VGPUD_K8S_BIN=$(scripts/k8s-binaries.sh) \
 			VGPUD_BENCH_OUT=$out/rows.tsv VGPUD_BENCH_PROFILES=$out VGPUD_BENCH_ONLY=leader \
 			go test -tags bench -count=1 -v -timeout 25m -run 'TestAgainstAPIServer$' ./scripts/bench/ >"$out/test.log" 2>&1 ||
 			echo "bench-compare: $c: the bench failed (bench/compare/$c/test.log)" >&2
@@ -39,6 +43,6 @@ for rev in "$@"; do
 done
 for c in "${revs[@]}"; do
 	echo "== $c"
-	cut -f2,3 "$root/bench/compare/$c/rows.tsv" | grep -E 'CPU per scheduled pod|RSS|/filter at 20000|/bind at 20000|throughput'
+	cut -f2,3 "$root/bench/compare/$c/rows.tsv" | grep -E 'CPU per|RSS|floor|/filter at 20000|/bind at 20000|throughput|: filter p50'
 	sed -n '5,16p' "$root/bench/compare/$c/heap.txt"
 done

@@ -5,9 +5,12 @@
 #   1. Go benchmarks (-count 5): the pure core, the extender in process,
 #      admission in process, Allocate with 1000 pods.
 #   2. Against a real kube-apiserver (scripts/apiserver.sh) with 1000 Node
-#      objects: the extender over HTTPS at 0/5000/20000 placed pods, bind
-#      throughput, leader memory, admission through the apiserver, the whole
-#      pipeline through a real kube-scheduler; the node-only daemon's memory.
+#      objects: the caller's view (2000 pods filtered and bound by one
+#      client, beside HAMi's recorded numbers), the extender over HTTPS at
+#      0/5000/20000 placed pods, bind throughput, leader memory next to a
+#      floor program's, the webhook's cost per request (paired creates), the
+#      whole pipeline through a real kube-scheduler; the node-only daemon's
+#      memory next to its floor's.
 #   3. On a one-node cluster (scripts/cluster.sh): 30 GPU pods to Running
 #      next to 30 plain pods, and a freed GPU to the pod waiting for it,
 #      three times each.

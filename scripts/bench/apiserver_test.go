@@ -45,8 +45,8 @@ const (
 // cluster role as a process, then (0) the caller's view: 2000 pods
 // filtered and bound in turn by one client; (1) /filter, /prioritize and
 // /bind as kube-scheduler drives them at 0, 5000 and 20000 placed pods, bind
-// throughput and the leader's memory; (2) admission latency through the
-// apiserver with and without the webhook; (3) the whole pipeline through a
+// throughput and the leader's memory; (2) what the webhook adds to a
+// create through the apiserver, in pairs; (3) the whole pipeline through a
 // real kube-scheduler, 5000 GPU pods next to 5000 CPU pods; (4) the
 // node-only daemon's memory.
 func TestAgainstAPIServer(t *testing.T) {

@@ -16,24 +16,31 @@ import (
 )
 
 // HAMi v2.10's numbers on the caller's-view workload, as issue #54
-// recorded them: the same client, workload and 2-core machine, a same-run
-// side by side on 2026-11-29 (HAMi's scheduler extender against one
-// kube-apiserver with 1000 nodes of 8 GPUs, split 10).
-const hamiCallerView = "HAMi v2.10 on the same workload (issue #54's same-run side by side, 2026-11-29): filter p50 / p90 / p99 72.6 / 111.6 / 169.7 ms, 9.3 pods/s, 124.6 ms CPU per pod"
+// recorded them (its table's "same-run side by side" row, 2026-11-29, on
+// one of these 2-core machines): HAMi's scheduler extender against one
+// kube-apiserver with 1000 nodes of 8 GPUs split 10, driven by the same
+// kind of client, sequential /filter with 1000 names over mutual TLS,
+// then /bind, 2000 pods. The harness that drove HAMi is not in this
+// repository, and the issue does not say more of how HAMi was set up or
+// whose CPU its 124.6 ms counts; the row quotes it as recorded.
+const hamiCallerView = "HAMi v2.10 on the same workload, as issue #54 recorded it (a same-run side by side, 2026-11-29): filter p50 / p90 / p99 72.6 / 111.6 / 169.7 ms, 9.3 pods/s, 124.6 ms CPU per pod"
 
-// callerPods is the caller's-view workload's size: 2000 pods, two per node.
+// callerPods is the caller's-view workload's size.
 const callerPods = 2000
 
 // callerView drives the leader as kube-scheduler would with vgpud as its
 // only extender, from one client: for each of 2000 pending GPU pods, one
 // /filter with all 1000 node names over mutual TLS with the scheduler's
-// certificate, then /bind to the first node it returned. What it prints
+// certificate, then /bind to the first node it returned (binpack: the
+// pods fill the first nodes' GPUs, up to what they take). What it prints
 // is what a caller sees (latencies, pods/s) and what the leader paid (CPU
 // per pod, RSS at the start and end), beside HAMi's on the same workload.
 // The pods are deleted after, so that the placed-pod rounds start from
 // empty books.
 func (e env) callerView(t *testing.T, c *http.Client) {
 	ctx := context.Background()
+	began := time.Now()
+	defer func() { t.Logf("the caller's view took %v in all", time.Since(began).Round(time.Millisecond)) }()
 	harness.EnsureNamespace(t, e.kube, "caller", nil)
 	pods := make([]*corev1.Pod, callerPods)
 	harness.Parallel(t, callerPods, 32, func(i int) error {
@@ -45,9 +52,18 @@ func (e env) callerView(t *testing.T, c *http.Client) {
 	for i := range names {
 		names[i] = nodeName(i)
 	}
+	// The leader idle first: the creates' watch events are not the
+	// loop's. No profile runs in the loop either.
+	harness.Eventually(t, 30*time.Second, "the leader idle after the creates", func() error {
+		before := harness.CPUTime(e.leaderPID)
+		time.Sleep(500 * time.Millisecond)
+		if busy := harness.CPUTime(e.leaderPID) - before; busy > 10*time.Millisecond {
+			return fmt.Errorf("the leader spent %v of the last 500 ms", busy)
+		}
+		return nil
+	})
 	rssStart, _ := harness.Memory(e.leaderPID)
 	var filter, bind []time.Duration
-	prof := e.profile(t, "caller-view")
 	cpu := harness.CPUTime(e.leaderPID)
 	start := time.Now()
 	for _, p := range pods {
@@ -67,14 +83,13 @@ func (e env) callerView(t *testing.T, c *http.Client) {
 		bind = append(bind, d)
 	}
 	took := time.Since(start)
-	prof()
 	perPod := float64((harness.CPUTime(e.leaderPID) - cpu).Microseconds()) / 1000 / callerPods
 	rssEnd, _ := harness.Memory(e.leaderPID)
 	f, b := sortDur(filter), sortDur(bind)
 	const section = "caller's view"
 	const what = "2000 pods on 1000 nodes of 8 GPUs (split 10), one client: /filter with 1000 names over mutual TLS, then /bind"
 	e.record(t, section, what+": filter p50 / p90 / p99", fmt.Sprintf("%.2f / %.2f / %.2f ms", pct(f, 0.5), pct(f, 0.9), pct(f, 0.99)),
-		"<= 0.7 / - / 1.5 ms (100x HAMi)", metIf(pct(f, 0.5) <= 0.7 && pct(f, 0.99) <= 1.5))
+		"<= 0.7 / - / 1.5 ms (#54's target)", metIf(pct(f, 0.5) <= 0.7 && pct(f, 0.99) <= 1.5))
 	e.record(t, section, what+": bind p50 / p99", fmt.Sprintf("%.2f / %.2f ms", pct(b, 0.5), pct(b, 0.99)), "-", "-")
 	e.record(t, section, what+": pods per second", fmt.Sprintf("%.0f pods/s (%.1f s)", callerPods/took.Seconds(), took.Seconds()), "-", "-")
 	e.record(t, section, what+": leader CPU per pod (filter + bind), from its process's CPU time over the run", fmt.Sprintf("%.2f ms", perPod), "<= 1.2 ms", metIf(perPod <= 1.2))
