@@ -174,7 +174,16 @@ func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (extenderA
 		NodeNames nodeNames
 	}
 	body.NodeNames.intern = in
-	if !decode(w, r, maxArgsBody, "ExtenderArgs", &body) {
+	buf, ok := readBody(w, r, maxArgsBody, "ExtenderArgs")
+	if !ok {
+		return extenderArgs{}, false
+	}
+	defer putBody(buf)
+	if pod, names, set, fast := fastArgs(buf.Bytes(), in); fast {
+		// A copy: buf goes back to the pool.
+		body.Pod, body.NodeNames.names, body.NodeNames.set = bytes.Clone(pod), names, set
+	} else if err := json.Unmarshal(buf.Bytes(), &body); err != nil {
+		http.Error(w, "malformed ExtenderArgs JSON: "+err.Error(), http.StatusBadRequest)
 		return extenderArgs{}, false
 	}
 	if len(body.Pod) == 0 || string(body.Pod) == "null" {
@@ -226,24 +235,37 @@ var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooledBody bounds the buffers kept for reuse.
 const maxPooledBody = 1 << 20
 
-// decode reads one JSON value of at most limit bytes into v.
-func decode(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) bool {
+// readBody reads a body of at most limit bytes into a pooled buffer,
+// answering 4xx itself when it cannot; putBody gives the buffer back.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, what string) (*bytes.Buffer, bool) {
 	buf := bodies.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			buf.Reset()
-			bodies.Put(buf)
-		}
-	}()
 	buf.Reset()
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		putBody(buf)
 		if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
 			http.Error(w, fmt.Sprintf("%s body over %d bytes; configure the extender with nodeCacheCapable: true so kube-scheduler sends node names, not Node objects", what, limit), http.StatusRequestEntityTooLarge)
-			return false
+			return nil, false
 		}
 		http.Error(w, "reading the "+what+" body: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return buf, true
+}
+
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBody {
+		buf.Reset()
+		bodies.Put(buf)
+	}
+}
+
+// decode reads one JSON value of at most limit bytes into v.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, what string, v any) bool {
+	buf, ok := readBody(w, r, limit, what)
+	if !ok {
 		return false
 	}
+	defer putBody(buf)
 	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
 		http.Error(w, "malformed "+what+" JSON: "+err.Error(), http.StatusBadRequest)
 		return false

@@ -48,6 +48,23 @@ type interner struct {
 
 func newInterner() *interner { return &interner{m: map[string]string{}} }
 
+// lockedString is b as a string, the interned one where in has it; the
+// caller holds in.mu. A nil interner interns nothing.
+func (in *interner) lockedString(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	if s, ok := in.m[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	if len(in.m) >= maxInterned {
+		clear(in.m)
+	}
+	s := string(b)
+	in.m[s] = s
+	return s
+}
+
 // plainStrings reads a JSON array of strings that hold no escapes; ok is
 // false for anything else, which the caller decodes in full. encoding/json
 // has already checked that b is valid JSON.
@@ -59,22 +76,11 @@ func plainStrings(b []byte, in *interner) (out []string, ok bool) {
 	if bytes.IndexByte(b, '\\') >= 0 {
 		return nil, false
 	}
-	str := func(b []byte) string { return string(b) }
 	if in != nil {
 		in.mu.Lock()
 		defer in.mu.Unlock()
-		str = func(b []byte) string {
-			if s, ok := in.m[string(b)]; ok { // no allocation for the lookup
-				return s
-			}
-			if len(in.m) >= maxInterned {
-				clear(in.m)
-			}
-			s := string(b)
-			in.m[s] = s
-			return s
-		}
 	}
+	str := in.lockedString
 	out = make([]string, 0, bytes.Count(b, []byte{'"'})/2)
 	rest := b[1 : len(b)-1]
 	for {
