@@ -113,9 +113,15 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 		return nil, false
 	}
 	out := make([]string, 0, bytes.Count(b, []byte{'"'})/2)
+	var prev []string
 	if in != nil {
 		in.mu.Lock()
 		defer in.mu.Unlock()
+		// kube-scheduler sends its nodes in the same order call after
+		// call: the last call's names, compared in place, are cheaper
+		// than a lookup each.
+		prev = in.prev
+		defer func() { in.prev = out }()
 	}
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
@@ -124,19 +130,30 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 	for {
 		s, next, ok := plainString(b, i)
 		if !ok {
+			out = nil
 			return nil, false
 		}
-		out = append(out, in.lockedString(s))
+		if k := len(out); k < len(prev) && prev[k] == string(s) {
+			out = append(out, prev[k])
+		} else {
+			out = append(out, in.lockedString(s))
+		}
 		i = skipSpace(b, next)
 		if i >= len(b) {
+			out = nil
 			return nil, false
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case ']':
-			return out, i+1 == len(b)
+			if i+1 != len(b) {
+				out = nil
+				return nil, false
+			}
+			return out, true
 		default:
+			out = nil
 			return nil, false
 		}
 	}

@@ -44,6 +44,8 @@ const maxInterned = 100000
 type interner struct {
 	mu sync.Mutex
 	m  map[string]string
+	// prev are the names of the last body read by strictNames, in order.
+	prev []string
 }
 
 func newInterner() *interner { return &interner{m: map[string]string{}} }
