@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vgpud/vgpud/cluster/internal/fit"
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
@@ -385,6 +387,44 @@ func TestNodeForIsASnapshot(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = c.NodeFor("n1", "") }); allocs != 0 {
 		t.Errorf("NodeFor allocates %.0f times per call", allocs)
+	}
+}
+
+// EachNodeFor answers for each name what NodeFor does, the pod's own
+// node without its booking, and stops where told.
+func TestEachNodeForIsNodeForOfEach(t *testing.T) {
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c.SetNode(gpuNode("n1", 1, "10"))
+	c.SetNode(gpuNode("n2", 1, "10"))
+	own := assigned("own", "n2", 0, 3000)
+	other := assigned("other", "n2", 0, 1000)
+	for _, p := range []*corev1.Pod{own, other} {
+		if err := c.SetPod(record(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"n1", "gone", "n2"}
+	for _, pod := range []types.UID{"", own.UID, "unknown"} {
+		var seen []int
+		c.EachNodeFor(names, pod, func(i int, n fit.Node, reason *fit.Reason) bool {
+			seen = append(seen, i)
+			want, wantReason := c.NodeFor(names[i], pod)
+			if !reflect.DeepEqual(n, want) || !reflect.DeepEqual(reason, wantReason) {
+				t.Errorf("pod %q, node %s: EachNodeFor %+v %v, NodeFor %+v %v", pod, names[i], n, reason, want, wantReason)
+			}
+			return true
+		})
+		if !slices.Equal(seen, []int{0, 1, 2}) {
+			t.Errorf("pod %q: saw %v", pod, seen)
+		}
+	}
+	if n, _ := c.NodeFor("n2", own.UID); n.GPUs[0].Used.MemMiB != 1000 {
+		t.Errorf("n2 as its own pod sees it holds %d MiB, want 1000 (the other pod's)", n.GPUs[0].Used.MemMiB)
+	}
+	calls := 0
+	c.EachNodeFor(names, "", func(int, fit.Node, *fit.Reason) bool { calls++; return false })
+	if calls != 1 {
+		t.Errorf("told to stop at once, EachNodeFor called %d times", calls)
 	}
 }
 

@@ -24,6 +24,9 @@ type Nodes interface {
 	// NodeFor is a node's GPUs and usage as pod sees them: without its
 	// own earlier booking.
 	NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason)
+	// EachNodeFor is NodeFor of each of names in turn, to f, which
+	// returns false to stop and calls nothing of Nodes.
+	EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, reason *fit.Reason) bool)
 }
 
 // BindQueue says how many binds to a node are under way (Binder.Queued).
@@ -142,11 +145,12 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 	failed := extenderv1.FailedNodesMap{}
 	reasons := map[string]fit.Reason{}
 	held := p.nominated.Load()
-	for i, name := range names {
-		if err := given(ctx, i); err != nil {
-			return nil, nil, err
+	var stopped error
+	p.nodes.EachNodeFor(names, pod.UID, func(i int, n fit.Node, reason *fit.Reason) bool {
+		if stopped = given(ctx, i); stopped != nil {
+			return false
 		}
-		n, reason := p.nodes.NodeFor(name, pod.UID)
+		name := names[i]
 		if reason == nil {
 			reason = reservation(held, name, pod)
 		}
@@ -156,10 +160,14 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 		if reason != nil {
 			failed[name] = reason.Text
 			reasons[name] = *reason
-			continue
+			return true
 		}
 		fits = append(fits, name)
 		fullness = append(fullness, fit.Fullness(n))
+		return true
+	})
+	if stopped != nil {
+		return nil, nil, stopped
 	}
 	if len(fits) == 0 {
 		// The Event goes on the pod the leader knows by that name and UID,

@@ -41,6 +41,15 @@ func (f fakeNodes) NodeFor(name string, _ types.UID) (fit.Node, *fit.Reason) {
 	return n, nil
 }
 
+func (f fakeNodes) EachNodeFor(names []string, pod types.UID, each func(int, fit.Node, *fit.Reason) bool) {
+	for i, name := range names {
+		n, r := f.NodeFor(name, pod)
+		if !each(i, n, r) {
+			return
+		}
+	}
+}
+
 func gpuNode(name string, usedMem ...int64) fit.Node {
 	n := fit.Node{Name: name}
 	for i, m := range usedMem {
