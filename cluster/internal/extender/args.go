@@ -109,7 +109,9 @@ func plainString(b []byte, i int) (s []byte, next int, ok bool) {
 // strictNames reads a JSON array of plain strings (plainString), each
 // interned by in (nil: none).
 func strictNames(b []byte, in *interner) ([]string, bool) {
-	if len(b) < 2 || b[0] != '[' {
+	// An escape anywhere declines before the names are counted: a body of
+	// escaped quotes would size a slice it never fills.
+	if len(b) < 2 || b[0] != '[' || bytes.IndexByte(b, '\\') >= 0 {
 		return nil, false
 	}
 	out := make([]string, 0, bytes.Count(b, []byte{'"'})/2)
@@ -159,6 +161,11 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 	}
 }
 
+// maxFastDepth is the deepest value fastArgs reads: a pod nests a dozen
+// levels, and a value at encoding/json's own limit must be refused by it
+// as part of the body, not passed here on its own.
+const maxFastDepth = 1000
+
 // valueEnd is the index just past the JSON value starting at b[i]: its
 // extent only, by brackets and strings; the caller checks the value
 // itself where it keeps it.
@@ -183,7 +190,9 @@ func valueEnd(b []byte, i int) (int, bool) {
 				return j + 1, true
 			}
 		case '{', '[':
-			depth++
+			if depth++; depth > maxFastDepth {
+				return 0, false
+			}
 		case '}', ']':
 			if depth == 0 { // the end of the object holding a literal
 				return j, j > i

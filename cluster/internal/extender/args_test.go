@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,9 @@ func TestFastArgsReadsAsEncodingJSON(t *testing.T) {
 		{`{"P\u006fd":` + pod + `}`, false},
 		{`{"Pod":1 2}`, false},
 		{`[]`, false}, {`null`, false}, {``, false}, {`{`, false}, {`{"Pod"}`, false},
+		// As deep as encoding/json allows a value alone, too deep in a body.
+		{`{"Pod":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, false},
+		{`{"Pod":` + pod + `,"NodeNames":["` + strings.Repeat(`"`, 100) + `"]}`, false},
 	} {
 		if got := agreesWithEncodingJSON(t, []byte(c.body), in); got != c.fast {
 			t.Errorf("%s: fast path %v, want %v", c.body, got, c.fast)

@@ -25,7 +25,8 @@ type Nodes interface {
 	// own earlier booking.
 	NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason)
 	// EachNodeFor is NodeFor of each of names in turn, to f, which
-	// returns false to stop and calls nothing of Nodes.
+	// returns false to stop and calls nothing of Nodes or BindQueue
+	// (the books' lock may be held).
 	EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, reason *fit.Reason) bool)
 }
 
