@@ -214,10 +214,7 @@ func (e *env) reelect(t *testing.T, c *http.Client, old *harness.Process) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := make([]string, nodes)
-	for i := range names {
-		names[i] = nodeName(i)
-	}
+	names := allNodeNames()
 	leader := e.spawnLeader(t)
 	start := time.Now()
 	var answer struct {
@@ -330,6 +327,28 @@ func (e env) createNode(ctx context.Context, i int) error {
 }
 
 func nodeName(i int) string { return fmt.Sprintf("bench-%04d", i) }
+
+// allNodeNames is every bench node's name, as a cache-capable
+// kube-scheduler sends them to /filter.
+func allNodeNames() []string {
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	return names
+}
+
+// createPending creates n pending GPU pods in ns, named by name(i), 32 at
+// a time, and returns them as the apiserver answered.
+func (e env) createPending(t *testing.T, ns string, n int, name func(i int) string) []*corev1.Pod {
+	pods := make([]*corev1.Pod, n)
+	harness.Parallel(t, n, 32, func(i int) error {
+		p, err := e.kube.CoreV1().Pods(ns).Create(context.Background(), gpuPodSpec(name(i)), metav1.CreateOptions{})
+		pods[i] = p
+		return err
+	})
+	return pods
+}
 
 // createPlaced makes a pod that already holds 4000 MiB and 10 cores of one
 // GPU (round robin), as the leader's books see pods after a bind.
@@ -454,10 +473,7 @@ func post(c *http.Client, verb string, body any, out any) (time.Duration, error)
 // filter and bind, what vgpud's own profile calls.
 func (e env) extenderRound(t *testing.T, c *http.Client, fill int) {
 	ctx := context.Background()
-	names := make([]string, nodes)
-	for i := range names {
-		names[i] = nodeName(i)
-	}
+	names := allNodeNames()
 	const n = 200
 	var filter, prio, bind []time.Duration
 	var leaderCPU, filterCPU time.Duration
@@ -535,18 +551,10 @@ func (e env) markAllocated(ctx context.Context, t *testing.T, ns, name string) {
 func (e env) bindThroughput(t *testing.T, c *http.Client) {
 	ctx := context.Background()
 	const n = 500
-	pods := make([]*corev1.Pod, n)
-	harness.Parallel(t, n, 32, func(i int) error {
-		p, err := e.kube.CoreV1().Pods("bench").Create(ctx, gpuPodSpec(fmt.Sprintf("b-%d", i)), metav1.CreateOptions{})
-		pods[i] = p
-		return err
-	})
+	pods := e.createPending(t, "bench", n, func(i int) string { return fmt.Sprintf("b-%d", i) })
 	// Distinct nodes that still fit such a pod: the rounds before bound
 	// 600 pods by binpack, which filled the fullest nodes.
-	names := make([]string, nodes)
-	for i := range names {
-		names[i] = nodeName(i)
-	}
+	names := allNodeNames()
 	var fr struct {
 		FailedNodes map[string]string
 		Error       string

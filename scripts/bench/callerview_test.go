@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -42,16 +41,8 @@ func (e env) callerView(t *testing.T, c *http.Client) {
 	began := time.Now()
 	defer func() { t.Logf("the caller's view took %v in all", time.Since(began).Round(time.Millisecond)) }()
 	harness.EnsureNamespace(t, e.kube, "caller", nil)
-	pods := make([]*corev1.Pod, callerPods)
-	harness.Parallel(t, callerPods, 32, func(i int) error {
-		p, err := e.kube.CoreV1().Pods("caller").Create(ctx, gpuPodSpec(fmt.Sprintf("c-%04d", i)), metav1.CreateOptions{})
-		pods[i] = p
-		return err
-	})
-	names := make([]string, nodes)
-	for i := range names {
-		names[i] = nodeName(i)
-	}
+	pods := e.createPending(t, "caller", callerPods, func(i int) string { return fmt.Sprintf("c-%04d", i) })
+	names := allNodeNames()
 	// The leader idle first: the creates' watch events are not the
 	// loop's. No profile runs in the loop either.
 	harness.Eventually(t, 30*time.Second, "the leader idle after the creates", func() error {
