@@ -1,7 +1,6 @@
 package extender
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -104,61 +103,6 @@ func plainString(b []byte, i int) (s []byte, next int, ok bool) {
 		}
 	}
 	return nil, 0, false
-}
-
-// strictNames reads a JSON array of plain strings (plainString), each
-// interned by in (nil: none).
-func strictNames(b []byte, in *interner) ([]string, bool) {
-	// An escape anywhere declines before the names are counted: a body of
-	// escaped quotes would size a slice it never fills.
-	if len(b) < 2 || b[0] != '[' || bytes.IndexByte(b, '\\') >= 0 {
-		return nil, false
-	}
-	out := make([]string, 0, bytes.Count(b, []byte{'"'})/2)
-	var prev []string
-	if in != nil {
-		in.mu.Lock()
-		defer in.mu.Unlock()
-		// kube-scheduler sends its nodes in the same order call after
-		// call: the last call's names, compared in place, are cheaper
-		// than a lookup each.
-		prev = in.prev
-		defer func() { in.prev = out }()
-	}
-	i := skipSpace(b, 1)
-	if i < len(b) && b[i] == ']' {
-		return out, i+1 == len(b)
-	}
-	for {
-		s, next, ok := plainString(b, i)
-		if !ok {
-			out = nil
-			return nil, false
-		}
-		if k := len(out); k < len(prev) && prev[k] == string(s) {
-			out = append(out, prev[k])
-		} else {
-			out = append(out, in.lockedString(s))
-		}
-		i = skipSpace(b, next)
-		if i >= len(b) {
-			out = nil
-			return nil, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			if i+1 != len(b) {
-				out = nil
-				return nil, false
-			}
-			return out, true
-		default:
-			out = nil
-			return nil, false
-		}
-	}
 }
 
 // maxFastDepth is the deepest value fastArgs reads: a pod nests a dozen

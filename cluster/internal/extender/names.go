@@ -9,8 +9,8 @@ import (
 // nodeNames is ExtenderArgs.NodeNames, decoded without reflection: a
 // cache-capable kube-scheduler sends every candidate's name on every call
 // (1000 names for 1000 nodes), and node names are plain DNS labels, so a
-// scan for quotes reads them. A name with an escape takes the general
-// decoder. Names the interner has seen come back as the same strings,
+// scan for quotes reads them (strictNames, as fastArgs does). A name with
+// an escape or a byte past ASCII takes the general decoder. Names the interner has seen come back as the same strings,
 // without an allocation each.
 type nodeNames struct {
 	intern *interner // may be nil
@@ -22,7 +22,7 @@ func (n *nodeNames) UnmarshalJSON(b []byte) error {
 	if string(bytes.TrimSpace(b)) == "null" {
 		return nil
 	}
-	names, ok := plainStrings(b, n.intern)
+	names, ok := strictNames(bytes.TrimSpace(b), n.intern)
 	if !ok {
 		var slow []string
 		if err := json.Unmarshal(b, &slow); err != nil {
@@ -67,37 +67,57 @@ func (in *interner) lockedString(b []byte) string {
 	return s
 }
 
-// plainStrings reads a JSON array of strings that hold no escapes; ok is
-// false for anything else, which the caller decodes in full. encoding/json
-// has already checked that b is valid JSON.
-func plainStrings(b []byte, in *interner) (out []string, ok bool) {
-	b = bytes.TrimSpace(b)
-	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+// strictNames reads a JSON array of plain strings (plainString), each
+// interned by in (nil: none).
+func strictNames(b []byte, in *interner) ([]string, bool) {
+	// An escape anywhere declines before the names are counted: a body of
+	// escaped quotes would size a slice it never fills.
+	if len(b) < 2 || b[0] != '[' || bytes.IndexByte(b, '\\') >= 0 {
 		return nil, false
 	}
-	if bytes.IndexByte(b, '\\') >= 0 {
-		return nil, false
-	}
+	out := make([]string, 0, bytes.Count(b, []byte{'"'})/2)
+	var prev []string
 	if in != nil {
 		in.mu.Lock()
 		defer in.mu.Unlock()
+		// kube-scheduler sends its nodes in the same order call after
+		// call: the last call's names, compared in place, are cheaper
+		// than a lookup each.
+		prev = in.prev
+		defer func() { in.prev = out }()
 	}
-	str := in.lockedString
-	out = make([]string, 0, bytes.Count(b, []byte{'"'})/2)
-	rest := b[1 : len(b)-1]
+	i := skipSpace(b, 1)
+	if i < len(b) && b[i] == ']' {
+		return out, i+1 == len(b)
+	}
 	for {
-		rest = bytes.TrimLeft(rest, " \t\r\n,")
-		if len(rest) == 0 {
-			return out, true
-		}
-		if rest[0] != '"' {
-			return nil, false // not a string: null, a number, an object
-		}
-		end := bytes.IndexByte(rest[1:], '"')
-		if end < 0 {
+		s, next, ok := plainString(b, i)
+		if !ok {
+			out = nil
 			return nil, false
 		}
-		out = append(out, str(rest[1:1+end]))
-		rest = rest[end+2:]
+		if k := len(out); k < len(prev) && prev[k] == string(s) {
+			out = append(out, prev[k])
+		} else {
+			out = append(out, in.lockedString(s))
+		}
+		i = skipSpace(b, next)
+		if i >= len(b) {
+			out = nil
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			if i+1 != len(b) {
+				out = nil
+				return nil, false
+			}
+			return out, true
+		default:
+			out = nil
+			return nil, false
+		}
 	}
 }

@@ -16,6 +16,8 @@ func TestNodeNamesDecodesAsEncodingJSON(t *testing.T) {
 		` [ "node-1" , "node-2","n3" ] `,
 		`["a\"b","c"]`,
 		`["caf\u00e9", "x"]`,
+		"[\"café\", \"x\"]",
+		"[\"caf\xe9\"]", // not UTF-8: encoding/json reads U+FFFD
 		`["a", null]`,
 		`[1]`,
 	} {
@@ -36,14 +38,14 @@ func TestNodeNamesDecodesAsEncodingJSON(t *testing.T) {
 func TestInternedNamesDoNotAllocate(t *testing.T) {
 	in := newInterner()
 	body := []byte(`["node-1","node-2","node-3"]`)
-	plainStrings(body, in)
-	if allocs := testing.AllocsPerRun(100, func() { plainStrings(body, in) }); allocs > 1 {
+	strictNames(body, in)
+	if allocs := testing.AllocsPerRun(100, func() { strictNames(body, in) }); allocs > 1 {
 		t.Errorf("%.0f allocations for known names, want 1 (the slice)", allocs)
 	}
 	for i := range maxInterned {
 		in.m[strconv.Itoa(i)] = ""
 	}
-	plainStrings([]byte(`["new"]`), in)
+	strictNames([]byte(`["new"]`), in)
 	if len(in.m) != 1 {
 		t.Errorf("interner holds %d names after overflowing, want 1", len(in.m))
 	}
