@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -120,16 +118,11 @@ func (e env) webhookCalls(t *testing.T) (sum, count float64) {
 	if err != nil {
 		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	sum, n, err := harness.HistogramTotals(bytes.NewReader(raw), "apiserver_admission_webhook_admission_duration_seconds", nil)
 	if err != nil {
 		t.Fatalf("kube-apiserver /metrics: %v", err)
 	}
-	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
-		sum += m.GetHistogram().GetSampleSum()
-		count += float64(m.GetHistogram().GetSampleCount())
-	}
-	return sum, count
+	return sum, float64(n)
 }
 
 // leaderWebhookTime is the sum (seconds) and count of the leader's
@@ -141,19 +134,10 @@ func leaderWebhookTime(t *testing.T) (sum, count float64) {
 		return 0, 0
 	}
 	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	sum, n, err := harness.HistogramTotals(resp.Body, "vgpud_extender_request_seconds", func(l map[string]string) bool { return l["verb"] == "webhook" })
 	if err != nil {
 		t.Logf("leader metrics: %v", err)
 		return 0, 0
 	}
-	for _, m := range families["vgpud_extender_request_seconds"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "verb" && l.GetValue() == "webhook" {
-				sum += m.GetHistogram().GetSampleSum()
-				count += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum, count
+	return sum, float64(n)
 }

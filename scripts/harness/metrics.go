@@ -27,13 +27,9 @@ func MetricSums(r io.Reader, metric string, key func(labels map[string]string) s
 	}
 	out := map[string]float64{}
 	for _, m := range f.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
 		k := ""
 		if key != nil {
-			k = key(labels)
+			k = key(labelsOf(m))
 		}
 		out[k] += value(m)
 	}
@@ -49,6 +45,33 @@ func value(m *dto.Metric) float64 {
 	default:
 		return m.GetUntyped().GetValue()
 	}
+}
+
+// HistogramTotals reads Prometheus text from r and returns the sum and
+// count of histogram metric's observations, over the series whose labels
+// keep accepts (nil: every series).
+func HistogramTotals(r io.Reader, metric string, keep func(labels map[string]string) bool) (sum float64, count uint64, err error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse metrics: %w", err)
+	}
+	for _, m := range families[metric].GetMetric() {
+		if keep != nil && !keep(labelsOf(m)) {
+			continue
+		}
+		sum += m.GetHistogram().GetSampleSum()
+		count += m.GetHistogram().GetSampleCount()
+	}
+	return sum, count, nil
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
 }
 
 // HistogramQuantile reads Prometheus text from r and returns the upper

@@ -29,3 +29,28 @@ vgpud_api_requests_total{resource="pods",verb="get"} 7
 		t.Fatal("malformed text: want an error")
 	}
 }
+
+func TestHistogramTotals(t *testing.T) {
+	text := `# TYPE vgpud_extender_request_seconds histogram
+vgpud_extender_request_seconds_bucket{verb="webhook",le="0.001"} 2
+vgpud_extender_request_seconds_bucket{verb="webhook",le="+Inf"} 3
+vgpud_extender_request_seconds_sum{verb="webhook"} 0.0045
+vgpud_extender_request_seconds_count{verb="webhook"} 3
+vgpud_extender_request_seconds_bucket{verb="filter",le="+Inf"} 5
+vgpud_extender_request_seconds_sum{verb="filter"} 0.5
+vgpud_extender_request_seconds_count{verb="filter"} 5
+`
+	sum, n, err := HistogramTotals(strings.NewReader(text), "vgpud_extender_request_seconds", func(l map[string]string) bool { return l["verb"] == "webhook" })
+	if err != nil || n != 3 || sum != 0.0045 {
+		t.Fatalf("webhook: %v %d %v", sum, n, err)
+	}
+	if sum, n, err = HistogramTotals(strings.NewReader(text), "vgpud_extender_request_seconds", nil); err != nil || n != 8 || sum != 0.5045 {
+		t.Fatalf("all: %v %d %v", sum, n, err)
+	}
+	if sum, n, err = HistogramTotals(strings.NewReader(text), "absent_seconds", nil); err != nil || n != 0 || sum != 0 {
+		t.Fatalf("a metric not there: %v %d %v", sum, n, err)
+	}
+	if _, _, err := HistogramTotals(strings.NewReader("not a metric line {"), "x", nil); err == nil {
+		t.Fatal("malformed text: want an error")
+	}
+}
