@@ -116,7 +116,7 @@ const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu",
 func installEdits() []edit {
 	res := func(name, key string) []edit {
 		return []edit{
-			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 23},
+			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 21},
 			{"{name: " + name + ",", "{name: {{ .Values.resourceNames." + key + " }},", 1},
 		}
 	}
@@ -136,7 +136,7 @@ func installEdits() []edit {
 		// fixed.
 		{"object.spec.schedulerName == 'vgpud-scheduler'", "object.spec.schedulerName == '{{ .Values.schedulerName }}'", 1},
 		{"'default-scheduler', 'vgpud-scheduler']", "'default-scheduler', '{{ .Values.schedulerName }}']", 1},
-		{"schedulerName: 'vgpud-scheduler'}", "schedulerName: '{{ .Values.schedulerName }}'}", 1},
+		{"schedulerName: 'vgpud-scheduler',\n", "schedulerName: '{{ .Values.schedulerName }}',\n", 1},
 		{"only vgpud-scheduler places", "only {{ .Values.schedulerName }} places", 1},
 		{"get schedulerName vgpud-scheduler from", "get schedulerName {{ .Values.schedulerName }} from", 1},
 		{"kube-scheduler profile, vgpud-scheduler, whose", "kube-scheduler profile, {{ .Values.schedulerName }}, whose", 1},

@@ -51,12 +51,9 @@ func TestGPUPodsPolicyAgreesWithTheWebhook(t *testing.T) {
 		}
 		return vars
 	}
-	// What the policy sets, as "container resource=value".
-	summary, iss := env.Compile(`(variables.initAdd + variables.appAdd).map(a,
-		[a.gpu == '' ? '' : a.name + ' nvidia.com/gpu=' + a.gpu,
-		 a.mem == '' ? '' : a.name + ' nvidia.com/gpumem=' + a.mem,
-		 a.pct == '' ? '' : a.name + ' nvidia.com/gpumem-percentage=' + a.pct,
-		 a.cores == '' ? '' : a.name + ' nvidia.com/gpucores=' + a.cores].filter(x, x != '')).map(l, l.join('|')).filter(x, x != '')`)
+	// What the policy's one mutation sets, as "container resource=value".
+	summary, iss := env.Compile(`(variables.initSet + variables.appSet).map(a,
+		a.res.map(k, a.name + ' ' + k + '=' + a.res[k]).join('|'))`)
 	if iss.Err() != nil {
 		t.Fatal(iss.Err())
 	}
