@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -264,9 +263,27 @@ func (c *Ledger) put(uid types.UID, st podState) {
 		// than our own Binding must not make a bound pod look unbound.
 		st.bound = st.bound || old.bound
 	}
+	n := c.node(st.node)
+	shareUUIDs(st.placement, n.gpus)
 	c.pods[uid] = st
-	c.node(st.node).pods[uid] = true
+	n.pods[uid] = true
 	c.recompute(st.node)
+}
+
+// shareUUIDs makes each slice in pl name its GPU by the node's own UUID
+// string, so that a booking keeps no copy of it decoded from the pod's
+// assignment: tens of thousands of pods, a 40-byte UUID each.
+func shareUUIDs(pl podmodel.Placement, gpus []protocol.GPU) {
+	for i := range pl {
+		for j := range pl[i].GPUs {
+			for _, g := range gpus {
+				if g.UUID == pl[i].GPUs[j].UUID {
+					pl[i].GPUs[j].UUID = g.UUID
+					break
+				}
+			}
+		}
+	}
 }
 
 // NotifyFreed has f called, outside the books' lock, after each booking
@@ -286,7 +303,7 @@ func (c *Ledger) DeletePod(uid types.UID) { c.unbook(uid, true) }
 
 func (c *Ledger) unbook(uid types.UID, deleted bool) {
 	c.mu.Lock()
-	c.setUnhonoured(&slimpod.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, nil)
+	c.setUnhonoured(&slimpod.Pod{Meta: slimpod.Meta{UID: uid}}, nil)
 	dropped := c.drop(uid, deleted)
 	c.mu.Unlock()
 	c.tellFreed(dropped)

@@ -235,7 +235,7 @@ func TestTransformKeepsWhatTheLeaderReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := out.(*slimpod.Pod)
-	if r.ManagedFields != nil || r.Labels != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[wellknown.AnnotationPhase] {
+	if r.GetManagedFields() != nil || r.GetLabels() != nil || len(r.Annotations) != 2 || !r.HasAssignment || r.AssignmentPhase != p.Annotations[wellknown.AnnotationPhase] {
 		t.Errorf("not trimmed: %+v", r)
 	}
 	want := []podmodel.ContainerRequest{{Name: "init", Kind: podmodel.KindInit}, {Name: "c0", GPUs: 1, HasGPUs: true}}

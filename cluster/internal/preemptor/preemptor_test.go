@@ -91,7 +91,7 @@ func TestPreemptorEvictsOnceKubeSchedulerHadItsTurn(t *testing.T) {
 	}
 	slim := map[string]*slimpod.Pod{}
 	for _, p := range []*corev1.Pod{high, pod("low-1", 0), pod("low-2", 0)} {
-		slim[p.Name] = &slimpod.Pod{ObjectMeta: p.ObjectMeta, Priority: *p.Spec.Priority}
+		slim[p.Name] = &slimpod.Pod{Meta: slimpod.Meta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp, Annotations: p.Annotations}, Priority: *p.Spec.Priority}
 	}
 	c := &chooser{nominated: map[types.UID]string{}, choice: extender.Choice{Node: "a1", Victims: []fit.Resident{
 		{Key: "uid-low-1", Namespace: "t", Name: "low-1"}, {Key: "uid-low-2", Namespace: "t", Name: "low-2"}}}}
@@ -103,7 +103,7 @@ func TestPreemptorEvictsOnceKubeSchedulerHadItsTurn(t *testing.T) {
 	ctx := context.Background()
 
 	// kube-scheduler asked to preempt for one pod: it is its to do.
-	asked := &slimpod.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "asked", UID: "uid-asked"}, Priority: 1000}
+	asked := &slimpod.Pod{Meta: slimpod.Meta{Namespace: "t", Name: "asked", UID: "uid-asked"}, Priority: 1000}
 	slim["asked"] = asked
 	p.Refused(asked)
 	p.Asked(asked.UID)

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -65,5 +66,13 @@ func TestOfKeepsOnlyWhatTheLeaderReads(t *testing.T) {
 	}
 	if _, err := podmodel.SelectorsOf(r.Annotations); err == nil {
 		t.Fatal("a selector cut to the bound reads as valid")
+	}
+}
+
+// The record stays within 256 bytes, a size class of its own: the
+// leader keeps one per pod.
+func TestPodRecordSize(t *testing.T) {
+	if s := unsafe.Sizeof(Pod{}); s > 256 {
+		t.Errorf("slimpod.Pod is %d bytes, over 256: keep the small fields last and the fields few", s)
 	}
 }
