@@ -45,6 +45,7 @@ func (c *Ledger) Book(p *slimpod.Pod, a protocol.Assignment, raw string, held ui
 	}
 	c.tokens++
 	st.token = c.tokens
+	c.shareUUIDs(&st)
 	c.put(p.UID, st)
 	return st.token, true
 }

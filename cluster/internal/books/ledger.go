@@ -7,6 +7,7 @@ package books
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -171,6 +172,7 @@ func (c *Ledger) SetPod(p *slimpod.Pod) error {
 	}
 	dropped := false
 	if next != nil {
+		c.shareUUIDs(next)
 		c.put(p.UID, *next)
 	} else {
 		// An unreadable or untrusted assignment is dropped as if the pod
@@ -263,18 +265,28 @@ func (c *Ledger) put(uid types.UID, st podState) {
 		// than our own Binding must not make a bound pod look unbound.
 		st.bound = st.bound || old.bound
 	}
-	n := c.node(st.node)
-	shareUUIDs(st.placement, n.gpus)
 	c.pods[uid] = st
-	n.pods[uid] = true
+	c.node(st.node).pods[uid] = true
 	c.recompute(st.node)
 }
 
-// shareUUIDs makes each slice in pl name its GPU by the node's own UUID
-// string, so that a booking keeps no copy of it decoded from the pod's
-// assignment: tens of thousands of pods, a 40-byte UUID each.
-func shareUUIDs(pl podmodel.Placement, gpus []protocol.GPU) {
+// shareUUIDs makes each slice in st's placement name its GPU by the
+// node's own UUID string, so that a booking keeps no copy of it decoded
+// from the pod's assignment: tens of thousands of pods, a 40-byte UUID
+// each. For a new state only, c.mu held: the slices are copied first,
+// since the assignment they came from is its caller's.
+func (c *Ledger) shareUUIDs(st *podState) {
+	n, ok := c.nodes[st.node]
+	if !ok {
+		return
+	}
+	gpus := n.gpus
+	pl := st.placement
 	for i := range pl {
+		if len(pl[i].GPUs) == 0 {
+			continue
+		}
+		pl[i].GPUs = slices.Clone(pl[i].GPUs)
 		for j := range pl[i].GPUs {
 			for _, g := range gpus {
 				if g.UUID == pl[i].GPUs[j].UUID {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -126,4 +127,42 @@ func memoryPod(b *testing.B, k, nodes int) *corev1.Pod {
 			Containers: []corev1.Container{{Name: clone("main"), Image: clone("registry.example/train:1"), Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
+}
+
+// A booking names its GPU by the node's own UUID string, and keeps
+// sharing it when the node's inventory is decoded again.
+func TestBookingsShareTheNodesUUIDs(t *testing.T) {
+	b := &testing.B{}
+	names := wellknown.DefaultResourceNames()
+	transform := Transform(names)
+	c := New(names, "vgpud-scheduler", clock.RealClock{})
+	setNode := func() {
+		o, err := transform(memoryNode(b, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetNode(o.(*corev1.Node))
+	}
+	setNode()
+	o, err := transform(memoryPod(b, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := o.(*slimpod.Pod)
+	if err := c.SetPod(p); err != nil {
+		t.Fatal(err)
+	}
+	setNode()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	slice := c.pods[p.UID].placement[0].GPUs[0]
+	for _, g := range c.nodes[memoryNodeName(0)].gpus {
+		if g.UUID == slice.UUID {
+			if unsafe.StringData(g.UUID) != unsafe.StringData(slice.UUID) {
+				t.Errorf("the booking's UUID %s is a copy of the node's", slice.UUID)
+			}
+			return
+		}
+	}
+	t.Fatalf("no GPU of the node is %s", slice.UUID)
 }

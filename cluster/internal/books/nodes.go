@@ -33,6 +33,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 			st.invErr = err
 		} else {
 			st.gpus, st.mig = inv.Bookable()
+			keepUUIDs(st.gpus, hadGPUs)
 			st.features = inv.Features
 			st.sets = fit.SetsOf(inv.Sets, inv.GPUs)
 			st.kept = keptOf(inv)
@@ -182,4 +183,18 @@ func Held(u protocol.NodeUsage) map[string]protocol.GPUHeld {
 		out[h.GPU] = h
 	}
 	return out
+}
+
+// keepUUIDs names each GPU by the UUID string it had before the node's
+// inventory was decoded again, where it is the same: the bookings made
+// before share that string (shareUUIDs).
+func keepUUIDs(gpus, had []protocol.GPU) {
+	for i := range gpus {
+		for _, h := range had {
+			if h.UUID == gpus[i].UUID {
+				gpus[i].UUID = h.UUID
+				break
+			}
+		}
+	}
 }
