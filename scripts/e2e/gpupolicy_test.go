@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/vgpud/vgpud/manifests"
 	"github.com/vgpud/vgpud/protocol/wellknown"
@@ -20,11 +21,12 @@ import (
 )
 
 // TestGPUPodsPolicyInTheAPIServer applies the manifest's vgpud-gpu-pods
-// policy, with no webhook configured, and creates pods of every shape
-// the policy completes in dry run: kube-apiserver itself evaluates its
-// one mutation (a type error there would refuse every GPU pod, the
-// policy failing closed). Each pod must come back with what the webhook
-// would have added to it, and no more, in limits and in requests.
+// policy, with no webhook configured, and creates in dry run pods of
+// every shape the policy completes, and two it only evaluates:
+// kube-apiserver itself evaluates its one mutation (a type error there
+// would refuse every GPU pod, the policy failing closed). Each pod must
+// come back with what the webhook would have added to it, and no more,
+// in limits and in requests.
 func TestGPUPodsPolicyInTheAPIServer(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
@@ -83,6 +85,27 @@ func TestGPUPodsPolicyInTheAPIServer(t *testing.T) {
 		"init-only":        {InitContainers: []corev1.Container{ctr("i", nil, res("nvidia.com/gpumem", "500"))}, Containers: []corev1.Container{ctr("plain", nil, nil)}},
 		"init-and-app":     {InitContainers: []corev1.Container{ctr("i", res("nvidia.com/gpu", "2"), nil), ctr("j", nil, nil)}, Containers: []corev1.Container{ctr("g", res("nvidia.com/gpucores", "20"), nil)}},
 		"requested-whole":  {Containers: []corev1.Container{ctr("c", nil, res("nvidia.com/gpumem-percentage", "100", "nvidia.com/gpu", "3"))}},
+		"sidecar": {InitContainers: []corev1.Container{func() corev1.Container {
+			c := ctr("side", res("nvidia.com/gpumem", "700"), nil)
+			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+			return c
+		}()}, Containers: []corev1.Container{ctr("main", res("nvidia.com/gpu", "1"), nil)}},
+	}
+	// Shapes the webhook refuses or leaves alone, which the policy still
+	// evaluates (its match takes them): admitted with the policy alone,
+	// no error from its expressions; the webhook and the policies after
+	// it judge them.
+	evaluated := map[string]corev1.PodSpec{
+		"count-zero": {Containers: []corev1.Container{ctr("c", res("nvidia.com/gpu", "0", "nvidia.com/gpucores", "5"), nil)}},
+		"mig":        {Containers: []corev1.Container{ctr("c", res("nvidia.com/mig-1g.10gb", "1"), nil)}},
+	}
+	for shape, spec := range evaluated {
+		got, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: shape}, Spec: spec}, dryRun)
+		if err != nil {
+			t.Errorf("%s: the apiserver refused the pod with the policy alone: %v", shape, err)
+		} else if got.Spec.SchedulerName != "vgpud-scheduler" {
+			t.Errorf("%s: schedulerName %q after the policy, want vgpud-scheduler", shape, got.Spec.SchedulerName)
+		}
 	}
 	names := wellknown.DefaultResourceNames()
 	decider := webhook.NewPods(webhook.DefaultConfig(), "vgpud-scheduler", names, nil)
@@ -116,8 +139,16 @@ func TestGPUPodsPolicyInTheAPIServer(t *testing.T) {
 			t.Fatalf("%s: the webhook would not patch it (%q %q): pick a shape it completes", shape, v.Deny, v.Skip)
 		}
 		for _, pair := range [][2][]corev1.Container{{got.Spec.InitContainers, want.Spec.InitContainers}, {got.Spec.Containers, want.Spec.Containers}} {
+			if len(pair[0]) != len(pair[1]) {
+				t.Errorf("%s: the policy left %d containers of a kind where the pod had %d", shape, len(pair[0]), len(pair[1]))
+				continue
+			}
 			for i, c := range pair[1] {
 				g := pair[0][i]
+				if g.Name != c.Name {
+					t.Errorf("%s: container %d is %q after the policy, %q before", shape, i, g.Name, c.Name)
+					continue
+				}
 				for _, r := range names.All() {
 					for which, lists := range map[string][2]corev1.ResourceList{"limits": {g.Resources.Limits, c.Resources.Limits}, "requests": {g.Resources.Requests, c.Resources.Requests}} {
 						have, hasHave := lists[0][corev1.ResourceName(r)]

@@ -90,7 +90,7 @@ func memoryUUID(node, gpu int) string {
 	return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", node, gpu)
 }
 
-func memoryNode(b *testing.B, i int) *corev1.Node {
+func memoryNode(b testing.TB, i int) *corev1.Node {
 	inv := protocol.Inventory{}
 	for g := range 8 {
 		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: memoryUUID(i, g), Index: g, Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920, Cores: 100, Split: 10, NUMA: g / 4, Healthy: true})
@@ -111,7 +111,7 @@ func memoryNode(b *testing.B, i int) *corev1.Node {
 	}
 }
 
-func memoryPod(b *testing.B, k, nodes int) *corev1.Pod {
+func memoryPod(b testing.TB, k, nodes int) *corev1.Pod {
 	n := k % nodes
 	raw, err := protocol.EncodeAssignment(protocol.Assignment{Node: memoryNodeName(n), Containers: []protocol.ContainerAssignment{{Name: "main",
 		GPUs: []protocol.GPUSlice{{UUID: memoryUUID(n, (k/nodes)%8), MemoryMiB: 4000, Cores: 10}}}}})
@@ -132,19 +132,18 @@ func memoryPod(b *testing.B, k, nodes int) *corev1.Pod {
 // A booking names its GPU by the node's own UUID string, and keeps
 // sharing it when the node's inventory is decoded again.
 func TestBookingsShareTheNodesUUIDs(t *testing.T) {
-	b := &testing.B{}
 	names := wellknown.DefaultResourceNames()
 	transform := Transform(names)
 	c := New(names, "vgpud-scheduler", clock.RealClock{})
 	setNode := func() {
-		o, err := transform(memoryNode(b, 0))
+		o, err := transform(memoryNode(t, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.SetNode(o.(*corev1.Node))
 	}
 	setNode()
-	o, err := transform(memoryPod(b, 0, 1))
+	o, err := transform(memoryPod(t, 0, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
