@@ -280,7 +280,6 @@ func (c *Ledger) shareUUIDs(st *podState) {
 	if !ok {
 		return
 	}
-	gpus := n.gpus
 	pl := st.placement
 	for i := range pl {
 		if len(pl[i].GPUs) == 0 {
@@ -288,12 +287,7 @@ func (c *Ledger) shareUUIDs(st *podState) {
 		}
 		pl[i].GPUs = slices.Clone(pl[i].GPUs)
 		for j := range pl[i].GPUs {
-			for _, g := range gpus {
-				if g.UUID == pl[i].GPUs[j].UUID {
-					pl[i].GPUs[j].UUID = g.UUID
-					break
-				}
-			}
+			pl[i].GPUs[j].UUID = sameUUID(n.gpus, pl[i].GPUs[j].UUID)
 		}
 	}
 }

@@ -190,11 +190,17 @@ func Held(u protocol.NodeUsage) map[string]protocol.GPUHeld {
 // before share that string (shareUUIDs).
 func keepUUIDs(gpus, had []protocol.GPU) {
 	for i := range gpus {
-		for _, h := range had {
-			if h.UUID == gpus[i].UUID {
-				gpus[i].UUID = h.UUID
-				break
-			}
+		gpus[i].UUID = sameUUID(had, gpus[i].UUID)
+	}
+}
+
+// sameUUID is the string of the GPU in gpus whose UUID equals uuid, or
+// uuid where none does: equal, but stored once.
+func sameUUID(gpus []protocol.GPU, uuid string) string {
+	for _, g := range gpus {
+		if g.UUID == uuid {
+			return g.UUID
 		}
 	}
+	return uuid
 }

@@ -10,8 +10,9 @@ import (
 // cache-capable kube-scheduler sends every candidate's name on every call
 // (1000 names for 1000 nodes), and node names are plain DNS labels, so a
 // scan for quotes reads them (strictNames, as fastArgs does). A name with
-// an escape or a byte past ASCII takes the general decoder. Names the interner has seen come back as the same strings,
-// without an allocation each.
+// an escape or a byte past ASCII takes the general decoder. Names the
+// interner has seen come back as the same strings, without an
+// allocation each.
 type nodeNames struct {
 	intern *interner // may be nil
 	names  []string
