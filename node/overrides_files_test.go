@@ -85,9 +85,12 @@ func TestShippedOverridesLoad(t *testing.T) {
 			"gpu-1": func(c Config) bool { return c.Sharing.Split == 10 && c.GPUs.GPUBackend == "nvml" },
 		}},
 		{"mock overlay", shippedFile(t, "../manifests/mock/overlay/kustomization.yaml", "node-overrides.yaml"), map[string]func(Config) bool{
-			"vgpud-node-3": func(c Config) bool { return strings.HasPrefix(c.GPUs.GPUBackend, "fake:1xNVIDIA L4") },
-			"vgpud-node":   func(c Config) bool { return c.Usage.GPUUsage == "enforce" },
+			"vgpud-node-3": func(c Config) bool {
+				return strings.HasPrefix(c.GPUs.GPUBackend, "fake:1xNVIDIA L4") && c.Usage.GPUUsage == "report"
+			},
+			"vgpud-node":   func(c Config) bool { return c.Usage.GPUUsage == "auto" },
 			"vgpud-node-2": func(c Config) bool { return c.Usage.GPUUsage == "report" },
+			"vgpud-node-4": func(c Config) bool { return c.Usage.GPUUsage == "auto" },
 		}},
 		{"docs", docsExample(t, "../docs/settings.md", "## Per-node overrides"), map[string]func(Config) bool{
 			"gpu-node-7": func(c Config) bool {

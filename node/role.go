@@ -213,7 +213,7 @@ func (a *Role) Run(ctx context.Context) error {
 			}
 		}
 		// The settings are the node's now, its overrides read.
-		a.use.Configure(a.cfg.Usage)
+		a.use.Configure(a.cfg.Usage, mode == wellknown.IdentityRuntime)
 		var err error
 		started, err = a.start(ctx, g, pods, stopPods, mode)
 		return err

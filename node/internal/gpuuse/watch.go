@@ -57,12 +57,16 @@ func New(node string, metrics Metrics, clk clock.WithTicker, log *slog.Logger) *
 }
 
 // Configure sets the settings the monitor runs under: the node's, once
-// its overrides are read. Call it before NewEnforcer, Publish or
-// Snapshot; the hook's grants (Granted) need none.
-func (w *Monitor) Configure(opts Options) {
+// its overrides are read, on a node where the runtime hook runs (hook)
+// or does not. Call it before NewEnforcer, Publish or Snapshot; the
+// hook's grants (Granted) need none.
+func (w *Monitor) Configure(opts Options, hook bool) {
+	if opts.GPUUsage == Auto {
+		w.log.Info("GPU usage mode chosen", "component", "usage", "setting", Auto, "runtime_hook", hook, "mode", opts.ForHook(hook).GPUUsage)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.opts, w.configured = opts, true
+	w.opts, w.configured = opts.ForHook(hook), true
 }
 
 // options are the settings Configure set. Read before, they would be

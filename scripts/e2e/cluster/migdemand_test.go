@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -270,10 +271,16 @@ func onDemandMIG(t *testing.T, e env, nodes []string) {
 
 // withOnDemandH100 is the overlay's overrides with node-3's backend given
 // an H100 in MIG mode, index 5, on which the node makes instances, and
-// its GPU usage enforced.
+// its GPU usage enforced (in place of the overlay's report).
 func withOnDemandH100(t *testing.T, yaml string) string {
 	t.Helper()
 	lines := strings.Split(yaml, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "- name: vgpud-node-3" && i+1 < len(lines) && strings.TrimSpace(lines[i+1]) == "gpuUsage: report" {
+			lines = slices.Delete(lines, i+1, i+2)
+			break
+		}
+	}
 	for i, l := range lines {
 		if strings.Contains(l, "backend:") && strings.HasSuffix(l, "mig=3g.20gb+2g.10gb+1g.5gb\"") {
 			indent := l[:len(l)-len(strings.TrimLeft(l, " "))]

@@ -21,7 +21,7 @@ import (
 )
 
 // gpuUsage: the first node enforces each container's GPU memory
-// (gpuUsage: enforce in the mock overlay's per-node overrides). A
+// (the default, auto, on a node where the runtime hook runs). A
 // tenant's container whose real process is declared on the mock GPU past
 // its slice loses that process within 2 s, with an Event; its co-tenant
 // on the same GPU, a host process and another node's container, declared
@@ -34,7 +34,7 @@ func gpuUsage(t *testing.T, e env, nodes []string) {
 	asTenant := newTenant(t, e, ns)
 	snap := e.inspect(t, node)
 	if snap.Use == nil || snap.Use.Mode != "enforce" {
-		t.Fatalf("%s's GPU usage: %+v; want mode enforce (the mock overlay's override)", node, snap.Use)
+		t.Fatalf("%s's GPU usage: %+v; want mode enforce (the default, auto, where the runtime hook runs)", node, snap.Use)
 	}
 	gpu := snap.GPUs[0].UUID
 	pod := func(name, onNode, annotations string) string {
