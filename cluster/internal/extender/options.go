@@ -72,7 +72,7 @@ func (o *Options) Flags() []cli.Flag {
 		&cli.StringFlag{Name: FlagNodePolicy, Usage: "default node policy: " + podmodel.Binpack + " or " + podmodel.Spread, Value: o.NodePolicy, Destination: &o.NodePolicy},
 		&cli.StringFlag{Name: FlagGPUPolicy, Usage: "default GPU policy: " + podmodel.Spread + " or " + podmodel.Binpack + ", optionally chained with " + podmodel.NUMA + " and " + podmodel.Topology + " in HAMi's syntax (" + podmodel.Binpack + "," + podmodel.Topology + ")", Value: o.GPUPolicy, Destination: &o.GPUPolicy},
 		&cli.IntFlag{Name: FlagDefaultGPUMemPercentage, Usage: "GPU memory share given to a container that asks for neither gpumem nor gpumem-percentage (1.." + strconv.Itoa(protocol.MaxPercent) + ")", Value: o.DefaultGPUMemPercentage, Destination: &o.DefaultGPUMemPercentage},
-		&cli.IntFlag{Name: FlagDefaultGPUCores, Usage: "share of each GPU's cores, in percent, given to and charged for a container that names no gpucores (1.." + strconv.Itoa(fit.MaxDefaultCores) + "); 0: a slot's share, the GPU's cores divided by its split, at most " + strconv.Itoa(fit.MaxDefaultCores), Value: o.DefaultGPUCores, Destination: &o.DefaultGPUCores},
+		&cli.IntFlag{Name: FlagDefaultGPUCores, Usage: "share of each GPU's cores, in percent, given to and charged for a container that names no gpucores (1.." + strconv.Itoa(podmodel.MaxDefaultCores) + "); 0: a slot's share, the GPU's cores divided by its split, at most " + strconv.Itoa(podmodel.MaxDefaultCores), Value: o.DefaultGPUCores, Destination: &o.DefaultGPUCores},
 		&cli.DurationFlag{Name: FlagBindUnansweredHold, Usage: "how long a Binding that got no answer may still land; its pod's room stays held until then (above kube-apiserver's --request-timeout)", Value: o.BindUnansweredHold, Destination: &o.BindUnansweredHold},
 		&cli.DurationFlag{Name: FlagBindWait, Usage: "how long a bind waits for the node's previous pod to be allocated by kubelet (at most " + MaxBindWait.String() + ")", Value: o.BindWait, Destination: &o.BindWait},
 	}
@@ -84,7 +84,7 @@ func (o *Options) FileSettings() []configapi.Setting {
 		configapi.Bind("nodePolicy", FlagNodePolicy, &o.NodePolicy).OneOf(podmodel.Binpack, podmodel.Spread),
 		configapi.Bind("gpuPolicy", FlagGPUPolicy, &o.GPUPolicy).Pattern("^[a-z]+(,[a-z]+)*$"),
 		configapi.Bind("defaultGPUMemPercentage", FlagDefaultGPUMemPercentage, &o.DefaultGPUMemPercentage).Range(1, protocol.MaxPercent),
-		configapi.Bind("defaultGPUCores", FlagDefaultGPUCores, &o.DefaultGPUCores).Range(0, fit.MaxDefaultCores),
+		configapi.Bind("defaultGPUCores", FlagDefaultGPUCores, &o.DefaultGPUCores).Range(0, podmodel.MaxDefaultCores),
 	}
 }
 
@@ -113,8 +113,8 @@ func (o Options) Validate() field.ErrorList {
 	if o.DefaultGPUMemPercentage < 1 || o.DefaultGPUMemPercentage > protocol.MaxPercent {
 		add(FlagDefaultGPUMemPercentage, o.DefaultGPUMemPercentage, "want 1.."+strconv.Itoa(protocol.MaxPercent))
 	}
-	if o.DefaultGPUCores < 0 || o.DefaultGPUCores > fit.MaxDefaultCores {
-		add(FlagDefaultGPUCores, o.DefaultGPUCores, "want 0 (a slot's share) or 1.."+strconv.Itoa(fit.MaxDefaultCores)+"; a container holds a GPU whole only by asking gpucores 100")
+	if o.DefaultGPUCores < 0 || o.DefaultGPUCores > podmodel.MaxDefaultCores {
+		add(FlagDefaultGPUCores, o.DefaultGPUCores, "want 0 (a slot's share) or 1.."+strconv.Itoa(podmodel.MaxDefaultCores)+"; a container holds a GPU whole only by asking gpucores 100")
 	}
 	return errs
 }

@@ -122,25 +122,17 @@ func memFor(c *podmodel.ContainerRequest, gpuMiB int64, opts Options) int64 {
 	case c.MemoryPercent > 0:
 		return gpuMiB * int64(c.MemoryPercent) / 100
 	default:
-		return gpuMiB * int64(opts.DefaultMemPercent) / 100
+		return podmodel.DefaultMemMiB(gpuMiB, opts.DefaultMemPercent)
 	}
 }
 
 // coresFor is the cores container c gets on GPU g: what it names, else
-// the default. Never 0, which a container's interposer reads as every
-// core: a pod that leaves gpucores out is limited and charged like one
-// that asks. A default is at most 99: holding a GPU whole (100) is what
-// a container asks for, never what it is given for asking nothing, or a
-// split-1 GPU's init and app containers could not share it.
+// the default (podmodel.DefaultCores).
 func coresFor(c *podmodel.ContainerRequest, g *CommittedGPU, opts Options) int {
-	switch {
-	case c.Cores > 0:
+	if c.Cores > 0 {
 		return c.Cores
-	case opts.DefaultCores > 0:
-		return min(opts.DefaultCores, MaxDefaultCores)
-	default:
-		return min(podmodel.SlotShare(g.GPU).Cores, MaxDefaultCores)
 	}
+	return podmodel.DefaultCores(g.GPU, opts.DefaultCores)
 }
 
 // placeContainer finds GPUs for c on n, adding them to pk and, with

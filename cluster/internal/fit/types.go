@@ -91,10 +91,6 @@ type Request struct {
 	Mode       podmodel.GPUMode   // shared slices, MIG instances, or either
 }
 
-// MaxDefaultCores is the most cores a container that names none gets:
-// one short of holding its GPU whole (podmodel.Exclusive).
-const MaxDefaultCores = 99
-
 // Options are cluster-wide defaults.
 type Options struct {
 	// DefaultMemPercent is the share of a GPU's memory a container gets
