@@ -23,6 +23,7 @@ require (
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
 	k8s.io/component-helpers v0.36.3
+	k8s.io/dynamic-resource-allocation v0.36.3
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-scheduler v0.36.3
 	k8s.io/kubelet v0.36.3

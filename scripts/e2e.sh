@@ -17,6 +17,8 @@ echo "e2e: etcd + kube-apiserver ready in $((($(date +%s%N) - start) / 1000000))
 
 make -s build # the binary the images ship
 KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud gotest -tags e2e -count=1 -timeout 10m ./scripts/e2e/
+# DRA: the node's devices booked by a stock kube-scheduler, no extender.
+KUBECONFIG=$kubeconfig VGPUD_K8S_BIN=$("$here/k8s-binaries.sh") gotest -tags e2e -count=1 -timeout 5m ./node/internal/dra/
 "$here/apiserver.sh" down
 
 # The cluster (three nodes unless VGPUD_NODES says otherwise): fresh state,

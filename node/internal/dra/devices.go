@@ -1,0 +1,165 @@
+// Package dra describes the node's GPUs as a DRA driver's devices: each
+// GPU one device that many claims may share, with the capacities the
+// stock kube-scheduler books (memory, cores, and a slot per sharer)
+// under request policies that give what vgpud's extender gives, and each
+// existing MIG instance a device of its own, held whole.
+package dra
+
+import (
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/podmodel"
+)
+
+// DriverName is vgpud's DRA driver: a DeviceClass selects its devices by
+// it, and attributes and capacities without a domain are in it.
+const DriverName = "gpu.vgpud.io"
+
+// The capacities of a shared GPU, as a claim's capacity.requests names
+// them.
+const (
+	// CapacityMemory is the GPU's memory after the node's scaling, in
+	// bytes, requested in whole MiB (gpumem's unit).
+	CapacityMemory = "memory"
+	// CapacityCores is the GPU's cores after the node's scaling, in
+	// percent of one GPU; one claim asks 1 to 100 (gpucores).
+	CapacityCores = "cores"
+	// CapacitySlots is the node's split: each claim on the GPU takes one,
+	// so at most split share it, as on an extender node.
+	CapacitySlots = "slots"
+)
+
+// The attributes every device carries, for a claim's or a class's
+// selectors (device.attributes["gpu.vgpud.io"].<name>).
+const (
+	AttrType        = "type" // TypeGPU or TypeMIG
+	AttrUUID        = "uuid" // the GPU's, or the MIG device's
+	AttrIndex       = "index"
+	AttrProductName = "productName"
+	AttrNUMANode    = "numaNode"
+	AttrProfile     = "profile"    // a MIG instance's, such as 1g.10gb
+	AttrParentUUID  = "parentUUID" // a MIG instance's GPU
+)
+
+// The values of AttrType.
+const (
+	TypeGPU = "gpu"
+	TypeMIG = "mig"
+)
+
+// TaintUnhealthy marks a GPU the health watcher took out (an XID, a
+// failing query): no new claim is allocated on it; those on it stay.
+const TaintUnhealthy = DriverName + "/unhealthy"
+
+// ClaimDefaults are the cluster's defaults for a claim that leaves a capacity
+// out: the extender's --default-gpumem-percentage and
+// --default-gpucores.
+type ClaimDefaults struct {
+	MemPercent int
+	Cores      int // 0: a slot's share
+}
+
+// Devices are inv's GPUs and MIG instances as devices, in index order:
+// kube-scheduler takes the first that fits, so the order is its
+// preference. GPUs in MIG mode are served only through their instances;
+// instances the node could make on demand are not offered.
+func Devices(inv protocol.Inventory, d ClaimDefaults) []resourceapi.Device {
+	devs := make([]resourceapi.Device, 0, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		devs = append(devs, gpuDevice(g, d))
+	}
+	for _, g := range inv.MIG {
+		for _, in := range g.Instances {
+			devs = append(devs, migDevice(g, in))
+		}
+	}
+	return devs
+}
+
+// GPUName is the device name of the GPU with that index.
+func GPUName(index int) string { return fmt.Sprintf("gpu-%d", index) }
+
+// MIGName is the device name of a MIG instance, by its GPU and its
+// placement, which no two instances of a GPU share.
+func MIGName(index, start, size int) string {
+	return fmt.Sprintf("gpu-%d-mig-%d-%d", index, start, size)
+}
+
+func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {
+	mem := g.MemoryMiB
+	cores := int64(g.Cores)
+	dev := resourceapi.Device{
+		Name:                     GPUName(g.Index),
+		AllowMultipleAllocations: ptr.To(true),
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			AttrType:        {StringValue: ptr.To(TypeGPU)},
+			AttrUUID:        {StringValue: ptr.To(g.UUID)},
+			AttrIndex:       {IntValue: ptr.To(int64(g.Index))},
+			AttrProductName: {StringValue: ptr.To(g.Model)},
+			AttrNUMANode:    {IntValue: ptr.To(int64(g.NUMA))},
+		},
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			// In MiB steps from 1 MiB; a claim that names none gets
+			// the cluster's default share of the memory.
+			CapacityMemory: {
+				Value: *mib(mem),
+				RequestPolicy: &resourceapi.CapacityRequestPolicy{
+					Default:    mib(max(podmodel.DefaultMemMiB(mem, d.MemPercent), 1)),
+					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: mib(1), Step: mib(1)},
+				},
+			},
+			// 1 to 100 (a whole GPU's), never 0, which an interposer
+			// reads as no limit; none named is the cluster's default.
+			CapacityCores: {
+				Value: *count(cores),
+				RequestPolicy: &resourceapi.CapacityRequestPolicy{
+					Default:    count(int64(podmodel.DefaultCores(g, d.Cores))),
+					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: count(1), Max: count(min(cores, protocol.MaxPercent)), Step: count(1)},
+				},
+			},
+			CapacitySlots: {
+				Value: *count(int64(max(g.Split, 1))),
+				RequestPolicy: &resourceapi.CapacityRequestPolicy{
+					Default: count(1), ValidValues: []resource.Quantity{*count(1)},
+				},
+			},
+		},
+	}
+	if !g.Healthy {
+		dev.Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	}
+	return dev
+}
+
+func migDevice(g protocol.MIGGPU, in protocol.MIGInstance) resourceapi.Device {
+	dev := resourceapi.Device{
+		Name: MIGName(g.Index, in.Start, in.Size),
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			AttrType:        {StringValue: ptr.To(TypeMIG)},
+			AttrUUID:        {StringValue: ptr.To(in.UUID)},
+			AttrIndex:       {IntValue: ptr.To(int64(g.Index))},
+			AttrProductName: {StringValue: ptr.To(g.Model)},
+			AttrNUMANode:    {IntValue: ptr.To(int64(g.NUMA))},
+			AttrProfile:     {StringValue: ptr.To(in.Profile)},
+			AttrParentUUID:  {StringValue: ptr.To(g.UUID)},
+		},
+		// Held whole: what a selector reads, not what claims share.
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			CapacityMemory: {Value: *mib(in.MemoryMiB)},
+			CapacityCores:  {Value: *count(int64(g.Cores(in)))},
+		},
+	}
+	if !g.Healthy {
+		dev.Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	}
+	return dev
+}
+
+func mib(n int64) *resource.Quantity { return resource.NewQuantity(n<<20, resource.BinarySI) }
+
+func count(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.DecimalSI) }

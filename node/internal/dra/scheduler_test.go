@@ -1,0 +1,209 @@
+//go:build e2e
+
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// TestKubeSchedulerBooksTheDevices publishes a node's devices as the node
+// role would, against a real kube-apiserver, and has a stock
+// kube-scheduler (no extender) place pods whose claims ask for slices:
+// the apiserver keeps every field (shared devices, request policies,
+// taints), and the scheduler books memory, cores and slots as vgpud's
+// extender would, defaults included, refusing a pod past any of them
+// and never using the unhealthy GPU. scripts/e2e.sh runs it.
+func TestKubeSchedulerBooksTheDevices(t *testing.T) {
+	v := harness.Getenv(t, "make e2e", "KUBECONFIG", "VGPUD_K8S_BIN")
+	kube := harness.Client(t, v[0], 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const node, ns = "dra-a100", "dra-e2e"
+	readyNode(t, ctx, kube, node)
+	harness.EnsureNamespace(t, kube, ns, nil)
+	// No controller-manager here makes the account a pod needs.
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	inv := testInventory()
+	inv.MIG = nil
+	pub, err := StartSlicePublisher(ctx, kube, node, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Stop()
+	pub.Publish(Devices(inv, ClaimDefaults{MemPercent: 100}))
+	harness.Eventually(t, 30*time.Second, "the node's ResourceSlice as published", func() error {
+		list, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil || len(list.Items) != 1 {
+			return fmt.Errorf("%d slices, %v", len(list.Items), err)
+		}
+		s := list.Items[0]
+		if s.Spec.Driver != DriverName || s.Spec.Pool.Name != node || len(s.Spec.Devices) != 2 {
+			return fmt.Errorf("slice %+v", s.Spec)
+		}
+		a, b := s.Spec.Devices[0], s.Spec.Devices[1]
+		if a.AllowMultipleAllocations == nil || !*a.AllowMultipleAllocations || a.Capacity[CapacityMemory].RequestPolicy == nil ||
+			a.Capacity[CapacitySlots].RequestPolicy == nil || len(b.Taints) != 1 {
+			return fmt.Errorf("the apiserver dropped fields: %+v", s.Spec.Devices)
+		}
+		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" || s.OwnerReferences[0].Name != node {
+			return fmt.Errorf("owners %v; want the Node", s.OwnerReferences)
+		}
+		return nil
+	})
+	class := &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, DriverName, DriverName, TypeGPU)}}}},
+	}
+	if _, err := kube.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	cfg := filepath.Join(t.TempDir(), "scheduler.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %s}\nleaderElection: {leaderElect: false}\n", v[0])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sched := harness.Spawn(t, "kube-scheduler", filepath.Join(v[1], "kube-scheduler"), "--config="+cfg, "--secure-port=0", "--v=2")
+	defer sched.Stop(t)
+
+	// gpu-0: 40 GiB, 100 cores, split 4 (a default of 25 cores); gpu-1
+	// (60 GiB) is unhealthy. In order, each waits for the last.
+	for _, c := range []struct {
+		name     string
+		requests map[resourceapi.QualifiedName]string
+		fits     bool
+		consumed string // memory/cores/slots
+	}{
+		{"named", map[resourceapi.QualifiedName]string{CapacityMemory: "20Gi", CapacityCores: "30"}, true, "20Gi/30/1"},
+		// The default is the whole memory: only the unhealthy GPU has it.
+		{"defaults", nil, false, ""},
+		{"memory-only", map[resourceapi.QualifiedName]string{CapacityMemory: "16Gi"}, true, "16Gi/25/1"},
+		{"all-cores", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "100"}, false, ""},
+		{"over-a-gpu", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "150"}, false, ""},
+		{"third", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "1"}, true, "1Gi/1/1"},
+		{"fourth", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "0"}, true, "1Gi/1/1"},
+		// Memory (2 GiB) and cores (43) are left; the four slots are not.
+		{"fifth", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "1"}, false, ""},
+	} {
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: DriverName, Capacity: capacity(c.requests)}}},
+		}}}
+		if _, err := kube.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("claim %s: %v", c.name, err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: corev1.PodSpec{
+			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}},
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+		}}
+		if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("pod %s: %v", c.name, err)
+		}
+		var got string
+		harness.Eventually(t, 30*time.Second, "pod "+c.name+" scheduled or refused", func() error {
+			p, err := kube.CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Spec.NodeName != "" {
+				got = "scheduled"
+				return nil
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+					got = "unschedulable: " + cond.Message
+					return nil
+				}
+			}
+			return errors.New("pending")
+		})
+		if c.fits != (got == "scheduled") {
+			t.Fatalf("pod %s: %s; want fits=%v", c.name, got, c.fits)
+		}
+		if !c.fits {
+			t.Logf("%-12s %s", c.name, got)
+			continue
+		}
+		cl, err := kube.ResourceV1().ResourceClaims(ns).Get(ctx, c.name, metav1.GetOptions{})
+		if err != nil || cl.Status.Allocation == nil || len(cl.Status.Allocation.Devices.Results) != 1 {
+			t.Fatalf("claim %s: %+v, %v", c.name, cl.Status, err)
+		}
+		r := cl.Status.Allocation.Devices.Results[0]
+		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[CapacityMemory]), qs(r.ConsumedCapacity[CapacityCores]), qs(r.ConsumedCapacity[CapacitySlots]))
+		if r.Driver != DriverName || r.Pool != node || r.Device != GPUName(0) || r.ShareID == nil || consumed != c.consumed {
+			t.Errorf("claim %s: %s/%s/%s share %v consumed %s; want %s on gpu-0, shared", c.name, r.Driver, r.Pool, r.Device, r.ShareID, consumed, c.consumed)
+		}
+		t.Logf("%-12s on %s, share %s, consumed %s", c.name, r.Device, *r.ShareID, consumed)
+	}
+
+	// gpu-1 recovers: the node publishes it untainted, and the pod that
+	// waited for a whole GPU's memory gets it, with gpu-1's defaults.
+	inv.GPUs[1].Healthy = true
+	pub.Publish(Devices(inv, ClaimDefaults{MemPercent: 100}))
+	harness.Eventually(t, 60*time.Second, "the waiting pod placed on the recovered GPU", func() error {
+		cl, err := kube.ResourceV1().ResourceClaims(ns).Get(ctx, "defaults", metav1.GetOptions{})
+		if err != nil || cl.Status.Allocation == nil {
+			return fmt.Errorf("not allocated (%v)", err)
+		}
+		r := cl.Status.Allocation.Devices.Results[0]
+		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[CapacityMemory]), qs(r.ConsumedCapacity[CapacityCores]), qs(r.ConsumedCapacity[CapacitySlots]))
+		if r.Device != GPUName(1) || consumed != "60Gi/20/1" {
+			t.Fatalf("defaults: on %s consumed %s; want gpu-1 60Gi/20/1 (its memory, a tenth of its 200 cores)", r.Device, consumed)
+		}
+		return nil
+	})
+}
+
+// readyNode makes a Node the scheduler takes: Ready, with room for pods,
+// and no taint (no kubelet or node controller here clears one).
+func readyNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, name string) {
+	t.Helper()
+	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = nil
+	if n, err = kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.Capacity, n.Status.Allocatable = room, room
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func capacity(requests map[resourceapi.QualifiedName]string) *resourceapi.CapacityRequirements {
+	if requests == nil {
+		return nil
+	}
+	out := &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
+	for k, v := range requests {
+		out.Requests[k] = resource.MustParse(v)
+	}
+	return out
+}
+
+func qs(v resource.Quantity) string { return strings.TrimSpace(v.String()) }
