@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpud/vgpud/node/internal/preflight"
 )
@@ -167,4 +168,31 @@ func (r *Resolver) Close() {
 	if r.cache != nil {
 		_ = r.cache.Configure(cdi.WithAutoRefresh(false))
 	}
+}
+
+// Edits are what the node's NVIDIA spec does to a container for GPU
+// uuid, its device's edits after the spec's common ones, without their
+// env: the runtime hook alone sets a container's GPU env. A DRA claim's
+// own CDI device carries them, so it needs the runtime to inject CDI
+// devices and the spec to name the GPU, whatever the mode.
+func (r *Resolver) Edits(uuid string) (cdispecs.ContainerEdits, error) {
+	rt, read := r.Runtime()
+	switch {
+	case !read:
+		return cdispecs.ContainerEdits{}, fmt.Errorf("the runtime's configuration has not been read yet, so it cannot tell whether the runtime injects CDI devices")
+	case !rt.Enabled:
+		return cdispecs.ContainerEdits{}, fmt.Errorf("DRA hands GPUs out as CDI devices, but the runtime injects none (containerd: enable_cdi, cdi_spec_dirs)")
+	}
+	dev := r.device(r.cacheFor(mounted(rt.SpecDirs)), uuid)
+	if dev == nil {
+		return cdispecs.ContainerEdits{}, fmt.Errorf("no %s spec in %s names GPU %s (by UUID, or a whole GPU by its index): generate one with nvidia-ctk cdi generate --device-name-strategy=uuid", kind, strings.Join(rt.SpecDirs, ", "), uuid)
+	}
+	var out cdispecs.ContainerEdits
+	for _, e := range []cdispecs.ContainerEdits{dev.GetSpec().ContainerEdits, dev.ContainerEdits} {
+		out.DeviceNodes = append(out.DeviceNodes, e.DeviceNodes...)
+		out.Hooks = append(out.Hooks, e.Hooks...)
+		out.Mounts = append(out.Mounts, e.Mounts...)
+		out.AdditionalGIDs = append(out.AdditionalGIDs, e.AdditionalGIDs...)
+	}
+	return out, nil
 }

@@ -115,3 +115,29 @@ func TestMountedReadsRunAsVarRun(t *testing.T) {
 		t.Errorf("mounted = %v", got)
 	}
 }
+
+// A DRA claim's device takes the spec's edits for its GPU, common ones
+// first, without env; whatever --cdi says, a GPU the spec does not name
+// and a runtime that injects no CDI devices are errors saying so.
+func TestEditsForADRAClaim(t *testing.T) {
+	dir := t.TempDir()
+	withEnv := strings.Replace(spec, "containerEdits:\n  deviceNodes", "containerEdits:\n  env: [NVIDIA_VISIBLE_DEVICES=void]\n  deviceNodes", 1)
+	if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), []byte(withEnv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	on := preflight.CDI{Enabled: true, SpecDirs: []string{dir}}
+	e, err := resolver(t, ModeOff, on).Edits("GPU-bbbb")
+	var nodes []string
+	for _, n := range e.DeviceNodes {
+		nodes = append(nodes, n.Path)
+	}
+	if err != nil || len(e.Env) != 0 || !slices.Equal(nodes, []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia1"}) {
+		t.Errorf("Edits(GPU-bbbb) = %+v %v, %v", e, nodes, err)
+	}
+	if _, err := resolver(t, ModeAuto, on).Edits("GPU-cccc"); err == nil || !strings.Contains(err.Error(), "nvidia-ctk cdi generate") {
+		t.Errorf("a GPU whose device brings another's: %v", err)
+	}
+	if _, err := resolver(t, ModeAuto, preflight.CDI{}).Edits("GPU-bbbb"); err == nil || !strings.Contains(err.Error(), "enable_cdi") {
+		t.Errorf("no CDI in the runtime: %v", err)
+	}
+}

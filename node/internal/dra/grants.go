@@ -1,0 +1,148 @@
+package dra
+
+import (
+	"fmt"
+	"strconv"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// Grant is one device a claim was allocated on this node, as prepared:
+// what the runtime hook gives a container of a pod the claim was
+// reserved for.
+type Grant struct {
+	Request   string `json:"request"`
+	Device    string `json:"device"` // as published: gpu-0, gpu-2-mig-0-1
+	UUID      string `json:"uuid"`   // the GPU's or the MIG device's
+	MemoryMiB int64  `json:"memoryMiB"`
+	Cores     int    `json:"cores"`
+	// Slots are what the grant takes of its GPU's split: 1 on a shared
+	// GPU, all of them where the claim holds the device whole.
+	Slots   int    `json:"slots"`
+	ShareID string `json:"shareID,omitempty"`
+	CDI     string `json:"cdi"` // its CDI device's qualified name
+}
+
+// offer is one published device as the node offers it.
+type offer struct {
+	uuid      string
+	shared    bool
+	memoryMiB int64
+	cores     int // a whole GPU's, scaled; a MIG instance's share
+	slots     int
+}
+
+// offers are inv's devices by name, as Devices publishes them.
+func offers(inv protocol.Inventory) map[string]offer {
+	out := make(map[string]offer, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		out[GPUName(g.Index)] = offer{uuid: g.UUID, shared: true, memoryMiB: g.MemoryMiB, cores: g.Cores, slots: max(g.Split, 1)}
+	}
+	for _, g := range inv.MIG {
+		for _, in := range g.Instances {
+			out[MIGName(g.Index, in.Start, in.Size)] = offer{uuid: in.UUID, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
+		}
+	}
+	return out
+}
+
+// grants are what claim was allocated of this node's devices (pool
+// node), each with the CDI device name cdiName gives it. It refuses what
+// vgpud did not offer: another node's pool, a device it does not
+// publish, a share past the device or outside the request policies, and
+// admin access.
+func grants(claim *resourceapi.ResourceClaim, node string, offered map[string]offer, cdiName func(i int) string) ([]Grant, error) {
+	if claim.Status.Allocation == nil {
+		return nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
+	}
+	var out []Grant
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		where := fmt.Sprintf("claim %s/%s, request %q, device %s/%s", claim.Namespace, claim.Name, r.Request, r.Pool, r.Device)
+		if r.Pool != node {
+			return nil, fmt.Errorf("%s: allocated from pool %q, not this node's (%s)", where, r.Pool, node)
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			return nil, fmt.Errorf("%s: admin access is not prepared by vgpud; a GPU agent runs as a vgpud GPU agent instead (docs/security-tenants.md)", where)
+		}
+		o, ok := offered[r.Device]
+		if !ok {
+			return nil, fmt.Errorf("%s: this node publishes no such device (a GPU gone or renamed since the allocation)", where)
+		}
+		g := Grant{Request: r.Request, Device: r.Device, UUID: o.uuid, MemoryMiB: o.memoryMiB, Cores: min(o.cores, protocol.MaxPercent), Slots: o.slots, CDI: cdiName(len(out))}
+		if r.ShareID != nil {
+			g.ShareID = string(*r.ShareID)
+		}
+		if o.shared && r.ConsumedCapacity != nil {
+			var err error
+			if g.MemoryMiB, g.Cores, g.Slots, err = share(r.ConsumedCapacity, o); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// share reads a shared device's consumed capacity as vgpud's slice: the
+// scheduler applied the request policies, so anything outside them was
+// not written by it.
+func share(consumed map[resourceapi.QualifiedName]resource.Quantity, o offer) (memMiB int64, cores, slots int, err error) {
+	mem, ok := consumed[CapacityMemory]
+	if !ok || mem.Value() < 1<<20 || mem.Value()%(1<<20) != 0 || mem.Value()>>20 > o.memoryMiB {
+		return 0, 0, 0, fmt.Errorf("consumed memory %s: want whole MiB from 1Mi to %dMi", quantity(consumed, CapacityMemory), o.memoryMiB)
+	}
+	c, ok := consumed[CapacityCores]
+	if !ok || c.Value() < 1 || c.Value() > int64(min(o.cores, protocol.MaxPercent)) {
+		return 0, 0, 0, fmt.Errorf("consumed cores %s: want 1 to %d", quantity(consumed, CapacityCores), min(o.cores, protocol.MaxPercent))
+	}
+	if s, ok := consumed[CapacitySlots]; !ok || s.Value() != 1 {
+		return 0, 0, 0, fmt.Errorf("consumed slots %s: want 1", quantity(consumed, CapacitySlots))
+	}
+	return mem.Value() >> 20, int(c.Value()), 1, nil
+}
+
+func quantity(m map[resourceapi.QualifiedName]resource.Quantity, name resourceapi.QualifiedName) string {
+	if q, ok := m[name]; ok {
+		return q.String()
+	}
+	return "(none)"
+}
+
+// overbooked says which of grants would take a device past what it
+// offers, together with what is already prepared on it (held): the
+// last line against a double booking, should the scheduler's books and
+// the node's ever disagree.
+func overbooked(held, grants []Grant, offered map[string]offer) error {
+	type sum struct {
+		mem          int64
+		cores, slots int
+	}
+	used := map[string]*sum{}
+	for _, list := range [][]Grant{held, grants} {
+		for _, g := range list {
+			s := used[g.Device]
+			if s == nil {
+				s = &sum{}
+				used[g.Device] = s
+			}
+			s.mem, s.cores, s.slots = s.mem+g.MemoryMiB, s.cores+g.Cores, s.slots+g.Slots
+		}
+	}
+	for _, g := range grants {
+		o, s := offered[g.Device], used[g.Device]
+		if s.mem > o.memoryMiB || s.cores > o.cores || s.slots > o.slots {
+			return fmt.Errorf("device %s would hold %d MiB, %d cores and %d slots of its %d MiB, %d cores and %d slots with the claims already prepared here",
+				g.Device, s.mem, s.cores, s.slots, o.memoryMiB, o.cores, o.slots)
+		}
+	}
+	return nil
+}
+
+// cdiDevice is the name of a claim's i-th CDI device.
+func cdiDevice(claimUID string, i int) string { return claimUID + "-" + strconv.Itoa(i) }

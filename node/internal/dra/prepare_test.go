@@ -1,0 +1,243 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
+	cdispecs "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// fakeEdits is a node NVIDIA spec's edits for a GPU: its device node and
+// the driver's, one mount; Edits has already dropped the env.
+func fakeEdits(uuid string) (cdispecs.ContainerEdits, error) {
+	if uuid == "GPU-unnamed" {
+		return cdispecs.ContainerEdits{}, errors.New("no nvidia.com/gpu spec names GPU-unnamed")
+	}
+	return cdispecs.ContainerEdits{
+		DeviceNodes: []*cdispecs.DeviceNode{{Path: "/dev/nvidia0"}, {Path: "/dev/nvidiactl"}},
+		Mounts:      []*cdispecs.Mount{{HostPath: "/usr/lib/libcuda.so.1", ContainerPath: "/usr/lib/libcuda.so.1", Options: []string{"ro", "bind"}}},
+	}, nil
+}
+
+type result struct {
+	device   string
+	shareID  string
+	consumed map[string]string // nil: allocated whole
+	admin    bool
+	pool     string
+}
+
+func claimOn(uid, name string, pods []string, results ...result) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: types.UID(uid)}}
+	alloc := &resourceapi.AllocationResult{}
+	for i, r := range results {
+		res := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: DriverName, Pool: "n1", Device: r.device}
+		if r.pool != "" {
+			res.Pool = r.pool
+		}
+		if i > 0 {
+			res.Request = "gpu" + string(rune('0'+i))
+		}
+		if r.shareID != "" {
+			res.ShareID = ptr.To(types.UID(r.shareID))
+		}
+		if r.admin {
+			res.AdminAccess = ptr.To(true)
+		}
+		if r.consumed != nil {
+			res.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{}
+			for k, v := range r.consumed {
+				res.ConsumedCapacity[resourceapi.QualifiedName(k)] = resource.MustParse(v)
+			}
+		}
+		alloc.Devices.Results = append(alloc.Devices.Results, res)
+	}
+	// Another driver's device in the same claim is none of vgpud's.
+	alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "nic", Driver: "net.example.com", Pool: "n1", Device: "eth1"})
+	c.Status.Allocation = alloc
+	for _, p := range pods {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-" + p, UID: types.UID(p)})
+	}
+	return c
+}
+
+func consumed(mem, cores string) map[string]string {
+	return map[string]string{CapacityMemory: mem, CapacityCores: cores, CapacitySlots: "1"}
+}
+
+func newTestPreparer(t *testing.T, dir string) *Preparer {
+	t.Helper()
+	p, err := NewPreparer("n1", filepath.Join(dir, "dra-n1.json"), dir, fakeEdits, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Offer(testInventory())
+	return p
+}
+
+func prepareOne(t *testing.T, p *Preparer, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	t.Helper()
+	out, err := p.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+	if err != nil || len(out) != 1 {
+		t.Fatalf("prepare %s: %v, %d results", c.Name, err, len(out))
+	}
+	return out[c.UID]
+}
+
+// A shared GPU's claim is prepared as its consumed share: its CDI
+// device brings the GPU's device nodes and mounts and no env, and the
+// record names the pods it was reserved for. A restarted node role
+// reads the same record; unprepare undoes it, twice over too.
+func TestPrepareRecordsTheShare(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPreparer(t, dir)
+	c := claimOn("uid-1", "train", []string{"pod-b", "pod-a"}, result{device: "gpu-0", shareID: "s1", consumed: consumed("10Gi", "30")})
+	res := prepareOne(t, p, c)
+	if res.Err != nil || len(res.Devices) != 1 {
+		t.Fatalf("prepare: %+v", res)
+	}
+	d := res.Devices[0]
+	if d.PoolName != "n1" || d.DeviceName != "gpu-0" || strings.Join(d.CDIDeviceIDs, ",") != "gpu.vgpud.io/claim=uid-1-0" || strings.Join(d.Requests, ",") != "gpu" {
+		t.Errorf("device %+v", d)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "vgpud-claim-uid-1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispecs.Spec
+	if err := json.Unmarshal(raw, &spec); err != nil || spec.Kind != ClaimKind || len(spec.Devices) != 1 || spec.Devices[0].Name != "uid-1-0" ||
+		len(spec.Devices[0].ContainerEdits.DeviceNodes) != 2 || len(spec.Devices[0].ContainerEdits.Env) != 0 || spec.Version == "" {
+		t.Errorf("CDI spec %s (%v)", raw, err)
+	}
+	want := Prepared{Namespace: "team", Name: "train", Pods: []string{"pod-a", "pod-b"}, Grants: []Grant{
+		{Request: "gpu", Device: "gpu-0", UUID: "GPU-a", MemoryMiB: 10240, Cores: 30, Slots: 1, ShareID: "s1", CDI: "uid-1-0"}}}
+	for _, pr := range []*Preparer{p, newTestPreparer(t, dir)} {
+		got, ok := pr.Claim("uid-1")
+		if !ok || !equalJSON(got, want) {
+			t.Errorf("recorded %+v; want %+v", got, want)
+		}
+	}
+	// Prepared again (kubelet restarted): the same answer.
+	if again := prepareOne(t, p, c); again.Err != nil || again.Devices[0].CDIDeviceIDs[0] != d.CDIDeviceIDs[0] {
+		t.Errorf("prepared again: %+v", again)
+	}
+	for range 2 {
+		out, err := p.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-1", NamespacedName: types.NamespacedName{Namespace: "team", Name: "train"}}})
+		if err != nil || out["uid-1"] != nil {
+			t.Fatalf("unprepare: %v %v", out, err)
+		}
+	}
+	if _, ok := newTestPreparer(t, dir).Claim("uid-1"); ok {
+		t.Error("an unprepared claim is still in the record")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vgpud-claim-uid-1.json")); !os.IsNotExist(err) {
+		t.Errorf("the CDI spec is still there: %v", err)
+	}
+}
+
+// What vgpud did not offer is refused with a reason, and nothing is
+// recorded for it; a device allocated whole (no consumable capacity) is
+// held whole.
+func TestPrepareRefusesWhatWasNotOffered(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    result
+		want string
+	}{
+		{"another node's pool", result{device: "gpu-0", pool: "n2", consumed: consumed("1Gi", "1")}, "not this node's"},
+		{"a device not published", result{device: "gpu-7", consumed: consumed("1Gi", "1")}, "publishes no such device"},
+		{"admin access", result{device: "gpu-0", admin: true, consumed: consumed("1Gi", "1")}, "admin access"},
+		{"memory past the GPU", result{device: "gpu-0", consumed: consumed("41Gi", "1")}, "consumed memory"},
+		{"a part of a MiB", result{device: "gpu-0", consumed: consumed("1000Ki", "1")}, "consumed memory"},
+		{"no cores", result{device: "gpu-0", consumed: consumed("1Gi", "0")}, "consumed cores"},
+		{"cores past one GPU", result{device: "gpu-1", consumed: consumed("1Gi", "150")}, "consumed cores"},
+		{"two slots", result{device: "gpu-0", consumed: map[string]string{CapacityMemory: "1Gi", CapacityCores: "1", CapacitySlots: "2"}}, "consumed slots"},
+	} {
+		p := newTestPreparer(t, t.TempDir())
+		res := prepareOne(t, p, claimOn("uid-x", tc.name, []string{"pod-a"}, tc.r))
+		if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error saying %q", tc.name, res.Err, tc.want)
+		}
+		if _, ok := p.Claim("uid-x"); ok {
+			t.Errorf("%s: recorded", tc.name)
+		}
+	}
+	p := newTestPreparer(t, t.TempDir())
+	if res := prepareOne(t, p, claimOn("uid-w", "whole", nil, result{device: "gpu-0"})); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got, _ := p.Claim("uid-w"); got.Grants[0].MemoryMiB != 40960 || got.Grants[0].Cores != 100 || got.Grants[0].Slots != 4 {
+		t.Errorf("whole: %+v", got.Grants)
+	}
+}
+
+// Claims prepared on a device never sum past it, whatever the
+// scheduler said: memory, cores and slots each, and a MIG instance is
+// one claim's.
+func TestPrepareRefusesADoubleBooking(t *testing.T) {
+	p := newTestPreparer(t, t.TempDir())
+	for i, c := range []struct {
+		r  result
+		ok bool
+	}{
+		{result{device: "gpu-0", consumed: consumed("30Gi", "50")}, true},
+		{result{device: "gpu-0", consumed: consumed("11Gi", "1")}, false}, // 41 of 40 GiB
+		{result{device: "gpu-0", consumed: consumed("1Gi", "51")}, false}, // 101 cores
+		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, true},
+		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, true},
+		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, true},
+		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, false}, // a fifth of 4 slots
+		{result{device: "gpu-2-mig-0-1"}, true},
+		{result{device: "gpu-2-mig-0-1"}, false},
+	} {
+		uid := "uid-" + string(rune('a'+i))
+		res := prepareOne(t, p, claimOn(uid, uid, []string{"pod-" + uid}, c.r))
+		if (res.Err == nil) != c.ok {
+			t.Errorf("claim %d on %s: %v; want ok=%v", i, c.r.device, res.Err, c.ok)
+		}
+	}
+}
+
+// A GPU the node's NVIDIA spec does not name cannot be prepared: the
+// error says what to run.
+func TestPrepareNeedsTheNodesNVIDIASpec(t *testing.T) {
+	p := newTestPreparer(t, t.TempDir())
+	inv := testInventory()
+	inv.GPUs[0].UUID = "GPU-unnamed"
+	p.Offer(inv)
+	res := prepareOne(t, p, claimOn("uid-n", "n", nil, result{device: "gpu-0", consumed: consumed("1Gi", "1")}))
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "GPU-unnamed") {
+		t.Errorf("%v", res.Err)
+	}
+}
+
+// A record that does not read stops the node role: forgetting what was
+// prepared could hand a device out twice.
+func TestPrepareRecordUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dra-n1.json")
+	if err := os.WriteFile(path, []byte(`{"version":9}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPreparer("n1", path, dir, fakeEdits, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "move it aside") {
+		t.Errorf("%v", err)
+	}
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
