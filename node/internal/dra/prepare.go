@@ -15,6 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -193,6 +194,11 @@ func (p *Preparer) UnprepareResourceClaims(_ context.Context, claims []kubeletpl
 // HandleError logs what the helper met in the background
 // (kubeletplugin.DRAPlugin): publishing retries on its own.
 func (p *Preparer) HandleError(_ context.Context, err error, msg string) {
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) {
+		p.log.Error("the apiserver dropped fields of vgpud's ResourceSlices: turn these feature gates on, or GPUs are offered without what they need", "features", dropped.DisabledFeatures(), "err", err)
+		return
+	}
 	p.log.Error("DRA driver", "step", msg, "err", err, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
 }
 

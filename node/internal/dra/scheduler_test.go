@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -45,12 +48,25 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 
 	inv := testInventory()
 	inv.MIG = nil
-	pub, err := StartSlicePublisher(ctx, kube, node, slog.Default())
+	dir := t.TempDir()
+	dirs := KubeletDirs{Plugin: filepath.Join(dir, "plugin"), Registry: filepath.Join(dir, "registry")}
+	for _, d := range []string{dirs.Plugin, dirs.Registry} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prep, err := NewPreparer(node, filepath.Join(dir, "dra.json"), dir, fakeEdits, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pub.Stop()
-	pub.Publish(Devices(inv, ClaimDefaults{MemPercent: 100}))
+	driver, err := StartClaimDriver(ctx, kube, node, dirs, ClaimDefaults{MemPercent: 100}, prep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer driver.Stop()
+	if err := driver.Publish(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
 	harness.Eventually(t, 30*time.Second, "the node's ResourceSlice as published", func() error {
 		list, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil || len(list.Items) != 1 {
@@ -160,7 +176,9 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 	// gpu-1 recovers: the node publishes it untainted, and the pod that
 	// waited for a whole GPU's memory gets it, with gpu-1's defaults.
 	inv.GPUs[1].Healthy = true
-	pub.Publish(Devices(inv, ClaimDefaults{MemPercent: 100}))
+	if err := driver.Publish(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
 	harness.Eventually(t, 60*time.Second, "the waiting pod placed on the recovered GPU", func() error {
 		cl, err := kube.ResourceV1().ResourceClaims(ns).Get(ctx, "defaults", metav1.GetOptions{})
 		if err != nil || cl.Status.Allocation == nil {
@@ -173,6 +191,35 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		}
 		return nil
 	})
+
+	// kubelet's call for the first claim, over the driver's socket: the
+	// helper reads the claim from the apiserver, and the node prepares
+	// the share the scheduler booked.
+	named, err := kube.ResourceV1().ResourceClaims(ns).Get(ctx, "named", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dirs.Plugin, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := drapb.NewDRAPluginClient(conn).NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{{Namespace: ns, Name: "named", Uid: string(named.UID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.Claims[string(named.UID)]
+	if r == nil || r.Error != "" || len(r.Devices) != 1 || r.Devices[0].DeviceName != GPUName(0) || r.Devices[0].CdiDeviceIds[0] != ClaimKind+"="+cdiDevice(string(named.UID), 0) {
+		t.Fatalf("NodePrepareResources: %v", resp)
+	}
+	got, ok := prep.Claim(string(named.UID))
+	if !ok || len(got.Grants) != 1 || got.Grants[0].MemoryMiB != 20480 || got.Grants[0].Cores != 30 || len(got.Pods) != 1 {
+		t.Fatalf("prepared %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vgpud-claim-"+string(named.UID)+".json")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubelet's NodePrepareResources for %q: %s, %d MiB, %d cores for pod %s", "named", r.Devices[0].CdiDeviceIds[0], got.Grants[0].MemoryMiB, got.Grants[0].Cores, got.Pods[0])
 }
 
 // readyNode makes a Node the scheduler takes: Ready, with room for pods,
