@@ -237,7 +237,12 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		if cfg.Process.PodName != "" && cfg.Process.PodNamespace != "" {
 			nodeCfg.Pod = cfg.Process.PodNamespace + "/" + cfg.Process.PodName
 		}
-		a := node.NewRole(nodeCfg, cfg.Process.NodeName, cfg.Process.Resources, node.API{Core: kube.Core, Events: kube.Events}, status, strings.Join(cfg.Process.Roles, "+"),
+		mem, cores, err := cluster.ClaimDefaults(cfg.Cluster)
+		if err != nil {
+			log.Warn("DRA claims' defaults are the flags': the cluster settings file did not read", "err", err)
+		}
+		nodeCfg.ClaimDefaults = node.SchedulingDefaults{MemPercent: mem, Cores: cores}
+		a := node.NewRole(nodeCfg, cfg.Process.NodeName, cfg.Process.Resources, node.API{Core: kube.Core, Events: kube.Events, Kube: kube.DRA}, status, strings.Join(cfg.Process.Roles, "+"),
 			reg, clock.RealClock{}, log.With("role", process.RoleNode))
 		g.Go(func() error { return a.Run(ctx) })
 	}

@@ -92,43 +92,55 @@ func fieldsByAddress(v reflect.Value, prefix string) map[uintptr]string {
 	return out
 }
 
-// docs/settings.md's tables are rendered from the flags; run with
+// docs/settings.md's and settings-files.md's tables are rendered from
+// the flags and the files' APIs; run with
 // VGPUD_UPDATE_DOCS=1 to write them after changing a flag.
 func TestSettingsDocTablesMatchTheFlags(t *testing.T) {
-	const doc = "docs/settings.md"
-	raw, err := os.ReadFile(doc)
-	if err != nil {
-		t.Fatal(err)
+	docs := []string{"docs/settings.md", "docs/settings-files.md"}
+	was := map[string]string{}
+	now := map[string]string{}
+	for _, doc := range docs {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		was[doc], now[doc] = string(raw), string(raw)
 	}
-	readme := string(raw)
+	// render puts a block's content in the one page that has it.
+	render := func(block *regexp.Regexp, what, content string) {
+		found := 0
+		for _, doc := range docs {
+			if block.MatchString(now[doc]) {
+				found++
+				now[doc] = block.ReplaceAllLiteralString(now[doc], content)
+			}
+		}
+		if found != 1 {
+			t.Fatalf("%d of %v have a %s block; want one", found, docs, what)
+		}
+	}
 	cfg := defaultConfig()
-	want := readme
 	for _, g := range flagGroups(&cfg) {
 		block := regexp.MustCompile(`(?s)<!-- flags: ` + g.name + ` -->\n.*?<!-- end flags -->`)
-		if !block.MatchString(want) {
-			t.Fatalf("%s has no <!-- flags: %s --> ... <!-- end flags --> block", doc, g.name)
-		}
-		table := "<!-- flags: " + g.name + " -->\n" + flagTable(g.flags) + "<!-- end flags -->"
-		want = block.ReplaceAllLiteralString(want, table)
+		render(block, "<!-- flags: "+g.name+" -->", "<!-- flags: "+g.name+" -->\n"+flagTable(g.flags)+"<!-- end flags -->")
 	}
 	// The keys of the settings files, rendered from the API (configapi).
 	for file, settings := range map[string][]configapi.Setting{"cluster-settings.yaml": cluster.FileSettings(), "node-overrides.yaml": node.OverrideSettings()} {
 		block := regexp.MustCompile(`(?s)<!-- file keys: ` + regexp.QuoteMeta(file) + ` -->\n.*?<!-- end file keys -->`)
-		if !block.MatchString(want) {
-			t.Fatalf("%s has no <!-- file keys: %s --> ... <!-- end file keys --> block", doc, file)
+		render(block, "<!-- file keys: "+file+" -->", "<!-- file keys: "+file+" -->\n"+fileKeyTable(settings)+"<!-- end file keys -->")
+	}
+	for _, doc := range docs {
+		if now[doc] == was[doc] {
+			continue
 		}
-		want = block.ReplaceAllLiteralString(want, "<!-- file keys: "+file+" -->\n"+fileKeyTable(settings)+"<!-- end file keys -->")
-	}
-	if want == readme {
-		return
-	}
-	if os.Getenv("VGPUD_UPDATE_DOCS") != "" {
-		if err := os.WriteFile(doc, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
+		if os.Getenv("VGPUD_UPDATE_DOCS") != "" {
+			if err := os.WriteFile(doc, []byte(now[doc]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
-		return
+		t.Errorf("%s's settings tables differ from the flags; run VGPUD_UPDATE_DOCS=1 go test -run TestSettingsDocTablesMatchTheFlags .", doc)
 	}
-	t.Errorf("%s's settings tables differ from the flags; run VGPUD_UPDATE_DOCS=1 go test -run TestSettingsDocTablesMatchTheFlags .", doc)
 }
 
 func flagTable(flags []cli.Flag) string {

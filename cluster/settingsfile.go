@@ -92,3 +92,12 @@ func (r *Role) loadSettings(log *slog.Logger, lastErr *string) {
 		r.metrics.SettingsLoaded(true)
 	}
 }
+
+// ClaimDefaults are what a container that names no GPU memory or cores
+// gets, from c's flags and the settings file as it reads now: a DRA node
+// publishes them as its devices' request policies. A file that does not
+// read leaves the flags', with the error.
+func ClaimDefaults(c Config) (memPercent, cores int, err error) {
+	cfg, err := c.readSettings()
+	return cfg.Scheduling.DefaultGPUMemPercentage, cfg.Scheduling.DefaultGPUCores, err
+}

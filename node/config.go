@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpud/vgpud/internal/configapi"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
+	"github.com/vgpud/vgpud/node/internal/dra"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/gpuuse"
 	"github.com/vgpud/vgpud/node/internal/grant"
@@ -42,6 +43,12 @@ type Config struct {
 	Runtime   runtimecheck.Options
 	Usage     gpuuse.Options
 	Inspect   inspect.Options
+	DRA       dra.Options
+	// ClaimDefaults are what a DRA claim that leaves memory or cores out
+	// gets: the cluster's scheduling defaults (set by main from the
+	// cluster role's settings, the settings file's where it names them),
+	// which the node publishes as its devices' request policies.
+	ClaimDefaults SchedulingDefaults
 	// Pod is this replica's pod, namespace/name (from --pod-namespace and
 	// --pod-name): after a kubelet restart the plugin says serving only
 	// once kubelet lists it on Plugin.PodResourcesSocket. "" does not
@@ -62,6 +69,7 @@ func DefaultConfig() Config {
 		Runtime:  runtimecheck.DefaultOptions(),
 		Usage:    gpuuse.DefaultOptions(),
 		Inspect:  inspect.DefaultOptions(),
+		DRA:      dra.DefaultOptions(),
 	}
 }
 
@@ -69,7 +77,7 @@ func DefaultConfig() Config {
 // flag replaces its default when given, as comma-separated values.
 func (c *Config) Flags() []cli.Flag {
 	return slices.Concat(c.GPUs.Flags(), c.Plugin.Flags(), c.Sharing.Flags(), []cli.Flag{c.Overrides.Flag(c.fileSettings())},
-		c.Health.Flags(), c.Rescan.Flags(), c.MIG.Flags(), c.Slices.Flags(), c.Runtime.Flags(), c.Identity.Flags(), c.Usage.Flags(), c.Inspect.Flags())
+		c.Health.Flags(), c.Rescan.Flags(), c.MIG.Flags(), c.Slices.Flags(), c.Runtime.Flags(), c.Identity.Flags(), c.Usage.Flags(), c.Inspect.Flags(), c.DRA.Flags())
 }
 
 // Validate reports every node-role setting that cannot work, by its flag.
@@ -77,11 +85,19 @@ func (c *Config) Flags() []cli.Flag {
 // (ForNode), on the node they select.
 func (c Config) Validate() field.ErrorList {
 	return slices.Concat(c.GPUs.Validate(), c.Sharing.Validate(), c.Plugin.Validate(), c.Overrides.Validate(), c.Health.Validate(), c.Rescan.Validate(),
-		c.MIG.Validate(), c.Slices.Validate(), c.Runtime.Validate(), c.Identity.Validate(), c.Usage.Validate(), c.Inspect.Validate())
+		c.MIG.Validate(), c.Slices.Validate(), c.Runtime.Validate(), c.Identity.Validate(), c.Usage.Validate(), c.Inspect.Validate(), c.DRA.Validate())
 }
 
 // fileSettings are the settings node-overrides.yaml may change for the
 // nodes an entry selects, bound to c (configapi).
 func (c *Config) fileSettings() []configapi.Setting {
-	return slices.Concat(c.Sharing.FileSettings(), c.GPUs.FileSettings(), c.Usage.FileSettings(), c.MIG.FileSettings())
+	return slices.Concat(c.Sharing.FileSettings(), c.GPUs.FileSettings(), c.Usage.FileSettings(), c.MIG.FileSettings(), c.DRA.FileSettings())
+}
+
+// SchedulingDefaults are the cluster's defaults for a container, or a DRA
+// claim, that names no GPU memory or cores: --default-gpumem-percentage
+// and --default-gpucores.
+type SchedulingDefaults struct {
+	MemPercent int
+	Cores      int // 0: a slot's share
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/health"
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/rescan"
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podevents"
 )
 
@@ -72,14 +73,23 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 	// drained: a pod bound while it drains finds their devices too.
 	pctx, pstop := context.WithCancel(context.WithoutCancel(gctx))
 	defer pstop()
-	g.Go(func() error {
-		defer pstop()
-		return p.server.Run(gctx)
-	})
-	if p.profiles != nil {
-		g.Go(func() error { return p.profiles.Run(pctx) })
+	if a.claims != nil {
+		// A DRA node serves claims only: no device plugin registers, so
+		// kubelet offers no GPU resource for the extender's pods here.
+		pstop()
+		annotated := make(chan protocol.Inventory, 1)
+		g.Go(func() error { return a.serveClaims(gctx, a.inventory(), p.healthChanged, annotated) })
+		g.Go(func() error { return p.publisher.Keep(gctx, a.inventory(), annotated, a.clock, a.log) })
+	} else {
+		g.Go(func() error {
+			defer pstop()
+			return p.server.Run(gctx)
+		})
+		if p.profiles != nil {
+			g.Go(func() error { return p.profiles.Run(pctx) })
+		}
+		g.Go(func() error { return p.publisher.Keep(gctx, a.inventory(), p.healthChanged, a.clock, a.log) })
 	}
-	g.Go(func() error { return p.publisher.Keep(gctx, a.inventory(), p.healthChanged, a.clock, a.log) })
 	if a.od.Making() {
 		g.Go(func() error {
 			return a.od.Make(gctx, a.record, pods, a.node, a.nvmlMu.RLocker(), a.clock, func() { p.republish(nil) })

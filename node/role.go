@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
@@ -17,6 +18,7 @@ import (
 	"github.com/vgpud/vgpud/internal/configapi"
 	"github.com/vgpud/vgpud/node/internal/cordon"
 	"github.com/vgpud/vgpud/node/internal/deviceplugin"
+	"github.com/vgpud/vgpud/node/internal/dra"
 	"github.com/vgpud/vgpud/node/internal/gpu"
 	"github.com/vgpud/vgpud/node/internal/gpuagents"
 	"github.com/vgpud/vgpud/node/internal/gpuuse"
@@ -63,6 +65,9 @@ type Metrics interface {
 type API struct {
 	Core   typedcorev1.CoreV1Interface
 	Events eventsv1client.EventsV1Interface
+	// Kube is every group, for the DRA driver's kubelet plugin, which
+	// reads claims and writes the node's ResourceSlices.
+	Kube kubernetes.Interface
 }
 
 // Role is the node role of one replica.
@@ -84,6 +89,9 @@ type Role struct {
 	server   *deviceplugin.PluginServer
 	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
+	// claims is the DRA driver where the node serves claims (--dra),
+	// in place of the device plugin; nil elsewhere.
+	claims *dra.ClaimDriver
 	// agents says which pods are GPU agents, for the hook.
 	agents gpuagents.Rule
 	cordon *cordon.Watch // the node's GPU cordon, for inspect
@@ -123,10 +131,14 @@ func (a *Role) Ready() (bool, string) {
 	if a.notReady != "" {
 		return false, a.notReady
 	}
-	if a.server == nil {
+	switch {
+	case a.claims != nil:
+		if ok, err := a.claims.Registered(); !ok {
+			return false, "DRA driver " + dra.DriverName + " not registered with kubelet yet: " + err.Error()
+		}
+	case a.server == nil:
 		return false, "device plugin not started"
-	}
-	if r := a.server.Registration(); r.Count == 0 {
+	case a.server.Registration().Count == 0:
 		return false, "device plugin not registered with kubelet yet"
 	}
 	if a.hook != nil {
@@ -307,6 +319,11 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	a.metrics.Identity(mode)
 	if err := identity.Announce(ctx, a.api.Core, a.node, mode, a.clock, a.log); err != nil || ctx.Err() != nil {
 		return false, err
+	}
+	if a.cfg.DRA.DRA {
+		if err := a.startClaims(ctx); err != nil {
+			return false, err
+		}
 	}
 	g.Go(func() error {
 		defer stopPods()

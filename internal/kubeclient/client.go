@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -31,6 +32,9 @@ type Clients struct {
 	Authn        *authnv1client.AuthenticationV1Client
 	Authz        *authzv1client.AuthorizationV1Client
 	Discovery    *discovery.DiscoveryClient
+	// DRA is what the DRA driver's kubelet plugin calls through the
+	// whole interface: only the groups it uses (newDRAClients).
+	DRA kubernetes.Interface
 }
 
 // New builds the process's clients, sharing one connection pool and rate
@@ -73,6 +77,9 @@ func New(o Options, userAgent string, count func(http.RoundTripper) http.RoundTr
 	}
 	if c.Core, err = corev1client.NewForConfigAndClient(rc, hc); err != nil {
 		return Clients{}, fmt.Errorf("kubernetes core/v1 client: %w", err)
+	}
+	if c.DRA, err = newDRAClients(rc, hc, c.Core); err != nil {
+		return Clients{}, err
 	}
 	if c.Coordination, err = coordinationv1client.NewForConfigAndClient(rc, hc); err != nil {
 		return Clients{}, fmt.Errorf("kubernetes coordination/v1 client: %w", err)

@@ -1,0 +1,69 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/vgpud/vgpud/node/internal/cdidevices"
+	"github.com/vgpud/vgpud/node/internal/dra"
+	"github.com/vgpud/vgpud/protocol"
+)
+
+// startClaims starts the node's DRA driver, where the node serves
+// claims (--dra): it registers with kubelet and answers its prepare
+// calls from the role's start, and offers the GPUs once a generation
+// publishes them (serveClaims). The prepare record outlives the
+// generations and the role's restarts.
+func (a *Role) startClaims(ctx context.Context) error {
+	o := a.cfg.DRA
+	cdi := &cdidevices.Resolver{Mode: cdidevices.ModeOn, Runtime: a.runtimeCDI, Index: a.gpuIndex}
+	record := strings.ReplaceAll(o.DRARecord, "{node}", a.node)
+	prep, err := dra.NewPreparer(a.node, record, o.CDIDir, cdi.Edits, a.log.With("component", "dra"))
+	if err != nil {
+		return err
+	}
+	// The driver's own directory under kubelet's plugins, which
+	// kubelet does not make.
+	if err := os.MkdirAll(o.Dirs().Plugin, 0o750); err != nil {
+		return fmt.Errorf("the DRA driver's directory: %w", err)
+	}
+	d := dra.ClaimDefaults{MemPercent: a.cfg.ClaimDefaults.MemPercent, Cores: a.cfg.ClaimDefaults.Cores}
+	driver, err := dra.StartClaimDriver(ctx, a.api.Kube, a.node, o.Dirs(), d, prep)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		driver.Stop()
+		cdi.Close()
+	}()
+	a.mu.Lock()
+	a.claims = driver
+	a.mu.Unlock()
+	a.log.Info("serving DRA claims", "driver", dra.DriverName, "plugin", o.Dirs().Plugin, "record", record)
+	return nil
+}
+
+// serveClaims offers each inventory the generation builds as the node's
+// devices (the first at once), then passes it on to out, the inventory
+// annotation's publisher, keeping only the newest.
+func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-chan protocol.Inventory, out chan protocol.Inventory) error {
+	inv := first
+	for {
+		if err := a.claims.Publish(ctx, inv); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case inv = <-in:
+		}
+		select {
+		case <-out:
+		default:
+		}
+		out <- inv
+	}
+}
