@@ -8,7 +8,9 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/cdidevices"
 	"github.com/vgpud/vgpud/node/internal/dra"
+	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // startClaims starts the node's DRA driver, where the node serves
@@ -66,4 +68,25 @@ func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-c
 		}
 		out <- inv
 	}
+}
+
+// claimGrant is the grant behind a DRA claim's CDI device kubelet gave a
+// container of pod podUID, from the prepare record, for the runtime
+// hook. A node that serves no claims refuses every claim's device.
+func (a *Role) claimGrant(ctx context.Context, cdiName, podUID string) (nrihook.ClaimGrant, bool, error) {
+	a.mu.Lock()
+	claims := a.claims
+	a.mu.Unlock()
+	if !strings.HasPrefix(cdiName, wellknown.DRAClaimCDIKind+"=") {
+		return nrihook.ClaimGrant{}, false, nil
+	}
+	if claims == nil {
+		return nrihook.ClaimGrant{}, true, fmt.Errorf("CDI device %s is a DRA claim's, and node %s serves no claims (--dra)", cdiName, a.node)
+	}
+	g, ours, err := claims.Resolve(ctx, cdiName, podUID)
+	if err != nil || !ours {
+		return nrihook.ClaimGrant{}, ours, err
+	}
+	return nrihook.ClaimGrant{CDI: cdiName, Nodes: g.Nodes,
+		Slice: protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: g.MIG}}, true, nil
 }

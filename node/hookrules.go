@@ -10,7 +10,8 @@ import (
 func (a *Role) hookOptions() identity.HookOptions {
 	return identity.HookOptions{Node: a.node, Resources: a.resources, Slice: a.sliceOptions(),
 		Agent: a.agents.Exempt, AgentsSynced: a.agents.Synced, Self: a.cfg.Pod, Early: a.cfg.Identity.NRIEarlyNamespaces, MIGParent: a.migParent,
-		CDI: (&cdidevices.Resolver{Mode: a.cfg.Identity.CDI, Runtime: a.runtimeCDI, Index: a.gpuIndex}).Devices, CDIKnown: a.cdiKnown}
+		CDI: (&cdidevices.Resolver{Mode: a.cfg.Identity.CDI, Runtime: a.runtimeCDI, Index: a.gpuIndex}).Devices, CDIKnown: a.cdiKnown,
+		Claims: a.claimGrant}
 }
 
 // runtimeCDI is whether the runtime injects CDI devices, by its latest

@@ -186,3 +186,15 @@ const AnnotationCordonHAMi = "hami.io/device-cordon"
 func NodeReportLabels() []string {
 	return []string{LabelGPUProduct, LabelGPUCount, LabelGPUMemory, LabelGPUSplit, LabelMIGCapable, LabelMIGMode}
 }
+
+// vgpud's DRA driver, where a node serves claims (--dra).
+const (
+	// DRADriver is the driver's name: its ResourceSlices', its
+	// DeviceClass's selector's, and the domain of its devices'
+	// attributes and capacities.
+	DRADriver = "gpu.vgpud.io"
+	// DRAClaimCDIKind is the CDI kind of the devices the node prepares
+	// for claims, one per allocated device, named <claim UID>-<index>:
+	// the runtime hook knows a claim's container by them.
+	DRAClaimCDIKind = DRADriver + "/claim"
+)

@@ -14,11 +14,12 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // DriverName is vgpud's DRA driver: a DeviceClass selects its devices by
 // it, and attributes and capacities without a domain are in it.
-const DriverName = "gpu.vgpud.io"
+const DriverName = wellknown.DRADriver
 
 // The capacities of a shared GPU, as a claim's capacity.requests names
 // them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -52,6 +53,9 @@ type KubeletDirs struct {
 // StartClaimDriver registers with kubelet and serves its calls until ctx
 // ends or Stop; it offers nothing until Publish.
 func StartClaimDriver(ctx context.Context, kube kubernetes.Interface, node string, dirs KubeletDirs, defaults ClaimDefaults, prep *Preparer) (*ClaimDriver, error) {
+	prep.getClaim = func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
+		return kube.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
 	h, err := kubeletplugin.Start(ctx, prep,
 		kubeletplugin.DriverName(DriverName), kubeletplugin.KubeClient(kube), kubeletplugin.NodeName(node),
 		kubeletplugin.PluginDataDirectoryPath(dirs.Plugin), kubeletplugin.RegistrarDirectoryPath(dirs.Registry))
@@ -59,6 +63,12 @@ func StartClaimDriver(ctx context.Context, kube kubernetes.Interface, node strin
 		return nil, fmt.Errorf("start the DRA driver %s: %w", DriverName, err)
 	}
 	return &ClaimDriver{node: node, defaults: defaults, prep: prep, helper: h}, nil
+}
+
+// Resolve is the grant behind a CDI device kubelet gave a container of
+// pod podUID (Preparer.Resolve).
+func (d *ClaimDriver) Resolve(ctx context.Context, cdiName, podUID string) (Grant, bool, error) {
+	return d.prep.Resolve(ctx, cdiName, podUID)
 }
 
 // Publish offers inv's devices: to the Preparer first, so that a claim

@@ -22,14 +22,19 @@ type Grant struct {
 	// Slots are what the grant takes of its GPU's split: 1 on a shared
 	// GPU, all of them where the claim holds the device whole.
 	Slots   int    `json:"slots"`
+	MIG     bool   `json:"mig,omitempty"` // UUID is a MIG device, held whole
 	ShareID string `json:"shareID,omitempty"`
-	CDI     string `json:"cdi"` // its CDI device's qualified name
+	CDI     string `json:"cdi"` // its CDI device's name, <claim UID>-<index>
+	// Nodes are the device nodes its CDI device brings: the runtime hook
+	// lets a container reach these, and no other GPU's.
+	Nodes []string `json:"nodes"`
 }
 
 // offer is one published device as the node offers it.
 type offer struct {
 	uuid      string
 	shared    bool
+	mig       bool
 	memoryMiB int64
 	cores     int // a whole GPU's, scaled; a MIG instance's share
 	slots     int
@@ -43,7 +48,7 @@ func offers(inv protocol.Inventory) map[string]offer {
 	}
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
-			out[MIGName(g.Index, in.Start, in.Size)] = offer{uuid: in.UUID, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
+			out[MIGName(g.Index, in.Start, in.Size)] = offer{uuid: in.UUID, mig: true, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
 		}
 	}
 	return out
@@ -74,7 +79,7 @@ func grants(claim *resourceapi.ResourceClaim, node string, offered map[string]of
 		if !ok {
 			return nil, fmt.Errorf("%s: this node publishes no such device (a GPU gone or renamed since the allocation)", where)
 		}
-		g := Grant{Request: r.Request, Device: r.Device, UUID: o.uuid, MemoryMiB: o.memoryMiB, Cores: min(o.cores, protocol.MaxPercent), Slots: o.slots, CDI: cdiName(len(out))}
+		g := Grant{Request: r.Request, Device: r.Device, UUID: o.uuid, MemoryMiB: o.memoryMiB, Cores: min(o.cores, protocol.MaxPercent), Slots: o.slots, MIG: o.mig, CDI: cdiName(len(out))}
 		if r.ShareID != nil {
 			g.ShareID = string(*r.ShareID)
 		}

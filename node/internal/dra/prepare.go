@@ -19,12 +19,13 @@ import (
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // ClaimKind is the CDI kind of the devices vgpud prepares for claims:
 // one per allocated device, named by the claim's UID, so that no name
 // is used twice and the runtime hook knows the claim by it.
-const ClaimKind = DriverName + "/claim"
+const ClaimKind = wellknown.DRAClaimCDIKind
 
 // recordVersion is the prepare record's format.
 const recordVersion = 1
@@ -58,6 +59,9 @@ type Preparer struct {
 	// env (cdidevices.Resolver.Edits).
 	edits func(uuid string) (cdispecs.ContainerEdits, error)
 	log   *slog.Logger
+	// getClaim reads a claim again, for a pod that joined one prepared
+	// earlier; nil refuses such a pod.
+	getClaim ClaimGetter
 
 	mu      sync.Mutex
 	offered map[string]offer // what the node publishes
@@ -154,7 +158,17 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 		}
 	}
 	slices.Sort(prep.Pods)
-	if err := p.writeSpec(uid, gs); err != nil {
+	edits := make([]cdispecs.ContainerEdits, len(gs))
+	for i := range gs {
+		if edits[i], err = p.edits(gs[i].UUID); err != nil {
+			return nil, fmt.Errorf("device %s (%s): %w", gs[i].Device, gs[i].UUID, err)
+		}
+		gs[i].Nodes = []string{}
+		for _, n := range edits[i].DeviceNodes {
+			gs[i].Nodes = append(gs[i].Nodes, n.Path)
+		}
+	}
+	if err := p.writeSpec(uid, gs, edits); err != nil {
 		return nil, err
 	}
 	p.claims[uid] = prep
@@ -204,14 +218,10 @@ func (p *Preparer) HandleError(_ context.Context, err error, msg string) {
 
 // writeSpec writes the claim's CDI spec: a device per grant, with what
 // the node's NVIDIA spec does for its GPU, less env.
-func (p *Preparer) writeSpec(uid string, gs []Grant) error {
+func (p *Preparer) writeSpec(uid string, gs []Grant, edits []cdispecs.ContainerEdits) error {
 	spec := cdispecs.Spec{Kind: ClaimKind, Devices: make([]cdispecs.Device, 0, len(gs))}
-	for _, g := range gs {
-		edits, err := p.edits(g.UUID)
-		if err != nil {
-			return fmt.Errorf("device %s (%s): %w", g.Device, g.UUID, err)
-		}
-		spec.Devices = append(spec.Devices, cdispecs.Device{Name: g.CDI, ContainerEdits: edits})
+	for i, g := range gs {
+		spec.Devices = append(spec.Devices, cdispecs.Device{Name: g.CDI, ContainerEdits: edits[i]})
 	}
 	v, err := cdispecs.MinimumRequiredVersion(&spec)
 	if err != nil {

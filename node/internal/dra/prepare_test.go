@@ -122,7 +122,7 @@ func TestPrepareRecordsTheShare(t *testing.T) {
 		t.Errorf("CDI spec %s (%v)", raw, err)
 	}
 	want := Prepared{Namespace: "team", Name: "train", Pods: []string{"pod-a", "pod-b"}, Grants: []Grant{
-		{Request: "gpu", Device: "gpu-0", UUID: "GPU-a", MemoryMiB: 10240, Cores: 30, Slots: 1, ShareID: "s1", CDI: "uid-1-0"}}}
+		{Request: "gpu", Device: "gpu-0", UUID: "GPU-a", MemoryMiB: 10240, Cores: 30, Slots: 1, ShareID: "s1", CDI: "uid-1-0", Nodes: []string{"/dev/nvidia0", "/dev/nvidiactl"}}}}
 	for _, pr := range []*Preparer{p, newTestPreparer(t, dir)} {
 		got, ok := pr.Claim("uid-1")
 		if !ok || !equalJSON(got, want) {
@@ -240,4 +240,42 @@ func equalJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// The hook's lookup: a claim's CDI device resolves to its grant for a
+// pod it was prepared for; a pod that joined a shared claim since is
+// added once the claim, read again, is reserved for it; anything else
+// is refused, and a name of another kind is none of the claims'.
+func TestResolveByTheRecord(t *testing.T) {
+	p := newTestPreparer(t, t.TempDir())
+	c := claimOn("c-1", "shared", []string{"pod-a"}, result{device: "gpu-0", shareID: "s", consumed: consumed("8Gi", "20")})
+	if res := prepareOne(t, p, c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	ctx := context.Background()
+	name := ClaimKind + "=c-1-0"
+	if g, ours, err := p.Resolve(ctx, name, "pod-a"); err != nil || !ours || g.UUID != "GPU-a" || g.MemoryMiB != 8192 || g.Cores != 20 {
+		t.Errorf("pod-a: %+v %v %v", g, ours, err)
+	}
+	if _, ours, err := p.Resolve(ctx, "nvidia.com/gpu=0", "pod-a"); ours || err != nil {
+		t.Errorf("another kind: ours %v, %v", ours, err)
+	}
+	for _, n := range []string{ClaimKind + "=c-2-0", ClaimKind + "=c-1-5", ClaimKind + "=nodash"} {
+		if _, ours, err := p.Resolve(ctx, n, "pod-a"); !ours || err == nil {
+			t.Errorf("%s: ours %v, %v; want refused", n, ours, err)
+		}
+	}
+	// pod-b shares the claim now; pod-c does not.
+	reread := c.DeepCopy()
+	reread.Status.ReservedFor = append(reread.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-b", UID: "pod-b"})
+	p.getClaim = func(context.Context, string, string) (*resourceapi.ResourceClaim, error) { return reread, nil }
+	if _, _, err := p.Resolve(ctx, name, "pod-b"); err != nil {
+		t.Errorf("pod-b, reserved since: %v", err)
+	}
+	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-a,pod-b" {
+		t.Errorf("pods %v", got.Pods)
+	}
+	if _, _, err := p.Resolve(ctx, name, "pod-c"); err == nil || !strings.Contains(err.Error(), "not reserved for pod pod-c") {
+		t.Errorf("pod-c: %v", err)
+	}
 }

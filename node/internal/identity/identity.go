@@ -44,6 +44,8 @@ type HookOptions struct {
 	// can tell (nrihook.Ruleset).
 	CDI      func(gpus []string) (names, nodes []string, err error)
 	CDIKnown func() bool
+	// Claims resolves a DRA claim's CDI device (nrihook.Ruleset).
+	Claims func(ctx context.Context, cdiName, podUID string) (nrihook.ClaimGrant, bool, error)
 }
 
 // NewHook is the NRI hook for this node's containers; what it grants is
@@ -59,6 +61,7 @@ func NewHook(o HookOptions, pods *nodepods.Index, granted nrihook.Granted, metri
 		MIGParent:    o.MIGParent,
 		CDI:          o.CDI,
 		CDIKnown:     o.CDIKnown,
+		Claims:       o.Claims,
 	}, pods, hookWait, metrics, clk, log.With("component", "nri"))
 	h.Tell(granted)
 	// The kill checks the PID's cgroup names the container first.

@@ -13,6 +13,9 @@ type cdiGrant struct{ names, nodes []string }
 // cdiFor is d's grant as the node's CDI devices: none but for a Grant
 // on a node that hands GPUs out so.
 func cdiFor(d Decision, r Ruleset) (cdiGrant, error) {
+	if d.Action == Grant && d.Claimed != nil {
+		return *d.Claimed, nil
+	}
 	if d.Action != Grant || r.CDI == nil {
 		return cdiGrant{}, nil
 	}

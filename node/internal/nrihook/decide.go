@@ -6,6 +6,7 @@
 package nrihook
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,6 +54,19 @@ type Decision struct {
 	// Devices are the GPUs a Keep container may name: every GPU of its
 	// pod's HAMi record (which lists containers by position, not name).
 	Devices []string
+	// Claimed, for a Grant of DRA claims, are the CDI devices kubelet
+	// gave the container and the device nodes they bring; nil for a
+	// grant from an assignment.
+	Claimed *cdiGrant
+}
+
+// ClaimGrant is one device the node prepared for a DRA claim, as a
+// container of a pod it was prepared for gets it.
+type ClaimGrant struct {
+	CDI   string // the CDI device's qualified name
+	Slice protocol.GPUSlice
+	// Nodes are the device nodes the CDI device brings.
+	Nodes []string
 }
 
 // NamedContainer is the container the runtime is creating, as the runtime
@@ -64,6 +78,11 @@ type NamedContainer struct {
 	// Known is the informer's pod of that namespace and name, if any; it
 	// is this container's pod only when its UID matches.
 	Known *corev1.Pod
+	// Claimed are the grants behind the DRA claims' CDI devices kubelet
+	// gave the container (Ruleset.Claims resolved them from the node's
+	// prepare record); ClaimErr says why one was refused.
+	Claimed  []ClaimGrant
+	ClaimErr error
 }
 
 // Ruleset are the node's settings the decision reads.
@@ -97,6 +116,12 @@ type Ruleset struct {
 	// CDIKnown says whether CDI can tell which devices a grant brings
 	// yet (the runtime read, the GPUs discovered); nil: always.
 	CDIKnown func() bool
+	// Claims resolves a CDI device kubelet gave a container of the pod
+	// with that UID: the grant the node prepared behind it, where the
+	// name is a DRA claim's (ours); an error for one the node did not
+	// prepare for that pod. Nil resolves none, and a claim's device is
+	// then a GPU outside the books.
+	Claims func(ctx context.Context, cdiName, podUID string) (g ClaimGrant, ours bool, err error)
 }
 
 // Decide is the verdict on c. It reads only what vgpud wrote (the
@@ -118,6 +143,15 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 	}
 	spec := containerSpec(pod, c.Name)
 	asks := spec != nil && len(podmodel.VGPUNames(spec, r.Resources)) > 0
+	if c.ClaimErr != nil {
+		return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s: %v", c.Name, id, c.ClaimErr)}
+	}
+	if len(c.Claimed) > 0 {
+		if _, assigned := pod.Annotations[wellknown.AnnotationAssignment]; assigned || asks {
+			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s has DRA claims and vGPU resources both: a node serving claims takes claims only", c.Name, id)}
+		}
+		return claimed(c, spec, r)
+	}
 	if raw, ok := pod.Annotations[wellknown.AnnotationAssignment]; ok {
 		a, err := protocol.DecodeAssignment(raw)
 		switch {
@@ -223,4 +257,20 @@ func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
 
 func privileged(c *corev1.Container) bool {
 	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}
+
+// claimed grants c the devices the node prepared for its DRA claims.
+func claimed(c NamedContainer, spec *corev1.Container, r Ruleset) Decision {
+	ca := protocol.ContainerAssignment{Name: c.Name}
+	cg := &cdiGrant{}
+	for _, g := range c.Claimed {
+		ca.GPUs = append(ca.GPUs, g.Slice)
+		cg.names = append(cg.names, g.CDI)
+		cg.nodes = append(cg.nodes, g.Nodes...)
+	}
+	var priority *int
+	if spec != nil {
+		priority = grant.Priority(spec, r.Resources)
+	}
+	return Decision{Action: Grant, Slice: grant.For(ca, c.UID, priority, r.Slice), Assigned: ca, Claimed: cg}
 }

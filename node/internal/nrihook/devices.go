@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/grant"
 	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // nvidiaMajor is the NVIDIA driver's character device major: every
@@ -73,7 +74,8 @@ func foreignGPUs(ctr *api.Container, granted cdiGrant) []string {
 
 // cdiNVIDIA says whether a CDI device list (comma-separated qualified
 // names, vendor/class=name) names an NVIDIA GPU: the toolkit's gpu and
-// mig classes, or NVIDIA's DRA driver's vendor. NVIDIA's network devices
+// mig classes, NVIDIA's DRA driver's vendor, or a claim vgpud's own DRA
+// driver prepared. NVIDIA's network devices
 // (nvidia.com/<other class>, the SR-IOV and RDMA plugins') are not; a
 // CDI device of any name that brings a GPU's node is caught by the
 // device nodes, which containerd resolves before the hook.
@@ -87,7 +89,7 @@ func cdiNVIDIA(names string) bool {
 		if (vendor == "nvidia.com" || strings.HasSuffix(vendor, ".nvidia.com")) && (strings.HasPrefix(class, "gpu") || strings.HasPrefix(class, "mig")) {
 			return true
 		}
-		if strings.HasPrefix(n, "k8s.gpu.nvidia.com/") {
+		if strings.HasPrefix(n, "k8s.gpu.nvidia.com/") || strings.HasPrefix(n, wellknown.DRAClaimCDIKind+"=") {
 			return true
 		}
 	}

@@ -115,6 +115,7 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 	}
 	defer h.leave()
 	c.Known = h.lookup(ctx, c)
+	c.Claimed, c.ClaimErr = h.claims(ctx, ctr, c.UID)
 	rules, unsettled := h.rules, ""
 	h.mu.Lock()
 	h.sandboxes[types.UID(c.UID)] = sb.GetId()
@@ -141,6 +142,27 @@ func (h *Hook) CreateContainer(ctx context.Context, sb *api.PodSandbox, ctr *api
 		h.log.Info("container granted its slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpus", d.Slice.Env[containerenv.EnvVisibleDevices], "took", h.clock.Since(start))
 	}
 	return adj, nil, nil
+}
+
+// claims resolves the DRA claims' CDI devices kubelet gave ctr, a
+// container of the pod with that UID (Ruleset.Claims).
+func (h *Hook) claims(ctx context.Context, ctr *api.Container, podUID string) ([]ClaimGrant, error) {
+	var out []ClaimGrant
+	for _, d := range ctr.GetCDIDevices() {
+		if h.rules.Claims == nil {
+			return nil, nil // any claim's device is then foreign (apply)
+		}
+		rctx, cancel := context.WithTimeout(ctx, h.callWait(ctx))
+		g, ours, err := h.rules.Claims(rctx, d.GetName(), podUID)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if ours {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // lookup is the informer's pod of the runtime's name and UID, waiting a
