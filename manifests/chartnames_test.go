@@ -29,7 +29,10 @@ var objectSuffixes = []string{
 	"runtime-hook-optional", "runtime-hook-required", "hook-required", "gpu-pods",
 	"annotations", "gpu-cordoner", "gpu-cordon", "gpu-agents-admin", "gpu-agents", "hami-records", "scheduled-only",
 	"own-writes", "slice-env", "node-setup", "node-revert", "tls",
-	"auth-delegator", "metrics-reader", "viewer",
+	"auth-delegator", "metrics-reader", "viewer", "resource-slices",
+	// After every gpu-* and mig-*: the alternation takes the first that
+	// matches.
+	"gpu", "mig",
 }
 
 var objectName = regexp.MustCompile(`vgpud-(` + strings.Join(objectSuffixes, "|") + `)\b`)
@@ -110,7 +113,7 @@ func installNames() []edit {
 		"app.kubernetes.io/name: vgpud": 12, "app.kubernetes.io/name=vgpud": 1, "serviceAccountName: vgpud\n": 1,
 	}),
 		edit{"resourceNames: [\"vgpud\"]", "resourceNames: [\"" + chartFullname + "\"]", 1},
-		edit{"{{ .Release.Namespace }}:vgpud'", "{{ .Release.Namespace }}:" + chartFullname + "'", 3},
+		edit{"{{ .Release.Namespace }}:vgpud'", "{{ .Release.Namespace }}:" + chartFullname + "'", 4},
 		edit{"{{ .Release.Namespace }}:vgpud)", "{{ .Release.Namespace }}:" + chartFullname + ")", 1},
 		edit{"object.metadata.name == 'vgpud'", "object.metadata.name == '" + chartFullname + "'", 1},
 		edit{"configMap: {name: vgpud}", "configMap: {name: " + chartFullname + "}", 1},
@@ -135,7 +138,7 @@ func chartNames(t *testing.T, file, tmpl string) string {
 	t.Helper()
 	switch file {
 	case "vgpud.yaml":
-		tmpl = renameObjects(t, file, tmpl, installNames(), 139)
+		tmpl = renameObjects(t, file, tmpl, installNames(), 145)
 		return renameBare(t, file, tmpl, 18)
 	case "node-revert.yaml":
 		tmpl = renameObjects(t, file, tmpl, nameEdits(map[string]int{"app.kubernetes.io/name: vgpud": 5, "serviceAccountName: vgpud\n": 2}), 4)
