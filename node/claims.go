@@ -6,6 +6,9 @@ import (
 	"os"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/vgpud/vgpud/node/internal/cdidevices"
 	"github.com/vgpud/vgpud/node/internal/dra"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
@@ -89,4 +92,27 @@ func (a *Role) claimGrant(ctx context.Context, cdiName, podUID string) (nrihook.
 	}
 	return nrihook.ClaimGrant{CDI: cdiName, Nodes: g.Nodes,
 		Slice: protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: g.MIG}}, true, nil
+}
+
+// withdrawClaims deletes the ResourceSlices an earlier run of this node
+// role published while it served claims: a node that no longer does
+// must offer the scheduler nothing kubelet could not prepare. A cluster
+// without the resource API has none.
+func (a *Role) withdrawClaims(ctx context.Context) {
+	slices := a.api.Kube.ResourceV1().ResourceSlices()
+	list, err := slices.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a.node + ",spec.driver=" + wellknown.DRADriver})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		a.log.Warn("could not list this node's DRA ResourceSlices, which it no longer serves", "err", err)
+		return
+	}
+	for _, s := range list.Items {
+		if err := slices.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			a.log.Warn("could not delete a DRA ResourceSlice of this node, which it no longer serves", "slice", s.Name, "err", err)
+			continue
+		}
+		a.log.Info("DRA ResourceSlice withdrawn: this node serves the device plugin now", "slice", s.Name)
+	}
 }

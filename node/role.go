@@ -324,6 +324,8 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 		if err := a.startClaims(ctx); err != nil {
 			return false, err
 		}
+	} else if a.api.Kube != nil {
+		a.withdrawClaims(ctx)
 	}
 	g.Go(func() error {
 		defer stopPods()

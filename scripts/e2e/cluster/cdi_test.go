@@ -49,45 +49,7 @@ func cdiDevices(t *testing.T, e env, nodes []string) {
 		index[g.UUID] = g.Index
 	}
 
-	// The node's NVIDIA spec, as nvidia-ctk cdi generate writes it by
-	// default: a device per GPU by its index and "all", the control
-	// node for every device.
-	dir := "/var/lib/vgpud-e2e/cdi"
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mknod := func(name string, minor int) string {
-		p := filepath.Join(dir, name)
-		_ = os.Remove(p)
-		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(195, uint32(minor)))); err != nil {
-			t.Fatalf("mknod %s: %v", p, err)
-		}
-		return p
-	}
-	var spec strings.Builder
-	spec.WriteString("cdiVersion: \"0.6.0\"\nkind: nvidia.com/gpu\ndevices:\n")
-	var all []string
-	for _, g := range inv.GPUs {
-		node := fmt.Sprintf("{path: /dev/nvidia%d, hostPath: %s}", g.Index, mknod(fmt.Sprintf("nvidia%d", g.Index), g.Index))
-		all = append(all, node)
-		fmt.Fprintf(&spec, "  - name: \"%d\"\n    containerEdits:\n      deviceNodes: [%s]\n", g.Index, node)
-	}
-	fmt.Fprintf(&spec, "  - name: all\n    containerEdits:\n      deviceNodes: [%s]\n", strings.Join(all, ", "))
-	fmt.Fprintf(&spec, "containerEdits:\n  deviceNodes: [{path: /dev/nvidiactl, hostPath: %s}]\n", mknod("nvidiactl", 255))
-	// Not nvidia.yaml: a runner's own spec stays; cluster.sh up removes
-	// what an aborted run left (vgpud-e2e-*).
-	specPath := "/etc/cdi/vgpud-e2e-nvidia.yaml"
-	tmp := specPath + ".tmp"
-	if err := os.WriteFile(tmp, []byte(spec.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, specPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = os.Remove(specPath)
-		_ = os.RemoveAll(dir)
-	})
+	fakeNVIDIASpec(t, inv)
 
 	// What each container sees: its device nodes and its GPU env.
 	pod := func(name string, limits corev1.ResourceList) *corev1.Pod {
@@ -190,4 +152,49 @@ func cdiDevices(t *testing.T, e env, nodes []string) {
 		t.Errorf("the refusal names the granted GPU's control node: %s", msg)
 	}
 	t.Logf("forged %s beside its granted GPU %s (/dev/nvidia%d): %s", forged, own, index[own], msg)
+}
+
+// fakeNVIDIASpec writes the first node's NVIDIA CDI spec for inv's GPUs,
+// as nvidia-ctk cdi generate writes it by default: a device per GPU by
+// its index and "all", the control node for every device, each a
+// device node of the driver's major made here. The test's end removes
+// it.
+func fakeNVIDIASpec(t *testing.T, inv protocol.Inventory) {
+	t.Helper()
+	dir := "/var/lib/vgpud-e2e/cdi"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mknod := func(name string, minor int) string {
+		p := filepath.Join(dir, name)
+		_ = os.Remove(p)
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(195, uint32(minor)))); err != nil {
+			t.Fatalf("mknod %s: %v", p, err)
+		}
+		return p
+	}
+	var spec strings.Builder
+	spec.WriteString("cdiVersion: \"0.6.0\"\nkind: nvidia.com/gpu\ndevices:\n")
+	var all []string
+	for _, g := range inv.GPUs {
+		node := fmt.Sprintf("{path: /dev/nvidia%d, hostPath: %s}", g.Index, mknod(fmt.Sprintf("nvidia%d", g.Index), g.Index))
+		all = append(all, node)
+		fmt.Fprintf(&spec, "  - name: \"%d\"\n    containerEdits:\n      deviceNodes: [%s]\n", g.Index, node)
+	}
+	fmt.Fprintf(&spec, "  - name: all\n    containerEdits:\n      deviceNodes: [%s]\n", strings.Join(all, ", "))
+	fmt.Fprintf(&spec, "containerEdits:\n  deviceNodes: [{path: /dev/nvidiactl, hostPath: %s}]\n", mknod("nvidiactl", 255))
+	// Not nvidia.yaml: a runner's own spec stays; cluster.sh up removes
+	// what an aborted run left (vgpud-e2e-*).
+	specPath := "/etc/cdi/vgpud-e2e-nvidia.yaml"
+	tmp := specPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(spec.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, specPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.Remove(specPath)
+		_ = os.RemoveAll(dir)
+	})
 }

@@ -47,6 +47,7 @@ func TestCluster(t *testing.T) {
 	t.Run("GPU agents exempt only where an admin said", func(t *testing.T) { gpuAgents(t, e, e.installed(t)) })
 	t.Run("a GPU by another way is refused", func(t *testing.T) { sideDoor(t, e, e.installed(t)) })
 	t.Run("GPUs handed out as CDI devices", func(t *testing.T) { cdiDevices(t, e, e.installed(t)) })
+	t.Run("DRA claims on a node that serves them", func(t *testing.T) { draClaims(t, e, e.installed(t)) })
 	t.Run("GPU pods admitted with no GPU node", func(t *testing.T) { noGPUNode(t, e, e.installed(t)) })
 	t.Run("per-GPU cordon", func(t *testing.T) { gpuCordon(t, e, e.installed(t)) })
 	t.Run("mutex holds its GPU both ways", func(t *testing.T) { gpuMutex(t, e, e.installed(t)) })

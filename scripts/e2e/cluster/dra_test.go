@@ -1,0 +1,190 @@
+//go:build e2e
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
+	"github.com/vgpud/vgpud/scripts/harness"
+)
+
+// draClaims is #55's DRA mode on the real cluster: the first node serves
+// claims (dra: true in its per-node overrides) and publishes its GPUs as
+// ResourceSlices; the stock kube-scheduler books a tenant's claims (one
+// shared by two pods, one from a template), kubelet prepares them, the
+// real containerd injects the claim's CDI device, and the runtime hook
+// hands each container its slice from the node's prepare record. The
+// node role restarts in the middle, and a pod that joins the shared
+// claim after it gets the same slice. A GPU pod of the extender's
+// pinned to the node finds no GPU resource there, and the tenant cannot
+// write a claim's status.
+func draClaims(t *testing.T, e env, nodes []string) {
+	ctx := context.Background()
+	node := nodes[0] // the first node uses the host's CDI directories
+	const ns = "e2e-dra"
+	asTenantCtl := newTenant(t, e, ns)
+	asTenant := e.impersonate(t, "system:serviceaccount:"+ns+":tenant", nil)
+	n, err := e.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := protocol.DecodeInventory(n.Annotations[wellknown.AnnotationGPUs])
+	if err != nil || len(inv.GPUs) == 0 {
+		t.Fatalf("node %s: %v", node, err)
+	}
+	index := map[string]int{}
+	for _, g := range inv.GPUs {
+		index[g.UUID] = g.Index
+	}
+	fakeNVIDIASpec(t, inv)
+
+	overrides := e.overrides(t)
+	restore := e.setOverrides(t, strings.TrimRight(overrides, "\n")+"\n  - name: "+node+"\n    dra: true\n")
+	t.Cleanup(func() { restore(); e.restartNodeRole(t, node) })
+	took := e.restartDRA(t, node, len(inv.GPUs))
+	t.Logf("%s serves claims: its slices published %v after its vgpud pod was deleted", node, took.Round(time.Millisecond))
+
+	class := e.name("-gpu")
+	capacity := func(mem, cores string) *resourceapi.CapacityRequirements {
+		c := &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(mem)}}
+		if cores != "" {
+			c.Requests["cores"] = resource.MustParse(cores)
+		}
+		return c
+	}
+	request := func(mem, cores string) resourceapi.DeviceClaim {
+		return resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, Capacity: capacity(mem, cores)}}}}
+	}
+	if _, err := asTenant.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: request("4Gi", "30")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the tenant's claim: %v", err)
+	}
+	if _, err := asTenant.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: request("2Gi", "")}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the tenant's claim template: %v", err)
+	}
+	pod := func(name string, claim corev1.PodResourceClaim) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node}, TerminationGracePeriodSeconds: new(int64),
+			ResourceClaims: []corev1.PodResourceClaim{claim},
+			Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1",
+				Command:   []string{"sh", "-c", "echo DEVICES=$(ls /dev | grep nvidia | sort | tr '\\n' ' '); env | grep -E '^(NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_)' | sort; sleep 3600"},
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: claim.Name}}}}},
+		}}
+	}
+	shared := corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: new("shared")}
+	small := corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: new("small")}
+	start := time.Now()
+	for name, c := range map[string]corev1.PodResourceClaim{"a": shared, "t": small} {
+		if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod(name, c), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	e.waitRunning(t, ns, []string{"a", "t"}, 90*time.Second)
+	t.Logf("two claim pods Running in %v", time.Since(start).Round(time.Millisecond))
+	check := func(name, mem, cores string) string {
+		t.Helper()
+		env := e.containerEnv(t, ns, name)
+		uuid := env["NVIDIA_VISIBLE_DEVICES"]
+		i, ok := index[uuid]
+		want := fmt.Sprintf("nvidia%d nvidiactl", i)
+		if !ok || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != mem || env["CUDA_DEVICE_SM_LIMIT"] != cores || env["DEVICES"] != want {
+			t.Errorf("%s: env %v; want one of the node's GPUs with %s, %s cores, devices %q", name, env, mem, cores, want)
+		}
+		t.Logf("%s sees %s (GPU %d), memory limit %s, SM limit %s, devices %s", name, uuid, i, env["CUDA_DEVICE_MEMORY_LIMIT_0"], env["CUDA_DEVICE_SM_LIMIT"], env["DEVICES"])
+		return uuid
+	}
+	gpu := check("a", "4096m", "30")
+	// The template's claim names no cores: the split's share (100/10).
+	check("t", "2048m", "10")
+
+	// The node role restarts; the record keeps what it prepared, and a
+	// pod that joins the shared claim now gets the same GPU and slice.
+	e.restartDRA(t, node, len(inv.GPUs))
+	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod("b", shared), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create b: %v", err)
+	}
+	e.waitRunning(t, ns, []string{"a", "b", "t"}, 90*time.Second)
+	if got := check("b", "4096m", "30"); got != gpu {
+		t.Errorf("b, sharing a's claim, got GPU %s; a has %s", got, gpu)
+	}
+
+	// The books are the scheduler's: a tenant cannot write them.
+	if out, err := asTenantCtl("", "patch", "resourceclaim", "shared", "--subresource=status", "--type=merge", "-p", `{"status":{"reservedFor":null}}`); err == nil || !strings.Contains(out, "forbidden") {
+		t.Errorf("the tenant wrote the claim's status: %v: %s", err, out)
+	}
+	// An extender GPU pod pinned to the node finds no GPU resource there:
+	// nothing is booked twice between the two ways.
+	ext := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "extender"}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{"kubernetes.io/hostname": node}, TerminationGracePeriodSeconds: new(int64),
+		Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("1000")}}}}}}
+	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, ext, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the extender's pod: %v", err)
+	}
+	harness.Eventually(t, 60*time.Second, "the extender's pod refused the DRA node", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "extender", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("the extender's pod was placed on %s", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				t.Logf("extender pod: %s", c.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("not refused yet")
+	})
+	grace := int64(0)
+	if err := e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartDRA deletes node's vgpud pod and waits for the new one to be
+// ready, with the node's GPUs published as its driver's devices.
+func (e env) restartDRA(t *testing.T, node string, gpus int) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	vp, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().Pods(system).Delete(ctx, vp.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return harness.Eventually(t, 120*time.Second, "the node role serving claims on "+node, func() error {
+		np, err := e.vgpudPod(node)
+		if err != nil || np.UID == vp.UID || !podReady(np) {
+			return fmt.Errorf("the new node role is not ready (%v)", err)
+		}
+		slices, err := e.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return err
+		}
+		devices := 0
+		for _, s := range slices.Items {
+			if s.Spec.Driver == wellknown.DRADriver {
+				devices += len(s.Spec.Devices)
+			}
+		}
+		if devices != gpus {
+			return fmt.Errorf("%d devices published; want %d", devices, gpus)
+		}
+		return nil
+	})
+}
