@@ -1,11 +1,14 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/dra"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
@@ -115,4 +119,41 @@ func (a *Role) withdrawClaims(ctx context.Context) {
 		}
 		a.log.Info("DRA ResourceSlice withdrawn: this node serves the device plugin now", "slice", s.Name)
 	}
+}
+
+// claimRows are the node's prepared claims as inspect shows them, each
+// pod by name where the node's informer has it, in claim order; what
+// they hold is added to gpus' use.
+func claimRows(claims map[string]dra.Prepared, pods []*corev1.Pod, gpus []inspectv1.GPUState) []inspectv1.ClaimAllocation {
+	names := make(map[string]string, len(pods))
+	for _, p := range pods {
+		names[string(p.UID)] = p.Name
+	}
+	at := make(map[string]int, len(gpus))
+	for i, g := range gpus {
+		at[g.UUID] = i
+	}
+	out := []inspectv1.ClaimAllocation{}
+	for _, c := range claims {
+		var who []string
+		for _, uid := range c.Pods {
+			if n, ok := names[uid]; ok {
+				uid = n
+			}
+			who = append(who, uid)
+		}
+		slices.Sort(who)
+		for _, g := range c.Grants {
+			out = append(out, inspectv1.ClaimAllocation{Namespace: c.Namespace, Claim: c.Name, Pods: who, Device: g.Device, GPU: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores})
+			if i, ok := at[g.UUID]; ok {
+				gpus[i].MemoryUsedMiB += g.MemoryMiB
+				gpus[i].CoresUsed += g.Cores
+				gpus[i].SlicesUsed += g.Slots
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b inspectv1.ClaimAllocation) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Device, b.Device))
+	})
+	return out
 }

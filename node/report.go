@@ -43,6 +43,17 @@ func (a *Role) snapshot() inspectv1.NodeSnapshot {
 	if cache != nil {
 		s.GPUs, s.Allocations, s.CordonProblem = inspect.Rows(a.node, inv, cache.List(), phase, a.cordon.Mark)
 	}
+	a.mu.Lock()
+	claims := a.claims
+	a.mu.Unlock()
+	if claims != nil {
+		s.DRA = true
+		var pods []*corev1.Pod
+		if cache != nil {
+			pods = cache.List()
+		}
+		s.Claims = claimRows(claims.Claims(), pods, s.GPUs)
+	}
 	s.Use = a.use.Snapshot()
 	s.RuntimeCheck = inspect.RuntimeVerdict(a.runtime.Latest())
 	if server != nil {

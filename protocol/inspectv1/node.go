@@ -35,9 +35,13 @@ type NodeSnapshot struct {
 	GPUs         []GPUState      `json:"gpus"`
 	// CordonProblem says what in the node's vgpud.io/cordon names no GPU
 	// here or cannot be read; "" when nothing.
-	CordonProblem string              `json:"cordonProblem,omitempty"`
-	Allocations   []Allocation        `json:"allocations"`
-	Registration  KubeletRegistration `json:"registration"`
+	CordonProblem string       `json:"cordonProblem,omitempty"`
+	Allocations   []Allocation `json:"allocations"`
+	// DRA: the node serves DRA claims (--dra); Claims are the devices it
+	// prepared for them, from its prepare record.
+	DRA          bool                `json:"dra,omitempty"`
+	Claims       []ClaimAllocation   `json:"claims,omitempty"`
+	Registration KubeletRegistration `json:"registration"`
 	// Use is the latest sample of the GPUs' processes; nil before the
 	// GPUs are found.
 	Use   *GPUUse   `json:"use,omitempty"`
@@ -76,6 +80,17 @@ type Allocation struct {
 	MemoryMiB int64  `json:"memoryMiB"`
 	Cores     int    `json:"cores"`
 	Phase     string `json:"phase"`
+}
+
+// ClaimAllocation is one device the node prepared for a DRA claim.
+type ClaimAllocation struct {
+	Namespace string   `json:"namespace"`
+	Claim     string   `json:"claim"`
+	Pods      []string `json:"pods"` // names where the node knows them, else UIDs
+	Device    string   `json:"device"`
+	GPU       string   `json:"gpu"`
+	MemoryMiB int64    `json:"memoryMiB"`
+	Cores     int      `json:"cores"`
 }
 
 // KubeletRegistration is the device plugin's record with kubelet.

@@ -71,6 +71,9 @@ func (d *ClaimDriver) Resolve(ctx context.Context, cdiName, podUID string) (Gran
 	return d.prep.Resolve(ctx, cdiName, podUID)
 }
 
+// Claims are what the node prepared, by claim UID.
+func (d *ClaimDriver) Claims() map[string]Prepared { return d.prep.Claims() }
+
 // Publish offers inv's devices: to the Preparer first, so that a claim
 // allocated on a new device is prepared, then as ResourceSlices.
 func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory) error {

@@ -112,6 +112,17 @@ func (p *Preparer) Claim(uid string) (Prepared, bool) {
 	return *c, true
 }
 
+// Claims are what the node prepared, by claim UID.
+func (p *Preparer) Claims() map[string]Prepared {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]Prepared, len(p.claims))
+	for uid, c := range p.claims {
+		out[uid] = *c
+	}
+	return out
+}
+
 // PrepareResourceClaims prepares each claim (kubeletplugin.DRAPlugin).
 // It is idempotent: a claim prepared before is prepared again the same.
 func (p *Preparer) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {

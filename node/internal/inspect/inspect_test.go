@@ -170,3 +170,18 @@ func TestRenderShowsUse(t *testing.T) {
 		}
 	}
 }
+
+// A node that serves DRA claims says so, and lists what it prepared.
+func TestRenderShowsClaims(t *testing.T) {
+	var b strings.Builder
+	s := inspectv1.NodeSnapshot{Node: "n1", DRA: true, Claims: []inspectv1.ClaimAllocation{
+		{Namespace: "team", Claim: "shared", Pods: []string{"a", "b"}, Device: "gpu-0", GPU: "GPU-1234567890ab", MemoryMiB: 4096, Cores: 30}}}
+	if err := Render(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"serves DRA claims", "CLAIM", "team/shared  a,b   gpu-0   GPU-12345678  4096  30"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+}

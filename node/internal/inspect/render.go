@@ -44,6 +44,8 @@ func Render(w io.Writer, s inspectv1.NodeSnapshot) error {
 	}
 	r := s.Registration
 	switch {
+	case s.DRA:
+		fmt.Fprintf(tw, "kubelet\tserves DRA claims (driver gpu.vgpud.io), no device plugin\n")
 	case r.Count == 0:
 		fmt.Fprintf(tw, "kubelet\tnot registered yet%s\n", errSuffix(r.Error))
 	default:
@@ -72,6 +74,17 @@ func Render(w io.Writer, s inspectv1.NodeSnapshot) error {
 		fmt.Fprintln(tw, "POD\tCONTAINER\tGPU\tMiB\tCORES %\tPHASE")
 		for _, a := range s.Allocations {
 			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Pod, a.Container, short(a.GPU), a.MemoryMiB, a.Cores, a.Phase)
+		}
+	}
+	if s.DRA {
+		fmt.Fprintln(tw)
+		if len(s.Claims) == 0 {
+			fmt.Fprintln(tw, "no DRA claims prepared")
+		} else {
+			fmt.Fprintln(tw, "CLAIM\tPODS\tDEVICE\tGPU\tMiB\tCORES %")
+			for _, c := range s.Claims {
+				fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%d\t%d\n", c.Namespace, c.Claim, strings.Join(c.Pods, ","), c.Device, short(c.GPU), c.MemoryMiB, c.Cores)
+			}
 		}
 	}
 	if s.Use != nil {

@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,22 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if got := check("b", "4096m", "30"); got != gpu {
 		t.Errorf("b, sharing a's claim, got GPU %s; a has %s", got, gpu)
 	}
+	// vgpud inspect shows the claims from the node's record, the shared
+	// one with both its pods, and counts them on their GPUs.
+	snap := e.inspect(t, node)
+	var rows []string
+	for _, c := range snap.Claims {
+		rows = append(rows, fmt.Sprintf("%s:%s:%d:%d", c.Claim, strings.Join(c.Pods, "+"), c.MemoryMiB, c.Cores))
+	}
+	if !snap.DRA || !slices.Contains(rows, "shared:a+b:4096:30") || len(rows) != 2 {
+		t.Errorf("vgpud inspect: DRA %v, claims %v; want shared:a+b:4096:30 and the template's", snap.DRA, rows)
+	}
+	for _, g := range snap.GPUs {
+		if g.UUID == gpu && (g.MemoryUsedMiB < 4096 || g.SlicesUsed < 1) {
+			t.Errorf("vgpud inspect: GPU %s holds %d MiB in %d slices; want the shared claim's 4096 counted", gpu, g.MemoryUsedMiB, g.SlicesUsed)
+		}
+	}
+	t.Logf("vgpud inspect on %s: claims %v", node, rows)
 
 	// The books are the scheduler's: a tenant cannot write them.
 	if out, err := asTenantCtl("", "patch", "resourceclaim", "shared", "--subresource=status", "--type=merge", "-p", `{"status":{"reservedFor":null}}`); err == nil || !strings.Contains(out, "forbidden") {
