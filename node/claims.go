@@ -94,7 +94,7 @@ func (a *Role) claimGrant(ctx context.Context, cdiName, podUID string) (nrihook.
 	if err != nil || !ours {
 		return nrihook.ClaimGrant{}, ours, err
 	}
-	return nrihook.ClaimGrant{CDI: cdiName, Nodes: g.Nodes,
+	return nrihook.ClaimGrant{CDI: cdiName, Nodes: g.Nodes, Share: g.Share,
 		Slice: protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: g.MIG}}, true, nil
 }
 

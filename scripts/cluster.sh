@@ -587,6 +587,10 @@ down() {
 	# What vgpud's node role keeps on the host (its usage record, the
 	# mock GPU's process list) belongs to this cluster's processes only.
 	rm -f /var/lib/vgpud/gpu-usage-*.json /var/lib/vgpud/mock-processes-*.json
+	# And what a node serving DRA claims prepared, with node 1's kubelet's
+	# record of it (the host's /var/lib/kubelet): a claim of this cluster
+	# named in the next would keep its pods from starting.
+	rm -f /var/lib/vgpud/dra-*.json /var/run/cdi/vgpud-claim-*.json /var/lib/kubelet/dra_manager_state
 	umount "$RUNTIME_ETC" 2>/dev/null || true
 	umount "$RUNTIME_RUN" 2>/dev/null || true
 	rm -f /run/nri/nri.sock # node 1's containerd 2.x; a 1.6 node must find none

@@ -6,7 +6,7 @@
 package dra
 
 import (
-	"fmt"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -82,20 +82,34 @@ func Devices(inv protocol.Inventory, d ClaimDefaults) []resourceapi.Device {
 	return devs
 }
 
-// GPUName is the device name of the GPU with that index.
-func GPUName(index int) string { return fmt.Sprintf("gpu-%d", index) }
-
-// MIGName is the device name of a MIG instance, by its GPU and its
-// placement, which no two instances of a GPU share.
-func MIGName(index, start, size int) string {
-	return fmt.Sprintf("gpu-%d-mig-%d-%d", index, start, size)
+// DeviceName is the device name of a GPU or MIG device, from its UUID:
+// a GPU's index changes when NVML renumbers the GPUs after one comes or
+// goes, and a name that then named another GPU would move the claims
+// booked on it, in kube-scheduler's books and the node's. A DNS label:
+// the UUID in lower case, "gpu-" or "mig-" for its prefix, anything but
+// letters, digits and dashes as a dash, at most 63 characters.
+func DeviceName(uuid string) string {
+	kind, rest := "gpu-", uuid
+	switch {
+	case strings.HasPrefix(uuid, "GPU-"):
+		rest = uuid[len("GPU-"):]
+	case strings.HasPrefix(uuid, "MIG-"):
+		kind, rest = "mig-", uuid[len("MIG-"):]
+	}
+	name := []byte(kind + strings.ToLower(rest))
+	for i, c := range name {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			name[i] = '-'
+		}
+	}
+	return strings.TrimRight(string(name[:min(len(name), 63)]), "-")
 }
 
 func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {
 	mem := g.MemoryMiB
 	cores := int64(g.Cores)
 	dev := resourceapi.Device{
-		Name:                     GPUName(g.Index),
+		Name:                     DeviceName(g.UUID),
 		AllowMultipleAllocations: ptr.To(true),
 		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			AttrType:        {StringValue: ptr.To(TypeGPU)},
@@ -139,7 +153,7 @@ func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {
 
 func migDevice(g protocol.MIGGPU, in protocol.MIGInstance) resourceapi.Device {
 	dev := resourceapi.Device{
-		Name: MIGName(g.Index, in.Start, in.Size),
+		Name: DeviceName(in.UUID),
 		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			AttrType:        {StringValue: ptr.To(TypeMIG)},
 			AttrUUID:        {StringValue: ptr.To(in.UUID)},

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -33,7 +34,7 @@ func TestDevicesCarryVgpudRules(t *testing.T) {
 	for _, d := range devs {
 		names = append(names, d.Name)
 	}
-	if got := fmt.Sprint(names); got != "[gpu-0 gpu-1 gpu-2-mig-4-4 gpu-2-mig-0-1]" {
+	if got := fmt.Sprint(names); got != "[gpu-a gpu-b mig-1 mig-2]" {
 		t.Fatalf("devices %s", got)
 	}
 	a := devs[0]
@@ -114,3 +115,18 @@ func TestResourcesSlicesThePool(t *testing.T) {
 }
 
 func q(v resource.Quantity) string { return v.String() }
+
+// A device is named by its UUID, which renumbering leaves alone, as a
+// DNS label.
+func TestDeviceNameFromTheUUID(t *testing.T) {
+	for uuid, want := range map[string]string{
+		"GPU-b6be3dbf-b2db-5f32-7bc6-adc6c0fe76a6": "gpu-b6be3dbf-b2db-5f32-7bc6-adc6c0fe76a6",
+		"MIG-5e1c7d2a-0f3b-5a6e-9c1d-2b3a4c5d6e7f": "mig-5e1c7d2a-0f3b-5a6e-9c1d-2b3a4c5d6e7f",
+		"MIG-GPU-abc/7/0":                          "mig-gpu-abc-7-0",
+		"GPU-" + strings.Repeat("A", 70):           "gpu-" + strings.Repeat("a", 59),
+	} {
+		if got := DeviceName(uuid); got != want {
+			t.Errorf("DeviceName(%s) = %s; want %s", uuid, got, want)
+		}
+	}
+}

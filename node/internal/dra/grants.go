@@ -15,14 +15,17 @@ import (
 // reserved for.
 type Grant struct {
 	Request   string `json:"request"`
-	Device    string `json:"device"` // as published: gpu-0, gpu-2-mig-0-1
+	Device    string `json:"device"` // as published (DeviceName)
 	UUID      string `json:"uuid"`   // the GPU's or the MIG device's
 	MemoryMiB int64  `json:"memoryMiB"`
 	Cores     int    `json:"cores"`
 	// Slots are what the grant takes of its GPU's split: 1 on a shared
 	// GPU, all of them where the claim holds the device whole.
-	Slots   int    `json:"slots"`
-	MIG     bool   `json:"mig,omitempty"` // UUID is a MIG device, held whole
+	Slots int  `json:"slots"`
+	MIG   bool `json:"mig,omitempty"` // UUID is a MIG device, held whole
+	// Share: a share of a GPU others share too (its consumed capacity),
+	// which vgpud holds one container to; not a device held whole.
+	Share   bool   `json:"share,omitempty"`
 	ShareID string `json:"shareID,omitempty"`
 	CDI     string `json:"cdi"` // its CDI device's name, <claim UID>-<index>
 	// Nodes are the device nodes its CDI device brings: the runtime hook
@@ -44,11 +47,11 @@ type offer struct {
 func offers(inv protocol.Inventory) map[string]offer {
 	out := make(map[string]offer, len(inv.GPUs))
 	for _, g := range inv.GPUs {
-		out[GPUName(g.Index)] = offer{uuid: g.UUID, shared: true, memoryMiB: g.MemoryMiB, cores: g.Cores, slots: max(g.Split, 1)}
+		out[DeviceName(g.UUID)] = offer{uuid: g.UUID, shared: true, memoryMiB: g.MemoryMiB, cores: g.Cores, slots: max(g.Split, 1)}
 	}
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
-			out[MIGName(g.Index, in.Start, in.Size)] = offer{uuid: in.UUID, mig: true, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
+			out[DeviceName(in.UUID)] = offer{uuid: in.UUID, mig: true, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
 		}
 	}
 	return out
@@ -88,6 +91,7 @@ func grants(claim *resourceapi.ResourceClaim, node string, offered map[string]of
 			if g.MemoryMiB, g.Cores, g.Slots, err = share(r.ConsumedCapacity, o); err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
+			g.Share = true
 		}
 		out = append(out, g)
 	}

@@ -49,8 +49,10 @@ type record struct {
 // Preparer is the node's DRA driver towards kubelet: it turns a claim's
 // allocation on this node into CDI devices that bring the GPU's device
 // nodes and mounts, and remembers, in a file on the node, what it
-// prepared for which pods; the runtime hook reads that, never the
-// claim. It survives a restart of the node role from the file.
+// prepared for which pods; the runtime hook reads that, not the claim's
+// allocation (a pod that joins a claim is checked against the claim
+// read again: Resolve). It survives a restart of the node role from the
+// file.
 type Preparer struct {
 	node   string
 	path   string // the record; "" keeps it in memory only
@@ -124,7 +126,9 @@ func (p *Preparer) Claims() map[string]Prepared {
 }
 
 // PrepareResourceClaims prepares each claim (kubeletplugin.DRAPlugin).
-// It is idempotent: a claim prepared before is prepared again the same.
+// kubelet may ask again for a claim prepared before (after it restarts):
+// it is prepared anew from the claim as it reads now, against the
+// node's other claims, under the same CDI device names.
 func (p *Preparer) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,6 +173,9 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 		}
 	}
 	slices.Sort(prep.Pods)
+	if len(prep.Pods) > 1 && slices.ContainsFunc(gs, func(g Grant) bool { return g.Share }) {
+		return nil, onePod(c.Namespace, c.Name, len(prep.Pods))
+	}
 	edits := make([]cdispecs.ContainerEdits, len(gs))
 	for i := range gs {
 		if edits[i], err = p.edits(gs[i].UUID); err != nil {
@@ -182,12 +189,26 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 	if err := p.writeSpec(uid, gs, edits); err != nil {
 		return nil, err
 	}
+	prev, had := p.claims[uid]
 	p.claims[uid] = prep
 	if err := p.save(); err != nil {
-		delete(p.claims, uid)
+		// What is on disk still holds the earlier entry: so must the
+		// books, or its capacity would be handed out again.
+		if had {
+			p.claims[uid] = prev
+		} else {
+			delete(p.claims, uid)
+		}
 		return nil, err
 	}
 	return prep, nil
+}
+
+// onePod refuses a share of a GPU to a claim several pods use: each
+// container is held to the claim's memory apart (its env, the node's
+// --gpu-usage), so sharers would hold the claim's share each.
+func onePod(namespace, name string, pods int) error {
+	return fmt.Errorf("claim %s/%s is reserved for %d pods, but a share of a GPU serves one pod in vgpud, which holds each container to it apart: give each pod a claim of its own (a ResourceClaimTemplate)", namespace, name, pods)
 }
 
 // UnprepareResourceClaims forgets each claim and removes its CDI spec

@@ -103,13 +103,13 @@ func prepareOne(t *testing.T, p *Preparer, c *resourceapi.ResourceClaim) kubelet
 func TestPrepareRecordsTheShare(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPreparer(t, dir)
-	c := claimOn("uid-1", "train", []string{"pod-b", "pod-a"}, result{device: "gpu-0", shareID: "s1", consumed: consumed("10Gi", "30")})
+	c := claimOn("uid-1", "train", []string{"pod-a"}, result{device: "gpu-a", shareID: "s1", consumed: consumed("10Gi", "30")})
 	res := prepareOne(t, p, c)
 	if res.Err != nil || len(res.Devices) != 1 {
 		t.Fatalf("prepare: %+v", res)
 	}
 	d := res.Devices[0]
-	if d.PoolName != "n1" || d.DeviceName != "gpu-0" || strings.Join(d.CDIDeviceIDs, ",") != "gpu.vgpud.io/claim=uid-1-0" || strings.Join(d.Requests, ",") != "gpu" {
+	if d.PoolName != "n1" || d.DeviceName != "gpu-a" || strings.Join(d.CDIDeviceIDs, ",") != "gpu.vgpud.io/claim=uid-1-0" || strings.Join(d.Requests, ",") != "gpu" {
 		t.Errorf("device %+v", d)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "vgpud-claim-uid-1.json"))
@@ -121,8 +121,8 @@ func TestPrepareRecordsTheShare(t *testing.T) {
 		len(spec.Devices[0].ContainerEdits.DeviceNodes) != 2 || len(spec.Devices[0].ContainerEdits.Env) != 0 || spec.Version == "" {
 		t.Errorf("CDI spec %s (%v)", raw, err)
 	}
-	want := Prepared{Namespace: "team", Name: "train", Pods: []string{"pod-a", "pod-b"}, Grants: []Grant{
-		{Request: "gpu", Device: "gpu-0", UUID: "GPU-a", MemoryMiB: 10240, Cores: 30, Slots: 1, ShareID: "s1", CDI: "uid-1-0", Nodes: []string{"/dev/nvidia0", "/dev/nvidiactl"}}}}
+	want := Prepared{Namespace: "team", Name: "train", Pods: []string{"pod-a"}, Grants: []Grant{
+		{Request: "gpu", Device: "gpu-a", UUID: "GPU-a", MemoryMiB: 10240, Cores: 30, Slots: 1, Share: true, ShareID: "s1", CDI: "uid-1-0", Nodes: []string{"/dev/nvidia0", "/dev/nvidiactl"}}}}
 	for _, pr := range []*Preparer{p, newTestPreparer(t, dir)} {
 		got, ok := pr.Claim("uid-1")
 		if !ok || !equalJSON(got, want) {
@@ -156,14 +156,14 @@ func TestPrepareRefusesWhatWasNotOffered(t *testing.T) {
 		r    result
 		want string
 	}{
-		{"another node's pool", result{device: "gpu-0", pool: "n2", consumed: consumed("1Gi", "1")}, "not this node's"},
-		{"a device not published", result{device: "gpu-7", consumed: consumed("1Gi", "1")}, "publishes no such device"},
-		{"admin access", result{device: "gpu-0", admin: true, consumed: consumed("1Gi", "1")}, "admin access"},
-		{"memory past the GPU", result{device: "gpu-0", consumed: consumed("41Gi", "1")}, "consumed memory"},
-		{"a part of a MiB", result{device: "gpu-0", consumed: consumed("1000Ki", "1")}, "consumed memory"},
-		{"no cores", result{device: "gpu-0", consumed: consumed("1Gi", "0")}, "consumed cores"},
-		{"cores past one GPU", result{device: "gpu-1", consumed: consumed("1Gi", "150")}, "consumed cores"},
-		{"two slots", result{device: "gpu-0", consumed: map[string]string{CapacityMemory: "1Gi", CapacityCores: "1", CapacitySlots: "2"}}, "consumed slots"},
+		{"another node's pool", result{device: "gpu-a", pool: "n2", consumed: consumed("1Gi", "1")}, "not this node's"},
+		{"a device not published", result{device: "gpu-zz", consumed: consumed("1Gi", "1")}, "publishes no such device"},
+		{"admin access", result{device: "gpu-a", admin: true, consumed: consumed("1Gi", "1")}, "admin access"},
+		{"memory past the GPU", result{device: "gpu-a", consumed: consumed("41Gi", "1")}, "consumed memory"},
+		{"a part of a MiB", result{device: "gpu-a", consumed: consumed("1000Ki", "1")}, "consumed memory"},
+		{"no cores", result{device: "gpu-a", consumed: consumed("1Gi", "0")}, "consumed cores"},
+		{"cores past one GPU", result{device: "gpu-b", consumed: consumed("1Gi", "150")}, "consumed cores"},
+		{"two slots", result{device: "gpu-a", consumed: map[string]string{CapacityMemory: "1Gi", CapacityCores: "1", CapacitySlots: "2"}}, "consumed slots"},
 	} {
 		p := newTestPreparer(t, t.TempDir())
 		res := prepareOne(t, p, claimOn("uid-x", tc.name, []string{"pod-a"}, tc.r))
@@ -174,8 +174,13 @@ func TestPrepareRefusesWhatWasNotOffered(t *testing.T) {
 			t.Errorf("%s: recorded", tc.name)
 		}
 	}
+	// A share of a GPU serves one pod: each container is held to it
+	// apart, so two would hold it twice.
 	p := newTestPreparer(t, t.TempDir())
-	if res := prepareOne(t, p, claimOn("uid-w", "whole", nil, result{device: "gpu-0"})); res.Err != nil {
+	if res := prepareOne(t, p, claimOn("uid-2", "two", []string{"pod-a", "pod-b"}, result{device: "gpu-a", consumed: consumed("1Gi", "1")})); res.Err == nil || !strings.Contains(res.Err.Error(), "serves one pod") {
+		t.Errorf("a share for two pods: %v", res.Err)
+	}
+	if res := prepareOne(t, p, claimOn("uid-w", "whole", []string{"pod-a", "pod-b"}, result{device: "gpu-a"})); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	if got, _ := p.Claim("uid-w"); got.Grants[0].MemoryMiB != 40960 || got.Grants[0].Cores != 100 || got.Grants[0].Slots != 4 {
@@ -192,15 +197,15 @@ func TestPrepareRefusesADoubleBooking(t *testing.T) {
 		r  result
 		ok bool
 	}{
-		{result{device: "gpu-0", consumed: consumed("30Gi", "50")}, true},
-		{result{device: "gpu-0", consumed: consumed("11Gi", "1")}, false}, // 41 of 40 GiB
-		{result{device: "gpu-0", consumed: consumed("1Gi", "51")}, false}, // 101 cores
-		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, true},
-		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, true},
-		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, true},
-		{result{device: "gpu-0", consumed: consumed("1Gi", "1")}, false}, // a fifth of 4 slots
-		{result{device: "gpu-2-mig-0-1"}, true},
-		{result{device: "gpu-2-mig-0-1"}, false},
+		{result{device: "gpu-a", consumed: consumed("30Gi", "50")}, true},
+		{result{device: "gpu-a", consumed: consumed("11Gi", "1")}, false}, // 41 of 40 GiB
+		{result{device: "gpu-a", consumed: consumed("1Gi", "51")}, false}, // 101 cores
+		{result{device: "gpu-a", consumed: consumed("1Gi", "1")}, true},
+		{result{device: "gpu-a", consumed: consumed("1Gi", "1")}, true},
+		{result{device: "gpu-a", consumed: consumed("1Gi", "1")}, true},
+		{result{device: "gpu-a", consumed: consumed("1Gi", "1")}, false}, // a fifth of 4 slots
+		{result{device: "mig-2"}, true},
+		{result{device: "mig-2"}, false},
 	} {
 		uid := "uid-" + string(rune('a'+i))
 		res := prepareOne(t, p, claimOn(uid, uid, []string{"pod-" + uid}, c.r))
@@ -217,7 +222,7 @@ func TestPrepareNeedsTheNodesNVIDIASpec(t *testing.T) {
 	inv := testInventory()
 	inv.GPUs[0].UUID = "GPU-unnamed"
 	p.Offer(inv)
-	res := prepareOne(t, p, claimOn("uid-n", "n", nil, result{device: "gpu-0", consumed: consumed("1Gi", "1")}))
+	res := prepareOne(t, p, claimOn("uid-n", "n", nil, result{device: "gpu-unnamed", consumed: consumed("1Gi", "1")}))
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "GPU-unnamed") {
 		t.Errorf("%v", res.Err)
 	}
@@ -243,39 +248,49 @@ func equalJSON(a, b any) bool {
 }
 
 // The hook's lookup: a claim's CDI device resolves to its grant for a
-// pod it was prepared for; a pod that joined a shared claim since is
-// added once the claim, read again, is reserved for it; anything else
-// is refused, and a name of another kind is none of the claims'.
+// pod it was prepared for; a pod that joined a claim held whole since is
+// added once the claim, read again, is reserved for it, and refused a
+// share of a GPU, which serves one pod; anything else is refused, and a
+// name of another kind is none of the claims'.
 func TestResolveByTheRecord(t *testing.T) {
 	p := newTestPreparer(t, t.TempDir())
-	c := claimOn("c-1", "shared", []string{"pod-a"}, result{device: "gpu-0", shareID: "s", consumed: consumed("8Gi", "20")})
-	if res := prepareOne(t, p, c); res.Err != nil {
-		t.Fatal(res.Err)
+	share := claimOn("c-1", "share", []string{"pod-a"}, result{device: "gpu-a", shareID: "s", consumed: consumed("8Gi", "20")})
+	whole := claimOn("c-2", "whole", []string{"pod-a"}, result{device: "gpu-b"})
+	for _, c := range []*resourceapi.ResourceClaim{share, whole} {
+		if res := prepareOne(t, p, c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
 	}
 	ctx := context.Background()
-	name := ClaimKind + "=c-1-0"
-	if g, ours, err := p.Resolve(ctx, name, "pod-a"); err != nil || !ours || g.UUID != "GPU-a" || g.MemoryMiB != 8192 || g.Cores != 20 {
+	if g, ours, err := p.Resolve(ctx, ClaimKind+"=c-1-0", "pod-a"); err != nil || !ours || g.UUID != "GPU-a" || g.MemoryMiB != 8192 || g.Cores != 20 {
 		t.Errorf("pod-a: %+v %v %v", g, ours, err)
 	}
 	if _, ours, err := p.Resolve(ctx, "nvidia.com/gpu=0", "pod-a"); ours || err != nil {
 		t.Errorf("another kind: ours %v, %v", ours, err)
 	}
-	for _, n := range []string{ClaimKind + "=c-2-0", ClaimKind + "=c-1-5", ClaimKind + "=nodash"} {
+	for _, n := range []string{ClaimKind + "=c-9-0", ClaimKind + "=c-1-5", ClaimKind + "=nodash"} {
 		if _, ours, err := p.Resolve(ctx, n, "pod-a"); !ours || err == nil {
 			t.Errorf("%s: ours %v, %v; want refused", n, ours, err)
 		}
 	}
-	// pod-b shares the claim now; pod-c does not.
-	reread := c.DeepCopy()
-	reread.Status.ReservedFor = append(reread.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-b", UID: "pod-b"})
-	p.getClaim = func(context.Context, string, string) (*resourceapi.ResourceClaim, error) { return reread, nil }
-	if _, _, err := p.Resolve(ctx, name, "pod-b"); err != nil {
-		t.Errorf("pod-b, reserved since: %v", err)
+	// pod-b is reserved on both claims now; pod-c on neither.
+	reread := map[string]*resourceapi.ResourceClaim{}
+	for _, c := range []*resourceapi.ResourceClaim{share, whole} {
+		r := c.DeepCopy()
+		r.Status.ReservedFor = append(r.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-b", UID: "pod-b"})
+		reread[c.Name] = r
 	}
-	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-a,pod-b" {
+	p.getClaim = func(_ context.Context, _, name string) (*resourceapi.ResourceClaim, error) { return reread[name], nil }
+	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-1-0", "pod-b"); err == nil || !strings.Contains(err.Error(), "serves one pod") {
+		t.Errorf("pod-b joining a share: %v", err)
+	}
+	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-b"); err != nil {
+		t.Errorf("pod-b joining a GPU held whole: %v", err)
+	}
+	if got, _ := p.Claim("c-2"); strings.Join(got.Pods, ",") != "pod-a,pod-b" {
 		t.Errorf("pods %v", got.Pods)
 	}
-	if _, _, err := p.Resolve(ctx, name, "pod-c"); err == nil || !strings.Contains(err.Error(), "not reserved for pod pod-c") {
+	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-c"); err == nil || !strings.Contains(err.Error(), "not reserved for pod pod-c") {
 		t.Errorf("pod-c: %v", err)
 	}
 }

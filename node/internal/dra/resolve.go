@@ -17,7 +17,8 @@ type ClaimGetter func(ctx context.Context, namespace, name string) (*resourceapi
 // kind at all. A name the node did not prepare, or prepared for other
 // pods, is refused: a claim several pods share is prepared once, for the
 // pods it was reserved for then, so a pod that joined since is looked up
-// in the claim, read again, and added to the record where it is there.
+// in the claim, read again, and added to the record where it is there,
+// unless the claim holds a share of a GPU, which serves one pod.
 func (p *Preparer) Resolve(ctx context.Context, cdiName, podUID string) (g Grant, ours bool, err error) {
 	name, ok := strings.CutPrefix(cdiName, ClaimKind+"=")
 	if !ok {
@@ -53,6 +54,9 @@ func (p *Preparer) Resolve(ctx context.Context, cdiName, podUID string) (g Grant
 // join adds pod to the pods of claim uid where the claim, read again,
 // is the one prepared and reserved for it.
 func (p *Preparer) join(ctx context.Context, uid string, prep Prepared, pod string) error {
+	if slices.ContainsFunc(prep.Grants, func(g Grant) bool { return g.Share }) {
+		return onePod(prep.Namespace, prep.Name, len(prep.Pods)+1)
+	}
 	if p.getClaim == nil {
 		return fmt.Errorf("claim %s/%s was not prepared for pod %s", prep.Namespace, prep.Name, pod)
 	}

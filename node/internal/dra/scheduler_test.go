@@ -167,7 +167,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		}
 		r := cl.Status.Allocation.Devices.Results[0]
 		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[CapacityMemory]), qs(r.ConsumedCapacity[CapacityCores]), qs(r.ConsumedCapacity[CapacitySlots]))
-		if r.Driver != DriverName || r.Pool != node || r.Device != GPUName(0) || r.ShareID == nil || consumed != c.consumed {
+		if r.Driver != DriverName || r.Pool != node || r.Device != DeviceName(inv.GPUs[0].UUID) || r.ShareID == nil || consumed != c.consumed {
 			t.Errorf("claim %s: %s/%s/%s share %v consumed %s; want %s on gpu-0, shared", c.name, r.Driver, r.Pool, r.Device, r.ShareID, consumed, c.consumed)
 		}
 		t.Logf("%-12s on %s, share %s, consumed %s", c.name, r.Device, *r.ShareID, consumed)
@@ -186,7 +186,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		}
 		r := cl.Status.Allocation.Devices.Results[0]
 		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[CapacityMemory]), qs(r.ConsumedCapacity[CapacityCores]), qs(r.ConsumedCapacity[CapacitySlots]))
-		if r.Device != GPUName(1) || consumed != "60Gi/20/1" {
+		if r.Device != DeviceName(inv.GPUs[1].UUID) || consumed != "60Gi/20/1" {
 			t.Fatalf("defaults: on %s consumed %s; want gpu-1 60Gi/20/1 (its memory, a tenth of its 200 cores)", r.Device, consumed)
 		}
 		return nil
@@ -209,7 +209,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := resp.Claims[string(named.UID)]
-	if r == nil || r.Error != "" || len(r.Devices) != 1 || r.Devices[0].DeviceName != GPUName(0) || r.Devices[0].CdiDeviceIds[0] != ClaimKind+"="+cdiDevice(string(named.UID), 0) {
+	if r == nil || r.Error != "" || len(r.Devices) != 1 || r.Devices[0].DeviceName != DeviceName(inv.GPUs[0].UUID) || r.Devices[0].CdiDeviceIds[0] != ClaimKind+"="+cdiDevice(string(named.UID), 0) {
 		t.Fatalf("NodePrepareResources: %v", resp)
 	}
 	got, ok := prep.Claim(string(named.UID))

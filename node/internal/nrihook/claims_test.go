@@ -26,10 +26,16 @@ func fakeClaims(_ context.Context, cdiName, podUID string) (ClaimGrant, bool, er
 	if !strings.HasPrefix(cdiName, "gpu.vgpud.io/claim=") {
 		return ClaimGrant{}, false, nil
 	}
-	if cdiName != claimDevice || podUID != "uid-dra" {
+	if podUID != "uid-dra" && podUID != "uid-two" {
 		return ClaimGrant{}, true, errors.New("this node prepared no such claim for this pod")
 	}
-	return ClaimGrant{CDI: cdiName, Nodes: []string{"/dev/nvidia3", "/dev/nvidiactl"}, Slice: protocol.GPUSlice{UUID: "GPU-3", MemoryMiB: 10240, Cores: 30}}, true, nil
+	switch cdiName {
+	case claimDevice:
+		return ClaimGrant{CDI: cdiName, Share: true, Nodes: []string{"/dev/nvidia3", "/dev/nvidiactl"}, Slice: protocol.GPUSlice{UUID: "GPU-3", MemoryMiB: 10240, Cores: 30}}, true, nil
+	case "gpu.vgpud.io/claim=c-2-0":
+		return ClaimGrant{CDI: cdiName, Share: true, Nodes: []string{"/dev/nvidia4", "/dev/nvidiactl"}, Slice: protocol.GPUSlice{UUID: "GPU-4", MemoryMiB: 1024, Cores: 5}}, true, nil
+	}
+	return ClaimGrant{}, true, errors.New("this node prepared no such claim for this pod")
 }
 
 func claimHook(pods ...*corev1.Pod) *Hook {
@@ -107,5 +113,26 @@ func TestAClaimsDeviceOutsideTheRecordIsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want a refusal saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A share of a GPU is one container's: two containers of a pod naming
+// the same claim are refused (each would be held to all of it), and so
+// are claims of different cores in one container (it has one SM limit).
+func TestAShareServesOneContainer(t *testing.T) {
+	two := draPod("two")
+	two.Spec.Containers = []corev1.Container{
+		{Name: "app", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}},
+		{Name: "helper", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}},
+	}
+	h := claimHook(two)
+	if _, _, err := h.CreateContainer(context.Background(), sandbox(two), claimContainer(claimDevice)); err == nil || !strings.Contains(err.Error(), `container "helper" names claim "gpu" too`) {
+		t.Errorf("two containers on one share: %v", err)
+	}
+	pod := draPod("dra")
+	ctr := claimContainer(claimDevice, "gpu.vgpud.io/claim=c-2-0")
+	ctr.Linux.Devices = append(ctr.Linux.Devices, &api.LinuxDevice{Path: "/dev/nvidia4", Type: "c", Major: 195, Minor: 4})
+	if _, _, err := claimHook(pod).CreateContainer(context.Background(), sandbox(pod), ctr); err == nil || !strings.Contains(err.Error(), "one SM limit") {
+		t.Errorf("claims of 30 and 5 cores: %v", err)
 	}
 }

@@ -65,6 +65,9 @@ type Decision struct {
 type ClaimGrant struct {
 	CDI   string // the CDI device's qualified name
 	Slice protocol.GPUSlice
+	// Share: a share of a GPU others share too, which the node holds
+	// one container to (not a device held whole).
+	Share bool
 	// Nodes are the device nodes the CDI device brings.
 	Nodes []string
 }
@@ -149,6 +152,9 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 	if len(c.Claimed) > 0 {
 		if _, assigned := pod.Annotations[wellknown.AnnotationAssignment]; assigned || asks {
 			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s has DRA claims and vGPU resources both: a node serving claims takes claims only", c.Name, id)}
+		}
+		if why := claimsRefused(c, pod, spec); why != "" {
+			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s: %s", c.Name, id, why)}
 		}
 		return claimed(c, spec, r)
 	}
@@ -257,6 +263,42 @@ func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
 
 func privileged(c *corev1.Container) bool {
 	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}
+
+// claimsRefused says why c's claims cannot be its slice, "" where they
+// can. Its env holds one SM limit and one memory limit per GPU, and the
+// node holds each container to them apart, so: each GPU once, every
+// GPU the same cores, and a share of a GPU in no other container of the
+// pod (where two containers named it, each would hold all of it).
+func claimsRefused(c NamedContainer, pod *corev1.Pod, spec *corev1.Container) string {
+	seen := map[string]bool{}
+	for _, g := range c.Claimed {
+		if seen[g.Slice.UUID] {
+			return "two of its claims are on GPU " + g.Slice.UUID + ": ask one claim for the share"
+		}
+		seen[g.Slice.UUID] = true
+		if first := c.Claimed[0].Slice; g.Slice.Cores != first.Cores || g.Slice.MIG != first.MIG {
+			return "its claims differ in cores, or mix MIG instances and shares, but a container has one SM limit: ask the same cores of each"
+		}
+	}
+	if spec == nil || !slices.ContainsFunc(c.Claimed, func(g ClaimGrant) bool { return g.Share }) {
+		return ""
+	}
+	mine := map[string]bool{}
+	for _, rc := range spec.Resources.Claims {
+		mine[rc.Name] = true
+	}
+	for other := range podmodel.Containers(&pod.Spec) {
+		if other.Name == spec.Name {
+			continue
+		}
+		for _, rc := range other.Resources.Claims {
+			if mine[rc.Name] {
+				return fmt.Sprintf("container %q names claim %q too, but a share of a GPU serves one container, which the node holds to it: give each container a claim of its own", other.Name, rc.Name)
+			}
+		}
+	}
+	return ""
 }
 
 // claimed grants c the devices the node prepared for its DRA claims.

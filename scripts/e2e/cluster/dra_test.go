@@ -26,10 +26,10 @@ import (
 // shared by two pods, one from a template), kubelet prepares them, the
 // real containerd injects the claim's CDI device, and the runtime hook
 // hands each container its slice from the node's prepare record. The
-// node role restarts in the middle, and a pod that joins the shared
-// claim after it gets the same slice. A GPU pod of the extender's
-// pinned to the node finds no GPU resource there, and the tenant cannot
-// write a claim's status.
+// node role restarts in the middle: a new claim is prepared after it,
+// and a pod that joins the shared claim is refused (a share serves one
+// pod). A GPU pod of the extender's pinned to the node finds no GPU
+// resource there, and the tenant cannot write a claim's status.
 func draClaims(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	node := nodes[0] // the first node uses the host's CDI directories
@@ -110,25 +110,43 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	// The template's claim names no cores: the split's share (100/10).
 	check("t", "2048m", "10")
 
-	// The node role restarts; the record keeps what it prepared, and a
-	// pod that joins the shared claim now gets the same GPU and slice.
+	// The node role restarts; the record keeps what it prepared. A pod
+	// that joins the shared claim is refused its container: a share of a
+	// GPU serves one pod, whose containers are each held to it. A new
+	// pod from the template is prepared and runs.
 	e.restartDRA(t, node, len(inv.GPUs))
-	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod("b", shared), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create b: %v", err)
+	for name, c := range map[string]corev1.PodResourceClaim{"b": shared, "u": small} {
+		if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod(name, c), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
 	}
-	e.waitRunning(t, ns, []string{"a", "b", "t"}, 90*time.Second)
-	if got := check("b", "4096m", "30"); got != gpu {
-		t.Errorf("b, sharing a's claim, got GPU %s; a has %s", got, gpu)
-	}
-	// vgpud inspect shows the claims from the node's record, the shared
-	// one with both its pods, and counts them on their GPUs.
+	e.waitRunning(t, ns, []string{"a", "t", "u"}, 90*time.Second)
+	check("u", "2048m", "10")
+	harness.Eventually(t, 60*time.Second, "b refused a share of a's claim", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "b", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if w := st.State.Waiting; w != nil && strings.Contains(w.Message, "serves one pod") {
+				t.Logf("b: %s: %.200s", w.Reason, w.Message)
+				return nil
+			}
+			if st.State.Running != nil {
+				t.Fatalf("b runs on a's share of GPU %s", gpu)
+			}
+		}
+		return fmt.Errorf("not refused yet: %+v", p.Status.ContainerStatuses)
+	})
+	// vgpud inspect shows the claims from the node's record and counts
+	// them on their GPUs.
 	snap := e.inspect(t, node)
 	var rows []string
 	for _, c := range snap.Claims {
 		rows = append(rows, fmt.Sprintf("%s:%s:%d:%d", c.Claim, strings.Join(c.Pods, "+"), c.MemoryMiB, c.Cores))
 	}
-	if !snap.DRA || !slices.Contains(rows, "shared:a+b:4096:30") || len(rows) != 2 {
-		t.Errorf("vgpud inspect: DRA %v, claims %v; want shared:a+b:4096:30 and the template's", snap.DRA, rows)
+	if !snap.DRA || !slices.Contains(rows, "shared:a:4096:30") || len(rows) != 3 {
+		t.Errorf("vgpud inspect: DRA %v, claims %v; want shared:a:4096:30 and the two template claims", snap.DRA, rows)
 	}
 	for _, g := range snap.GPUs {
 		if g.UUID == gpu && (g.MemoryUsedMiB < 4096 || g.SlicesUsed < 1) {
@@ -166,10 +184,22 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		}
 		return fmt.Errorf("not refused yet")
 	})
-	grace := int64(0)
+	// Gone while the node still serves claims, so that kubelet has the
+	// node unprepare them (a pod deleted by force never is).
+	grace := int64(1)
 	if err := e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	harness.Eventually(t, 60*time.Second, "the claim pods gone and their claims unprepared", func() error {
+		pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods left (%v)", len(pods.Items), err)
+		}
+		if s := e.inspect(t, node); len(s.Claims) > 0 {
+			return fmt.Errorf("%d claims still prepared", len(s.Claims))
+		}
+		return nil
+	})
 }
 
 // restartDRA deletes node's vgpud pod and waits for the new one to be
