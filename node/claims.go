@@ -57,16 +57,19 @@ func (a *Role) startClaims(ctx context.Context) error {
 
 // serveClaims offers each inventory the generation builds as the node's
 // devices (the first at once), then passes it on to out, the inventory
-// annotation's publisher, keeping only the newest.
+// annotation's publisher, keeping only the newest; a change of the
+// node's cordon publishes the same devices with their taints anew.
 func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-chan protocol.Inventory, out chan protocol.Inventory) error {
 	inv := first
 	for {
-		if err := a.claims.Publish(ctx, inv); err != nil {
+		if err := a.claims.Publish(ctx, inv, a.cordon.Cordoned(inv)); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-a.cordon.Changes():
+			continue
 		case inv = <-in:
 		}
 		select {

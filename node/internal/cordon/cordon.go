@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,14 +30,21 @@ type Watch struct {
 	node  string
 	log   *slog.Logger
 
+	// changes is told each change, without waiting: a node that serves
+	// DRA claims publishes the cordon as device taints.
+	changes chan struct{}
+
 	mu  sync.Mutex
 	now map[string]string // the node's cordon annotations, as last seen
 }
 
 // New returns the watch of node's cordon.
 func New(nodes typedcorev1.NodesGetter, node string, log *slog.Logger) *Watch {
-	return &Watch{nodes: nodes, node: node, log: log}
+	return &Watch{nodes: nodes, node: node, log: log, changes: make(chan struct{}, 1)}
 }
+
+// Changes is told when the cordon changes (at most one change waits).
+func (w *Watch) Changes() <-chan struct{} { return w.changes }
 
 // Run keeps the cordon current until ctx ends.
 func (w *Watch) Run(ctx context.Context) error {
@@ -70,6 +78,10 @@ func (w *Watch) Run(ctx context.Context) error {
 		w.mu.Unlock()
 		if changed {
 			w.log.Info("GPU cordon on this node", "cordon", now)
+			select {
+			case w.changes <- struct{}{}:
+			default:
+			}
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -104,4 +116,29 @@ func cordonOf(annotations map[string]string, gpus []protocol.GPU, mig map[string
 		problem = fmt.Sprintf("the cordon names %v, which this node does not have", unknown)
 	}
 	return cordoned, problem
+}
+
+// Cordoned are the UUIDs of inv's GPUs (in MIG mode too) the cordon
+// names, as last seen; every one of them where it cannot be read, as
+// the leader then places nothing on the node.
+func (w *Watch) Cordoned(inv protocol.Inventory) map[string]bool {
+	gpus := slices.Clone(inv.GPUs)
+	for _, g := range inv.MIG {
+		gpus = append(gpus, protocol.GPU{UUID: g.UUID, Index: g.Index, Model: g.Model})
+	}
+	w.mu.Lock()
+	now := w.now
+	w.mu.Unlock()
+	out := map[string]bool{}
+	cd, err := protocol.NodeCordon(now)
+	marks := make([]bool, len(gpus))
+	if err == nil {
+		marks, _ = cd.Resolve(gpus, nil)
+	}
+	for i, g := range gpus {
+		if err != nil || marks[i] {
+			out[g.UUID] = true
+		}
+	}
+	return out
 }

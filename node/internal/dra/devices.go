@@ -53,9 +53,14 @@ const (
 	TypeMIG = "mig"
 )
 
-// TaintUnhealthy marks a GPU the health watcher took out (an XID, a
-// failing query): no new claim is allocated on it; those on it stay.
-const TaintUnhealthy = DriverName + "/unhealthy"
+// The device taints the node publishes: no new claim is allocated on a
+// tainted GPU; those on it stay. TaintUnhealthy marks a GPU the health
+// watcher took out (an XID, a failing query), TaintCordoned one an
+// operator cordoned (vgpud.io/cordon).
+const (
+	TaintUnhealthy = DriverName + "/unhealthy"
+	TaintCordoned  = DriverName + "/cordoned"
+)
 
 // ClaimDefaults are the cluster's defaults for a claim that leaves a capacity
 // out: the extender's --default-gpumem-percentage and
@@ -69,17 +74,28 @@ type ClaimDefaults struct {
 // kube-scheduler takes the first that fits, so the order is its
 // preference. GPUs in MIG mode are served only through their instances;
 // instances the node could make on demand are not offered.
-func Devices(inv protocol.Inventory, d ClaimDefaults) []resourceapi.Device {
+func Devices(inv protocol.Inventory, d ClaimDefaults, cordoned map[string]bool) []resourceapi.Device {
 	devs := make([]resourceapi.Device, 0, len(inv.GPUs))
 	for _, g := range inv.GPUs {
-		devs = append(devs, gpuDevice(g, d))
+		devs = append(devs, tainted(gpuDevice(g, d), !g.Healthy, cordoned[g.UUID]))
 	}
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
-			devs = append(devs, migDevice(g, in))
+			devs = append(devs, tainted(migDevice(g, in), !g.Healthy, cordoned[g.UUID]))
 		}
 	}
 	return devs
+}
+
+// tainted is dev with the taints of a GPU unhealthy or cordoned.
+func tainted(dev resourceapi.Device, unhealthy, cordoned bool) resourceapi.Device {
+	if unhealthy {
+		dev.Taints = append(dev.Taints, resourceapi.DeviceTaint{Key: TaintUnhealthy, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	if cordoned {
+		dev.Taints = append(dev.Taints, resourceapi.DeviceTaint{Key: TaintCordoned, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	return dev
 }
 
 // DeviceName is the device name of a GPU or MIG device, from its UUID:
@@ -145,9 +161,6 @@ func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {
 			},
 		},
 	}
-	if !g.Healthy {
-		dev.Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
-	}
 	return dev
 }
 
@@ -168,9 +181,6 @@ func migDevice(g protocol.MIGGPU, in protocol.MIGInstance) resourceapi.Device {
 			CapacityMemory: {Value: *mib(in.MemoryMiB)},
 			CapacityCores:  {Value: *count(int64(g.Cores(in)))},
 		},
-	}
-	if !g.Healthy {
-		dev.Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 	}
 	return dev
 }

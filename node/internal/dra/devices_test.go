@@ -29,7 +29,7 @@ func testInventory() protocol.Inventory {
 // split share a GPU; an unhealthy GPU is tainted, not withdrawn (claims
 // on it stay); MIG instances are held whole.
 func TestDevicesCarryVgpudRules(t *testing.T) {
-	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100})
+	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100}, nil)
 	var names []string
 	for _, d := range devs {
 		names = append(names, d.Name)
@@ -85,7 +85,7 @@ func TestDevicesCarryVgpudRules(t *testing.T) {
 // The cluster's defaults reach the request policies as the extender
 // applies them: a memory percentage, a fixed cores default (at most 99).
 func TestDevicesFollowTheClusterDefaults(t *testing.T) {
-	a := Devices(testInventory(), ClaimDefaults{MemPercent: 50, Cores: 100})[0]
+	a := Devices(testInventory(), ClaimDefaults{MemPercent: 50, Cores: 100}, nil)[0]
 	if got := q(*a.Capacity[CapacityMemory].RequestPolicy.Default); got != "20Gi" {
 		t.Errorf("memory default %s; want 20Gi (50 %%)", got)
 	}
@@ -128,5 +128,23 @@ func TestDeviceNameFromTheUUID(t *testing.T) {
 		if got := DeviceName(uuid); got != want {
 			t.Errorf("DeviceName(%s) = %s; want %s", uuid, got, want)
 		}
+	}
+}
+
+// A cordoned GPU is tainted like an unhealthy one, and both taints
+// stand together.
+func TestDevicesTaintTheCordoned(t *testing.T) {
+	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100}, map[string]bool{"GPU-a": true, "GPU-b": true, "GPU-m": true})
+	var got []string
+	for _, d := range devs {
+		var keys []string
+		for _, tt := range d.Taints {
+			keys = append(keys, tt.Key)
+		}
+		got = append(got, d.Name+"="+strings.Join(keys, "+"))
+	}
+	want := "[gpu-a=gpu.vgpud.io/cordoned gpu-b=gpu.vgpud.io/unhealthy+gpu.vgpud.io/cordoned mig-1=gpu.vgpud.io/cordoned mig-2=gpu.vgpud.io/cordoned]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("taints %v; want %s", got, want)
 	}
 }

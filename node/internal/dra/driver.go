@@ -75,10 +75,11 @@ func (d *ClaimDriver) Resolve(ctx context.Context, cdiName, podUID string) (Gran
 func (d *ClaimDriver) Claims() map[string]Prepared { return d.prep.Claims() }
 
 // Publish offers inv's devices: to the Preparer first, so that a claim
-// allocated on a new device is prepared, then as ResourceSlices.
-func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory) error {
+// allocated on a new device is prepared, then as ResourceSlices, the
+// GPUs cordoned (by UUID) tainted.
+func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory, cordoned map[string]bool) error {
 	d.prep.Offer(inv)
-	if err := d.helper.PublishResources(ctx, Resources(d.node, Devices(inv, d.defaults))); err != nil {
+	if err := d.helper.PublishResources(ctx, Resources(d.node, Devices(inv, d.defaults, cordoned))); err != nil {
 		return fmt.Errorf("publish %s's ResourceSlices: %w", d.node, err)
 	}
 	return nil

@@ -4,9 +4,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,41 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	t.Cleanup(func() { restore(); e.restartNodeRole(t, node) })
 	took := e.restartDRA(t, node, len(inv.GPUs))
 	t.Logf("%s serves claims: its slices published %v after its vgpud pod was deleted", node, took.Round(time.Millisecond))
+
+	// The cordon reaches the devices as a taint, and goes with it.
+	last := inv.GPUs[len(inv.GPUs)-1]
+	cordoned := func(want bool) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("GPU %d's device tainted cordoned: %v", last.Index, want), func() error {
+			list, err := e.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			if err != nil {
+				return err
+			}
+			for _, sl := range list.Items {
+				for _, d := range sl.Spec.Devices {
+					if d.Attributes["uuid"].StringValue == nil || *d.Attributes["uuid"].StringValue != last.UUID {
+						continue
+					}
+					has := slices.ContainsFunc(d.Taints, func(tt resourceapi.DeviceTaint) bool { return tt.Key == wellknown.DRADriver+"/cordoned" })
+					if has != want {
+						return fmt.Errorf("taints %v", d.Taints)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no device for %s", last.UUID)
+		})
+	}
+	annotate := func(v string) {
+		t.Helper()
+		if out, err := e.kubectl("annotate", "--overwrite", "node", node, wellknown.AnnotationCordon+v); err != nil {
+			t.Fatalf("cordon: %v: %s", err, out)
+		}
+	}
+	annotate(fmt.Sprintf("=%d", last.Index))
+	cordoned(true)
+	annotate("-")
+	cordoned(false)
 
 	class := e.name("-gpu")
 	capacity := func(mem, cores string) *resourceapi.CapacityRequirements {
@@ -109,6 +146,33 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	gpu := check("a", "4096m", "30")
 	// The template's claim names no cores: the split's share (100/10).
 	check("t", "2048m", "10")
+
+	// The node holds a claim's container to its slice as it holds an
+	// extender's (the default, auto, enforces where the hook runs): t's
+	// process, declared on the mock GPU past its 2048 MiB and the 1024
+	// MiB margin, is killed; a's, within its 4096 MiB, is not.
+	vp, err := e.vgpudPod(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within, over := e.containerPID(t, ns, "a"), e.containerPID(t, ns, "t")
+	e.declareProcess(t, vp, gpu, within, 3000, 10)
+	e.declareProcess(t, vp, gpu, over, 3600, 10)
+	declared := time.Now()
+	var gone time.Duration
+	for gone == 0 && time.Since(declared) < 10*time.Second {
+		if errors.Is(syscall.Kill(over, 0), syscall.ESRCH) {
+			gone = time.Since(declared)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if gone == 0 || gone > 2*time.Second {
+		t.Errorf("t's process %d, 3600 MiB on a 2048 MiB claim: gone after %v; want within 2 s", over, gone)
+	}
+	if err := syscall.Kill(within, 0); err != nil {
+		t.Errorf("a's process %d, within its claim, is gone: %v", within, err)
+	}
+	t.Logf("t's process (3600 MiB on a 2048 MiB claim, margin 1024 MiB) killed %v after it was declared; a's (3000 of 4096 MiB) runs", gone.Round(time.Millisecond))
 
 	// The node role restarts; the record keeps what it prepared. A pod
 	// that joins the shared claim is refused its container: a share of a
