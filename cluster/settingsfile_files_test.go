@@ -12,7 +12,7 @@ import (
 
 // Every cluster-settings.yaml vgpud ships or documents reads under the
 // current API as it is meant to: the manifest's (the flags' values) and
-// docs/settings.md's example.
+// docs/settings-files.md's example.
 func TestShippedSettingsLoad(t *testing.T) {
 	raw, err := os.ReadFile("../manifests/vgpud.yaml")
 	if err != nil {
@@ -32,11 +32,11 @@ func TestShippedSettingsLoad(t *testing.T) {
 	if got, err := base.withSettings([]byte(shipped)); shipped == "" || err != nil || got != base {
 		t.Errorf("the manifest's %q: %+v, %v; want the flags' values", shipped, got, err)
 	}
-	page, err := os.ReadFile("../docs/settings.md")
+	page, err := os.ReadFile("../docs/settings-files.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, _ := strings.Cut(string(page), "\n### Cluster settings, changed without a restart\n")
+	_, after, _ := strings.Cut(string(page), "\n## Cluster settings\n")
 	_, block, ok := strings.Cut(after, "```yaml\n")
 	block, _, _ = strings.Cut(block, "```")
 	got, err := base.withSettings([]byte(block))
