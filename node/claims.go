@@ -16,6 +16,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/dra"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
@@ -38,7 +39,7 @@ func (a *Role) startClaims(ctx context.Context) error {
 	if err := os.MkdirAll(o.Dirs().Plugin, 0o750); err != nil {
 		return fmt.Errorf("the DRA driver's directory: %w", err)
 	}
-	d := dra.ClaimDefaults{MemPercent: a.cfg.ClaimDefaults.MemPercent, Cores: a.cfg.ClaimDefaults.Cores}
+	d := dradevices.ClaimDefaults{MemPercent: a.cfg.ClaimDefaults.MemPercent, Cores: a.cfg.ClaimDefaults.Cores}
 	driver, err := dra.StartClaimDriver(ctx, a.api.Kube, a.node, o.Dirs(), d, prep)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func (a *Role) startClaims(ctx context.Context) error {
 	a.mu.Lock()
 	a.claims = driver
 	a.mu.Unlock()
-	a.log.Info("serving DRA claims", "driver", dra.DriverName, "plugin", o.Dirs().Plugin, "record", record)
+	a.log.Info("serving DRA claims", "driver", wellknown.DRADriver, "plugin", o.Dirs().Plugin, "record", record)
 	return nil
 }
 

@@ -134,7 +134,7 @@ func (a *Role) Ready() (bool, string) {
 	switch {
 	case a.claims != nil:
 		if ok, err := a.claims.Registered(); !ok {
-			return false, "DRA driver " + dra.DriverName + " not registered with kubelet yet: " + err.Error()
+			return false, "DRA driver " + wellknown.DRADriver + " not registered with kubelet yet: " + err.Error()
 		}
 	case a.server == nil:
 		return false, "device plugin not started"

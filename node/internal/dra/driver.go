@@ -1,3 +1,8 @@
+// Package dra is the node's DRA driver, where the node serves claims
+// (--dra): it registers with kubelet, publishes the node's devices
+// (protocol/dradevices) as ResourceSlices, prepares each claim kubelet
+// asks for into CDI devices and a record on the node, and answers the
+// runtime hook from that record.
 package dra
 
 import (
@@ -12,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 )
 
 // sliceDevices bounds a ResourceSlice's devices: the API allows 64 where
@@ -38,7 +44,7 @@ func Resources(node string, devs []resourceapi.Device) resourceslice.DriverResou
 // ResourceSlices owned by its Node (so that they go with it).
 type ClaimDriver struct {
 	node     string
-	defaults ClaimDefaults
+	defaults dradevices.ClaimDefaults
 	prep     *Preparer
 	helper   *kubeletplugin.Helper
 }
@@ -52,15 +58,15 @@ type KubeletDirs struct {
 
 // StartClaimDriver registers with kubelet and serves its calls until ctx
 // ends or Stop; it offers nothing until Publish.
-func StartClaimDriver(ctx context.Context, kube kubernetes.Interface, node string, dirs KubeletDirs, defaults ClaimDefaults, prep *Preparer) (*ClaimDriver, error) {
+func StartClaimDriver(ctx context.Context, kube kubernetes.Interface, node string, dirs KubeletDirs, defaults dradevices.ClaimDefaults, prep *Preparer) (*ClaimDriver, error) {
 	prep.getClaim = func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
 		return kube.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	h, err := kubeletplugin.Start(ctx, prep,
-		kubeletplugin.DriverName(DriverName), kubeletplugin.KubeClient(kube), kubeletplugin.NodeName(node),
+		kubeletplugin.DriverName(dradevices.DriverName), kubeletplugin.KubeClient(kube), kubeletplugin.NodeName(node),
 		kubeletplugin.PluginDataDirectoryPath(dirs.Plugin), kubeletplugin.RegistrarDirectoryPath(dirs.Registry))
 	if err != nil {
-		return nil, fmt.Errorf("start the DRA driver %s: %w", DriverName, err)
+		return nil, fmt.Errorf("start the DRA driver %s: %w", dradevices.DriverName, err)
 	}
 	return &ClaimDriver{node: node, defaults: defaults, prep: prep, helper: h}, nil
 }
@@ -79,7 +85,7 @@ func (d *ClaimDriver) Claims() map[string]Prepared { return d.prep.Claims() }
 // GPUs cordoned (by UUID) tainted.
 func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory, cordoned map[string]bool) error {
 	d.prep.Offer(inv)
-	if err := d.helper.PublishResources(ctx, Resources(d.node, Devices(inv, d.defaults, cordoned))); err != nil {
+	if err := d.helper.PublishResources(ctx, Resources(d.node, dradevices.Devices(inv, d.defaults, cordoned))); err != nil {
 		return fmt.Errorf("publish %s's ResourceSlices: %w", d.node, err)
 	}
 	return nil

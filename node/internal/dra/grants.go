@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 )
 
 // Grant is one device a claim was allocated on this node, as prepared:
@@ -15,7 +16,7 @@ import (
 // reserved for.
 type Grant struct {
 	Request   string `json:"request"`
-	Device    string `json:"device"` // as published (DeviceName)
+	Device    string `json:"device"` // as published (dradevices.DeviceName)
 	UUID      string `json:"uuid"`   // the GPU's or the MIG device's
 	MemoryMiB int64  `json:"memoryMiB"`
 	Cores     int    `json:"cores"`
@@ -43,15 +44,15 @@ type offer struct {
 	slots     int
 }
 
-// offers are inv's devices by name, as Devices publishes them.
+// offers are inv's devices by name, as dradevices.Devices publishes them.
 func offers(inv protocol.Inventory) map[string]offer {
 	out := make(map[string]offer, len(inv.GPUs))
 	for _, g := range inv.GPUs {
-		out[DeviceName(g.UUID)] = offer{uuid: g.UUID, shared: true, memoryMiB: g.MemoryMiB, cores: g.Cores, slots: max(g.Split, 1)}
+		out[dradevices.DeviceName(g.UUID)] = offer{uuid: g.UUID, shared: true, memoryMiB: g.MemoryMiB, cores: g.Cores, slots: max(g.Split, 1)}
 	}
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
-			out[DeviceName(in.UUID)] = offer{uuid: in.UUID, mig: true, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
+			out[dradevices.DeviceName(in.UUID)] = offer{uuid: in.UUID, mig: true, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
 		}
 	}
 	return out
@@ -68,7 +69,7 @@ func grants(claim *resourceapi.ResourceClaim, node string, offered map[string]of
 	}
 	var out []Grant
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != DriverName {
+		if r.Driver != dradevices.DriverName {
 			continue
 		}
 		where := fmt.Sprintf("claim %s/%s, request %q, device %s/%s", claim.Namespace, claim.Name, r.Request, r.Pool, r.Device)
@@ -102,16 +103,16 @@ func grants(claim *resourceapi.ResourceClaim, node string, offered map[string]of
 // scheduler applied the request policies, so anything outside them was
 // not written by it.
 func share(consumed map[resourceapi.QualifiedName]resource.Quantity, o offer) (memMiB int64, cores, slots int, err error) {
-	mem, ok := consumed[CapacityMemory]
+	mem, ok := consumed[dradevices.CapacityMemory]
 	if !ok || mem.Value() < 1<<20 || mem.Value()%(1<<20) != 0 || mem.Value()>>20 > o.memoryMiB {
-		return 0, 0, 0, fmt.Errorf("consumed memory %s: want whole MiB from 1Mi to %dMi", quantity(consumed, CapacityMemory), o.memoryMiB)
+		return 0, 0, 0, fmt.Errorf("consumed memory %s: want whole MiB from 1Mi to %dMi", quantity(consumed, dradevices.CapacityMemory), o.memoryMiB)
 	}
-	c, ok := consumed[CapacityCores]
+	c, ok := consumed[dradevices.CapacityCores]
 	if !ok || c.Value() < 1 || c.Value() > int64(min(o.cores, protocol.MaxPercent)) {
-		return 0, 0, 0, fmt.Errorf("consumed cores %s: want 1 to %d", quantity(consumed, CapacityCores), min(o.cores, protocol.MaxPercent))
+		return 0, 0, 0, fmt.Errorf("consumed cores %s: want 1 to %d", quantity(consumed, dradevices.CapacityCores), min(o.cores, protocol.MaxPercent))
 	}
-	if s, ok := consumed[CapacitySlots]; !ok || s.Value() != 1 {
-		return 0, 0, 0, fmt.Errorf("consumed slots %s: want 1", quantity(consumed, CapacitySlots))
+	if s, ok := consumed[dradevices.CapacitySlots]; !ok || s.Value() != 1 {
+		return 0, 0, 0, fmt.Errorf("consumed slots %s: want 1", quantity(consumed, dradevices.CapacitySlots))
 	}
 	return mem.Value() >> 20, int(c.Value()), 1, nil
 }

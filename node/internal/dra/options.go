@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpud/vgpud/internal/configapi"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 )
 
 // The flags of Options.
@@ -46,9 +47,9 @@ func DefaultOptions() Options {
 // Flags are o's flags, bound to it.
 func (o *Options) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: FlagDRA, Usage: "serve this node's GPUs to DRA claims (Kubernetes 1.36+, driver " + DriverName + ") instead of the device plugin: kube-scheduler books them, kubelet prepares them; the node then takes claims only", Value: o.DRA, Destination: &o.DRA},
+		&cli.BoolFlag{Name: FlagDRA, Usage: "serve this node's GPUs to DRA claims (Kubernetes 1.36+, driver " + dradevices.DriverName + ") instead of the device plugin: kube-scheduler books them, kubelet prepares them; the node then takes claims only", Value: o.DRA, Destination: &o.DRA},
 		&cli.StringFlag{Name: FlagDRARecord, Usage: "file where the node remembers which claims it prepared for which pods, on a host path; {node} is the node's name", Value: o.DRARecord, Destination: &o.DRARecord},
-		&cli.StringFlag{Name: FlagKubeletPluginsDir, Usage: "kubelet's plugins directory (the DRA driver's socket goes in " + DriverName + " under it), the same path in vgpud's container as on the host", Value: o.PluginsDir, Destination: &o.PluginsDir},
+		&cli.StringFlag{Name: FlagKubeletPluginsDir, Usage: "kubelet's plugins directory (the DRA driver's socket goes in " + dradevices.DriverName + " under it), the same path in vgpud's container as on the host", Value: o.PluginsDir, Destination: &o.PluginsDir},
 		&cli.StringFlag{Name: FlagKubeletRegistryDir, Usage: "kubelet's plugin registration directory, the same path in vgpud's container as on the host", Value: o.RegistryDir, Destination: &o.RegistryDir},
 		&cli.StringFlag{Name: FlagDRACDIDir, Usage: "directory the runtime reads CDI specs from, where the node writes each DRA claim's", Value: o.CDIDir, Destination: &o.CDIDir},
 	}
@@ -72,5 +73,5 @@ func (o Options) Validate() field.ErrorList {
 
 // Dirs are where the driver meets kubelet.
 func (o Options) Dirs() KubeletDirs {
-	return KubeletDirs{Plugin: filepath.Join(o.PluginsDir, DriverName), Registry: o.RegistryDir}
+	return KubeletDirs{Plugin: filepath.Join(o.PluginsDir, dradevices.DriverName), Registry: o.RegistryDir}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +44,7 @@ func claimOn(uid, name string, pods []string, results ...result) *resourceapi.Re
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: types.UID(uid)}}
 	alloc := &resourceapi.AllocationResult{}
 	for i, r := range results {
-		res := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: DriverName, Pool: "n1", Device: r.device}
+		res := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: dradevices.DriverName, Pool: "n1", Device: r.device}
 		if r.pool != "" {
 			res.Pool = r.pool
 		}
@@ -74,7 +75,7 @@ func claimOn(uid, name string, pods []string, results ...result) *resourceapi.Re
 }
 
 func consumed(mem, cores string) map[string]string {
-	return map[string]string{CapacityMemory: mem, CapacityCores: cores, CapacitySlots: "1"}
+	return map[string]string{dradevices.CapacityMemory: mem, dradevices.CapacityCores: cores, dradevices.CapacitySlots: "1"}
 }
 
 func newTestPreparer(t *testing.T, dir string) *Preparer {
@@ -163,7 +164,7 @@ func TestPrepareRefusesWhatWasNotOffered(t *testing.T) {
 		{"a part of a MiB", result{device: "gpu-a", consumed: consumed("1000Ki", "1")}, "consumed memory"},
 		{"no cores", result{device: "gpu-a", consumed: consumed("1Gi", "0")}, "consumed cores"},
 		{"cores past one GPU", result{device: "gpu-b", consumed: consumed("1Gi", "150")}, "consumed cores"},
-		{"two slots", result{device: "gpu-a", consumed: map[string]string{CapacityMemory: "1Gi", CapacityCores: "1", CapacitySlots: "2"}}, "consumed slots"},
+		{"two slots", result{device: "gpu-a", consumed: map[string]string{dradevices.CapacityMemory: "1Gi", dradevices.CapacityCores: "1", dradevices.CapacitySlots: "2"}}, "consumed slots"},
 	} {
 		p := newTestPreparer(t, t.TempDir())
 		res := prepareOne(t, p, claimOn("uid-x", tc.name, []string{"pod-a"}, tc.r))

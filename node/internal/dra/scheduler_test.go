@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -59,7 +60,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	driver, err := StartClaimDriver(ctx, kube, node, dirs, ClaimDefaults{MemPercent: 100}, prep)
+	driver, err := StartClaimDriver(ctx, kube, node, dirs, dradevices.ClaimDefaults{MemPercent: 100}, prep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +74,12 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 			return fmt.Errorf("%d slices, %v", len(list.Items), err)
 		}
 		s := list.Items[0]
-		if s.Spec.Driver != DriverName || s.Spec.Pool.Name != node || len(s.Spec.Devices) != 2 {
+		if s.Spec.Driver != dradevices.DriverName || s.Spec.Pool.Name != node || len(s.Spec.Devices) != 2 {
 			return fmt.Errorf("slice %+v", s.Spec)
 		}
 		a, b := s.Spec.Devices[0], s.Spec.Devices[1]
-		if a.AllowMultipleAllocations == nil || !*a.AllowMultipleAllocations || a.Capacity[CapacityMemory].RequestPolicy == nil ||
-			a.Capacity[CapacitySlots].RequestPolicy == nil || len(b.Taints) != 1 {
+		if a.AllowMultipleAllocations == nil || !*a.AllowMultipleAllocations || a.Capacity[dradevices.CapacityMemory].RequestPolicy == nil ||
+			a.Capacity[dradevices.CapacitySlots].RequestPolicy == nil || len(b.Taints) != 1 {
 			return fmt.Errorf("the apiserver dropped fields: %+v", s.Spec.Devices)
 		}
 		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" || s.OwnerReferences[0].Name != node {
@@ -87,9 +88,9 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		return nil
 	})
 	class := &resourceapi.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
+		ObjectMeta: metav1.ObjectMeta{Name: dradevices.DriverName},
 		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, DriverName, DriverName, TypeGPU)}}}},
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == %q`, dradevices.DriverName, dradevices.DriverName, dradevices.TypeGPU)}}}},
 	}
 	if _, err := kube.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -110,19 +111,19 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		fits     bool
 		consumed string // memory/cores/slots
 	}{
-		{"named", map[resourceapi.QualifiedName]string{CapacityMemory: "20Gi", CapacityCores: "30"}, true, "20Gi/30/1"},
+		{"named", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "20Gi", dradevices.CapacityCores: "30"}, true, "20Gi/30/1"},
 		// The default is the whole memory: only the unhealthy GPU has it.
 		{"defaults", nil, false, ""},
-		{"memory-only", map[resourceapi.QualifiedName]string{CapacityMemory: "16Gi"}, true, "16Gi/25/1"},
-		{"all-cores", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "100"}, false, ""},
-		{"over-a-gpu", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "150"}, false, ""},
-		{"third", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "1"}, true, "1Gi/1/1"},
-		{"fourth", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "0"}, true, "1Gi/1/1"},
+		{"memory-only", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "16Gi"}, true, "16Gi/25/1"},
+		{"all-cores", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "1Gi", dradevices.CapacityCores: "100"}, false, ""},
+		{"over-a-gpu", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "1Gi", dradevices.CapacityCores: "150"}, false, ""},
+		{"third", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "1Gi", dradevices.CapacityCores: "1"}, true, "1Gi/1/1"},
+		{"fourth", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "1Gi", dradevices.CapacityCores: "0"}, true, "1Gi/1/1"},
 		// Memory (2 GiB) and cores (43) are left; the four slots are not.
-		{"fifth", map[resourceapi.QualifiedName]string{CapacityMemory: "1Gi", CapacityCores: "1"}, false, ""},
+		{"fifth", map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: "1Gi", dradevices.CapacityCores: "1"}, false, ""},
 	} {
 		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: DriverName, Capacity: capacity(c.requests)}}},
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: dradevices.DriverName, Capacity: capacity(c.requests)}}},
 		}}}
 		if _, err := kube.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("claim %s: %v", c.name, err)
@@ -166,8 +167,8 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 			t.Fatalf("claim %s: %+v, %v", c.name, cl.Status, err)
 		}
 		r := cl.Status.Allocation.Devices.Results[0]
-		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[CapacityMemory]), qs(r.ConsumedCapacity[CapacityCores]), qs(r.ConsumedCapacity[CapacitySlots]))
-		if r.Driver != DriverName || r.Pool != node || r.Device != DeviceName(inv.GPUs[0].UUID) || r.ShareID == nil || consumed != c.consumed {
+		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[dradevices.CapacityMemory]), qs(r.ConsumedCapacity[dradevices.CapacityCores]), qs(r.ConsumedCapacity[dradevices.CapacitySlots]))
+		if r.Driver != dradevices.DriverName || r.Pool != node || r.Device != dradevices.DeviceName(inv.GPUs[0].UUID) || r.ShareID == nil || consumed != c.consumed {
 			t.Errorf("claim %s: %s/%s/%s share %v consumed %s; want %s on gpu-0, shared", c.name, r.Driver, r.Pool, r.Device, r.ShareID, consumed, c.consumed)
 		}
 		t.Logf("%-12s on %s, share %s, consumed %s", c.name, r.Device, *r.ShareID, consumed)
@@ -185,8 +186,8 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 			return fmt.Errorf("not allocated (%v)", err)
 		}
 		r := cl.Status.Allocation.Devices.Results[0]
-		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[CapacityMemory]), qs(r.ConsumedCapacity[CapacityCores]), qs(r.ConsumedCapacity[CapacitySlots]))
-		if r.Device != DeviceName(inv.GPUs[1].UUID) || consumed != "60Gi/20/1" {
+		consumed := fmt.Sprintf("%s/%s/%s", qs(r.ConsumedCapacity[dradevices.CapacityMemory]), qs(r.ConsumedCapacity[dradevices.CapacityCores]), qs(r.ConsumedCapacity[dradevices.CapacitySlots]))
+		if r.Device != dradevices.DeviceName(inv.GPUs[1].UUID) || consumed != "60Gi/20/1" {
 			t.Fatalf("defaults: on %s consumed %s; want gpu-1 60Gi/20/1 (its memory, a tenth of its 200 cores)", r.Device, consumed)
 		}
 		return nil
@@ -209,7 +210,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := resp.Claims[string(named.UID)]
-	if r == nil || r.Error != "" || len(r.Devices) != 1 || r.Devices[0].DeviceName != DeviceName(inv.GPUs[0].UUID) || r.Devices[0].CdiDeviceIds[0] != ClaimKind+"="+cdiDevice(string(named.UID), 0) {
+	if r == nil || r.Error != "" || len(r.Devices) != 1 || r.Devices[0].DeviceName != dradevices.DeviceName(inv.GPUs[0].UUID) || r.Devices[0].CdiDeviceIds[0] != ClaimKind+"="+cdiDevice(string(named.UID), 0) {
 		t.Fatalf("NodePrepareResources: %v", resp)
 	}
 	got, ok := prep.Claim(string(named.UID))

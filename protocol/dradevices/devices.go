@@ -1,9 +1,11 @@
-// Package dra describes the node's GPUs as a DRA driver's devices: each
-// GPU one device that many claims may share, with the capacities the
-// stock kube-scheduler books (memory, cores, and a slot per sharer)
-// under request policies that give what vgpud's extender gives, and each
-// existing MIG instance a device of its own, held whole.
-package dra
+// Package dradevices is what a node that serves DRA claims publishes
+// (its ResourceSlices' devices), as kube-scheduler, DeviceClasses and
+// claims read it: each GPU one device that many claims may share, with
+// the capacities the stock kube-scheduler books (memory, cores, and a
+// slot per sharer) under request policies that give what vgpud's
+// extender gives, and each existing MIG instance a device of its own,
+// held whole.
+package dradevices
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package dra
+package dradevices
 
 import (
 	"fmt"
@@ -91,26 +91,6 @@ func TestDevicesFollowTheClusterDefaults(t *testing.T) {
 	}
 	if got := q(*a.Capacity[CapacityCores].RequestPolicy.Default); got != "99" {
 		t.Errorf("cores default %s; want 99 (a default never holds a GPU whole)", got)
-	}
-}
-
-// A pool is one or more slices of at most 64 devices, and an empty one
-// still says the driver runs.
-func TestResourcesSlicesThePool(t *testing.T) {
-	for _, n := range []int{0, 1, 64, 65, 130} {
-		devs := make([]resourceapi.Device, n)
-		pool := Resources("n1", devs).Pools["n1"]
-		want := max((n+63)/64, 1)
-		total := 0
-		for _, s := range pool.Slices {
-			total += len(s.Devices)
-			if len(s.Devices) > 64 {
-				t.Errorf("%d devices: a slice of %d", n, len(s.Devices))
-			}
-		}
-		if len(pool.Slices) != want || total != n {
-			t.Errorf("%d devices: %d slices holding %d; want %d", n, len(pool.Slices), total, want)
-		}
 	}
 }
 
