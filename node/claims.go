@@ -61,6 +61,13 @@ func (a *Role) startClaims(ctx context.Context) error {
 // annotation's publisher, keeping only the newest; a change of the
 // node's cordon publishes the same devices with their taints anew.
 func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-chan protocol.Inventory, out chan protocol.Inventory) error {
+	// Not before the cordon is read: a restart would otherwise publish
+	// a cordoned GPU untainted for a moment.
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-a.cordon.Synced():
+	}
 	inv := first
 	for {
 		if err := a.claims.Publish(ctx, inv, a.cordon.Cordoned(inv)); err != nil {
@@ -81,10 +88,10 @@ func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-c
 	}
 }
 
-// claimGrant is the grant behind a DRA claim's CDI device kubelet gave a
+// claimGrant is the grant behind a DRA claim's CDI device kubelet gave
 // container of pod podUID, from the prepare record, for the runtime
 // hook. A node that serves no claims refuses every claim's device.
-func (a *Role) claimGrant(ctx context.Context, cdiName, podUID string) (nrihook.ClaimGrant, bool, error) {
+func (a *Role) claimGrant(ctx context.Context, cdiName, podUID, container string) (nrihook.ClaimGrant, bool, error) {
 	a.mu.Lock()
 	claims := a.claims
 	a.mu.Unlock()
@@ -94,7 +101,7 @@ func (a *Role) claimGrant(ctx context.Context, cdiName, podUID string) (nrihook.
 	if claims == nil {
 		return nrihook.ClaimGrant{}, true, fmt.Errorf("CDI device %s is a DRA claim's, and node %s serves no claims (--dra)", cdiName, a.node)
 	}
-	g, ours, err := claims.Resolve(ctx, cdiName, podUID)
+	g, ours, err := claims.Resolve(ctx, cdiName, podUID, container)
 	if err != nil || !ours {
 		return nrihook.ClaimGrant{}, ours, err
 	}

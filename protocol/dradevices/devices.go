@@ -8,6 +8,8 @@
 package dradevices
 
 import (
+	"fmt"
+	"hash/fnv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -104,8 +106,11 @@ func tainted(dev resourceapi.Device, unhealthy, cordoned bool) resourceapi.Devic
 // a GPU's index changes when NVML renumbers the GPUs after one comes or
 // goes, and a name that then named another GPU would move the claims
 // booked on it, in kube-scheduler's books and the node's. A DNS label:
-// the UUID in lower case, "gpu-" or "mig-" for its prefix, anything but
-// letters, digits and dashes as a dash, at most 63 characters.
+// "gpu-" or "mig-" for the UUID's prefix, then the rest of an NVIDIA
+// UUID as it is (lower-case hex and dashes). A UUID of any other shape
+// gets its letters lowered, anything but letters, digits and dashes as
+// a dash, and a hash of the whole UUID at the end, so that no two
+// UUIDs share a name; at most 63 characters.
 func DeviceName(uuid string) string {
 	kind, rest := "gpu-", uuid
 	switch {
@@ -120,7 +125,13 @@ func DeviceName(uuid string) string {
 			name[i] = '-'
 		}
 	}
-	return strings.TrimRight(string(name[:min(len(name), 63)]), "-")
+	if string(name) == kind+rest && len(name) <= 63 && !strings.HasSuffix(rest, "-") && rest != "" {
+		return string(name)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(uuid))
+	sum := fmt.Sprintf("-%08x", h.Sum32())
+	return strings.TrimRight(string(name[:min(len(name), 63-len(sum))]), "-") + sum
 }
 
 func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {

@@ -2,6 +2,7 @@ package dradevices
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 
@@ -102,8 +103,9 @@ func TestDeviceNameFromTheUUID(t *testing.T) {
 	for uuid, want := range map[string]string{
 		"GPU-b6be3dbf-b2db-5f32-7bc6-adc6c0fe76a6": "gpu-b6be3dbf-b2db-5f32-7bc6-adc6c0fe76a6",
 		"MIG-5e1c7d2a-0f3b-5a6e-9c1d-2b3a4c5d6e7f": "mig-5e1c7d2a-0f3b-5a6e-9c1d-2b3a4c5d6e7f",
-		"MIG-GPU-abc/7/0":                          "mig-gpu-abc-7-0",
-		"GPU-" + strings.Repeat("A", 70):           "gpu-" + strings.Repeat("a", 59),
+		"MIG-GPU-abc/7/0":                          "mig-gpu-abc-7-0-" + hash("MIG-GPU-abc/7/0"),
+		"MIG-gpu-abc-7-0":                          "mig-gpu-abc-7-0",
+		"GPU-" + strings.Repeat("A", 70):           "gpu-" + strings.Repeat("a", 50) + "-" + hash("GPU-"+strings.Repeat("A", 70)),
 	} {
 		if got := DeviceName(uuid); got != want {
 			t.Errorf("DeviceName(%s) = %s; want %s", uuid, got, want)
@@ -127,4 +129,10 @@ func TestDevicesTaintTheCordoned(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Errorf("taints %v; want %s", got, want)
 	}
+}
+
+func hash(uuid string) string {
+	h := fnv.New32a()
+	h.Write([]byte(uuid))
+	return fmt.Sprintf("%08x", h.Sum32())
 }

@@ -31,8 +31,10 @@ type Watch struct {
 	log   *slog.Logger
 
 	// changes is told each change, without waiting: a node that serves
-	// DRA claims publishes the cordon as device taints.
+	// DRA claims publishes the cordon as device taints. synced is closed
+	// once the node has been read.
 	changes chan struct{}
+	synced  chan struct{}
 
 	mu  sync.Mutex
 	now map[string]string // the node's cordon annotations, as last seen
@@ -40,8 +42,12 @@ type Watch struct {
 
 // New returns the watch of node's cordon.
 func New(nodes typedcorev1.NodesGetter, node string, log *slog.Logger) *Watch {
-	return &Watch{nodes: nodes, node: node, log: log, changes: make(chan struct{}, 1)}
+	return &Watch{nodes: nodes, node: node, log: log, changes: make(chan struct{}, 1), synced: make(chan struct{})}
 }
+
+// Synced is closed once the node's cordon has been read: before, no
+// cordon reads as none.
+func (w *Watch) Synced() <-chan struct{} { return w.synced }
 
 // Changes is told when the cordon changes (at most one change waits).
 func (w *Watch) Changes() <-chan struct{} { return w.changes }
@@ -91,6 +97,11 @@ func (w *Watch) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watch node %s for its GPU cordon: %w", w.node, err)
 	}
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			close(w.synced)
+		}
+	}()
 	informer.RunWithContext(ctx)
 	return nil
 }

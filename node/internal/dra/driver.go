@@ -71,10 +71,10 @@ func StartClaimDriver(ctx context.Context, kube kubernetes.Interface, node strin
 	return &ClaimDriver{node: node, defaults: defaults, prep: prep, helper: h}, nil
 }
 
-// Resolve is the grant behind a CDI device kubelet gave a container of
+// Resolve is the grant behind a CDI device kubelet gave container of
 // pod podUID (Preparer.Resolve).
-func (d *ClaimDriver) Resolve(ctx context.Context, cdiName, podUID string) (Grant, bool, error) {
-	return d.prep.Resolve(ctx, cdiName, podUID)
+func (d *ClaimDriver) Resolve(ctx context.Context, cdiName, podUID, container string) (Grant, bool, error) {
+	return d.prep.Resolve(ctx, cdiName, podUID, container)
 }
 
 // Claims are what the node prepared, by claim UID.

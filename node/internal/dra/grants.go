@@ -136,16 +136,16 @@ func overbooked(held, grants []Grant, offered map[string]offer) error {
 	used := map[string]*sum{}
 	for _, list := range [][]Grant{held, grants} {
 		for _, g := range list {
-			s := used[g.Device]
+			s := used[g.UUID]
 			if s == nil {
 				s = &sum{}
-				used[g.Device] = s
+				used[g.UUID] = s
 			}
 			s.mem, s.cores, s.slots = s.mem+g.MemoryMiB, s.cores+g.Cores, s.slots+g.Slots
 		}
 	}
 	for _, g := range grants {
-		o, s := offered[g.Device], used[g.Device]
+		o, s := offered[g.Device], used[g.UUID]
 		if s.mem > o.memoryMiB || s.cores > o.cores || s.slots > o.slots {
 			return fmt.Errorf("device %s would hold %d MiB, %d cores and %d slots of its %d MiB, %d cores and %d slots with the claims already prepared here",
 				g.Device, s.mem, s.cores, s.slots, o.memoryMiB, o.cores, o.slots)

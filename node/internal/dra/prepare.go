@@ -38,6 +38,9 @@ type Prepared struct {
 	// was prepared: only their containers get its grants.
 	Pods   []string `json:"pods"`
 	Grants []Grant  `json:"grants"`
+	// Holders are the containers a share of a GPU serves, by its CDI
+	// device's name: "<pod UID>/<container>" (Resolve).
+	Holders map[string]string `json:"holders,omitempty"`
 }
 
 // record is the prepare record's file.
@@ -190,6 +193,11 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 		return nil, err
 	}
 	prev, had := p.claims[uid]
+	if had {
+		// kubelet asked again (it restarted): the shares stay with the
+		// containers that hold them. The devices' names are the same.
+		prep.Holders = prev.Holders
+	}
 	p.claims[uid] = prep
 	if err := p.save(); err != nil {
 		// What is on disk still holds the earlier entry: so must the

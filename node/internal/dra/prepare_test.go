@@ -250,48 +250,90 @@ func equalJSON(a, b any) bool {
 
 // The hook's lookup: a claim's CDI device resolves to its grant for a
 // pod it was prepared for; a pod that joined a claim held whole since is
-// added once the claim, read again, is reserved for it, and refused a
-// share of a GPU, which serves one pod; anything else is refused, and a
-// name of another kind is none of the claims'.
+// added once the claim, read again, is reserved for it; anything else is
+// refused, and a name of another kind is none of the claims'.
 func TestResolveByTheRecord(t *testing.T) {
 	p := newTestPreparer(t, t.TempDir())
-	share := claimOn("c-1", "share", []string{"pod-a"}, result{device: "gpu-a", shareID: "s", consumed: consumed("8Gi", "20")})
 	whole := claimOn("c-2", "whole", []string{"pod-a"}, result{device: "gpu-b"})
-	for _, c := range []*resourceapi.ResourceClaim{share, whole} {
-		if res := prepareOne(t, p, c); res.Err != nil {
-			t.Fatal(res.Err)
-		}
+	if res := prepareOne(t, p, whole); res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	ctx := context.Background()
-	if g, ours, err := p.Resolve(ctx, ClaimKind+"=c-1-0", "pod-a"); err != nil || !ours || g.UUID != "GPU-a" || g.MemoryMiB != 8192 || g.Cores != 20 {
+	if g, ours, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-a", "app"); err != nil || !ours || g.UUID != "GPU-b" || g.Share {
 		t.Errorf("pod-a: %+v %v %v", g, ours, err)
 	}
-	if _, ours, err := p.Resolve(ctx, "nvidia.com/gpu=0", "pod-a"); ours || err != nil {
+	if _, ours, err := p.Resolve(ctx, "nvidia.com/gpu=0", "pod-a", "app"); ours || err != nil {
 		t.Errorf("another kind: ours %v, %v", ours, err)
 	}
-	for _, n := range []string{ClaimKind + "=c-9-0", ClaimKind + "=c-1-5", ClaimKind + "=nodash"} {
-		if _, ours, err := p.Resolve(ctx, n, "pod-a"); !ours || err == nil {
+	for _, n := range []string{ClaimKind + "=c-9-0", ClaimKind + "=c-2-5", ClaimKind + "=nodash"} {
+		if _, ours, err := p.Resolve(ctx, n, "pod-a", "app"); !ours || err == nil {
 			t.Errorf("%s: ours %v, %v; want refused", n, ours, err)
 		}
 	}
-	// pod-b is reserved on both claims now; pod-c on neither.
-	reread := map[string]*resourceapi.ResourceClaim{}
-	for _, c := range []*resourceapi.ResourceClaim{share, whole} {
-		r := c.DeepCopy()
-		r.Status.ReservedFor = append(r.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-b", UID: "pod-b"})
-		reread[c.Name] = r
-	}
-	p.getClaim = func(_ context.Context, _, name string) (*resourceapi.ResourceClaim, error) { return reread[name], nil }
-	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-1-0", "pod-b"); err == nil || !strings.Contains(err.Error(), "serves one pod") {
-		t.Errorf("pod-b joining a share: %v", err)
-	}
-	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-b"); err != nil {
+	reread := whole.DeepCopy()
+	reread.Status.ReservedFor = append(reread.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-b", UID: "pod-b"})
+	p.getClaim = func(context.Context, string, string) (*resourceapi.ResourceClaim, error) { return reread, nil }
+	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-b", "app"); err != nil {
 		t.Errorf("pod-b joining a GPU held whole: %v", err)
 	}
 	if got, _ := p.Claim("c-2"); strings.Join(got.Pods, ",") != "pod-a,pod-b" {
 		t.Errorf("pods %v", got.Pods)
 	}
-	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-c"); err == nil || !strings.Contains(err.Error(), "not reserved for pod pod-c") {
+	if _, _, err := p.Resolve(ctx, ClaimKind+"=c-2-0", "pod-c", "app"); err == nil || !strings.Contains(err.Error(), "not reserved for pod pod-c") {
 		t.Errorf("pod-c: %v", err)
+	}
+}
+
+// A share of a GPU serves one container, whatever led others to its
+// claim: the first container of a pod it was prepared for holds it, and
+// keeps it across restarts and a re-prepare; another container of that
+// pod, and another pod while the holder's is reserved, are refused; a
+// pod that replaced the holder's takes it over.
+func TestAShareServesOneContainer(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPreparer(t, dir)
+	c := claimOn("c-1", "share", []string{"pod-a"}, result{device: "gpu-a", shareID: "s", consumed: consumed("8Gi", "20")})
+	if res := prepareOne(t, p, c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	ctx := context.Background()
+	name := ClaimKind + "=c-1-0"
+	reserved := func(pods ...string) {
+		r := c.DeepCopy()
+		r.Status.ReservedFor = nil
+		for _, pod := range pods {
+			r.Status.ReservedFor = append(r.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-" + pod, UID: types.UID(pod)})
+		}
+		p.getClaim = func(context.Context, string, string) (*resourceapi.ResourceClaim, error) { return r, nil }
+	}
+	reserved("pod-a", "pod-b")
+	for _, step := range []struct {
+		pod, container string
+		want           string // "" for granted
+	}{
+		{"pod-a", "app", ""},
+		{"pod-a", "app", ""}, // its restart
+		{"pod-a", "helper", `container "app" of this pod has it`},
+		{"pod-b", "app", "serves one pod"},
+	} {
+		_, _, err := p.Resolve(ctx, name, step.pod, step.container)
+		if (step.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), step.want)) {
+			t.Errorf("%s/%s: %v; want %q", step.pod, step.container, err, step.want)
+		}
+	}
+	// kubelet restarts and asks again: the holder stays.
+	if res := prepareOne(t, p, c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, _, err := newTestPreparer(t, dir).Resolve(ctx, name, "pod-a", "helper"); err == nil {
+		t.Error("after a re-prepare and a restart, another container of the holder's pod got the share")
+	}
+	// pod-a ended; pod-b, reserved alone, replaces it.
+	reserved("pod-b")
+	if _, _, err := p.Resolve(ctx, name, "pod-b", "app"); err != nil {
+		t.Errorf("pod-b replacing pod-a: %v", err)
+	}
+	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-b" || got.Holders["c-1-0"] != "pod-b/app" {
+		t.Errorf("after the replacement: pods %v, holders %v", got.Pods, got.Holders)
 	}
 }

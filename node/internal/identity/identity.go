@@ -45,7 +45,7 @@ type HookOptions struct {
 	CDI      func(gpus []string) (names, nodes []string, err error)
 	CDIKnown func() bool
 	// Claims resolves a DRA claim's CDI device (nrihook.Ruleset).
-	Claims func(ctx context.Context, cdiName, podUID string) (nrihook.ClaimGrant, bool, error)
+	Claims func(ctx context.Context, cdiName, podUID, container string) (nrihook.ClaimGrant, bool, error)
 }
 
 // NewHook is the NRI hook for this node's containers; what it grants is

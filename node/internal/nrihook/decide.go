@@ -122,9 +122,10 @@ type Ruleset struct {
 	// Claims resolves a CDI device kubelet gave a container of the pod
 	// with that UID: the grant the node prepared behind it, where the
 	// name is a DRA claim's (ours); an error for one the node did not
-	// prepare for that pod. Nil resolves none, and a claim's device is
-	// then a GPU outside the books.
-	Claims func(ctx context.Context, cdiName, podUID string) (g ClaimGrant, ours bool, err error)
+	// prepare for that pod, or a share of a GPU another container holds.
+	// Nil resolves none, and a claim's device is then a GPU outside the
+	// books.
+	Claims func(ctx context.Context, cdiName, podUID, container string) (g ClaimGrant, ours bool, err error)
 }
 
 // Decide is the verdict on c. It reads only what vgpud wrote (the
@@ -153,7 +154,7 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 		if _, assigned := pod.Annotations[wellknown.AnnotationAssignment]; assigned || asks {
 			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s has DRA claims and vGPU resources both: a node serving claims takes claims only", c.Name, id)}
 		}
-		if why := claimsRefused(c, pod, spec); why != "" {
+		if why := claimsRefused(c); why != "" {
 			return Decision{Action: Refuse, Reason: fmt.Sprintf("container %q of pod %s: %s", c.Name, id, why)}
 		}
 		return claimed(c, spec, r)
@@ -266,11 +267,10 @@ func privileged(c *corev1.Container) bool {
 }
 
 // claimsRefused says why c's claims cannot be its slice, "" where they
-// can. Its env holds one SM limit and one memory limit per GPU, and the
-// node holds each container to them apart, so: each GPU once, every
-// GPU the same cores, and a share of a GPU in no other container of the
-// pod (where two containers named it, each would hold all of it).
-func claimsRefused(c NamedContainer, pod *corev1.Pod, spec *corev1.Container) string {
+// can. Its env holds one SM limit and one memory limit per GPU: each GPU
+// once, and every GPU the same cores. (That a share of a GPU serves one
+// container is the node's record's to say: Ruleset.Claims.)
+func claimsRefused(c NamedContainer) string {
 	seen := map[string]bool{}
 	for _, g := range c.Claimed {
 		if seen[g.Slice.UUID] {
@@ -279,23 +279,6 @@ func claimsRefused(c NamedContainer, pod *corev1.Pod, spec *corev1.Container) st
 		seen[g.Slice.UUID] = true
 		if first := c.Claimed[0].Slice; g.Slice.Cores != first.Cores || g.Slice.MIG != first.MIG {
 			return "its claims differ in cores, or mix MIG instances and shares, but a container has one SM limit: ask the same cores of each"
-		}
-	}
-	if spec == nil || !slices.ContainsFunc(c.Claimed, func(g ClaimGrant) bool { return g.Share }) {
-		return ""
-	}
-	mine := map[string]bool{}
-	for _, rc := range spec.Resources.Claims {
-		mine[rc.Name] = true
-	}
-	for other := range podmodel.Containers(&pod.Spec) {
-		if other.Name == spec.Name {
-			continue
-		}
-		for _, rc := range other.Resources.Claims {
-			if mine[rc.Name] {
-				return fmt.Sprintf("container %q names claim %q too, but a share of a GPU serves one container, which the node holds to it: give each container a claim of its own", other.Name, rc.Name)
-			}
 		}
 	}
 	return ""

@@ -153,7 +153,7 @@ func (h *Hook) claims(ctx context.Context, ctr *api.Container, podUID string) ([
 			return nil, nil // any claim's device is then foreign (apply)
 		}
 		rctx, cancel := context.WithTimeout(ctx, h.callWait(ctx))
-		g, ours, err := h.rules.Claims(rctx, d.GetName(), podUID)
+		g, ours, err := h.rules.Claims(rctx, d.GetName(), podUID, ctr.GetName())
 		cancel()
 		if err != nil {
 			return nil, err
