@@ -149,7 +149,8 @@ extenders:
 			fmt.Sprintf("%.2f ms", total), "-", "-")
 		// What kube-apiserver served meanwhile, every client's, and what
 		// of it the leader asked.
-		t.Logf("%s: kube-apiserver requests per pod (0.1 or more): %s", ns, perPod(e.apiserverRequests(t, ctx), served, n))
+		servedAfter := e.apiserverRequests(t, ctx)
+		t.Logf("%s: kube-apiserver requests per pod (0.1 or more): %s", ns, perPod(servedAfter, served, n))
 		if ns == "gpu" {
 			after, err := leaderRequests()
 			if err != nil {
@@ -163,7 +164,7 @@ extenders:
 		}
 		e.logEvents(t, ctx, ns)
 		return pipelineRun{rate: float64(n) / last.Sub(first).Seconds(), cpuMs: total, leaderMs: leaderMs,
-			cores: total * float64(n) / 1000 / elapsed.Seconds()}
+			cores: total * float64(n) / 1000 / elapsed.Seconds(), writes: writesPerPod(servedAfter, served, n)}
 	}
 	pods := 5000
 	if v := os.Getenv("VGPUD_BENCH_PODS"); v != "" {
@@ -202,6 +203,30 @@ extenders:
 	e.record(t, "kube-scheduler pipeline", "GPU / CPU throughput", fmt.Sprintf("%.0f %%", 100*gpu.rate/cpu.rate), ">= 50 %", metIf(gpu.rate >= cpu.rate/2))
 	e.recordCeiling(t, cpu, event, gpu)
 	e.checkNotOversubscribed(t, ctx)
+
+	// DRA: the same pods' shares asked as claims of the nodes' devices,
+	// booked by kube-scheduler's default profile with no extender.
+	e.clearPods(t, ctx, "gpu")
+	dra := e.draRun(t, ctx, pods, func(ns string, n int, mk func(i int) *corev1.Pod) pipelineRun {
+		return run(ns, cfgPath, "", nil, n, mk)
+	})
+	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d pods with a DRA claim each (2000 MiB and 5 cores of a GPU, a ResourceClaim made beforehand), default profile, no extender, the nodes' GPUs as vgpud publishes them (empty, where the extender's books held the placed pods of the rounds above)", pods),
+		fmt.Sprintf("%.0f pods/s (%.0f %% of CPU, %.0f %% of vgpud's extender)", dra.rate, 100*dra.rate/cpu.rate, 100*dra.rate/gpu.rate), "-", "-")
+	e.record(t, "kube-scheduler pipeline", "kube-apiserver writes per pod (create, update, patch, delete), scheduling to bound: CPU pods, vgpud's extender, DRA claims",
+		fmt.Sprintf("%.2f, %.2f, %.2f", cpu.writes, gpu.writes, dra.writes), "-", "-")
+}
+
+// writesPerPod are the write requests kube-apiserver served from before
+// to after, per pod.
+func writesPerPod(after, before map[string]float64, n int) float64 {
+	total := 0.0
+	for k, v := range after {
+		verb, _, _ := strings.Cut(k, " ")
+		if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}, verb) {
+			total += v - before[k]
+		}
+	}
+	return total / float64(n)
 }
 
 // pipelineRun is what one pipeline run measured.
@@ -210,6 +235,7 @@ type pipelineRun struct {
 	cpuMs    float64 // every process's CPU per pod
 	leaderMs float64 // the leader's share of cpuMs
 	cores    float64 // cores busy on average over the run
+	writes   float64 // kube-apiserver's write requests per pod
 }
 
 // recordCeiling records what bounds the pipeline's ratio on this machine.
