@@ -76,14 +76,7 @@ func (e env) draRun(t *testing.T, ctx context.Context, n int, run func(ns string
 	})
 	// The leader idle first: the deletion of the extender's pods just
 	// before is not this run's CPU.
-	harness.Eventually(t, 60*time.Second, "the leader idle before the DRA run", func() error {
-		before := harness.CPUTime(e.leaderPID)
-		time.Sleep(500 * time.Millisecond)
-		if busy := harness.CPUTime(e.leaderPID) - before; busy > 10*time.Millisecond {
-			return fmt.Errorf("the leader spent %v of the last 500 ms", busy)
-		}
-		return nil
-	})
+	e.waitLeaderIdle(t, 60*time.Second, "before the DRA run")
 	t.Logf("dra: %d nodes' ResourceSlices and %d claims made in %v", len(withGPUs), n, time.Since(start).Round(time.Millisecond))
 	return run(ns, n, func(i int) *corev1.Pod {
 		name := fmt.Sprintf("d%05d", i)
