@@ -36,6 +36,7 @@ import (
 	"github.com/vgpud/vgpud/internal/nslabels"
 	"github.com/vgpud/vgpud/internal/process"
 	"github.com/vgpud/vgpud/node"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 )
 
 func main() {
@@ -241,7 +242,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			log.Warn("DRA claims' defaults are the flags': the cluster settings file did not read", "err", err)
 		}
-		nodeCfg.ClaimDefaults = node.SchedulingDefaults{MemPercent: mem, Cores: cores}
+		nodeCfg.ClaimDefaults = dradevices.ClaimDefaults{MemPercent: mem, Cores: cores}
 		a := node.NewRole(nodeCfg, cfg.Process.NodeName, cfg.Process.Resources, node.API{Core: kube.Core, Events: kube.Events, Kube: kube.DRA}, status, strings.Join(cfg.Process.Roles, "+"),
 			reg, clock.RealClock{}, log.With("role", process.RoleNode))
 		g.Go(func() error { return a.Run(ctx) })

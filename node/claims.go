@@ -16,7 +16,6 @@ import (
 	"github.com/vgpud/vgpud/node/internal/dra"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
@@ -39,8 +38,7 @@ func (a *Role) startClaims(ctx context.Context) error {
 	if err := os.MkdirAll(o.Dirs().Plugin, 0o750); err != nil {
 		return fmt.Errorf("the DRA driver's directory: %w", err)
 	}
-	d := dradevices.ClaimDefaults{MemPercent: a.cfg.ClaimDefaults.MemPercent, Cores: a.cfg.ClaimDefaults.Cores}
-	driver, err := dra.StartClaimDriver(ctx, a.api.Kube, a.node, o.Dirs(), d, prep)
+	driver, err := dra.StartClaimDriver(ctx, a.api.Kube, a.node, o.Dirs(), a.cfg.ClaimDefaults, prep)
 	if err != nil {
 		return err
 	}
@@ -95,10 +93,10 @@ func (a *Role) claimGrant(ctx context.Context, cdiName, podUID, container string
 	a.mu.Lock()
 	claims := a.claims
 	a.mu.Unlock()
-	if !strings.HasPrefix(cdiName, wellknown.DRAClaimCDIKind+"=") {
-		return nrihook.ClaimGrant{}, false, nil
-	}
 	if claims == nil {
+		if !strings.HasPrefix(cdiName, wellknown.DRAClaimCDIKind+"=") {
+			return nrihook.ClaimGrant{}, false, nil
+		}
 		return nrihook.ClaimGrant{}, true, fmt.Errorf("CDI device %s is a DRA claim's, and node %s serves no claims (--dra)", cdiName, a.node)
 	}
 	g, ours, err := claims.Resolve(ctx, cdiName, podUID, container)

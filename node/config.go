@@ -26,6 +26,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/migondemand"
 	"github.com/vgpud/vgpud/node/internal/rescan"
 	"github.com/vgpud/vgpud/node/internal/runtimecheck"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 )
 
 // Config is the node role's settings: each part's own, with its flags,
@@ -48,7 +49,7 @@ type Config struct {
 	// gets: the cluster's scheduling defaults (set by main from the
 	// cluster role's settings, the settings file's where it names them),
 	// which the node publishes as its devices' request policies.
-	ClaimDefaults SchedulingDefaults
+	ClaimDefaults dradevices.ClaimDefaults
 	// Pod is this replica's pod, namespace/name (from --pod-namespace and
 	// --pod-name): after a kubelet restart the plugin says serving only
 	// once kubelet lists it on Plugin.PodResourcesSocket. "" does not
@@ -92,12 +93,4 @@ func (c Config) Validate() field.ErrorList {
 // nodes an entry selects, bound to c (configapi).
 func (c *Config) fileSettings() []configapi.Setting {
 	return slices.Concat(c.Sharing.FileSettings(), c.GPUs.FileSettings(), c.Usage.FileSettings(), c.MIG.FileSettings(), c.DRA.FileSettings())
-}
-
-// SchedulingDefaults are the cluster's defaults for a container, or a DRA
-// claim, that names no GPU memory or cores: --default-gpumem-percentage
-// and --default-gpucores.
-type SchedulingDefaults struct {
-	MemPercent int
-	Cores      int // 0: a slot's share
 }

@@ -325,7 +325,8 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 			return false, err
 		}
 	} else if a.api.Kube != nil {
-		a.withdrawClaims(ctx)
+		// Off the start's path: the device plugin registers meanwhile.
+		g.Go(func() error { a.withdrawClaims(ctx); return nil })
 	}
 	g.Go(func() error {
 		defer stopPods()

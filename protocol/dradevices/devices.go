@@ -137,7 +137,7 @@ func DeviceName(uuid string) string {
 func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {
 	mem := g.MemoryMiB
 	cores := int64(g.Cores)
-	dev := resourceapi.Device{
+	return resourceapi.Device{
 		Name:                     DeviceName(g.UUID),
 		AllowMultipleAllocations: ptr.To(true),
 		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
@@ -174,11 +174,10 @@ func gpuDevice(g protocol.GPU, d ClaimDefaults) resourceapi.Device {
 			},
 		},
 	}
-	return dev
 }
 
 func migDevice(g protocol.MIGGPU, in protocol.MIGInstance) resourceapi.Device {
-	dev := resourceapi.Device{
+	return resourceapi.Device{
 		Name: DeviceName(in.UUID),
 		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			AttrType:        {StringValue: ptr.To(TypeMIG)},
@@ -195,7 +194,6 @@ func migDevice(g protocol.MIGGPU, in protocol.MIGInstance) resourceapi.Device {
 			CapacityCores:  {Value: *count(int64(g.Cores(in)))},
 		},
 	}
-	return dev
 }
 
 func mib(n int64) *resource.Quantity { return resource.NewQuantity(n<<20, resource.BinarySI) }
