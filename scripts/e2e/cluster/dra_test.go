@@ -54,9 +54,47 @@ func draClaims(t *testing.T, e env, nodes []string) {
 
 	overrides := e.overrides(t)
 	restore := e.setOverrides(t, strings.TrimRight(overrides, "\n")+"\n  - name: "+node+"\n    dra: true\n")
-	t.Cleanup(func() { restore(); e.restartNodeRole(t, node) })
+	t.Cleanup(func() {
+		restore()
+		e.restartNodeRole(t, node)
+		// Back on the device plugin, the node withdraws what it
+		// published: the scheduler must allocate nothing there.
+		harness.Eventually(t, 30*time.Second, node+"'s DRA slices withdrawn", func() error {
+			list, err := e.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + wellknown.DRADriver})
+			if err != nil || len(list.Items) > 0 {
+				return fmt.Errorf("%d slices left (%v)", len(list.Items), err)
+			}
+			return nil
+		})
+	})
 	took := e.restartDRA(t, node, len(inv.GPUs))
 	t.Logf("%s serves claims: its slices published %v after its vgpud pod was deleted", node, took.Round(time.Millisecond))
+
+	// A replica's token writes only its own node's slices, in the pool
+	// named after it (vgpud-resource-slices): a compromised node offers
+	// nothing on another, nor spends another's devices.
+	if len(nodes) > 1 {
+		other := nodes[1]
+		for _, tc := range []struct{ bound, nodeName, pool string }{
+			{other, node, node},  // another node's slice
+			{other, other, node}, // its own node, another's pool
+			{"", other, other},   // a token bound to no node
+		} {
+			var extra map[string][]string
+			if tc.bound != "" {
+				extra = map[string][]string{"authentication.kubernetes.io/node-name": {tc.bound}}
+			}
+			replica := e.impersonate(t, "system:serviceaccount:"+system+":"+e.name(""), extra)
+			_, err := replica.ResourceV1().ResourceSlices().Create(ctx, &resourceapi.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "forged-"},
+				Spec: resourceapi.ResourceSliceSpec{Driver: wellknown.DRADriver, NodeName: &tc.nodeName,
+					Pool: resourceapi.ResourcePool{Name: tc.pool, ResourceSliceCount: 1}}}, metav1.CreateOptions{})
+			if err == nil || !strings.Contains(err.Error(), "resource-slices") {
+				t.Fatalf("vgpud's identity bound to %q wrote a slice of node %s, pool %s: %v", tc.bound, tc.nodeName, tc.pool, err)
+			}
+			t.Logf("token bound to %q, slice of node %s in pool %s: refused", tc.bound, tc.nodeName, tc.pool)
+		}
+	}
 
 	// The cordon reaches the devices as a taint, and goes with it.
 	last := inv.GPUs[len(inv.GPUs)-1]
