@@ -49,6 +49,13 @@ const (
 	AttrNUMANode    = "numaNode"
 	AttrProfile     = "profile"    // a MIG instance's, such as 1g.10gb
 	AttrParentUUID  = "parentUUID" // a MIG instance's GPU
+	// AttrNVLinkSet and AttrPCIeSwitchSet name the node's NVLink set, or
+	// PCIe-switch set, that holds a GPU (the UUID of its first GPU), for
+	// a constraint's matchAttribute. Only a GPU in exactly one set of
+	// that link carries it: where sets overlap (a hybrid cube mesh) no
+	// one value says which others a GPU is joined to.
+	AttrNVLinkSet     = "nvlinkSet"
+	AttrPCIeSwitchSet = "pcieSwitchSet"
 )
 
 // The values of AttrType.
@@ -80,8 +87,13 @@ type ClaimDefaults struct {
 // instances the node could make on demand are not offered.
 func Devices(inv protocol.Inventory, d ClaimDefaults, cordoned map[string]bool) []resourceapi.Device {
 	devs := make([]resourceapi.Device, 0, len(inv.GPUs))
+	sets := setAttributes(inv)
 	for _, g := range inv.GPUs {
-		devs = append(devs, tainted(gpuDevice(g, d), !g.Healthy, cordoned[g.UUID]))
+		dev := gpuDevice(g, d)
+		for name, v := range sets[g.Index] {
+			dev.Attributes[name] = resourceapi.DeviceAttribute{StringValue: ptr.To(v)}
+		}
+		devs = append(devs, tainted(dev, !g.Healthy, cordoned[g.UUID]))
 	}
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
@@ -89,6 +101,42 @@ func Devices(inv protocol.Inventory, d ClaimDefaults, cordoned map[string]bool) 
 		}
 	}
 	return devs
+}
+
+// setAttributes is, by GPU index, the set attributes of each GPU that
+// lies in exactly one set of a link.
+func setAttributes(inv protocol.Inventory) map[int]map[resourceapi.QualifiedName]string {
+	uuids := make(map[int]string, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		uuids[g.Index] = g.UUID
+	}
+	attr := map[string]resourceapi.QualifiedName{protocol.LinkNVLink: AttrNVLinkSet, protocol.LinkPCIeSwitch: AttrPCIeSwitchSet}
+	type key struct {
+		gpu  int
+		name resourceapi.QualifiedName
+	}
+	in, named := map[key]int{}, map[key]string{}
+	for _, s := range inv.Sets {
+		name, ok := attr[s.Link]
+		if !ok || len(s.GPUs) == 0 || uuids[s.GPUs[0]] == "" {
+			continue
+		}
+		for _, i := range s.GPUs {
+			in[key{i, name}]++
+			named[key{i, name}] = uuids[s.GPUs[0]]
+		}
+	}
+	out := map[int]map[resourceapi.QualifiedName]string{}
+	for k, n := range in {
+		if n != 1 {
+			continue
+		}
+		if out[k.gpu] == nil {
+			out[k.gpu] = map[resourceapi.QualifiedName]string{}
+		}
+		out[k.gpu][k.name] = named[k]
+	}
+	return out
 }
 
 // tainted is dev with the taints of a GPU unhealthy or cordoned.

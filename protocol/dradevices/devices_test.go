@@ -136,3 +136,33 @@ func hash(uuid string) string {
 	h.Write([]byte(uuid))
 	return fmt.Sprintf("%08x", h.Sum32())
 }
+
+// A GPU in one NVLink (or PCIe-switch) set carries that set's name, so
+// matchAttribute keeps a claim's GPUs in it; one in two overlapping sets
+// carries none, and the constraint never takes it.
+func TestDevicesNameTheirOneSet(t *testing.T) {
+	inv := protocol.Inventory{Sets: []protocol.GPUSet{
+		{Link: protocol.LinkNVLink, GPUs: []int{0, 1}},
+		{Link: protocol.LinkNVLink, GPUs: []int{2, 3}},
+		{Link: protocol.LinkNVLink, GPUs: []int{3, 4}},
+		{Link: protocol.LinkPCIeSwitch, GPUs: []int{1, 2}},
+		{Link: "ultra-link", GPUs: []int{0, 4}},
+	}}
+	for i := range 5 {
+		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, MemoryMiB: 1024, Cores: 100, Split: 2, Healthy: true})
+	}
+	var got []string
+	for _, d := range Devices(inv, ClaimDefaults{MemPercent: 100}, nil) {
+		s := d.Name
+		for _, a := range []resourceapi.QualifiedName{AttrNVLinkSet, AttrPCIeSwitchSet} {
+			if v, ok := d.Attributes[a]; ok {
+				s += " " + string(a) + "=" + *v.StringValue
+			}
+		}
+		got = append(got, s)
+	}
+	want := "[gpu-0 nvlinkSet=GPU-0 gpu-1 nvlinkSet=GPU-0 pcieSwitchSet=GPU-1 gpu-2 nvlinkSet=GPU-2 pcieSwitchSet=GPU-1 gpu-3 gpu-4 nvlinkSet=GPU-3]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("set attributes\n %v\nwant\n %s", got, want)
+	}
+}

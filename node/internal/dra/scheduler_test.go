@@ -96,11 +96,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := filepath.Join(t.TempDir(), "scheduler.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %s}\nleaderElection: {leaderElect: false}\n", v[0])), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sched := harness.Spawn(t, "kube-scheduler", filepath.Join(v[1], "kube-scheduler"), "--config="+cfg, "--secure-port=0", "--v=2")
+	sched := spawnScheduler(t, v[0], v[1])
 	defer sched.Stop(t)
 
 	// gpu-0: 40 GiB, 100 cores, split 4 (a default of 25 cores); gpu-1
@@ -129,6 +125,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 			t.Fatalf("claim %s: %v", c.name, err)
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: corev1.PodSpec{
+			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
 			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}},
 			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{

@@ -274,7 +274,7 @@ func claimsRefused(c NamedContainer) string {
 	seen := map[string]bool{}
 	for _, g := range c.Claimed {
 		if seen[g.Slice.UUID] {
-			return "two of its claims are on GPU " + g.Slice.UUID + ": ask one claim for the share"
+			return "two of its claim devices are shares of GPU " + g.Slice.UUID + ": ask one share per GPU (a claim of several GPUs keeps them apart with the constraint distinctAttribute: " + wellknown.DRADriver + "/uuid)"
 		}
 		seen[g.Slice.UUID] = true
 		if first := c.Claimed[0].Slice; g.Slice.Cores != first.Cores || g.Slice.MIG != first.MIG {
