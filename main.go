@@ -228,7 +228,8 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.Process.PodNamespace, kube.Coordination)
 	if cfg.Process.Runs(process.RoleCluster) {
 		role := cluster.NewRole(cfg.Cluster, cluster.Replica{Name: cfg.Process.PodName, Namespace: cfg.Process.PodNamespace, Node: cfg.Process.NodeName}, cfg.Process.SchedulerName, cfg.Process.Resources, cfg.Webhook,
-			cluster.API{Core: kube.Core, Leases: kube.Coordination, Events: kube.Events, Webhooks: kube.Admission, Deployments: kube.Apps, ServerVersion: kube.Discovery.ServerVersion},
+			cluster.API{Core: kube.Core, Leases: kube.Coordination, Events: kube.Events, Webhooks: kube.Admission, Deployments: kube.Apps,
+				ClaimTemplates: kube.DRA.ResourceV1(), ServerVersion: kube.Discovery.ServerVersion},
 			reg, clock.RealClock{}, log.With("role", process.RoleCluster))
 		status = role
 		g.Go(func() error { return role.Run(ctx) })

@@ -26,6 +26,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -56,6 +57,9 @@ type API struct {
 	Events      eventsv1client.EventsV1Interface
 	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
 	Deployments appsv1client.DeploymentsGetter
+	// ClaimTemplates are made in the namespaces whose GPU pods become
+	// DRA claims (webhook.ClaimPods).
+	ClaimTemplates resourcev1client.ResourceClaimTemplatesGetter
 	// ServerVersion is the apiserver's (discovery), for the
 	// kube-scheduler skew warning; nil skips the check.
 	ServerVersion func() (*apimachineryversion.Info, error)
@@ -206,8 +210,10 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	placer.NotifyFiltered(r.metrics.Filtered)
 	ledger.NotifyFreed(func() { nudge.Freed(ctx) })
 
-	admission := webhook.NewHTTPHandler(webhook.NewPods(r.admission, r.scheduler, r.names, admissionQuota{quotas, ledger}), log.With("component", "webhook"))
-	r.route(ctx, t, placer, admission)
+	pods := webhook.NewPods(r.admission, r.scheduler, r.names, admissionQuota{quotas, ledger})
+	admission := webhook.NewHTTPHandler(pods, log.With("component", "webhook"))
+	claims := webhook.NewHTTPHandler(webhook.NewClaimPods(pods, claimTemplates{r.api.ClaimTemplates}), log.With("component", "webhook-claims"))
+	r.route(ctx, t, placer, admission, claims)
 	t.close = func() {
 		t.binder.Wait()
 		stopMetrics()
@@ -234,7 +240,7 @@ const extenderConcurrent = 2048
 // route puts the term's handlers and readiness checks on its listeners.
 // The extender's verbs answer only kube-scheduler (mutual TLS); the
 // webhook answers the apiserver, which checks the caBundle.
-func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer, admission http.Handler) {
+func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer, admission, claims http.Handler) {
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
@@ -244,6 +250,7 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 		t.extender.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, t.synced, h)))
 	}
 	t.webhook.Handle("/webhook", r.metrics.Instrument("webhook", admission))
+	t.webhook.Handle("/webhook/claims", r.metrics.Instrument("webhook-claims", claims))
 	t.webhook.OnRefused(r.metrics.Refused("webhook"))
 	t.extender.OnRefused(r.metrics.Refused("extender"))
 	// Only kube-scheduler gets past the extender's handshake, and its

@@ -116,7 +116,7 @@ const schedulerDefaults = `vgpud-system|vgpud-scheduler|{"gpu":"nvidia.com/gpu",
 func installEdits() []edit {
 	res := func(name, key string) []edit {
 		return []edit{
-			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 21},
+			{"'" + name + "'", "'{{ .Values.resourceNames." + key + " }}'", 25},
 			{"{name: " + name + ",", "{name: {{ .Values.resourceNames." + key + " }},", 1},
 		}
 	}
@@ -125,7 +125,7 @@ func installEdits() []edit {
 		// unless asked; its labels are the manifest's.
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
-		{"vgpud-system", "{{ .Release.Namespace }}", 50},
+		{"vgpud-system", "{{ .Release.Namespace }}", 51},
 		// Pods that may start without vgpud's hook: vgpud's and those
 		// that start before it (the pod network's).
 		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",
@@ -202,7 +202,7 @@ func installEdits() []edit {
 	// The per-profile MIG resources: the GPU resource's domain, then
 	// "/mig-" (wellknown.ResourceNames.MIGPrefix).
 	mig := `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/mig-`
-	edits = append(edits, edit{"'nvidia.com/'", "'" + `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/` + "'", 12})
+	edits = append(edits, edit{"'nvidia.com/'", "'" + `{{ index (splitList "/" .Values.resourceNames.gpu) 0 }}/` + "'", 16})
 	edits = append(edits, edit{"'nvidia.com/mig-'", "'" + mig + "'", 10}, edit{"{name: nvidia.com/mig-", "{name: " + mig, len(wellknown.MIGProfiles())})
 	// The scheduler's configuration names the namespace, the scheduler,
 	// the resources and the Service and Lease by the chart's name: where those are not the defaults, its hash

@@ -32,19 +32,30 @@ func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookCon
 
 func TestWebhookConfigShape(t *testing.T) {
 	mwc := readWebhookConfig(t)
-	if len(mwc.Webhooks) != 2 || mwc.Webhooks[0].Name != "pods.vgpud.io" || mwc.Webhooks[1].Name != "jobs.vgpud.io" {
-		t.Fatalf("%d webhooks; want pods.vgpud.io and jobs.vgpud.io", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 3 || mwc.Webhooks[0].Name != "pods.vgpud.io" || mwc.Webhooks[1].Name != "claims.vgpud.io" || mwc.Webhooks[2].Name != "jobs.vgpud.io" {
+		t.Fatalf("%d webhooks; want pods.vgpud.io, claims.vgpud.io and jobs.vgpud.io", len(mwc.Webhooks))
 	}
-	for i, rule := range []struct{ group, resource string }{{"", "pods"}, {"batch", "jobs"}} {
-		checkWebhookShape(t, mwc.Webhooks[i], rule.group, rule.resource)
+	for i, rule := range []struct{ group, resource, path string }{{"", "pods", "/webhook"}, {"", "pods", "/webhook/claims"}, {"batch", "jobs", "/webhook"}} {
+		checkWebhookShape(t, mwc.Webhooks[i], rule.group, rule.resource, rule.path)
+	}
+	// A namespace's pods go to one of the two pod webhooks, by its
+	// vgpud.io/gpu-claims label, and both take the same pods.
+	for i, op := range []string{"NotIn", "In"} {
+		b, _ := json.Marshal(mwc.Webhooks[i].NamespaceSelector)
+		if want := `{"key":"` + wellknown.LabelGPUClaims + `","operator":"` + op + `","values":["true"]}`; !strings.Contains(string(b), want) {
+			t.Errorf("%s: namespaceSelector %s lacks %s", mwc.Webhooks[i].Name, b, want)
+		}
+	}
+	if mwc.Webhooks[0].MatchConditions[0].Expression != mwc.Webhooks[1].MatchConditions[0].Expression {
+		t.Error("claims.vgpud.io's matchCondition is not pods.vgpud.io's")
 	}
 }
 
-func checkWebhookShape(t *testing.T, w admissionregistrationv1.MutatingWebhook, group, resource string) {
+func checkWebhookShape(t *testing.T, w admissionregistrationv1.MutatingWebhook, group, resource, path string) {
 	t.Helper()
 	// Which object and Service: main's TestManifestNamesWhatTheLeaderKeeps.
 	svc := w.ClientConfig.Service
-	if svc == nil || svc.Namespace != "vgpud-system" || svc.Path == nil || *svc.Path != "/webhook" || svc.Port == nil || *svc.Port != 443 {
+	if svc == nil || svc.Namespace != "vgpud-system" || svc.Path == nil || *svc.Path != path || svc.Port == nil || *svc.Port != 443 {
 		t.Fatalf("clientConfig.service = %+v", svc)
 	}
 	if w.ClientConfig.URL != nil || len(w.ClientConfig.CABundle) != 0 {
@@ -53,8 +64,13 @@ func checkWebhookShape(t *testing.T, w admissionregistrationv1.MutatingWebhook, 
 	if !slices.Equal(w.AdmissionReviewVersions, []string{"v1", "v1beta1"}) {
 		t.Fatalf("admissionReviewVersions = %v", w.AdmissionReviewVersions)
 	}
+	// The claims path makes templates, but not on a dry run.
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	if path == "/webhook/claims" {
+		sideEffects = admissionregistrationv1.SideEffectClassNoneOnDryRun
+	}
 	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore ||
-		w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+		w.SideEffects == nil || *w.SideEffects != sideEffects ||
 		w.TimeoutSeconds == nil || *w.TimeoutSeconds != 5 ||
 		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
 		t.Fatalf("policies: failure %v sideEffects %v timeout %v reinvocation %v", w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.ReinvocationPolicy)
@@ -128,7 +144,7 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 // The Job webhook's matchCondition takes exactly the Jobs whose pod
 // template asks for vGPU resources, as podmodel.Wants reads a pod.
 func TestJobMatchConditionAgreesWithPodWants(t *testing.T) {
-	prg := matchCondition(t, 1)
+	prg := matchCondition(t, 2)
 	names := wellknown.DefaultResourceNames()
 	matched := 0
 	for name, raw := range conditionPods(t) {

@@ -197,4 +197,19 @@ const (
 	// for claims, one per allocated device, named <claim UID>-<index>:
 	// the runtime hook knows a claim's container by them.
 	DRAClaimCDIKind = DRADriver + "/claim"
+	// DRAClassGPU and DRAClassMIG are the manifest's DeviceClasses: a
+	// share of a whole GPU, and an existing MIG instance.
+	DRAClassGPU = "vgpud-gpu"
+	DRAClassMIG = "vgpud-mig"
+	// LabelGPUClaims "true" on a namespace (an administrator's) has the
+	// webhook turn its pods' vGPU resources into DRA claims
+	// (webhook/claims.go), for nodes that serve claims.
+	LabelGPUClaims = "vgpud.io/gpu-claims"
+	// ClaimTemplatePrefix begins the name of each ResourceClaimTemplate
+	// the webhook makes for converted pods.
+	ClaimTemplatePrefix = "vgpud-"
+	// LabelManagedBy is ManagedByVgpud on what vgpud makes in other
+	// namespaces (the claim templates).
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByVgpud = "vgpud"
 )
