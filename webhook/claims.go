@@ -203,7 +203,9 @@ func attribute(name string) *resourceapi.FullyQualifiedName {
 // model contains one of the types, case aside; the UUID is one of those
 // named; neither is one of those refused.
 func celSelectors(sel podmodel.Selectors) []resourceapi.DeviceSelector {
-	attr := func(name string) string { return fmt.Sprintf("device.attributes[%q].%s.lowerAscii()", wellknown.DRADriver, name) }
+	attr := func(name string) string {
+		return fmt.Sprintf("device.attributes[%q].%s.lowerAscii()", wellknown.DRADriver, name)
+	}
 	oneOf := func(list []string, f func(lit string) string) string {
 		var terms []string
 		for _, v := range list {
