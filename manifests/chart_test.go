@@ -41,6 +41,10 @@ const chartEnv = `            - name: NVIDIA_DRIVER_CAPABILITIES
             - name: VGPUD_SCHEDULER_NAME
               value: {{ .Values.schedulerName | quote }}
             {{- end }}
+            {{- if ne (include "vgpud.fullname" .) "vgpud" }}
+            - name: VGPUD_WEBHOOK_CLAIM_DEVICE_CLASS
+              value: {{ printf "%s-gpu" (include "vgpud.fullname" .) | quote }}
+            {{- end }}
             {{- $optional := prepend (default (list) .Values.runtimeHookOptionalNamespaces) .Release.Namespace | join "," }}
             {{- if ne $optional "vgpud-system,kube-system,gpu-operator" }}
             - name: VGPUD_WEBHOOK_HOOK_OPTIONAL_NAMESPACES

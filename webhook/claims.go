@@ -80,7 +80,7 @@ func (c *ClaimPods) Decide(pod *corev1.Pod) (Ruling, []*resourceapi.ResourceClai
 	if v.Deny != "" || v.Skip != "" {
 		return v, nil
 	}
-	templates, err := toClaims(pod, c.pods.names)
+	templates, err := toClaims(pod, c.pods.names, c.pods.cfg.ClaimDeviceClass)
 	if err != nil {
 		return Ruling{Deny: err.Error(), Warnings: v.Warnings}, nil
 	}
@@ -98,7 +98,7 @@ func (c *ClaimPods) Decide(pod *corev1.Pod) (Ruling, []*resourceapi.ResourceClai
 // GPU type and UUID annotations as selectors. Each container gets a
 // claim of its own, as a share of a GPU serves one container. pod must
 // have passed Pods.Decide.
-func toClaims(pod *corev1.Pod, names wellknown.ResourceNames) ([]*resourceapi.ResourceClaimTemplate, error) {
+func toClaims(pod *corev1.Pod, names wellknown.ResourceNames, class string) ([]*resourceapi.ResourceClaimTemplate, error) {
 	if mode, err := podmodel.GPUModeOf(pod.Annotations); err == nil && mode == podmodel.ModeMIG {
 		return nil, fmt.Errorf("this namespace's GPU pods are DRA claims (label %s), and MIG instances are asked by a claim of DeviceClass %s: write that claim instead of the gpu-mode annotation", wellknown.LabelGPUClaims, wellknown.DRAClassMIG)
 	}
@@ -134,7 +134,7 @@ func toClaims(pod *corev1.Pod, names wellknown.ResourceNames) ([]*resourceapi.Re
 		if r.GPUs == 0 {
 			continue
 		}
-		t := claimTemplate(r, sel, numa)
+		t := claimTemplate(class, r, sel, numa)
 		name := ""
 		for ; name == "" || taken[name]; i++ {
 			name = "vgpud-gpu-" + strconv.Itoa(i)
@@ -163,8 +163,8 @@ func stripVGPU(c *corev1.Container, names wellknown.ResourceNames) {
 
 // claimTemplate is the template of a container's request, named by a
 // hash of its spec: pods of one shape share one.
-func claimTemplate(r podmodel.ContainerRequest, sel podmodel.Selectors, numa bool) *resourceapi.ResourceClaimTemplate {
-	req := &resourceapi.ExactDeviceRequest{DeviceClassName: wellknown.DRAClassGPU, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(r.GPUs)}
+func claimTemplate(class string, r podmodel.ContainerRequest, sel podmodel.Selectors, numa bool) *resourceapi.ResourceClaimTemplate {
+	req := &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(r.GPUs)}
 	caps := map[resourceapi.QualifiedName]resource.Quantity{}
 	if r.MemoryMiB > 0 {
 		caps[dradevices.CapacityMemory] = *resource.NewQuantity(r.MemoryMiB<<20, resource.BinarySI)

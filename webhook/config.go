@@ -1,6 +1,9 @@
 package webhook
 
-import "github.com/vgpud/vgpud/protocol/containerenv"
+import (
+	"github.com/vgpud/vgpud/protocol/containerenv"
+	"github.com/vgpud/vgpud/protocol/wellknown"
+)
 
 // Core-limit policies passed to the container as GPU_CORE_UTILIZATION_POLICY
 // (containerenv.EnvCorePolicy). HAMi's third, disable, never limits: a value
@@ -38,11 +41,13 @@ type Config struct {
 	// runtime hook, as the manifest's policies list them: vgpud's own,
 	// which start the hook, and those that start before it.
 	HookOptionalNamespaces []string
+	// ClaimDeviceClass is the DeviceClass of the claims ClaimPods makes.
+	ClaimDeviceClass string
 }
 
 // DefaultConfig returns the settings vgpud runs with when no flag is given.
 func DefaultConfig() Config {
-	return Config{HookOptionalNamespaces: []string{"vgpud-system", "kube-system", "gpu-operator"}}
+	return Config{HookOptionalNamespaces: []string{"vgpud-system", "kube-system", "gpu-operator"}, ClaimDeviceClass: wellknown.DRAClassGPU}
 }
 
 // CorePolicies lists the accepted core-limit policies; empty means none is injected.

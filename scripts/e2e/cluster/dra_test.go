@@ -31,7 +31,10 @@ import (
 // node role restarts in the middle: a new claim is prepared after it,
 // and a pod that joins the shared claim is refused (a share serves one
 // pod). A GPU pod of the extender's pinned to the node finds no GPU
-// resource there, and the tenant cannot write a claim's status.
+// resource there, and the tenant cannot write a claim's status. A pod
+// written for vgpud, in a namespace labelled vgpud.io/gpu-claims=true,
+// becomes a claim and runs there with its slice; a template the tenant
+// forges in its place gets a later pod refused.
 func draClaims(t *testing.T, e env, nodes []string) {
 	ctx := context.Background()
 	node := nodes[0] // the first node uses the host's CDI directories
@@ -286,16 +289,81 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		}
 		return fmt.Errorf("not refused yet")
 	})
+
+	// A pod written for vgpud or HAMi, in a namespace labelled
+	// vgpud.io/gpu-claims=true: the webhook turns its vGPU resources
+	// into a claim from a template of its shape, and it runs on the DRA
+	// node with the slice it asked.
+	const cns = "e2e-dra-convert"
+	newTenant(t, e, cns)
+	if _, err := e.kubectl("label", "--overwrite", "namespace", cns, wellknown.LabelGPUClaims+"=true"); err != nil {
+		t.Fatal(err)
+	}
+	asConverted := e.impersonate(t, "system:serviceaccount:"+cns+":tenant", nil)
+	vgpuPod := func(name string) *corev1.Pod {
+		p := pod(name, corev1.PodResourceClaim{})
+		p.Spec.ResourceClaims = nil
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpumem": resource.MustParse("1500"), "nvidia.com/gpucores": resource.MustParse("20")}}
+		return p
+	}
+	start = time.Now()
+	conv, err := asConverted.CoreV1().Pods(cns).Create(ctx, vgpuPod("converted"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create a vGPU pod in %s: %v", cns, err)
+	}
+	if len(conv.Spec.ResourceClaims) != 1 || conv.Spec.ResourceClaims[0].ResourceClaimTemplateName == nil || conv.Spec.SchedulerName != "default-scheduler" ||
+		len(conv.Spec.Containers[0].Resources.Limits) != 0 {
+		t.Fatalf("the pod as admitted: claims %+v, scheduler %s, limits %v; want one claim from a template, the default scheduler, no vGPU limits",
+			conv.Spec.ResourceClaims, conv.Spec.SchedulerName, conv.Spec.Containers[0].Resources.Limits)
+	}
+	template := *conv.Spec.ResourceClaims[0].ResourceClaimTemplateName
+	e.waitRunning(t, cns, []string{"converted"}, 90*time.Second)
+	t.Logf("a pod of nvidia.com/gpumem 1500 and gpucores 20 became a claim from template %s, Running in %v", template, time.Since(start).Round(time.Millisecond))
+	env := e.containerEnv(t, cns, "converted")
+	if _, ok := index[env["NVIDIA_VISIBLE_DEVICES"]]; !ok || env["CUDA_DEVICE_MEMORY_LIMIT_0"] != "1500m" || env["CUDA_DEVICE_SM_LIMIT"] != "20" {
+		t.Errorf("converted: env %v; want one of %s's GPUs with 1500m and 20 cores", env, node)
+	}
+	claims, err := e.kube.ResourceV1().ResourceClaims(cns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) != 1 || len(claims.Items[0].OwnerReferences) != 1 || claims.Items[0].OwnerReferences[0].UID != conv.UID {
+		t.Fatalf("the converted pod's claims: %+v, %v; want one, owned by the pod", claims, err)
+	}
+	// The tenant replaces the template with one of the same name that
+	// asks more: the next pod of that shape is refused, not given it.
+	if out, err := e.kubectl("--as=system:serviceaccount:"+cns+":tenant", "-n", cns, "delete", "resourceclaimtemplate", template); err != nil {
+		t.Fatalf("the tenant deletes the template: %v: %s", err, out)
+	}
+	forged := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: template},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: request("30Gi", "100")}}}
+	if _, err := asConverted.ResourceV1().ResourceClaimTemplates(cns).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the tenant's template: %v", err)
+	}
+	if _, err := asConverted.CoreV1().Pods(cns).Create(ctx, vgpuPod("forged"), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "not the one vgpud makes") {
+		t.Errorf("a pod of the shape whose template the tenant replaced: %v; want it refused", err)
+	} else {
+		t.Logf("after the tenant replaced template %s: %.160s", template, err)
+	}
+
 	// Gone while the node still serves claims, so that kubelet has the
 	// node unprepare them (a pod deleted by force never is).
 	grace := int64(1)
-	if err := e.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
+	for _, n := range []string{ns, cns} {
+		if err := e.kube.CoreV1().Pods(n).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	harness.Eventually(t, 60*time.Second, "the claim pods gone and their claims unprepared", func() error {
-		pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) > 0 {
-			return fmt.Errorf("%d pods left (%v)", len(pods.Items), err)
+		pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, p := range pods.Items {
+			if p.Namespace == ns || p.Namespace == cns {
+				left++
+			}
+		}
+		if left > 0 {
+			return fmt.Errorf("%d pods left", left)
 		}
 		if s := e.inspect(t, node); len(s.Claims) > 0 {
 			return fmt.Errorf("%d claims still prepared", len(s.Claims))
