@@ -15,7 +15,7 @@ const (
 	flagCorePolicy         = "webhook-core-policy"
 	flagVisibleDevicesNone = "webhook-visible-devices-none"
 	flagHookOptional       = "webhook-hook-optional-namespaces"
-	flagClaimDeviceClass         = "webhook-claim-device-class"
+	flagClaimDeviceClass   = "webhook-claim-device-class"
 )
 
 // Flags are the webhook's own settings, bound to c; the scheduler and
