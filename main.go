@@ -229,7 +229,8 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.Process.Runs(process.RoleCluster) {
 		role := cluster.NewRole(cfg.Cluster, cluster.Replica{Name: cfg.Process.PodName, Namespace: cfg.Process.PodNamespace, Node: cfg.Process.NodeName}, cfg.Process.SchedulerName, cfg.Process.Resources, cfg.Webhook,
 			cluster.API{Core: kube.Core, Leases: kube.Coordination, Events: kube.Events, Webhooks: kube.Admission, Deployments: kube.Apps,
-				ClaimTemplates: kube.DRA.ResourceV1(), ServerVersion: kube.Discovery.ServerVersion},
+				ClaimTemplates: kube.DRA.ResourceV1(), Claims: kube.DRA.ResourceV1(), ClaimsServed: kubeclient.Serves(kube.Discovery, "resource.k8s.io/v1"),
+				ServerVersion: kube.Discovery.ServerVersion},
 			reg, clock.RealClock{}, log.With("role", process.RoleCluster))
 		status = role
 		g.Go(func() error { return role.Run(ctx) })

@@ -24,8 +24,10 @@ type claimTemplates struct {
 func (c claimTemplates) Ensure(ctx context.Context, namespace string, t *resourceapi.ResourceClaimTemplate) error {
 	api := c.api.ResourceClaimTemplates(namespace)
 	got, err := api.Get(ctx, t.Name, metav1.GetOptions{})
+	made := false
 	if apierrors.IsNotFound(err) {
 		got, err = api.Create(ctx, t, metav1.CreateOptions{})
+		made = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			got, err = api.Get(ctx, t.Name, metav1.GetOptions{})
 		}
@@ -33,7 +35,12 @@ func (c claimTemplates) Ensure(ctx context.Context, namespace string, t *resourc
 	if err != nil {
 		return fmt.Errorf("ResourceClaimTemplate %s/%s: %w", namespace, t.Name, err)
 	}
-	if !apiequality.Semantic.DeepEqual(got.Spec, t.Spec) {
+	switch {
+	case made && !apiequality.Semantic.DeepEqual(got.Spec, t.Spec):
+		// Fields of a feature the apiserver has off are dropped on
+		// create, not refused.
+		return fmt.Errorf("the apiserver kept only part of ResourceClaimTemplate %s/%s as vgpud made it: its consumable capacity (Kubernetes 1.36 and later, or the DRAConsumableCapacity feature gate) is off, and claims there cannot ask a share of a GPU", namespace, t.Name)
+	case !apiequality.Semantic.DeepEqual(got.Spec, t.Spec):
 		return fmt.Errorf("ResourceClaimTemplate %s/%s is not the one vgpud makes for this request (someone wrote another of that name): delete it, and create the pod again", namespace, t.Name)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,8 +59,11 @@ type API struct {
 	Webhooks    admissionregistrationv1client.MutatingWebhookConfigurationsGetter
 	Deployments appsv1client.DeploymentsGetter
 	// ClaimTemplates are made in the namespaces whose GPU pods become
-	// DRA claims (webhook.ClaimPods).
+	// DRA claims (webhook.ClaimPods); Claims are charged to quota where
+	// ClaimsServed says the apiserver serves them (nil: it does).
 	ClaimTemplates resourcev1client.ResourceClaimTemplatesGetter
+	Claims         resourcev1client.ResourceClaimsGetter
+	ClaimsServed   func() (bool, error)
 	// ServerVersion is the apiserver's (discovery), for the
 	// kube-scheduler skew warning; nil skips the check.
 	ServerVersion func() (*apimachineryversion.Info, error)
@@ -162,12 +166,17 @@ type termParts struct {
 // runs yet but the Event broadcaster, which ends with ctx.
 func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) {
 	log := r.log
-	inf, err := watches.New(r.api.Core, books.Transform(r.names))
+	inf, err := watches.New(r.api.Core, r.claims(), books.Transform(r.names))
 	if err != nil {
 		return nil, err
 	}
 	quotas := quota.New(inf.Pods, inf.Quotas, r.names)
 	ledger := books.New(r.names, r.scheduler, r.clock)
+	if inf.Claims != nil {
+		if err := quotas.CountClaims(inf.Claims, r.admission.ClaimDeviceClass, ledger.SmallestGPUMiB); err != nil {
+			return nil, fmt.Errorf("count claims in quota: %w", err)
+		}
+	}
 	ledger.KeepDeletedInFlight(r.cfg.Scheduling.DeletedInFlight())
 	booksSynced, err := ledger.Watch(inf.Pods, inf.Nodes, log.With("component", "books"))
 	if err != nil {
@@ -210,16 +219,40 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	placer.NotifyFiltered(r.metrics.Filtered)
 	ledger.NotifyFreed(func() { nudge.Freed(ctx) })
 
-	pods := webhook.NewPods(r.admission, r.scheduler, r.names, admissionQuota{quotas, ledger})
-	admission := webhook.NewHTTPHandler(pods, log.With("component", "webhook"))
-	claims := webhook.NewHTTPHandler(webhook.NewClaimPods(pods, claimTemplates{r.api.ClaimTemplates}), log.With("component", "webhook-claims"))
-	r.route(ctx, t, placer, admission, claims)
+	aq := admissionQuota{quotas, ledger}
+	pods := webhook.NewPods(r.admission, r.scheduler, r.names, aq)
+	admission := map[string]http.Handler{
+		"/webhook":                webhook.NewHTTPHandler(pods, log.With("component", "webhook")),
+		"/webhook/claims":         webhook.NewHTTPHandler(webhook.NewClaimPods(pods, claimTemplates{r.api.ClaimTemplates}), log.With("component", "webhook-claims")),
+		"/webhook/resourceclaims": webhook.NewHTTPHandler(webhook.NewResourceClaims(aq), log.With("component", "webhook-resourceclaims")),
+	}
+	r.route(ctx, t, placer, admission)
 	t.close = func() {
 		t.binder.Wait()
 		stopMetrics()
 		events.Shutdown()
 	}
 	return t, nil
+}
+
+// claims is the claims client where the apiserver serves resource.k8s.io/v1
+// (an informer on a group it does not serve would never sync, and the
+// leader would never take traffic); where discovery fails it is assumed
+// served, and the informers wait for the apiserver.
+func (r *Role) claims() resourcev1client.ResourceClaimsGetter {
+	if r.api.Claims == nil || r.api.ClaimsServed == nil {
+		return r.api.Claims
+	}
+	served, err := r.api.ClaimsServed()
+	if err != nil {
+		r.log.Warn("could not tell whether the apiserver serves DRA claims; counting them in quota", "err", err)
+		return r.api.Claims
+	}
+	if !served {
+		r.log.Info("the apiserver serves no resource.k8s.io/v1: DRA claims are not counted in quota")
+		return nil
+	}
+	return r.api.Claims
 }
 
 // nodeGetter reads the nodes' informer by name.
@@ -240,7 +273,7 @@ const extenderConcurrent = 2048
 // route puts the term's handlers and readiness checks on its listeners.
 // The extender's verbs answer only kube-scheduler (mutual TLS); the
 // webhook answers the apiserver, which checks the caBundle.
-func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer, admission, claims http.Handler) {
+func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer, admission map[string]http.Handler) {
 	for path, h := range map[string]http.Handler{
 		"/filter":     extender.FilterHandler(placer),
 		"/prioritize": extender.PrioritizeHandler(placer),
@@ -249,8 +282,9 @@ func (r *Role) route(ctx context.Context, t *termParts, placer *extender.Placer,
 	} {
 		t.extender.Handle(path, r.metrics.Instrument(path[1:], whileLeading(ctx, t.synced, h)))
 	}
-	t.webhook.Handle("/webhook", r.metrics.Instrument("webhook", admission))
-	t.webhook.Handle("/webhook/claims", r.metrics.Instrument("webhook-claims", claims))
+	for path, h := range admission {
+		t.webhook.Handle(path, r.metrics.Instrument(strings.ReplaceAll(path[1:], "/", "-"), h))
+	}
 	t.webhook.OnRefused(r.metrics.Refused("webhook"))
 	t.extender.OnRefused(r.metrics.Refused("extender"))
 	// Only kube-scheduler gets past the extender's handshake, and its

@@ -129,7 +129,7 @@ func installEdits() []edit {
 		// unless asked; its labels are the manifest's.
 		{"apiVersion: v1\nkind: Namespace\n", "{{- if .Values.namespace.create }}\napiVersion: v1\nkind: Namespace\n", 1},
 		{"    pod-security.kubernetes.io/enforce-version: latest\n---\n", "    pod-security.kubernetes.io/enforce-version: latest\n{{- end }}\n---\n", 1},
-		{"vgpud-system", "{{ .Release.Namespace }}", 51},
+		{"vgpud-system", "{{ .Release.Namespace }}", 52},
 		// Pods that may start without vgpud's hook: vgpud's and those
 		// that start before it (the pod network's).
 		{"request.namespace in ['{{ .Release.Namespace }}', 'kube-system', 'gpu-operator']",

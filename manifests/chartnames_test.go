@@ -138,8 +138,8 @@ func chartNames(t *testing.T, file, tmpl string) string {
 	t.Helper()
 	switch file {
 	case "vgpud.yaml":
-		tmpl = renameObjects(t, file, tmpl, installNames(), 148)
-		return renameBare(t, file, tmpl, 19)
+		tmpl = renameObjects(t, file, tmpl, installNames(), 150)
+		return renameBare(t, file, tmpl, 20)
 	case "node-revert.yaml":
 		tmpl = renameObjects(t, file, tmpl, nameEdits(map[string]int{"app.kubernetes.io/name: vgpud": 5, "serviceAccountName: vgpud\n": 2}), 4)
 		return renameBare(t, file, tmpl, 0)

@@ -107,9 +107,16 @@ func toClaims(pod *corev1.Pod, names wellknown.ResourceNames, class string) ([]*
 		return nil, err
 	}
 	numa := pod.Annotations[wellknown.AnnotationNUMABind] == "true"
+	// Names a container may already refer to are not given out: a
+	// reference to a name no claim had would join the claim made for it.
 	taken := map[string]bool{}
 	for _, rc := range pod.Spec.ResourceClaims {
 		taken[rc.Name] = true
+	}
+	for c := range podmodel.Containers(&pod.Spec) {
+		for _, rc := range c.Resources.Claims {
+			taken[rc.Name] = true
+		}
 	}
 	var out []*resourceapi.ResourceClaimTemplate
 	seen := map[string]bool{}
@@ -135,6 +142,11 @@ func toClaims(pod *corev1.Pod, names wellknown.ResourceNames, class string) ([]*
 			continue
 		}
 		t := claimTemplate(class, r, sel, numa)
+		for _, sel := range t.Spec.Spec.Devices.Requests[0].Exactly.Selectors {
+			if n := len(sel.CEL.Expression); n > resourceapi.CELSelectorExpressionMaxLength {
+				return nil, fmt.Errorf("the GPU type and UUID annotations make a claim selector of %d bytes, more than a claim takes (%d): name fewer types or UUIDs", n, resourceapi.CELSelectorExpressionMaxLength)
+			}
+		}
 		name := ""
 		for ; name == "" || taken[name]; i++ {
 			name = "vgpud-gpu-" + strconv.Itoa(i)
@@ -210,7 +222,7 @@ func celSelectors(sel podmodel.Selectors) []resourceapi.DeviceSelector {
 		var terms []string
 		for _, v := range list {
 			if v = strings.TrimSpace(v); v != "" {
-				terms = append(terms, f(strconv.Quote(strings.ToLower(v))))
+				terms = append(terms, f(strconv.Quote(lowerASCII(v))))
 			}
 		}
 		return strings.Join(terms, " || ")
@@ -232,4 +244,16 @@ func celSelectors(sel podmodel.Selectors) []resourceapi.DeviceSelector {
 	add(oneOf(sel.UseUUIDs, uuid), false)
 	add(oneOf(sel.NoUseUUIDs, uuid), true)
 	return out
+}
+
+// lowerASCII lowers ASCII letters alone, as CEL's lowerAscii() does the
+// attribute it is compared with.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

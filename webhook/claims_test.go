@@ -231,6 +231,13 @@ func TestClaimPodsRefuse(t *testing.T) {
 	if resp := NewClaimPods(newPods(testConfig(), q), &recordedTemplates{}).Handle(context.Background(), req); resp.Allowed || !strings.Contains(resp.Result.Message, "quota") {
 		t.Errorf("over quota: allowed=%v %v", resp.Allowed, resp.Result)
 	}
+	// Annotations the extender takes may make a selector past what a
+	// claim takes: refused saying so, not by the apiserver's 422.
+	long := strings.TrimSuffix(strings.Repeat(strings.Repeat(`"`, 60)+",", 64), ",")
+	if resp := NewClaimPods(newPods(testConfig(), nil), &recordedTemplates{}).Handle(context.Background(), claimReview(t, map[string]string{wellknown.AnnotationUseGPUType: long},
+		gpuContainer{"main", map[string]string{"nvidia.com/gpumem": "1000"}})); resp.Allowed || !strings.Contains(resp.Result.Message, "name fewer types or UUIDs") {
+		t.Errorf("a selector past 10 KiB: allowed=%v %v", resp.Allowed, resp.Result)
+	}
 	// A pod that asks for no GPU is left alone.
 	if resp := NewClaimPods(newPods(testConfig(), nil), &recordedTemplates{}).Handle(context.Background(), claimReview(t, nil, gpuContainer{"cpu", nil})); !resp.Allowed || len(resp.Patch) != 0 {
 		t.Errorf("cpu pod: %v %s", resp.Result, resp.Patch)

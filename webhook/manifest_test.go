@@ -32,10 +32,15 @@ func readWebhookConfig(t *testing.T) *admissionregistrationv1.MutatingWebhookCon
 
 func TestWebhookConfigShape(t *testing.T) {
 	mwc := readWebhookConfig(t)
-	if len(mwc.Webhooks) != 3 || mwc.Webhooks[0].Name != "pods.vgpud.io" || mwc.Webhooks[1].Name != "claims.vgpud.io" || mwc.Webhooks[2].Name != "jobs.vgpud.io" {
-		t.Fatalf("%d webhooks; want pods.vgpud.io, claims.vgpud.io and jobs.vgpud.io", len(mwc.Webhooks))
+	names := []string{"pods.vgpud.io", "claims.vgpud.io", "resourceclaims.vgpud.io", "jobs.vgpud.io"}
+	var got []string
+	for _, w := range mwc.Webhooks {
+		got = append(got, w.Name)
 	}
-	for i, rule := range []struct{ group, resource, path string }{{"", "pods", "/webhook"}, {"", "pods", "/webhook/claims"}, {"batch", "jobs", "/webhook"}} {
+	if !slices.Equal(got, names) {
+		t.Fatalf("webhooks %v; want %v", got, names)
+	}
+	for i, rule := range []struct{ group, resource, path string }{{"", "pods", "/webhook"}, {"", "pods", "/webhook/claims"}, {"resource.k8s.io", "resourceclaims", "/webhook/resourceclaims"}, {"batch", "jobs", "/webhook"}} {
 		checkWebhookShape(t, mwc.Webhooks[i], rule.group, rule.resource, rule.path)
 	}
 	// A namespace's pods go to one of the two pod webhooks, by its
@@ -69,10 +74,15 @@ func checkWebhookShape(t *testing.T, w admissionregistrationv1.MutatingWebhook, 
 	if path == "/webhook/claims" {
 		sideEffects = admissionregistrationv1.SideEffectClassNoneOnDryRun
 	}
+	// The claims' quota check writes nothing: nothing to do again.
+	reinvocation := admissionregistrationv1.IfNeededReinvocationPolicy
+	if path == "/webhook/resourceclaims" {
+		reinvocation = admissionregistrationv1.NeverReinvocationPolicy
+	}
 	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore ||
 		w.SideEffects == nil || *w.SideEffects != sideEffects ||
 		w.TimeoutSeconds == nil || *w.TimeoutSeconds != 5 ||
-		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != reinvocation {
 		t.Fatalf("policies: failure %v sideEffects %v timeout %v reinvocation %v", w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.ReinvocationPolicy)
 	}
 	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
@@ -144,7 +154,7 @@ func TestWebhookMatchConditionAgreesWithPodWants(t *testing.T) {
 // The Job webhook's matchCondition takes exactly the Jobs whose pod
 // template asks for vGPU resources, as podmodel.Wants reads a pod.
 func TestJobMatchConditionAgreesWithPodWants(t *testing.T) {
-	prg := matchCondition(t, 2)
+	prg := matchCondition(t, 3)
 	names := wellknown.DefaultResourceNames()
 	matched := 0
 	for name, raw := range conditionPods(t) {

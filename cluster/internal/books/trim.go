@@ -2,6 +2,7 @@ package books
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -19,6 +20,11 @@ func Transform(names wellknown.ResourceNames) toolscache.TransformFunc {
 	return func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			return trimNode(n), nil
+		}
+		if c, ok := obj.(*resourceapi.ResourceClaim); ok {
+			// Quota reads the requests alone.
+			return &resourceapi.ResourceClaim{TypeMeta: c.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
+				ResourceVersion: c.ResourceVersion, DeletionTimestamp: c.DeletionTimestamp}, Spec: c.Spec}, nil
 		}
 		return pod(obj)
 	}

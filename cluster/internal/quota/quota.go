@@ -14,11 +14,13 @@ import (
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
-// Source reads quotas and pods from shared informers.
+// Source reads quotas and pods from shared informers, and DRA claims
+// where CountClaims was given theirs.
 type Source struct {
 	pods   slimpod.Store
 	quotas corelisters.ResourceQuotaLister
 	names  wellknown.ResourceNames
+	claims *claimSource
 }
 
 // New reads pods from podInformer, whose transform must be
@@ -37,21 +39,38 @@ func New(podInformer, quotaInformer cache.SharedIndexInformer, names wellknown.R
 // A pod whose resources cannot be read counts as nothing: the webhook
 // would have denied it, so it can only be one admitted before vgpud was.
 func (s *Source) NamespaceQuota(namespace string) podmodel.Quota {
+	return s.namespaceQuota(namespace, s.claims.usage)
+}
+
+// namespaceQuota is NamespaceQuota with the claims' usage from claims.
+func (s *Source) namespaceQuota(namespace string, claims func(namespace string) podmodel.Usage) podmodel.Quota {
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil || len(quotas) == 0 {
 		return podmodel.Quota{}
 	}
-	return Compute(s.pods.List(namespace), quotas, s.names)
+	q := Compute(s.pods.List(namespace), quotas, s.names)
+	if q.Memory.Set || q.Cores.Set {
+		u := claims(namespace)
+		q.Memory.Used += u.MemMiB
+		q.Cores.Used += int64(u.Cores)
+	}
+	return q
 }
 
-// NamespaceLimits is the namespace's hard limits alone; bind counts the
-// usage from its own books.
+// NamespaceLimits is the namespace's hard limits, with what its DRA
+// claims are charged as Used: bind adds the pods' usage from its own
+// books, which hold no claim.
 func (s *Source) NamespaceLimits(namespace string) podmodel.Quota {
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil {
 		return podmodel.Quota{}
 	}
-	return s.limits(quotas)
+	q := s.limits(quotas)
+	if q.Memory.Set || q.Cores.Set {
+		u := s.claims.usage(namespace)
+		q.Memory.Used, q.Cores.Used = u.MemMiB, int64(u.Cores)
+	}
+	return q
 }
 
 // limits is the tightest hard vGPU limits of a namespace's quotas.

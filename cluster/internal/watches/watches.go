@@ -1,5 +1,5 @@
 // Package watches is the leader's informers: pods, nodes and
-// ResourceQuotas.
+// ResourceQuotas, and DRA ResourceClaims where the cluster serves them.
 package watches
 
 import (
@@ -8,10 +8,12 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -21,11 +23,14 @@ import (
 // and so link every API group's client into the binary every node runs.
 type Informers struct {
 	Pods, Nodes, Quotas toolscache.SharedIndexInformer
-	wg                  sync.WaitGroup
+	// Claims is nil where New was given no claims client.
+	Claims toolscache.SharedIndexInformer
+	wg     sync.WaitGroup
 }
 
-// New builds the informers on core, each object through transform.
-func New(core corev1client.CoreV1Interface, transform toolscache.TransformFunc) (*Informers, error) {
+// New builds the informers on core, and on claims unless it is nil, each
+// object through transform.
+func New(core corev1client.CoreV1Interface, claims resourcev1client.ResourceClaimsGetter, transform toolscache.TransformFunc) (*Informers, error) {
 	s := &Informers{
 		Pods: informer(core, &corev1.Pod{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -49,6 +54,15 @@ func New(core corev1client.CoreV1Interface, transform toolscache.TransformFunc) 
 				return core.ResourceQuotas("").Watch(ctx, o)
 			}),
 	}
+	if claims != nil {
+		s.Claims = informer(claims, &resourceapi.ResourceClaim{},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return claims.ResourceClaims("").List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return claims.ResourceClaims("").Watch(ctx, o)
+			})
+	}
 	for _, inf := range s.all() {
 		if err := inf.SetTransform(transform); err != nil {
 			return nil, fmt.Errorf("informer transform: %w", err)
@@ -68,7 +82,11 @@ func informer(client any, obj runtime.Object, list toolscache.ListWithContextFun
 }
 
 func (s *Informers) all() []toolscache.SharedIndexInformer {
-	return []toolscache.SharedIndexInformer{s.Pods, s.Nodes, s.Quotas}
+	all := []toolscache.SharedIndexInformer{s.Pods, s.Nodes, s.Quotas}
+	if s.Claims != nil {
+		all = append(all, s.Claims)
+	}
+	return all
 }
 
 // Start runs every informer until ctx ends; stop waits for them.
@@ -80,7 +98,11 @@ func (s *Informers) Start(ctx context.Context) {
 
 // Sync waits for every informer's first list, or for ctx.
 func (s *Informers) Sync(ctx context.Context) error {
-	for name, inf := range map[string]toolscache.SharedIndexInformer{"pods": s.Pods, "nodes": s.Nodes, "resourcequotas": s.Quotas} {
+	all := map[string]toolscache.SharedIndexInformer{"pods": s.Pods, "nodes": s.Nodes, "resourcequotas": s.Quotas}
+	if s.Claims != nil {
+		all["resourceclaims"] = s.Claims
+	}
+	for name, inf := range all {
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("sync %s informer: %w", name, ctx.Err())
 		}

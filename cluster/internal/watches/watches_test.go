@@ -6,12 +6,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/books"
 	"github.com/vgpud/vgpud/cluster/internal/quota"
@@ -25,6 +27,13 @@ import (
 type unstreamed struct{ corev1client.CoreV1Interface }
 
 func (unstreamed) IsWatchListSemanticsUnSupported() bool { return true }
+
+// unstreamedClaims is the same for the fake's claims.
+type unstreamedClaims struct {
+	resourcev1client.ResourceClaimsGetter
+}
+
+func (unstreamedClaims) IsWatchListSemanticsUnSupported() bool { return true }
 
 // assignedPod is a pod bound to node with a 1000 MiB assignment there.
 func assignedPod(name, node string) *corev1.Pod {
@@ -51,8 +60,10 @@ func TestInformersFeedTheStores(t *testing.T) {
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady}}}},
 		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("4000")}}},
+		&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", Labels: map[string]string{"big": "label"}},
+			Status: resourceapi.ResourceClaimStatus{ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "a"}}}},
 	)
-	inf, err := New(unstreamed{kube.CoreV1()}, books.Transform(names))
+	inf, err := New(unstreamed{kube.CoreV1()}, unstreamedClaims{kube.ResourceV1()}, books.Transform(names))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +90,14 @@ func TestInformersFeedTheStores(t *testing.T) {
 	}
 	if node := n.(*corev1.Node); node.ManagedFields != nil || node.Status.Conditions != nil {
 		t.Fatalf("node not trimmed: %+v", node)
+	}
+	// Claims keep their requests alone.
+	c, _, err := inf.Claims.GetStore().GetByKey("ns/c")
+	if err != nil || c == nil {
+		t.Fatalf("claim ns/c: %v %v", c, err)
+	}
+	if claim := c.(*resourceapi.ResourceClaim); claim.Labels != nil || claim.Status.ReservedFor != nil {
+		t.Fatalf("claim not trimmed: %+v", claim)
 	}
 	if q := quota.New(inf.Pods, inf.Quotas, names).NamespaceLimits("ns"); !q.Memory.Set || q.Memory.Hard != 4000 {
 		t.Fatalf("quota limits of ns: %+v", q)

@@ -300,6 +300,11 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		t.Fatal(err)
 	}
 	asConverted := e.impersonate(t, "system:serviceaccount:"+cns+":tenant", nil)
+	// vGPU quota counts the namespace's pods and claims alike.
+	if _, err := e.kube.CoreV1().ResourceQuotas(cns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("6000")}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	vgpuPod := func(name string) *corev1.Pod {
 		p := pod(name, corev1.PodResourceClaim{})
 		p.Spec.ResourceClaims = nil
@@ -327,6 +332,22 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if err != nil || len(claims.Items) != 1 || len(claims.Items[0].OwnerReferences) != 1 || claims.Items[0].OwnerReferences[0].UID != conv.UID {
 		t.Fatalf("the converted pod's claims: %+v, %v; want one, owned by the pod", claims, err)
 	}
+	// A claim the tenant writes itself is charged as the pod's was:
+	// 1500 + 2048 of 6000; one of 3 GiB more is refused.
+	claimOf := func(name, mem string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimSpec{Devices: request(mem, "")}}
+	}
+	direct := claimOf("direct", "2Gi")
+	if _, err := asConverted.ResourceV1().ResourceClaims(cns).Create(ctx, direct, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a claim of 2Gi within the quota: %v", err)
+	}
+	_, err = asConverted.ResourceV1().ResourceClaims(cns).Create(ctx, claimOf("too-much", "3Gi"), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "gpumem quota 6000 MiB, in use 3548") {
+		t.Errorf("a claim of 3Gi past the quota (1500 + 2048 of 6000 used): %v; want it refused", err)
+	} else {
+		t.Logf("quota: %.200s", err)
+	}
+
 	// The tenant replaces the template with one of the same name that
 	// asks more: the next pod of that shape is refused, not given it.
 	if out, err := e.kubectl("--as=system:serviceaccount:"+cns+":tenant", "-n", cns, "delete", "resourceclaimtemplate", template); err != nil {
