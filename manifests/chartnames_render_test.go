@@ -34,7 +34,9 @@ func walkStrings(path string, v any, f func(path, s string)) {
 var (
 	leftoverName = regexp.MustCompile(`(^|[^-._/A-Za-z0-9])vgpud-[a-z0-9-]+|['"]vgpud['"]`)
 	keptVgpud    = strings.NewReplacer(`'["vgpud"]'`, "", `\\["vgpud"(`, "", `"vgpud" first, as ["vgpud", ...]`, "",
-		"/etc/vgpud-tls", "", "/etc/vgpud-scheduler", "", "/var/run/secrets/vgpud-metrics", "", "for-vgpud-to-place", "")
+		"/etc/vgpud-tls", "", "/etc/vgpud-scheduler", "", "/var/run/secrets/vgpud-metrics", "", "for-vgpud-to-place", "",
+		// The label on the webhook's claim templates names the program.
+		"app.kubernetes.io/managed-by'].orValue('') == 'vgpud'", "")
 )
 
 // What keeps the name vgpud under any override: the container (kubectl's

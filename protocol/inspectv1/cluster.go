@@ -70,6 +70,10 @@ type GPUBooking struct {
 	SlotsUsed     int      `json:"slotsUsed"`
 	Exclusive     bool     `json:"exclusive"`
 	Pods          []string `json:"pods"` // namespace/name holding a slice
+	// Claims are the DRA claims kube-scheduler allocated a share of the
+	// GPU to (namespace/name), where its node serves claims; their
+	// shares are in the used figures.
+	Claims []string `json:"claims,omitempty"`
 	// HeldMiB is what the GPU holds beyond the slices booked on it, as
 	// its node last published (vgpud.io/usage), which the leader counts
 	// as used; Full: the leader places nothing more on it.

@@ -18,13 +18,14 @@ func Flags(scheduler string) []cli.Flag {
 		&cli.StringFlag{Name: "node", Usage: "show only this node's GPUs and pods (read from the API for that node alone)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "wide (tables with GPU UUIDs and each node's identity mode), json or yaml; empty: tables"},
 		&cli.StringFlag{Name: "scheduler-name", Value: scheduler, Usage: "vgpud's kube-scheduler profile: only its pods' assignments are booked"},
+		&cli.StringFlag{Name: "claim-device-class", Value: wellknown.DRAClassGPU, Usage: "the DeviceClass whose DRA claims quota charges (the chart's is named after its release)"},
 	}
 }
 
 // OptionsFrom reads Flags; --json, inspect's older spelling, is -o json.
 func OptionsFrom(c *cli.Context, version string) Options {
 	o := Options{Kubeconfig: c.String("kubeconfig"), Context: c.String("context"), Namespace: c.String("namespace"),
-		Node: c.String("node"), Output: c.String("output"), Scheduler: c.String("scheduler-name"), UserAgent: "vgpud-inspect/" + version}
+		Node: c.String("node"), Output: c.String("output"), Scheduler: c.String("scheduler-name"), ClaimClass: c.String("claim-device-class"), UserAgent: "vgpud-inspect/" + version}
 	if c.Bool("json") && o.Output == "" {
 		o.Output = "json"
 	}
@@ -38,7 +39,7 @@ func PluginApp(stdout, stderr io.Writer, scheduler string, names wellknown.Resou
 		Name:      "kubectl vgpud",
 		Usage:     "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), as vgpud books them",
 		UsageText: "kubectl vgpud [-n NAMESPACE] [--node NODE] [-o wide|json|yaml] [--context NAME] [--kubeconfig FILE]",
-		Description: "Reads nodes, pods and resource quotas from the API: bind the shipped vgpud-viewer ClusterRole (the chart's fullnameOverride, if set, replaces vgpud) " +
+		Description: "Reads nodes, pods, resource quotas and DRA claims from the API: bind the shipped vgpud-viewer ClusterRole (the chart's fullnameOverride, if set, replaces vgpud) " +
 			"to the operators who run it (kubectl create clusterrolebinding <name> --clusterrole vgpud-viewer --user <user>); it reads every pod spec, so it is not a role for tenants.",
 		Version:         version,
 		Writer:          stdout,
@@ -57,12 +58,12 @@ func PluginApp(stdout, stderr io.Writer, scheduler string, names wellknown.Resou
 
 // ClusterFlag is `vgpud inspect --cluster`.
 func ClusterFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --scheduler-name are for it"}
+	return &cli.BoolFlag{Name: "cluster", Usage: "show every node's GPUs (held, free, by which pods) and every namespace's GPU quota (charged, left), read from the API with a kubeconfig, as kubectl vgpud does; the flags up to --claim-device-class are for it"}
 }
 
 // NoViewFlags refuses Flags set without --cluster.
 func NoViewFlags(c *cli.Context) error {
-	for _, f := range []string{"context", "namespace", "node", "output"} {
+	for _, f := range []string{"context", "namespace", "node", "output", "claim-device-class"} {
 		if c.IsSet(f) {
 			return cli.Exit("--"+f+" is for the cluster view: vgpud inspect --cluster, or kubectl vgpud", 2)
 		}

@@ -12,7 +12,7 @@ import (
 // kubectl's -n narrows what it lists. A GPU's memory, cores and slices
 // stay its whole node's booking: what is free there is free to the
 // namespace too. With a namespace, a GPU is shown where one of its pods
-// holds a slice, and only its pods; the usage rows, HAMi records and
+// holds a slice, and only its pods and claims; the usage rows, HAMi records and
 // problems are its own. With a node, the namespaces' charges are left
 // out: a quota is charged by pods on every node.
 func Filter(v inspectv1.ClusterView, namespace, node string) inspectv1.ClusterView {
@@ -32,8 +32,10 @@ func Filter(v inspectv1.ClusterView, namespace, node string) inspectv1.ClusterVi
 	for _, n := range v.Nodes {
 		var gpus []inspectv1.GPUBooking
 		for _, g := range n.GPUs {
-			if pods := slices.DeleteFunc(slices.Clone(g.Pods), func(p string) bool { return !ours(p) }); len(pods) > 0 {
-				g.Pods = pods
+			pods := slices.DeleteFunc(slices.Clone(g.Pods), func(p string) bool { return !ours(p) })
+			claims := slices.DeleteFunc(slices.Clone(g.Claims), func(c string) bool { return !ours(c) })
+			if len(pods)+len(claims) > 0 {
+				g.Pods, g.Claims = pods, claims
 				gpus = append(gpus, g)
 			}
 		}
@@ -51,6 +53,8 @@ func Filter(v inspectv1.ClusterView, namespace, node string) inspectv1.ClusterVi
 	v.Nodes = nodes
 	v.Namespaces = slices.DeleteFunc(slices.Clone(v.Namespaces), func(ns inspectv1.Namespace) bool { return ns.Name != namespace })
 	v.HAMi = slices.DeleteFunc(slices.Clone(v.HAMi), func(r inspectv1.HAMiRecord) bool { return !ours(r.Pod) })
-	v.Problems = slices.DeleteFunc(slices.Clone(v.Problems), func(p string) bool { return !strings.HasPrefix(p, "pod "+namespace+"/") })
+	v.Problems = slices.DeleteFunc(slices.Clone(v.Problems), func(p string) bool {
+		return !strings.HasPrefix(p, "pod "+namespace+"/") && !strings.HasPrefix(p, "claim "+namespace+"/")
+	})
 	return v
 }

@@ -31,6 +31,10 @@ func Render(w io.Writer, v inspectv1.ClusterView, wide bool) error {
 			name += " (runtime " + strings.ToUpper(r.Result) + ")"
 		}
 		for _, g := range n.GPUs {
+			holders := g.Pods
+			for _, c := range g.Claims {
+				holders = append(holders[:len(holders):len(holders)], "claim "+c)
+			}
 			health := "healthy"
 			if !g.Healthy {
 				health = "UNHEALTHY"
@@ -54,11 +58,11 @@ func Render(w io.Writer, v inspectv1.ClusterView, wide bool) error {
 					identity = "-"
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d/%d\t%s\t%d/%d\t%d/%d\t%s\t%s\t%s\n", name, g.Index, g.UUID, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
-					g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, identity, strings.Join(g.Pods, ", "))
+					g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, identity, strings.Join(holders, ", "))
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\t%d/%d\t%d/%d\t%s\t%s\n", name, g.Index, g.Model, g.MemoryUsedMiB, g.MemoryMiB, free,
-				g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, strings.Join(g.Pods, ", "))
+				g.CoresUsed, g.Cores, g.SlotsUsed, g.Slots, health, strings.Join(holders, ", "))
 		}
 	}
 	if len(v.Nodes) == 0 {

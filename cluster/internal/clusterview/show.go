@@ -10,9 +10,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -33,7 +35,9 @@ type Options struct {
 	// Output is "" (tables), wide, json or yaml.
 	Output    string
 	Scheduler string
-	UserAgent string
+	// ClaimClass is the DeviceClass whose claims quota charges.
+	ClaimClass string
+	UserAgent  string
 }
 
 // Inspect prints the cluster as vgpud books it, read from the API.
@@ -80,7 +84,18 @@ func Show(ctx context.Context, o Options, names wellknown.ResourceNames, stdout 
 		}
 		quotas = list.Items
 	}
-	v := Filter(Build(nodes.Items, pods.Items, quotas, o.Scheduler, names, time.Now()), o.Namespace, o.Node)
+	v := Build(nodes.Items, pods.Items, quotas, o.Scheduler, names, time.Now())
+	// Claims where the cluster serves them and the reader may list them.
+	if claims, err := resourcev1client.NewForConfig(rc); err == nil {
+		list, err := claims.ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		switch {
+		case err == nil:
+			v = WithClaims(v, list.Items, o.ClaimClass)
+		case !apierrors.IsNotFound(err):
+			v.Problems = append(v.Problems, "DRA claims not shown: list resourceclaims: "+err.Error())
+		}
+	}
+	v = Filter(v, o.Namespace, o.Node)
 	switch o.Output {
 	case "json":
 		enc := json.NewEncoder(stdout)

@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
@@ -347,6 +349,39 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	} else {
 		t.Logf("quota: %.200s", err)
 	}
+
+	// The cluster view shows the claims beside the extender's pods: each
+	// share on its GPU's row, and the namespace charged for its claims.
+	if vp, err = e.vgpudPod(node); err != nil { // restarted since
+		t.Fatal(err)
+	}
+	out, err := e.kubectl("-n", system, "exec", vp.Name, "--", "vgpud", "inspect", "--cluster", "-o", "json", "--claim-device-class="+class)
+	if err != nil {
+		t.Fatalf("inspect --cluster: %v %s", err, out)
+	}
+	var view inspectv1.ClusterView
+	if err := json.Unmarshal([]byte(out), &view); err != nil {
+		t.Fatalf("inspect --cluster -o json: %v: %.300s", err, out)
+	}
+	var shares []string
+	for _, n := range view.Nodes {
+		for _, g := range n.GPUs {
+			if len(g.Claims) > 0 {
+				shares = append(shares, fmt.Sprintf("%s/%d: %s (%d MiB, %d cores, %d slots used)", n.Name, g.Index, strings.Join(g.Claims, " "), g.MemoryUsedMiB, g.CoresUsed, g.SlotsUsed))
+			}
+		}
+	}
+	convertedClaim := claims.Items[0].Name
+	charged := int64(-1)
+	for _, ns := range view.Namespaces {
+		if ns.Name == cns {
+			charged = ns.MemoryUsedMiB
+		}
+	}
+	if joined := strings.Join(shares, "; "); !strings.Contains(joined, ns+"/shared") || !strings.Contains(joined, cns+"/"+convertedClaim) || charged != 3548 {
+		t.Errorf("inspect --cluster: GPUs with claims %v, %s charged %d; want %s/shared and %s/%s shown and 3548 MiB charged", shares, cns, charged, ns, cns, convertedClaim)
+	}
+	t.Logf("inspect --cluster: %s; %s charged %d MiB", strings.Join(shares, "; "), cns, charged)
 
 	// The tenant replaces the template with one of the same name that
 	// asks more: the next pod of that shape is refused, not given it.
