@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,9 +15,12 @@ import (
 
 	"github.com/vgpud/vgpud/node/internal/cdidevices"
 	"github.com/vgpud/vgpud/node/internal/dra"
+	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
@@ -57,8 +61,9 @@ func (a *Role) startClaims(ctx context.Context) error {
 // serveClaims offers each inventory the generation builds as the node's
 // devices (the first at once), then passes it on to out, the inventory
 // annotation's publisher, keeping only the newest; a change of the
-// node's cordon publishes the same devices with their taints anew.
-func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-chan protocol.Inventory, out chan protocol.Inventory) error {
+// node's cordon, or of the GPUs the extender's pods hold, publishes the
+// same devices with their taints anew.
+func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-chan protocol.Inventory, out chan protocol.Inventory, pods *nodepods.Index) error {
 	// Not before the cordon is read: a restart would otherwise publish
 	// a cordoned GPU untainted for a moment.
 	select {
@@ -68,22 +73,57 @@ func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-c
 	}
 	inv := first
 	for {
-		if err := a.claims.Publish(ctx, inv, a.cordon.Cordoned(inv)); err != nil {
+		podsChanged := pods.Changed()
+		booked := extenderBooked(pods.List(), a.node)
+		if err := a.claims.Publish(ctx, inv, dradevices.Marks{Cordoned: a.cordon.Cordoned(inv), Booked: booked}); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-a.cordon.Changes():
-			continue
-		case inv = <-in:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-a.cordon.Changes():
+				break wait
+			case <-podsChanged:
+				podsChanged = pods.Changed()
+				if !maps.Equal(extenderBooked(pods.List(), a.node), booked) {
+					break wait
+				}
+			case inv = <-in:
+				select {
+				case <-out:
+				default:
+				}
+				out <- inv
+				break wait
+			}
 		}
-		select {
-		case <-out:
-		default:
-		}
-		out <- inv
 	}
+}
+
+// extenderBooked are the GPUs, by UUID, that pods the extender placed on
+// node still hold, by their vgpud.io/assignment (which only vgpud
+// writes): a node moved to DRA with them running taints these, since
+// kube-scheduler's books do not hold them.
+func extenderBooked(pods []*corev1.Pod, node string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pods {
+		raw, ok := p.Annotations[wellknown.AnnotationAssignment]
+		if !ok || p.Spec.NodeName != node || podmodel.Terminated(p) {
+			continue
+		}
+		a, err := protocol.DecodeAssignment(raw)
+		if err != nil || a.Node != node {
+			continue
+		}
+		for _, c := range a.Containers {
+			for _, g := range c.GPUs {
+				out[g.UUID] = true // a GPU's, or a MIG instance's
+			}
+		}
+	}
+	return out
 }
 
 // claimGrant is the grant behind a DRA claim's CDI device kubelet gave

@@ -78,7 +78,7 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 		// kubelet offers no GPU resource for the extender's pods here.
 		pstop()
 		annotated := make(chan protocol.Inventory, 1)
-		g.Go(func() error { return a.serveClaims(gctx, a.inventory(), p.healthChanged, annotated) })
+		g.Go(func() error { return a.serveClaims(gctx, a.inventory(), p.healthChanged, annotated, pods) })
 		g.Go(func() error { return p.publisher.Keep(gctx, a.inventory(), annotated, a.clock, a.log) })
 	} else {
 		g.Go(func() error {

@@ -170,7 +170,7 @@ func TestClaimPodsKeepTheSelectors(t *testing.T) {
 	}
 	compiler := drcel.GetCompiler(drcel.Features{EnableConsumableCapacity: true})
 	var matched []string
-	for _, d := range dradevices.Devices(inv, dradevices.ClaimDefaults{MemPercent: 100}, nil) {
+	for _, d := range dradevices.Devices(inv, dradevices.ClaimDefaults{MemPercent: 100}, dradevices.Marks{}) {
 		all := true
 		for _, s := range spec.Requests[0].Exactly.Selectors {
 			r := compiler.CompileCELExpression(s.CEL.Expression, drcel.Options{})

@@ -71,7 +71,17 @@ const (
 const (
 	TaintUnhealthy = DriverName + "/unhealthy"
 	TaintCordoned  = DriverName + "/cordoned"
+	// TaintExtenderBooked marks a GPU that pods the extender placed still
+	// hold (a node moved to DRA with them running): kube-scheduler's
+	// books do not count them, so no claim may join them until they end.
+	TaintExtenderBooked = DriverName + "/extender-booked"
 )
+
+// Marks say which GPUs, by UUID, carry a taint beside health: cordoned
+// by an operator, or held by pods the extender placed.
+type Marks struct {
+	Cordoned, Booked map[string]bool
+}
 
 // ClaimDefaults are the cluster's defaults for a claim that leaves a capacity
 // out: the extender's --default-gpumem-percentage and
@@ -85,7 +95,7 @@ type ClaimDefaults struct {
 // kube-scheduler takes the first that fits, so the order is its
 // preference. GPUs in MIG mode are served only through their instances;
 // instances the node could make on demand are not offered.
-func Devices(inv protocol.Inventory, d ClaimDefaults, cordoned map[string]bool) []resourceapi.Device {
+func Devices(inv protocol.Inventory, d ClaimDefaults, m Marks) []resourceapi.Device {
 	devs := make([]resourceapi.Device, 0, len(inv.GPUs))
 	sets := setAttributes(inv)
 	for _, g := range inv.GPUs {
@@ -93,11 +103,11 @@ func Devices(inv protocol.Inventory, d ClaimDefaults, cordoned map[string]bool) 
 		for name, v := range sets[g.Index] {
 			dev.Attributes[name] = resourceapi.DeviceAttribute{StringValue: ptr.To(v)}
 		}
-		devs = append(devs, tainted(dev, !g.Healthy, cordoned[g.UUID]))
+		devs = append(devs, tainted(dev, !g.Healthy, m.Cordoned[g.UUID], m.Booked[g.UUID]))
 	}
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
-			devs = append(devs, tainted(migDevice(g, in), !g.Healthy, cordoned[g.UUID]))
+			devs = append(devs, tainted(migDevice(g, in), !g.Healthy, m.Cordoned[g.UUID], m.Booked[in.UUID] || m.Booked[g.UUID]))
 		}
 	}
 	return devs
@@ -139,13 +149,17 @@ func setAttributes(inv protocol.Inventory) map[int]map[resourceapi.QualifiedName
 	return out
 }
 
-// tainted is dev with the taints of a GPU unhealthy or cordoned.
-func tainted(dev resourceapi.Device, unhealthy, cordoned bool) resourceapi.Device {
+// tainted is dev with the taints of a GPU unhealthy, cordoned, or held
+// by the extender's pods.
+func tainted(dev resourceapi.Device, unhealthy, cordoned, booked bool) resourceapi.Device {
 	if unhealthy {
 		dev.Taints = append(dev.Taints, resourceapi.DeviceTaint{Key: TaintUnhealthy, Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	}
 	if cordoned {
 		dev.Taints = append(dev.Taints, resourceapi.DeviceTaint{Key: TaintCordoned, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	if booked {
+		dev.Taints = append(dev.Taints, resourceapi.DeviceTaint{Key: TaintExtenderBooked, Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	}
 	return dev
 }

@@ -30,7 +30,7 @@ func testInventory() protocol.Inventory {
 // split share a GPU; an unhealthy GPU is tainted, not withdrawn (claims
 // on it stay); MIG instances are held whole.
 func TestDevicesCarryVgpudRules(t *testing.T) {
-	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100}, nil)
+	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100}, Marks{})
 	var names []string
 	for _, d := range devs {
 		names = append(names, d.Name)
@@ -86,7 +86,7 @@ func TestDevicesCarryVgpudRules(t *testing.T) {
 // The cluster's defaults reach the request policies as the extender
 // applies them: a memory percentage, a fixed cores default (at most 99).
 func TestDevicesFollowTheClusterDefaults(t *testing.T) {
-	a := Devices(testInventory(), ClaimDefaults{MemPercent: 50, Cores: 100}, nil)[0]
+	a := Devices(testInventory(), ClaimDefaults{MemPercent: 50, Cores: 100}, Marks{})[0]
 	if got := q(*a.Capacity[CapacityMemory].RequestPolicy.Default); got != "20Gi" {
 		t.Errorf("memory default %s; want 20Gi (50 %%)", got)
 	}
@@ -116,7 +116,7 @@ func TestDeviceNameFromTheUUID(t *testing.T) {
 // A cordoned GPU is tainted like an unhealthy one, and both taints
 // stand together.
 func TestDevicesTaintTheCordoned(t *testing.T) {
-	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100}, map[string]bool{"GPU-a": true, "GPU-b": true, "GPU-m": true})
+	devs := Devices(testInventory(), ClaimDefaults{MemPercent: 100}, Marks{Cordoned: map[string]bool{"GPU-a": true, "GPU-b": true, "GPU-m": true}, Booked: map[string]bool{"GPU-a": true, "MIG-2": true}})
 	var got []string
 	for _, d := range devs {
 		var keys []string
@@ -125,7 +125,7 @@ func TestDevicesTaintTheCordoned(t *testing.T) {
 		}
 		got = append(got, d.Name+"="+strings.Join(keys, "+"))
 	}
-	want := "[gpu-a=gpu.vgpud.io/cordoned gpu-b=gpu.vgpud.io/unhealthy+gpu.vgpud.io/cordoned mig-1=gpu.vgpud.io/cordoned mig-2=gpu.vgpud.io/cordoned]"
+	want := "[gpu-a=gpu.vgpud.io/cordoned+gpu.vgpud.io/extender-booked gpu-b=gpu.vgpud.io/unhealthy+gpu.vgpud.io/cordoned mig-1=gpu.vgpud.io/cordoned mig-2=gpu.vgpud.io/cordoned+gpu.vgpud.io/extender-booked]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("taints %v; want %s", got, want)
 	}
@@ -152,7 +152,7 @@ func TestDevicesNameTheirOneSet(t *testing.T) {
 		inv.GPUs = append(inv.GPUs, protocol.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, MemoryMiB: 1024, Cores: 100, Split: 2, Healthy: true})
 	}
 	var got []string
-	for _, d := range Devices(inv, ClaimDefaults{MemPercent: 100}, nil) {
+	for _, d := range Devices(inv, ClaimDefaults{MemPercent: 100}, Marks{}) {
 		s := d.Name
 		for _, a := range []resourceapi.QualifiedName{AttrNVLinkSet, AttrPCIeSwitchSet} {
 			if v, ok := d.Attributes[a]; ok {

@@ -74,7 +74,9 @@ extenders:
 	// phaseKey names the annotation the stand-in node roles mark
 	// allocated; "" runs none. sent, if not nil, counts the Events the
 	// extender has sent (one per pod) and says when the last went.
-	run := func(ns, cfg, phaseKey string, sent func() (int64, time.Time), n int, mk func(i int) *corev1.Pod) pipelineRun {
+	// also, if not nil, starts processes beside kube-scheduler (their
+	// CPU counted) and returns their stop.
+	run := func(ns, cfg, phaseKey string, sent func() (int64, time.Time), n int, mk func(i int) *corev1.Pod, also func() (map[string]int, func())) pipelineRun {
 		harness.EnsureNamespace(t, e.kube, ns, nil)
 		harness.Parallel(t, n, 32, func(i int) error {
 			_, err := e.kube.CoreV1().Pods(ns).Create(ctx, mk(i), metav1.CreateOptions{})
@@ -99,6 +101,13 @@ extenders:
 		if phaseKey != "" {
 			nodeRoles = e.standInNodeRoles(ctx, ns, phaseKey)
 			defer nodeRoles.stop()
+		}
+		if also != nil {
+			pids, stop := also()
+			defer stop()
+			for name, pid := range pids {
+				procs[name], before[name] = pid, harness.CPUSeconds(pid)
+			}
 		}
 		sched := harness.Spawn(t, "kube-scheduler-"+ns, filepath.Join(e.k8sBin, "kube-scheduler"), "--config="+cfg, "--v=0")
 		defer sched.Stop(t)
@@ -183,18 +192,18 @@ extenders:
 	cpu := run("cpu", cfgPath, "", nil, pods, func(i int) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%05d", i)}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("10m")}}}}}}
-	})
+	}, nil)
 	e.clearPods(t, ctx, "cpu")
-	floor := run("floor", floorCfg, "", nil, pods, gpuPod)
+	floor := run("floor", floorCfg, "", nil, pods, gpuPod, nil)
 	e.clearPods(t, ctx, "floor")
-	event := run("floor-event", eventCfg, "", eventSink.sent, pods, gpuPod)
+	event := run("floor-event", eventCfg, "", eventSink.sent, pods, gpuPod, nil)
 	e.clearPods(t, ctx, "floor-event")
-	writes := run("floor-writes", writesCfg, benchPhase, writesSink.sent, pods, gpuPod)
+	writes := run("floor-writes", writesCfg, benchPhase, writesSink.sent, pods, gpuPod, nil)
 	e.clearPods(t, ctx, "floor-writes")
 	// The nodes' runtime names pods (NRI): vgpud binds with no per-node
 	// order, no node records an allocation, and the leader sends no
 	// Event for a bind that succeeds. So no stand-in node roles run.
-	gpu := run("gpu", cfgPath, "", nil, pods, gpuPod)
+	gpu := run("gpu", cfgPath, "", nil, pods, gpuPod, nil)
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d CPU-only pods, default profile", pods), fmt.Sprintf("%.0f pods/s", cpu.rate), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, kube-scheduler + an extender that answers at once (filter: the first candidate node, plain HTTP; bind: one Binding)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", floor.rate, 100*floor.rate/cpu.rate), "-", "-")
 	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d GPU pods, the same extender sending one Event per pod after the answer (the least vgpud may do: the Event off the bind path, but sent)", pods), fmt.Sprintf("%.0f pods/s (%.0f %% of CPU)", event.rate, 100*event.rate/cpu.rate), "-", "-")
@@ -207,13 +216,22 @@ extenders:
 	// DRA: the same pods' shares asked as claims of the nodes' devices,
 	// booked by kube-scheduler's default profile with no extender.
 	e.clearPods(t, ctx, "gpu")
-	dra := e.draRun(t, ctx, pods, func(ns string, n int, mk func(i int) *corev1.Pod) pipelineRun {
-		return run(ns, cfgPath, "", nil, n, mk)
+	dra := e.draRun(t, ctx, pods, func(ns string, n int, mk func(i int) *corev1.Pod, also func() (map[string]int, func())) pipelineRun {
+		return run(ns, cfgPath, "", nil, n, mk, also)
 	})
-	e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d pods with a DRA claim each (2000 MiB and 5 cores of a GPU, a ResourceClaim made beforehand), default profile, no extender, the nodes' GPUs as vgpud publishes them (empty, where the extender's books held the placed pods of the rounds above)", pods),
-		fmt.Sprintf("%.0f pods/s (%.0f %% of CPU, %.0f %% of vgpud's extender)", dra.rate, 100*dra.rate/cpu.rate, 100*dra.rate/gpu.rate), "-", "-")
-	e.record(t, "kube-scheduler pipeline", "kube-apiserver writes per pod (create, update, patch, delete), scheduling to bound: CPU pods, vgpud's extender, DRA claims",
-		fmt.Sprintf("%.2f, %.2f, %.2f", cpu.writes, gpu.writes, dra.writes), "-", "-")
+	for _, r := range []struct {
+		what string
+		run  pipelineRun
+	}{
+		{"a ResourceClaim made beforehand", dra.claims},
+		{"a claim kube-controller-manager makes from one ResourceClaimTemplate, started with kube-scheduler", dra.templates},
+		{"written for vgpud (gpumem 2000, gpucores 5) in a namespace labelled vgpud.io/gpu-claims=true: converted by vgpud's webhook at create, then as from a template, each claim checked against quota by vgpud's webhook", dra.converted},
+	} {
+		e.record(t, "kube-scheduler pipeline", fmt.Sprintf("%d pods with a DRA claim each (2000 MiB and 5 cores of a GPU), %s; default profile, no extender, the nodes' GPUs as vgpud publishes them (empty)", pods, r.what),
+			fmt.Sprintf("%.0f pods/s (%.0f %% of CPU, %.0f %% of vgpud's extender), %.2f ms CPU per pod", r.run.rate, 100*r.run.rate/cpu.rate, 100*r.run.rate/gpu.rate, r.run.cpuMs), "-", "-")
+	}
+	e.record(t, "kube-scheduler pipeline", "kube-apiserver writes per pod (create, update, patch, delete), scheduling to bound: CPU pods, vgpud's extender, DRA claims made beforehand, from a template, converted",
+		fmt.Sprintf("%.2f, %.2f, %.2f, %.2f, %.2f", cpu.writes, gpu.writes, dra.claims.writes, dra.templates.writes, dra.converted.writes), "-", "-")
 }
 
 // writesPerPod are the write requests kube-apiserver served from before

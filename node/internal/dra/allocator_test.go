@@ -256,7 +256,7 @@ func publish(t *testing.T, ctx context.Context, kube kubernetes.Interface, node 
 		t.Fatal(err)
 	}
 	t.Cleanup(driver.Stop)
-	if err := driver.Publish(ctx, inv, nil); err != nil {
+	if err := driver.Publish(ctx, inv, dradevices.Marks{}); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 30*time.Second, "the node's ResourceSlice as published", func() error {

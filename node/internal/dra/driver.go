@@ -82,10 +82,10 @@ func (d *ClaimDriver) Claims() map[string]Prepared { return d.prep.Claims() }
 
 // Publish offers inv's devices: to the Preparer first, so that a claim
 // allocated on a new device is prepared, then as ResourceSlices, the
-// GPUs cordoned (by UUID) tainted.
-func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory, cordoned map[string]bool) error {
+// GPUs m marks tainted.
+func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory, m dradevices.Marks) error {
 	d.prep.Offer(inv)
-	if err := d.helper.PublishResources(ctx, Resources(d.node, dradevices.Devices(inv, d.defaults, cordoned))); err != nil {
+	if err := d.helper.PublishResources(ctx, Resources(d.node, dradevices.Devices(inv, d.defaults, m))); err != nil {
 		return fmt.Errorf("publish %s's ResourceSlices: %w", d.node, err)
 	}
 	return nil

@@ -65,7 +65,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer driver.Stop()
-	if err := driver.Publish(ctx, inv, nil); err != nil {
+	if err := driver.Publish(ctx, inv, dradevices.Marks{}); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 30*time.Second, "the node's ResourceSlice as published", func() error {
@@ -174,7 +174,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 	// gpu-1 recovers: the node publishes it untainted, and the pod that
 	// waited for a whole GPU's memory gets it, with gpu-1's defaults.
 	inv.GPUs[1].Healthy = true
-	if err := driver.Publish(ctx, inv, nil); err != nil {
+	if err := driver.Publish(ctx, inv, dradevices.Marks{}); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 60*time.Second, "the waiting pod placed on the recovered GPU", func() error {

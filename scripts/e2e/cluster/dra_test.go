@@ -72,6 +72,27 @@ func draClaims(t *testing.T, e env, nodes []string) {
 			return nil
 		})
 	})
+	// A tenant's pod of the extender's runs on the node when it moves to
+	// DRA: the GPU it holds is tainted for claims until it ends, so
+	// mixing the two ways on one node books nothing twice.
+	held := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "held"}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{"kubernetes.io/hostname": node}, TerminationGracePeriodSeconds: new(int64),
+		Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("1000")}}}}}}
+	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the extender's pod: %v", err)
+	}
+	e.waitRunning(t, ns, []string{"held"}, 90*time.Second)
+	hp, err := e.kube.CoreV1().Pods(ns).Get(ctx, "held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, err := protocol.DecodeAssignment(hp.Annotations[wellknown.AnnotationAssignment])
+	if err != nil || len(ha.Containers) != 1 || len(ha.Containers[0].GPUs) != 1 {
+		t.Fatalf("the extender pod's assignment: %+v, %v", ha, err)
+	}
+	heldGPU := ha.Containers[0].GPUs[0].UUID
+
 	took := e.restartDRA(t, node, len(inv.GPUs))
 	t.Logf("%s serves claims: its slices published %v after its vgpud pod was deleted", node, took.Round(time.Millisecond))
 
@@ -135,6 +156,29 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	cordoned(true)
 	annotate("-")
 	cordoned(false)
+	taint := func(uuid, key string, want bool) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("GPU %s's device tainted %s: %v", uuid, key, want), func() error {
+			list, err := e.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			if err != nil {
+				return err
+			}
+			for _, sl := range list.Items {
+				for _, d := range sl.Spec.Devices {
+					if d.Attributes["uuid"].StringValue == nil || *d.Attributes["uuid"].StringValue != uuid {
+						continue
+					}
+					if has := slices.ContainsFunc(d.Taints, func(tt resourceapi.DeviceTaint) bool { return tt.Key == key }); has != want {
+						return fmt.Errorf("taints %v", d.Taints)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no device for %s", uuid)
+		})
+	}
+	taint(heldGPU, wellknown.DRADriver+"/extender-booked", true)
+	t.Logf("GPU %s, held by the extender's pod, is tainted extender-booked", heldGPU)
 
 	class := e.name("-gpu")
 	capacity := func(mem, cores string) *resourceapi.CapacityRequirements {
@@ -189,6 +233,58 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	gpu := check("a", "4096m", "30")
 	// The template's claim names no cores: the split's share (100/10).
 	check("t", "2048m", "10")
+	if gpu == heldGPU {
+		t.Errorf("a's claim was allocated GPU %s, which the extender's pod holds", gpu)
+	}
+
+	// A claim aimed at the extender pod's GPU waits while the pod runs,
+	// and is placed there once it has ended.
+	aimed := request("1Gi", "")
+	aimed.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: fmt.Sprintf("device.attributes[%q].uuid == %q", wellknown.DRADriver, heldGPU)}}}
+	if _, err := asTenant.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "aimed"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: aimed}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod("aimed", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: new("aimed")}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "the claim aimed at the extender pod's GPU refused", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "aimed", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("a claim was allocated GPU %s, which the extender's pod holds", heldGPU)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				t.Logf("aimed: %s", c.Message)
+				return nil
+			}
+		}
+		return errors.New("not refused yet")
+	})
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	taint(heldGPU, wellknown.DRADriver+"/extender-booked", false)
+	e.waitRunning(t, ns, []string{"aimed"}, 90*time.Second)
+	t.Logf("the extender's pod deleted: the taint is gone, and the aimed claim runs on GPU %s", heldGPU)
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "aimed", metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "the aimed pod gone and its claim unprepared", func() error {
+		if _, err := e.kube.CoreV1().Pods(ns).Get(ctx, "aimed", metav1.GetOptions{}); err == nil {
+			return errors.New("still there")
+		}
+		for _, c := range e.inspect(t, node).Claims {
+			if c.Claim == "aimed" {
+				return errors.New("still prepared")
+			}
+		}
+		return nil
+	})
 
 	// The node holds a claim's container to its slice as it holds an
 	// extender's (the default, auto, enforces where the hook runs): t's
