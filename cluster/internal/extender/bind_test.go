@@ -565,6 +565,21 @@ func TestBindEnforcesNamespaceQuota(t *testing.T) {
 	}
 }
 
+// What the namespace's DRA claims are charged (NamespaceLimits' Used)
+// counts at bind beside its pods: claims and pods share one quota.
+func TestBindCountsTheNamespacesClaims(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second, bindPod("p1", "4000"), bindPod("p2", "4000"))
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 10000, Used: 3000}}
+	if msg := e.bind("p1"); msg != "" {
+		t.Fatal(msg)
+	}
+	<-e.bindings
+	e.allocated(t, "p1")
+	if msg := e.bind("p2"); !strings.Contains(msg, "gpumem quota 10000 MiB, in use 7000, this pod is charged 4000") {
+		t.Fatalf("p2 beside 3000 MiB of claims and p1: %q", msg)
+	}
+}
+
 // A GPU held whole (every core) is charged its whole memory, at bind and
 // in the books after, however little memory the pod names: four pods
 // asking 1 MiB and 100 cores once held four GPUs for 4 MiB of quota.

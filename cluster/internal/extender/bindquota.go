@@ -49,7 +49,10 @@ func (b *Binder) checkQuota(pod *slimpod.Pod, pl podmodel.Placement, node fit.No
 		return fmt.Errorf("pod %s/%s not bound: %w", pod.Namespace, pod.Name, err)
 	}
 	held := b.books.HeldCharge(pod.Namespace)
-	q.Memory.Used, q.Cores.Used = used.MemMiB, int64(used.Cores)
+	// On top of what the namespace's DRA claims are charged, which the
+	// books do not hold (NamespaceLimits).
+	q.Memory.Used += used.MemMiB
+	q.Cores.Used += int64(used.Cores)
 	q.Memory.Held, q.Cores.Held = held.MemMiB, int64(held.Cores)
 	charge := pl.Charge(func(uuid string) (protocol.GPU, bool) {
 		for _, g := range node.GPUs {
