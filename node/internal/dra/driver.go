@@ -84,7 +84,7 @@ func (d *ClaimDriver) Claims() map[string]Prepared { return d.prep.Claims() }
 // allocated on a new device is prepared, then as ResourceSlices, the
 // GPUs m marks tainted.
 func (d *ClaimDriver) Publish(ctx context.Context, inv protocol.Inventory, m dradevices.Marks) error {
-	d.prep.Offer(inv)
+	d.prep.Offer(inv, m)
 	if err := d.helper.PublishResources(ctx, Resources(d.node, dradevices.Devices(inv, d.defaults, m))); err != nil {
 		return fmt.Errorf("publish %s's ResourceSlices: %w", d.node, err)
 	}

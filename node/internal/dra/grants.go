@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -53,6 +54,36 @@ func offers(inv protocol.Inventory) map[string]offer {
 	for _, g := range inv.MIG {
 		for _, in := range g.Instances {
 			out[dradevices.DeviceName(in.UUID)] = offer{uuid: in.UUID, mig: true, memoryMiB: in.MemoryMiB, cores: g.Cores(in), slots: 1}
+		}
+	}
+	return out
+}
+
+// fenced are inv's devices, by UUID, that carry a taint of vgpud's, and
+// why: an instance's GPU's health and marks are its own.
+func fenced(inv protocol.Inventory, m dradevices.Marks) map[string]string {
+	out := map[string]string{}
+	why := func(uuid string, healthy bool, also ...string) string {
+		switch {
+		case !healthy:
+			return "unhealthy"
+		case m.Booked[uuid] || slices.ContainsFunc(also, func(u string) bool { return m.Booked[u] }):
+			return "held by pods the extender placed"
+		case m.Cordoned[uuid] || slices.ContainsFunc(also, func(u string) bool { return m.Cordoned[u] }):
+			return "cordoned (vgpud.io/cordon)"
+		}
+		return ""
+	}
+	for _, g := range inv.GPUs {
+		if w := why(g.UUID, g.Healthy); w != "" {
+			out[g.UUID] = w
+		}
+	}
+	for _, g := range inv.MIG {
+		for _, in := range g.Instances {
+			if w := why(in.UUID, g.Healthy, g.UUID); w != "" {
+				out[in.UUID] = w
+			}
 		}
 	}
 	return out

@@ -19,6 +19,7 @@ import (
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
@@ -70,7 +71,10 @@ type Preparer struct {
 
 	mu      sync.Mutex
 	offered map[string]offer // what the node publishes
-	claims  map[string]*Prepared
+	// fenced are the devices, by UUID, published tainted: why no new
+	// claim is prepared there, though a claim may tolerate the taint.
+	fenced map[string]string
+	claims map[string]*Prepared
 }
 
 // NewPreparer reads what an earlier run prepared from the record at
@@ -98,12 +102,14 @@ func NewPreparer(node, path, cdiDir string, edits func(uuid string) (cdispecs.Co
 	return p, nil
 }
 
-// Offer sets what the node publishes, which claims are prepared against.
-func (p *Preparer) Offer(inv protocol.Inventory) {
-	o := offers(inv)
+// Offer sets what the node publishes, which claims are prepared against,
+// and the GPUs m marks and the unhealthy ones, on which no new claim is
+// prepared.
+func (p *Preparer) Offer(inv protocol.Inventory, m dradevices.Marks) {
+	o, f := offers(inv), fenced(inv, m)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.offered = o
+	p.offered, p.fenced = o, f
 }
 
 // Claim is what the node prepared for the claim with that UID.
@@ -159,6 +165,15 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 	gs, err := grants(c, p.node, p.offered, func(i int) string { return cdiDevice(uid, i) })
 	if err != nil {
 		return nil, err
+	}
+	// A claim may tolerate vgpud's taints; the node does not. One it
+	// prepared before keeps its devices.
+	if _, had := p.claims[uid]; !had {
+		for _, g := range gs {
+			if why := p.fenced[g.UUID]; why != "" {
+				return nil, fmt.Errorf("claim %s/%s, device %s: GPU %s is %s; vgpud prepares no new claim there, whatever it tolerates", c.Namespace, c.Name, g.Device, g.UUID, why)
+			}
+		}
 	}
 	var held []Grant
 	for other, prep := range p.claims {

@@ -84,7 +84,7 @@ func newTestPreparer(t *testing.T, dir string) *Preparer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Offer(testInventory())
+	p.Offer(testInventory(), dradevices.Marks{})
 	return p
 }
 
@@ -222,7 +222,7 @@ func TestPrepareNeedsTheNodesNVIDIASpec(t *testing.T) {
 	p := newTestPreparer(t, t.TempDir())
 	inv := testInventory()
 	inv.GPUs[0].UUID = "GPU-unnamed"
-	p.Offer(inv)
+	p.Offer(inv, dradevices.Marks{})
 	res := prepareOne(t, p, claimOn("uid-n", "n", nil, result{device: "gpu-unnamed", consumed: consumed("1Gi", "1")}))
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "GPU-unnamed") {
 		t.Errorf("%v", res.Err)
@@ -254,6 +254,9 @@ func equalJSON(a, b any) bool {
 // refused, and a name of another kind is none of the claims'.
 func TestResolveByTheRecord(t *testing.T) {
 	p := newTestPreparer(t, t.TempDir())
+	inv := testInventory()
+	inv.GPUs[1].Healthy = true // held whole below
+	p.Offer(inv, dradevices.Marks{})
 	whole := claimOn("c-2", "whole", []string{"pod-a"}, result{device: "gpu-b"})
 	if res := prepareOne(t, p, whole); res.Err != nil {
 		t.Fatal(res.Err)
@@ -335,5 +338,36 @@ func TestAShareServesOneContainer(t *testing.T) {
 	}
 	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-b" || got.Holders["c-1-0"] != "pod-b/app" {
 		t.Errorf("after the replacement: pods %v, holders %v", got.Pods, got.Holders)
+	}
+}
+
+// A claim may tolerate vgpud's taints, and kube-scheduler then allocates
+// it a GPU the extender's pods hold, or one cordoned or unhealthy: the
+// node prepares no new claim there, and keeps one it prepared before.
+func TestPrepareRefusesTaintedGPUs(t *testing.T) {
+	p := newTestPreparer(t, t.TempDir())
+	before := claimOn("uid-b", "before", []string{"pod-a"}, result{device: "gpu-a", shareID: "s1", consumed: consumed("1Gi", "10")})
+	if res := prepareOne(t, p, before); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, c := range []struct {
+		marks dradevices.Marks
+		want  string
+	}{
+		{dradevices.Marks{Booked: map[string]bool{"GPU-a": true}}, "held by pods the extender placed"},
+		{dradevices.Marks{Cordoned: map[string]bool{"GPU-a": true}}, "cordoned"},
+	} {
+		p.Offer(testInventory(), c.marks)
+		res := prepareOne(t, p, claimOn("uid-t", "tolerates", []string{"pod-b"}, result{device: "gpu-a", shareID: "s2", consumed: consumed("1Gi", "10")}))
+		if res.Err == nil || !strings.Contains(res.Err.Error(), c.want) {
+			t.Errorf("a new claim on a GPU %s: %v", c.want, res.Err)
+		}
+		if res := prepareOne(t, p, before); res.Err != nil {
+			t.Errorf("the claim prepared before, asked again (%s): %v", c.want, res.Err)
+		}
+	}
+	p.Offer(testInventory(), dradevices.Marks{})
+	if res := prepareOne(t, p, claimOn("uid-u", "sick", []string{"pod-c"}, result{device: "gpu-b", shareID: "s3", consumed: consumed("1Gi", "10")})); res.Err == nil || !strings.Contains(res.Err.Error(), "unhealthy") {
+		t.Errorf("a new claim on the unhealthy GPU: %v", res.Err)
 	}
 }
