@@ -45,6 +45,7 @@ import (
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
 	"github.com/vgpud/vgpud/cluster/internal/watches"
 	"github.com/vgpud/vgpud/protocol/podevents"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/webhook"
 )
@@ -172,11 +173,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	}
 	quotas := quota.New(inf.Pods, inf.Quotas, r.names)
 	ledger := books.New(r.names, r.scheduler, r.clock)
-	if inf.Claims != nil {
-		if err := quotas.CountClaims(inf.Claims, r.admission.ClaimDeviceClass, ledger.SmallestGPUMiB); err != nil {
-			return nil, fmt.Errorf("count claims in quota: %w", err)
-		}
-	}
+
 	ledger.KeepDeletedInFlight(r.cfg.Scheduling.DeletedInFlight())
 	booksSynced, err := ledger.Watch(inf.Pods, inf.Nodes, log.With("component", "books"))
 	if err != nil {
@@ -206,6 +203,17 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	t.binder = extender.NewBinder(ctx, extender.BindConfig{Names: r.names, Scheduler: r.scheduler, Policy: t.policy, Wait: r.cfg.Scheduling.BindWait, UnansweredHold: r.cfg.Scheduling.BindUnansweredHold},
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
+	if inf.Claims != nil {
+		// A claim is checked against the pods as bind charges them, under
+		// bind's lock of the namespace.
+		pods := func(namespace string) (podmodel.Usage, error) {
+			u, err := ledger.NamespaceUsage(namespace, "")
+			return u.Plus(ledger.HeldCharge(namespace)), err
+		}
+		if err := quotas.CountClaims(inf.Claims, r.admission.ClaimDeviceClass, ledger.SmallestGPUMiB, quota.ClaimDeps{Pods: pods, Lock: t.binder.LockQuota}); err != nil {
+			return nil, fmt.Errorf("count claims in quota: %w", err)
+		}
+	}
 	placer := extender.NewPlacer(ledger, t.binder, r.names, t.policy, lookup, events.As(corev1.EventTypeWarning, "Scheduling"), log.With("component", "extender"))
 	// A pod refused just before GPUs freed is nudged to be tried again;
 	// one that lower-priority pods keep out is preempted for.
@@ -323,6 +331,9 @@ func (t *termParts) run(ctx context.Context, term leader.Term) error {
 		t.inf.Start(serving)
 		if err := t.inf.Sync(ctx); err != nil {
 			return err
+		}
+		if !t.inf.ClaimsSynced() {
+			t.log.Warn("DRA claims not listed yet (may vgpud's ServiceAccount list and watch resourceclaims?): quota counts none until they are")
 		}
 		if !toolscache.WaitForCacheSync(ctx.Done(), t.booksSynced) {
 			return fmt.Errorf("fill the GPU books: %w", ctx.Err())

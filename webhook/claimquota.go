@@ -14,12 +14,13 @@ import (
 )
 
 // ClaimQuotas admits DRA claims against their namespace's vGPU quota
-// (cluster/quota): AdmitClaim charges ask unless refuse, given the
-// namespace's quota and use, says why not, serialised per namespace.
+// (cluster/quota): AdmitClaim charges ask (where record: not on a dry
+// run) unless refuse, given the namespace's quota and use, says why not,
+// serialised per namespace with bind.
 type ClaimQuotas interface {
 	ClaimClass() string
 	SmallestGPUMiB() int64
-	AdmitClaim(namespace, name, generateName string, ask podmodel.Usage, refuse func(podmodel.Quota) string) string
+	AdmitClaim(namespace, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string
 }
 
 // ResourceClaims is the Handler for ResourceClaim CREATE: a claim that
@@ -55,7 +56,9 @@ func (h *ResourceClaims) Handle(_ context.Context, req *admissionv1.AdmissionReq
 	if err == nil {
 		ask = podmodel.Requested(asks, h.quotas.SmallestGPUMiB(), false)
 	}
-	msg := h.quotas.AdmitClaim(req.Namespace, claim.Name, claim.GenerateName, ask, func(q podmodel.Quota) string {
+	// A dry run is answered as the create would be, and charges nothing.
+	record := req.DryRun == nil || !*req.DryRun
+	msg := h.quotas.AdmitClaim(req.Namespace, claim.Name, claim.GenerateName, ask, record, func(q podmodel.Quota) string {
 		switch {
 		case !q.Memory.Set && !q.Cores.Set:
 			return ""

@@ -7,6 +7,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/vgpud/vgpud/cluster/internal/slimpod"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
@@ -22,9 +23,7 @@ func Transform(names wellknown.ResourceNames) toolscache.TransformFunc {
 			return trimNode(n), nil
 		}
 		if c, ok := obj.(*resourceapi.ResourceClaim); ok {
-			// Quota reads the requests alone.
-			return &resourceapi.ResourceClaim{TypeMeta: c.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
-				ResourceVersion: c.ResourceVersion, DeletionTimestamp: c.DeletionTimestamp}, Spec: c.Spec}, nil
+			return trimClaim(c), nil
 		}
 		return pod(obj)
 	}
@@ -44,4 +43,33 @@ func metaOnly(m metav1.ObjectMeta) metav1.ObjectMeta {
 	m.ManagedFields = nil
 	m.OwnerReferences = nil
 	return m
+}
+
+// trimClaim keeps what quota reads of a claim (quota.ClaimsUsage): each
+// request's class, count and capacity, and what vgpud's devices were
+// allocated; not its selectors, constraints or config, which a tenant
+// may make large.
+func trimClaim(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	out := &resourceapi.ResourceClaim{TypeMeta: c.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
+		ResourceVersion: c.ResourceVersion, DeletionTimestamp: c.DeletionTimestamp}}
+	for _, r := range c.Spec.Devices.Requests {
+		t := resourceapi.DeviceRequest{Name: r.Name}
+		if e := r.Exactly; e != nil {
+			t.Exactly = &resourceapi.ExactDeviceRequest{DeviceClassName: e.DeviceClassName, AllocationMode: e.AllocationMode, Count: e.Count, Capacity: e.Capacity}
+		}
+		for _, f := range r.FirstAvailable {
+			t.FirstAvailable = append(t.FirstAvailable, resourceapi.DeviceSubRequest{Name: f.Name, DeviceClassName: f.DeviceClassName, AllocationMode: f.AllocationMode, Count: f.Count, Capacity: f.Capacity})
+		}
+		out.Spec.Devices.Requests = append(out.Spec.Devices.Requests, t)
+	}
+	if a := c.Status.Allocation; a != nil {
+		out.Status.Allocation = &resourceapi.AllocationResult{}
+		for _, r := range a.Devices.Results {
+			if r.Driver == dradevices.DriverName {
+				out.Status.Allocation.Devices.Results = append(out.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+					Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device, ConsumedCapacity: r.ConsumedCapacity})
+			}
+		}
+	}
+	return out
 }

@@ -17,6 +17,11 @@ import (
 // claim consumes them), and each claim of class to its namespace's
 // charge, by the leader's quota rule (quota.ClaimsUsage).
 func WithClaims(v inspectv1.ClusterView, claims []resourceapi.ResourceClaim, class string) inspectv1.ClusterView {
+	// A claim on a node the view does not show (--node) is none of its.
+	shown := map[string]bool{}
+	for _, n := range v.Nodes {
+		shown[n.Name] = true
+	}
 	byNS := map[string][]*resourceapi.ResourceClaim{}
 	for i := range claims {
 		c := &claims[i]
@@ -25,7 +30,7 @@ func WithClaims(v inspectv1.ClusterView, claims []resourceapi.ResourceClaim, cla
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != dradevices.DriverName {
+			if r.Driver != dradevices.DriverName || !shown[r.Pool] {
 				continue
 			}
 			if !share(v.Nodes, r, c.Namespace+"/"+c.Name) {

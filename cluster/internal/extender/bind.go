@@ -95,7 +95,7 @@ func (b *Binder) bind(ctx context.Context, args extenderv1.ExtenderBindingArgs) 
 	waited = b.clock.Since(start)
 	// Binds in a namespace with a vGPU quota are serialised, so two cannot
 	// both fit the last of it; other namespaces bind in parallel.
-	defer b.lockQuota(args.PodNamespace)()
+	defer b.LockQuota(args.PodNamespace)()
 	if cached != nil {
 		if err := b.place(ctx, args, cached, &h); !errors.Is(err, errStale) {
 			return waited, err
@@ -133,7 +133,7 @@ func (b *Binder) reserve(args extenderv1.ExtenderBindingArgs, pod *slimpod.Pod, 
 	if err != nil {
 		return
 	}
-	defer b.lockQuota(pod.Namespace)()
+	defer b.LockQuota(pod.Namespace)()
 	// What fails here is decided, and said, after the wait.
 	_, _, _ = b.book(args.Node, pod, req, opts, h)
 }

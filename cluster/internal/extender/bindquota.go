@@ -23,9 +23,10 @@ func (b *Binder) quotaOf(namespace string) (podmodel.Quota, bool) {
 	return q, q.Memory.Set || q.Cores.Set
 }
 
-// lockQuota takes the namespace's quota lock when it has a vGPU quota,
-// and returns its unlock.
-func (b *Binder) lockQuota(namespace string) func() {
+// LockQuota takes the namespace's quota lock when it has a vGPU quota,
+// and returns its unlock: binds of the namespace hold it, and so do
+// admissions of its DRA claims (quota.ClaimDeps).
+func (b *Binder) LockQuota(namespace string) func() {
 	if _, ok := b.quotaOf(namespace); !ok {
 		return func() {}
 	}

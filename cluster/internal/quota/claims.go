@@ -8,6 +8,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 )
@@ -26,10 +28,21 @@ type claimSource struct {
 	indexer  cache.Indexer
 	class    string
 	wholeGPU func() int64
+	bound    ClaimDeps
 	now      func() time.Time
 
-	mu       sync.Mutex
+	mu       sync.Mutex            // admitted's alone
 	admitted map[string][]admitted // by namespace
+}
+
+// ClaimDeps are what a claim's admission is checked with beside the
+// claims: what the namespace's pods are charged as bind charges them
+// (the books, with what their GPUs hold beyond), and the namespace's
+// quota lock, which bind holds too, so that a claim and a pod never take
+// the same room.
+type ClaimDeps struct {
+	Pods func(namespace string) (podmodel.Usage, error)
+	Lock func(namespace string) (unlock func())
 }
 
 // admitted is a claim admitted and not yet seen: its name, or the
@@ -44,8 +57,8 @@ type admitted struct {
 // namespace) that ask DeviceClass class, a GPU held whole counting
 // wholeGPU MiB (the smallest the leader knows), as the webhook charges a
 // pod at create.
-func (s *Source) CountClaims(claimInformer cache.SharedIndexInformer, class string, wholeGPU func() int64) error {
-	c := &claimSource{indexer: claimInformer.GetIndexer(), class: class, wholeGPU: wholeGPU, now: time.Now, admitted: map[string][]admitted{}}
+func (s *Source) CountClaims(claimInformer cache.SharedIndexInformer, class string, wholeGPU func() int64, deps ClaimDeps) error {
+	c := &claimSource{indexer: claimInformer.GetIndexer(), class: class, wholeGPU: wholeGPU, bound: deps, now: time.Now, admitted: map[string][]admitted{}}
 	if _, err := claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: c.seen}); err != nil {
 		return err
 	}
@@ -64,18 +77,32 @@ func (s *Source) ClaimClass() string {
 
 // AdmitClaim charges a claim being created in namespace (named name, or
 // by generateName) at ask, unless refuse, given the namespace's quota
-// with every claim already admitted, says why not. Admissions of a
-// namespace are serialised.
-func (s *Source) AdmitClaim(namespace, name, generateName string, ask podmodel.Usage, refuse func(podmodel.Quota) string) string {
+// and what its pods and claims are charged, says why not; record false
+// (a dry run) charges nothing. It holds the namespace's quota lock.
+func (s *Source) AdmitClaim(namespace, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string {
 	c := s.claims
 	if c == nil {
 		return ""
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if msg := refuse(s.namespaceQuota(namespace, c.usageLocked)); msg != "" {
+	defer c.bound.Lock(namespace)()
+	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	q := s.limits(quotas)
+	if q.Memory.Set || q.Cores.Set {
+		pods, err := c.bound.Pods(namespace)
+		if err != nil {
+			return err.Error()
+		}
+		claims := c.usage(namespace)
+		q.Memory.Used, q.Cores.Used = pods.MemMiB+claims.MemMiB, int64(pods.Cores+claims.Cores)
+	}
+	if msg := refuse(q); msg != "" || !record {
 		return msg
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.admitted[namespace] = append(c.admitted[namespace], admitted{name: name, generateName: generateName, charge: ask, at: c.now()})
 	return ""
 }
@@ -98,18 +125,12 @@ func (c *claimSource) seen(obj any) {
 }
 
 // usage is what namespace's claims are charged, admitted ones included;
-// nothing where claims are not counted.
+// nothing where claims are not counted. c.mu covers the admissions
+// alone: the claims are summed outside it.
 func (c *claimSource) usage(namespace string) podmodel.Usage {
 	if c == nil {
 		return podmodel.Usage{}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.usageLocked(namespace)
-}
-
-// usageLocked is usage, c.mu held.
-func (c *claimSource) usageLocked(namespace string) podmodel.Usage {
 	var u podmodel.Usage
 	if objs, err := c.indexer.ByIndex(cache.NamespaceIndex, namespace); err == nil {
 		claims := make([]*resourceapi.ResourceClaim, 0, len(objs))
@@ -120,11 +141,13 @@ func (c *claimSource) usageLocked(namespace string) podmodel.Usage {
 		}
 		u = ClaimsUsage(claims, c.class, c.wholeGPU())
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return u.Plus(c.pending(namespace))
 }
 
 // pending is the charge of namespace's claims admitted and not yet seen,
-// forgetting those past inflightFor.
+// forgetting those past inflightFor; c.mu held.
 func (c *claimSource) pending(namespace string) podmodel.Usage {
 	var u podmodel.Usage
 	live := c.admitted[namespace][:0]
@@ -142,17 +165,41 @@ func (c *claimSource) pending(namespace string) podmodel.Usage {
 	return u
 }
 
-// ClaimsUsage is the pure part: the sum of claims' charges. A claim that
-// cannot be read (the webhook refuses it where a quota is set) counts
-// nothing.
+// ClaimsUsage is the pure part: the sum of claims' charges. Each is
+// charged the larger of what it asks of class (dradevices.ClaimRequests)
+// and, once allocated, what it consumes of vgpud's devices (its status,
+// which only kube-scheduler writes): the defaults its request left out,
+// and shares reached through another DeviceClass, count too. A claim
+// whose requests cannot be read counts what it was allocated.
 func ClaimsUsage(claims []*resourceapi.ResourceClaim, class string, wholeGPU int64) podmodel.Usage {
 	var u podmodel.Usage
 	for _, cl := range claims {
-		cs, err := dradevices.ClaimRequests(&cl.Spec, class)
-		if err != nil || len(cs) == 0 {
+		var asked podmodel.Usage
+		if cs, err := dradevices.ClaimRequests(&cl.Spec, class); err == nil && len(cs) > 0 {
+			asked = podmodel.Requested(cs, wholeGPU, false)
+		}
+		u = u.Plus(asked.Max(consumed(cl)))
+	}
+	return u
+}
+
+// consumed is what cl's allocation takes of vgpud's shared GPUs: their
+// consumed memory (whole MiB, rounded up) and cores, and a slot each. A
+// device held whole (a MIG instance) consumes no capacity and is not
+// counted here.
+func consumed(cl *resourceapi.ResourceClaim) podmodel.Usage {
+	var u podmodel.Usage
+	if cl.Status.Allocation == nil {
+		return u
+	}
+	for _, r := range cl.Status.Allocation.Devices.Results {
+		if r.Driver != dradevices.DriverName || r.ConsumedCapacity == nil {
 			continue
 		}
-		u = u.Plus(podmodel.Requested(cs, wholeGPU, false))
+		mem, cores := r.ConsumedCapacity[dradevices.CapacityMemory], r.ConsumedCapacity[dradevices.CapacityCores]
+		u.MemMiB += (mem.Value() + 1<<20 - 1) >> 20
+		u.Cores += int(min(max(cores.Value(), 0), 1<<20))
+		u.Slots++
 	}
 	return u
 }

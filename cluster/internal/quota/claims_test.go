@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,26 @@ func TestClaimsUsage(t *testing.T) {
 			t.Errorf("%s: %+v; want %+v", c.name, got, c.want)
 		}
 	}
+	// Once allocated, what it consumes counts where it is more: the
+	// default cores it left out, a share reached through another class.
+	allocated := func(c *resourceapi.ResourceClaim, memQ, coresQ string) *resourceapi.ResourceClaim {
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpu", Driver: dradevices.DriverName, Pool: "n1", Device: "gpu-0",
+			ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{mem: resource.MustParse(memQ), cores: resource.MustParse(coresQ)}}}}}
+		return c
+	}
+	for _, c := range []struct {
+		name  string
+		claim *resourceapi.ResourceClaim
+		want  podmodel.Usage
+	}{
+		{"default cores", allocated(gpuClaim("a", "ai", "vgpud-gpu", 1, map[resourceapi.QualifiedName]string{mem: "1Gi"}), "1Gi", "25"), podmodel.Usage{MemMiB: 1024, Cores: 25, Slots: 1}},
+		{"another class", allocated(gpuClaim("a", "ai", "admins-broad-class", 1, nil), "3Gi", "10"), podmodel.Usage{MemMiB: 3072, Cores: 10, Slots: 1}},
+	} {
+		if got := ClaimsUsage([]*resourceapi.ResourceClaim{c.claim}, "vgpud-gpu", 40960); got != c.want {
+			t.Errorf("%s: %+v; want %+v", c.name, got, c.want)
+		}
+	}
 	all := gpuClaim("a", "ai", "vgpud-gpu", 0, nil)
 	all.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
 	if _, err := dradevices.ClaimRequests(&all.Spec, "vgpud-gpu"); err == nil || !strings.Contains(err.Error(), "ask a count") {
@@ -79,7 +100,11 @@ func TestSourceCountsClaims(t *testing.T) {
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(slimpod.Transform(wellknown.DefaultResourceNames())))
 	src := New(factory.Core().V1().Pods().Informer(), factory.Core().V1().ResourceQuotas().Informer(), wellknown.DefaultResourceNames())
 	claims := factory.Resource().V1().ResourceClaims().Informer()
-	if err := src.CountClaims(claims, "vgpud-gpu", func() int64 { return 40960 }); err != nil {
+	// The books hold pod a as bind charged it.
+	var lock sync.Mutex
+	deps := ClaimDeps{Pods: func(string) (podmodel.Usage, error) { return podmodel.Usage{MemMiB: 10000}, nil },
+		Lock: func(string) func() { lock.Lock(); return lock.Unlock }}
+	if err := src.CountClaims(claims, "vgpud-gpu", func() int64 { return 40960 }, deps); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Unix(1000, 0)
@@ -105,10 +130,10 @@ func TestSourceCountsClaims(t *testing.T) {
 		}
 		return ""
 	}
-	if msg := src.AdmitClaim("ai", "", "train-gpu-", ask, refuse); msg != "" {
+	if msg := src.AdmitClaim("ai", "", "train-gpu-", ask, true, refuse); msg != "" {
 		t.Fatalf("the first claim of 15000: %s", msg)
 	}
-	if msg := src.AdmitClaim("ai", "other", "", ask, refuse); msg != "over" {
+	if msg := src.AdmitClaim("ai", "other", "", ask, true, refuse); msg != "over" {
 		t.Fatalf("a second claim of 15000 beside the first, not yet seen: %q; want refused", msg)
 	}
 	// The informer sees the first: it counts once.
@@ -124,9 +149,13 @@ func TestSourceCountsClaims(t *testing.T) {
 	if got := src.NamespaceQuota("ai").Memory.Used; got != 35000 {
 		t.Fatalf("after the informer saw it: %d MiB used; want 35000", got)
 	}
-	// One admitted and never created stops counting.
+	// A dry run is checked and charges nothing.
 	ask = podmodel.Usage{MemMiB: 5000}
-	if msg := src.AdmitClaim("ai", "lost", "", ask, refuse); msg != "" {
+	if msg := src.AdmitClaim("ai", "dry", "", ask, false, refuse); msg != "" || src.NamespaceQuota("ai").Memory.Used != 35000 {
+		t.Fatalf("a dry run: %q, %d used", msg, src.NamespaceQuota("ai").Memory.Used)
+	}
+	// One admitted and never created stops counting.
+	if msg := src.AdmitClaim("ai", "lost", "", ask, true, refuse); msg != "" {
 		t.Fatal(msg)
 	}
 	if got := src.NamespaceQuota("ai").Memory.Used; got != 40000 {

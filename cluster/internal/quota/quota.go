@@ -39,18 +39,13 @@ func New(podInformer, quotaInformer cache.SharedIndexInformer, names wellknown.R
 // A pod whose resources cannot be read counts as nothing: the webhook
 // would have denied it, so it can only be one admitted before vgpud was.
 func (s *Source) NamespaceQuota(namespace string) podmodel.Quota {
-	return s.namespaceQuota(namespace, s.claims.usage)
-}
-
-// namespaceQuota is NamespaceQuota with the claims' usage from claims.
-func (s *Source) namespaceQuota(namespace string, claims func(namespace string) podmodel.Usage) podmodel.Quota {
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil || len(quotas) == 0 {
 		return podmodel.Quota{}
 	}
 	q := Compute(s.pods.List(namespace), quotas, s.names)
 	if q.Memory.Set || q.Cores.Set {
-		u := claims(namespace)
+		u := s.claims.usage(namespace)
 		q.Memory.Used += u.MemMiB
 		q.Cores.Used += int64(u.Cores)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -98,17 +99,31 @@ func (s *Informers) Start(ctx context.Context) {
 
 // Sync waits for every informer's first list, or for ctx.
 func (s *Informers) Sync(ctx context.Context) error {
-	all := map[string]toolscache.SharedIndexInformer{"pods": s.Pods, "nodes": s.Nodes, "resourcequotas": s.Quotas}
-	if s.Claims != nil {
-		all["resourceclaims"] = s.Claims
-	}
-	for name, inf := range all {
+	for name, inf := range map[string]toolscache.SharedIndexInformer{"pods": s.Pods, "nodes": s.Nodes, "resourcequotas": s.Quotas} {
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("sync %s informer: %w", name, ctx.Err())
 		}
 	}
+	// Claims only count in quota: a leader whose token may not list
+	// them (a ClusterRole older than the binary) still serves, and counts
+	// them once they sync (ClaimsSynced).
+	if s.Claims != nil {
+		wait, cancel := context.WithTimeout(ctx, claimsSyncWait)
+		defer cancel()
+		toolscache.WaitForCacheSync(wait.Done(), s.Claims.HasSynced)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sync resourceclaims informer: %w", err)
+		}
+	}
 	return nil
 }
+
+// claimsSyncWait is how long Sync waits for the claims' first list.
+const claimsSyncWait = 30 * time.Second
+
+// ClaimsSynced says whether the claims' informer has its first list (true
+// where there is none).
+func (s *Informers) ClaimsSynced() bool { return s.Claims == nil || s.Claims.HasSynced() }
 
 // Stop waits until every informer started has returned.
 func (s *Informers) Stop() { s.wg.Wait() }
