@@ -14,6 +14,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/rescan"
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/protocol/podevents"
 )
 
@@ -77,6 +78,11 @@ func (a *Role) generation(ctx context.Context, lib nvml.Interface, devs []gpu.De
 		// A DRA node serves claims only: no device plugin registers, so
 		// kubelet offers no GPU resource for the extender's pods here.
 		pstop()
+		// What the node serves, for the leader (which binds nothing
+		// here) and for inspect.
+		if err := p.publisher.SetPluginState(gctx, wellknown.PluginClaims); err != nil {
+			a.log.Warn("could not say on the node that it serves DRA claims", "err", err)
+		}
 		annotated := make(chan protocol.Inventory, 1)
 		g.Go(func() error { return a.serveClaims(gctx, a.inventory(), p.healthChanged, annotated, pods) })
 		g.Go(func() error { return p.publisher.Keep(gctx, a.inventory(), annotated, a.clock, a.log) })

@@ -6,7 +6,8 @@
 # (binpack, the default), a whole-GPU pod and a two-GPU pod spread over the
 # nodes, a pod asking for an L4, and one that cannot fit. Prints where each
 # landed and what its container sees, `vgpud inspect` on every node, and
-# why the last one waits.
+# why the last one waits; then the same sharing pods as DRA claims on one
+# node moved to DRA mode (scripts/demo-dra.sh).
 # The cluster stays up afterwards: eval "$(scripts/cluster.sh env)" to use
 # kubectl on it, scripts/cluster.sh down to stop it.
 set -euo pipefail
@@ -100,5 +101,6 @@ echo "$msg"
 echo
 echo "== the whole cluster as vgpud books it: kubectl -n vgpud-system exec $vp -- vgpud inspect --cluster"
 kubectl -n vgpud-system exec "$vp" -- vgpud inspect --cluster
+"$here/demo-dra.sh"
 echo
 echo "The cluster is still up: eval \"\$($here/cluster.sh env)\"; kubectl -n $ns get pods. Stop it with $here/cluster.sh down."

@@ -21,11 +21,13 @@ const (
 	// PluginWaiting while kubelet holds no stream to it (kubelet is
 	// restarting). The leader binds only to serving nodes, so no pod is
 	// bound to a plugin that is going away or a kubelet that cannot admit
-	// it.
+	// it. PluginClaims: the node serves DRA claims instead (--dra), and
+	// runs no device plugin.
 	AnnotationPlugin = "vgpud.io/plugin"
 	PluginServing    = "serving"
 	PluginDraining   = "draining"
 	PluginWaiting    = "waiting"
+	PluginClaims     = "claims"
 
 	// AnnotationIdentity says how the node's containers get their GPUs,
 	// written by the node role. IdentityRuntime: the container runtime
