@@ -14,8 +14,8 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nodepods"
 	"github.com/vgpud/vgpud/node/internal/rescan"
 	"github.com/vgpud/vgpud/protocol"
-	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/protocol/podevents"
+	"github.com/vgpud/vgpud/protocol/wellknown"
 )
 
 // generations serves devs, and each time a rescan finds the machine's
