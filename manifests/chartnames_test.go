@@ -29,7 +29,7 @@ var objectSuffixes = []string{
 	"runtime-hook-optional", "runtime-hook-required", "hook-required", "gpu-pods",
 	"annotations", "gpu-cordoner", "gpu-cordon", "gpu-agents-admin", "gpu-agents", "hami-records", "scheduled-only",
 	"own-writes", "slice-env", "node-setup", "node-revert", "tls",
-	"auth-delegator", "metrics-reader", "viewer", "resource-slices",
+	"auth-delegator", "metrics-reader", "viewer", "resource-slices", "claims-admin-access",
 	// After every gpu-* and mig-*: the alternation takes the first that
 	// matches.
 	"gpu", "mig",
@@ -138,7 +138,7 @@ func chartNames(t *testing.T, file, tmpl string) string {
 	t.Helper()
 	switch file {
 	case "vgpud.yaml":
-		tmpl = renameObjects(t, file, tmpl, installNames(), 150)
+		tmpl = renameObjects(t, file, tmpl, installNames(), 155)
 		return renameBare(t, file, tmpl, 20)
 	case "node-revert.yaml":
 		tmpl = renameObjects(t, file, tmpl, nameEdits(map[string]int{"app.kubernetes.io/name: vgpud": 5, "serviceAccountName: vgpud\n": 2}), 4)

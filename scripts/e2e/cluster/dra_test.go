@@ -446,6 +446,21 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		t.Logf("quota: %.200s", err)
 	}
 
+	// Admin access to vgpud's GPUs is refused at create, even where
+	// Kubernetes' own label allows it: the node would prepare none.
+	// (In the namespace without a quota, which would refuse it first.)
+	if _, err := e.kubectl("label", "--overwrite", "namespace", ns, "resource.kubernetes.io/admin-access=true"); err != nil {
+		t.Fatal(err)
+	}
+	admin := claimOf("admin", "1Gi")
+	admin.Spec.Devices.Requests[0].Exactly.AdminAccess = new(true)
+	admin.Spec.Devices.Requests[0].Exactly.Capacity = nil
+	if _, err := asTenant.ResourceV1().ResourceClaims(ns).Create(ctx, admin, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "prepares for no one") {
+		t.Errorf("a claim of admin access to vgpud's GPUs: %v; want refused by vgpud-claims-admin-access", err)
+	} else {
+		t.Logf("admin access: %.160s", err)
+	}
+
 	// The cluster view shows the claims beside the extender's pods: each
 	// share on its GPU's row, and the namespace charged for its claims.
 	if vp, err = e.vgpudPod(node); err != nil { // restarted since
