@@ -207,8 +207,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		// A claim is checked against the pods as bind charges them, under
 		// bind's lock of the namespace.
 		pods := func(namespace string) (podmodel.Usage, error) {
-			u, err := ledger.NamespaceUsage(namespace, "")
-			return u.Plus(ledger.HeldCharge(namespace)), err
+			return ledger.NamespaceUsage(namespace, "") // held beyond the slices included
 		}
 		if err := quotas.CountClaims(inf.Claims, r.admission.ClaimDeviceClass, ledger.SmallestGPUMiB, quota.ClaimDeps{Pods: pods, Lock: t.binder.LockQuota}); err != nil {
 			return nil, fmt.Errorf("count claims in quota: %w", err)

@@ -15,6 +15,19 @@ need_root demo-dra
 
 node=vgpud-node
 ns=vgpud-demo-dra
+
+# "reset", before a demo runs again on the cluster left up: the claims'
+# pods go while the node still serves claims (kubelet has it unprepare
+# them), then the node serves the device plugin again.
+if [ "${1:-}" = reset ]; then
+	kubectl get namespace $ns >/dev/null 2>&1 || exit 0
+	kubectl delete namespace $ns --wait --timeout=120s >/dev/null
+	overrides=$(kubectl -n vgpud-system get configmap vgpud -o jsonpath='{.data.node-overrides\.yaml}')
+	overrides=$(grep -v -e "^  - name: $node\$" -e "^    dra: true\$" <<<"$overrides" || true)
+	kubectl -n vgpud-system patch configmap vgpud --type merge -p "$(jq -n --arg v "$overrides" '{data: {"node-overrides.yaml": $v}}')" >/dev/null
+	kubectl -n vgpud-system delete pod -l app.kubernetes.io/component=node --field-selector spec.nodeName=$node >/dev/null
+	exit 0
+fi
 inv=$(kubectl get node $node -o jsonpath='{.metadata.annotations.vgpud\.io/gpus}')
 
 # The node's NVIDIA CDI spec, as nvidia-ctk cdi generate writes one:
@@ -101,7 +114,7 @@ done
 		claim=$(kubectl -n $ns get pod $p -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
 		dev=$(kubectl -n $ns get resourceclaim "$claim" -o json | jq -r '.status.allocation.devices.results[0] |
 			"\(.device[0:16]) \(.consumedCapacity.memory)/\(.consumedCapacity.cores)c"')
-		env=$(kubectl -n $ns logs $p | grep -E 'MEMORY_LIMIT|SM_LIMIT' | tr '\n' ' ')
+		env=$(kubectl -n $ns logs $p | grep -E 'MEMORY_LIMIT|SM_LIMIT' | tr '\n' ' ' || true)
 		echo "$p $s $claim $dev $env"
 	done
 } | column -t

@@ -18,6 +18,8 @@ need_root demo
 
 kubeconfig=$("$here/cluster.sh" up)
 export KUBECONFIG=$kubeconfig
+# A cluster left up by an earlier demo has a node in DRA mode.
+"$here/demo-dra.sh" reset
 "$here/install.sh"
 # No node was set up by hand: each vgpud pod's init container set its
 # node's containerd up (docs/install-node-setup.md); and each replica

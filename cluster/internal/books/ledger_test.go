@@ -791,3 +791,22 @@ func TestAPodOnAGoneGPUKeepsTheRestBooked(t *testing.T) {
 		t.Fatalf("GPU-n1-1 back books %+v; want both pods' slices", n.GPUs[1].Used)
 	}
 }
+
+// A node serving DRA claims serves its GPUs (the stats and the alert on
+// them say so) but takes no pod of the extender's; a draining one does
+// neither.
+func TestStatsServingClaims(t *testing.T) {
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	for name, plugin := range map[string]string{"dra": wellknown.PluginClaims, "going": wellknown.PluginDraining} {
+		n := gpuNode(name, 1, "0")
+		n.Annotations[wellknown.AnnotationPlugin] = plugin
+		c.SetNode(n)
+	}
+	st := c.Stats()
+	if len(st) != 2 || !st[0].Serving || st[1].Serving {
+		t.Fatalf("stats %+v; want dra serving, going not", st)
+	}
+	if _, r := c.Node("dra"); r == nil || r.Kind != "serves DRA claims" || r.Passing {
+		t.Fatalf("the extender on a DRA node: %+v; want refused, not serving the device plugin", r)
+	}
+}

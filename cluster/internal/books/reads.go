@@ -79,6 +79,8 @@ func (c *Ledger) nodeFor(name string, pod types.UID, own string) (fit.Node, *fit
 		return fit.Node{}, &fit.Reason{Kind: "unreadable gpu cordon", Text: st.cordonErr.Error()}
 	case len(st.unhonoured) > 0:
 		return fit.Node{}, &fit.Reason{Kind: "assignment from a newer vgpud", Text: firstUnhonoured(st.unhonoured)}
+	case st.plugin == wellknown.PluginClaims:
+		return fit.Node{}, &fit.Reason{Kind: "serves DRA claims", Text: "the node serves its GPUs to DRA claims (dra: true), not to vGPU resources: ask a claim to use it (docs/dra.md)"}
 	case !st.usable:
 		// kube-scheduler saw GPUs here (it filters on allocatable first),
 		// so the books lag a plugin that is coming back.

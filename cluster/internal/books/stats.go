@@ -46,7 +46,10 @@ func (c *Ledger) Stats() []NodeStats {
 		for i := range st.current.GPUs {
 			current[st.current.GPUs[i].UUID] = &st.current.GPUs[i]
 		}
-		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 && st.usable && st.plugin == wellknown.PluginServing}
+		// A node serving DRA claims serves its GPUs, not through the
+		// leader: it is not one the extender's alert should call down.
+		n := NodeStats{Name: name, Serving: st.invErr == nil && st.cordonErr == nil && len(st.gpus) > 0 &&
+			((st.usable && st.plugin == wellknown.PluginServing) || st.plugin == wellknown.PluginClaims)}
 		for _, g := range st.gpus {
 			s := GPUStats{GPU: g, Cordoned: st.cordoned[g.UUID], MIG: st.mig[g.UUID]}
 			if cur := current[g.UUID]; cur != nil {

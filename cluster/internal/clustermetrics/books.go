@@ -55,7 +55,7 @@ func newBooksCollector() *booksCollector {
 		full:     prometheus.NewDesc("vgpud_gpu_full", "1 while the GPU's node reports its processes hold all its memory, so nothing more is placed there; 0 while not. Shared GPUs only.", inv, nil),
 		migInstance: prometheus.NewDesc("vgpud_gpu_mig_instance", "1 for each MIG instance among the GPUs (uuid), with the GPU it is part of (gpu) and its profile; what is booked on it and what it has are under its uuid.",
 			[]string{"node", "uuid", "gpu", "profile"}, nil),
-		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while the leader places pods on the node: its inventory read, its device plugin registered with kubelet and serving; 0 while not.", []string{"node"}, nil),
+		serving:    prometheus.NewDesc("vgpud_cluster_node_serving", "1 while vgpud serves the node's GPUs: its inventory read, and its device plugin registered with kubelet and serving (the leader places pods there) or its DRA driver serving claims; 0 while not.", []string{"node"}, nil),
 		memLimit:   prometheus.NewDesc("vgpud_namespace_quota_memory_limit_bytes", "The namespace's hard quota of GPU memory (requests.nvidia.com/gpumem).", ns, nil),
 		memUsed:    prometheus.NewDesc("vgpud_namespace_quota_memory_used_bytes", "GPU memory the namespace's booked pods are charged, as bind counts it against the quota.", ns, nil),
 		coresLimit: prometheus.NewDesc("vgpud_namespace_quota_cores_limit_ratio", "The namespace's hard quota of GPU cores (requests.nvidia.com/gpucores) in GPUs: 1 is one whole GPU's cores.", ns, nil),
