@@ -4,14 +4,9 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -40,10 +35,7 @@ func TestWhatTheAllocatorDecides(t *testing.T) {
 	defer cancel()
 	const node, ns = "dra-dgx", "dra-allocator"
 	readyNode(t, ctx, kube, node)
-	harness.EnsureNamespace(t, kube, ns, nil)
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	claimNamespace(t, ctx, kube, ns)
 
 	// Four 40 GiB GPUs, split 8: 0 and 3 on NUMA node 0, 1 and 2 on
 	// node 1; NVLink joins 0 with 2 and 1 with 3. GPU 4 is in MIG mode.
@@ -193,34 +185,10 @@ func (a allocator) place(name string, annotations map[string]string, spec resour
 	if _, err := a.kube.ResourceV1().ResourceClaims(a.ns).Create(a.ctx, claim, metav1.CreateOptions{}); err != nil {
 		a.t.Fatalf("claim %s: %v", name, err)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: corev1.PodSpec{
-		NodeSelector:   map[string]string{"kubernetes.io/hostname": a.node},
-		Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}},
-		Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
-			Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-	}}
-	if _, err := a.kube.CoreV1().Pods(a.ns).Create(a.ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := a.kube.CoreV1().Pods(a.ns).Create(a.ctx, claimPod(name, a.node, claim.Name, annotations), metav1.CreateOptions{}); err != nil {
 		a.t.Fatalf("pod %s: %v", name, err)
 	}
-	var why string
-	harness.Eventually(a.t, 30*time.Second, "pod "+name+" scheduled or refused", func() error {
-		p, err := a.kube.CoreV1().Pods(a.ns).Get(a.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Spec.NodeName != "" {
-			return nil
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				why = c.Message
-				return nil
-			}
-		}
-		return errors.New("pending")
-	})
-	if why != "" {
+	if why := placed(a.t, a.ctx, a.kube, a.ns, name); why != "" {
 		a.t.Logf("%-14s unschedulable: %s", name, why)
 		return nil
 	}
@@ -234,48 +202,4 @@ func (a allocator) place(name string, annotations map[string]string, spec resour
 	}
 	a.t.Logf("%-14s on %v", name, got)
 	return got
-}
-
-// publish starts a claim driver for node, as the node role would, and
-// publishes inv; it stops with ctx.
-func publish(t *testing.T, ctx context.Context, kube kubernetes.Interface, node string, inv protocol.Inventory) *ClaimDriver {
-	t.Helper()
-	dir := t.TempDir()
-	dirs := KubeletDirs{Plugin: filepath.Join(dir, "plugin"), Registry: filepath.Join(dir, "registry")}
-	for _, d := range []string{dirs.Plugin, dirs.Registry} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prep, err := NewPreparer(node, filepath.Join(dir, "dra.json"), dir, fakeEdits, slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	driver, err := StartClaimDriver(ctx, kube, node, dirs, dradevices.ClaimDefaults{MemPercent: 100}, prep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(driver.Stop)
-	if err := driver.Publish(ctx, inv, dradevices.Marks{}); err != nil {
-		t.Fatal(err)
-	}
-	harness.Eventually(t, 30*time.Second, "the node's ResourceSlice as published", func() error {
-		list, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-		if err != nil || len(list.Items) != 1 {
-			return fmt.Errorf("%d slices, %v", len(list.Items), err)
-		}
-		return nil
-	})
-	return driver
-}
-
-// spawnScheduler runs a stock kube-scheduler, no extender, against
-// kubeconfig.
-func spawnScheduler(t *testing.T, kubeconfig, bin string) *harness.Process {
-	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "scheduler.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %s}\nleaderElection: {leaderElect: false}\n", kubeconfig)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return harness.Spawn(t, "kube-scheduler", filepath.Join(bin, "kube-scheduler"), "--config="+cfg, "--secure-port=0", "--v=2")
 }

@@ -4,23 +4,17 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/vgpud/vgpud/protocol/dradevices"
@@ -41,30 +35,11 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 	defer cancel()
 	const node, ns = "dra-a100", "dra-e2e"
 	readyNode(t, ctx, kube, node)
-	harness.EnsureNamespace(t, kube, ns, nil)
-	// No controller-manager here makes the account a pod needs.
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	claimNamespace(t, ctx, kube, ns)
 
 	inv := testInventory()
 	inv.MIG = nil
-	dir := t.TempDir()
-	dirs := KubeletDirs{Plugin: filepath.Join(dir, "plugin"), Registry: filepath.Join(dir, "registry")}
-	for _, d := range []string{dirs.Plugin, dirs.Registry} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prep, err := NewPreparer(node, filepath.Join(dir, "dra.json"), dir, fakeEdits, slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	driver, err := StartClaimDriver(ctx, kube, node, dirs, dradevices.ClaimDefaults{MemPercent: 100}, prep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer driver.Stop()
+	driver, prep, dir := startDriver(t, ctx, kube, node)
 	if err := driver.Publish(ctx, inv, dradevices.Marks{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,34 +99,13 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 		if _, err := kube.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("claim %s: %v", c.name, err)
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: corev1.PodSpec{
-			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
-			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}},
-			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
-				Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-		}}
-		if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := kube.CoreV1().Pods(ns).Create(ctx, claimPod(c.name, node, claim.Name, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("pod %s: %v", c.name, err)
 		}
-		var got string
-		harness.Eventually(t, 30*time.Second, "pod "+c.name+" scheduled or refused", func() error {
-			p, err := kube.CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if p.Spec.NodeName != "" {
-				got = "scheduled"
-				return nil
-			}
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
-					got = "unschedulable: " + cond.Message
-					return nil
-				}
-			}
-			return errors.New("pending")
-		})
+		got := "scheduled"
+		if why := placed(t, ctx, kube, ns, c.name); why != "" {
+			got = "unschedulable: " + why
+		}
 		if c.fits != (got == "scheduled") {
 			t.Fatalf("pod %s: %s; want fits=%v", c.name, got, c.fits)
 		}
@@ -197,7 +151,7 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient("unix://"+filepath.Join(dirs.Plugin, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,36 +173,3 @@ func TestKubeSchedulerBooksTheDevices(t *testing.T) {
 	}
 	t.Logf("kubelet's NodePrepareResources for %q: %s, %d MiB, %d cores for pod %s", "named", r.Devices[0].CdiDeviceIds[0], got.Grants[0].MemoryMiB, got.Grants[0].Cores, got.Pods[0])
 }
-
-// readyNode makes a Node the scheduler takes: Ready, with room for pods,
-// and no taint (no kubelet or node controller here clears one).
-func readyNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, name string) {
-	t.Helper()
-	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Spec.Taints = nil
-	if n, err = kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	n.Status.Capacity, n.Status.Allocatable = room, room
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func capacity(requests map[resourceapi.QualifiedName]string) *resourceapi.CapacityRequirements {
-	if requests == nil {
-		return nil
-	}
-	out := &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
-	for k, v := range requests {
-		out.Requests[k] = resource.MustParse(v)
-	}
-	return out
-}
-
-func qs(v resource.Quantity) string { return strings.TrimSpace(v.String()) }
