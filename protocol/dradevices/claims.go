@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/podmodel"
@@ -53,7 +54,7 @@ func claimRequest(name string, e *resourceapi.ExactDeviceRequest) (podmodel.Cont
 	c.MemoryPercent = protocol.MaxPercent
 	if e.Capacity != nil {
 		if q, ok := e.Capacity.Requests[CapacityMemory]; ok {
-			c.MemoryMiB = (q.Value() + 1<<20 - 1) >> 20
+			c.MemoryMiB = mibUp(q)
 			c.MemoryPercent = 0
 		}
 		if q, ok := e.Capacity.Requests[CapacityCores]; ok {
@@ -62,3 +63,18 @@ func claimRequest(name string, e *resourceapi.ExactDeviceRequest) (podmodel.Cont
 	}
 	return c, nil
 }
+
+// Consumed is what one allocated share takes of a vgpud GPU, as
+// kube-scheduler recorded it: memory in whole MiB (rounded up) and
+// cores; ok is false where it recorded no consumed capacity (a device
+// held whole, such as a MIG instance).
+func Consumed(r resourceapi.DeviceRequestAllocationResult) (memMiB int64, cores int, ok bool) {
+	if r.ConsumedCapacity == nil {
+		return 0, 0, false
+	}
+	mem, c := r.ConsumedCapacity[CapacityMemory], r.ConsumedCapacity[CapacityCores]
+	return mibUp(mem), int(min(max(c.Value(), 0), 1<<20)), true
+}
+
+// mibUp is q in whole MiB, rounded up.
+func mibUp(q resource.Quantity) int64 { return (q.Value() + 1<<20 - 1) >> 20 }

@@ -68,14 +68,13 @@ func share(nodes []inspectv1.NodeView, r resourceapi.DeviceRequestAllocationResu
 			if dradevices.DeviceName(g.UUID) != r.Device {
 				continue
 			}
-			mem, cores := r.ConsumedCapacity[dradevices.CapacityMemory], r.ConsumedCapacity[dradevices.CapacityCores]
-			if r.ConsumedCapacity == nil {
+			if mem, cores, ok := dradevices.Consumed(r); ok {
+				g.MemoryUsedMiB += mem
+				g.CoresUsed += cores
+			} else {
 				// Held whole (a MIG instance), or by a scheduler that
 				// does not record what a share consumes.
 				g.MemoryUsedMiB, g.CoresUsed = g.MemoryMiB, g.Cores
-			} else {
-				g.MemoryUsedMiB += (mem.Value() + 1<<20 - 1) >> 20
-				g.CoresUsed += int(cores.Value())
 			}
 			g.SlotsUsed++
 			if !slices.Contains(g.Claims, claim) {

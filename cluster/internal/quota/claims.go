@@ -193,13 +193,11 @@ func consumed(cl *resourceapi.ResourceClaim) podmodel.Usage {
 		return u
 	}
 	for _, r := range cl.Status.Allocation.Devices.Results {
-		if r.Driver != dradevices.DriverName || r.ConsumedCapacity == nil {
-			continue
+		if mem, cores, ok := dradevices.Consumed(r); ok && r.Driver == dradevices.DriverName {
+			u.MemMiB += mem
+			u.Cores += cores
+			u.Slots++
 		}
-		mem, cores := r.ConsumedCapacity[dradevices.CapacityMemory], r.ConsumedCapacity[dradevices.CapacityCores]
-		u.MemMiB += (mem.Value() + 1<<20 - 1) >> 20
-		u.Cores += int(min(max(cores.Value(), 0), 1<<20))
-		u.Slots++
 	}
 	return u
 }
