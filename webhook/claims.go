@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -52,25 +51,18 @@ func (c *ClaimPods) Handle(ctx context.Context, req *admissionv1.AdmissionReques
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		return c.pods.Handle(ctx, req)
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return errored(http.StatusBadRequest, fmt.Errorf("decode pod %s/%s: %w", req.Namespace, req.Name, err))
-	}
-	original := pod.DeepCopy()
-	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
-	}
-	v, templates := c.Decide(&pod)
-	pod.Namespace = original.Namespace
-	if v.Deny == "" && (req.DryRun == nil || !*req.DryRun) {
+	return admitPod(req, func(pod *corev1.Pod) Ruling {
+		v, templates := c.Decide(pod)
+		if v.Deny != "" || (req.DryRun != nil && *req.DryRun) {
+			return v
+		}
 		for _, t := range templates {
 			if err := c.templates.Ensure(ctx, req.Namespace, t); err != nil {
-				v = Ruling{Deny: "vgpud could not make the claim template for this pod's GPU request: " + err.Error(), Warnings: v.Warnings}
-				break
+				return Ruling{Deny: "vgpud could not make the claim template for this pod's GPU request: " + err.Error(), Warnings: v.Warnings}
 			}
 		}
-	}
-	return respond(v, podPatch("", original, &pod), "pod "+req.Namespace+"/"+req.Name)
+		return v
+	})
 }
 
 // Decide is Pods.Decide, then the conversion: pod in place, and the

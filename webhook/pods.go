@@ -68,6 +68,12 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 	if isJob {
 		return p.handleJob(req)
 	}
+	return admitPod(req, p.Decide)
+}
+
+// admitPod decodes req's pod, has decide rule on it in place, and
+// answers with the patch from the pod as sent.
+func admitPod(req *admissionv1.AdmissionRequest, decide func(pod *corev1.Pod) Ruling) *admissionv1.AdmissionResponse {
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return errored(http.StatusBadRequest, fmt.Errorf("decode pod %s/%s: %w", req.Namespace, req.Name, err))
@@ -78,7 +84,7 @@ func (p *Pods) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *adm
 		// Decide needs it for the quota; the patch must not add it.
 		pod.Namespace = req.Namespace
 	}
-	v := p.Decide(&pod)
+	v := decide(&pod)
 	pod.Namespace = original.Namespace
 	return respond(v, podPatch("", original, &pod), "pod "+req.Namespace+"/"+req.Name)
 }
