@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/protocol"
+	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -124,38 +125,6 @@ func draClaims(t *testing.T, e env, nodes []string) {
 
 	// The cordon reaches the devices as a taint, and goes with it.
 	last := inv.GPUs[len(inv.GPUs)-1]
-	cordoned := func(want bool) {
-		t.Helper()
-		harness.Eventually(t, 30*time.Second, fmt.Sprintf("GPU %d's device tainted cordoned: %v", last.Index, want), func() error {
-			list, err := e.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-			if err != nil {
-				return err
-			}
-			for _, sl := range list.Items {
-				for _, d := range sl.Spec.Devices {
-					if d.Attributes["uuid"].StringValue == nil || *d.Attributes["uuid"].StringValue != last.UUID {
-						continue
-					}
-					has := slices.ContainsFunc(d.Taints, func(tt resourceapi.DeviceTaint) bool { return tt.Key == wellknown.DRADriver+"/cordoned" })
-					if has != want {
-						return fmt.Errorf("taints %v", d.Taints)
-					}
-					return nil
-				}
-			}
-			return fmt.Errorf("no device for %s", last.UUID)
-		})
-	}
-	annotate := func(v string) {
-		t.Helper()
-		if out, err := e.kubectl("annotate", "--overwrite", "node", node, wellknown.AnnotationCordon+v); err != nil {
-			t.Fatalf("cordon: %v: %s", err, out)
-		}
-	}
-	annotate(fmt.Sprintf("=%d", last.Index))
-	cordoned(true)
-	annotate("-")
-	cordoned(false)
 	taint := func(uuid, key string, want bool) {
 		t.Helper()
 		harness.Eventually(t, 30*time.Second, fmt.Sprintf("GPU %s's device tainted %s: %v", uuid, key, want), func() error {
@@ -177,7 +146,17 @@ func draClaims(t *testing.T, e env, nodes []string) {
 			return fmt.Errorf("no device for %s", uuid)
 		})
 	}
-	taint(heldGPU, wellknown.DRADriver+"/extender-booked", true)
+	annotate := func(v string) {
+		t.Helper()
+		if out, err := e.kubectl("annotate", "--overwrite", "node", node, wellknown.AnnotationCordon+v); err != nil {
+			t.Fatalf("cordon: %v: %s", err, out)
+		}
+	}
+	annotate(fmt.Sprintf("=%d", last.Index))
+	taint(last.UUID, dradevices.TaintCordoned, true)
+	annotate("-")
+	taint(last.UUID, dradevices.TaintCordoned, false)
+	taint(heldGPU, dradevices.TaintExtenderBooked, true)
 	t.Logf("GPU %s, held by the extender's pod, is tainted extender-booked", heldGPU)
 
 	class := e.name("-gpu")
@@ -249,26 +228,11 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod("aimed", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: new("aimed")}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, 60*time.Second, "the claim aimed at the extender pod's GPU refused", func() error {
-		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "aimed", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Spec.NodeName != "" {
-			t.Fatalf("a claim was allocated GPU %s, which the extender's pod holds", heldGPU)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				t.Logf("aimed: %s", c.Message)
-				return nil
-			}
-		}
-		return errors.New("not refused yet")
-	})
+	t.Logf("aimed: %s", e.refused(t, ns, "aimed", "the claim aimed at the extender pod's GPU"))
 	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	taint(heldGPU, wellknown.DRADriver+"/extender-booked", false)
+	taint(heldGPU, dradevices.TaintExtenderBooked, false)
 	e.waitRunning(t, ns, []string{"aimed"}, 90*time.Second)
 	t.Logf("the extender's pod deleted: the taint is gone, and the aimed claim runs on GPU %s", heldGPU)
 	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "aimed", metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}); err != nil {
@@ -371,22 +335,7 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, ext, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create the extender's pod: %v", err)
 	}
-	harness.Eventually(t, 60*time.Second, "the extender's pod refused the DRA node", func() error {
-		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "extender", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Spec.NodeName != "" {
-			t.Fatalf("the extender's pod was placed on %s", p.Spec.NodeName)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				t.Logf("extender pod: %s", c.Message)
-				return nil
-			}
-		}
-		return fmt.Errorf("not refused yet")
-	})
+	t.Logf("extender pod: %s", e.refused(t, ns, "extender", "the extender's pod pinned to the DRA node"))
 
 	// A pod written for vgpud or HAMi, in a namespace labelled
 	// vgpud.io/gpu-claims=true: the webhook turns its vGPU resources
@@ -571,4 +520,28 @@ func (e env) restartDRA(t *testing.T, node string, gpus int) time.Duration {
 		}
 		return nil
 	})
+}
+
+// refused waits until kube-scheduler finds pod ns/name unschedulable,
+// and returns why; what is placed instead fails the test.
+func (e env) refused(t *testing.T, ns, name, what string) string {
+	t.Helper()
+	var why string
+	harness.Eventually(t, 60*time.Second, what+" refused", func() error {
+		p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("%s was placed on %s", what, p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				why = c.Message
+				return nil
+			}
+		}
+		return errors.New("not refused yet")
+	})
+	return why
 }
