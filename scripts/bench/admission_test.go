@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -35,13 +36,7 @@ func (e env) admission(t *testing.T) {
 	}
 	// No kube-proxy here: the Service's host name by URL, on loopback. The
 	// leader fills caBundle in at start; this configuration comes later.
-	s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(ctx, "vgpud-tls", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mwc.Webhooks[0].ClientConfig.CABundle = s.Data["ca.crt"]
-	mwc.Webhooks[0].ClientConfig.Service = nil
-	mwc.Webhooks[0].ClientConfig.URL = ptr.To("https://" + host + ":9443/webhook")
+	byURL(&mwc.Webhooks[0], e.servingCA(t, ctx))
 	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,4 +135,22 @@ func leaderWebhookTime(t *testing.T) (sum, count float64) {
 		return 0, 0
 	}
 	return sum, float64(n)
+}
+
+// servingCA is the CA the leader's webhook certificate is signed by.
+func (e env) servingCA(t *testing.T, ctx context.Context) []byte {
+	t.Helper()
+	s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(ctx, "vgpud-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Data["ca.crt"]
+}
+
+// byURL points w at the leader on loopback by the Service's host name
+// (no kube-proxy here), trusting ca.
+func byURL(w *admissionregistrationv1.MutatingWebhook, ca []byte) {
+	w.ClientConfig.CABundle = ca
+	w.ClientConfig.URL = ptr.To("https://" + host + ":9443" + *w.ClientConfig.Service.Path)
+	w.ClientConfig.Service = nil
 }

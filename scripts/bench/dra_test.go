@@ -172,19 +172,13 @@ func (e env) claimWebhooks(t *testing.T, ctx context.Context) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := e.kube.CoreV1().Secrets("vgpud-system").Get(ctx, "vgpud-tls", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := e.servingCA(t, ctx)
 	mwc.Name = "vgpud-bench-claims"
 	mwc.Webhooks = slices.DeleteFunc(mwc.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
 		return w.Name != "claims.vgpud.io" && w.Name != "resourceclaims.vgpud.io"
 	})
 	for i := range mwc.Webhooks {
-		w := &mwc.Webhooks[i]
-		w.ClientConfig.CABundle = s.Data["ca.crt"]
-		w.ClientConfig.URL = ptr.To("https://" + host + ":9443" + *w.ClientConfig.Service.Path)
-		w.ClientConfig.Service = nil
+		byURL(&mwc.Webhooks[i], ca)
 	}
 	if len(mwc.Webhooks) != 2 {
 		t.Fatalf("the manifest's claim webhooks: %d", len(mwc.Webhooks))
