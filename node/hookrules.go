@@ -29,9 +29,18 @@ func (a *Role) runtimeCDI() (preflight.CDI, bool) {
 
 // cdiKnown says whether the node can tell which CDI devices a grant
 // brings: the runtime's configuration read and understood, the GPUs
-// discovered. Until then a running container's device nodes are no sign
-// that it escaped the hook.
+// discovered, and, where the node serves claims, the prepare record
+// read. Until then a running container's device nodes are no sign that
+// it escaped the hook.
 func (a *Role) cdiKnown() bool {
+	if a.cfg.DRA.DRA {
+		a.mu.Lock()
+		started := a.claims != nil
+		a.mu.Unlock()
+		if !started {
+			return false
+		}
+	}
 	if a.cfg.Identity.CDI == cdidevices.ModeOff {
 		return true
 	}

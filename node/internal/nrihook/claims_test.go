@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -126,4 +128,41 @@ func TestOneContainersClaimsAskTheSameCores(t *testing.T) {
 	if _, _, err := claimHook(pod).CreateContainer(context.Background(), sandbox(pod), ctr); err == nil || !strings.Contains(err.Error(), "one SM limit") {
 		t.Errorf("claims of 30 and 5 cores: %v", err)
 	}
+}
+
+// A hook that reconnects to a runtime running a claim's container (the
+// node role restarted) resolves its claims from the record again: the
+// container is told as granted, measured as before, and not ended.
+func TestSynchronizeKeepsClaimsContainers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := draPod("dra")
+		h := claimHook(pod)
+		g := newGrants()
+		h.Tell(g)
+		var evicted []string
+		var mu sync.Mutex
+		h.EvictWith(func(id string, _ int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			evicted = append(evicted, id)
+			return nil
+		})
+		sb := sandbox(pod)
+		sb.Id = "sb1"
+		ctr := claimContainer(claimDevice)
+		ctr.Id, ctr.PodSandboxId, ctr.State, ctr.Pid = "c1", "sb1", api.ContainerState_CONTAINER_RUNNING, 11
+		ctr.Env = []string{"NVIDIA_VISIBLE_DEVICES=GPU-3", "CUDA_DEVICE_MEMORY_LIMIT_0=10240m"}
+		if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, []*api.Container{ctr}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(evicted) != 0 {
+			t.Errorf("ended %v, a claim's container holding its grant", evicted)
+		}
+		if a, ok := g.get("c1"); !ok || len(a.GPUs) != 1 || a.GPUs[0].UUID != "GPU-3" || a.GPUs[0].MemoryMiB != 10240 {
+			t.Errorf("told %+v %v; want its GPU-3 share of 10240 MiB", a, ok)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package nrihook
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -165,6 +166,9 @@ func (h *Hook) judge(r running, rules Ruleset) bool {
 		return true
 	}
 	r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
+	// Its claims' devices are the node's record's, as at its creation:
+	// judged without them, a claim's container would look escaped.
+	r.c.Claimed, r.c.ClaimErr = h.claims(context.Background(), r.ctr, r.c.UID)
 	d, known := h.recorded(Decide(r.c, rules), r.c)
 	if !known {
 		return false
