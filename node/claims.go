@@ -143,7 +143,7 @@ func (a *Role) claimGrant(ctx context.Context, cdiName, podUID, container string
 	if err != nil || !ours {
 		return nrihook.ClaimGrant{}, ours, err
 	}
-	return nrihook.ClaimGrant{CDI: cdiName, Nodes: g.Nodes, Share: g.Share,
+	return nrihook.ClaimGrant{CDI: cdiName, Nodes: g.Nodes, Share: g.Share, Claim: g.Claim,
 		Slice: protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: g.MIG}}, true, nil
 }
 

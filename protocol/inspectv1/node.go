@@ -191,6 +191,11 @@ type ContainerUse struct {
 	Cores     int `json:"cores"`
 	Processes int `json:"processes"`
 	Kills     int `json:"kills"` // processes killed for memory, since vgpud started
+	// Claim, for a DRA claim's share that several containers use, is the
+	// claim's "namespace/name", and SharedMiB what they all hold on the
+	// GPU: the slice holds them together.
+	Claim     string `json:"claim,omitempty"`
+	SharedMiB uint64 `json:"sharedMiB,omitempty"`
 }
 
 // ProcessUse is a process on a GPU that no granted container owns.

@@ -26,13 +26,17 @@ type Grant struct {
 	Slots int  `json:"slots"`
 	MIG   bool `json:"mig,omitempty"` // UUID is a MIG device, held whole
 	// Share: a share of a GPU others share too (its consumed capacity),
-	// which vgpud holds one container to; not a device held whole.
+	// which vgpud holds the containers it serves to together; not a
+	// device held whole.
 	Share   bool   `json:"share,omitempty"`
 	ShareID string `json:"shareID,omitempty"`
 	CDI     string `json:"cdi"` // its CDI device's name, <claim UID>-<index>
 	// Nodes are the device nodes its CDI device brings: the runtime hook
 	// lets a container reach these, and no other GPU's.
 	Nodes []string `json:"nodes"`
+	// Claim is its claim's "namespace/name" as Resolve returns it; the
+	// record keeps it once per claim (Prepared).
+	Claim string `json:"-"`
 }
 
 // offer is one published device as the node offers it.

@@ -39,9 +39,6 @@ type Prepared struct {
 	// was prepared: only their containers get its grants.
 	Pods   []string `json:"pods"`
 	Grants []Grant  `json:"grants"`
-	// Holders are the containers a share of a GPU serves, by its CDI
-	// device's name: "<pod UID>/<container>" (Resolve).
-	Holders map[string]string `json:"holders,omitempty"`
 }
 
 // record is the prepare record's file.
@@ -191,9 +188,6 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 		}
 	}
 	slices.Sort(prep.Pods)
-	if len(prep.Pods) > 1 && slices.ContainsFunc(gs, func(g Grant) bool { return g.Share }) {
-		return nil, onePod(c.Namespace, c.Name, len(prep.Pods))
-	}
 	edits := make([]cdispecs.ContainerEdits, len(gs))
 	for i := range gs {
 		if edits[i], err = p.edits(gs[i].UUID); err != nil {
@@ -208,11 +202,6 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 		return nil, err
 	}
 	prev, had := p.claims[uid]
-	if had {
-		// kubelet asked again (it restarted): the shares stay with the
-		// containers that hold them. The devices' names are the same.
-		prep.Holders = prev.Holders
-	}
 	p.claims[uid] = prep
 	if err := p.save(); err != nil {
 		// What is on disk still holds the earlier entry: so must the
@@ -225,13 +214,6 @@ func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 		return nil, err
 	}
 	return prep, nil
-}
-
-// onePod refuses a share of a GPU to a claim several pods use: each
-// container is held to the claim's memory apart (its env, the node's
-// --gpu-usage), so sharers would hold the claim's share each.
-func onePod(namespace, name string, pods int) error {
-	return fmt.Errorf("claim %s/%s is reserved for %d pods, but a share of a GPU serves one pod in vgpud, which holds each container to it apart: give each pod a claim of its own (a ResourceClaimTemplate)", namespace, name, pods)
 }
 
 // UnprepareResourceClaims forgets each claim and removes its CDI spec

@@ -175,12 +175,13 @@ func TestPrepareRefusesWhatWasNotOffered(t *testing.T) {
 			t.Errorf("%s: recorded", tc.name)
 		}
 	}
-	// A share of a GPU serves one pod: each container is held to it
-	// apart, so two would hold it twice.
+	// A share of a GPU may serve several pods: the node holds them to it
+	// together.
 	p := newTestPreparer(t, t.TempDir())
-	if res := prepareOne(t, p, claimOn("uid-2", "two", []string{"pod-a", "pod-b"}, result{device: "gpu-a", consumed: consumed("1Gi", "1")})); res.Err == nil || !strings.Contains(res.Err.Error(), "serves one pod") {
+	if res := prepareOne(t, p, claimOn("uid-2", "two", []string{"pod-a", "pod-b"}, result{device: "gpu-a", consumed: consumed("1Gi", "1")})); res.Err != nil {
 		t.Errorf("a share for two pods: %v", res.Err)
 	}
+	p = newTestPreparer(t, t.TempDir())
 	if res := prepareOne(t, p, claimOn("uid-w", "whole", []string{"pod-a", "pod-b"}, result{device: "gpu-a"})); res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -287,12 +288,12 @@ func TestResolveByTheRecord(t *testing.T) {
 	}
 }
 
-// A share of a GPU serves one container, whatever led others to its
-// claim: the first container of a pod it was prepared for holds it, and
-// keeps it across restarts and a re-prepare; another container of that
-// pod, and another pod while the holder's is reserved, are refused; a
-// pod that replaced the holder's takes it over.
-func TestAShareServesOneContainer(t *testing.T) {
+// A share of a GPU serves every container of the pods its claim is
+// reserved for, which the node holds to it together: a pod that joins
+// is added once the claim, read again, is reserved for it, and pods
+// that ended leave the record; any other pod is refused, across a
+// re-prepare and a restart alike.
+func TestAShareServesItsClaimsPods(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPreparer(t, dir)
 	c := claimOn("c-1", "share", []string{"pod-a"}, result{device: "gpu-a", shareID: "s", consumed: consumed("8Gi", "20")})
@@ -315,29 +316,37 @@ func TestAShareServesOneContainer(t *testing.T) {
 		want           string // "" for granted
 	}{
 		{"pod-a", "app", ""},
-		{"pod-a", "app", ""}, // its restart
-		{"pod-a", "helper", `container "app" of this pod has it`},
-		{"pod-b", "app", "serves one pod"},
+		{"pod-a", "helper", ""},
+		{"pod-b", "app", ""},
+		{"pod-c", "app", "not reserved for pod pod-c"},
 	} {
-		_, _, err := p.Resolve(ctx, name, step.pod, step.container)
+		g, _, err := p.Resolve(ctx, name, step.pod, step.container)
 		if (step.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), step.want)) {
 			t.Errorf("%s/%s: %v; want %q", step.pod, step.container, err, step.want)
 		}
+		if err == nil && (!g.Share || g.MemoryMiB != 8192 || g.Cores != 20) {
+			t.Errorf("%s/%s: %+v; want the claim's share of 8192 MiB and 20 cores", step.pod, step.container, g)
+		}
 	}
-	// kubelet restarts and asks again: the holder stays.
+	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-a,pod-b" {
+		t.Errorf("pods %v; want pod-a,pod-b", got.Pods)
+	}
+	// kubelet restarts and asks again; the node role restarts: the pods
+	// stay as the claim names them.
 	if res := prepareOne(t, p, c); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if _, _, err := newTestPreparer(t, dir).Resolve(ctx, name, "pod-a", "helper"); err == nil {
-		t.Error("after a re-prepare and a restart, another container of the holder's pod got the share")
+	again := newTestPreparer(t, dir)
+	if _, _, err := again.Resolve(ctx, name, "pod-c", "app"); err == nil {
+		t.Error("after a re-prepare and a restart, a pod the claim is not reserved for got the share")
 	}
-	// pod-a ended; pod-b, reserved alone, replaces it.
-	reserved("pod-b")
-	if _, _, err := p.Resolve(ctx, name, "pod-b", "app"); err != nil {
-		t.Errorf("pod-b replacing pod-a: %v", err)
+	// pod-a ended; pod-d joins, and the record drops pod-a.
+	reserved("pod-b", "pod-d")
+	if _, _, err := p.Resolve(ctx, name, "pod-d", "app"); err != nil {
+		t.Errorf("pod-d joining: %v", err)
 	}
-	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-b" || got.Holders["c-1-0"] != "pod-b/app" {
-		t.Errorf("after the replacement: pods %v, holders %v", got.Pods, got.Holders)
+	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-d" {
+		t.Errorf("after pod-d joined: pods %v; want pod-d (pod-a ended; the re-prepare named pod-a alone)", got.Pods)
 	}
 }
 

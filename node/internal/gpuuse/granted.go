@@ -23,7 +23,16 @@ func (g grantedContainers) Granted(id string, c nrihook.NamedContainer, a protoc
 		// A MIG instance's slice is found on its GPU when a sample is
 		// decided (usage.Sample.Parents): the hook may grant before the
 		// node role has read its GPUs.
-		slices[s.UUID] = usage.Share{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
+		sh := usage.Share{MemoryBytes: uint64(max(s.MemoryMiB, 0)) << 20, Cores: s.Cores}
+		// A claim's share is its claim's device: every container that
+		// reaches it is held to it together (one per GPU: the hook
+		// refuses two shares of one GPU to a container).
+		for _, g := range c.Claimed {
+			if g.Share && g.Slice.UUID == s.UUID {
+				sh.Pool, sh.Claim = g.CDI, g.Claim
+			}
+		}
+		slices[s.UUID] = sh
 		// From 0, so that the first kill shows in an increase().
 		g.w.metrics.KillsFrom0(c.Namespace, c.Pod, c.Name, s.UUID)
 	}

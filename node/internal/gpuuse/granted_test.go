@@ -74,3 +74,25 @@ func TestKnownPodsProcessOnAKeptInstanceIsEnded(t *testing.T) {
 		t.Errorf("held by %v; want its 4000 MiB charged to its pod", v.HeldBy)
 	}
 }
+
+// Two containers the hook granted one claim's share (of two pods that
+// use the claim) are one pool: measured together against the claim's
+// memory. A share of another claim on the same GPU is apart.
+func TestAClaimsShareIsOnePool(t *testing.T) {
+	w := New("n1", nodemetrics.New(prometheus.NewRegistry()), nil, nil)
+	g := w.Granted()
+	slice := protocol.GPUSlice{UUID: "GPU-0", MemoryMiB: 4096, Cores: 30}
+	for id, cdi := range map[string]string{"a": "gpu.vgpud.io/claim=c1-0", "b": "gpu.vgpud.io/claim=c1-0", "o": "gpu.vgpud.io/claim=c2-0"} {
+		g.Granted(id, nrihook.NamedContainer{Namespace: "ns", Pod: id, UID: "uid-" + id, Name: "main",
+			Claimed: []nrihook.ClaimGrant{{CDI: cdi, Claim: "ns/" + cdi[len(cdi)-4:], Share: true, Slice: slice}}},
+			protocol.ContainerAssignment{Name: "main", GPUs: []protocol.GPUSlice{slice}})
+	}
+	owners := map[int]*usage.Container{1: w.containers.Get("a"), 2: w.containers.Get("b"), 3: w.containers.Get("o")}
+	sample := usage.Sample{Processes: []usage.Process{{GPU: "GPU-0", PID: 1, UsedBytes: 3000 << 20, SMPercent: -1},
+		{GPU: "GPU-0", PID: 2, UsedBytes: 3600 << 20, SMPercent: -1}, {GPU: "GPU-0", PID: 3, UsedBytes: 3600 << 20, SMPercent: -1}},
+		MemoryBytes: map[string]uint64{"GPU-0": 81920 << 20}}
+	v := usage.Decide(sample, func(pid int) *usage.Container { return owners[pid] }, usage.Rules{Mode: usage.Enforce, Margin: 1024 << 20})
+	if len(v.Kills) != 1 || v.Kills[0].Victim.PID != 2 || v.Kills[0].Use.PoolBytes != 6600<<20 || v.Kills[0].Use.Holders != 2 {
+		t.Errorf("kills %+v: want b's process 2 ended, the pool holding 6600 MiB in two containers", v.Kills)
+	}
+}

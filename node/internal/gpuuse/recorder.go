@@ -48,9 +48,8 @@ func (r *recorder) Sampled(v usage.Outcome, took time.Duration) {
 		if r.reported[key] {
 			continue
 		}
-		msg := fmt.Sprintf("container %q holds %d MiB on GPU %s, over its slice of %d MiB plus the node's margin of %d MiB; this node only reports (--gpu-usage=report), so nothing was killed",
-			u.Container.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, r.margin)
-		r.log.Warn("container over its GPU memory slice", "pod", u.Container.Namespace+"/"+u.Container.Pod, "container", u.Container.Name, "gpu", u.GPU, "used_mib", u.UsedBytes>>20, "slice_mib", u.LimitBytes>>20)
+		msg := fmt.Sprintf("%s plus the node's margin of %d MiB; this node only reports (--gpu-usage=report), so nothing was killed", overSlice(u, "holds", "hold"), r.margin)
+		r.log.Warn("container over its GPU memory slice", "pod", u.Container.Namespace+"/"+u.Container.Pod, "container", u.Container.Name, "gpu", u.GPU, "used_mib", u.UsedBytes>>20, "held_mib", u.Held()>>20, "slice_mib", u.LimitBytes>>20)
 		r.tell(u.Container, "GPUMemoryOverSlice", msg)
 	}
 	r.reported = over
@@ -68,17 +67,19 @@ func (r *recorder) Killed(k usage.Kill, first bool, err error) {
 	r.mu.Lock()
 	r.killed[c.ID+"/"+u.GPU]++
 	r.mu.Unlock()
-	msg := fmt.Sprintf("container %q held %d MiB on GPU %s, over its slice of %d MiB plus the node's margin of %d MiB: vgpud killed its largest process there (PID %d on the node, %d MiB)",
-		c.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, r.margin, k.Victim.PID, k.Victim.UsedBytes>>20)
+	victim := fmt.Sprintf("its largest process there (PID %d on the node, %d MiB)", k.Victim.PID, k.Victim.UsedBytes>>20)
+	if u.Pool != "" {
+		victim = fmt.Sprintf("the largest process of theirs there, this container's (PID %d on the node, %d MiB)", k.Victim.PID, k.Victim.UsedBytes>>20)
+	}
+	msg := fmt.Sprintf("%s plus the node's margin of %d MiB: vgpud killed %s", overSlice(u, "held", "held"), r.margin, victim)
 	if k.Full {
-		msg = fmt.Sprintf("container %q held %d MiB on GPU %s, over its slice of %d MiB, while the GPU was full (its processes held more than its memory less the node's reserve; the margin is room on a GPU that has room): vgpud killed its largest process there (PID %d on the node, %d MiB)",
-			c.Name, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20, k.Victim.PID, k.Victim.UsedBytes>>20)
+		msg = fmt.Sprintf("%s, while the GPU was full (its processes held more than its memory less the node's reserve; the margin is room on a GPU that has room): vgpud killed %s", overSlice(u, "held", "held"), victim)
 	}
 	if first {
 		msg += "; it was the container's first process, so the container restarts under the pod's restart policy"
 	}
 	r.log.Warn("killed a process over its container's GPU memory slice", "pod", c.Namespace+"/"+c.Pod, "container", c.Name, "gpu", u.GPU,
-		"pid", k.Victim.PID, "used_mib", u.UsedBytes>>20, "slice_mib", u.LimitBytes>>20, "first", first)
+		"pid", k.Victim.PID, "used_mib", u.UsedBytes>>20, "held_mib", u.Held()>>20, "slice_mib", u.LimitBytes>>20, "claim", u.Claim, "first", first)
 	r.tell(c, "GPUMemoryOverSlice", msg)
 }
 
@@ -127,4 +128,15 @@ func (r *recorder) tell(c *usage.Container, reason, msg string) {
 	if p := r.pods.Get(c.Namespace, c.Pod); p != nil && string(p.UID) == c.PodUID {
 		r.event(p, reason, msg)
 	}
+}
+
+// overSlice says what u holds past its slice: a container's own, or,
+// for a claim's share several containers use, theirs together; verb
+// is "holds" or "held", plural its form for them.
+func overSlice(u usage.Use, verb, plural string) string {
+	if u.Pool == "" {
+		return fmt.Sprintf("container %q %s %d MiB on GPU %s, over its slice of %d MiB", u.Container.Name, verb, u.UsedBytes>>20, u.GPU, u.LimitBytes>>20)
+	}
+	return fmt.Sprintf("container %q (%d MiB) and the other containers using claim %s's share (%d in all) %s %d MiB together on GPU %s, over the share of %d MiB",
+		u.Container.Name, u.UsedBytes>>20, u.Claim, u.Holders, plural, u.PoolBytes>>20, u.GPU, u.LimitBytes>>20)
 }

@@ -34,6 +34,10 @@ func (w *Monitor) Snapshot() *inspectv1.GPUUse {
 		out.Containers = append(out.Containers, inspectv1.ContainerUse{Namespace: c.Namespace, Pod: c.Pod, Container: c.Name, GPU: u.GPU,
 			UsedMiB: u.UsedBytes >> 20, SliceMiB: u.LimitBytes >> 20, Whole: u.Whole, Over: u.Over(margin), Stuck: stuck[c.ID+"/"+u.GPU],
 			SMPercent: u.SMPercent, Cores: u.Cores, Processes: len(u.Processes), Kills: rec.kills(c.ID, u.GPU)})
+		if u.Pool != "" {
+			last := &out.Containers[len(out.Containers)-1]
+			last.Claim, last.SharedMiB = u.Claim, u.PoolBytes>>20
+		}
 	}
 	for _, p := range v.Unattributed {
 		out.Unattributed = append(out.Unattributed, inspectv1.ProcessUse{GPU: p.GPU, PID: p.PID, UsedMiB: p.UsedBytes >> 20,

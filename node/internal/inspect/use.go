@@ -24,6 +24,9 @@ func renderUse(w io.Writer, u *inspectv1.GPUUse) {
 		fmt.Fprintln(w, "POD\tCONTAINER\tGPU\tUSED MiB\tSLICE MiB\tSM %\tCORES %\tPROCS\tKILLS")
 		for _, c := range u.Containers {
 			slice := fmt.Sprint(c.SliceMiB)
+			if c.Claim != "" {
+				slice += fmt.Sprintf(" (claim %s's, %d MiB used by all)", c.Claim, c.SharedMiB)
+			}
 			switch {
 			case c.Whole:
 				slice += " (whole GPU)"

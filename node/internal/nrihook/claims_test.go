@@ -119,8 +119,8 @@ func TestAClaimsDeviceOutsideTheRecordIsRefused(t *testing.T) {
 }
 
 // Claims of different cores in one container are refused: it has one
-// SM limit. (That a share serves one container is the node record's to
-// say, tested there.)
+// SM limit. (Which pods a claim serves is the node record's to say,
+// tested there.)
 func TestOneContainersClaimsAskTheSameCores(t *testing.T) {
 	pod := draPod("dra")
 	ctr := claimContainer(claimDevice, "gpu.vgpud.io/claim=c-2-0")

@@ -66,8 +66,10 @@ type ClaimGrant struct {
 	CDI   string // the CDI device's qualified name
 	Slice protocol.GPUSlice
 	// Share: a share of a GPU others share too, which the node holds
-	// one container to (not a device held whole).
+	// the containers it serves to together (not a device held whole).
 	Share bool
+	// Claim is the claim's "namespace/name", to say whose share it is.
+	Claim string
 	// Nodes are the device nodes the CDI device brings.
 	Nodes []string
 }
@@ -122,9 +124,8 @@ type Ruleset struct {
 	// Claims resolves a CDI device kubelet gave a container of the pod
 	// with that UID: the grant the node prepared behind it, where the
 	// name is a DRA claim's (ours); an error for one the node did not
-	// prepare for that pod, or a share of a GPU another container holds.
-	// Nil resolves none, and a claim's device is then a GPU outside the
-	// books.
+	// prepare for that pod. Nil resolves none, and a claim's device is
+	// then a GPU outside the books.
 	Claims func(ctx context.Context, cdiName, podUID, container string) (g ClaimGrant, ours bool, err error)
 }
 
@@ -268,8 +269,8 @@ func privileged(c *corev1.Container) bool {
 
 // claimsRefused says why c's claims cannot be its slice, "" where they
 // can. Its env holds one SM limit and one memory limit per GPU: each GPU
-// once, and every GPU the same cores. (That a share of a GPU serves one
-// container is the node's record's to say: Ruleset.Claims.)
+// once, and every GPU the same cores. (Which pods a claim serves is the
+// node's record's to say: Ruleset.Claims.)
 func claimsRefused(c NamedContainer) string {
 	seen := map[string]bool{}
 	for _, g := range c.Claimed {

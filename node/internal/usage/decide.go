@@ -76,6 +76,14 @@ type Container struct {
 type Share struct {
 	MemoryBytes uint64
 	Cores       int
+	// Pool, where not "", names a share other containers hold too (a
+	// DRA claim's device that several containers use, by its CDI name):
+	// the containers naming the same pool on a GPU are held to
+	// MemoryBytes together.
+	Pool string
+	// Claim names the pool's claim, "namespace/name", in what the node
+	// says.
+	Claim string
 }
 
 // Sample is one read of the node's GPUs: every process on them, and each
@@ -102,11 +110,26 @@ type Use struct {
 	SMPercent int
 	Cores     int // the slice's gpucores, to read SMPercent against
 	Processes []Process
+	// Pool and Claim are the share's (Share.Pool), "" for a slice of the
+	// container's own; PoolBytes is what every container of the pool
+	// holds on the GPU, Holders how many hold some.
+	Pool, Claim string
+	PoolBytes   uint64
+	Holders     int
 }
 
-// Over reports whether the container holds more than its slice plus margin.
+// Over reports whether the container holds more than its slice plus
+// margin: with the other holders of its pool, where it has one.
 func (u Use) Over(margin uint64) bool {
-	return !u.Whole && u.UsedBytes > u.LimitBytes+margin
+	return !u.Whole && u.Held() > u.LimitBytes+margin
+}
+
+// Held is what counts against the slice: the pool's, for a share.
+func (u Use) Held() uint64 {
+	if u.Pool != "" {
+		return u.PoolBytes
+	}
+	return u.UsedBytes
 }
 
 // Kill is a process Decide would end: of a container's processes on a
@@ -208,7 +231,7 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Outcome {
 				sl = c.instanceOn(p.GPU, s.Parents)
 			}
 			total := s.MemoryBytes[p.GPU]
-			u = &Use{Container: c, GPU: p.GPU, LimitBytes: sl.MemoryBytes, Whole: total > 0 && sl.MemoryBytes >= total, Cores: sl.Cores, SMPercent: -1}
+			u = &Use{Container: c, GPU: p.GPU, LimitBytes: sl.MemoryBytes, Whole: total > 0 && sl.MemoryBytes >= total, Cores: sl.Cores, SMPercent: -1, Pool: sl.Pool, Claim: sl.Claim}
 			uses[k] = u
 		}
 		u.UsedBytes += p.UsedBytes
@@ -219,10 +242,6 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Outcome {
 	}
 	for _, u := range uses {
 		v.Uses = append(v.Uses, *u)
-		if !u.Whole && u.UsedBytes > u.LimitBytes {
-			v.Held[u.GPU] += u.UsedBytes - u.LimitBytes
-			v.heldBy(u.GPU, u.Container.PodUID, u.UsedBytes-u.LimitBytes)
-		}
 	}
 	// One order whatever the map's: by pod, container, GPU.
 	slices.SortFunc(v.Uses, func(a, b Use) int {
@@ -231,13 +250,17 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Outcome {
 	})
 	slices.SortFunc(v.Unattributed, func(a, b Process) int { return cmp.Or(cmp.Compare(a.GPU, b.GPU), cmp.Compare(a.PID, b.PID)) })
 
-	plans := make([]plan, len(v.Uses))
-	for i, u := range v.Uses {
-		plans[i] = newPlan(u)
-		if u.Over(r.Margin) {
-			plans[i].shrinkTo(u.LimitBytes + r.Margin)
+	plans := units(v.Uses)
+	for i := range plans {
+		p := &plans[i]
+		if u := p.use; !u.Whole && u.UsedBytes > u.LimitBytes {
+			v.Held[u.GPU] += u.UsedBytes - u.LimitBytes
+			v.heldBy(u.GPU, p.payer().Container.PodUID, u.UsedBytes-u.LimitBytes)
 		}
-		plans[i].overVictims = len(plans[i].victims)
+		if p.use.Over(r.Margin) {
+			p.shrinkTo(p.use.LimitBytes + r.Margin)
+		}
+		p.overVictims = len(p.victims)
 	}
 	for _, gpu := range slices.Sorted(maps.Keys(onGPU)) {
 		total := s.MemoryBytes[gpu]
@@ -258,10 +281,10 @@ func Decide(s Sample, owner func(pid int) *Container, r Rules) Outcome {
 	for i := range plans {
 		p := &plans[i]
 		for j, victim := range p.victims {
-			v.Kills = append(v.Kills, Kill{Use: p.use, Victim: victim, Full: j >= p.overVictims})
+			v.Kills = append(v.Kills, Kill{Use: p.holder(victim.PID), Victim: victim, Full: j >= p.overVictims})
 		}
 		if p.stuck {
-			v.Stuck = append(v.Stuck, p.use)
+			v.Stuck = append(v.Stuck, p.stuckUses()...)
 		}
 	}
 	if r.Mode != Enforce {
@@ -291,10 +314,13 @@ func wholeOn(uses []Use, gpu string) bool {
 	return false
 }
 
-// plan is what Decide would end of one use: its processes that may be
-// killed, largest first, and those chosen.
+// plan is what Decide would end of one use, or of a pool's uses
+// together: its processes that may be killed, largest first, and those
+// chosen.
 type plan struct {
-	use     Use
+	use Use // a container's; a pool's, its holders' summed
+	// members are a pool's holders' uses, nil for a container's own.
+	members []Use
 	left    uint64    // what the use holds once victims are gone
 	live    []Process // not yet chosen, largest first; never orphans
 	victims []Process

@@ -31,9 +31,9 @@ import (
 // shared by two pods, one from a template), kubelet prepares them, the
 // real containerd injects the claim's CDI device, and the runtime hook
 // hands each container its slice from the node's prepare record. The
-// node role restarts in the middle: a new claim is prepared after it,
-// and a pod that joins the shared claim is refused (a share serves one
-// pod). A GPU pod of the extender's pinned to the node finds no GPU
+// node role restarts in the middle: the claims' containers run on, a
+// new claim is prepared after it, and a pod that joins the shared claim
+// runs, held with the first to the claim's memory together. A GPU pod of the extender's pinned to the node finds no GPU
 // resource there, and the tenant cannot write a claim's status. A pod
 // written for vgpud, in a namespace labelled vgpud.io/gpu-claims=true,
 // becomes a claim and runs there with its slice; a template the tenant
@@ -277,33 +277,59 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	}
 	t.Logf("t's process (3600 MiB on a 2048 MiB claim, margin 1024 MiB) killed %v after it was declared; a's (3000 of 4096 MiB) runs", gone.Round(time.Millisecond))
 
-	// The node role restarts; the record keeps what it prepared. A pod
-	// that joins the shared claim is refused its container: a share of a
-	// GPU serves one pod, whose containers are each held to it. A new
-	// pod from the template is prepared and runs.
+	// The node role restarts; the record keeps what it prepared, and the
+	// claims' containers run on, not restarted (a's; t's restarts as its
+	// first process was killed). A pod that joins the
+	// shared claim runs with its share: the node holds a's and b's
+	// processes to the claim's 4096 MiB together. A new pod from the
+	// template is prepared and runs.
+	restarts := func() int32 {
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "a", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 {
+			t.Fatalf("pod a: %v", err)
+		}
+		return p.Status.ContainerStatuses[0].RestartCount
+	}
+	before := restarts()
 	e.restartDRA(t, node, len(inv.GPUs))
 	for name, c := range map[string]corev1.PodResourceClaim{"b": shared, "u": small} {
 		if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod(name, c), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	e.waitRunning(t, ns, []string{"a", "t", "u"}, 90*time.Second)
+	e.waitRunning(t, ns, []string{"a", "b", "t", "u"}, 90*time.Second)
+	if after := restarts(); after != before {
+		t.Errorf("a's container restarted across the node role's restart: %d, then %d times; want none", before, after)
+	}
 	check("u", "2048m", "10")
-	harness.Eventually(t, 60*time.Second, "b refused a share of a's claim", func() error {
-		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "b", metav1.GetOptions{})
-		if err != nil {
-			return err
+	if got := check("b", "4096m", "30"); got != gpu {
+		t.Errorf("b, joining a's claim, sees GPU %s; want a's %s", got, gpu)
+	}
+	// b's process of 3600 MiB is within the claim's 4096 on its own, but
+	// with a's 3000 the pool holds 6600, past 4096 and the 1024 MiB
+	// margin: b's, the largest, is killed; a's runs.
+	if vp, err = e.vgpudPod(node); err != nil {
+		t.Fatal(err)
+	}
+	joined := e.containerPID(t, ns, "b")
+	e.declareProcess(t, vp, gpu, joined, 3600, 10)
+	declared = time.Now()
+	gone = 0
+	for gone == 0 && time.Since(declared) < 10*time.Second {
+		if errors.Is(syscall.Kill(joined, 0), syscall.ESRCH) {
+			gone = time.Since(declared)
 		}
-		for _, st := range p.Status.ContainerStatuses {
-			if w := st.State.Waiting; w != nil && strings.Contains(w.Message, "serves one pod") {
-				t.Logf("b: %s: %.200s", w.Reason, w.Message)
-				return nil
-			}
-			if st.State.Running != nil {
-				t.Fatalf("b runs on a's share of GPU %s", gpu)
-			}
-		}
-		return fmt.Errorf("not refused yet: %+v", p.Status.ContainerStatuses)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if gone == 0 || gone > 2*time.Second {
+		t.Errorf("b's process %d, 3600 MiB beside a's 3000 on their 4096 MiB claim: gone after %v; want within 2 s", joined, gone)
+	}
+	if err := syscall.Kill(within, 0); err != nil {
+		t.Errorf("a's process %d, the smaller in the pool, is gone: %v", within, err)
+	}
+	t.Logf("b's process (3600 MiB, with a's 3000 on their 4096 MiB claim) killed %v after it was declared; a's runs", gone.Round(time.Millisecond))
+	harness.Eventually(t, 30*time.Second, "b's Event names the claim", func() error {
+		return e.eventSays(ns, "b", "claim "+ns+"/shared's share (2 in all) held 6600 MiB together", "this container's")
 	})
 	// vgpud inspect shows the claims from the node's record and counts
 	// them on their GPUs.
@@ -312,8 +338,8 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	for _, c := range snap.Claims {
 		rows = append(rows, fmt.Sprintf("%s:%s:%d:%d", c.Claim, strings.Join(c.Pods, "+"), c.MemoryMiB, c.Cores))
 	}
-	if !snap.DRA || !slices.Contains(rows, "shared:a:4096:30") || len(rows) != 3 {
-		t.Errorf("vgpud inspect: DRA %v, claims %v; want shared:a:4096:30 and the two template claims", snap.DRA, rows)
+	if !snap.DRA || !slices.Contains(rows, "shared:a+b:4096:30") || len(rows) != 3 {
+		t.Errorf("vgpud inspect: DRA %v, claims %v; want shared:a+b:4096:30 and the two template claims", snap.DRA, rows)
 	}
 	for _, g := range snap.GPUs {
 		if g.UUID == gpu && (g.MemoryUsedMiB < 4096 || g.SlicesUsed < 1) {
