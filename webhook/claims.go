@@ -88,8 +88,8 @@ func (c *ClaimPods) Decide(pod *corev1.Pod) (Ruling, []*resourceapi.ResourceClai
 // claim from a template of its shape: the same memory and cores, its
 // GPU count kept apart on distinct GPUs, numa-bind as one NUMA node, the
 // GPU type and UUID annotations as selectors. Each container gets a
-// claim of its own, as a share of a GPU serves one container. pod must
-// have passed Pods.Decide.
+// claim of its own, as it asked a slice of its own. pod must have
+// passed Pods.Decide.
 func toClaims(pod *corev1.Pod, names wellknown.ResourceNames, class string) ([]*resourceapi.ResourceClaimTemplate, error) {
 	if mode, err := podmodel.GPUModeOf(pod.Annotations); err == nil && mode == podmodel.ModeMIG {
 		return nil, fmt.Errorf("this namespace's GPU pods are DRA claims (label %s), and MIG instances are asked by a claim of DeviceClass %s: write that claim instead of the gpu-mode annotation", wellknown.LabelGPUClaims, wellknown.DRAClassMIG)
