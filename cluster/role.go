@@ -204,6 +204,11 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		extender.BinderDeps{API: r.api.Core, Books: ledger, Lookup: lookup, Limits: quotas, Fence: term.Fence,
 			Events: events.As(corev1.EventTypeNormal, "Binding"), Observe: r.metrics.Bind, Clock: r.clock, Log: log.With("component", "bind")})
 	if inf.Claims != nil {
+		// What claims hold on a node moved back from DRA is not the
+		// extender's to place.
+		if err := ledger.WatchClaims(inf.Claims); err != nil {
+			return nil, fmt.Errorf("watch DRA claims: %w", err)
+		}
 		// A claim is checked against the pods as bind charges them, under
 		// bind's lock of the namespace.
 		pods := func(namespace string) (podmodel.Usage, error) {
@@ -332,7 +337,7 @@ func (t *termParts) run(ctx context.Context, term leader.Term) error {
 			return err
 		}
 		if !t.inf.ClaimsSynced() {
-			t.log.Warn("DRA claims not listed yet (may vgpud's ServiceAccount list and watch resourceclaims?): quota counts none until they are")
+			t.log.Warn("DRA claims not listed yet (may vgpud's ServiceAccount list and watch resourceclaims?): quota and the books count none until they are")
 		}
 		if !toolscache.WaitForCacheSync(ctx.Done(), t.booksSynced) {
 			return fmt.Errorf("fill the GPU books: %w", ctx.Err())

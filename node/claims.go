@@ -30,32 +30,83 @@ import (
 // publishes them (serveClaims). The prepare record outlives the
 // generations and the role's restarts.
 func (a *Role) startClaims(ctx context.Context) error {
-	o := a.cfg.DRA
-	cdi := &cdidevices.Resolver{Mode: cdidevices.ModeOn, Runtime: a.runtimeCDI, Index: a.gpuIndex}
-	record := strings.ReplaceAll(o.DRARecord, "{node}", a.node)
-	prep, err := dra.NewPreparer(a.node, record, o.CDIDir, cdi.Edits, a.log.With("component", "dra"))
+	prep, record, closeCDI, err := a.openRecord()
 	if err != nil {
 		return err
 	}
+	driver, err := a.startDriver(ctx, prep, closeCDI)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.claims = driver
+	a.mu.Unlock()
+	a.log.Info("serving DRA claims", "driver", wellknown.DRADriver, "plugin", a.cfg.DRA.Dirs().Plugin, "record", record)
+	return nil
+}
+
+// keepClaims answers, on a node moved back to the device plugin, for the
+// claims it prepared while it served claims: kubelet unprepares them as
+// their pods end, and the runtime hook grants their containers as
+// before. It prepares none anew and publishes nothing; the leader's
+// books keep the extender off what the claims hold. Where the record
+// holds none, it does nothing.
+func (a *Role) keepClaims(ctx context.Context) error {
+	prep, record, closeCDI, err := a.openRecord()
+	if err != nil {
+		return err
+	}
+	n := len(prep.Claims())
+	if n == 0 {
+		closeCDI()
+		return nil
+	}
+	prep.KeepOnly()
+	driver, err := a.startDriver(ctx, prep, closeCDI)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.kept = driver
+	a.mu.Unlock()
+	a.log.Warn("this node serves the device plugin now, and keeps the DRA claims it prepared before until their pods end", "claims", n, "record", record)
+	return nil
+}
+
+// openRecord reads the node's prepare record (--dra-record), at the
+// path it returns; closeCDI ends what reads the node's NVIDIA CDI spec
+// for it.
+func (a *Role) openRecord() (prep *dra.Preparer, record string, closeCDI func(), err error) {
+	o := a.cfg.DRA
+	cdi := &cdidevices.Resolver{Mode: cdidevices.ModeOn, Runtime: a.runtimeCDI, Index: a.gpuIndex}
+	record = strings.ReplaceAll(o.DRARecord, "{node}", a.node)
+	if prep, err = dra.NewPreparer(a.node, record, o.CDIDir, cdi.Edits, a.log.With("component", "dra")); err != nil {
+		cdi.Close()
+		return nil, "", nil, err
+	}
+	return prep, record, cdi.Close, nil
+}
+
+// startDriver registers prep's driver with kubelet until ctx ends, then
+// calls closeCDI.
+func (a *Role) startDriver(ctx context.Context, prep *dra.Preparer, closeCDI func()) (*dra.ClaimDriver, error) {
+	o := a.cfg.DRA
 	// The driver's own directory under kubelet's plugins, which
 	// kubelet does not make.
 	if err := os.MkdirAll(o.Dirs().Plugin, 0o750); err != nil {
-		return fmt.Errorf("the DRA driver's directory: %w", err)
+		return nil, fmt.Errorf("the DRA driver's directory: %w", err)
 	}
 	driver, err := dra.StartClaimDriver(ctx, a.api.Kube, a.node, o.Dirs(), a.cfg.ClaimDefaults, prep)
 	if err != nil {
-		return err
+		closeCDI()
+		return nil, err
 	}
 	go func() {
 		<-ctx.Done()
 		driver.Stop()
-		cdi.Close()
+		closeCDI()
 	}()
-	a.mu.Lock()
-	a.claims = driver
-	a.mu.Unlock()
-	a.log.Info("serving DRA claims", "driver", wellknown.DRADriver, "plugin", o.Dirs().Plugin, "record", record)
-	return nil
+	return driver, nil
 }
 
 // serveClaims offers each inventory the generation builds as the node's
@@ -131,7 +182,7 @@ func extenderBooked(pods []*corev1.Pod, node string) map[string]bool {
 // hook. A node that serves no claims refuses every claim's device.
 func (a *Role) claimGrant(ctx context.Context, cdiName, podUID, container string) (nrihook.ClaimGrant, bool, error) {
 	a.mu.Lock()
-	claims := a.claims
+	claims := cmp.Or(a.claims, a.kept)
 	a.mu.Unlock()
 	if claims == nil {
 		if !strings.HasPrefix(cdiName, wellknown.DRAClaimCDIKind+"=") {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/vgpud/vgpud/node/internal/identity"
@@ -44,10 +45,10 @@ func (a *Role) snapshot() inspectv1.NodeSnapshot {
 		s.GPUs, s.Allocations, s.CordonProblem = inspect.Rows(a.node, inv, cache.List(), phase, a.cordon.Mark)
 	}
 	a.mu.Lock()
-	claims := a.claims
+	claims := cmp.Or(a.claims, a.kept)
+	s.DRA = a.claims != nil
 	a.mu.Unlock()
 	if claims != nil {
-		s.DRA = true
 		var pods []*corev1.Pod
 		if cache != nil {
 			pods = cache.List()

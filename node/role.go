@@ -90,8 +90,11 @@ type Role struct {
 	podCache *nodepods.Index
 	hook     *nrihook.Hook // nil where the node guesses
 	// claims is the DRA driver where the node serves claims (--dra),
-	// in place of the device plugin; nil elsewhere.
-	claims *dra.ClaimDriver
+	// in place of the device plugin; nil elsewhere. kept is the driver
+	// of a node that no longer serves claims, answering for those it
+	// prepared before until their pods end (keepClaims); nil where it
+	// prepared none.
+	claims, kept *dra.ClaimDriver
 	// agents says which pods are GPU agents, for the hook.
 	agents gpuagents.Rule
 	cordon *cordon.Watch // the node's GPU cordon, for inspect
@@ -327,6 +330,9 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 	} else if a.api.Kube != nil {
 		// Off the start's path: the device plugin registers meanwhile.
 		g.Go(func() error { a.withdrawClaims(ctx); return nil })
+		if err := a.keepClaims(ctx); err != nil {
+			return false, err
+		}
 	}
 	g.Go(func() error {
 		defer stopPods()

@@ -38,7 +38,8 @@ type NodeSnapshot struct {
 	CordonProblem string       `json:"cordonProblem,omitempty"`
 	Allocations   []Allocation `json:"allocations"`
 	// DRA: the node serves DRA claims (--dra); Claims are the devices it
-	// prepared for them, from its prepare record.
+	// prepared for them, from its prepare record (on a node moved back
+	// to the device plugin, those it keeps until their pods end).
 	DRA          bool                `json:"dra,omitempty"`
 	Claims       []ClaimAllocation   `json:"claims,omitempty"`
 	Registration KubeletRegistration `json:"registration"`

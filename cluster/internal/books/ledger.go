@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -46,6 +47,9 @@ type Ledger struct {
 	// charging are the nodes whose GPUs hold memory or instances charged
 	// to a namespace (nodeState.charges).
 	charging map[string]bool
+	// claimNodes are the nodes each DRA claim holds vgpud's devices on
+	// (nodeState.claims).
+	claimNodes map[types.UID][]string
 }
 
 type nodeState struct {
@@ -85,7 +89,10 @@ type nodeState struct {
 	// honour (Ledger.unhonoured), with why.
 	unhonoured map[types.UID]error
 	pods       map[types.UID]bool
-	current    fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	// claims are what DRA claims were allocated of its devices, by
+	// claim UID (claims.go).
+	claims  map[types.UID][]resourceapi.DeviceRequestAllocationResult
+	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
 	// inFlight are the node's bound pods kubelet has not allocated yet
 	// (usually none or one), kept up to date; changed, when a bind waits
 	// on them, is closed at their next recount.
@@ -127,7 +134,7 @@ type podState struct {
 // New returns an empty ledger for the given resource names; it books pods
 // of scheduler only, and clk times its holds.
 func New(names wellknown.ResourceNames, scheduler string, clk clock.PassiveClock) *Ledger {
-	return &Ledger{names: names, scheduler: scheduler, clock: clk, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}, charging: map[string]bool{}}
+	return &Ledger{names: names, scheduler: scheduler, clock: clk, nodes: map[string]*nodeState{}, pods: map[types.UID]podState{}, unhonoured: map[types.UID]unhonouredPod{}, charging: map[string]bool{}, claimNodes: map[types.UID][]string{}}
 }
 
 // SetPod books or unbooks a pod from its assignment annotation (beneath a

@@ -137,7 +137,7 @@ func (c *Ledger) usage(name string, except types.UID) fit.Node {
 
 // bare is node name's GPUs as fit sees them with no pod booked: their
 // cordons, the memory the node reports held beyond its bookings, the MIG
-// instances it made.
+// instances it made, the DRA claims allocated there (none preemptible).
 func (c *Ledger) bare(name string, st *nodeState) fit.Node {
 	n := fit.Node{Name: name, GPUs: make([]fit.CommittedGPU, len(st.gpus)), Features: st.features, Sets: st.sets}
 	for i, g := range st.gpus {
@@ -147,6 +147,7 @@ func (c *Ledger) bare(name string, st *nodeState) fit.Node {
 		}
 	}
 	fit.BlockMade(&n)
+	addClaims(&n, st)
 	return n
 }
 

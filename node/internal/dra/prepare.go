@@ -66,8 +66,11 @@ type Preparer struct {
 	// earlier; nil refuses such a pod.
 	getClaim ClaimGetter
 
-	mu      sync.Mutex
-	offered map[string]offer // what the node publishes
+	mu sync.Mutex
+	// keepOnly: the node no longer serves claims; it answers for those
+	// it prepared until kubelet unprepares them (KeepOnly).
+	keepOnly bool
+	offered  map[string]offer // what the node publishes
 	// fenced are the devices, by UUID, published tainted: why no new
 	// claim is prepared there, though a claim may tolerate the taint.
 	fenced map[string]string
@@ -107,6 +110,15 @@ func (p *Preparer) Offer(inv protocol.Inventory, m dradevices.Marks) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.offered, p.fenced = o, f
+}
+
+// KeepOnly makes p prepare no new claim: the node serves the device
+// plugin now, and keeps the claims it prepared while it served claims,
+// as recorded, until kubelet unprepares them as their pods end.
+func (p *Preparer) KeepOnly() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keepOnly = true
 }
 
 // Claim is what the node prepared for the claim with that UID.
@@ -159,6 +171,14 @@ func (p *Preparer) PrepareResourceClaims(_ context.Context, claims []*resourceap
 // record only once its devices exist.
 func (p *Preparer) prepare(c *resourceapi.ResourceClaim) (*Prepared, error) {
 	uid := string(c.UID)
+	if p.keepOnly {
+		// kubelet asks again for a claim it prepared before (it
+		// restarted): the record and the CDI spec are as they were.
+		if prev, had := p.claims[uid]; had {
+			return prev, nil
+		}
+		return nil, fmt.Errorf("claim %s/%s: node %s no longer serves DRA claims (dra is off there); it keeps only the claims it prepared before until their pods end", c.Namespace, c.Name, p.node)
+	}
 	gs, err := grants(c, p.node, p.offered, func(i int) string { return cdiDevice(uid, i) })
 	if err != nil {
 		return nil, err

@@ -380,3 +380,33 @@ func TestPrepareRefusesTaintedGPUs(t *testing.T) {
 		t.Errorf("a new claim on the unhealthy GPU: %v", res.Err)
 	}
 }
+
+// A node moved back to the device plugin keeps the claims it prepared:
+// kubelet's asking again gets the same devices, the runtime hook still
+// resolves them for their pods, and kubelet unprepares them as their
+// pods end; a new claim is refused.
+func TestKeepOnlyAnswersForWhatWasPrepared(t *testing.T) {
+	dir := t.TempDir()
+	c := claimOn("c-1", "share", []string{"pod-a"}, result{device: "gpu-a", consumed: consumed("8Gi", "20")})
+	if res := prepareOne(t, newTestPreparer(t, dir), c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	p, err := NewPreparer("n1", filepath.Join(dir, "dra-n1.json"), dir, fakeEdits, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.KeepOnly() // and nothing offered
+	if res := prepareOne(t, p, c); res.Err != nil || len(res.Devices) != 1 || res.Devices[0].CDIDeviceIDs[0] != ClaimKind+"=c-1-0" {
+		t.Errorf("asked again: %+v", res)
+	}
+	if g, _, err := p.Resolve(context.Background(), ClaimKind+"=c-1-0", "pod-a", "app"); err != nil || g.MemoryMiB != 8192 {
+		t.Errorf("resolve: %+v, %v", g, err)
+	}
+	if res := prepareOne(t, p, claimOn("c-2", "new", []string{"pod-b"}, result{device: "gpu-a", consumed: consumed("1Gi", "1")})); res.Err == nil || !strings.Contains(res.Err.Error(), "no longer serves DRA claims") {
+		t.Errorf("a new claim: %v", res.Err)
+	}
+	out, err := p.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "c-1"}})
+	if err != nil || out["c-1"] != nil || len(p.Claims()) != 0 {
+		t.Errorf("unprepare: %v %v, %d left", out, err, len(p.Claims()))
+	}
+}

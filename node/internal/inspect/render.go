@@ -76,8 +76,11 @@ func Render(w io.Writer, s inspectv1.NodeSnapshot) error {
 			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Pod, a.Container, short(a.GPU), a.MemoryMiB, a.Cores, a.Phase)
 		}
 	}
-	if s.DRA {
+	if s.DRA || len(s.Claims) > 0 {
 		fmt.Fprintln(tw)
+		if !s.DRA {
+			fmt.Fprintln(tw, "DRA claims prepared while the node served claims, kept until their pods end:")
+		}
 		if len(s.Claims) == 0 {
 			fmt.Fprintln(tw, "no DRA claims prepared")
 		} else {

@@ -60,9 +60,12 @@ func draClaims(t *testing.T, e env, nodes []string) {
 
 	overrides := e.overrides(t)
 	restore := e.setOverrides(t, strings.TrimRight(overrides, "\n")+"\n  - name: "+node+"\n    dra: true\n")
+	movedBack := false
 	t.Cleanup(func() {
-		restore()
-		e.restartNodeRole(t, node)
+		if !movedBack {
+			restore()
+			e.restartNodeRole(t, node)
+		}
 		// Back on the device plugin, the node withdraws what it
 		// published: the scheduler must allocate nothing there.
 		harness.Eventually(t, 30*time.Second, node+"'s DRA slices withdrawn", func() error {
@@ -485,8 +488,46 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		t.Logf("after the tenant replaced template %s: %.160s", template, err)
 	}
 
-	// Gone while the node still serves claims, so that kubelet has the
-	// node unprepare them (a pod deleted by force never is).
+	// The node moves back to the device plugin with the claims' pods
+	// running. It keeps answering for the claims it prepared: a's
+	// container runs on, not restarted. The leader's books keep the
+	// extender off what the claims hold: a pod asking all of a's GPU,
+	// aimed at it by UUID, waits while the claims hold it, and is placed
+	// there once their pods are gone.
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "extender", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	before = restarts()
+	restore()
+	movedBack = true
+	e.restartNodeRole(t, node)
+	if after := restarts(); after != before {
+		t.Errorf("a's container restarted as the node moved back to the device plugin: %d, then %d times; want none", before, after)
+	}
+	if snap := e.inspect(t, node); snap.DRA || len(snap.Claims) != 4 {
+		t.Errorf("vgpud inspect after the move back: DRA %v, claims kept %+v; want the device plugin, and the four claims kept", snap.DRA, snap.Claims)
+	}
+	whole := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "whole", Annotations: map[string]string{wellknown.AnnotationUseGPUUUID: gpu}}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{"kubernetes.io/hostname": node}, TerminationGracePeriodSeconds: new(int64),
+		Containers: []corev1.Container{{Name: "main", Image: "vgpud.local/busybox:1", Command: []string{"sleep", "3600"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpucores": resource.MustParse("100")}}}}}}
+	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, whole, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the extender's pod of all of GPU %s: %v", gpu, err)
+	}
+	t.Logf("whole: %s", e.refused(t, ns, "whole", "the extender's pod of all of the claims' GPU"))
+	for _, name := range []string{"a", "b", "t"} {
+		if err := e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitRunning(t, ns, []string{"whole"}, 90*time.Second)
+	if wp, err := e.kube.CoreV1().Pods(ns).Get(ctx, "whole", metav1.GetOptions{}); err != nil || !strings.Contains(wp.Annotations[wellknown.AnnotationAssignment], gpu) {
+		t.Errorf("whole runs, assigned %v (%v); want GPU %s", wp.Annotations[wellknown.AnnotationAssignment], err, gpu)
+	}
+	t.Logf("after the move back, the extender's pod of all of GPU %s waited for the claims there, and runs once their pods are gone", gpu)
+
+	// Gone while the node still answers for the claims, so that kubelet
+	// has the node unprepare them (a pod deleted by force never is).
 	grace := int64(1)
 	for _, n := range []string{ns, cns} {
 		if err := e.kube.CoreV1().Pods(n).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {

@@ -1,0 +1,73 @@
+package books
+
+import (
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/vgpud/vgpud/protocol/dradevices"
+	"github.com/vgpud/vgpud/protocol/wellknown"
+)
+
+// allocated is a claim kube-scheduler allocated: each result a device of
+// pool's, with consumed memory and cores where mem is not "".
+func allocated(uid string, results ...resourceapi.DeviceRequestAllocationResult) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: types.UID(uid)}}
+	if len(results) > 0 {
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}
+	}
+	return c
+}
+
+func result(driver, pool, uuid, mem, cores string) resourceapi.DeviceRequestAllocationResult {
+	r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: driver, Pool: pool, Device: dradevices.DeviceName(uuid)}
+	if mem != "" {
+		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{dradevices.CapacityMemory: resource.MustParse(mem), dradevices.CapacityCores: resource.MustParse(cores)}
+	}
+	return r
+}
+
+// A node moved back from DRA to the device plugin while claims' pods
+// run there: what kube-scheduler allocated them of its GPUs is taken for
+// the extender, a share what it consumed and a device held whole all of
+// it, until the claim is deallocated or deleted, which frees it. Another
+// driver's devices, and a device the node does not list, count nothing.
+func TestClaimsHoldTheirShares(t *testing.T) {
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	freed := 0
+	c.NotifyFreed(func() { freed++ })
+	c.SetNode(gpuNode("n1", 2, "80"))
+	c.SetClaim(allocated("share", result(dradevices.DriverName, "n1", "GPU-n1-0", "4Gi", "30")))
+	c.SetClaim(allocated("whole", result(dradevices.DriverName, "n1", "GPU-n1-1", "", "")))
+	c.SetClaim(allocated("foreign", result("gpu.nvidia.com", "n1", "GPU-n1-0", "8Gi", "50"), result(dradevices.DriverName, "n1", "GPU-gone", "1Gi", "1")))
+	n, r := c.Node("n1")
+	if r != nil {
+		t.Fatal(r)
+	}
+	if u := n.GPUs[0].Used; u.MemMiB != 4096 || u.Cores != 30 || u.Slots != 1 {
+		t.Errorf("GPU 0 holds %+v; want the share's 4096 MiB, 30 cores, one slot", u)
+	}
+	if u := n.GPUs[1].Used; u.MemMiB != 40000 || u.Cores != 100 || !u.Exclusive {
+		t.Errorf("GPU 1 holds %+v; want all of it", u)
+	}
+	// The share moves to another node's pool: n1's GPU 0 is free.
+	c.SetNode(gpuNode("n2", 1, "40"))
+	freed = 0
+	c.SetClaim(allocated("share", result(dradevices.DriverName, "n2", "GPU-n2-0", "4Gi", "30")))
+	n, _ = c.Node("n1")
+	n2, _ := c.Node("n2")
+	if !n.GPUs[0].Used.Idle() || n2.GPUs[0].Used.MemMiB != 4096 || freed != 1 {
+		t.Errorf("after the move: n1 GPU 0 %+v, n2 GPU 0 %+v, freed told %d times", n.GPUs[0].Used, n2.GPUs[0].Used, freed)
+	}
+	c.SetClaim(allocated("whole")) // deallocated
+	c.DeleteClaim("share")
+	n, _ = c.Node("n1")
+	n2, _ = c.Node("n2")
+	if !n.GPUs[1].Used.Idle() || !n2.GPUs[0].Used.Idle() || freed != 3 {
+		t.Errorf("after deallocation and deletion: n1 GPU 1 %+v, n2 GPU 0 %+v, freed told %d times", n.GPUs[1].Used, n2.GPUs[0].Used, freed)
+	}
+}
