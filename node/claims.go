@@ -19,6 +19,7 @@ import (
 	"github.com/vgpud/vgpud/node/internal/nrihook"
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/dradevices"
+	"github.com/vgpud/vgpud/protocol/hamirecord"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
 	"github.com/vgpud/vgpud/protocol/podmodel"
 	"github.com/vgpud/vgpud/protocol/wellknown"
@@ -125,7 +126,7 @@ func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-c
 	inv := first
 	for {
 		podsChanged := pods.Changed()
-		booked := extenderBooked(pods.List(), a.node)
+		booked := extenderBooked(pods.List(), a.node, inv)
 		if err := a.claims.Publish(ctx, inv, dradevices.Marks{Cordoned: a.cordon.Cordoned(inv), Booked: booked}); err != nil {
 			return err
 		}
@@ -138,7 +139,7 @@ func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-c
 				break wait
 			case <-podsChanged:
 				podsChanged = pods.Changed()
-				if !maps.Equal(extenderBooked(pods.List(), a.node), booked) {
+				if !maps.Equal(extenderBooked(pods.List(), a.node, inv), booked) {
 					break wait
 				}
 			case inv = <-in:
@@ -153,28 +154,57 @@ func (a *Role) serveClaims(ctx context.Context, first protocol.Inventory, in <-c
 	}
 }
 
-// extenderBooked are the GPUs, by UUID, that pods the extender placed on
-// node still hold, by their vgpud.io/assignment (which only vgpud
-// writes): a node moved to DRA with them running taints these, since
-// kube-scheduler's books do not hold them.
-func extenderBooked(pods []*corev1.Pod, node string) map[string]bool {
+// extenderBooked are the GPUs, by UUID, that pods placed on node
+// without a claim still hold: the extender's, by their
+// vgpud.io/assignment (which only vgpud writes), and HAMi's, by HAMi's
+// record (which only HAMi's scheduler writes). A node moved to DRA with
+// them running taints these, since kube-scheduler's books do not hold
+// them. A record that does not read holds every GPU of inv: which it
+// names is unknown.
+func extenderBooked(pods []*corev1.Pod, node string, inv protocol.Inventory) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range pods {
-		raw, ok := p.Annotations[wellknown.AnnotationAssignment]
-		if !ok || p.Spec.NodeName != node || podmodel.Terminated(p) {
+		if p.Spec.NodeName != node || podmodel.Terminated(p) {
 			continue
 		}
-		a, err := protocol.DecodeAssignment(raw)
-		if err != nil || a.Node != node {
+		var a protocol.Assignment
+		var err error
+		if raw, ok := p.Annotations[wellknown.AnnotationAssignment]; ok {
+			if a, err = protocol.DecodeAssignment(raw); err == nil && a.Node != node {
+				continue
+			}
+		} else if nrihook.PlacedByHAMi(p, node) {
+			a, err = hamirecord.DecodeHAMiAllocation(p.Annotations[hamirecord.AnnotationHAMiAllocated], node)
+		} else {
+			continue
+		}
+		if err != nil {
+			for _, g := range inv.GPUs {
+				out[g.UUID] = true
+			}
+			for _, g := range inv.MIG {
+				inGPU(out, g)
+			}
 			continue
 		}
 		for _, c := range a.Containers {
 			for _, g := range c.GPUs {
 				out[g.UUID] = true // a GPU's, or a MIG instance's
+				// HAMi's record names an instance by its GPU.
+				if i := slices.IndexFunc(inv.MIG, func(m protocol.MIGGPU) bool { return m.UUID == g.UUID }); i >= 0 {
+					inGPU(out, inv.MIG[i])
+				}
 			}
 		}
 	}
 	return out
+}
+
+// inGPU adds g's MIG instances to out.
+func inGPU(out map[string]bool, g protocol.MIGGPU) {
+	for _, in := range g.Instances {
+		out[in.UUID] = true
+	}
 }
 
 // claimGrant is the grant behind a DRA claim's CDI device kubelet gave

@@ -188,7 +188,7 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 		}
 	}
 	switch {
-	case placedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec):
+	case PlacedByHAMi(pod, r.Node) && spec != nil && getsDevices(spec):
 		// Its GPUs are what HAMi's device plugin gave it, which kubelet
 		// keeps for its containers' restarts; vgpud books them (README
 		// "Coming from HAMi"), and holds it to them. Only a container
@@ -218,10 +218,10 @@ func Decide(c NamedContainer, r Ruleset) Decision {
 	return Decision{Action: Void}
 }
 
-// placedByHAMi says whether HAMi's scheduler placed pod on node and
+// PlacedByHAMi says whether HAMi's scheduler placed pod on node and
 // recorded its devices: only HAMi's scheduler can write that record
 // (policy vgpud-hami-records), and a pod vgpud assigned is vgpud's.
-func placedByHAMi(pod *corev1.Pod, node string) bool {
+func PlacedByHAMi(pod *corev1.Pod, node string) bool {
 	if _, ours := pod.Annotations[wellknown.AnnotationAssignment]; ours {
 		return false
 	}
