@@ -20,7 +20,7 @@ import (
 type ClaimQuotas interface {
 	ClaimClass() string
 	SmallestGPUMiB() int64
-	AdmitClaim(namespace, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string
+	AdmitClaim(ctx context.Context, namespace, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string
 }
 
 // ResourceClaims is the Handler for ResourceClaim CREATE: a claim that
@@ -36,7 +36,7 @@ type ResourceClaims struct {
 func NewResourceClaims(quotas ClaimQuotas) *ResourceClaims { return &ResourceClaims{quotas: quotas} }
 
 // Handle decodes the claim and admits or refuses it; it never patches.
-func (h *ResourceClaims) Handle(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+func (h *ResourceClaims) Handle(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if req.Kind.Group != resourceapi.GroupName || req.Kind.Kind != "ResourceClaim" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		return allowed("only ResourceClaim CREATE is checked")
 	}
@@ -58,7 +58,7 @@ func (h *ResourceClaims) Handle(_ context.Context, req *admissionv1.AdmissionReq
 	}
 	// A dry run is answered as the create would be, and charges nothing.
 	record := req.DryRun == nil || !*req.DryRun
-	msg := h.quotas.AdmitClaim(req.Namespace, claim.Name, claim.GenerateName, ask, record, func(q podmodel.Quota) string {
+	msg := h.quotas.AdmitClaim(ctx, req.Namespace, claim.Name, claim.GenerateName, ask, record, func(q podmodel.Quota) string {
 		switch {
 		case !q.Memory.Set && !q.Cores.Set:
 			return ""

@@ -24,7 +24,7 @@ type claimQuotas struct {
 
 func (c *claimQuotas) ClaimClass() string    { return "vgpud-gpu" }
 func (c *claimQuotas) SmallestGPUMiB() int64 { return 40960 }
-func (c *claimQuotas) AdmitClaim(_, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string {
+func (c *claimQuotas) AdmitClaim(_ context.Context, _, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string {
 	if msg := refuse(c.q); msg != "" || !record {
 		return msg
 	}

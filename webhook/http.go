@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
@@ -64,7 +66,9 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := review.Request
-	resp := e.handler.Handle(r.Context(), req)
+	ctx, cancel := reviewContext(r)
+	defer cancel()
+	resp := e.handler.Handle(ctx, req)
 	resp.UID = req.UID
 	e.logDecision(req, resp)
 
@@ -78,6 +82,22 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := w.Write(data); err != nil {
 		e.log.Debug("write admission review", "err", err)
 	}
+}
+
+// answerMargin is what a review's answer is given to reach the apiserver
+// within its timeout.
+const answerMargin = 500 * time.Millisecond
+
+// reviewContext ends with the apiserver's wait for the review (the
+// timeout it sends as a query parameter, less answerMargin), so that a
+// handler that waits answers in time rather than be skipped: past it,
+// the apiserver applies the failure policy, which for some is Ignore.
+func reviewContext(r *http.Request) (context.Context, context.CancelFunc) {
+	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+	if err != nil || d <= 0 {
+		return context.WithCancel(r.Context())
+	}
+	return context.WithTimeout(r.Context(), max(d-answerMargin, d/2))
 }
 
 // decodeReview reads an AdmissionReview of either version. v1beta1 has the

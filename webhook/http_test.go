@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 )
@@ -125,5 +126,29 @@ func TestHTTPBodyReadTimeoutIsLoad(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "read timeout") {
 		t.Fatalf("got %d %q (Retry-After %q), want 429 saying the read timed out", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+}
+
+// A review's handler may wait only as long as the apiserver waits for
+// its answer (the timeout it sends), less the answer's way back: past
+// it, the apiserver applies the failure policy, Ignore for some.
+func TestReviewContextEndsBeforeTheApiserversWait(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		want  time.Duration // 0: no deadline
+	}{
+		{"?timeout=5s", 5*time.Second - answerMargin},
+		{"?timeout=800ms", 400 * time.Millisecond},
+		{"", 0},
+		{"?timeout=soon", 0},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/webhook"+tc.query, nil)
+		start := time.Now()
+		ctx, cancel := reviewContext(r)
+		d, ok := ctx.Deadline()
+		cancel()
+		if ok != (tc.want > 0) || (ok && (d.Sub(start) > tc.want+100*time.Millisecond || d.Sub(start) < tc.want-time.Second)) {
+			t.Errorf("%q: deadline in %v (%v); want %v", tc.query, d.Sub(start), ok, tc.want)
+		}
 	}
 }

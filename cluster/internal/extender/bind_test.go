@@ -1068,3 +1068,33 @@ func TestBindCountsEachOutcomeWithItsReason(t *testing.T) {
 		t.Errorf("bind without the Lease counted as %s, want failed/not_leader", got)
 	}
 }
+
+// A claim's admission waits on the namespace's quota lock only as long
+// as the apiserver waits for it: while a bind holds the lock past that,
+// it gives up (and the webhook refuses the claim), and the lock, once
+// the bind lets it go, is free again.
+func TestLockQuotaWithinGivesUpInTime(t *testing.T) {
+	e := newBindEnv(t, 10, time.Second)
+	e.limits["ai"] = podmodel.Quota{Memory: podmodel.Limit{Set: true, Hard: 10000}}
+	unbind := e.binder.LockQuota("ai") // a bind holds it
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if unlock, err := e.binder.LockQuotaWithin(ctx, "ai"); err == nil {
+		unlock()
+		t.Fatal("took the lock a bind holds")
+	}
+	unbind()
+	free, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	unlock, err := e.binder.LockQuotaWithin(free, "ai")
+	if err != nil {
+		t.Fatalf("once the bind let it go: %v", err)
+	}
+	unlock()
+	// A namespace without a vGPU quota takes no lock.
+	unlock, err = e.binder.LockQuotaWithin(ctx, "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+}

@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/vgpud/vgpud/cluster/internal/fit"
@@ -25,7 +26,7 @@ func (b *Binder) quotaOf(namespace string) (podmodel.Quota, bool) {
 
 // LockQuota takes the namespace's quota lock when it has a vGPU quota,
 // and returns its unlock: binds of the namespace hold it, and so do
-// admissions of its DRA claims (quota.ClaimDeps).
+// admissions of its DRA claims (LockQuotaWithin).
 func (b *Binder) LockQuota(namespace string) func() {
 	if _, ok := b.quotaOf(namespace); !ok {
 		return func() {}
@@ -33,6 +34,34 @@ func (b *Binder) LockQuota(namespace string) func() {
 	l := b.lock(b.quotaLocks, namespace)
 	l.Lock()
 	return l.Unlock
+}
+
+// LockQuotaWithin is LockQuota for an admission, which must answer
+// before the apiserver's timeout: it gives up, with ctx's error, once
+// ctx ends first (the lock, when it comes, is let go at once).
+func (b *Binder) LockQuotaWithin(ctx context.Context, namespace string) (unlock func(), err error) {
+	if _, ok := b.quotaOf(namespace); !ok {
+		return func() {}, nil
+	}
+	l := b.lock(b.quotaLocks, namespace)
+	if l.TryLock() {
+		return l.Unlock, nil
+	}
+	got := make(chan struct{})
+	go func() {
+		l.Lock()
+		close(got)
+	}()
+	select {
+	case <-got:
+		return l.Unlock, nil
+	case <-ctx.Done():
+		go func() {
+			<-got
+			l.Unlock()
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // checkQuota is the authoritative quota check: the namespace's binds are

@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -39,10 +41,10 @@ type claimSource struct {
 // claims: what the namespace's pods are charged as bind charges them
 // (the books, with what their GPUs hold beyond), and the namespace's
 // quota lock, which bind holds too, so that a claim and a pod never take
-// the same room.
+// the same room; Lock gives up with ctx's error once ctx ends.
 type ClaimDeps struct {
 	Pods func(namespace string) (podmodel.Usage, error)
-	Lock func(namespace string) (unlock func())
+	Lock func(ctx context.Context, namespace string) (unlock func(), err error)
 }
 
 // admitted is a claim admitted and not yet seen: its name, or the
@@ -78,13 +80,20 @@ func (s *Source) ClaimClass() string {
 // AdmitClaim charges a claim being created in namespace (named name, or
 // by generateName) at ask, unless refuse, given the namespace's quota
 // and what its pods and claims are charged, says why not; record false
-// (a dry run) charges nothing. It holds the namespace's quota lock.
-func (s *Source) AdmitClaim(namespace, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string {
+// (a dry run) charges nothing. It holds the namespace's quota lock, and
+// refuses the claim where that does not come before ctx ends: admitted
+// unchecked (the webhook's timeout, failurePolicy Ignore), it could
+// take room a bind is giving a pod.
+func (s *Source) AdmitClaim(ctx context.Context, namespace, name, generateName string, ask podmodel.Usage, record bool, refuse func(podmodel.Quota) string) string {
 	c := s.claims
 	if c == nil {
 		return ""
 	}
-	defer c.bound.Lock(namespace)()
+	unlock, err := c.bound.Lock(ctx, namespace)
+	if err != nil {
+		return fmt.Sprintf("vgpud could not check this claim against namespace %s's vGPU quota in time (%v): a bind there holds it; create the claim again", namespace, err)
+	}
+	defer unlock()
 	quotas, err := s.quotas.ResourceQuotas(namespace).List(labels.Everything())
 	if err != nil {
 		return ""

@@ -103,7 +103,7 @@ func TestSourceCountsClaims(t *testing.T) {
 	// The books hold pod a as bind charged it.
 	var lock sync.Mutex
 	deps := ClaimDeps{Pods: func(string) (podmodel.Usage, error) { return podmodel.Usage{MemMiB: 10000}, nil },
-		Lock: func(string) func() { lock.Lock(); return lock.Unlock }}
+		Lock: func(context.Context, string) (func(), error) { lock.Lock(); return lock.Unlock, nil }}
 	if err := src.CountClaims(claims, "vgpud-gpu", func() int64 { return 40960 }, deps); err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +130,10 @@ func TestSourceCountsClaims(t *testing.T) {
 		}
 		return ""
 	}
-	if msg := src.AdmitClaim("ai", "", "train-gpu-", ask, true, refuse); msg != "" {
+	if msg := src.AdmitClaim(ctx, "ai", "", "train-gpu-", ask, true, refuse); msg != "" {
 		t.Fatalf("the first claim of 15000: %s", msg)
 	}
-	if msg := src.AdmitClaim("ai", "other", "", ask, true, refuse); msg != "over" {
+	if msg := src.AdmitClaim(ctx, "ai", "other", "", ask, true, refuse); msg != "over" {
 		t.Fatalf("a second claim of 15000 beside the first, not yet seen: %q; want refused", msg)
 	}
 	// The informer sees the first: it counts once.
@@ -151,11 +151,11 @@ func TestSourceCountsClaims(t *testing.T) {
 	}
 	// A dry run is checked and charges nothing.
 	ask = podmodel.Usage{MemMiB: 5000}
-	if msg := src.AdmitClaim("ai", "dry", "", ask, false, refuse); msg != "" || src.NamespaceQuota("ai").Memory.Used != 35000 {
+	if msg := src.AdmitClaim(ctx, "ai", "dry", "", ask, false, refuse); msg != "" || src.NamespaceQuota("ai").Memory.Used != 35000 {
 		t.Fatalf("a dry run: %q, %d used", msg, src.NamespaceQuota("ai").Memory.Used)
 	}
 	// One admitted and never created stops counting.
-	if msg := src.AdmitClaim("ai", "lost", "", ask, true, refuse); msg != "" {
+	if msg := src.AdmitClaim(ctx, "ai", "lost", "", ask, true, refuse); msg != "" {
 		t.Fatal(msg)
 	}
 	if got := src.NamespaceQuota("ai").Memory.Used; got != 40000 {
@@ -164,5 +164,14 @@ func TestSourceCountsClaims(t *testing.T) {
 	now = now.Add(inflightFor)
 	if got := src.NamespaceQuota("ai").Memory.Used; got != 35000 {
 		t.Fatalf("%v later: %d; want 35000", inflightFor, got)
+	}
+	// The quota lock not had in time (a bind holds it past the
+	// apiserver's wait): refused, and nothing charged.
+	src.claims.bound.Lock = func(ctx context.Context, _ string) (func(), error) { return nil, context.DeadlineExceeded }
+	if msg := src.AdmitClaim(ctx, "ai", "late", "", ask, true, refuse); !strings.Contains(msg, "could not check this claim against namespace ai's vGPU quota in time") {
+		t.Fatalf("the lock not had: %q", msg)
+	}
+	if got := src.NamespaceQuota("ai").Memory.Used; got != 35000 {
+		t.Fatalf("after a refusal for time: %d; want 35000", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/dradevices"
@@ -355,6 +356,43 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if out, err := asTenantCtl("", "patch", "resourceclaim", "shared", "--subresource=status", "--type=merge", "-p", `{"status":{"reservedFor":null}}`); err == nil || !strings.Contains(out, "forbidden") {
 		t.Errorf("the tenant wrote the claim's status: %v: %s", err, out)
 	}
+	// A status forged all the same (written here by the cluster's admin,
+	// as one who may could) gets nothing the node did not offer: a share
+	// of all of a's GPU's memory, beside the claims already there, is
+	// refused at prepare, and its pod never starts.
+	if _, err := asTenant.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "forged"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: request("1Gi", "1")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gpuMiB := inv.GPUs[index[gpu]].MemoryMiB
+	fc, err := e.kube.ResourceV1().ResourceClaims(ns).Get(ctx, "forged", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Status.Allocation = &resourceapi.AllocationResult{
+		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}},
+		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: wellknown.DRADriver, Pool: node, Device: dradevices.DeviceName(gpu),
+			ShareID: new(types.UID("0b0c3f2e-6a1d-4c55-9a7e-3f1d2c4b5a60")), ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{
+				dradevices.CapacityMemory: *resource.NewQuantity(gpuMiB<<20, resource.BinarySI), dradevices.CapacityCores: resource.MustParse("1"), dradevices.CapacitySlots: resource.MustParse("1")}}}}}
+	if _, err := e.kube.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, fc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("forge the claim's status as the admin: %v", err)
+	}
+	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod("forger", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: new("forged")}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "the forged allocation refused at prepare", func() error {
+		return e.eventSays(ns, "forger", "would hold", "with the claims already prepared here")
+	})
+	if p, err := e.kube.CoreV1().Pods(ns).Get(ctx, "forger", metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
+		t.Errorf("forger: %v, %v; want it not running", p.Status.Phase, err)
+	}
+	if err := e.kube.CoreV1().Pods(ns).Delete(ctx, "forger", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.ResourceV1().ResourceClaims(ns).Delete(ctx, "forged", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a forged status of %d MiB on GPU %s, beside the claims there: refused at prepare", gpuMiB, gpu)
 	// An extender GPU pod pinned to the node finds no GPU resource there:
 	// nothing is booked twice between the two ways.
 	ext := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "extender"}, Spec: corev1.PodSpec{
