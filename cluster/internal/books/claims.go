@@ -130,14 +130,24 @@ func addClaims(n *fit.Node, st *nodeState) {
 			if !ok {
 				continue
 			}
-			s := protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: protocol.MaxPercent, MIG: st.mig[g.UUID] != nil}
-			if mem, cores, ok := dradevices.Consumed(r); ok && !s.MIG {
-				s.MemoryMiB, s.Cores = mem, cores
-			}
-			held.GPUs = append(held.GPUs, s)
+			held.GPUs = append(held.GPUs, claimSlice(g, st.mig[g.UUID] != nil, r))
 		}
 		if len(held.GPUs) > 0 {
 			fit.Add(n, podmodel.Placement{held})
 		}
 	}
+}
+
+// claimSlice is what allocation result r takes of g, a GPU of the
+// node's or a MIG instance (mig), as a container's slice would: a
+// share its consumed memory and cores; an instance all of it, as the
+// extender books one (onParent); a GPU held whole all of it.
+func claimSlice(g protocol.GPU, mig bool, r resourceapi.DeviceRequestAllocationResult) protocol.GPUSlice {
+	if mig {
+		return protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: true}
+	}
+	if mem, cores, ok := dradevices.Consumed(r); ok {
+		return protocol.GPUSlice{UUID: g.UUID, MemoryMiB: mem, Cores: cores}
+	}
+	return protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: protocol.MaxPercent}
 }

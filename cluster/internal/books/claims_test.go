@@ -3,12 +3,14 @@ package books
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/wellknown"
 )
@@ -69,5 +71,27 @@ func TestClaimsHoldTheirShares(t *testing.T) {
 	n2, _ = c.Node("n2")
 	if !n.GPUs[1].Used.Idle() || !n2.GPUs[0].Used.Idle() || freed != 3 {
 		t.Errorf("after deallocation and deletion: n1 GPU 1 %+v, n2 GPU 0 %+v, freed told %d times", n.GPUs[1].Used, n2.GPUs[0].Used, freed)
+	}
+}
+
+// A claim of a MIG instance holds the instance whole, as the extender
+// books one.
+func TestAClaimHoldsItsMIGInstance(t *testing.T) {
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	raw, err := protocol.EncodeInventory(migInventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{wellknown.AnnotationGPUs: raw, wellknown.AnnotationPlugin: wellknown.PluginServing}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("12")}}})
+	c.SetClaim(allocated("mig", result(dradevices.DriverName, "n1", "MIG-b", "", "")))
+	n, r := c.Node("n1")
+	if r != nil {
+		t.Fatal(r)
+	}
+	for _, g := range n.GPUs {
+		if want := g.GPU.UUID == "MIG-b"; g.Used.Idle() == want {
+			t.Errorf("%s holds %+v; want only MIG-b held", g.GPU.UUID, g.Used)
+		}
 	}
 }
