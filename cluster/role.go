@@ -214,7 +214,7 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 		pods := func(namespace string) (podmodel.Usage, error) {
 			return ledger.NamespaceUsage(namespace, "") // held beyond the slices included
 		}
-		if err := quotas.CountClaims(inf.Claims, r.admission.ClaimDeviceClass, ledger.SmallestGPUMiB, quota.ClaimDeps{Pods: pods, Lock: t.binder.LockQuotaWithin}); err != nil {
+		if err := quotas.CountClaims(inf.Claims, r.admission.ClaimDeviceClass, ledger.SmallestGPUMiB, quota.ClaimDeps{Pods: pods, Lock: t.binder.LockQuotaWithin, Allocated: ledger.ClaimCharge}); err != nil {
 			return nil, fmt.Errorf("count claims in quota: %w", err)
 		}
 	}

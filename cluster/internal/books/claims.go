@@ -130,7 +130,7 @@ func addClaims(n *fit.Node, st *nodeState) {
 			if !ok {
 				continue
 			}
-			held.GPUs = append(held.GPUs, claimSlice(g, st.mig[g.UUID] != nil, r))
+			held.GPUs = append(held.GPUs, dradevices.Slice(g, st.mig[g.UUID] != nil, r))
 		}
 		if len(held.GPUs) > 0 {
 			fit.Add(n, podmodel.Placement{held})
@@ -138,16 +138,25 @@ func addClaims(n *fit.Node, st *nodeState) {
 	}
 }
 
-// claimSlice is what allocation result r takes of g, a GPU of the
-// node's or a MIG instance (mig), as a container's slice would: a
-// share its consumed memory and cores; an instance all of it, as the
-// extender books one (onParent); a GPU held whole all of it.
-func claimSlice(g protocol.GPU, mig bool, r resourceapi.DeviceRequestAllocationResult) protocol.GPUSlice {
-	if mig {
-		return protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, MIG: true}
+// ClaimCharge is what quota charges for what cl was allocated of the
+// devices the books know (dradevices.Charge), and whether it was
+// allocated any of them.
+func (c *Ledger) ClaimCharge(cl *resourceapi.ResourceClaim) (podmodel.Usage, bool) {
+	if cl.Status.Allocation == nil {
+		return podmodel.Usage{}, false
 	}
-	if mem, cores, ok := dradevices.Consumed(r); ok {
-		return protocol.GPUSlice{UUID: g.UUID, MemoryMiB: mem, Cores: cores}
-	}
-	return protocol.GPUSlice{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: protocol.MaxPercent}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return dradevices.Charge(cl.Status.Allocation.Devices.Results, func(pool, device string) (protocol.GPU, bool, bool) {
+		st, ok := c.nodes[pool]
+		if !ok {
+			return protocol.GPU{}, false, false
+		}
+		for _, g := range st.gpus {
+			if dradevices.DeviceName(g.UUID) == device {
+				return g, st.mig[g.UUID] != nil, true
+			}
+		}
+		return protocol.GPU{}, false, false
+	})
 }

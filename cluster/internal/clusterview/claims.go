@@ -8,8 +8,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/vgpud/vgpud/cluster/internal/quota"
+	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/dradevices"
 	"github.com/vgpud/vgpud/protocol/inspectv1"
+	"github.com/vgpud/vgpud/protocol/podmodel"
 )
 
 // WithClaims adds DRA claims to v: each share kube-scheduler allocated
@@ -40,7 +42,12 @@ func WithClaims(v inspectv1.ClusterView, claims []resourceapi.ResourceClaim, cla
 	}
 	smallest := smallestGPU(v.Nodes)
 	for ns, cs := range byNS {
-		u := quota.ClaimsUsage(cs, class, smallest)
+		u := quota.ClaimsUsage(cs, class, smallest, func(cl *resourceapi.ResourceClaim) (podmodel.Usage, bool) {
+			if cl.Status.Allocation == nil {
+				return podmodel.Usage{}, false
+			}
+			return dradevices.Charge(cl.Status.Allocation.Devices.Results, booked(v.Nodes))
+		})
 		if u.MemMiB == 0 && u.Cores == 0 {
 			continue
 		}
@@ -54,6 +61,25 @@ func WithClaims(v inspectv1.ClusterView, claims []resourceapi.ResourceClaim, cla
 	}
 	slices.SortFunc(v.Namespaces, func(a, b inspectv1.Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return v
+}
+
+// booked finds a claim's device among nodes' GPUs as the leader's books
+// do: a node's pool is named after the node, a device after the GPU's
+// (or MIG instance's) UUID, and a GPU's slots are its split.
+func booked(nodes []inspectv1.NodeView) func(pool, device string) (protocol.GPU, bool, bool) {
+	return func(pool, device string) (protocol.GPU, bool, bool) {
+		for _, n := range nodes {
+			if n.Name != pool {
+				continue
+			}
+			for _, g := range n.GPUs {
+				if dradevices.DeviceName(g.UUID) == device {
+					return protocol.GPU{UUID: g.UUID, MemoryMiB: g.MemoryMiB, Cores: g.Cores, Split: g.Slots}, strings.HasPrefix(g.UUID, "MIG-"), true
+				}
+			}
+		}
+		return protocol.GPU{}, false, false
+	}
 }
 
 // share adds one allocated share to the GPU it names: a node's pool is

@@ -45,6 +45,11 @@ type claimSource struct {
 type ClaimDeps struct {
 	Pods func(namespace string) (podmodel.Usage, error)
 	Lock func(ctx context.Context, namespace string) (unlock func(), err error)
+	// Allocated is what a claim's allocation is charged on the GPUs the
+	// leader knows, as bind charges a pod's placement (a slot's share at
+	// least, a MIG instance whole); false where it knows none of them.
+	// Nil: the allocation's consumed capacity alone.
+	Allocated func(cl *resourceapi.ResourceClaim) (podmodel.Usage, bool)
 }
 
 // admitted is a claim admitted and not yet seen: its name, or the
@@ -148,7 +153,7 @@ func (c *claimSource) usage(namespace string) podmodel.Usage {
 				claims = append(claims, cl)
 			}
 		}
-		u = ClaimsUsage(claims, c.class, c.wholeGPU())
+		u = ClaimsUsage(claims, c.class, c.wholeGPU(), c.bound.Allocated)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -176,18 +181,28 @@ func (c *claimSource) pending(namespace string) podmodel.Usage {
 
 // ClaimsUsage is the pure part: the sum of claims' charges. Each is
 // charged the larger of what it asks of class (dradevices.ClaimRequests)
-// and, once allocated, what it consumes of vgpud's devices (its status,
+// and, once allocated, what it holds of vgpud's devices (its status,
 // which only kube-scheduler writes): the defaults its request left out,
-// and shares reached through another DeviceClass, count too. A claim
-// whose requests cannot be read counts what it was allocated.
-func ClaimsUsage(claims []*resourceapi.ResourceClaim, class string, wholeGPU int64) podmodel.Usage {
+// and shares reached through another DeviceClass (a MIG instance
+// among them), count too. What it holds is allocated's charge where
+// that knows its GPUs (a slot's share at least, as bind charges a pod),
+// else its consumed capacity. A claim whose requests cannot be read
+// counts what it was allocated.
+func ClaimsUsage(claims []*resourceapi.ResourceClaim, class string, wholeGPU int64, allocated func(*resourceapi.ResourceClaim) (podmodel.Usage, bool)) podmodel.Usage {
 	var u podmodel.Usage
 	for _, cl := range claims {
 		var asked podmodel.Usage
 		if cs, err := dradevices.ClaimRequests(&cl.Spec, class); err == nil && len(cs) > 0 {
 			asked = podmodel.Requested(cs, wholeGPU, false)
 		}
-		u = u.Plus(asked.Max(consumed(cl)))
+		held, ok := podmodel.Usage{}, false
+		if allocated != nil {
+			held, ok = allocated(cl)
+		}
+		if !ok {
+			held = consumed(cl)
+		}
+		u = u.Plus(asked.Max(held))
 	}
 	return u
 }

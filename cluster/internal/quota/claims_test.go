@@ -49,7 +49,7 @@ func TestClaimsUsage(t *testing.T) {
 		{"every core", gpuClaim("a", "ai", "vgpud-gpu", 1, map[resourceapi.QualifiedName]string{mem: "1Gi", cores: "100"}), podmodel.Usage{MemMiB: 40960, Cores: 100, Slots: 1, Exclusive: true}},
 		{"another class", gpuClaim("a", "ai", "other", 1, nil), podmodel.Usage{}},
 	} {
-		if got := ClaimsUsage([]*resourceapi.ResourceClaim{c.claim}, "vgpud-gpu", 40960); got != c.want {
+		if got := ClaimsUsage([]*resourceapi.ResourceClaim{c.claim}, "vgpud-gpu", 40960, nil); got != c.want {
 			t.Errorf("%s: %+v; want %+v", c.name, got, c.want)
 		}
 	}
@@ -69,7 +69,7 @@ func TestClaimsUsage(t *testing.T) {
 		{"default cores", allocated(gpuClaim("a", "ai", "vgpud-gpu", 1, map[resourceapi.QualifiedName]string{mem: "1Gi"}), "1Gi", "25"), podmodel.Usage{MemMiB: 1024, Cores: 25, Slots: 1}},
 		{"another class", allocated(gpuClaim("a", "ai", "admins-broad-class", 1, nil), "3Gi", "10"), podmodel.Usage{MemMiB: 3072, Cores: 10, Slots: 1}},
 	} {
-		if got := ClaimsUsage([]*resourceapi.ResourceClaim{c.claim}, "vgpud-gpu", 40960); got != c.want {
+		if got := ClaimsUsage([]*resourceapi.ResourceClaim{c.claim}, "vgpud-gpu", 40960, nil); got != c.want {
 			t.Errorf("%s: %+v; want %+v", c.name, got, c.want)
 		}
 	}
