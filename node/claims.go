@@ -95,6 +95,7 @@ func (a *Role) startDriver(ctx context.Context, prep *dra.Preparer, closeCDI fun
 	// The driver's own directory under kubelet's plugins, which
 	// kubelet does not make.
 	if err := os.MkdirAll(o.Dirs().Plugin, 0o750); err != nil {
+		closeCDI()
 		return nil, fmt.Errorf("the DRA driver's directory: %w", err)
 	}
 	driver, err := dra.StartClaimDriver(ctx, a.api.Kube, a.node, o.Dirs(), a.cfg.ClaimDefaults, prep)

@@ -29,17 +29,15 @@ func (a *Role) runtimeCDI() (preflight.CDI, bool) {
 
 // cdiKnown says whether the node can tell which CDI devices a grant
 // brings: the runtime's configuration read and understood, the GPUs
-// discovered, and, where the node serves claims, the prepare record
-// read. Until then a running container's device nodes are no sign that
-// it escaped the hook.
+// discovered, and the DRA prepare record read (a claim's devices are
+// the record's). Until then a running container's device nodes are no
+// sign that it escaped the hook.
 func (a *Role) cdiKnown() bool {
-	if a.cfg.DRA.DRA {
-		a.mu.Lock()
-		started := a.claims != nil
-		a.mu.Unlock()
-		if !started {
-			return false
-		}
+	a.mu.Lock()
+	read := a.claimsRead
+	a.mu.Unlock()
+	if !read {
+		return false
 	}
 	if a.cfg.Identity.CDI == cdidevices.ModeOff {
 		return true

@@ -95,6 +95,9 @@ type Role struct {
 	// prepared before until their pods end (keepClaims); nil where it
 	// prepared none.
 	claims, kept *dra.ClaimDriver
+	// claimsRead: the prepare record was read, and claims or kept set
+	// where it says so; until then the hook cannot resolve a claim.
+	claimsRead bool
 	// agents says which pods are GPU agents, for the hook.
 	agents gpuagents.Rule
 	cordon *cordon.Watch // the node's GPU cordon, for inspect
@@ -334,6 +337,9 @@ func (a *Role) serve(ctx context.Context, g *errgroup.Group, lib nvml.Interface,
 			return false, err
 		}
 	}
+	a.mu.Lock()
+	a.claimsRead = true
+	a.mu.Unlock()
 	g.Go(func() error {
 		defer stopPods()
 		defer a.record.Release() // after the maker's last pass

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -348,6 +349,24 @@ func TestAShareServesItsClaimsPods(t *testing.T) {
 	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-d" {
 		t.Errorf("after pod-d joined: pods %v; want pod-d (pod-a ended; the re-prepare named pod-a alone)", got.Pods)
 	}
+	// Two join at once: pod-y is added while pod-z's read, which
+	// predates pod-y's reservation, is under way. pod-y stays.
+	reserved("pod-d", "pod-z")
+	read := p.getClaim
+	p.getClaim = func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
+		p.mu.Lock()
+		next := *p.claims["c-1"]
+		next.Pods = append(slices.Clone(next.Pods), "pod-y")
+		p.claims["c-1"] = &next
+		p.mu.Unlock()
+		return read(ctx, ns, name)
+	}
+	if _, _, err := p.Resolve(ctx, name, "pod-z", "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := p.Claim("c-1"); strings.Join(got.Pods, ",") != "pod-d,pod-y,pod-z" {
+		t.Errorf("after two joined at once: pods %v; want pod-d,pod-y,pod-z", got.Pods)
+	}
 }
 
 // A claim may tolerate vgpud's taints, and kube-scheduler then allocates
@@ -404,6 +423,14 @@ func TestKeepOnlyAnswersForWhatWasPrepared(t *testing.T) {
 	}
 	if res := prepareOne(t, p, claimOn("c-2", "new", []string{"pod-b"}, result{device: "gpu-a", consumed: consumed("1Gi", "1")})); res.Err == nil || !strings.Contains(res.Err.Error(), "no longer serves DRA claims") {
 		t.Errorf("a new claim: %v", res.Err)
+	}
+	// Nor does a new pod join a kept claim: that would keep it, and the
+	// node's fence, for good.
+	r := c.DeepCopy()
+	r.Status.ReservedFor = append(r.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: "p-b", UID: "pod-b"})
+	p.getClaim = func(context.Context, string, string) (*resourceapi.ResourceClaim, error) { return r, nil }
+	if _, _, err := p.Resolve(context.Background(), ClaimKind+"=c-1-0", "pod-b", "app"); err == nil || !strings.Contains(err.Error(), "no longer serves claims") {
+		t.Errorf("a new pod of a kept claim: %v", err)
 	}
 	out, err := p.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "c-1"}})
 	if err != nil || out["c-1"] != nil || len(p.Claims()) != 0 {

@@ -45,6 +45,12 @@ func (p *Preparer) Resolve(ctx context.Context, cdiName, podUID, container strin
 		return Grant{}, true, fmt.Errorf("CDI device %s: claim %s/%s has no such device", cdiName, prep.Namespace, prep.Name)
 	}
 	if !slices.Contains(prep.Pods, podUID) {
+		p.mu.Lock()
+		keepOnly := p.keepOnly
+		p.mu.Unlock()
+		if keepOnly {
+			return Grant{}, true, fmt.Errorf("CDI device %s: claim %s/%s was prepared here for other pods, and node %s no longer serves claims (dra is off): it keeps the claim for those pods alone", cdiName, prep.Namespace, prep.Name, p.node)
+		}
 		if err := p.join(ctx, uid, prep, podUID); err != nil {
 			return Grant{}, true, fmt.Errorf("CDI device %s: %w", cdiName, err)
 		}
@@ -55,9 +61,10 @@ func (p *Preparer) Resolve(ctx context.Context, cdiName, podUID, container strin
 }
 
 // join adds pod to the pods of claim uid where the claim, read again,
-// is the one prepared and reserved for it; pods it is no longer
-// reserved for (they ended: the claim controller drops a pod only then)
-// leave the record.
+// is the one prepared and reserved for it; pods of prep (the record as
+// it was before the read) it is no longer reserved for (they ended: the
+// claim controller drops a pod only then) leave the record. A pod that
+// joined meanwhile, which the read may predate, stays.
 func (p *Preparer) join(ctx context.Context, uid string, prep Prepared, pod string) error {
 	if p.getClaim == nil {
 		return fmt.Errorf("claim %s/%s was not prepared for pod %s", prep.Namespace, prep.Name, pod)
@@ -86,7 +93,7 @@ func (p *Preparer) join(ctx context.Context, uid string, prep Prepared, pod stri
 	next := *cur
 	next.Pods = []string{pod}
 	for _, other := range cur.Pods {
-		if reserved(other) {
+		if reserved(other) || !slices.Contains(prep.Pods, other) {
 			next.Pods = append(next.Pods, other)
 		}
 	}

@@ -166,3 +166,40 @@ func TestSynchronizeKeepsClaimsContainers(t *testing.T) {
 		}
 	})
 }
+
+// A claim's container the node's record does not grant at a
+// reconnection (the record lost, the claim not prepared for its pod) is
+// ended, to restart through the hook, not left running unmeasured.
+func TestSynchronizeEndsClaimsContainersTheRecordRefuses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := draPod("stranger") // the record holds no claim for it
+		h := claimHook(pod)
+		g := newGrants()
+		h.Tell(g)
+		var evicted []string
+		var mu sync.Mutex
+		h.EvictWith(func(id string, _ int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			evicted = append(evicted, id)
+			return nil
+		})
+		sb := sandbox(pod)
+		sb.Id = "sb1"
+		ctr := claimContainer(claimDevice)
+		ctr.Id, ctr.PodSandboxId, ctr.State, ctr.Pid = "c1", "sb1", api.ContainerState_CONTAINER_RUNNING, 11
+		ctr.Env = []string{"NVIDIA_VISIBLE_DEVICES=GPU-3"}
+		if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, []*api.Container{ctr}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(evicted) != 1 || evicted[0] != "c1" {
+			t.Errorf("ended %v; want c1", evicted)
+		}
+		if _, ok := g.get("c1"); ok {
+			t.Error("told as granted")
+		}
+	})
+}

@@ -167,8 +167,16 @@ func (h *Hook) judge(r running, rules Ruleset) bool {
 	}
 	r.c.Known = h.pods.Get(r.c.Namespace, r.c.Pod)
 	// Its claims' devices are the node's record's, as at its creation:
-	// judged without them, a claim's container would look escaped.
+	// judged without them, a claim's container would look escaped. One
+	// the record does not grant it now is ended, as one that escaped
+	// is: left running, it would be measured against nothing.
 	r.c.Claimed, r.c.ClaimErr = h.claims(context.Background(), r.ctr, r.c.UID)
+	if r.c.ClaimErr != nil && h.evict != nil {
+		err := h.evict(r.id, r.pid)
+		h.log.Warn("container's DRA claim not granted by the node's record at a reconnection: ended, to restart through the hook",
+			"pod", r.c.Namespace+"/"+r.c.Pod, "container", r.c.Name, "pid", r.pid, "why", r.c.ClaimErr, "err", err)
+		return true
+	}
 	d, known := h.recorded(Decide(r.c, rules), r.c)
 	if !known {
 		return false
