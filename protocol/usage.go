@@ -75,6 +75,11 @@ type ContainerUsage struct {
 	// Over says it held more than its slice plus the node's margin (the
 	// MiB are rounded; this is not).
 	Over bool `json:"over,omitempty"`
+	// Claim, for a DRA claim's share several containers hold together,
+	// is the claim's "namespace/name", and SharedMiB what they all hold
+	// on the GPU: the slice, and Over, are theirs together.
+	Claim     string `json:"claim,omitempty"`
+	SharedMiB int64  `json:"sharedMiB,omitempty"`
 }
 
 // GPUMemory is memory on a GPU that no granted container of the node holds.
@@ -129,11 +134,11 @@ func (u NodeUsage) Validate() error {
 		return fmt.Errorf("mode %q: want off, report or enforce", u.Mode)
 	}
 	for i, c := range u.Containers {
-		if c.UsedMiB < 0 || c.SliceMiB < 0 || c.Kills < 0 || c.SMPercent < -1 || c.Cores < 0 {
+		if c.UsedMiB < 0 || c.SliceMiB < 0 || c.Kills < 0 || c.SMPercent < -1 || c.Cores < 0 || c.SharedMiB < 0 {
 			return fmt.Errorf("containers[%d]: negative use, slice, cores or kills", i)
 		}
 		// Shown in a terminal by inspect --cluster: no control characters.
-		for _, text := range []string{c.Namespace, c.Pod, c.Container, c.GPU} {
+		for _, text := range []string{c.Namespace, c.Pod, c.Container, c.GPU, c.Claim} {
 			if strings.IndexFunc(text, unicode.IsControl) >= 0 || len(text) > 253 {
 				return fmt.Errorf("containers[%d]: a name over 253 bytes or with a control character", i)
 			}

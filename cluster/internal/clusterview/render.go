@@ -129,8 +129,11 @@ func renderUse(w io.Writer, nodes []inspectv1.NodeView) {
 				sm = fmt.Sprint(c.SMPercent)
 			}
 			over := ""
+			if c.Claim != "" {
+				over = fmt.Sprintf(" (claim %s's, %d used by all)", c.Claim, c.SharedMiB)
+			}
 			if c.Over {
-				over = " OVER"
+				over += " OVER"
 			}
 			rows = append(rows, fmt.Sprintf("%s (%s)\t%s/%s\t%s\t%s\t%d/%d%s\t%s/%d\t%d", n.Name, n.Use.Mode, c.Namespace, c.Pod, c.Container, shortUUID(c.GPU), c.UsedMiB, c.SliceMiB, over, sm, c.Cores, c.Kills))
 		}

@@ -1,6 +1,7 @@
 package gpuuse
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,5 +95,29 @@ func TestAClaimsShareIsOnePool(t *testing.T) {
 	v := usage.Decide(sample, func(pid int) *usage.Container { return owners[pid] }, usage.Rules{Mode: usage.Enforce, Margin: 1024 << 20})
 	if len(v.Kills) != 1 || v.Kills[0].Victim.PID != 2 || v.Kills[0].Use.PoolBytes != 6600<<20 || v.Kills[0].Use.Holders != 2 {
 		t.Errorf("kills %+v: want b's process 2 ended, the pool holding 6600 MiB in two containers", v.Kills)
+	}
+}
+
+// Of a pool over its share, its largest holder is the one told (in
+// report mode, the one Event): not every holder, nor one holding next
+// to nothing.
+func TestOnePoolHolderIsTold(t *testing.T) {
+	a := &usage.Container{ID: "a"}
+	b := &usage.Container{ID: "b"}
+	own := &usage.Container{ID: "o"}
+	uses := []usage.Use{
+		{Container: a, GPU: "GPU-0", Pool: "c1-0", UsedBytes: 10 << 20},
+		{Container: b, GPU: "GPU-0", Pool: "c1-0", UsedBytes: 6000 << 20},
+		{Container: a, GPU: "GPU-1", Pool: "c1-1", UsedBytes: 5 << 20},
+		{Container: own, GPU: "GPU-0", UsedBytes: 1},
+	}
+	var told []string
+	for _, u := range uses {
+		if tellsPool(uses, u) {
+			told = append(told, u.Container.ID+"/"+u.GPU)
+		}
+	}
+	if strings.Join(told, " ") != "b/GPU-0 a/GPU-1 o/GPU-0" {
+		t.Errorf("told %v; want the pool's largest holder on each GPU, and the container of its own slice", told)
 	}
 }

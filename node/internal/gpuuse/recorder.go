@@ -40,7 +40,7 @@ func (r *recorder) Sampled(v usage.Outcome, took time.Duration) {
 	}
 	over := map[string]bool{}
 	for _, u := range v.Uses {
-		if !u.Over(uint64(r.margin) << 20) {
+		if !u.Over(uint64(r.margin) << 20) || !tellsPool(v.Uses, u) {
 			continue
 		}
 		key := u.Container.ID + "/" + u.GPU
@@ -139,4 +139,21 @@ func overSlice(u usage.Use, verb, plural string) string {
 	}
 	return fmt.Sprintf("container %q (%d MiB) and the other containers using claim %s's share (%d in all) %s %d MiB together on GPU %s, over the share of %d MiB",
 		u.Container.Name, u.UsedBytes>>20, u.Claim, u.Holders, plural, u.PoolBytes>>20, u.GPU, u.LimitBytes>>20)
+}
+
+// tellsPool says whether u is the one of its pool's holders on its GPU
+// that is told the pool is over: the largest (of equals, the first by
+// container ID), so that a holder of next to nothing is not blamed and
+// the pool's pods get one Event, not one each. A use of its own slice
+// is told.
+func tellsPool(uses []usage.Use, u usage.Use) bool {
+	if u.Pool == "" {
+		return true
+	}
+	for _, o := range uses {
+		if o.Pool == u.Pool && o.GPU == u.GPU && (o.UsedBytes > u.UsedBytes || (o.UsedBytes == u.UsedBytes && o.Container.ID < u.Container.ID)) {
+			return false
+		}
+	}
+	return true
 }

@@ -21,7 +21,8 @@ func usageValue(s *inspectv1.GPUUse) (protocol.NodeUsage, string, error) {
 			sm = (sm + 2) / 5 * 5
 		}
 		u.Containers = append(u.Containers, protocol.ContainerUsage{Namespace: c.Namespace, Pod: c.Pod, Container: c.Container, GPU: c.GPU,
-			UsedMiB: (int64(c.UsedMiB) + 32) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills, Over: c.Over})
+			UsedMiB: (int64(c.UsedMiB) + 32) / 64 * 64, SliceMiB: int64(c.SliceMiB), SMPercent: sm, Cores: c.Cores, Kills: c.Kills, Over: c.Over,
+			Claim: c.Claim, SharedMiB: (int64(c.SharedMiB) + 32) / 64 * 64})
 	}
 	slices.SortStableFunc(u.Containers, func(x, y protocol.ContainerUsage) int { return int(y.UsedMiB - x.UsedMiB) })
 	if n := len(u.Containers) - protocol.MaxUsageContainers; n > 0 {
