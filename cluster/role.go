@@ -206,9 +206,14 @@ func (r *Role) build(ctx context.Context, term leader.Term) (*termParts, error) 
 	if inf.Claims != nil {
 		// What claims hold on a node moved back from DRA is not the
 		// extender's to place.
-		if err := ledger.WatchClaims(inf.Claims); err != nil {
+		claimsBooked, err := ledger.WatchClaims(inf.Claims)
+		if err != nil {
 			return nil, fmt.Errorf("watch DRA claims: %w", err)
 		}
+		// Complete once the claims listed are booked too; where they do
+		// not list in time (Informers.Sync), without them.
+		podsAndNodes := t.booksSynced
+		t.booksSynced = func() bool { return podsAndNodes() && (!inf.ClaimsSynced() || claimsBooked()) }
 		// A claim is checked against the pods as bind charges them, under
 		// bind's lock of the namespace.
 		pods := func(namespace string) (podmodel.Usage, error) {

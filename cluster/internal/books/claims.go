@@ -20,14 +20,15 @@ import (
 // a tenant may not write a claim's status (docs/security.md).
 
 // WatchClaims feeds the ledger from the claims informer, whose transform
-// must be Transform. Start it afterwards.
-func (c *Ledger) WatchClaims(claimInformer cache.SharedIndexInformer) error {
+// must be Transform. Start it afterwards. The returned func reports when
+// the handler has seen the informer's initial list.
+func (c *Ledger) WatchClaims(claimInformer cache.SharedIndexInformer) (func() bool, error) {
 	set := func(obj any) {
 		if cl, ok := obj.(*resourceapi.ResourceClaim); ok {
 			c.SetClaim(cl)
 		}
 	}
-	_, err := claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(obj any) {
@@ -39,7 +40,10 @@ func (c *Ledger) WatchClaims(claimInformer cache.SharedIndexInformer) error {
 			}
 		},
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return reg.HasSynced, nil
 }
 
 // SetClaim books what cl was allocated of vgpud's devices, by node, in
