@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -130,34 +131,40 @@ func TestOneContainersClaimsAskTheSameCores(t *testing.T) {
 	}
 }
 
+// resyncClaim has a hook over a record holding claimDevice for pod
+// uid-dra reconnect to a runtime that runs pod's container c1 with that
+// device, and returns what it ended and what it told as granted.
+func resyncClaim(t *testing.T, pod *corev1.Pod) (evicted []string, g *grants) {
+	h := claimHook(pod)
+	g = newGrants()
+	h.Tell(g)
+	var mu sync.Mutex
+	h.EvictWith(func(id string, _ int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		evicted = append(evicted, id)
+		return nil
+	})
+	sb := sandbox(pod)
+	sb.Id = "sb1"
+	ctr := claimContainer(claimDevice)
+	ctr.Id, ctr.PodSandboxId, ctr.State, ctr.Pid = "c1", "sb1", api.ContainerState_CONTAINER_RUNNING, 11
+	ctr.Env = []string{"NVIDIA_VISIBLE_DEVICES=GPU-3", "CUDA_DEVICE_MEMORY_LIMIT_0=10240m"}
+	if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, []*api.Container{ctr}); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(evicted), g
+}
+
 // A hook that reconnects to a runtime running a claim's container (the
 // node role restarted) resolves its claims from the record again: the
 // container is told as granted, measured as before, and not ended.
 func TestSynchronizeKeepsClaimsContainers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pod := draPod("dra")
-		h := claimHook(pod)
-		g := newGrants()
-		h.Tell(g)
-		var evicted []string
-		var mu sync.Mutex
-		h.EvictWith(func(id string, _ int) error {
-			mu.Lock()
-			defer mu.Unlock()
-			evicted = append(evicted, id)
-			return nil
-		})
-		sb := sandbox(pod)
-		sb.Id = "sb1"
-		ctr := claimContainer(claimDevice)
-		ctr.Id, ctr.PodSandboxId, ctr.State, ctr.Pid = "c1", "sb1", api.ContainerState_CONTAINER_RUNNING, 11
-		ctr.Env = []string{"NVIDIA_VISIBLE_DEVICES=GPU-3", "CUDA_DEVICE_MEMORY_LIMIT_0=10240m"}
-		if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, []*api.Container{ctr}); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
+		evicted, g := resyncClaim(t, draPod("dra"))
 		if len(evicted) != 0 {
 			t.Errorf("ended %v, a claim's container holding its grant", evicted)
 		}
@@ -172,29 +179,7 @@ func TestSynchronizeKeepsClaimsContainers(t *testing.T) {
 // ended, to restart through the hook, not left running unmeasured.
 func TestSynchronizeEndsClaimsContainersTheRecordRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pod := draPod("stranger") // the record holds no claim for it
-		h := claimHook(pod)
-		g := newGrants()
-		h.Tell(g)
-		var evicted []string
-		var mu sync.Mutex
-		h.EvictWith(func(id string, _ int) error {
-			mu.Lock()
-			defer mu.Unlock()
-			evicted = append(evicted, id)
-			return nil
-		})
-		sb := sandbox(pod)
-		sb.Id = "sb1"
-		ctr := claimContainer(claimDevice)
-		ctr.Id, ctr.PodSandboxId, ctr.State, ctr.Pid = "c1", "sb1", api.ContainerState_CONTAINER_RUNNING, 11
-		ctr.Env = []string{"NVIDIA_VISIBLE_DEVICES=GPU-3"}
-		if _, err := h.Synchronize(context.Background(), []*api.PodSandbox{sb}, []*api.Container{ctr}); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
+		evicted, g := resyncClaim(t, draPod("stranger")) // the record holds no claim for it
 		if len(evicted) != 1 || evicted[0] != "c1" {
 			t.Errorf("ended %v; want c1", evicted)
 		}

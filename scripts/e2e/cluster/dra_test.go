@@ -265,14 +265,7 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	within, over := e.containerPID(t, ns, "a"), e.containerPID(t, ns, "t")
 	e.declareProcess(t, vp, gpu, within, 3000, 10)
 	e.declareProcess(t, vp, gpu, over, 3600, 10)
-	declared := time.Now()
-	var gone time.Duration
-	for gone == 0 && time.Since(declared) < 10*time.Second {
-		if errors.Is(syscall.Kill(over, 0), syscall.ESRCH) {
-			gone = time.Since(declared)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gone := killedWithin(over)
 	if gone == 0 || gone > 2*time.Second {
 		t.Errorf("t's process %d, 3600 MiB on a 2048 MiB claim: gone after %v; want within 2 s", over, gone)
 	}
@@ -302,6 +295,7 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		}
 	}
 	e.waitRunning(t, ns, []string{"a", "b", "t", "u"}, 90*time.Second)
+	e.measuredAsClaim(t, node, ns, "a", ns+"/shared")
 	if after := restarts(); after != before {
 		t.Errorf("a's container restarted across the node role's restart: %d, then %d times; want none", before, after)
 	}
@@ -317,14 +311,7 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	}
 	joined := e.containerPID(t, ns, "b")
 	e.declareProcess(t, vp, gpu, joined, 3600, 10)
-	declared = time.Now()
-	gone = 0
-	for gone == 0 && time.Since(declared) < 10*time.Second {
-		if errors.Is(syscall.Kill(joined, 0), syscall.ESRCH) {
-			gone = time.Since(declared)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gone = killedWithin(joined)
 	if gone == 0 || gone > 2*time.Second {
 		t.Errorf("b's process %d, 3600 MiB beside a's 3000 on their 4096 MiB claim: gone after %v; want within 2 s", joined, gone)
 	}
@@ -539,11 +526,15 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	restore()
 	movedBack = true
 	e.restartNodeRole(t, node)
-	if after := restarts(); after != before {
-		t.Errorf("a's container restarted as the node moved back to the device plugin: %d, then %d times; want none", before, after)
-	}
 	if snap := e.inspect(t, node); snap.DRA || len(snap.Claims) != 4 {
 		t.Errorf("vgpud inspect after the move back: DRA %v, claims kept %+v; want the device plugin, and the four claims kept", snap.DRA, snap.Claims)
+	}
+	e.measuredAsClaim(t, node, ns, "a", ns+"/shared")
+	if err := syscall.Kill(within, 0); err != nil {
+		t.Errorf("a's process %d is gone after the move back: %v", within, err)
+	}
+	if after := restarts(); after != before {
+		t.Errorf("a's container restarted as the node moved back to the device plugin: %d, then %d times; want none", before, after)
 	}
 	whole := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "whole", Annotations: map[string]string{wellknown.AnnotationUseGPUUUID: gpu}}, Spec: corev1.PodSpec{
 		NodeSelector: map[string]string{"kubernetes.io/hostname": node}, TerminationGracePeriodSeconds: new(int64),
@@ -552,7 +543,11 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, whole, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the extender's pod of all of GPU %s: %v", gpu, err)
 	}
-	t.Logf("whole: %s", e.refused(t, ns, "whole", "the extender's pod of all of the claims' GPU"))
+	if why := e.refused(t, ns, "whole", "the extender's pod of all of the claims' GPU"); !strings.Contains(why, "not idle") {
+		t.Errorf("whole refused: %s; want the extender's reason, its GPU not idle", why)
+	} else {
+		t.Logf("whole: %s", why)
+	}
 	for _, name := range []string{"a", "b", "t"} {
 		if err := e.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}); err != nil {
 			t.Fatal(err)
@@ -590,6 +585,38 @@ func draClaims(t *testing.T, e env, nodes []string) {
 			return fmt.Errorf("%d claims still prepared", len(s.Claims))
 		}
 		return nil
+	})
+}
+
+// killedWithin is how long after now the process pid, just declared
+// over its slice, is gone; 0 if it is still there 10 s on.
+func killedWithin(pid int) time.Duration {
+	declared := time.Now()
+	for time.Since(declared) < 10*time.Second {
+		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			return time.Since(declared)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0
+}
+
+// measuredAsClaim waits until node's GPU usage measures pod's
+// container as a holder of claim's share: the runtime hook granted it
+// from the node's record, and the node holds it to the share.
+func (e env) measuredAsClaim(t *testing.T, node, ns, pod, claim string) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, pod+" measured as a holder of "+claim, func() error {
+		s := e.inspect(t, node)
+		if s.Use == nil {
+			return errors.New("no usage sample yet")
+		}
+		for _, c := range s.Use.Containers {
+			if c.Namespace == ns && c.Pod == pod && c.Claim == claim {
+				return nil
+			}
+		}
+		return fmt.Errorf("usage rows %+v", s.Use.Containers)
 	})
 }
 
