@@ -40,7 +40,7 @@ func (r *recorder) Sampled(v usage.Outcome, took time.Duration) {
 	}
 	over := map[string]bool{}
 	for _, u := range v.Uses {
-		if !u.Over(uint64(r.margin) << 20) || !tellsPool(v.Uses, u) {
+		if !u.Over(uint64(r.margin)<<20) || !tellsPool(v.Uses, u) {
 			continue
 		}
 		key := u.Container.ID + "/" + u.GPU

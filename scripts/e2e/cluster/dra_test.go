@@ -344,11 +344,16 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		t.Errorf("the tenant wrote the claim's status: %v: %s", err, out)
 	}
 	// A status forged all the same (written here by the cluster's admin,
-	// as one who may could) gets nothing the node did not offer: a share
-	// of all of a's GPU's memory, beside the claims already there, is
-	// refused at prepare, and its pod never starts.
+	// as one who may could, for a pod bound by hand) gets nothing the node
+	// did not offer: a share of all of a's GPU's memory, beside the claims
+	// already there, is refused at prepare, and its pod never starts.
 	if _, err := asTenant.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "forged"},
 		Spec: resourceapi.ResourceClaimSpec{Devices: request("1Gi", "1")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	forger := pod("forger", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: new("forged")})
+	forger.Spec.NodeSelector, forger.Spec.NodeName = nil, node
+	if forger, err = e.kube.CoreV1().Pods(ns).Create(ctx, forger, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	gpuMiB := inv.GPUs[index[gpu]].MemoryMiB
@@ -356,6 +361,7 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fc.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: forger.Name, UID: forger.UID}}
 	fc.Status.Allocation = &resourceapi.AllocationResult{
 		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}},
 		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: wellknown.DRADriver, Pool: node, Device: dradevices.DeviceName(gpu),
@@ -363,9 +369,6 @@ func draClaims(t *testing.T, e env, nodes []string) {
 				dradevices.CapacityMemory: *resource.NewQuantity(gpuMiB<<20, resource.BinarySI), dradevices.CapacityCores: resource.MustParse("1"), dradevices.CapacitySlots: resource.MustParse("1")}}}}}
 	if _, err := e.kube.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, fc, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("forge the claim's status as the admin: %v", err)
-	}
-	if _, err := asTenant.CoreV1().Pods(ns).Create(ctx, pod("forger", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: new("forged")}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 	harness.Eventually(t, 60*time.Second, "the forged allocation refused at prepare", func() error {
 		return e.eventSays(ns, "forger", "would hold", "with the claims already prepared here")
@@ -403,7 +406,7 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	asConverted := e.impersonate(t, "system:serviceaccount:"+cns+":tenant", nil)
 	// vGPU quota counts the namespace's pods and claims alike.
 	if _, err := e.kube.CoreV1().ResourceQuotas(cns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("6000")}}}, metav1.CreateOptions{}); err != nil {
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpumem": resource.MustParse("8000")}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	vgpuPod := func(name string) *corev1.Pod {
@@ -433,8 +436,11 @@ func draClaims(t *testing.T, e env, nodes []string) {
 	if err != nil || len(claims.Items) != 1 || len(claims.Items[0].OwnerReferences) != 1 || claims.Items[0].OwnerReferences[0].UID != conv.UID {
 		t.Fatalf("the converted pod's claims: %+v, %v; want one, owned by the pod", claims, err)
 	}
-	// A claim the tenant writes itself is charged as the pod's was:
-	// 1500 + 2048 of 6000; one of 3 GiB more is refused.
+	// A claim the tenant writes itself is charged as the pod's is: the
+	// converted pod's claim, allocated, a slot's share of its GPU (4096
+	// MiB of 40960 at split 10) as bind charges an extender pod, though
+	// it asked 1500; the new one what it asks, 2048: 6144 of 8000. One of
+	// 3 GiB more is refused.
 	claimOf := func(name, mem string) *resourceapi.ResourceClaim {
 		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimSpec{Devices: request(mem, "")}}
 	}
@@ -443,8 +449,8 @@ func draClaims(t *testing.T, e env, nodes []string) {
 		t.Fatalf("a claim of 2Gi within the quota: %v", err)
 	}
 	_, err = asConverted.ResourceV1().ResourceClaims(cns).Create(ctx, claimOf("too-much", "3Gi"), metav1.CreateOptions{})
-	if err == nil || !strings.Contains(err.Error(), "gpumem quota 6000 MiB, in use 3548") {
-		t.Errorf("a claim of 3Gi past the quota (1500 + 2048 of 6000 used): %v; want it refused", err)
+	if err == nil || !strings.Contains(err.Error(), "gpumem quota 8000 MiB, in use 6144") {
+		t.Errorf("a claim of 3Gi past the quota (4096 + 2048 of 8000 used): %v; want it refused", err)
 	} else {
 		t.Logf("quota: %.200s", err)
 	}
@@ -492,8 +498,8 @@ func draClaims(t *testing.T, e env, nodes []string) {
 			charged = ns.MemoryUsedMiB
 		}
 	}
-	if joined := strings.Join(shares, "; "); !strings.Contains(joined, ns+"/shared") || !strings.Contains(joined, cns+"/"+convertedClaim) || charged != 3548 {
-		t.Errorf("inspect --cluster: GPUs with claims %v, %s charged %d; want %s/shared and %s/%s shown and 3548 MiB charged", shares, cns, charged, ns, cns, convertedClaim)
+	if joined := strings.Join(shares, "; "); !strings.Contains(joined, ns+"/shared") || !strings.Contains(joined, cns+"/"+convertedClaim) || charged != 6144 {
+		t.Errorf("inspect --cluster: GPUs with claims %v, %s charged %d; want %s/shared and %s/%s shown and 6144 MiB charged", shares, cns, charged, ns, cns, convertedClaim)
 	}
 	t.Logf("inspect --cluster: %s; %s charged %d MiB", strings.Join(shares, "; "), cns, charged)
 
