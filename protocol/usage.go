@@ -138,10 +138,14 @@ func (u NodeUsage) Validate() error {
 			return fmt.Errorf("containers[%d]: negative use, slice, cores or kills", i)
 		}
 		// Shown in a terminal by inspect --cluster: no control characters.
-		for _, text := range []string{c.Namespace, c.Pod, c.Container, c.GPU, c.Claim} {
+		for _, text := range []string{c.Namespace, c.Pod, c.Container, c.GPU} {
 			if strings.IndexFunc(text, unicode.IsControl) >= 0 || len(text) > 253 {
 				return fmt.Errorf("containers[%d]: a name over 253 bytes or with a control character", i)
 			}
+		}
+		// A claim is "namespace/name": 63 and 253 bytes at most.
+		if strings.IndexFunc(c.Claim, unicode.IsControl) >= 0 || len(c.Claim) > 63+1+253 {
+			return fmt.Errorf("containers[%d]: a claim name over %d bytes or with a control character", i, 63+1+253)
 		}
 	}
 	for i, g := range u.Unattributed {

@@ -41,6 +41,18 @@ func TestUsageRoundTripAndBounds(t *testing.T) {
 	if _, err := DecodeUsage(`{"version":1,"mode":"kill","containers":[]}`); err == nil {
 		t.Error("an unknown mode decoded")
 	}
+	// A claim's name is its namespace's and its own: up to 63 + 1 + 253.
+	long := ContainerUsage{Namespace: "t", Pod: "p", Container: "main", GPU: "GPU-a", Claim: strings.Repeat("n", 63) + "/" + strings.Repeat("c", 253), SharedMiB: 4096}
+	ok := u
+	ok.Containers = []ContainerUsage{long}
+	if _, err := EncodeUsage(ok); err != nil {
+		t.Errorf("the longest claim name: %v", err)
+	}
+	long.Claim += "c"
+	ok.Containers = []ContainerUsage{long}
+	if _, err := EncodeUsage(ok); err == nil {
+		t.Error("a claim name past 317 bytes encoded")
+	}
 }
 
 // Held is what the leader reads: it round-trips, an older node's value

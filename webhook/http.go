@@ -42,6 +42,9 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("content type %q: want application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
 		return
 	}
+	// Timed from here: reading the body spends the apiserver's wait too.
+	ctx, cancel := reviewContext(r)
+	defer cancel()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -66,8 +69,6 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := review.Request
-	ctx, cancel := reviewContext(r)
-	defer cancel()
 	resp := e.handler.Handle(ctx, req)
 	resp.UID = req.UID
 	e.logDecision(req, resp)

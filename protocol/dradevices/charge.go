@@ -24,8 +24,9 @@ func Slice(g protocol.GPU, mig bool, r resourceapi.DeviceRequestAllocationResult
 // Charge is what quota charges for the devices of vgpud's that results
 // hold, as bind charges a pod's placement (podmodel.Placement.Charge: at
 // least a slot's share of each GPU, one held whole all of it); device
-// finds a result's GPU by its pool (the node) and name. ok is false
-// where it finds none of them.
+// finds a result's GPU by its pool (the node) and name. A device it
+// does not find (gone from its node's inventory) is charged what it
+// consumed, and a slot. ok is false where results hold none of vgpud's.
 func Charge(results []resourceapi.DeviceRequestAllocationResult, device func(pool, name string) (g protocol.GPU, mig, ok bool)) (u podmodel.Usage, ok bool) {
 	var held podmodel.ContainerPlacement
 	known := map[string]protocol.GPU{}
@@ -33,18 +34,21 @@ func Charge(results []resourceapi.DeviceRequestAllocationResult, device func(poo
 		if r.Driver != DriverName {
 			continue
 		}
+		ok = true
 		g, mig, found := device(r.Pool, r.Device)
 		if !found {
+			mem, cores, _ := Consumed(r)
+			u = u.Plus(podmodel.Usage{MemMiB: mem, Cores: cores, Slots: 1})
 			continue
 		}
 		held.GPUs = append(held.GPUs, Slice(g, mig, r))
 		known[g.UUID] = g
 	}
-	if len(held.GPUs) == 0 {
-		return podmodel.Usage{}, false
+	if len(held.GPUs) > 0 {
+		u = u.Plus(podmodel.Placement{held}.Charge(func(uuid string) (protocol.GPU, bool) {
+			g, ok := known[uuid]
+			return g, ok
+		}))
 	}
-	return podmodel.Placement{held}.Charge(func(uuid string) (protocol.GPU, bool) {
-		g, ok := known[uuid]
-		return g, ok
-	}), true
+	return u, ok
 }

@@ -98,8 +98,8 @@ func TestAClaimHoldsItsMIGInstance(t *testing.T) {
 
 // Quota charges an allocated claim as bind charges a pod's placement: a
 // small share at least a slot's share of its GPU, a MIG instance whole,
-// a device the books do not know nothing (the caller falls back on the
-// consumed capacity).
+// a device the books do not know what it consumed; another driver's
+// devices nothing.
 func TestClaimCharge(t *testing.T) {
 	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
 	c.SetNode(gpuNode("n1", 1, "40")) // 40000 MiB, split 40: a slot is 1000 MiB
@@ -117,7 +117,9 @@ func TestClaimCharge(t *testing.T) {
 		{"a small share", allocated("s", result(dradevices.DriverName, "n1", "GPU-n1-0", "100Mi", "1")), 1000, true},
 		{"a large share", allocated("l", result(dradevices.DriverName, "n1", "GPU-n1-0", "3000Mi", "5")), 3000, true},
 		{"a MIG instance", allocated("m", result(dradevices.DriverName, "m1", "MIG-a", "", "")), 19968, true},
-		{"an unknown node", allocated("u", result(dradevices.DriverName, "gone", "GPU-gone-0", "3000Mi", "5")), 0, false},
+		{"an unknown node", allocated("u", result(dradevices.DriverName, "gone", "GPU-gone-0", "3000Mi", "5")), 3000, true},
+		{"one device known, one gone", allocated("k", result(dradevices.DriverName, "n1", "GPU-n1-0", "100Mi", "1"), result(dradevices.DriverName, "gone", "GPU-gone-0", "3000Mi", "5")), 4000, true},
+		{"another driver's", allocated("o", result("gpu.nvidia.com", "n1", "GPU-n1-0", "3000Mi", "5")), 0, false},
 		{"not allocated", allocated("n"), 0, false},
 	} {
 		u, ok := c.ClaimCharge(tc.claim)

@@ -81,9 +81,9 @@ type Binder struct {
 	log      *slog.Logger
 
 	mu         sync.Mutex
-	nodeLocks  map[string]*sync.Mutex // held from the wait for the node to the Binding
-	quotaLocks map[string]*sync.Mutex
-	fitLocks   map[string]*sync.Mutex // held to fit and book a pod on the node
+	nodeLocks  map[string]*sync.Mutex   // held from the wait for the node to the Binding
+	quotaLocks map[string]chan struct{} // bindquota.go
+	fitLocks   map[string]*sync.Mutex   // held to fit and book a pod on the node
 	queue      bindQueue
 
 	// observe is told of every bind's outcome and reason (bindreason.go)
@@ -124,5 +124,5 @@ func NewBinder(term context.Context, cfg BindConfig, d BinderDeps) *Binder {
 	}
 	return &Binder{api: d.API, books: d.Books, lookup: d.Lookup, limits: d.Limits, fence: d.Fence, cfg: cfg, events: d.Events, observe: d.Observe,
 		clock: d.Clock, term: term, log: d.Log,
-		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]*sync.Mutex{}, fitLocks: map[string]*sync.Mutex{}}
+		nodeLocks: map[string]*sync.Mutex{}, quotaLocks: map[string]chan struct{}{}, fitLocks: map[string]*sync.Mutex{}}
 }

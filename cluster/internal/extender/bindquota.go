@@ -28,40 +28,37 @@ func (b *Binder) quotaOf(namespace string) (podmodel.Quota, bool) {
 // and returns its unlock: binds of the namespace hold it, and so do
 // admissions of its DRA claims (LockQuotaWithin).
 func (b *Binder) LockQuota(namespace string) func() {
-	if _, ok := b.quotaOf(namespace); !ok {
-		return func() {}
-	}
-	l := b.lock(b.quotaLocks, namespace)
-	l.Lock()
-	return l.Unlock
+	unlock, _ := b.LockQuotaWithin(context.Background(), namespace)
+	return unlock
 }
 
 // LockQuotaWithin is LockQuota for an admission, which must answer
 // before the apiserver's timeout: it gives up, with ctx's error, once
-// ctx ends first (the lock, when it comes, is let go at once).
+// ctx ends first, leaving nothing waiting for the lock.
 func (b *Binder) LockQuotaWithin(ctx context.Context, namespace string) (unlock func(), err error) {
 	if _, ok := b.quotaOf(namespace); !ok {
 		return func() {}, nil
 	}
-	l := b.lock(b.quotaLocks, namespace)
-	if l.TryLock() {
-		return l.Unlock, nil
-	}
-	got := make(chan struct{})
-	go func() {
-		l.Lock()
-		close(got)
-	}()
+	l := b.quotaLock(namespace)
 	select {
-	case <-got:
-		return l.Unlock, nil
+	case l <- struct{}{}:
+		return func() { <-l }, nil
 	case <-ctx.Done():
-		go func() {
-			<-got
-			l.Unlock()
-		}()
 		return nil, ctx.Err()
 	}
+}
+
+// quotaLock is the namespace's quota lock: a channel of one, held while
+// it holds a value, so that a wait for it can end with a context.
+func (b *Binder) quotaLock(namespace string) chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.quotaLocks[namespace]
+	if !ok {
+		l = make(chan struct{}, 1)
+		b.quotaLocks[namespace] = l
+	}
+	return l
 }
 
 // checkQuota is the authoritative quota check: the namespace's binds are

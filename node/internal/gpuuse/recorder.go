@@ -1,6 +1,7 @@
 package gpuuse
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,7 +44,8 @@ func (r *recorder) Sampled(v usage.Outcome, took time.Duration) {
 		if !u.Over(uint64(r.margin)<<20) || !tellsPool(v.Uses, u) {
 			continue
 		}
-		key := u.Container.ID + "/" + u.GPU
+		// One Event while a pool stays over, whichever holder is told.
+		key := cmp.Or(u.Pool, u.Container.ID) + "/" + u.GPU
 		over[key] = true
 		if r.reported[key] {
 			continue
