@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vgpud/vgpud/protocol"
@@ -156,11 +158,35 @@ func TestWhatTheAllocatorDecides(t *testing.T) {
 	if _, err := kube.CoreV1().ResourceQuotas(qns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for i, mem := range []string{"1Gi", "40Gi", "1Mi"} {
+	claimOf := func(i int, mem string) *resourceapi.ResourceClaim {
 		r := one("vgpud-gpu", "")
 		r.Exactly.Capacity = capacity(map[resourceapi.QualifiedName]string{dradevices.CapacityMemory: mem})
-		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("quota-%d", i)}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{r}}}}
-		_, err := kube.ResourceV1().ResourceClaims(qns).Create(ctx, claim, metav1.CreateOptions{})
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("quota-%d", i)}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{r}}}}
+	}
+	// The apiserver's quota admission counts only once its own informer
+	// has the status set above: until a claim shows in the quota's used
+	// devices, it is taken back and made again.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if _, err := kube.ResourceV1().ResourceClaims(qns).Create(ctx, claimOf(0, "1Gi"), metav1.CreateOptions{}); err != nil {
+			return false, err
+		}
+		q, err := kube.CoreV1().ResourceQuotas(qns).Get(ctx, "gpus", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if used := q.Status.Used[devices]; used.Value() == 1 {
+			return true, nil
+		}
+		return false, kube.ResourceV1().ResourceClaims(qns).Delete(ctx, "quota-0", metav1.DeleteOptions{})
+	}); err != nil {
+		t.Fatalf("the quota never counted a claim: %v", err)
+	}
+	for i, mem := range []string{"1Gi", "40Gi", "1Mi"} {
+		if i == 0 {
+			t.Logf("quota: a claim of %s memory: counted", mem)
+			continue // made above
+		}
+		_, err := kube.ResourceV1().ResourceClaims(qns).Create(ctx, claimOf(i, mem), metav1.CreateOptions{})
 		if want := i < 2; want != (err == nil) || (err != nil && !strings.Contains(err.Error(), "exceeded quota")) {
 			t.Fatalf("claim %d of %s memory under a quota of 2 devices and 1024 MiB gpumem: %v; want admitted=%v", i, mem, err, want)
 		}
