@@ -27,9 +27,14 @@ import (
 // retried the pod while its first bind was under way, and that one may
 // still land).
 func (c *Ledger) Book(p *slimpod.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
-	st := c.stateOf(p, a, raw, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// On a node where the runtime names each container's pod, the
+	// Binding writes no phase and nothing is in flight: booked as its
+	// echo will show it, so that the echo changes nothing (unchanged)
+	// and costs no recount of the node.
+	n, known := c.nodes[a.Node]
+	st := c.stateOf(p, a, raw, !known || !n.exact)
 	old, found := c.pods[p.UID]
 	switch {
 	case found && !old.shown && old.token != held:

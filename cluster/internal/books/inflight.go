@@ -27,7 +27,9 @@ func (c *Ledger) MarkBound(uid types.UID, node string) {
 	if p, ok := c.pods[uid]; ok && p.node == node {
 		p.bound = true
 		c.pods[uid] = p
-		c.refreshInFlight(node)
+		if st, ok := c.nodes[node]; !ok || !st.exact {
+			c.refreshInFlight(node) // an exact node has no in-flight slot
+		}
 	}
 }
 
