@@ -26,8 +26,15 @@ func (c *Ledger) MarkBound(uid types.UID, node string) {
 	defer c.mu.Unlock()
 	if p, ok := c.pods[uid]; ok && p.node == node {
 		p.bound = true
+		st, known := c.nodes[node]
+		guessing := !known || !st.exact
+		if guessing && !p.shown {
+			// Booked while the node was exact (not in flight), which it no
+			// longer is: the slot is held until the echo says otherwise.
+			p.inFlight = true
+		}
 		c.pods[uid] = p
-		if st, ok := c.nodes[node]; !ok || !st.exact {
+		if guessing {
 			c.refreshInFlight(node) // an exact node has no in-flight slot
 		}
 	}
