@@ -104,11 +104,9 @@ func placed(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, na
 		if p.Spec.NodeName != "" {
 			return nil
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				unschedulable = c.Message
-				return nil
-			}
+		if why, ok := harness.Unschedulable(p); ok {
+			unschedulable = why
+			return nil
 		}
 		return errors.New("pending")
 	})

@@ -673,11 +673,9 @@ func (e env) refused(t *testing.T, ns, name, what string) string {
 		if p.Spec.NodeName != "" {
 			t.Fatalf("%s was placed on %s", what, p.Spec.NodeName)
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				why = c.Message
-				return nil
-			}
+		var ok bool
+		if why, ok = harness.Unschedulable(p); ok {
+			return nil
 		}
 		return errors.New("not refused yet")
 	})

@@ -180,11 +180,9 @@ spec: {clusterQueue: %[1]s}
 			if p.Spec.NodeName != "" {
 				continue
 			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					t.Logf("%s waits: %s", p.Name, c.Message)
-					return nil
-				}
+			if why, ok := harness.Unschedulable(&p); ok {
+				t.Logf("%s waits: %s", p.Name, why)
+				return nil
 			}
 		}
 		return fmt.Errorf("no pod of gang is unschedulable")
