@@ -27,14 +27,18 @@ import (
 // retried the pod while its first bind was under way, and that one may
 // still land).
 func (c *Ledger) Book(p *slimpod.Pod, a protocol.Assignment, raw string, held uint64) (token uint64, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	// On a node where the runtime names each container's pod, the
 	// Binding writes no phase and nothing is in flight: booked as its
 	// echo will show it, so that the echo changes nothing (unchanged)
-	// and costs no recount of the node.
+	// and costs no recount of the node. Should the node stop naming
+	// pods meanwhile, MarkBound holds the pod in flight.
+	c.mu.RLock()
 	n, known := c.nodes[a.Node]
-	st := c.stateOf(p, a, raw, !known || !n.exact)
+	exact := known && n.exact
+	c.mu.RUnlock()
+	st := c.stateOf(p, a, raw, !exact) // its allocations outside the lock
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	old, found := c.pods[p.UID]
 	switch {
 	case found && !old.shown && old.token != held:
