@@ -93,6 +93,9 @@ type nodeState struct {
 	// claim UID (claims.go).
 	claims  map[types.UID][]resourceapi.DeviceRequestAllocationResult
 	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	// fullness is fit.Fullness(current), kept with it: a filter ranks
+	// every node, and summing each node's GPUs again was a tenth of it.
+	fullness int64
 	// inFlight are the node's bound pods kubelet has not allocated yet
 	// (usually none or one), kept up to date; changed, when a bind waits
 	// on them, is closed at their next recount.
@@ -155,7 +158,7 @@ func (c *Ledger) SetPod(p *slimpod.Pod) error {
 		// never binds it). Its raw form cannot be an assignment's JSON.
 		raw, ok, inFlight = hamiRaw+p.HAMiNode+"\n"+p.HAMiAllocated, true, false
 	}
-	if ok && c.unchanged(p, raw, inFlight) {
+	if ok && (c.unchanged(p, raw, inFlight) || c.reflag(p, raw, inFlight)) {
 		return nil
 	}
 	// Decoded outside the lock (the inventory check takes it); what the
@@ -241,6 +244,28 @@ func (c *Ledger) unchanged(p *slimpod.Pod, raw string, inFlight bool) bool {
 	return same
 }
 
+// reflag applies an event that shows the pod bound to the node of its
+// booking, with the same assignment, changed only in whether it is in
+// flight (the node role's allocation record, once per bind): as the full
+// path would book it, without the decode, or a recount of the node's
+// usage, which the same assignment leaves as it was. It reports whether
+// it did. Like unchanged, it does not check the assignment again: it was
+// when booked.
+func (c *Ledger) reflag(p *slimpod.Pod, raw string, inFlight bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.pods[p.UID]
+	if !ok || old.raw != raw || old.name != p.Name || p.NodeName == "" || p.NodeName != old.node {
+		return false
+	}
+	old.inFlight, old.bound = inFlight, true
+	old.shown, old.token, old.api = true, 0, nil
+	c.setUnhonoured(p, nil)
+	c.pods[p.UID] = old
+	c.refreshInFlight(old.node)
+	return true
+}
+
 // trusted is Bookable for p against its node's GPUs as the books know them.
 func (c *Ledger) trusted(p *slimpod.Pod, a protocol.Assignment) error {
 	c.mu.RLock()
@@ -274,6 +299,13 @@ func (c *Ledger) put(uid types.UID, st podState) {
 	}
 	c.pods[uid] = st
 	c.node(st.node).pods[uid] = true
+	if ok && old.node == st.node && old.raw == st.raw && old.namespace == st.namespace {
+		// The same assignment again (a bind books its pod twice): what
+		// the node's GPUs hold and charge is as it was; only whether the
+		// pod is in flight may have changed.
+		c.refreshInFlight(st.node)
+		return
+	}
 	c.recompute(st.node)
 }
 

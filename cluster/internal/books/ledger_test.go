@@ -409,11 +409,14 @@ func TestEachNodeForIsNodeForOfEach(t *testing.T) {
 	}
 	for _, pod := range []types.UID{"", own.UID, "unknown"} {
 		var seen []int
-		c.EachNodeFor(names, pod, func(i int, n fit.Node, reason *fit.Reason) bool {
+		c.EachNodeFor(names, pod, func(i int, n fit.Node, fullness int64, reason *fit.Reason) bool {
 			seen = append(seen, i)
 			want, wantReason := c.NodeFor(names[i], pod)
 			if !reflect.DeepEqual(n, want) || !reflect.DeepEqual(reason, wantReason) {
 				t.Errorf("pod %q, node %s: EachNodeFor %+v %v, NodeFor %+v %v", pod, names[i], n, reason, want, wantReason)
+			}
+			if wantFull := fit.Fullness(want); reason == nil && fullness != wantFull {
+				t.Errorf("pod %q, node %s: fullness %d, want %d", pod, names[i], fullness, wantFull)
 			}
 			return true
 		})
@@ -425,7 +428,7 @@ func TestEachNodeForIsNodeForOfEach(t *testing.T) {
 		t.Errorf("n2 as its own pod sees it holds %d MiB, want 1000 (the other pod's)", n.GPUs[0].Used.MemMiB)
 	}
 	calls := 0
-	c.EachNodeFor(names, "", func(int, fit.Node, *fit.Reason) bool { calls++; return false })
+	c.EachNodeFor(names, "", func(int, fit.Node, int64, *fit.Reason) bool { calls++; return false })
 	if calls != 1 {
 		t.Errorf("told to stop at once, EachNodeFor called %d times", calls)
 	}
@@ -462,6 +465,9 @@ func TestEchoesOfABind(t *testing.T) {
 	}
 	if busy := c.InFlight("n1", ""); busy != "" {
 		t.Fatalf("in flight %q once allocated", busy)
+	}
+	if n, _ := c.Node("n1"); n.GPUs[0].Used.MemMiB != 1000 {
+		t.Fatalf("n1 holds %d MiB once its pod is allocated, want 1000", n.GPUs[0].Used.MemMiB)
 	}
 	if got, _ := c.NamespaceUsage("ns", ""); got.MemMiB != 1000 {
 		t.Fatalf("usage %+v, want 1000 MiB", got)

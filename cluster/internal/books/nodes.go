@@ -114,6 +114,7 @@ func (c *Ledger) node(name string) *nodeState {
 func (c *Ledger) recompute(name string) {
 	st := c.node(name)
 	st.current = c.usage(name, "")
+	st.fullness = fit.Fullness(st.current)
 	st.charges = c.heldCharges(name)
 	if len(st.charges) > 0 {
 		c.charging[name] = true

@@ -28,14 +28,15 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	return c.nodeFor(name, pod, c.ownNode(pod))
 }
 
-// EachNodeFor is NodeFor of each of names in turn, a read lock and a
+// EachNodeFor is NodeFor of each of names in turn, with fit.Fullness of
+// each node that answers, a read lock and a
 // look at pod's own booking for each run of eachNodeRun names: a filter
 // asks it of every node, and a lock and a lookup each were a tenth of the
 // call, while a body of a million names must not hold the books from
 // their writers. f sees each node's answer and returns false to stop; it
 // must call nothing that takes the books' lock (the Ledger, or a
 // BindQueue that asks it), which a waiting writer would deadlock.
-func (c *Ledger) EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, reason *fit.Reason) bool) {
+func (c *Ledger) EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, fullness int64, reason *fit.Reason) bool) {
 	for start := 0; start < len(names); start += eachNodeRun {
 		if !c.eachNodeRun(names, start, min(start+eachNodeRun, len(names)), pod, f) {
 			return
@@ -46,13 +47,21 @@ func (c *Ledger) EachNodeFor(names []string, pod types.UID, f func(i int, n fit.
 // eachNodeRun is how many nodes EachNodeFor reads under one lock.
 const eachNodeRun = 256
 
-func (c *Ledger) eachNodeRun(names []string, start, end int, pod types.UID, f func(int, fit.Node, *fit.Reason) bool) bool {
+func (c *Ledger) eachNodeRun(names []string, start, end int, pod types.UID, f func(int, fit.Node, int64, *fit.Reason) bool) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	own := c.ownNode(pod)
 	for i := start; i < end; i++ {
 		n, reason := c.nodeFor(names[i], pod, own)
-		if !f(i, n, reason) {
+		var fullness int64
+		switch {
+		case reason != nil:
+		case own == names[i]:
+			fullness = fit.Fullness(n) // without pod: not what the books keep
+		default:
+			fullness = c.nodes[names[i]].fullness
+		}
+		if !f(i, n, fullness, reason) {
 			return false
 		}
 	}

@@ -24,10 +24,11 @@ type Nodes interface {
 	// NodeFor is a node's GPUs and usage as pod sees them: without its
 	// own earlier booking.
 	NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason)
-	// EachNodeFor is NodeFor of each of names in turn, to f, which
+	// EachNodeFor is NodeFor of each of names in turn, with the
+	// fit.Fullness of each node that answers, to f, which
 	// returns false to stop and calls nothing of Nodes or BindQueue
 	// (the books' lock may be held).
-	EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, reason *fit.Reason) bool)
+	EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, fullness int64, reason *fit.Reason) bool)
 }
 
 // BindQueue says how many binds to a node are under way (Binder.Queued).
@@ -147,7 +148,7 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 	reasons := map[string]fit.Reason{}
 	held := p.nominated.Load()
 	var stopped error
-	p.nodes.EachNodeFor(names, pod.UID, func(i int, n fit.Node, reason *fit.Reason) bool {
+	p.nodes.EachNodeFor(names, pod.UID, func(i int, n fit.Node, full int64, reason *fit.Reason) bool {
 		if stopped = given(ctx, i); stopped != nil {
 			return false
 		}
@@ -164,7 +165,7 @@ func (p *Placer) Filter(ctx context.Context, pod *slimpod.Pod, names []string) (
 			return true
 		}
 		fits = append(fits, name)
-		fullness = append(fullness, fit.Fullness(n))
+		fullness = append(fullness, full)
 		return true
 	})
 	if stopped != nil {

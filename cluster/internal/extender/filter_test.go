@@ -41,10 +41,10 @@ func (f fakeNodes) NodeFor(name string, _ types.UID) (fit.Node, *fit.Reason) {
 	return n, nil
 }
 
-func (f fakeNodes) EachNodeFor(names []string, pod types.UID, each func(int, fit.Node, *fit.Reason) bool) {
+func (f fakeNodes) EachNodeFor(names []string, pod types.UID, each func(int, fit.Node, int64, *fit.Reason) bool) {
 	for i, name := range names {
 		n, r := f.NodeFor(name, pod)
-		if !each(i, n, r) {
+		if !each(i, n, fit.Fullness(n), r) {
 			return
 		}
 	}
