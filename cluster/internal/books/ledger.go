@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,11 @@ type Ledger struct {
 	// claimNodes are the nodes each DRA claim holds vgpud's devices on
 	// (nodeState.claims).
 	claimNodes map[types.UID][]string
+	// smallest is SmallestGPUMiB plus one, 0 while a node's smallest
+	// changed since it was last found (setSmallest): the webhook asks it
+	// of every GPU pod created, and walking every GPU of every node for
+	// it is work no node's change asked for.
+	smallest atomic.Int64
 }
 
 type nodeState struct {
@@ -91,8 +97,11 @@ type nodeState struct {
 	pods       map[types.UID]bool
 	// claims are what DRA claims were allocated of its devices, by
 	// claim UID (claims.go).
-	claims  map[types.UID][]resourceapi.DeviceRequestAllocationResult
-	current fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	claims map[types.UID][]resourceapi.DeviceRequestAllocationResult
+	// smallest is the least memory of its shared GPUs (0: none), as
+	// SmallestGPUMiB counts them.
+	smallest int64
+	current  fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
 	// fullness is fit.Fullness(current), kept with it: a filter ranks
 	// every node, and summing each node's GPUs again was a tenth of it.
 	fullness int64

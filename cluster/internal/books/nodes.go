@@ -85,6 +85,7 @@ func (c *Ledger) SetNode(n *corev1.Node) {
 		// unknown: the pods they name are not forgotten meanwhile.
 		c.forget(st, c.clock.Now())
 	}
+	c.setSmallest(st)
 	c.recompute(n.Name)
 	c.mu.Unlock()
 	c.tellFreed(lifted)
@@ -96,6 +97,7 @@ func (c *Ledger) DeleteNode(name string) {
 	defer c.mu.Unlock()
 	if st, ok := c.nodes[name]; ok {
 		st.gpus, st.usable, st.held, st.kept, st.past, st.usageRaw = nil, false, nil, nil, nil, ""
+		c.setSmallest(st)
 		c.recompute(name)
 	}
 }

@@ -170,3 +170,38 @@ func TestHeldTakesTheSaferOfTwoEntries(t *testing.T) {
 		t.Fatal("nothing held is not nil")
 	}
 }
+
+// SmallestGPUMiB follows nodes as they come, change and go, though it
+// is not found again for each question.
+func TestSmallestGPUMiBFollowsTheNodes(t *testing.T) {
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	if got := c.SmallestGPUMiB(); got != 0 {
+		t.Fatalf("no nodes: %d, want 0", got)
+	}
+	c.SetNode(gpuNode("big", 2, "80"))
+	if got := c.SmallestGPUMiB(); got != 40000 {
+		t.Fatalf("one node of 40000 MiB GPUs: %d", got)
+	}
+	small := gpuNode("small", 1, "40")
+	inv, err := protocol.DecodeInventory(small.Annotations[wellknown.AnnotationGPUs])
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.GPUs[0].MemoryMiB = 16000
+	raw, err := protocol.EncodeInventory(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small.Annotations[wellknown.AnnotationGPUs] = raw
+	c.SetNode(small)
+	if got := c.SmallestGPUMiB(); got != 16000 {
+		t.Fatalf("a 16000 MiB GPU joined: %d", got)
+	}
+	if got := c.SmallestGPUMiB(); got != 16000 { // kept
+		t.Fatalf("asked again: %d", got)
+	}
+	c.DeleteNode("small")
+	if got := c.SmallestGPUMiB(); got != 40000 {
+		t.Fatalf("the small node gone: %d, want 40000", got)
+	}
+}

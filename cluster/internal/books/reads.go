@@ -216,18 +216,38 @@ func (c *Ledger) Pods() []string {
 func (c *Ledger) SmallestGPUMiB() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if s := c.smallest.Load(); s > 0 {
+		return s - 1
+	}
 	var least int64
 	for _, st := range c.nodes {
-		for _, g := range st.gpus {
-			if st.mig[g.UUID] != nil {
-				continue
-			}
-			if least == 0 || (g.MemoryMiB > 0 && g.MemoryMiB < least) {
-				least = g.MemoryMiB
-			}
+		if least == 0 || (st.smallest > 0 && st.smallest < least) {
+			least = st.smallest
 		}
 	}
+	// Under the read lock: setSmallest, which forgets it, takes the
+	// write lock, so what is stored here is never older than a change.
+	c.smallest.Store(least + 1)
 	return least
+}
+
+// setSmallest finds the node's smallest shared GPU again after its GPUs
+// changed, and forgets the books' if the node's is another. c.mu held
+// for writing.
+func (c *Ledger) setSmallest(st *nodeState) {
+	var least int64
+	for _, g := range st.gpus {
+		if st.mig[g.UUID] != nil {
+			continue
+		}
+		if least == 0 || (g.MemoryMiB > 0 && g.MemoryMiB < least) {
+			least = g.MemoryMiB
+		}
+	}
+	if least != st.smallest {
+		st.smallest = least
+		c.smallest.Store(0)
+	}
 }
 
 // firstUnhonoured is one of a node's unhonoured assignments' errors,
