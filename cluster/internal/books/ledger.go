@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,10 +262,20 @@ func (c *Ledger) unchanged(p *slimpod.Pod, raw string, inFlight bool) bool {
 // it did. Like unchanged, it does not check the assignment again: it was
 // when booked.
 func (c *Ledger) reflag(p *slimpod.Pod, raw string, inFlight bool) bool {
+	applies := func() (podState, bool) {
+		old, ok := c.pods[p.UID]
+		return old, ok && old.raw == raw && old.name == p.Name && p.NodeName != "" && p.NodeName == old.node
+	}
+	c.mu.RLock()
+	_, ok := applies() // most events that get here book a new assignment
+	c.mu.RUnlock()
+	if !ok {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old, ok := c.pods[p.UID]
-	if !ok || old.raw != raw || old.name != p.Name || p.NodeName == "" || p.NodeName != old.node {
+	old, ok := applies()
+	if !ok {
 		return false
 	}
 	old.inFlight, old.bound = inFlight, true
@@ -308,10 +319,11 @@ func (c *Ledger) put(uid types.UID, st podState) {
 	}
 	c.pods[uid] = st
 	c.node(st.node).pods[uid] = true
-	if ok && old.node == st.node && old.raw == st.raw && old.namespace == st.namespace {
+	if ok && old.node == st.node && old.raw == st.raw && old.namespace == st.namespace && !strings.HasPrefix(st.raw, hamiRaw) {
 		// The same assignment again (a bind books its pod twice): what
 		// the node's GPUs hold and charge is as it was; only whether the
-		// pod is in flight may have changed.
+		// pod is in flight may have changed. (HAMi's record is read
+		// against the node's GPUs as they are: not the same booking.)
 		c.refreshInFlight(st.node)
 		return
 	}
