@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,6 +105,10 @@ func TestFilterNodeNames(t *testing.T) {
 	w := postTo(FilterHandler(h), body)
 	if w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	// Sized, so that net/http need not chunk it.
+	if got, want := w.Header().Get("Content-Length"), strconv.Itoa(w.Body.Len()); got != want {
+		t.Errorf("Content-Length %q, want %s", got, want)
 	}
 	var res extenderv1.ExtenderFilterResult
 	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -162,10 +163,11 @@ type extenderArgs struct {
 }
 
 // decodeArgs reads ExtenderArgs, answering 4xx itself on bad input; names
-// are interned by in.
-func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (extenderArgs, bool) {
+// are interned by in. The pod's bytes may be buf's: the caller reads them
+// before it gives buf back (putBody).
+func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (args extenderArgs, buf *bytes.Buffer, ok bool) {
 	if !post(w, r, "ExtenderArgs") {
-		return extenderArgs{}, false
+		return extenderArgs{}, nil, false
 	}
 	// ExtenderArgs with the names read by nodeNames.
 	var body struct {
@@ -174,44 +176,50 @@ func decodeArgs(w http.ResponseWriter, r *http.Request, in *interner) (extenderA
 		NodeNames nodeNames
 	}
 	body.NodeNames.intern = in
-	buf, ok := readBody(w, r, maxArgsBody, "ExtenderArgs")
+	buf, ok = readBody(w, r, maxArgsBody, "ExtenderArgs")
 	if !ok {
-		return extenderArgs{}, false
+		return extenderArgs{}, nil, false
 	}
-	defer putBody(buf)
 	if pod, names, set, fast := fastArgs(buf.Bytes(), in); fast {
-		// A copy: buf goes back to the pool.
-		body.Pod, body.NodeNames.names, body.NodeNames.set = bytes.Clone(pod), names, set
+		body.Pod, body.NodeNames.names, body.NodeNames.set = pod, names, set
 	} else if err := json.Unmarshal(buf.Bytes(), &body); err != nil {
+		putBody(buf)
 		http.Error(w, "malformed ExtenderArgs JSON: "+err.Error(), http.StatusBadRequest)
-		return extenderArgs{}, false
+		return extenderArgs{}, nil, false
 	}
 	if len(body.Pod) == 0 || string(body.Pod) == "null" {
+		putBody(buf)
 		http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)
-		return extenderArgs{}, false
+		return extenderArgs{}, nil, false
 	}
 	switch {
 	case body.NodeNames.set:
-		return extenderArgs{pod: body.Pod, names: body.NodeNames.names}, true
+		return extenderArgs{pod: body.Pod, names: body.NodeNames.names}, buf, true
 	case body.Nodes != nil:
 		names := make([]string, 0, len(body.Nodes.Items))
 		for _, n := range body.Nodes.Items {
 			names = append(names, n.Name)
 		}
-		return extenderArgs{pod: body.Pod, names: names, nodes: body.Nodes}, true
+		return extenderArgs{pod: body.Pod, names: names, nodes: body.Nodes}, buf, true
 	}
+	putBody(buf)
 	http.Error(w, "ExtenderArgs has neither NodeNames nor Nodes; send the candidate nodes (vgpud's scheduler profile sets nodeCacheCapable: true)", http.StatusBadRequest)
-	return extenderArgs{}, false
+	return extenderArgs{}, nil, false
 }
 
 // readArgs is decodeArgs and the pod read from them (Placer.Pod), answering
 // 4xx itself on bad input.
 func readArgs(w http.ResponseWriter, r *http.Request, in *interner, p *Placer) (extenderArgs, *slimpod.Pod, bool) {
-	args, ok := decodeArgs(w, r, in)
+	args, buf, ok := decodeArgs(w, r, in)
 	if !ok {
 		return extenderArgs{}, nil, false
 	}
+	// The pod is read, and copied where it must be, while its bytes are
+	// buf's: most calls find it in the informer, and a copy of the body's
+	// pod for each was a tenth of what a filter allocated.
 	pod, err := p.Pod(args.pod)
+	args.pod = nil
+	putBody(buf)
 	if err != nil {
 		http.Error(w, "malformed ExtenderArgs Pod: "+err.Error(), http.StatusBadRequest)
 		return extenderArgs{}, nil, false
@@ -273,7 +281,18 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, what string, v 
 	return true
 }
 
+// writeJSON answers v with its length: net/http chunks an answer it
+// cannot size (a filter's is tens of KB), and each chunk and the last
+// were writes of their own on the connection.
 func writeJSON(w http.ResponseWriter, v any) {
+	buf := bodies.Get().(*bytes.Buffer)
+	defer putBody(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		http.Error(w, "encoding the answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, _ = w.Write(buf.Bytes())
 }

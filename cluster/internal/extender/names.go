@@ -3,6 +3,7 @@ package extender
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sync"
 )
 
@@ -69,42 +70,59 @@ func (in *interner) lockedString(b []byte) string {
 }
 
 // strictNames reads a JSON array of plain strings (plainString), each
-// interned by in (nil: none).
+// interned by in (nil: none). With in, the slice may be the one it gave
+// the last call, shared: callers only read it.
 func strictNames(b []byte, in *interner) ([]string, bool) {
 	// An escape anywhere declines before the names are counted: a body of
 	// escaped quotes would size a slice it never fills.
 	if len(b) < 2 || b[0] != '[' || bytes.IndexByte(b, '\\') >= 0 {
 		return nil, false
 	}
-	out := make([]string, 0, bytes.Count(b, []byte{'"'})/2)
-	var prev []string
+	var prev, out []string
 	if in != nil {
 		in.mu.Lock()
 		defer in.mu.Unlock()
 		// kube-scheduler sends its nodes in the same order call after
 		// call: the last call's names, compared in place, are cheaper
-		// than a lookup each.
+		// than a lookup each, and while every name is the last call's
+		// (same), its slice is the answer, shared: a filter's names
+		// slice was its largest allocation.
 		prev = in.prev
-		defer func() { in.prev = out }()
+	}
+	same, n := in != nil, 0 // n names read; out holds them once !same
+	if !same {
+		out = make([]string, 0, bytes.Count(b, []byte{'"'})/2)
 	}
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
+		if same {
+			out = []string{}
+			in.prev = out
+		}
 		return out, i+1 == len(b)
 	}
 	for {
 		s, next, ok := plainString(b, i)
 		if !ok {
-			out = nil
 			return nil, false
 		}
-		if k := len(out); k < len(prev) && prev[k] == string(s) {
-			out = append(out, prev[k])
-		} else {
-			out = append(out, in.lockedString(s))
+		switch {
+		case same && n < len(prev) && prev[n] == string(s):
+		case same:
+			same = false
+			out = make([]string, n, max(n+1, bytes.Count(b, []byte{'"'})/2))
+			copy(out, prev[:n])
+			fallthrough
+		default:
+			if k := len(out); k < len(prev) && prev[k] == string(s) {
+				out = append(out, prev[k])
+			} else {
+				out = append(out, in.lockedString(s))
+			}
 		}
+		n++
 		i = skipSpace(b, next)
 		if i >= len(b) {
-			out = nil
 			return nil, false
 		}
 		switch b[i] {
@@ -112,12 +130,19 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 			i = skipSpace(b, i+1)
 		case ']':
 			if i+1 != len(b) {
-				out = nil
 				return nil, false
+			}
+			if same {
+				if n == len(prev) {
+					return prev, true
+				}
+				out = slices.Clone(prev[:n]) // fewer: not the last call's slice
+			}
+			if in != nil {
+				in.prev = out
 			}
 			return out, true
 		default:
-			out = nil
 			return nil, false
 		}
 	}
