@@ -95,6 +95,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		// are the leader's CPU and memory too.
 		e.extenderRound(t, client, fill, true)
 		if fill == 20000 {
+			// What it keeps for the 20000 pods, once the round's probes
+			// are gone: the floor beside it is read settled too.
+			e.waitLeaderIdle(t, 60*time.Second, "after the round's deletes")
 			e.leaderMemory(t)
 			e.clusterView(t, fill)
 			// The profile is of a second round, which records nothing.
