@@ -95,11 +95,14 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 	}
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
+		if i+1 != len(b) {
+			return nil, false
+		}
 		if same {
 			out = []string{}
 			in.prev = out
 		}
-		return out, i+1 == len(b)
+		return out, true
 	}
 	for {
 		s, next, ok := plainString(b, i)
