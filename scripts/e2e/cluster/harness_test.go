@@ -397,6 +397,7 @@ func (e env) installed(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var image string
+	var pods *corev1.PodList
 	harness.Eventually(t, 2*time.Minute, "vgpud ready on every node", func() error {
 		ds, err := e.kube.AppsV1().DaemonSets(system).Get(ctx, e.name(""), metav1.GetOptions{})
 		if err != nil {
@@ -408,6 +409,16 @@ func (e env) installed(t *testing.T) []string {
 			return fmt.Errorf("DaemonSet %+v", st)
 		}
 		image = ds.Spec.Template.Spec.Containers[0].Image
+		// The status can lag the pods: one a scenario just deleted may
+		// still count as ready while its replacement has no node yet.
+		if pods, err = e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node"}); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 {
+				return fmt.Errorf("%s on %q is going or not started yet", p.Name, p.Spec.NodeName)
+			}
+		}
 		return nil
 	})
 	// What runs must be this build, not one a reused cluster kept: a
@@ -420,10 +431,6 @@ func (e env) installed(t *testing.T) []string {
 	_, digest, _ := strings.Cut(strings.TrimSpace(string(pushed)), "@")
 	if digest == "" || !strings.HasSuffix(image, "@"+digest) {
 		t.Fatalf("the cluster runs vgpud %s, not this build's %s: %s", image, strings.TrimSpace(string(pushed)), again)
-	}
-	pods, err := e.kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=node"})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
 		if st := p.Status.ContainerStatuses; len(st) == 0 || !strings.HasSuffix(st[0].ImageID, "@"+digest) {
