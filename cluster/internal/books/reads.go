@@ -25,7 +25,8 @@ func (c *Ledger) Node(name string) (fit.Node, *fit.Reason) { return c.NodeFor(na
 func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.nodeFor(name, pod, c.ownNode(pod))
+	n, _, reason := c.nodeFor(name, pod, c.ownNode(pod))
+	return n, reason
 }
 
 // EachNodeFor is NodeFor of each of names in turn, with fit.Fullness of
@@ -52,15 +53,7 @@ func (c *Ledger) eachNodeRun(names []string, start, end int, pod types.UID, f fu
 	defer c.mu.RUnlock()
 	own := c.ownNode(pod)
 	for i := start; i < end; i++ {
-		n, reason := c.nodeFor(names[i], pod, own)
-		var fullness int64
-		switch {
-		case reason != nil:
-		case own == names[i]:
-			fullness = fit.Fullness(n) // without pod: not what the books keep
-		default:
-			fullness = c.nodes[names[i]].fullness
-		}
+		n, fullness, reason := c.nodeFor(names[i], pod, own)
 		if !f(i, n, fullness, reason) {
 			return false
 		}
@@ -76,35 +69,37 @@ func (c *Ledger) ownNode(pod types.UID) string {
 	return c.pods[pod].node
 }
 
-// nodeFor is NodeFor with pod's own node, own, looked up. c.mu held.
-func (c *Ledger) nodeFor(name string, pod types.UID, own string) (fit.Node, *fit.Reason) {
+// nodeFor is NodeFor with pod's own node, own, looked up, and the
+// node's fit.Fullness as pod sees it (0 with a reason). c.mu held.
+func (c *Ledger) nodeFor(name string, pod types.UID, own string) (fit.Node, int64, *fit.Reason) {
 	st, ok := c.nodes[name]
 	switch {
 	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
-		return fit.Node{}, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + wellknown.AnnotationGPUs + " annotation; is vgpud running there?"}
+		return fit.Node{}, 0, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + wellknown.AnnotationGPUs + " annotation; is vgpud running there?"}
 	case st.invErr != nil:
-		return fit.Node{}, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
+		return fit.Node{}, 0, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
 	case st.cordonErr != nil:
-		return fit.Node{}, &fit.Reason{Kind: "unreadable gpu cordon", Text: st.cordonErr.Error()}
+		return fit.Node{}, 0, &fit.Reason{Kind: "unreadable gpu cordon", Text: st.cordonErr.Error()}
 	case len(st.unhonoured) > 0:
-		return fit.Node{}, &fit.Reason{Kind: "assignment from a newer vgpud", Text: firstUnhonoured(st.unhonoured)}
+		return fit.Node{}, 0, &fit.Reason{Kind: "assignment from a newer vgpud", Text: firstUnhonoured(st.unhonoured)}
 	case st.plugin == wellknown.PluginClaims:
-		return fit.Node{}, &fit.Reason{Kind: "serves DRA claims", Text: "the node serves its GPUs to DRA claims (dra: true), not to vGPU resources: ask a claim to use it (docs/dra.md)"}
+		return fit.Node{}, 0, &fit.Reason{Kind: "serves DRA claims", Text: "the node serves its GPUs to DRA claims (dra: true), not to vGPU resources: ask a claim to use it (docs/dra.md)"}
 	case !st.usable:
 		// kube-scheduler saw GPUs here (it filters on allocatable first),
 		// so the books lag a plugin that is coming back.
-		return fit.Node{}, &fit.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
+		return fit.Node{}, 0, &fit.Reason{Kind: "device plugin not registered", Text: "allocatable " + c.names.GPU + " is 0; the device plugin is not registered with kubelet", Passing: true}
 	case st.plugin != wellknown.PluginServing:
 		// A pod bound now would meet a plugin that is going away (or not
 		// back yet), or a restarting kubelet, and fail kubelet's admission.
-		return fit.Node{}, &fit.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", wellknown.AnnotationPlugin, st.plugin, wellknown.PluginServing), Passing: true}
+		return fit.Node{}, 0, &fit.Reason{Kind: "device plugin not serving", Text: fmt.Sprintf("node's %s is %q, not %q: vgpud there is stopping or starting, or kubelet is restarting", wellknown.AnnotationPlugin, st.plugin, wellknown.PluginServing), Passing: true}
 	}
 	if own != "" && own == name {
-		return c.usage(name, pod), nil
+		n := c.usage(name, pod)
+		return n, fit.Fullness(n), nil // without pod: not what the books keep
 	}
 	// Shared, not copied: recompute replaces current and never changes it
 	// in place, and callers only read a Node (core does not write one).
-	return st.current, nil
+	return st.current, st.fullness, nil
 }
 
 // NodeNames are the nodes the books know, in no order.

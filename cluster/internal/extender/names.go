@@ -89,9 +89,12 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 		// slice was its largest allocation.
 		prev = in.prev
 	}
+	// Room for every name, a pair of quotes each (no escapes), made only
+	// once the names are not the last call's.
+	room := func() int { return bytes.Count(b, []byte{'"'}) / 2 }
 	same, n := in != nil, 0 // n names read; out holds them once !same
 	if !same {
-		out = make([]string, 0, bytes.Count(b, []byte{'"'})/2)
+		out = make([]string, 0, room())
 	}
 	i := skipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
@@ -113,7 +116,7 @@ func strictNames(b []byte, in *interner) ([]string, bool) {
 		case same && n < len(prev) && prev[n] == string(s):
 		case same:
 			same = false
-			out = make([]string, n, max(n+1, bytes.Count(b, []byte{'"'})/2))
+			out = make([]string, n, max(n+1, room()))
 			copy(out, prev[:n])
 			fallthrough
 		default:
