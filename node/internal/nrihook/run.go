@@ -19,6 +19,15 @@ const PluginName = "vgpud"
 // (the runtime gives one 2 s).
 const drainMax = 3 * time.Second
 
+// replyGrace is how long the drained hook stays connected, refusing
+// every call, before it closes. A call leaves the count before ttrpc has
+// written its reply, and the runtime creates the container of a call
+// whose connection closed before the reply unadjusted, vgpud listed as
+// consulted (NRI takes a closed plugin's call as no answer): so the
+// replies of the last call answered, and of those refused while
+// stopping, get this long to reach the runtime.
+const replyGrace = 500 * time.Millisecond
+
 // pluginIndex orders vgpud among NRI plugins: late, so what vgpud sets
 // about GPUs is what stays.
 const pluginIndex = "90"
@@ -29,8 +38,9 @@ const pluginIndex = "90"
 // The runtime creates a container without the hook's adjustment when the
 // connection closes during a call, and its validator lets that pass: so
 // the hook stops by refusing new calls and letting the one being answered
-// finish, and only then closes the connection. After that the validator
-// refuses what needs the hook.
+// finish, and only once their replies have had replyGrace to go out
+// closes the connection. After that the validator refuses what needs the
+// hook.
 func (h *Hook) Run(parent context.Context, socket string) error {
 	// The connection lives on ctx, which ends only once the hook has
 	// drained after parent ends (or when Run returns).
@@ -40,6 +50,9 @@ func (h *Hook) Run(parent context.Context, socket string) error {
 		select {
 		case <-parent.Done():
 			h.drain(drainMax)
+			if up, _ := h.Connected(); up {
+				<-h.clock.After(replyGrace)
+			}
 			stop()
 		case <-ctx.Done():
 		}
