@@ -23,6 +23,13 @@ func (h *Hook) enter() bool {
 	return true
 }
 
+// stopping says whether drain has begun.
+func (h *Hook) stopping() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closing
+}
+
 func (h *Hook) leave() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -256,3 +256,24 @@ func TestRunEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Run still running %v after its context ended", 2*drainMax)
 	}
 }
+
+// A hook that has begun to drain does not connect again: the new
+// connection would only refuse, and closing it would let the runtime
+// call the closed plugin once more and take that call as answered.
+func TestRunDoesNotConnectOnceDraining(t *testing.T) {
+	h, _ := testHook()
+	h.drain(0)
+	done := make(chan error, 1)
+	go func() { done <- h.Run(context.Background(), t.TempDir()+"/no-runtime.sock") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(drainMax):
+		t.Fatalf("Run of a draining hook still retrying the runtime after %v", drainMax)
+	}
+	if up, conns := h.Connected(); up || conns != 0 {
+		t.Errorf("connected %v, %d connections", up, conns)
+	}
+}

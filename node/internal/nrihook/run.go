@@ -58,7 +58,7 @@ func (h *Hook) Run(parent context.Context, socket string) error {
 		}
 	}()
 	backoff := 200 * time.Millisecond
-	for {
+	for !h.stopping() {
 		s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithSocketPath(socket),
 			stub.WithLogger(logger{h.log}), stub.WithOnClose(h.setDown))
 		if err != nil {
@@ -67,7 +67,10 @@ func (h *Hook) Run(parent context.Context, socket string) error {
 		began := h.clock.Now()
 		err = s.Run(ctx)
 		h.setDown()
-		if ctx.Err() != nil {
+		// Draining: a new connection would only refuse, and its close
+		// would open NRI's gap again (a closed plugin is still called
+		// until the runtime's next event, its call taken as answered).
+		if ctx.Err() != nil || h.stopping() {
 			return nil
 		}
 		if h.clock.Since(began) > 10*time.Second {
@@ -81,6 +84,7 @@ func (h *Hook) Run(parent context.Context, socket string) error {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+	return nil
 }
 
 // logger sends NRI's own log lines to slog, at debug below warnings.
