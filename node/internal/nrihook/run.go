@@ -19,15 +19,6 @@ const PluginName = "vgpud"
 // (the runtime gives one 2 s).
 const drainMax = 3 * time.Second
 
-// replyGrace is how long the drained hook stays connected, refusing
-// every call, before it closes. A call leaves the count before ttrpc has
-// written its reply, and the runtime creates the container of a call
-// whose connection closed before the reply unadjusted, vgpud listed as
-// consulted (NRI takes a closed plugin's call as no answer): so the
-// replies of the last call answered, and of those refused while
-// stopping, get this long to reach the runtime.
-const replyGrace = 500 * time.Millisecond
-
 // pluginIndex orders vgpud among NRI plugins: late, so what vgpud sets
 // about GPUs is what stays.
 const pluginIndex = "90"
@@ -35,28 +26,30 @@ const pluginIndex = "90"
 // Run connects to the runtime's NRI socket and serves it until ctx ends,
 // connecting again whenever the runtime restarts.
 //
-// The runtime creates a container without the hook's adjustment when the
-// connection closes during a call, and its validator lets that pass: so
-// the hook stops by refusing new calls and letting the one being answered
-// finish, and only once their replies have had replyGrace to go out
-// closes the connection. After that the validator refuses what needs the
-// hook.
-func (h *Hook) Run(parent context.Context, socket string) error {
-	// The connection lives on ctx, which ends only once the hook has
-	// drained after parent ends (or when Run returns).
-	ctx, stop := context.WithCancel(context.WithoutCancel(parent))
-	defer stop()
-	go func() {
-		select {
-		case <-parent.Done():
-			h.drain(drainMax)
-			if up, _ := h.Connected(); up {
-				<-h.clock.After(replyGrace)
-			}
-			stop()
-		case <-ctx.Done():
-		}
-	}()
+// The runtime creates a container without the hook's adjustment, vgpud
+// counted as consulted by its validator, when its call to vgpud fails
+// because the connection closed: during the call, and for every call of
+// the runtime's next event after the close, as a closed plugin stays
+// listed until then (nri v0.12.3). So the hook stops by refusing every
+// call and letting the one being answered finish, and Run returns then,
+// leaving the connection open, still refusing, until the process exits:
+// the runtime's next event is then most likely this container's own
+// exit, not a container it would create unadjusted.
+func (h *Hook) Run(ctx context.Context, socket string) error {
+	ended := make(chan error, 1)
+	go func() { ended <- h.serve(socket) }()
+	select {
+	case <-ctx.Done():
+		h.drain(drainMax)
+		return nil
+	case err := <-ended:
+		return err
+	}
+}
+
+// serve keeps a connection to the runtime, for the life of the process
+// (see Run), until the hook drains with no connection open.
+func (h *Hook) serve(socket string) error {
 	backoff := 200 * time.Millisecond
 	for !h.stopping() {
 		s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithSocketPath(socket),
@@ -65,23 +58,18 @@ func (h *Hook) Run(parent context.Context, socket string) error {
 			return fmt.Errorf("NRI plugin: %w", err)
 		}
 		began := h.clock.Now()
-		err = s.Run(ctx)
+		err = s.Run(context.Background())
 		h.setDown()
-		// Draining: a new connection would only refuse, and its close
-		// would open NRI's gap again (a closed plugin is still called
-		// until the runtime's next event, its call taken as answered).
-		if ctx.Err() != nil || h.stopping() {
+		// Draining: a new connection would only refuse, and closing
+		// it would open the runtime's gap again.
+		if h.stopping() {
 			return nil
 		}
 		if h.clock.Since(began) > 10*time.Second {
 			backoff = 200 * time.Millisecond
 		}
 		h.log.Warn("container runtime connection ended; connecting again", "socket", socket, "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-h.clock.After(backoff):
-		}
+		<-h.clock.After(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
