@@ -356,6 +356,11 @@ func (h *Hook) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*ap
 	}
 	h.mu.Unlock()
 	h.log.Info("connected to the container runtime", "pods", len(pods), "containers", len(ctrs))
+	if h.stopping() {
+		// What resync reads (the pod index) may be stopped by now;
+		// the next replica resyncs.
+		return nil, nil
+	}
 	h.resync(pods, ctrs)
 	return nil, nil
 }

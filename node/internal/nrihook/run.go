@@ -32,24 +32,38 @@ const pluginIndex = "90"
 // the runtime's next event after the close, as a closed plugin stays
 // listed until then (nri v0.12.3). So the hook stops by refusing every
 // call and letting the one being answered finish, and Run returns then,
-// leaving the connection open, still refusing, until the process exits:
+// leaving the connection open, still refusing, until the process exits
+// (holdMax at most):
 // the runtime's next event is then most likely this container's own
 // exit, not a container it would create unadjusted.
 func (h *Hook) Run(ctx context.Context, socket string) error {
+	conn, closeConn := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
-	go func() { ended <- h.serve(socket) }()
+	go func() { ended <- h.serve(conn, socket) }()
 	select {
 	case <-ctx.Done():
 		h.drain(drainMax)
+		// Bounded, should the process hang on its way out after a
+		// role's error (a signal's stop has --shutdown-grace): refusing
+		// for ever would hold every container of the node.
+		go func() {
+			<-h.clock.After(holdMax)
+			closeConn()
+		}()
 		return nil
 	case err := <-ended:
+		closeConn()
 		return err
 	}
 }
 
-// serve keeps a connection to the runtime, for the life of the process
-// (see Run), until the hook drains with no connection open.
-func (h *Hook) serve(socket string) error {
+// holdMax bounds how long the drained hook keeps its connection when the
+// process does not exit: longer than the stop's grace.
+const holdMax = time.Minute
+
+// serve keeps a connection to the runtime on conn, which lasts the
+// process's life (see Run), until the hook drains with none open.
+func (h *Hook) serve(conn context.Context, socket string) error {
 	backoff := 200 * time.Millisecond
 	for !h.stopping() {
 		s, err := stub.New(h, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex), stub.WithSocketPath(socket),
@@ -58,11 +72,11 @@ func (h *Hook) serve(socket string) error {
 			return fmt.Errorf("NRI plugin: %w", err)
 		}
 		began := h.clock.Now()
-		err = s.Run(context.Background())
+		err = s.Run(conn)
 		h.setDown()
 		// Draining: a new connection would only refuse, and closing
 		// it would open the runtime's gap again.
-		if h.stopping() {
+		if h.stopping() || conn.Err() != nil {
 			return nil
 		}
 		if h.clock.Since(began) > 10*time.Second {
