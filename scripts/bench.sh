@@ -163,9 +163,10 @@ else
 	row "real-cluster" "GPU freed -> the pod waiting for it Running" "did not run (see the log)" "<= 2 s" "NO"
 fi
 if [ -n "$ratios" ]; then
-	med=$(echo "$ratios" | sed -E 's/.*ratio ([0-9.]+)\)/\1/' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+	each=$(echo "$ratios" | sed -E 's/.*ratio ([0-9.]+)\)/\1/')
+	med=$(echo "$each" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 	line=$(echo "$ratios" | grep "ratio $med)" | head -1 | sed -E 's/30 plain busybox pods to Running: ([^;]+); 30 GPU pods: ([^ ]+) .*/plain \1, GPU \2/')
-	all=$(echo "$ratios" | sed -E 's/.*ratio ([0-9.]+)\)/\1/' | paste -sd, - | sed 's/,/, /g')
+	all=$(echo "$each" | paste -sd, - | sed 's/,/, /g')
 	# Each set starts on a settled node: the plain pods are deleted and
 	# torn down before the GPU pods are made (the test says why).
 	row "real-cluster burst" "30 GPU pods vs 30 plain pods to Running, each set on a settled node (median of $(echo "$ratios" | wc -l); all: $all)" "$line, ratio $med" "<= 1.1x" "$(awk -v r="$med" 'BEGIN { print (r <= 1.1) ? "yes" : "NO" }')"

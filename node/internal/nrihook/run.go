@@ -33,9 +33,8 @@ const pluginIndex = "90"
 // listed until then (nri v0.12.3). So the hook stops by refusing every
 // call and letting the one being answered finish, and Run returns then,
 // leaving the connection open, still refusing, until the process exits
-// (holdMax at most):
-// the runtime's next event is then most likely this container's own
-// exit, not a container it would create unadjusted.
+// (holdMax at most): the runtime's next event is then most likely this
+// container's own exit, not a container it would create unadjusted.
 func (h *Hook) Run(ctx context.Context, socket string) error {
 	conn, closeConn := context.WithCancel(context.Background())
 	ended := make(chan error, 1)

@@ -22,18 +22,18 @@ import (
 // first seen bound to a node and first seen Running: the status's own
 // timestamps have whole seconds, too coarse for a burst of seconds.
 type timeline struct {
-	mu               sync.Mutex
-	created          map[string]time.Time
-	bound, running   map[string]time.Time
-	stop             context.CancelFunc
-	done             chan struct{}
-	watchErr         error
-	namespace, label string
+	mu             sync.Mutex
+	created        map[string]time.Time
+	bound, running map[string]time.Time
+	stop           context.CancelFunc
+	done           chan struct{}
+	watchErr       error
+	namespace      string
 }
 
-// watchTimeline starts the watch; call created as each create returns
-// and summary once every pod runs.
-func (e env) watchTimeline(t *testing.T, ns, label string) *timeline {
+// watchTimeline starts the watch; call markCreated as each create
+// returns and summary once every pod runs.
+func (e env) watchTimeline(t *testing.T, ns string) *timeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	// From a list's version: a watch from "" on a namespace made a
@@ -49,7 +49,7 @@ func (e env) watchTimeline(t *testing.T, ns, label string) *timeline {
 		t.Fatalf("watch pods in %s: %v", ns, err)
 	}
 	tl := &timeline{created: map[string]time.Time{}, bound: map[string]time.Time{}, running: map[string]time.Time{},
-		stop: cancel, done: make(chan struct{}), namespace: ns, label: label}
+		stop: cancel, done: make(chan struct{}), namespace: ns}
 	go func() {
 		defer close(tl.done)
 		defer w.Stop()
@@ -104,7 +104,7 @@ func (tl *timeline) summary(names []string) (string, error) {
 		return "", tl.watchErr
 	}
 	var toBind, toRun []time.Duration
-	var first, last time.Time
+	var first, lastCreated, last time.Time
 	for _, n := range names {
 		c, b, r := tl.created[n], tl.bound[n], tl.running[n]
 		if c.IsZero() || b.IsZero() || r.IsZero() {
@@ -115,6 +115,9 @@ func (tl *timeline) summary(names []string) (string, error) {
 		if first.IsZero() || c.Before(first) {
 			first = c
 		}
+		if c.After(lastCreated) {
+			lastCreated = c
+		}
 		if r.After(last) {
 			last = r
 		}
@@ -123,14 +126,8 @@ func (tl *timeline) summary(names []string) (string, error) {
 		slices.Sort(ds)
 		return fmt.Sprintf("median %v, max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 	}
-	var lastCreated time.Time
-	for _, n := range names {
-		if c := tl.created[n]; c.After(lastCreated) {
-			lastCreated = c
-		}
-	}
 	return fmt.Sprintf("%s: creates took %v; create -> bound %s; bound -> Running %s; first create -> last Running %v",
-		tl.label, lastCreated.Sub(first).Round(time.Millisecond), q(toBind), q(toRun), last.Sub(first).Round(time.Millisecond)), nil
+		tl.namespace, lastCreated.Sub(first).Round(time.Millisecond), q(toBind), q(toRun), last.Sub(first).Round(time.Millisecond)), nil
 }
 
 // kubeletPods reads how many pods node's kubelet runs a sandbox for,
@@ -197,7 +194,7 @@ func (e env) drain(t *testing.T, ns, node string) {
 // until all run: how long that took, their names, and their timeline.
 func (e env) burst(t *testing.T, ns, node string, n int, limits func(i int) map[string]string) (names []string, took time.Duration, line string) {
 	t.Helper()
-	tl := e.watchTimeline(t, ns, ns)
+	tl := e.watchTimeline(t, ns)
 	start := time.Now()
 	for i := range n {
 		p := gpuPod(fmt.Sprintf("pod-%02d", i), limits(i), nil)
