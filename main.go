@@ -30,6 +30,7 @@ import (
 
 	"github.com/vgpud/vgpud/cluster"
 	"github.com/vgpud/vgpud/internal/apicalls"
+	"github.com/vgpud/vgpud/internal/exepages"
 	"github.com/vgpud/vgpud/internal/kubeclient"
 	"github.com/vgpud/vgpud/internal/logging"
 	"github.com/vgpud/vgpud/internal/metricsserver"
@@ -205,6 +206,11 @@ func runWithSignals(parent context.Context, grace time.Duration, log *slog.Logge
 	}
 }
 
+// startupPagesKept is how long the binary's pages that start-up mapped stay
+// mapped: long enough for the roles' own start (the first inventory, the
+// runtime hook's sync, kubelet's registration, the leader's first lists).
+const startupPagesKept = 30 * time.Second
+
 // runDaemon runs the roles this replica was given until ctx ends or one fails.
 func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One registry for the process, served from start on every replica.
@@ -216,6 +222,10 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		exepages.After(ctx, clock.RealClock{}, startupPagesKept, log)
+		return nil
+	})
 	if cfg.Metrics.MetricsListen != "" {
 		var auth *metricsserver.Reviewer
 		if cfg.Metrics.MetricsSecure {

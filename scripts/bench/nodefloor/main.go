@@ -4,8 +4,9 @@
 // libraries vgpud is held to: it links only what every replica must run
 // (client-go's typed core and coordination clients and Lease election,
 // kubelet's device-plugin gRPC API, go-nvml, fsnotify), runs their package
-// initialisation, and sleeps; with --nvml it also opens the driver's NVML
-// and lists the GPUs (for a GPU machine). make bench builds it as bin/vgpud
+// initialisation, and sleeps, handing its start-up pages back after 10 s
+// as vgpud does; with --nvml it also opens the driver's NVML and lists
+// the GPUs (for a GPU machine). make bench builds it as bin/vgpud
 // is built and reads its RSS next to the node-only daemon's: the binary's
 // mapped pages are most of both.
 package main
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/vgpud/vgpud/internal/exepages"
 )
 
 func main() {
@@ -62,5 +65,13 @@ func main() {
 	s := grpc.NewServer()
 	pluginapi.RegisterDevicePluginServer(s, pluginapi.UnimplementedDevicePluginServer{})
 	fmt.Println("ready")
+	// As vgpud does once its roles started (internal/exepages), so that
+	// the floor's steady memory compares with the replica's.
+	time.Sleep(10 * time.Second)
+	if _, err := exepages.Release(); err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+	fmt.Println("released")
 	time.Sleep(time.Hour)
 }
