@@ -223,7 +223,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		exepages.After(ctx, clock.RealClock{}, startupPagesKept, log)
+		exepages.After(ctx, clock.RealClock{}, startupPagesKept, exepages.Release, log)
 		return nil
 	})
 	if cfg.Metrics.MetricsListen != "" {

@@ -9,16 +9,17 @@ import (
 )
 
 // After waits d, so that the roles' own start-up has run, then calls
-// Release and logs what it did; it returns early when ctx ends.
-func After(ctx context.Context, clk clock.Clock, d time.Duration, log *slog.Logger) {
+// release (Release, but for tests) and logs what it did; it returns early
+// when ctx ends.
+func After(ctx context.Context, clk clock.Clock, d time.Duration, release func() (Stats, error), log *slog.Logger) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-clk.After(d):
 	}
-	st, err := Release()
+	st, err := release()
 	if err != nil {
-		log.Info("the binary's start-up pages stay mapped", "err", err)
+		log.Info("handing the binary's start-up pages back stopped short", "err", err, "rss_before_bytes", st.Before, "rss_after_bytes", st.After)
 		return
 	}
 	log.Info("handed the binary's start-up pages back to the kernel", "rss_before_bytes", st.Before, "rss_after_bytes", st.After)

@@ -33,9 +33,13 @@ type Stats struct{ Before, After int64 }
 // fault reads the page it needs rather than a window around it, and pages
 // them out: they are unmapped and, where no other process maps them,
 // dropped from the page cache (and from the memory cgroup's charge).
-// Nothing is lost: a page is read back from the binary when next used.
-// MADV_PAGEOUT needs Linux 5.4; on a file the caller neither owns nor may
-// write, the kernel skips its pages.
+// Nothing is lost: a page is read back from the binary when next used
+// (the one page of relocated read-only data, the process's own copy, is
+// swapped out or kept). The advice to read at random holds for the rest
+// of the process: code first run after the release reads a page per
+// fault, where it would have read ahead. MADV_PAGEOUT needs Linux 5.4; on
+// a file the caller neither owns nor may write, the kernel skips its
+// pages. After an error, the mappings before the one named are released.
 func Release() (Stats, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -53,15 +57,15 @@ func Release() (Stats, error) {
 	if len(mappings) == 0 {
 		return Stats{}, fmt.Errorf("no read-only mapping of %s in /proc/self/maps", exe)
 	}
-	var st Stats
-	st.Before = resident()
-	for _, s := range mappings {
+	st := Stats{Before: resident()}
+	for i, m := range mappings {
 		for _, advice := range []struct {
 			name string
 			n    int
 		}{{"MADV_RANDOM", unix.MADV_RANDOM}, {"MADV_PAGEOUT", unix.MADV_PAGEOUT}} {
-			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, s.Start, s.End-s.Start, uintptr(advice.n)); errno != 0 {
-				return st, fmt.Errorf("madvise(%s) on %s [%#x, %#x): %w", advice.name, exe, s.Start, s.End, errno)
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.Start, m.End-m.Start, uintptr(advice.n)); errno != 0 {
+				st.After = resident()
+				return st, fmt.Errorf("madvise(%s) on %s [%#x, %#x), mapping %d of %d: %w", advice.name, exe, m.Start, m.End, i+1, len(mappings), errno)
 			}
 		}
 	}
