@@ -149,11 +149,30 @@ func (e env) kubeletPods(node string) (int, error) {
 
 // settle waits until node's kubelet runs a sandbox for no pod but those
 // the apiserver has on node and not deleted: pods deleted before, even
-// forcibly, are torn down, not only gone from the apiserver.
+// forcibly, are torn down, not only gone from the apiserver. It waits
+// too for vgpud's replica there to be past its start-up, its binary's
+// start-up pages handed back (internal/exepages, 30 s in): the code it
+// runs next is read back then, once, and a set that met it would carry
+// that one-time cost (a first run that did read 1.26, its next two 1.03
+// and 0.97).
 func (e env) settle(t *testing.T, node string) {
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now()
+	harness.Eventually(t, 2*time.Minute, "vgpud on "+node+" past its start-up", func() error {
+		p, err := e.vgpudPod(node)
+		if err != nil {
+			return err
+		}
+		raw, err := e.kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("logs of %s: %w", p.Name, err)
+		}
+		if !bytes.Contains(raw, []byte("start-up pages")) {
+			return fmt.Errorf("%s has not handed its start-up pages back yet", p.Name)
+		}
+		return nil
+	})
 	harness.Eventually(t, 2*time.Minute, node+"'s kubelet running only the pods the apiserver has there", func() error {
 		pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
