@@ -226,15 +226,9 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		exepages.After(ctx, clock.RealClock{}, startupPagesKept, exepages.Release, log)
 		return nil
 	})
-	if cfg.Metrics.MetricsListen != "" {
-		var auth *metricsserver.Reviewer
-		if cfg.Metrics.MetricsSecure {
-			auth = metricsserver.NewReviewer(kube.Authn, kube.Authz)
-		}
-		g.Go(func() error {
-			return metricsserver.Serve(ctx, cfg.Metrics.MetricsListen, reg, cfg.Metrics.Profiling, auth, log)
-		})
-	}
+	// The replica's readiness is its node role's; one without (a bench's
+	// leader) has nothing to wait for.
+	ready := func() (bool, string) { return true, "" }
 	var status node.LeaderStatus = cluster.LeaseHolder(cfg.Cluster, cfg.Process.PodNamespace, kube.Coordination)
 	if cfg.Process.Runs(process.RoleCluster) {
 		role := cluster.NewRole(cfg.Cluster, cluster.Replica{Name: cfg.Process.PodName, Namespace: cfg.Process.PodNamespace, Node: cfg.Process.NodeName}, cfg.Process.SchedulerName, cfg.Process.Resources, cfg.Webhook,
@@ -257,7 +251,17 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		nodeCfg.ClaimDefaults = dradevices.ClaimDefaults{MemPercent: mem, Cores: cores}
 		a := node.NewRole(nodeCfg, cfg.Process.NodeName, cfg.Process.Resources, node.API{Core: kube.Core, Events: kube.Events, Kube: kube.DRA}, status, strings.Join(cfg.Process.Roles, "+"),
 			reg, clock.RealClock{}, log.With("role", process.RoleNode))
+		ready = a.Ready
 		g.Go(func() error { return a.Run(ctx) })
+	}
+	if cfg.Metrics.MetricsListen != "" {
+		var auth *metricsserver.Reviewer
+		if cfg.Metrics.MetricsSecure {
+			auth = metricsserver.NewReviewer(kube.Authn, kube.Authz)
+		}
+		g.Go(func() error {
+			return metricsserver.Serve(ctx, cfg.Metrics.MetricsListen, reg, cfg.Metrics.Profiling, auth, ready, log)
+		})
 	}
 	return g.Wait()
 }

@@ -27,7 +27,7 @@ func DefaultOptions() Options { return Options{MetricsListen: ":9090", MetricsSe
 // Flags are o's flags, bound to it.
 func (o *Options) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: FlagMetricsListen, Usage: "address of /metrics, served by every replica from start; empty disables", Value: o.MetricsListen, Destination: &o.MetricsListen},
+		&cli.StringFlag{Name: FlagMetricsListen, Usage: "address of /metrics and /readyz (the readiness probe), served by every replica from start; empty disables", Value: o.MetricsListen, Destination: &o.MetricsListen},
 		&cli.BoolFlag{Name: FlagMetricsSecure, Usage: "serve /metrics over HTTPS only to callers whose token may get it (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone", Value: o.MetricsSecure, Destination: &o.MetricsSecure},
 		&cli.BoolFlag{Name: FlagProfiling, Usage: "serve Go's /debug/pprof on the metrics address (for benchmarks and debugging)", Value: o.Profiling, Destination: &o.Profiling},
 	}

@@ -364,8 +364,8 @@ func hostPID(pod string) (int, error) {
 		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "POD_NAME="+pod) {
 			continue
 		}
-		// The daemon, not a `vgpud inspect --ready` probe exec'd beside
-		// it with the same env.
+		// The daemon, not a `vgpud inspect` exec'd beside it with the
+		// same env.
 		if !daemon(dir) {
 			continue
 		}
