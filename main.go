@@ -254,6 +254,9 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		ready = a.Ready
 		g.Go(func() error { return a.Run(ctx) })
 	}
+	if why := cfg.Metrics.ProbeMismatch(); why != "" && cfg.Process.PodName != "" && cfg.Process.Runs(process.RoleNode) {
+		log.Error("the DaemonSet's readiness probe, an HTTPS GET of /readyz on port 9090, will fail: this pod stays unready and a rolling update stops at it; change the probe with the flag", "why", why)
+	}
 	if cfg.Metrics.MetricsListen != "" {
 		var auth *metricsserver.Reviewer
 		if cfg.Metrics.MetricsSecure {

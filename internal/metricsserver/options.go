@@ -1,6 +1,9 @@
 package metricsserver
 
 import (
+	"fmt"
+	"net"
+
 	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -36,3 +39,25 @@ func (o *Options) Flags() []cli.Flag {
 // Validate reports what in o cannot work: nothing a flag's type lets
 // through.
 func (o Options) Validate() field.ErrorList { return nil }
+
+// ProbeMismatch says why the DaemonSet's readiness probe, an HTTPS GET of
+// /readyz on port 9090 (manifests/vgpud.yaml), cannot pass with o, or ""
+// when it can.
+func (o Options) ProbeMismatch() string {
+	switch {
+	case o.MetricsListen == "":
+		return "--metrics-listen is empty, so nothing serves /readyz"
+	case !o.MetricsSecure:
+		return "--metrics-secure is off, so /readyz is plain HTTP"
+	}
+	host, port, err := net.SplitHostPort(o.MetricsListen)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("--metrics-listen %q is not host:port", o.MetricsListen)
+	case port != "9090":
+		return fmt.Sprintf("--metrics-listen %q is not port 9090", o.MetricsListen)
+	case host != "" && host != "0.0.0.0" && host != "::":
+		return fmt.Sprintf("--metrics-listen %q does not listen on the pod's address", o.MetricsListen)
+	}
+	return ""
+}

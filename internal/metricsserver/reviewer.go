@@ -1,5 +1,5 @@
-// Package metricsserver serves the process's metrics, and only to
-// scrapers the apiserver admits.
+// Package metricsserver serves the process's metrics, only to scrapers
+// the apiserver admits, and its readiness (/readyz) to kubelet's probe.
 package metricsserver
 
 import (

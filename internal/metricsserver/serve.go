@@ -22,7 +22,7 @@ import (
 // insecure_skip_verify, as for kubebuilder's metrics) and only to callers
 // auth admits; without, plain HTTP to anyone (development only). /readyz
 // answers anyone, token or not: it is kubelet's readiness probe, and says
-// only ready (200) or why not (503), from ready.
+// only ready (200) or not (503); why not is vgpud inspect's to tell.
 func Serve(ctx context.Context, addr string, reg *prometheus.Registry, profiling bool, auth *Reviewer, ready func() (bool, string), log *slog.Logger) error {
 	srv := &http.Server{Addr: addr, Handler: handler(reg, profiling, auth, ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
 	errc := make(chan error, 1)
@@ -92,9 +92,11 @@ func handler(reg *prometheus.Registry, profiling bool, auth *Reviewer, ready fun
 func readyz(ready func() (bool, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if ok, why := ready(); !ok {
+		// Anyone on the network may ask: the reason (socket paths, driver
+		// errors) stays with vgpud inspect.
+		if ok, _ := ready(); !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, why)
+			fmt.Fprintln(w, "not ready")
 			return
 		}
 		fmt.Fprintln(w, "ok")
