@@ -154,6 +154,12 @@ KUBECONFIG=$kc VGPUD_SCRIPTS=$here go test -tags e2e -count=3 -v -timeout 20m -r
 ratios=$(grep -oE '30 plain busybox pods to Running: [0-9.]+m?s; 30 GPU pods: [0-9.]+m?s \(ratio [0-9.]+\)' "$clog" || true)
 # "GPU freed -> waiting pod Running: 772ms" as seconds, one per run.
 freed=$(grep -oE 'GPU freed -> waiting pod Running: [0-9.]+m?s' "$clog" | awk '{ v = $NF; if (v ~ /ms$/) { sub(/ms$/, "", v); v /= 1000 } else sub(/s$/, "", v); print v }' | sort -n || true)
+# A run that gave no ratio or no freed time failed somewhere: keep its
+# log (bench/*.log is not committed) and say where it is.
+if [ "$(echo "$ratios" | grep -c ratio)" -lt 3 ] || [ "$(echo "$freed" | grep -c .)" -lt 3 ]; then
+	cp "$clog" bench/cluster-runs.log
+	echo "bench: a one-node cluster run failed; its log is bench/cluster-runs.log" >&2
+fi
 rm -f "$clog"
 echo "$ratios" >&2
 if [ -n "$freed" ]; then
