@@ -255,7 +255,7 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 		g.Go(func() error { return a.Run(ctx) })
 	}
 	if why := cfg.Metrics.ProbeMismatch(); why != "" && cfg.Process.PodName != "" && cfg.Process.Runs(process.RoleNode) {
-		log.Error("the DaemonSet's readiness probe, an HTTPS GET of /readyz on port 9090, will fail: this pod stays unready and a rolling update stops at it; change the probe with the flag", "why", why)
+		log.Error("the DaemonSet's readiness probe, an HTTPS GET of /readyz on the metrics port, will fail: this pod stays unready and a rolling update stops at it; change the probe with the flag", "why", why)
 	}
 	if cfg.Metrics.MetricsListen != "" {
 		var auth *metricsserver.Reviewer

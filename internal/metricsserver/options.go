@@ -41,9 +41,10 @@ func (o *Options) Flags() []cli.Flag {
 func (o Options) Validate() field.ErrorList { return nil }
 
 // ProbeMismatch says why the DaemonSet's readiness probe, an HTTPS GET of
-// /readyz on port 9090 (manifests/vgpud.yaml), cannot pass with o, or ""
-// when it can.
+// /readyz on the default listener's port (manifests/vgpud.yaml names it
+// port metrics), cannot pass with o, or "" when it can.
 func (o Options) ProbeMismatch() string {
+	_, probed, _ := net.SplitHostPort(DefaultOptions().MetricsListen)
 	switch {
 	case o.MetricsListen == "":
 		return "--metrics-listen is empty, so nothing serves /readyz"
@@ -54,8 +55,8 @@ func (o Options) ProbeMismatch() string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("--metrics-listen %q is not host:port", o.MetricsListen)
-	case port != "9090":
-		return fmt.Sprintf("--metrics-listen %q is not port 9090", o.MetricsListen)
+	case port != probed:
+		return fmt.Sprintf("--metrics-listen %q is not port %s", o.MetricsListen, probed)
 	case host != "" && host != "0.0.0.0" && host != "::":
 		return fmt.Sprintf("--metrics-listen %q does not listen on the pod's address", o.MetricsListen)
 	}

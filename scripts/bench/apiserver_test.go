@@ -664,7 +664,7 @@ func TestNodeOnlyMemory(t *testing.T) {
 			target, met = "<= 30 MiB", metIf(m.steady <= 30)
 		}
 		e.record(t, "node", fmt.Sprintf("%s, %s, at start-up (inventory published + 5 s)", what, how), fmt.Sprintf("%.0f MiB (anon %.0f)", m.start, m.startAnon), "-", "-")
-		e.record(t, "node", fmt.Sprintf("%s, %s, steady: the most of %d reads over the %s after it handed its start-up pages back (%s)", what, how, m.reads, steadyWindow, m.released),
+		e.record(t, "node", fmt.Sprintf("%s, %s, steady: the most of %d reads over the %s after it handed its start-up pages back (%s)", what, how, steadyReads, steadyReads*readEvery, m.released),
 			fmt.Sprintf("%.0f MiB (anon %.0f)", m.steady, m.steadyAnon), target, met)
 		floor := harness.Spawn(t, "nodefloor", floorBin)
 		time.Sleep(5 * time.Second)
@@ -676,36 +676,47 @@ func TestNodeOnlyMemory(t *testing.T) {
 			return nil
 		})
 		// It idles: a shorter window than the replica's finds its most.
-		var srss, sanon float64
-		for range 6 {
-			time.Sleep(5 * time.Second)
-			if rss, anon := harness.Memory(floor.Cmd.Process.Pid); rss > srss {
-				srss, sanon = rss, anon
-			}
-		}
+		srss, sanon := mostMemory(floor.Cmd.Process.Pid, floorReads)
 		said, _ := os.ReadFile(floor.Log)
 		floor.Stop(t)
-		e.record(t, "node", fmt.Sprintf("%s (binary %s; vgpud %s), %s: at start-up / the most of 6 reads over the 30 s after it handed its start-up pages back%s", floorWhat, fileMiB(t, floorBin), fileMiB(t, e.vgpud), how, failedRelease(said)),
+		e.record(t, "node", fmt.Sprintf("%s (binary %s; vgpud %s), %s: at start-up / the most of %d reads over the %s after it handed its start-up pages back%s", floorWhat, fileMiB(t, floorBin), fileMiB(t, e.vgpud), how, floorReads, floorReads*readEvery, failedRelease(said)),
 			fmt.Sprintf("%.0f MiB (anon %.0f) / %.0f MiB (anon %.0f)", frss, fanon, srss, sanon), "-", "-")
 	}
 }
 
-// steadyWindow is how long the node-only replica is read after it hands
-// its start-up pages back: the pages its loops fault back in level off
-// within about 90 s (read every 5 s over 3 minutes on this machine).
-const steadyWindow = 90 * time.Second
+// How the node-only replica and the floor are read once they handed
+// their start-up pages back: every readEvery, the replica steadyReads
+// times, since the pages its loops fault back in level off within about
+// 90 s (read every 5 s over 3 minutes on this machine), the idle floor
+// floorReads times.
+const (
+	readEvery   = 5 * time.Second
+	steadyReads = 18
+	floorReads  = 6
+)
+
+// mostMemory reads pid's memory n times, readEvery apart, the first
+// readEvery from now, and keeps the read with the most RSS (MiB).
+func mostMemory(pid, n int) (rss, anon float64) {
+	for range n {
+		time.Sleep(readEvery)
+		if r, a := harness.Memory(pid); r > rss {
+			rss, anon = r, a
+		}
+	}
+	return rss, anon
+}
 
 // nodeMemory is what nodeOnlyRSS read, in MiB.
 type nodeMemory struct {
 	start, startAnon   float64
 	steady, steadyAnon float64
-	reads              int
 	released           string // the RSS the replica logged at its release
 }
 
 // nodeOnlyRSS starts a node-only replica, reads its memory 5 s after its
 // inventory is out, then waits for it to hand its start-up pages back and
-// reads it every 5 s over steadyWindow, keeping the most; then stops it.
+// reads it steadyReads times, keeping the most; then stops it.
 func nodeOnlyRSS(ctx context.Context, t *testing.T, e env) nodeMemory {
 	t.Helper()
 	// The inventory left by the previous replica would pass for this one's.
@@ -758,13 +769,7 @@ func nodeOnlyRSS(ctx context.Context, t *testing.T, e env) nodeMemory {
 		}
 		return fmt.Errorf("not yet")
 	})
-	for end := time.Now().Add(steadyWindow); time.Now().Before(end); time.Sleep(5 * time.Second) {
-		rss, anon := harness.Memory(p.Cmd.Process.Pid)
-		m.reads++
-		if rss > m.steady {
-			m.steady, m.steadyAnon = rss, anon
-		}
-	}
+	m.steady, m.steadyAnon = mostMemory(p.Cmd.Process.Pid, steadyReads)
 	return m
 }
 
