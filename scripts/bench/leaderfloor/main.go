@@ -34,6 +34,11 @@ import (
 )
 
 func main() {
+	// One P, as vgpud's replica runs (daemonProcs in its main.go): the
+	// floor is held to the same runtime.
+	if os.Getenv("GOMAXPROCS") == "" {
+		goruntime.GOMAXPROCS(1)
+	}
 	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig")
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)

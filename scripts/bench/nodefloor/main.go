@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -32,6 +33,11 @@ import (
 )
 
 func main() {
+	// One P, as vgpud's replica runs (daemonProcs in its main.go): the
+	// floor is held to the same runtime.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
 	// Typed clients only, as vgpud builds them: resourcelock.NewFromKubeconfig
 	// would link the whole clientset.
