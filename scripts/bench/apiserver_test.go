@@ -104,6 +104,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			prof := e.profile(t, "extender-20000")
 			e.extenderRound(t, client, fill, false)
 			prof()
+			leader = e.abRounds(t, client, leader, fill)
 		}
 	}
 	leader = e.reelect(t, client, leader)
@@ -472,21 +473,21 @@ func post(c *http.Client, verb string, body any, out any) (time.Duration, error)
 	return took, json.Unmarshal(b, out)
 }
 
-// extenderRound creates 1000 real pending pods (200 for the profiled
-// repeat) and, for each, calls
+// extenderRound creates 1000 real pending pods and, for each, calls
 // /filter with every node name and /prioritize with what it returned (as
 // a profile with a prioritizeVerb would), then /bind to one of them,
 // marking it allocated as its node would. The leader's CPU per pod counts
 // filter and bind, what vgpud's own profile calls. Without record it
-// records nothing: a repeat to profile. A recorded round is long enough
-// to meet the collector's cycles as a steady stream of pods does: at
-// 20000 placed pods one cycle marks a heap of some 60 MiB, every few
-// hundred pods, and a round of 200 met one or none, which read as 0.9 or
-// 1.5 ms a pod for one build.
-func (e env) extenderRound(t *testing.T, c *http.Client, fill int, record bool) {
+// records nothing (a repeat to profile, or one side of an A/B). It
+// returns the leader's CPU per pod in ms. A round is long enough to meet
+// the collector's cycles as a steady stream of pods does: at 20000
+// placed pods one cycle marks a heap of some 60 MiB, every few hundred
+// pods, and a round of 200 met one or none, which read as 0.9 or 1.5 ms
+// a pod for one build.
+func (e env) extenderRound(t *testing.T, c *http.Client, fill int, record bool) float64 {
 	prefix, n := "x", 1000
 	if !record {
-		prefix, n = "xp", 200 // the profiled repeat
+		prefix = "xp"
 	}
 	ctx := context.Background()
 	names := allNodeNames()
@@ -525,6 +526,7 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill int, record bool) 
 		bindCPU += harness.CPUTime(e.leaderPID) - cpu
 		e.markAllocated(ctx, t, p.Namespace, p.Name)
 	}
+	perPod := (filterCPU + bindCPU).Seconds() * 1000 / float64(n)
 	if record {
 		for _, v := range []struct {
 			verb string
@@ -540,7 +542,6 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill int, record bool) 
 		// Each call's CPU is read to the nanosecond (harness.CPUTime); what
 		// the leader does between calls (the probes' creates and allocation
 		// records arriving by watch) is not counted.
-		perPod := (filterCPU + bindCPU).Seconds() * 1000 / float64(n)
 		t.Logf("fill %d: leader CPU per pod in /filter %.3f ms, in /bind %.3f ms", fill, filterCPU.Seconds()*1000/float64(n), bindCPU.Seconds()*1000/float64(n))
 		e.record(t, "extender vs apiserver", fmt.Sprintf("leader CPU per scheduled pod (filter + bind, sequential), %d placed", fill), fmt.Sprintf("%.2f ms", perPod), "<= 1 ms", metIf(perPod <= 1))
 	}
@@ -551,6 +552,7 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill int, record bool) 
 	harness.Parallel(t, n, 32, func(i int) error {
 		return e.kube.CoreV1().Pods("bench").Delete(ctx, fmt.Sprintf("%s-%d-%d", prefix, fill, i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	})
+	return perPod
 }
 
 // markAllocated is the node role's answer to a bind, so the next bind to
