@@ -211,12 +211,12 @@ func runWithSignals(parent context.Context, grace time.Duration, log *slog.Logge
 // runtime hook's sync, kubelet's registration, the leader's first lists).
 const startupPagesKept = 30 * time.Second
 
-// daemonProcs is the replica's GOMAXPROCS unless the environment sets one.
-// Its work is short requests and events one after another; with a P per
-// core (every core of a GPU node, which has no CPU limit for it) the
-// runtime woke and spun idle Ps for each. On 2 cores, one P took 18 % less
-// of the leader's CPU per scheduled pod, its /filter no slower
-// (bench/runs.md, 17th session).
+// daemonProcs is the replica's GOMAXPROCS unless GOMAXPROCS in its
+// environment says otherwise. Its work is short requests and events one
+// after another; with a P per core (every core of a GPU node: the
+// DaemonSet sets no CPU limit) the runtime woke and spun idle Ps for each,
+// which cost the leader CPU per pod and bought no latency (bench/runs.md,
+// 17th session).
 const daemonProcs = 1
 
 // runDaemon runs the roles this replica was given until ctx ends or one fails.

@@ -630,3 +630,20 @@ func TestChartUpgradeReusingOldValuesKeepsTheAgents(t *testing.T) {
 		t.Errorf("the reused values' policy lacks the GPU operator's agents: %s", raw)
 	}
 }
+
+// extraEnv takes a setting as VGPUD_<FLAG> and GOMAXPROCS (vgpud runs on
+// one P without it); any other name is refused.
+func TestChartExtraEnv(t *testing.T) {
+	got := helmTemplate(t, "vgpud-system", "extraEnv[0].name=VGPUD_SPLIT", "--set-string=extraEnv[0].value=4", "extraEnv[1].name=GOMAXPROCS", "--set-string=extraEnv[1].value=2")
+	ds, _ := json.Marshal(got["DaemonSet/vgpud"])
+	for _, want := range []string{`{"name":"VGPUD_SPLIT","value":"4"}`, `{"name":"GOMAXPROCS","value":"2"}`} {
+		if !strings.Contains(string(ds), want) {
+			t.Errorf("the DaemonSet has no %s", want)
+		}
+	}
+	for _, bad := range []string{"LD_PRELOAD", "GOMAXPROCSX", "vgpud_split"} {
+		if _, err := helmRender(t, "vgpud-system", "extraEnv[0].name="+bad, "extraEnv[0].value=x"); err == nil {
+			t.Errorf("extraEnv %s rendered; want the schema to refuse it", bad)
+		}
+	}
+}
