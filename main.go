@@ -219,10 +219,19 @@ const startupPagesKept = 30 * time.Second
 // 17th session).
 const daemonProcs = 1
 
+// daemonMaxProcs is the GOMAXPROCS runDaemon sets, or 0 to leave Go's own
+// where the environment's GOMAXPROCS (which lookup reads) set it.
+func daemonMaxProcs(lookup func(string) (string, bool)) int {
+	if v, ok := lookup("GOMAXPROCS"); ok && v != "" {
+		return 0
+	}
+	return daemonProcs
+}
+
 // runDaemon runs the roles this replica was given until ctx ends or one fails.
 func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(daemonProcs)
+	if n := daemonMaxProcs(os.LookupEnv); n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
