@@ -21,6 +21,10 @@ KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud gotest -tags e2e -count=1 -timeo
 KUBECONFIG=$kubeconfig VGPUD_K8S_BIN=$("$here/k8s-binaries.sh") gotest -tags e2e -count=1 -timeout 5m ./node/internal/dra/
 "$here/apiserver.sh" down
 
+# Kueue built (cached) before the cluster suite, not inside its timeout:
+# cold, the build takes minutes of it.
+"$here/kueue.sh" build
+
 # The cluster (three nodes unless VGPUD_NODES says otherwise): fresh state,
 # vgpud installed by the first scenario.
 "$here/cluster.sh" down

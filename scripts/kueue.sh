@@ -7,6 +7,9 @@
 #   scripts/kueue.sh uninstall  removes all of it: every Job queued in it,
 #                               its queues and workloads, its CRDs
 #   scripts/kueue.sh manifest   prints the manifest install applies
+#   scripts/kueue.sh build      builds Kueue's binary and image into the
+#                               cache only: make test does it before the
+#                               cluster suite, whose timeout it would spend
 # The manifest is Kueue's own kustomize bases at $KUEUE_VERSION (CRDs,
 # RBAC, manager, its internal certificates, webhooks) with the settings
 # in scripts/kueue/controller_manager_config.yaml, less the webhooks of
@@ -110,6 +113,7 @@ YAML
 
 case ${1:-} in
 binary) binary ;;
+build) image >/dev/null ;;
 manifest) manifest "vgpud.local/kueue:$KUEUE_VERSION" ;;
 install)
 	tar=$(image)
@@ -181,7 +185,7 @@ uninstall)
 	exit 1
 	;;
 *)
-	echo "usage: scripts/kueue.sh install|uninstall|manifest" >&2
+	echo "usage: scripts/kueue.sh install|uninstall|manifest|build" >&2
 	exit 2
 	;;
 esac
