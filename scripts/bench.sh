@@ -140,6 +140,10 @@ for p in bench/*.pprof; do
 		# the GC.
 		go tool pprof -top -cum -nodecount=3000 "$("$here/k8s-binaries.sh")/kube-apiserver" "$p" 2>/dev/null |
 			grep -E '^(File|Type|Duration|Showing nodes)|patcher\).patchResource.func2$|CreateNamedResource.createHandler.func1.2$|handlers.CreateResource.createHandler.func1.2$|handlers.ListResource.func1$|handlers.handleWatch$|managedFieldsUpdater\).Update$|runtime.gcBgMarkWorker$|runtime.mallocgc$' >"${p%.pprof}.txt" || true ;;
+	*-allocs-before.pprof) ;;
+	*-allocs.pprof)
+		# What the leader allocated over the profiled round alone.
+		go tool pprof -sample_index=alloc_space -top -nodecount=30 -base "${p%.pprof}-before.pprof" bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true ;;
 	*) go tool pprof -top -nodecount=30 bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true ;;
 	esac
 done

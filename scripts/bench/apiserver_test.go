@@ -271,9 +271,20 @@ func (e env) heapInUse(t *testing.T) float64 {
 }
 
 // profile starts a CPU profile of the leader; calling the result waits
-// for it and saves it in $VGPUD_BENCH_PROFILES (bench.sh summarises it).
+// for it and saves it in $VGPUD_BENCH_PROFILES (bench.sh summarises it),
+// with the leader's allocations before and after (<name>-allocs-before
+// and <name>-allocs: bench.sh summarises their difference).
 func (e env) profile(t *testing.T, name string) func() {
-	return saveProfile(t, name+".pprof", func() ([]byte, error) {
+	allocs := func() ([]byte, error) {
+		resp, err := http.Get("http://127.0.0.1:9090/debug/pprof/allocs")
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	}
+	saveProfile(t, name+"-allocs-before.pprof", allocs)()
+	cpu := saveProfile(t, name+".pprof", func() ([]byte, error) {
 		resp, err := http.Get("http://127.0.0.1:9090/debug/pprof/profile?seconds=6")
 		if err != nil {
 			return nil, err
@@ -281,6 +292,10 @@ func (e env) profile(t *testing.T, name string) func() {
 		defer resp.Body.Close()
 		return io.ReadAll(resp.Body)
 	})
+	return func() {
+		cpu()
+		saveProfile(t, name+"-allocs.pprof", allocs)()
+	}
 }
 
 // apiserverProfile starts a CPU profile of kube-apiserver for seconds;
@@ -500,6 +515,7 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill, n int, record boo
 	names := allNodeNames()
 	var filter, prio, bind []time.Duration
 	var filterCPU, bindCPU time.Duration
+	alloc0, gc0, gcErr := leaderGC()
 	for i := range n {
 		p, err := e.kube.CoreV1().Pods("bench").Create(ctx, gpuPodSpec(fmt.Sprintf("%s-%d-%d", prefix, fill, i)), metav1.CreateOptions{})
 		if err != nil {
@@ -550,6 +566,11 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill, n int, record boo
 		// the leader does between calls (the probes' creates and allocation
 		// records arriving by watch) is not counted.
 		t.Logf("fill %d: leader CPU per pod in /filter %.3f ms, in /bind %.3f ms", fill, filterCPU.Seconds()*1000/float64(n), bindCPU.Seconds()*1000/float64(n))
+		if alloc1, gc1, err := leaderGC(); err == nil && gcErr == nil {
+			// Everything the leader allocated over the round, the watch's
+			// events included: what each pod brings the collector.
+			t.Logf("fill %d: leader allocated %.0f KiB per pod over the round, %.1f collections per 1000 pods", fill, (alloc1-alloc0)/1024/float64(n), (gc1-gc0)*1000/float64(n))
+		}
 		e.record(t, "extender vs apiserver", fmt.Sprintf("leader CPU per scheduled pod (filter + bind, sequential), %d placed", fill), fmt.Sprintf("%.2f ms", perPod), "<= 1 ms", metIf(perPod <= 1))
 	}
 	// The next fill writes its assignments without looking at what vgpud

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -47,4 +50,25 @@ func podReads(t *testing.T) map[string]float64 {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// leaderGC is the leader's bytes allocated since it started and its
+// completed collections (go_gc_duration_seconds' count): read around a
+// round, what each scheduled pod costs the collector.
+func leaderGC() (alloc, cycles float64, err error) {
+	resp, err := http.Get("http://127.0.0.1:9090/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse the leader's metrics: %w", err)
+	}
+	a, g := families["go_memstats_alloc_bytes_total"], families["go_gc_duration_seconds"]
+	if a == nil || g == nil || len(a.GetMetric()) == 0 || len(g.GetMetric()) == 0 {
+		return 0, 0, fmt.Errorf("no go_memstats_alloc_bytes_total or go_gc_duration_seconds in the leader's metrics")
+	}
+	return a.GetMetric()[0].GetCounter().GetValue(), float64(g.GetMetric()[0].GetSummary().GetSampleCount()), nil
 }
