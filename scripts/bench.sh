@@ -127,7 +127,8 @@ KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_NODE_FLOOR=$PWD/bin/nodefl
 # allocation records included), to read beside any refused binds above.
 stalls=$(grep -cE 'slow fdatasync|took too long \([0-9.]+s\)' "${VGPUD_APISERVER_DIR:-/var/lib/vgpud-e2e/apiserver}/log/etcd.log" || true)
 echo "bench: etcd requests or disk syncs that took a second or more: ${stalls:-0}" >&2
-# Where the leader's CPU (and, for leader-heap, its heap) went, for the
+# Where the leader's CPU (and, for leader-heap, its heap; for *-allocs,
+# what it allocated over the profiled round) went, for the
 # targets above; apiserver-*: kube-apiserver's during the pipeline's runs
 # with writes, by cumulative time (its handlers, not its allocator).
 for p in bench/*.pprof; do
@@ -142,7 +143,8 @@ for p in bench/*.pprof; do
 			grep -E '^(File|Type|Duration|Showing nodes)|patcher\).patchResource.func2$|CreateNamedResource.createHandler.func1.2$|handlers.CreateResource.createHandler.func1.2$|handlers.ListResource.func1$|handlers.handleWatch$|managedFieldsUpdater\).Update$|runtime.gcBgMarkWorker$|runtime.mallocgc$' >"${p%.pprof}.txt" || true ;;
 	*-allocs-before.pprof) ;;
 	*-allocs.pprof)
-		# What the leader allocated over the profiled round alone.
+		# What the leader allocated from the start of the profiled round
+		# to the end of its CPU profile (the round's deletes included).
 		go tool pprof -sample_index=alloc_space -top -nodecount=30 -base "${p%.pprof}-before.pprof" bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true ;;
 	*) go tool pprof -top -nodecount=30 bin/vgpud "$p" >"${p%.pprof}.txt" 2>/dev/null || true ;;
 	esac

@@ -8,8 +8,10 @@
 #                               its queues and workloads, its CRDs
 #   scripts/kueue.sh manifest   prints the manifest install applies
 #   scripts/kueue.sh build      builds Kueue's binary and image into the
-#                               cache only: make test does it before the
-#                               cluster suite, whose timeout it would spend
+#                               cache only: scripts/e2e.sh does it before
+#                               the cluster suite, whose timeout it would
+#                               otherwise spend
+#   scripts/kueue.sh binary     builds the binary (cached), prints its path
 # The manifest is Kueue's own kustomize bases at $KUEUE_VERSION (CRDs,
 # RBAC, manager, its internal certificates, webhooks) with the settings
 # in scripts/kueue/controller_manager_config.yaml, less the webhooks of
@@ -185,7 +187,7 @@ uninstall)
 	exit 1
 	;;
 *)
-	echo "usage: scripts/kueue.sh install|uninstall|manifest|build" >&2
+	echo "usage: scripts/kueue.sh install|uninstall|manifest|build|binary" >&2
 	exit 2
 	;;
 esac
