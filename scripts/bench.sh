@@ -120,7 +120,7 @@ mkdir -p bench
 rm -f bench/*.pprof
 # A failing part leaves its rows out and says so; the table is still written.
 KUBECONFIG=$kubeconfig VGPUD_BIN=$PWD/bin/vgpud VGPUD_NODE_FLOOR=$PWD/bin/nodefloor VGPUD_LEADER_FLOOR=$PWD/bin/leaderfloor VGPUD_K8S_BIN=$("$here/k8s-binaries.sh") VGPUD_BENCH_OUT=$rows VGPUD_BENCH_PROFILES=$PWD/bench \
-	go test -tags bench -count=1 -v -timeout 25m ./scripts/bench/ 2>&1 | grep -E '^(---|ok|FAIL|panic)|_test.go' >&2 ||
+	go test -tags bench -count=1 -v -timeout 40m ./scripts/bench/ 2>&1 | grep -E '^(---|ok|FAIL|panic)|_test.go' >&2 ||
 	row "against kube-apiserver" "a part failed (see the log); its rows are missing" "-" "-" "NO"
 "$here/apiserver.sh" down
 # etcd stalls of a second or more (a slow disk sync holds every write,
