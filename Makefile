@@ -157,7 +157,7 @@ test: lint unit fuzz chart e2e
 demo:
 	bash scripts/demo.sh
 
-# Every benchmark, one table, also written to bench/results.md (root; ~9 minutes).
+# Every benchmark, one table, also written to bench/results.md (root; 20 to 25 minutes).
 bench:
 	bash scripts/bench.sh
 

@@ -13,7 +13,7 @@ hosts_entry() {
 
 # gotest runs a suite verbosely and, when one fails, prints the failed
 # tests' own output again at the end: CI shows only a run's last lines,
-# and the cluster suite's soak runs after every scenario.
+# and the cluster suite's scenarios run long.
 gotest() {
 	go tool gotestsum --format standard-verbose --hide-summary skipped -- "$@" 2>&1 |
 		grep -vE '^I[0-9]{4} ' # klog chatter from client-go in the test process

@@ -40,8 +40,14 @@ kubeconfig=$("$here/cluster.sh" up)
 echo "e2e: cluster of ${VGPUD_NODES:-3} node(s) ready in $((($(date +%s%N) - start) / 1000000)) ms"
 # Each with its own bound: on a 2-core machine slower than the last,
 # TestCluster took 1363 s and left the soak 137 s of a shared 25 min.
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 35m -run '^TestCluster$' ./scripts/e2e/cluster/
-KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 15m -run '^TestChaosSoak$' ./scripts/e2e/cluster/
+# The soak runs whether or not a scenario failed, as it did in one call.
+rc=0
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 35m -run '^TestCluster$' ./scripts/e2e/cluster/ || rc=$?
+KUBECONFIG=$kubeconfig VGPUD_SCRIPTS=$here gotest -tags e2e -count=1 -timeout 15m -run '^TestChaosSoak$' ./scripts/e2e/cluster/ || rc=$?
+if [ "$rc" != 0 ]; then
+	echo "e2e: the cluster suite or the soak failed (exit $rc)" >&2
+	exit "$rc"
+fi
 "$here/cluster.sh" down
 
 # The Kubernetes versions around the suite's, as docs/compatibility.md
