@@ -38,10 +38,16 @@ type Ledger struct {
 	// (NotifyFreed).
 	freed func()
 
-	mu     sync.RWMutex
-	nodes  map[string]*nodeState
-	pods   map[types.UID]podState
-	tokens uint64 // the last Book's token
+	mu    sync.RWMutex
+	nodes map[string]*nodeState
+	// nodeGen counts the states added to nodes, which are never removed
+	// or replaced: a name resolved under one count resolves the same
+	// while it holds (resolved).
+	nodeGen uint64
+	// resolved is the last names EachNodeFor read, resolved (resolve.go).
+	resolved atomic.Pointer[resolved]
+	pods     map[types.UID]podState
+	tokens   uint64 // the last Book's token
 	// unhonoured are the pods whose assignment a newer vgpud wrote in a
 	// form this one cannot honour: what they hold is unknown, so nothing
 	// more is placed on their node, nor charged to their namespace.
@@ -60,25 +66,36 @@ type Ledger struct {
 }
 
 type nodeState struct {
-	gpus []protocol.GPU
+	// What a filter reads of every node (Ledger.stateFor) comes first,
+	// together in a few cache lines: it walks a thousand nodes per call,
+	// from memory the leader's other work has evicted.
+	gpus      []protocol.GPU
+	invErr    error
+	cordonErr error
+	usable    bool   // the device plugin is registered: allocatable GPUs > 0
+	plugin    string // the node role's vgpud.io/plugin: serving or draining
+	// unhonoured: the node's pods whose assignments this build cannot
+	// honour (Ledger.unhonoured), with why.
+	unhonoured map[types.UID]error
+	current    fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
+	// fullness is fit.Fullness(current), kept with it: a filter ranks
+	// every node, and summing each node's GPUs again was a tenth of it.
+	fullness int64
+
 	// mig is what the MIG instances among gpus are part of, by instance
 	// UUID (protocol.Inventory.Bookable).
 	mig map[string]*protocol.MIGRef
 	// features the node's vgpud honours in an assignment (its inventory's)
 	features []string
 	sets     []fit.Set // its connected GPU sets
-	usable   bool      // the device plugin is registered: allocatable GPUs > 0
-	plugin   string    // the node role's vgpud.io/plugin: serving or draining
 	// exact: the runtime names each container's pod there (NRI), so its
 	// binds need no order and its pods record no phase.
-	exact  bool
-	invErr error
+	exact bool
 	// cordoned are the UUIDs of the GPUs an operator's cordon names
 	// (AnnotationCordon, AnnotationCordonHAMi). cordonErr: the annotation
 	// does not parse (its policy unbound), so which GPUs it takes out is
 	// unknown and the node takes no new pod.
-	cordoned  map[string]bool
-	cordonErr error
+	cordoned map[string]bool
 	// held is, by GPU UUID, what the node last reported its GPUs hold
 	// beyond the slices booked on them (Held, from the AnnotationUsage
 	// value usageRaw); nil: nothing, as from a node that publishes none
@@ -92,20 +109,13 @@ type nodeState struct {
 	kept    map[string]types.UID
 	past    map[types.UID]pastPod
 	charges map[string]podmodel.Usage
-	// unhonoured: the node's pods whose assignments this build cannot
-	// honour (Ledger.unhonoured), with why.
-	unhonoured map[types.UID]error
-	pods       map[types.UID]bool
+	pods    map[types.UID]bool
 	// claims are what DRA claims were allocated of its devices, by
 	// claim UID (claims.go).
 	claims map[types.UID][]resourceapi.DeviceRequestAllocationResult
 	// smallest is the least memory of its shared GPUs (0: none), as
 	// SmallestGPUMiB counts them.
 	smallest int64
-	current  fit.Node // gpus with the usage of pods, kept up to date; replaced, never changed in place
-	// fullness is fit.Fullness(current), kept with it: a filter ranks
-	// every node, and summing each node's GPUs again was a tenth of it.
-	fullness int64
 	// inFlight are the node's bound pods kubelet has not allocated yet
 	// (usually none or one), kept up to date; changed, when a bind waits
 	// on them, is closed at their next recount.

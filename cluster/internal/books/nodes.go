@@ -107,6 +107,7 @@ func (c *Ledger) node(name string) *nodeState {
 	if !ok {
 		st = &nodeState{pods: map[types.UID]bool{}, gone: map[string]time.Time{}}
 		c.nodes[name] = st
+		c.nodeGen++ // a name resolved to none now resolves to st
 	}
 	return st
 }

@@ -38,23 +38,57 @@ func (c *Ledger) NodeFor(name string, pod types.UID) (fit.Node, *fit.Reason) {
 // must call nothing that takes the books' lock (the Ledger, or a
 // BindQueue that asks it), which a waiting writer would deadlock.
 func (c *Ledger) EachNodeFor(names []string, pod types.UID, f func(i int, n fit.Node, fullness int64, reason *fit.Reason) bool) {
+	w := nodeWalk{last: c.resolved.Load(), keep: len(names) <= maxResolved}
 	for start := 0; start < len(names); start += eachNodeRun {
-		if !c.eachNodeRun(names, start, min(start+eachNodeRun, len(names)), pod, f) {
+		if !c.eachNodeRun(&w, names, start, min(start+eachNodeRun, len(names)), pod, f) {
 			return
 		}
+	}
+	if w.fresh != nil {
+		c.resolved.Store(w.fresh)
 	}
 }
 
 // eachNodeRun is how many nodes EachNodeFor reads under one lock.
 const eachNodeRun = 256
 
-func (c *Ledger) eachNodeRun(names []string, start, end int, pod types.UID, f func(int, fit.Node, int64, *fit.Reason) bool) bool {
+// nodeWalk is one EachNodeFor's names resolution: last, the one kept
+// from an earlier call; fresh, this call's own, while last did not hold
+// and every run read the books under one nodeGen; keep, whether names
+// are few enough to keep.
+type nodeWalk struct {
+	last, fresh *resolved
+	keep        bool
+}
+
+func (c *Ledger) eachNodeRun(w *nodeWalk, names []string, start, end int, pod types.UID, f func(int, fit.Node, int64, *fit.Reason) bool) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	own := c.ownNode(pod)
+	// last either holds for every run or, once nodeGen moved, for none
+	// after: a count that moved never comes back.
+	states := c.statesFor(w.last, names)
+	if states == nil && w.keep {
+		switch {
+		case start == 0:
+			w.fresh = &resolved{names: names, states: make([]*nodeState, len(names)), gen: c.nodeGen}
+		case w.fresh != nil && w.fresh.gen != c.nodeGen:
+			w.fresh, w.keep = nil, false // a node came meanwhile: resolve afresh next call
+		}
+	}
 	for i := start; i < end; i++ {
-		n, fullness, reason := c.nodeFor(names[i], pod, own)
+		var st *nodeState
+		if states != nil {
+			st = states[i]
+		} else {
+			st = c.nodes[names[i]]
+			if w.fresh != nil {
+				w.fresh.states[i] = st
+			}
+		}
+		n, fullness, reason := c.stateFor(names[i], st, pod, own)
 		if !f(i, n, fullness, reason) {
+			w.fresh = nil // not all resolved
 			return false
 		}
 	}
@@ -72,9 +106,13 @@ func (c *Ledger) ownNode(pod types.UID) string {
 // nodeFor is NodeFor with pod's own node, own, looked up, and the
 // node's fit.Fullness as pod sees it (0 with a reason). c.mu held.
 func (c *Ledger) nodeFor(name string, pod types.UID, own string) (fit.Node, int64, *fit.Reason) {
-	st, ok := c.nodes[name]
+	return c.stateFor(name, c.nodes[name], pod, own)
+}
+
+// stateFor is nodeFor of st, name's state (nil: not in the books).
+func (c *Ledger) stateFor(name string, st *nodeState, pod types.UID, own string) (fit.Node, int64, *fit.Reason) {
 	switch {
-	case !ok || (len(st.gpus) == 0 && st.invErr == nil):
+	case st == nil || (len(st.gpus) == 0 && st.invErr == nil):
 		return fit.Node{}, 0, &fit.Reason{Kind: "no vgpud inventory", Text: "node has no " + wellknown.AnnotationGPUs + " annotation; is vgpud running there?"}
 	case st.invErr != nil:
 		return fit.Node{}, 0, &fit.Reason{Kind: "bad vgpud inventory", Text: st.invErr.Error()}
