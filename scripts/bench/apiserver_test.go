@@ -81,6 +81,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 
 	e.callerView(t, client)
+	e.callerFloor(t, client)
 	placed := 0
 	for _, fill := range []int{0, 5000, 20000} {
 		start := time.Now()
@@ -485,9 +486,14 @@ func gpuPodSpec(name string) *corev1.Pod {
 }
 
 func post(c *http.Client, verb string, body any, out any) (time.Duration, error) {
+	return postTo(c, extListen, verb, body, out)
+}
+
+// postTo is post to the extender at addr.
+func postTo(c *http.Client, addr, verb string, body any, out any) (time.Duration, error) {
 	raw, _ := json.Marshal(body)
 	start := time.Now()
-	resp, err := c.Post("https://"+extListen+"/"+verb, "application/json", bytes.NewReader(raw))
+	resp, err := c.Post("https://"+addr+"/"+verb, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		return 0, err
 	}

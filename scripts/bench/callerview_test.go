@@ -101,11 +101,17 @@ func (e env) callerView(t *testing.T, c *http.Client) {
 // next measurement counts.
 func (e env) waitLeaderIdle(t *testing.T, timeout time.Duration, what string) {
 	t.Helper()
-	harness.Eventually(t, timeout, "the leader idle "+what, func() error {
-		before := harness.CPUTime(e.leaderPID)
+	waitIdle(t, e.leaderPID, "the leader", timeout, what)
+}
+
+// waitIdle is waitLeaderIdle of process pid, called who.
+func waitIdle(t *testing.T, pid int, who string, timeout time.Duration, what string) {
+	t.Helper()
+	harness.Eventually(t, timeout, who+" idle "+what, func() error {
+		before := harness.CPUTime(pid)
 		time.Sleep(500 * time.Millisecond)
-		if busy := harness.CPUTime(e.leaderPID) - before; busy > 10*time.Millisecond {
-			return fmt.Errorf("the leader spent %v of the last 500 ms", busy)
+		if busy := harness.CPUTime(pid) - before; busy > 10*time.Millisecond {
+			return fmt.Errorf("%s spent %v of the last 500 ms", who, busy)
 		}
 		return nil
 	})

@@ -40,6 +40,7 @@ func main() {
 		goruntime.GOMAXPROCS(1)
 	}
 	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig")
+	extenderListen := flag.String("extender-listen", "", "also answer /filter and /bind here, as thinly as an extender can (extender.go)")
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -100,6 +101,12 @@ func main() {
 	fmt.Printf("synced %d pods %d nodes, heap in use %d MiB\n", len(infs[0].GetStore().ListKeys()), len(infs[1].GetStore().ListKeys()), ms.HeapInuse>>20)
 	if released != nil {
 		fmt.Println("release:", released) // after the line the bench reads
+	}
+	if *extenderListen != "" {
+		if err := serveExtender(ctx, core, *extenderListen); err != nil {
+			fmt.Fprintln(os.Stderr, "extender:", err)
+			os.Exit(1)
+		}
 	}
 	time.Sleep(time.Hour)
 }
