@@ -591,9 +591,7 @@ func (e env) extenderRound(t *testing.T, c *http.Client, fill, n int, record boo
 			// The whole round's, the watch's events included: on a guest
 			// where a syscall or fault traps to the host, system time and
 			// these counts are where a slower machine's CPU per pod goes.
-			d := k.Sub(kernel0)
-			per := func(v int64) float64 { return float64(v) / float64(n) }
-			t.Logf("fill %d: over the round, per pod, the leader took %.2f ms user and %.2f ms system, %.1f minor faults, %.1f context switches", fill, d.User.Seconds()*1000/float64(n), d.System.Seconds()*1000/float64(n), per(d.MinorFaults), per(d.Switches))
+			logKernel(t, fmt.Sprintf("fill %d: the leader over the round", fill), k.Sub(kernel0), n)
 		}
 		if alloc1, gc1, err := leaderGC(); err == nil && gcErr == nil {
 			// Everything the leader allocated over the round, the watch's

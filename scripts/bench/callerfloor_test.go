@@ -59,31 +59,12 @@ func (e env) callerFloor(t *testing.T, c *http.Client) {
 	})
 	pid := floor.Cmd.Process.Pid
 	waitIdle(t, pid, "the leader floor", 60*time.Second, "after the creates")
-	var filter, bind []time.Duration
 	cpu := harness.CPUTime(pid)
 	k0, kernelErr := harness.ReadKernel(pid)
-	start := time.Now()
-	for _, p := range pods {
-		var fr struct {
-			NodeNames []string
-			Error     string
-		}
-		d, err := postTo(c, floorListen, "filter", map[string]any{"Pod": p, "NodeNames": names}, &fr)
-		if err != nil || fr.Error != "" || len(fr.NodeNames) == 0 {
-			t.Fatalf("floor filter %s: %v %s", p.Name, err, fr.Error)
-		}
-		filter = append(filter, d)
-		var br struct{ Error string }
-		if d, err = postTo(c, floorListen, "bind", map[string]any{"PodName": p.Name, "PodNamespace": p.Namespace, "PodUID": p.UID, "Node": fr.NodeNames[0]}, &br); err != nil || br.Error != "" {
-			t.Fatalf("floor bind %s: %v %s", p.Name, err, br.Error)
-		}
-		bind = append(bind, d)
-	}
-	took := time.Since(start)
+	filter, bind, took := callerLoop(t, c, floorListen, pods, names)
 	perPod := float64((harness.CPUTime(pid) - cpu).Microseconds()) / 1000 / callerPods
 	if k1, err := harness.ReadKernel(pid); err == nil && kernelErr == nil {
-		d := k1.Sub(k0)
-		t.Logf("leader floor, per pod: %.2f ms user and %.2f ms system, %.1f minor faults, %.1f context switches", d.User.Seconds()*1000/callerPods, d.System.Seconds()*1000/callerPods, float64(d.MinorFaults)/callerPods, float64(d.Switches)/callerPods)
+		logKernel(t, "leader floor over the caller's view", k1.Sub(k0), callerPods)
 	}
 	f, b := sortDur(filter), sortDur(bind)
 	e.record(t, "caller's view", fmt.Sprintf("floor: the same loop against a program that only decodes each call, takes the first node and binds with one Binding, watching what the leader watches (scripts/bench/leaderfloor): filter p50 %.2f ms, bind p50 %.2f ms, %.0f pods/s; its CPU per pod", pct(f, 0.5), pct(b, 0.5), callerPods/took.Seconds()),

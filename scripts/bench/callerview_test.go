@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpud/vgpud/scripts/harness"
@@ -47,26 +48,8 @@ func (e env) callerView(t *testing.T, c *http.Client) {
 	// loop's. No profile runs in the loop either.
 	e.waitLeaderIdle(t, 30*time.Second, "after the creates")
 	rssStart, _ := harness.Memory(e.leaderPID)
-	var filter, bind []time.Duration
 	cpu := harness.CPUTime(e.leaderPID)
-	start := time.Now()
-	for _, p := range pods {
-		var fr struct {
-			NodeNames []string
-			Error     string
-		}
-		d, err := post(c, "filter", map[string]any{"Pod": p, "NodeNames": names}, &fr)
-		if err != nil || fr.Error != "" || len(fr.NodeNames) == 0 {
-			t.Fatalf("filter %s: %v %s (%d fit)", p.Name, err, fr.Error, len(fr.NodeNames))
-		}
-		filter = append(filter, d)
-		var br struct{ Error string }
-		if d, err = post(c, "bind", map[string]any{"PodName": p.Name, "PodNamespace": p.Namespace, "PodUID": p.UID, "Node": fr.NodeNames[0]}, &br); err != nil || br.Error != "" {
-			t.Fatalf("bind %s: %v %s", p.Name, err, br.Error)
-		}
-		bind = append(bind, d)
-	}
-	took := time.Since(start)
+	filter, bind, took := callerLoop(t, c, extListen, pods, names)
 	perPod := float64((harness.CPUTime(e.leaderPID) - cpu).Microseconds()) / 1000 / callerPods
 	rssEnd, _ := harness.Memory(e.leaderPID)
 	f, b := sortDur(filter), sortDur(bind)
@@ -94,6 +77,38 @@ func (e env) callerView(t *testing.T, c *http.Client) {
 		}
 		return nil
 	})
+}
+
+// callerLoop is the caller's view's loop against the extender at addr:
+// for each pod, one /filter with names, then /bind to the first node it
+// returned. It returns each call's latency and how long the loop took.
+func callerLoop(t *testing.T, c *http.Client, addr string, pods []*corev1.Pod, names []string) (filter, bind []time.Duration, took time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for _, p := range pods {
+		var fr struct {
+			NodeNames []string
+			Error     string
+		}
+		d, err := postTo(c, addr, "filter", map[string]any{"Pod": p, "NodeNames": names}, &fr)
+		if err != nil || fr.Error != "" || len(fr.NodeNames) == 0 {
+			t.Fatalf("filter %s at %s: %v %s (%d fit)", p.Name, addr, err, fr.Error, len(fr.NodeNames))
+		}
+		filter = append(filter, d)
+		var br struct{ Error string }
+		if d, err = postTo(c, addr, "bind", map[string]any{"PodName": p.Name, "PodNamespace": p.Namespace, "PodUID": p.UID, "Node": fr.NodeNames[0]}, &br); err != nil || br.Error != "" {
+			t.Fatalf("bind %s at %s: %v %s", p.Name, addr, err, br.Error)
+		}
+		bind = append(bind, d)
+	}
+	return filter, bind, time.Since(start)
+}
+
+// logKernel logs d, a process's kernel counts over n pods, per pod.
+func logKernel(t *testing.T, what string, d harness.Kernel, n int) {
+	t.Helper()
+	per := func(v int64) float64 { return float64(v) / float64(n) }
+	t.Logf("%s, per pod: %.2f ms user and %.2f ms system, %.1f minor faults, %.1f context switches", what, d.User.Seconds()*1000/float64(n), d.System.Seconds()*1000/float64(n), per(d.MinorFaults), per(d.Switches))
 }
 
 // waitLeaderIdle waits until the leader spends at most 10 ms of a
