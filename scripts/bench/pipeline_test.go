@@ -5,7 +5,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/vgpud/vgpud/protocol"
 	"github.com/vgpud/vgpud/protocol/wellknown"
+	"github.com/vgpud/vgpud/scripts/bench/nullext"
 	"github.com/vgpud/vgpud/scripts/harness"
 )
 
@@ -627,30 +627,15 @@ func (e env) nullExtender(t *testing.T, ctx context.Context, fw floorWrites) (st
 		rec = bc.NewRecorder(scheme.Scheme, "bench-floor")
 	}
 	mux := http.NewServeMux()
-	// The least any filtering extender can cost kube-scheduler: no work,
-	// and one node back, so its scoring runs over one node (vgpud answers
-	// with the nodes its policy ranks first, usually one).
-	mux.HandleFunc("/filter", func(w http.ResponseWriter, r *http.Request) {
-		var args struct{ NodeNames []string }
-		if err := json.NewDecoder(r.Body).Decode(&args); err != nil || len(args.NodeNames) == 0 {
-			http.Error(w, fmt.Sprintf("no node names: %v", err), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"NodeNames":[%q]}`, args.NodeNames[0])
-	})
+	mux.HandleFunc("/filter", nullext.Filter)
 	mux.HandleFunc("/bind", func(w http.ResponseWriter, r *http.Request) {
-		var args struct {
-			PodName, PodNamespace, Node string
-			PodUID                      types.UID
-		}
-		if err := json.NewDecoder(r.Body).Decode(&args); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		b, ok := nullext.Binding(w, r)
+		if !ok {
 			return
 		}
-		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: args.PodName, Namespace: args.PodNamespace, UID: args.PodUID}, Target: corev1.ObjectReference{Kind: "Node", Name: args.Node}}
+		node := b.Target.Name
 		if fw.annotate {
-			a := protocol.Assignment{Version: protocol.Version, Node: args.Node, Containers: []protocol.ContainerAssignment{{Name: "main",
+			a := protocol.Assignment{Version: protocol.Version, Node: node, Containers: []protocol.ContainerAssignment{{Name: "main",
 				GPUs: []protocol.GPUSlice{{UUID: "GPU-00000-0", MemoryMiB: 2000, Cores: 5}}}}}
 			raw, err := protocol.EncodeAssignment(a)
 			if err != nil {
@@ -659,15 +644,11 @@ func (e env) nullExtender(t *testing.T, ctx context.Context, fw floorWrites) (st
 			}
 			b.Annotations = map[string]string{benchAssignment: raw, benchPhase: string(protocol.PhaseBound)}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := e.proto.CoreV1().Pods(args.PodNamespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
-			_ = json.NewEncoder(w).Encode(map[string]string{"Error": err.Error()})
-			return
-		}
-		fmt.Fprint(w, `{}`)
-		if fw.event {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: args.PodName, Namespace: args.PodNamespace, UID: args.PodUID}}
-			rec.Eventf(pod, nil, corev1.EventTypeNormal, "GPUsAssigned", "Binding", "bound to %s with main: GPU-00000-0 2000 MiB 5 cores", args.Node)
+		err := e.proto.CoreV1().Pods(b.Namespace).Bind(ctx, b, metav1.CreateOptions{})
+		nullext.Bound(w, err)
+		if err == nil && fw.event {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace, UID: b.UID}}
+			rec.Eventf(pod, nil, corev1.EventTypeNormal, "GPUsAssigned", "Binding", "bound to %s with main: GPU-00000-0 2000 MiB 5 cores", node)
 		}
 	})
 	srv := httptest.NewServer(mux)
