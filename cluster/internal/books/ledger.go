@@ -69,8 +69,11 @@ type nodeState struct {
 	// What a filter reads of every node (Ledger.stateFor) comes first,
 	// together in a few cache lines: it walks a thousand nodes per call,
 	// from memory the leader's other work has evicted.
-	gpus      []protocol.GPU
-	invErr    error
+	gpus   []protocol.GPU
+	invErr error
+	// cordonErr: the node's cordon annotation does not parse (its policy
+	// unbound), so which GPUs it takes out is unknown and the node takes
+	// no new pod.
 	cordonErr error
 	usable    bool   // the device plugin is registered: allocatable GPUs > 0
 	plugin    string // the node role's vgpud.io/plugin: serving or draining
@@ -92,9 +95,8 @@ type nodeState struct {
 	// binds need no order and its pods record no phase.
 	exact bool
 	// cordoned are the UUIDs of the GPUs an operator's cordon names
-	// (AnnotationCordon, AnnotationCordonHAMi). cordonErr: the annotation
-	// does not parse (its policy unbound), so which GPUs it takes out is
-	// unknown and the node takes no new pod.
+	// (AnnotationCordon, AnnotationCordonHAMi); cordonErr, when that does
+	// not parse.
 	cordoned map[string]bool
 	// held is, by GPU UUID, what the node last reported its GPUs hold
 	// beyond the slices booked on them (Held, from the AnnotationUsage

@@ -4,7 +4,9 @@ package books
 // the books (nil: none) as of nodeGen gen. A cache-capable kube-scheduler
 // sends the same thousand names on every /filter, and the extender hands
 // the books the same slice while they stay the same: a lookup each by
-// hash was a third of the walk over the books, most of it cache misses.
+// hash, mostly cache misses, is then a read of one array (with the
+// hot fields together, 758 to 606 µs p50 for a cold /filter of 1000
+// nodes, bench/runs.md).
 type resolved struct {
 	names  []string
 	states []*nodeState
