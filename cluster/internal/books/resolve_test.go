@@ -1,6 +1,7 @@
 package books
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 
@@ -58,5 +59,55 @@ func TestEachNodeForKeepsNoStaleResolution(t *testing.T) {
 	c.EachNodeFor(names, "", func(int, fit.Node, int64, *fit.Reason) bool { return false })
 	if c.resolved.Load() != kept {
 		t.Error("a walk stopped at its first node replaced the kept resolution")
+	}
+}
+
+// A node added while a walk is between two of its runs (the writer took
+// the lock the walk let go) is seen by the rest of that walk, and the
+// walk keeps no resolution that would hide it from the next one.
+func TestEachNodeForSeesANodeAddedBetweenRuns(t *testing.T) {
+	c := New(wellknown.DefaultResourceNames(), "vgpud-scheduler", clock.RealClock{})
+	c.SetNode(gpuNode("n1", 1, "10"))
+	names := []string{"late"}
+	for len(names) < eachNodeRun {
+		names = append(names, "n1")
+	}
+	names = append(names, "late") // the second run's first name
+	gpus := func(writer func()) []int {
+		out := make([]int, len(names))
+		c.EachNodeFor(names, "", func(i int, n fit.Node, _ int64, reason *fit.Reason) bool {
+			out[i] = len(n.GPUs)
+			if reason != nil {
+				out[i] = -1
+			}
+			if i == eachNodeRun-1 && writer != nil {
+				writer()
+			}
+			return true
+		})
+		return out
+	}
+	added := make(chan struct{})
+	first := gpus(func() {
+		go func() {
+			c.SetNode(gpuNode("late", 2, "10"))
+			close(added)
+		}()
+		// TryRLock fails once the writer waits for this run's read lock:
+		// from then on the next run cannot take it before the writer.
+		for c.mu.TryRLock() {
+			c.mu.RUnlock()
+			runtime.Gosched()
+		}
+	})
+	<-added
+	if first[0] != -1 || first[eachNodeRun] != 2 {
+		t.Fatalf("the walk across the add: late read %d before it and %d after, want -1 and 2", first[0], first[eachNodeRun])
+	}
+	if got := gpus(nil); got[0] != 2 || got[eachNodeRun] != 2 {
+		t.Errorf("the next walk: late read %d and %d, want 2: a resolution from before the add was kept", got[0], got[eachNodeRun])
+	}
+	if got := gpus(nil); got[0] != 2 {
+		t.Errorf("the walk after: late read %d, want 2", got[0])
 	}
 }
