@@ -36,6 +36,7 @@ import (
 	"github.com/vgpud/vgpud/internal/metricsserver"
 	"github.com/vgpud/vgpud/internal/nslabels"
 	"github.com/vgpud/vgpud/internal/process"
+	"github.com/vgpud/vgpud/internal/timerslack"
 	"github.com/vgpud/vgpud/node"
 	"github.com/vgpud/vgpud/protocol/dradevices"
 )
@@ -95,6 +96,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Flags: runFlags,
 				Action: func(c *cli.Context) error {
 					if err := cfg.validate(); err != nil {
+						return cli.Exit(err.Error(), 2)
+					}
+					if err := timerslack.Check(os.LookupEnv); err != nil {
 						return cli.Exit(err.Error(), 2)
 					}
 					log, err := logging.New(stderr, cfg.Logging)
@@ -233,6 +237,11 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if n := daemonMaxProcs(os.LookupEnv); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
+	slack, err := timerslack.Current()
+	if err != nil {
+		return err
+	}
+	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "timerSlack", slack)
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())

@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vgpud/vgpud/internal/exepages"
+	// vgpud's timer slack, set before the runtime starts, as in the
+	// replica: the floor's CPU per pod is held to the same runtime.
+	_ "github.com/vgpud/vgpud/internal/timerslack"
 )
 
 func main() {
