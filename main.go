@@ -237,11 +237,11 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if n := daemonMaxProcs(os.LookupEnv); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
-	slack, err := timerslack.Current()
-	if err != nil {
-		return err
-	}
+	slack, _ := timerslack.Current()
 	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "timerSlack", slack)
+	if why := timerslack.Mismatch(os.LookupEnv); why != "" {
+		log.Warn("the Go runtime's monitor thread wakes more often than vgpud meant; it costs CPU, nothing else", "why", why)
+	}
 	// One registry for the process, served from start on every replica.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
