@@ -97,19 +97,33 @@ func (tl *timeline) markCreated(name string) {
 // create to bound and of bound to Running, and the span from the first
 // create to the last Running.
 func (tl *timeline) summary(names []string) (string, error) {
+	// The list that saw every pod Running can be ahead of the watch's
+	// last events: let the watch catch up before it stops, unless it
+	// ended on its own.
+	caughtUp := harness.Poll(30*time.Second, func() error {
+		err := tl.missing(names)
+		select {
+		case <-tl.done:
+			if err != nil {
+				return fmt.Errorf("%w, and the watch ended", err)
+			}
+		default:
+		}
+		return err
+	})
 	tl.close()
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if tl.watchErr != nil {
 		return "", tl.watchErr
 	}
+	if caughtUp != nil {
+		return "", caughtUp
+	}
 	var toBind, toRun []time.Duration
 	var first, lastCreated, last time.Time
 	for _, n := range names {
 		c, b, r := tl.created[n], tl.bound[n], tl.running[n]
-		if c.IsZero() || b.IsZero() || r.IsZero() {
-			return "", fmt.Errorf("%s/%s: created %v, bound %v, Running %v: the watch missed a step", tl.namespace, n, c, b, r)
-		}
 		toBind = append(toBind, b.Sub(c))
 		toRun = append(toRun, r.Sub(b))
 		if first.IsZero() || c.Before(first) {
@@ -128,6 +142,20 @@ func (tl *timeline) summary(names []string) (string, error) {
 	}
 	return fmt.Sprintf("%s: creates took %v; create -> bound %s; bound -> Running %s; first create -> last Running %v",
 		tl.namespace, lastCreated.Sub(first).Round(time.Millisecond), q(toBind), q(toRun), last.Sub(first).Round(time.Millisecond)), nil
+}
+
+// missing names the first of names whose create, bind or Running the
+// timeline lacks.
+func (tl *timeline) missing(names []string) error {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, n := range names {
+		c, b, r := tl.created[n], tl.bound[n], tl.running[n]
+		if c.IsZero() || b.IsZero() || r.IsZero() {
+			return fmt.Errorf("%s/%s: created %v, bound %v, Running %v: the watch missed a step", tl.namespace, n, c, b, r)
+		}
+	}
+	return nil
 }
 
 // kubeletPods reads how many pods node's kubelet runs a sandbox for,
