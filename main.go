@@ -237,9 +237,13 @@ func runDaemon(ctx context.Context, cfg config, log *slog.Logger) error {
 	if n := daemonMaxProcs(os.LookupEnv); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
-	slack, _ := timerslack.Current()
+	slack, err := timerslack.Current()
 	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "timerSlack", slack)
-	if why := timerslack.Mismatch(os.LookupEnv); why != "" {
+	why := timerslack.Mismatch(os.LookupEnv, slack)
+	if err != nil {
+		why = err.Error()
+	}
+	if why != "" {
 		log.Warn("the Go runtime's monitor thread wakes more often than vgpud meant; it costs CPU, nothing else", "why", why)
 	}
 	// One registry for the process, served from start on every replica.

@@ -156,13 +156,10 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v, %v; want %v, %v", tc.v, got, set, err, tc.want, tc.set)
 		}
 	}
-	lookup := func(v string) func(string) (string, bool) {
-		return func(name string) (string, bool) { return v, name == EnvVar }
-	}
-	if err := Check(lookup("1ms")); err == nil {
+	if err := Check(lookupOf("1ms")); err == nil {
 		t.Error("Check passed 1ms")
 	}
-	if err := Check(lookup("")); err != nil {
+	if err := Check(lookupOf("")); err != nil {
 		t.Errorf("Check refused the default: %v", err)
 	}
 }
@@ -170,25 +167,12 @@ func TestParse(t *testing.T) {
 // Mismatch speaks only when the thread's slack differs from what the
 // variable asked for.
 func TestMismatch(t *testing.T) {
-	lookup := func(v string) func(string) (string, bool) {
-		return func(name string) (string, bool) { return v, name == EnvVar }
-	}
-	done := make(chan []string, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with its odd slack
-		var got []string
-		for _, slack := range []uintptr{uintptr(Default.Nanoseconds()), 70000} {
-			if err := unix.Prctl(unix.PR_SET_TIMERSLACK, slack, 0, 0, 0); err != nil {
-				got = append(got, "prctl: "+err.Error())
-				continue
-			}
-			for _, v := range []string{"", "70000", "0", "bad"} {
-				got = append(got, fmt.Sprintf("%d %q: %s", slack, v, Mismatch(lookup(v))))
-			}
+	var got []string
+	for _, slack := range []time.Duration{Default, 70 * time.Microsecond} {
+		for _, v := range []string{"", "70000", "0", "bad"} {
+			got = append(got, fmt.Sprintf("%d %q: %s", slack.Nanoseconds(), v, Mismatch(lookupOf(v), slack)))
 		}
-		done <- got
-	}()
-	got := <-done
+	}
 	want := []string{
 		`1000000 "": `,
 		`1000000 "70000": the timer slack is 1ms, not the 70µs VGPUD_TIMER_SLACK_NS asks for`,
@@ -202,4 +186,12 @@ func TestMismatch(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Mismatch:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	if cur, err := Current(); err != nil || cur <= 0 {
+		t.Errorf("Current() = %v, %v; want this thread's slack", cur, err)
+	}
+}
+
+// lookupOf is an environment where EnvVar alone is set, to v.
+func lookupOf(v string) func(string) (string, bool) {
+	return func(name string) (string, bool) { return v, name == EnvVar }
 }
