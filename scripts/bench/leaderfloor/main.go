@@ -9,7 +9,10 @@
 // hands its binary's start-up pages back as vgpud does, so what it holds
 // then is the objects and the runtime alone. make bench
 // reads its RSS next to the leader's, at the same 1000 nodes and 20000
-// pods.
+// pods. With --extender-listen and --webhook-listen it also answers as
+// an extender and as a mutating webhook with as little work as either can
+// do (extender.go, webhook.go): the floors make bench holds the leader's
+// CPU per pod and the webhook's cost per create to.
 package main
 
 import (
@@ -44,6 +47,7 @@ func main() {
 	}
 	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig")
 	extenderListen := flag.String("extender-listen", "", "also answer /filter and /bind here, as thinly as an extender can (extender.go)")
+	webhookListen := flag.String("webhook-listen", "", "also answer admission reviews at /webhook here, as thinly as a mutating webhook can (webhook.go)")
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -105,13 +109,26 @@ func main() {
 	if released != nil {
 		fmt.Println("release:", released) // after the line the bench reads
 	}
-	if *extenderListen != "" {
-		if err := serveExtender(ctx, core, *extenderListen); err != nil {
-			fmt.Fprintln(os.Stderr, "extender:", err)
+	errc := make(chan error, 2)
+	if *extenderListen != "" || *webhookListen != "" {
+		cert, clients, err := servingTLS(ctx, core)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		if *extenderListen != "" {
+			go func() { errc <- fmt.Errorf("extender: %w", serveExtender(core, cert, clients, *extenderListen)) }()
+		}
+		if *webhookListen != "" {
+			go func() { errc <- fmt.Errorf("webhook: %w", serveWebhook(cert, *webhookListen)) }()
+		}
 	}
-	time.Sleep(time.Hour)
+	select {
+	case err := <-errc:
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	case <-time.After(time.Hour):
+	}
 }
 
 func stripManagedFields(obj any) (any, error) {
