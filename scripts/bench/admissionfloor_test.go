@@ -49,7 +49,7 @@ func (e env) floorWebhook(t *testing.T, ctx context.Context, vgpud *admissionreg
 		return false, func() {}
 	}
 	harness.EnsureNamespace(t, e.kube, floorNamespace, map[string]string{"vgpud.io/webhook": "ignore", floorLabel: "true"})
-	floor := harness.Spawn(t, "leaderfloor-webhook", bin, "--kubeconfig="+e.kubeconfig, "--webhook-listen="+floorWebhookListen)
+	floor := harness.Spawn(t, "leaderfloor-webhook", bin, "--kubeconfig="+e.kubeconfig, "--webhook-listen="+floorWebhookListen, "--watch=false")
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-bench-floor"},
 		Webhooks:   []admissionregistrationv1.MutatingWebhook{*vgpud.Webhooks[0].DeepCopy()},

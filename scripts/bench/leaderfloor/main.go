@@ -48,6 +48,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig")
 	extenderListen := flag.String("extender-listen", "", "also answer /filter and /bind here, as thinly as an extender can (extender.go)")
 	webhookListen := flag.String("webhook-listen", "", "also answer admission reviews at /webhook here, as thinly as a mutating webhook can (webhook.go)")
+	watching := flag.Bool("watch", true, "watch what the leader watches; false for a webhook alone, which needs no watch")
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -63,6 +64,36 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := context.Background()
+	if *watching {
+		watchAll(ctx, core)
+	}
+	errc := make(chan error, 2)
+	if *extenderListen != "" || *webhookListen != "" {
+		cert, clients, err := servingTLS(ctx, core)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if *extenderListen != "" {
+			go func() { errc <- fmt.Errorf("extender: %w", serveExtender(core, cert, clients, *extenderListen)) }()
+		}
+		if *webhookListen != "" {
+			go func() { errc <- fmt.Errorf("webhook: %w", serveWebhook(cert, *webhookListen)) }()
+		}
+	}
+	// An hour at most: a bench that died without stopping it leaves
+	// nothing running long.
+	select {
+	case err := <-errc:
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	case <-time.After(time.Hour):
+	}
+}
+
+// watchAll watches every pod, node and ResourceQuota until synced, then
+// collects and returns its garbage and says what it holds.
+func watchAll(ctx context.Context, core corev1client.CoreV1Interface) {
 	infs := []toolscache.SharedIndexInformer{
 		informer(core, &corev1.Pod{},
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -108,26 +139,6 @@ func main() {
 	fmt.Printf("synced %d pods %d nodes, heap in use %d MiB\n", len(infs[0].GetStore().ListKeys()), len(infs[1].GetStore().ListKeys()), ms.HeapInuse>>20)
 	if released != nil {
 		fmt.Println("release:", released) // after the line the bench reads
-	}
-	errc := make(chan error, 2)
-	if *extenderListen != "" || *webhookListen != "" {
-		cert, clients, err := servingTLS(ctx, core)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if *extenderListen != "" {
-			go func() { errc <- fmt.Errorf("extender: %w", serveExtender(core, cert, clients, *extenderListen)) }()
-		}
-		if *webhookListen != "" {
-			go func() { errc <- fmt.Errorf("webhook: %w", serveWebhook(cert, *webhookListen)) }()
-		}
-	}
-	select {
-	case err := <-errc:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	case <-time.After(time.Hour):
 	}
 }
 
