@@ -194,7 +194,8 @@ mkdir -p bench
 	echo
 	echo "- machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) memory, kernel $(uname -r)"
 	echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')"
+	# bench/ aside: this run has just written its profiles there.
+	echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet -- . ':!bench' || echo ' (with uncommitted changes)')"
 	echo "- command: \`make bench\` ($(($(date +%s) - started)) s)"
 	echo
 	echo "| section | metric | value | target | met |"
