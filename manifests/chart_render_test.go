@@ -646,4 +646,11 @@ func TestChartExtraEnv(t *testing.T) {
 			t.Errorf("extraEnv %s rendered; want the schema to refuse it", bad)
 		}
 	}
+	// --set reads 4 as a number, which the apiserver refuses in an env
+	// value only when the DaemonSet is applied; the schema says so at
+	// install, naming the value and the type it wants.
+	_, err := helmRender(t, "vgpud-system", "extraEnv[0].name=VGPUD_SPLIT", "extraEnv[0].value=4")
+	if err == nil || !strings.Contains(err.Error(), "/extraEnv/0/value") || !strings.Contains(err.Error(), "want string") {
+		t.Errorf("extraEnv value 4 set as a number: got %v; want the schema to refuse it, naming /extraEnv/0/value and string", err)
+	}
 }
