@@ -9,9 +9,8 @@
 #      client, beside HAMi's recorded numbers), the extender over HTTPS at
 #      0/5000/20000 placed pods, bind throughput, leader memory next to a
 #      floor program's, the webhook's cost per request (paired creates,
-#      beside a do-nothing webhook's), the
-#      whole pipeline through a real kube-scheduler; the node-only daemon's
-#      memory next to its floor's.
+#      beside a do-nothing webhook's), the whole pipeline through a real
+#      kube-scheduler; the node-only daemon's memory next to its floor's.
 #   3. On a one-node cluster (scripts/cluster.sh): 30 GPU pods to Running
 #      next to 30 plain pods, and a freed GPU to the pod waiting for it,
 #      three times each.

@@ -23,9 +23,10 @@ const (
 	floorNamespace = "admit-floor"
 	floorLabel     = "bench.vgpud.io/webhook-floor"
 	floorHook      = "floor.bench.vgpud.io"
-	// floorWebhookListen is where the leader floor answers reviews; the
-	// apiserver calls it by the serving certificate's host name.
-	floorWebhookListen = "127.0.0.1:9446"
+	// floorWebhookPort is where the leader floor answers reviews, on
+	// loopback; the apiserver calls it by the serving certificate's host
+	// name.
+	floorWebhookPort = "9446"
 )
 
 // admissionPod is the pod each admission create writes: a GPU pod
@@ -40,8 +41,8 @@ func admissionPod(name string) *corev1.Pod {
 // vgpud (the first webhook of vgpud's configuration, as the bench
 // registered it: the same rules, match conditions, failure policy and
 // timeout) for floorNamespace alone, until stop, which the caller calls
-// before the bench goes on: the floor watches every pod, and would spend
-// the next runs' CPU. It reports false, and does nothing, without
+// before the bench goes on: the later runs see neither the process nor
+// its registration. It reports false, and does nothing, without
 // VGPUD_LEADER_FLOOR.
 func (e env) floorWebhook(t *testing.T, ctx context.Context, vgpud *admissionregistrationv1.MutatingWebhookConfiguration) (started bool, stop func()) {
 	bin := os.Getenv("VGPUD_LEADER_FLOOR")
@@ -49,14 +50,14 @@ func (e env) floorWebhook(t *testing.T, ctx context.Context, vgpud *admissionreg
 		return false, func() {}
 	}
 	harness.EnsureNamespace(t, e.kube, floorNamespace, map[string]string{"vgpud.io/webhook": "ignore", floorLabel: "true"})
-	floor := harness.Spawn(t, "leaderfloor-webhook", bin, "--kubeconfig="+e.kubeconfig, "--webhook-listen="+floorWebhookListen, "--watch=false")
+	floor := harness.Spawn(t, "leaderfloor-webhook", bin, "--kubeconfig="+e.kubeconfig, "--webhook-listen=127.0.0.1:"+floorWebhookPort, "--watch=false")
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "vgpud-bench-floor"},
 		Webhooks:   []admissionregistrationv1.MutatingWebhook{*vgpud.Webhooks[0].DeepCopy()},
 	}
 	w := &cfg.Webhooks[0]
 	w.Name = floorHook
-	w.ClientConfig.URL = ptr.To("https://" + host + ":" + floorWebhookListen[len("127.0.0.1:"):] + "/webhook")
+	w.ClientConfig.URL = ptr.To("https://" + host + ":" + floorWebhookPort + "/webhook")
 	w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{floorLabel: "true"}}
 	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ func admit(w http.ResponseWriter, r *http.Request) {
 			} `json:"object"`
 		} `json:"request"`
 	}
+	// vgpud's bound (webhook.MaxBodyBytes), not imported: the floor links
+	// no more than it must.
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 7<<20)).Decode(&review); err != nil || review.Request == nil {
 		http.Error(w, fmt.Sprintf("no admission review: %v", err), http.StatusBadRequest)
 		return
